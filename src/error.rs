@@ -1,0 +1,245 @@
+//! The crate's one error type.
+
+use std::fmt;
+use std::time::Duration;
+
+/// `Result` with [`Error`] as its error type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why one node did not count toward a quorum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeProblem {
+    /// The node answered, but the key is held by another owner (acquire) or is no longer ours
+    /// (extend, release).
+    Refused,
+    /// The node did not answer within `node_timeout`.
+    TimedOut,
+    /// The node could not be reached, or its connection broke; the text says how.
+    Unavailable(String),
+    /// The node answered with an error reply (`WRONGTYPE`, `OOM`, `READONLY`, `NOAUTH`, ...).
+    Server(String),
+}
+
+/// One node's part in a failed quorum operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReport {
+    /// The node's address, `host:port` (never with credentials).
+    pub node: String,
+    /// What went wrong there.
+    pub problem: NodeProblem,
+}
+
+/// How a quorum operation ended on the nodes, for errors that need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QuorumReport {
+    /// Number of nodes (N).
+    pub nodes: usize,
+    /// Successes needed (N/2 + 1).
+    pub quorum: usize,
+    /// Nodes that succeeded.
+    pub succeeded: usize,
+    /// The nodes that did not succeed and why; nodes that were not waited for are not listed.
+    pub failures: Vec<NodeReport>,
+    /// Time from sending the first command to the decision.
+    pub elapsed: Duration,
+}
+
+impl QuorumReport {
+    /// Nodes that refused (held by another owner / no longer ours).
+    pub fn refused(&self) -> usize {
+        self.failures
+            .iter()
+            .filter(|r| r.problem == NodeProblem::Refused)
+            .count()
+    }
+
+    /// Nodes that timed out, were unreachable or answered with an error.
+    pub fn errors(&self) -> usize {
+        self.failures.len() - self.refused()
+    }
+}
+
+/// Which quorum operation a [`Error::NoQuorum`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Operation {
+    /// Acquiring a lock.
+    Acquire,
+    /// Extending a lock.
+    Extend,
+    /// Releasing a lock.
+    Release,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operation::Acquire => "acquire",
+            Operation::Extend => "extend",
+            Operation::Release => "release",
+        })
+    }
+}
+
+/// Everything that can go wrong.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A caller-supplied value is unusable; nothing was sent to any node.
+    InvalidArgument {
+        /// What is wrong and what to do instead.
+        message: String,
+    },
+    /// The resource is held by another owner: enough nodes refused that no quorum was possible.
+    NotAcquired {
+        /// The resource that was asked for.
+        resource: String,
+        /// How many attempts were made (1 + retries).
+        attempts: u32,
+        /// The last attempt, node by node.
+        report: QuorumReport,
+    },
+    /// Too few nodes answered in time (down, hung, or erroring), or they answered so late that
+    /// no validity was left.
+    NoQuorum {
+        /// The resource concerned.
+        resource: String,
+        /// What was being done.
+        operation: Operation,
+        /// How many attempts were made.
+        attempts: u32,
+        /// The last attempt, node by node.
+        report: QuorumReport,
+    },
+    /// The lock is no longer ours on a quorum: it expired (and may have been taken by another
+    /// owner), was released already, or its keys were removed.
+    Lost {
+        /// The resource concerned.
+        resource: String,
+        /// The failed extend or release, when one was made.
+        report: Option<QuorumReport>,
+    },
+    /// `extend` was called more often than `max_extensions` allows; the lock is still held until
+    /// its validity runs out.
+    ExtensionLimit {
+        /// The resource concerned.
+        resource: String,
+        /// The configured cap.
+        max_extensions: u32,
+    },
+    /// The operating system refused a resource the client needs (a worker thread, say).
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            message: message.into(),
+        }
+    }
+}
+
+fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Result {
+    for (i, r) in report.failures.iter().enumerate() {
+        f.write_str(if i == 0 { " [" } else { "; " })?;
+        write!(f, "{}: ", r.node)?;
+        match &r.problem {
+            NodeProblem::Refused => f.write_str("refused")?,
+            NodeProblem::TimedOut => f.write_str("no answer in time")?,
+            NodeProblem::Unavailable(why) => write!(f, "unavailable: {why}")?,
+            NodeProblem::Server(reply) => write!(f, "error reply: {reply}")?,
+        }
+    }
+    if !report.failures.is_empty() {
+        f.write_str("]")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidArgument { message } => write!(f, "invalid argument: {message}"),
+            Error::NotAcquired {
+                resource,
+                attempts,
+                report,
+            } => {
+                write!(
+                    f,
+                    "lock {resource:?} not acquired after {attempts} attempt(s): held by another \
+                     owner on {} of {} nodes (quorum {})",
+                    report.refused(),
+                    report.nodes,
+                    report.quorum
+                )?;
+                write_failures(f, report)?;
+                f.write_str("; retry later or use a longer retry budget")
+            }
+            Error::NoQuorum {
+                resource,
+                operation,
+                attempts,
+                report,
+            } => {
+                if report.succeeded >= report.quorum {
+                    write!(
+                        f,
+                        "{operation} of {resource:?} reached a quorum only after {:?}, leaving no \
+                         validity: use a longer TTL or a shorter node_timeout",
+                        report.elapsed
+                    )
+                } else {
+                    write!(
+                        f,
+                        "{operation} of {resource:?} failed after {attempts} attempt(s): only {} of \
+                         {} nodes succeeded (quorum {})",
+                        report.succeeded, report.nodes, report.quorum
+                    )?;
+                    write_failures(f, report)?;
+                    f.write_str("; check that a majority of the Redis nodes is up and reachable")
+                }
+            }
+            Error::Lost { resource, report } => {
+                write!(
+                    f,
+                    "lock {resource:?} is lost: it expired, was released, or its keys were removed"
+                )?;
+                if let Some(report) = report {
+                    write!(
+                        f,
+                        " (still ours on {} of {} nodes, quorum {})",
+                        report.succeeded, report.nodes, report.quorum
+                    )?;
+                    write_failures(f, report)?;
+                }
+                Ok(())
+            }
+            Error::ExtensionLimit {
+                resource,
+                max_extensions,
+            } => write!(
+                f,
+                "lock {resource:?} was already extended {max_extensions} time(s), the configured \
+                 max_extensions; it stays held until its validity runs out"
+            ),
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

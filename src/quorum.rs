@@ -1,0 +1,324 @@
+//! The decision rules of Redlock, free of I/O so they can be tested with injected times.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{NodeProblem, NodeReport, QuorumReport};
+
+/// Fixed part of the clock-drift allowance (the seed's "few milliseconds").
+pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+
+/// Successes needed among `n` nodes.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// The clock-drift allowance for a TTL: `ttl * drift_factor + 2 ms`, rounded up to a microsecond.
+pub(crate) fn drift_allowance(ttl: Duration, drift_factor: f64) -> Duration {
+    let micros = (ttl.as_micros() as f64 * drift_factor).ceil();
+    Duration::from_micros(micros as u64) + DRIFT_FLOOR
+}
+
+/// When a lock set on a quorum stops being safe to rely on, if it still is at `now`.
+///
+/// Every key of the quorum was set after `t0`, so each lives at least until `t0 + ttl` in node
+/// time; the allowance covers the clock drift between us and the nodes. This equals the seed's
+/// `validity = ttl - elapsed - drift` counted from the decision.
+pub(crate) fn validity_deadline(
+    t0: Instant,
+    now: Instant,
+    ttl: Duration,
+    drift_factor: f64,
+) -> Option<Instant> {
+    let deadline = earliest_expiry(t0, ttl, drift_factor);
+    (deadline > now).then_some(deadline)
+}
+
+/// The earliest moment a key set with `ttl` after `t0` may expire, less the drift allowance.
+pub(crate) fn earliest_expiry(t0: Instant, ttl: Duration, drift_factor: f64) -> Instant {
+    // TTLs are capped at 10 years, far inside what `Instant` can hold.
+    t0 + ttl.saturating_sub(drift_allowance(ttl, drift_factor))
+}
+
+/// A random delay in `delay ± jitter`; `unit` is uniform in `[0, 1)`.
+pub(crate) fn retry_delay(delay: Duration, jitter: Duration, unit: f64) -> Duration {
+    let low = delay.saturating_sub(jitter);
+    let high = delay + jitter;
+    low + (high - low).mul_f64(unit.clamp(0.0, 1.0))
+}
+
+/// One node's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Vote {
+    Yes,
+    No,
+    Failed(NodeProblem),
+}
+
+/// What a tally came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// A quorum said yes.
+    Quorum,
+    /// So many refused that a quorum is impossible: the key belongs to someone else.
+    Refused,
+    /// Errors and timeouts (with or without refusals) made a quorum impossible.
+    Unreachable,
+}
+
+/// Counts the votes of one fan-out and says as soon as the outcome is certain.
+pub(crate) struct Tally {
+    votes: Vec<Option<Vote>>,
+    yes: usize,
+    no: usize,
+    failed: usize,
+}
+
+impl Tally {
+    pub(crate) fn new(n: usize) -> Self {
+        Tally {
+            votes: vec![None; n],
+            yes: 0,
+            no: 0,
+            failed: 0,
+        }
+    }
+
+    pub(crate) fn nodes(&self) -> usize {
+        self.votes.len()
+    }
+
+    pub(crate) fn quorum(&self) -> usize {
+        quorum(self.nodes())
+    }
+
+    /// Records node `i`'s vote; a second vote from the same node is ignored.
+    pub(crate) fn record(&mut self, i: usize, vote: Vote) {
+        let Some(slot) = self.votes.get_mut(i) else {
+            return;
+        };
+        if slot.is_some() {
+            return;
+        }
+        match vote {
+            Vote::Yes => self.yes += 1,
+            Vote::No => self.no += 1,
+            Vote::Failed(_) => self.failed += 1,
+        }
+        *slot = Some(vote);
+    }
+
+    /// Marks every node that has not answered with `problem` (a deadline passed).
+    pub(crate) fn fail_unanswered(&mut self, problem: NodeProblem) {
+        for i in 0..self.votes.len() {
+            if self.votes[i].is_none() {
+                self.record(i, Vote::Failed(problem.clone()));
+            }
+        }
+    }
+
+    /// The outcome, once no further vote can change it.
+    pub(crate) fn decision(&self) -> Option<Decision> {
+        let n = self.nodes();
+        let q = self.quorum();
+        if self.yes >= q {
+            return Some(Decision::Quorum);
+        }
+        // Refusals alone rule a quorum out: the resource is someone else's.
+        if self.no > n - q {
+            return Some(Decision::Refused);
+        }
+        if self.no + self.failed > n - q {
+            return Some(Decision::Unreachable);
+        }
+        None
+    }
+
+    #[cfg(test)]
+    pub(crate) fn yes(&self) -> usize {
+        self.yes
+    }
+
+    /// A report for an error message; `names[i]` is node i's address.
+    pub(crate) fn report(&self, names: &[String], elapsed: Duration) -> QuorumReport {
+        let failures = self
+            .votes
+            .iter()
+            .zip(names)
+            .filter_map(|(vote, name)| {
+                let problem = match vote {
+                    Some(Vote::No) => NodeProblem::Refused,
+                    Some(Vote::Failed(p)) => p.clone(),
+                    Some(Vote::Yes) | None => return None,
+                };
+                Some(NodeReport {
+                    node: name.clone(),
+                    problem,
+                })
+            })
+            .collect();
+        QuorumReport {
+            nodes: self.nodes(),
+            quorum: self.quorum(),
+            succeeded: self.yes,
+            failures,
+            elapsed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(2), 2);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
+        assert_eq!(quorum(7), 4);
+    }
+
+    #[test]
+    fn validity_subtracts_elapsed_and_drift() {
+        let t0 = Instant::now();
+        // ttl 10 s, drift 1 %: allowance 100 ms + 2 ms.
+        let deadline = validity_deadline(t0, t0 + ms(30), ms(10_000), 0.01).unwrap();
+        assert_eq!(deadline - t0, ms(10_000 - 102));
+        // Seen from the decision 30 ms later, 10 000 - 30 - 102 ms remain.
+        assert_eq!(deadline - (t0 + ms(30)), ms(9_868));
+    }
+
+    #[test]
+    fn no_validity_when_elapsed_eats_the_ttl() {
+        let t0 = Instant::now();
+        assert!(validity_deadline(t0, t0 + ms(96), ms(100), 0.01).is_some());
+        assert!(validity_deadline(t0, t0 + ms(97), ms(100), 0.01).is_none());
+        assert!(validity_deadline(t0, t0, ms(2), 0.0).is_none());
+        assert!(validity_deadline(t0, t0, ms(3), 0.0).is_some());
+    }
+
+    #[test]
+    fn retry_delay_stays_within_jitter() {
+        assert_eq!(retry_delay(ms(200), ms(100), 0.0), ms(100));
+        assert_eq!(retry_delay(ms(200), ms(100), 0.5), ms(200));
+        assert!(retry_delay(ms(200), ms(100), 0.999_999) <= ms(300));
+        // Jitter larger than the delay never goes negative.
+        assert_eq!(retry_delay(ms(10), ms(50), 0.0), ms(0));
+        assert_eq!(retry_delay(ms(10), ms(0), 0.7), ms(10));
+    }
+
+    #[test]
+    fn decides_as_soon_as_a_quorum_says_yes() {
+        let mut t = Tally::new(5);
+        t.record(0, Vote::Yes);
+        t.record(1, Vote::Yes);
+        assert_eq!(t.decision(), None);
+        t.record(3, Vote::Failed(NodeProblem::TimedOut));
+        assert_eq!(t.decision(), None);
+        t.record(4, Vote::Yes);
+        assert_eq!(t.decision(), Some(Decision::Quorum));
+    }
+
+    #[test]
+    fn duplicate_votes_do_not_count_twice() {
+        let mut t = Tally::new(3);
+        t.record(0, Vote::Yes);
+        t.record(0, Vote::Yes);
+        assert_eq!(t.decision(), None);
+        assert_eq!(t.yes(), 1);
+        t.record(9, Vote::Yes); // out of range: ignored
+        assert_eq!(t.yes(), 1);
+    }
+
+    #[test]
+    fn refusals_mean_held_by_another_owner() {
+        let mut t = Tally::new(5);
+        for i in 0..2 {
+            t.record(i, Vote::No);
+        }
+        assert_eq!(t.decision(), None);
+        t.record(2, Vote::No);
+        assert_eq!(t.decision(), Some(Decision::Refused));
+    }
+
+    #[test]
+    fn errors_mean_no_quorum() {
+        let mut t = Tally::new(5);
+        t.record(0, Vote::No);
+        t.record(1, Vote::Failed(NodeProblem::Unavailable("refused".into())));
+        assert_eq!(t.decision(), None);
+        t.record(2, Vote::Failed(NodeProblem::TimedOut));
+        assert_eq!(t.decision(), Some(Decision::Unreachable));
+    }
+
+    #[test]
+    fn deadline_turns_silence_into_timeouts() {
+        let mut t = Tally::new(5);
+        t.record(0, Vote::Yes);
+        t.record(1, Vote::Yes);
+        t.fail_unanswered(NodeProblem::TimedOut);
+        assert_eq!(t.decision(), Some(Decision::Unreachable));
+        let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
+        let report = t.report(&names, ms(50));
+        assert_eq!(report.succeeded, 2);
+        assert_eq!(report.failures.len(), 3);
+        assert_eq!(report.failures[0].node, "n2");
+        assert_eq!(report.errors(), 3);
+    }
+
+    #[test]
+    fn single_node_is_the_single_instance_lock() {
+        let mut t = Tally::new(1);
+        t.record(0, Vote::No);
+        assert_eq!(t.decision(), Some(Decision::Refused));
+        let mut t = Tally::new(1);
+        t.record(0, Vote::Yes);
+        assert_eq!(t.decision(), Some(Decision::Quorum));
+    }
+
+    #[test]
+    fn even_n_needs_more_than_half() {
+        let mut t = Tally::new(4);
+        t.record(0, Vote::Yes);
+        t.record(1, Vote::Yes);
+        t.record(2, Vote::No);
+        assert_eq!(t.decision(), None);
+        t.record(3, Vote::No);
+        assert_eq!(t.decision(), Some(Decision::Refused));
+    }
+
+    /// Exhaustive check over small clusters: whenever the tally decides, no later votes could
+    /// have changed the outcome between "quorum" and "no quorum".
+    #[test]
+    fn decisions_are_final() {
+        for n in 1..=5usize {
+            // Every assignment of Yes/No/Failed to n nodes, in every arrival order prefix.
+            let total = 3usize.pow(n as u32);
+            for code in 0..total {
+                let votes: Vec<Vote> = (0..n)
+                    .map(|i| match (code / 3usize.pow(i as u32)) % 3 {
+                        0 => Vote::Yes,
+                        1 => Vote::No,
+                        _ => Vote::Failed(NodeProblem::TimedOut),
+                    })
+                    .collect();
+                let yes = votes.iter().filter(|v| **v == Vote::Yes).count();
+                let final_quorum = yes >= quorum(n);
+                let mut t = Tally::new(n);
+                for (i, v) in votes.iter().enumerate() {
+                    t.record(i, v.clone());
+                    if let Some(d) = t.decision() {
+                        assert_eq!(d == Decision::Quorum, final_quorum, "n={n} votes={votes:?}");
+                    }
+                }
+                assert!(t.decision().is_some());
+            }
+        }
+    }
+}

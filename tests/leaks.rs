@@ -1,0 +1,47 @@
+//! Workers and connections end with the client. A test binary of its own, so no other test's
+//! threads or sockets are counted.
+
+mod support;
+
+use std::time::Duration;
+
+fn count(dir: &str) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
+    let cluster = support::Cluster::start(5);
+    let threads = count("/proc/self/task");
+    let fds = count("/proc/self/fd");
+    for round in 0..20 {
+        let rl = cluster.client();
+        let mut locks = Vec::new();
+        for i in 0..50 {
+            locks.push(rl.lock(&format!("leak-{round}-{i}"), Duration::from_secs(10)).unwrap());
+        }
+        // Some released, some dropped, one outliving the client handle.
+        let last = locks.pop().unwrap();
+        for (i, lock) in locks.into_iter().enumerate() {
+            if i % 2 == 0 {
+                lock.release().unwrap();
+            }
+        }
+        drop(rl);
+        assert!(last.validity() > Duration::ZERO);
+        drop(last);
+        // Joined on the last drop: counts are back at once.
+        assert_eq!(count("/proc/self/task"), threads, "round {round}: worker threads leaked");
+        assert_eq!(count("/proc/self/fd"), fds, "round {round}: connections leaked");
+    }
+    // And dropped locks were released before the workers stopped.
+    let rl = cluster.client();
+    for round in 0..20 {
+        for i in 0..50 {
+            rl.try_lock(&format!("leak-{round}-{i}"), Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("leak-{round}-{i} still held: {e}"))
+                .release()
+                .unwrap();
+        }
+    }
+}

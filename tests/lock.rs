@@ -1,0 +1,453 @@
+//! The lock against real redis-server nodes that each test starts itself.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock::{Error, NodeProblem, Redlock};
+use support::{Cluster, RedisNode};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// Polls `f` until it holds or `limit` passes; returns whether it held.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn round_trip_sets_and_removes_the_key_on_every_node() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let lock = rl.lock("round-trip", TTL).unwrap();
+    assert_eq!(lock.resource(), "round-trip");
+    assert_eq!(lock.token().len(), 40);
+    assert!(lock.validity() > Duration::ZERO && lock.validity() <= TTL);
+    assert_eq!(cluster.holding("round-trip", lock.token()), 3);
+    for node in &cluster.nodes {
+        let pttl = node.pttl("round-trip");
+        assert!(pttl > 9_000 && pttl <= 10_000, "PX ttl set, got {pttl}");
+    }
+    let token = lock.token().to_owned();
+    lock.release().unwrap();
+    assert_eq!(cluster.holding("round-trip", &token), 0);
+    for node in &cluster.nodes {
+        assert_eq!(node.get("round-trip"), None);
+    }
+}
+
+#[test]
+fn second_owner_is_refused_until_release() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let a = rl.try_lock("busy", TTL).unwrap();
+    match rl.try_lock("busy", TTL) {
+        Err(Error::NotAcquired {
+            resource,
+            attempts,
+            report,
+        }) => {
+            assert_eq!(resource, "busy");
+            assert_eq!(attempts, 1);
+            assert_eq!(report.refused(), 2, "decided as soon as a quorum refused");
+        }
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+    // lock() retries retry_count (3) times, then gives up with the attempt count.
+    match rl.lock("busy", TTL) {
+        Err(Error::NotAcquired { attempts, .. }) => assert_eq!(attempts, 4),
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+    a.release().unwrap();
+    rl.try_lock("busy", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn tokens_differ_between_acquisitions() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    let t1 = rl.lock("tok", TTL).unwrap();
+    let first = t1.token().to_owned();
+    t1.release().unwrap();
+    let t2 = rl.lock("tok", TTL).unwrap();
+    assert_ne!(first, t2.token());
+}
+
+/// The non-atomic read-modify-write that mutual exclusion must protect.
+fn contend(rl: &Redlock, counter: &AtomicU64, iterations: usize) -> u64 {
+    let mut wins = 0;
+    for _ in 0..iterations {
+        if let Ok(lock) = rl.lock("counter", Duration::from_secs(5)) {
+            let seen = counter.load(Ordering::SeqCst);
+            std::thread::sleep(Duration::from_micros(200));
+            counter.store(seen + 1, Ordering::SeqCst);
+            wins += 1;
+            lock.release().unwrap();
+        }
+    }
+    wins
+}
+
+#[test]
+fn threads_exclude_each_other() {
+    let cluster = Cluster::start(5);
+    let rl = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_count(200)
+        .retry_delay(Duration::from_millis(2))
+        .retry_jitter(Duration::from_millis(2))
+        .build()
+        .unwrap();
+    let counter = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let rl = rl.clone();
+            let counter = Arc::clone(&counter);
+            std::thread::spawn(move || contend(&rl, &counter, 25))
+        })
+        .collect();
+    let wins: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(wins > 0);
+    assert_eq!(counter.load(Ordering::SeqCst), wins, "a lost update means two holders at once");
+}
+
+/// Child half of `processes_exclude_each_other`: runs only when the parent sets the variables.
+#[test]
+fn contention_child() {
+    let (Ok(urls), Ok(file)) = (
+        std::env::var("REDLOCK_CHILD_NODES"),
+        std::env::var("REDLOCK_CHILD_COUNTER"),
+    ) else {
+        return;
+    };
+    let rl = Redlock::builder()
+        .nodes(urls.split(','))
+        .retry_count(500)
+        .retry_delay(Duration::from_millis(3))
+        .retry_jitter(Duration::from_millis(3))
+        .build()
+        .unwrap();
+    let mut wins = 0;
+    for _ in 0..30 {
+        let lock = rl.lock("file-counter", Duration::from_secs(5)).unwrap();
+        let seen: u64 = std::fs::read_to_string(&file).unwrap().trim().parse().unwrap();
+        std::thread::sleep(Duration::from_micros(300));
+        std::fs::write(&file, (seen + 1).to_string()).unwrap();
+        wins += 1;
+        lock.release().unwrap();
+    }
+    println!("WINS={wins}");
+}
+
+#[test]
+fn processes_exclude_each_other() {
+    let cluster = Cluster::start(3);
+    let file = std::env::temp_dir().join(format!("redlock-counter-{}", std::process::id()));
+    std::fs::write(&file, "0").unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args(["contention_child", "--exact", "--nocapture", "--test-threads=1"])
+                .env("REDLOCK_CHILD_NODES", cluster.urls().join(","))
+                .env("REDLOCK_CHILD_COUNTER", &file)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut wins = 0u64;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "child failed");
+        let text = String::from_utf8_lossy(&out.stdout);
+        // The harness may print its own text on the same line.
+        let at = text.find("WINS=").expect("child reported") + 5;
+        let digits: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
+        wins += digits.parse::<u64>().unwrap();
+    }
+    let total: u64 = std::fs::read_to_string(&file).unwrap().parse().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(wins, 90);
+    assert_eq!(total, wins, "a lost update means two processes held the lock at once");
+}
+
+#[test]
+fn an_abandoned_lock_frees_itself_after_its_ttl() {
+    let cluster = Cluster::start(3);
+    let holder = cluster.client();
+    let lock = holder.try_lock("abandoned", Duration::from_millis(300)).unwrap();
+    // A holder that never releases (crashed, say): its Drop never runs.
+    std::mem::forget(lock);
+    let rl = cluster.client();
+    assert!(matches!(
+        rl.try_lock("abandoned", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    std::thread::sleep(Duration::from_millis(400));
+    rl.try_lock("abandoned", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn release_and_extend_are_owner_only() {
+    let cluster = Cluster::start(5);
+    let rl = cluster.client();
+    let mut a = rl.try_lock("owned", Duration::from_millis(100)).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(a.validity(), Duration::ZERO);
+    let b = rl.try_lock("owned", TTL).unwrap();
+    match a.extend(TTL) {
+        Err(Error::Lost { report: Some(r), .. }) => assert_eq!(r.succeeded, 0),
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    assert!(matches!(a.release(), Err(Error::Lost { .. })));
+    assert_eq!(cluster.holding("owned", b.token()), 5, "B's keys untouched");
+    for node in &cluster.nodes {
+        assert!(node.pttl("owned") > 9_000, "A's extend did not touch B's TTL");
+    }
+    b.release().unwrap();
+}
+
+#[test]
+fn extend_moves_the_deadline_on_a_quorum() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let mut lock = rl.try_lock("extend", Duration::from_millis(500)).unwrap();
+    assert!(lock.validity() <= Duration::from_millis(500));
+    lock.extend(Duration::from_secs(20)).unwrap();
+    assert!(lock.validity() > Duration::from_secs(19));
+    for node in &cluster.nodes {
+        assert!(node.pttl("extend") > 19_000);
+    }
+    // Outlive the short TTL: still held thanks to the extension.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(matches!(rl.try_lock("extend", TTL), Err(Error::NotAcquired { .. })));
+    lock.release().unwrap();
+}
+
+#[test]
+fn extend_after_expiry_is_lost_and_deletes_nothing() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let mut lock = rl.try_lock("late", Duration::from_millis(50)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(matches!(lock.extend(TTL), Err(Error::Lost { .. })));
+    assert_eq!(lock.validity(), Duration::ZERO);
+}
+
+#[test]
+fn extension_cap_is_enforced() {
+    let cluster = Cluster::start(1);
+    let rl = Redlock::builder().nodes(cluster.urls()).max_extensions(2).build().unwrap();
+    let mut lock = rl.lock("capped", TTL).unwrap();
+    lock.extend(TTL).unwrap();
+    lock.extend(TTL).unwrap();
+    assert!(matches!(
+        lock.extend(TTL),
+        Err(Error::ExtensionLimit { max_extensions: 2, .. })
+    ));
+    assert!(lock.validity() > Duration::ZERO, "still held after the cap");
+    lock.release().unwrap();
+}
+
+#[test]
+fn dropping_a_lock_releases_it() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let lock = rl.lock("dropped", TTL).unwrap();
+    let token = lock.token().to_owned();
+    drop(lock);
+    assert!(eventually(Duration::from_secs(2), || cluster.holding("dropped", &token) == 0));
+}
+
+#[test]
+fn two_of_five_killed_still_lock_three_killed_is_no_quorum() {
+    let mut cluster = Cluster::start(5);
+    let rl = cluster.client();
+    cluster.nodes[0].kill();
+    cluster.nodes[3].kill();
+    let lock = rl.lock("minority-down", TTL).unwrap();
+    assert_eq!(cluster.holding("minority-down", lock.token()), 3);
+    lock.release().unwrap();
+
+    cluster.nodes[4].kill();
+    let started = Instant::now();
+    match rl.try_lock("minority-down", TTL) {
+        Err(Error::NoQuorum { report, .. }) => {
+            assert_eq!(report.succeeded, 2);
+            assert!(report.failures.iter().all(|f| matches!(f.problem, NodeProblem::Unavailable(_))));
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    // Refused connections are known at once: no waiting for timeouts (generous bound).
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    let text = rl.try_lock("minority-down", TTL).unwrap_err().to_string();
+    assert!(text.contains(&format!("127.0.0.1:{}", cluster.nodes[4].port)), "{text}");
+
+    // The nodes come back: the workers reconnect.
+    for i in [0, 3, 4] {
+        cluster.nodes[i].restart();
+    }
+    assert!(eventually(Duration::from_secs(5), || {
+        rl.try_lock("minority-down", TTL)
+            .map(|l| cluster.holding("minority-down", l.token()) == 5)
+            .unwrap_or(false)
+    }));
+}
+
+#[test]
+fn hung_nodes_do_not_slow_acquisition_and_rejoin_after_resume() {
+    let cluster = Cluster::start(5);
+    // A long node_timeout: waiting on a hung node would show.
+    let rl = Redlock::builder()
+        .nodes(cluster.urls())
+        .node_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    rl.lock("warmup", TTL).unwrap().release().unwrap();
+    cluster.nodes[1].hang();
+    cluster.nodes[2].hang();
+    for i in 0..5 {
+        let started = Instant::now();
+        let lock = rl.try_lock("hung", TTL).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "attempt {i} took {:?}",
+            started.elapsed()
+        );
+        // Release waits for a quorum only, not for the hung nodes either.
+        lock.release().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+    cluster.nodes[1].resume();
+    cluster.nodes[2].resume();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let lock = rl.try_lock("hung", TTL).unwrap();
+            let all = cluster.holding("hung", lock.token()) == 5;
+            lock.release().unwrap();
+            all
+        }),
+        "resumed nodes take locks again"
+    );
+}
+
+#[test]
+fn partial_acquisition_leaves_nothing_behind() {
+    let cluster = Cluster::start(5);
+    for node in &cluster.nodes[..3] {
+        node.set("partial", "competitor", 10_000);
+    }
+    let rl = cluster.client();
+    assert!(matches!(
+        rl.try_lock("partial", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    // Our SETs on the 2 free nodes are undone; the competitor's keys stay.
+    assert!(eventually(Duration::from_secs(2), || {
+        cluster.nodes[3..].iter().all(|n| n.get("partial").is_none())
+    }));
+    assert_eq!(cluster.holding("partial", "competitor"), 3);
+}
+
+#[test]
+fn one_node_is_the_single_instance_lock() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    let lock = rl.try_lock("single", TTL).unwrap();
+    assert_eq!(cluster.nodes[0].get("single").as_deref(), Some(lock.token()));
+    assert!(matches!(rl.try_lock("single", TTL), Err(Error::NotAcquired { .. })));
+    lock.release().unwrap();
+    assert_eq!(cluster.nodes[0].get("single"), None);
+}
+
+#[test]
+fn bad_input_is_rejected_before_any_node_is_touched() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    for (resource, ttl) in [
+        ("", TTL),
+        ("x", Duration::ZERO),
+        ("x", Duration::from_millis(1)),
+        ("x", Duration::from_millis(2)),
+        ("x", redlock::MAX_TTL + Duration::from_secs(1)),
+    ] {
+        match rl.try_lock(resource, ttl) {
+            Err(Error::InvalidArgument { message }) => assert!(!message.is_empty()),
+            other => panic!("{resource:?} {ttl:?}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    assert_eq!(cluster.nodes[0].get("x"), None);
+    let mut lock = rl.lock("x", TTL).unwrap();
+    assert!(matches!(lock.extend(Duration::ZERO), Err(Error::InvalidArgument { .. })));
+    lock.release().unwrap();
+    // The largest TTL is accepted by Redis too.
+    let lock = rl.lock("x", redlock::MAX_TTL).unwrap();
+    assert!(lock.validity() > Duration::from_secs(9 * 365 * 24 * 3600));
+    lock.release().unwrap();
+}
+
+#[test]
+fn unusual_resource_names_round_trip() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    let long = "k".repeat(64 * 1024);
+    for name in ["with space", "new\nline", "ünïcødé 🔒", long.as_str()] {
+        let lock = rl.lock(name, TTL).unwrap();
+        assert_eq!(cluster.nodes[0].get(name).as_deref(), Some(lock.token()));
+        lock.release().unwrap();
+        assert_eq!(cluster.nodes[0].get(name), None);
+    }
+}
+
+#[test]
+fn scripts_are_reloaded_after_script_flush() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let mut lock = rl.lock("flushed", TTL).unwrap();
+    for node in &cluster.nodes {
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut node.conn()).unwrap();
+    }
+    lock.extend(TTL).unwrap();
+    for node in &cluster.nodes {
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut node.conn()).unwrap();
+    }
+    lock.release().unwrap();
+    assert_eq!(cluster.holding("flushed", ""), 0);
+    for node in &cluster.nodes {
+        assert_eq!(node.get("flushed"), None);
+    }
+}
+
+#[test]
+fn password_and_database_come_from_the_url() {
+    let node = RedisNode::start_with(&["--requirepass", "s3cret"]);
+    let url = format!("redis://:s3cret@127.0.0.1:{}/3", node.port);
+    let rl = Redlock::builder().node(&url).build().unwrap();
+    let lock = rl.lock("authed", TTL).unwrap();
+    let mut conn = node.conn();
+    let _: () = redis::cmd("AUTH").arg("s3cret").query(&mut conn).unwrap();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut conn).unwrap();
+    let v: Option<String> = redis::cmd("GET").arg("authed").query(&mut conn).unwrap();
+    assert_eq!(v.as_deref(), Some(lock.token()));
+    lock.release().unwrap();
+
+    // A wrong password is reported per node, without the password.
+    let bad = format!("redis://:wrong-pw@127.0.0.1:{}", node.port);
+    let rl = Redlock::builder().node(&bad).build().unwrap();
+    let err = rl.try_lock("authed", TTL).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{text}");
+    assert!(text.contains(&node.port.to_string()), "{text}");
+    assert!(!text.contains("wrong-pw") && !format!("{rl:?}").contains("wrong-pw"), "{text}");
+}

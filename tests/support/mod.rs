@@ -1,0 +1,243 @@
+//! Real `redis-server` processes for tests, the demo and the benchmark: free ports, a temp dir,
+//! no persistence, killed on drop. Faults are real signals.
+//!
+//! The binary is `$REDLOCK_REDIS_SERVER`, or `redis-server` on PATH.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+/// One redis-server process.
+pub struct RedisNode {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+    extra_args: Vec<String>,
+}
+
+fn server_binary() -> String {
+    std::env::var("REDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port on 127.0.0.1")
+}
+
+impl RedisNode {
+    /// Starts a node on a free port.
+    pub fn start() -> RedisNode {
+        Self::start_with(&[])
+    }
+
+    /// Starts a node with extra `redis-server` arguments (e.g. `["--requirepass", "x"]`).
+    pub fn start_with(extra_args: &[&str]) -> RedisNode {
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-test-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let mut last_error = String::new();
+        // A free port can be taken by someone else before the server binds it: try a few.
+        for _ in 0..5 {
+            let mut node = RedisNode {
+                port: free_port(),
+                dir: dir.clone(),
+                child: None,
+                extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            };
+            match node.spawn() {
+                Ok(()) => return node,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut child = Command::new(server_binary())
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra_args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "{e} (binary {:?}; install redis-server or set REDLOCK_REDIS_SERVER)",
+                    server_binary()
+                )
+            })?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("redis-server exited at start: {status}"));
+            }
+            if self.ping() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err("redis-server did not answer PING within 10 s".into())
+    }
+
+    /// Whether the server answers PING right now (no auth).
+    fn ping(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        if s.write_all(b"PING\r\n").is_err() {
+            return false;
+        }
+        let mut buf = [0u8; 64];
+        matches!(s.read(&mut buf), Ok(n) if n > 0 && (buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH")))
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    fn signal(&self, sig: i32) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: sending a signal to our own child process.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+    }
+
+    /// Hangs the node: it keeps its sockets but answers nothing (SIGSTOP).
+    pub fn hang(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Resumes a hung node (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Crashes the node (SIGKILL); its data is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a killed node again on the same port, empty (no persistence).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => panic!("restart failed: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// A direct connection, for checking keys behind the library's back.
+    pub fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("url");
+        let conn = client
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .expect("connect to test node");
+        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        conn
+    }
+
+    /// The value of `key` on this node.
+    pub fn get(&self, key: &str) -> Option<String> {
+        redis::cmd("GET").arg(key).query(&mut self.conn()).expect("GET")
+    }
+
+    /// Remaining TTL of `key` in ms (-2: no key).
+    pub fn pttl(&self, key: &str) -> i64 {
+        redis::cmd("PTTL").arg(key).query(&mut self.conn()).expect("PTTL")
+    }
+
+    pub fn set(&self, key: &str, value: &str, px: u64) {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("PX")
+            .arg(px)
+            .query(&mut self.conn())
+            .expect("SET");
+    }
+
+    pub fn del(&self, key: &str) {
+        let _: i64 = redis::cmd("DEL").arg(key).query(&mut self.conn()).expect("DEL");
+    }
+}
+
+impl Drop for RedisNode {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // A hung node must be resumed before SIGKILL is reaped promptly on every kernel.
+            self.resume();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// N nodes.
+pub struct Cluster {
+    pub nodes: Vec<RedisNode>,
+}
+
+impl Cluster {
+    pub fn start(n: usize) -> Cluster {
+        Cluster {
+            nodes: (0..n).map(|_| RedisNode::start()).collect(),
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisNode::url).collect()
+    }
+
+    /// A client with fast retries, for tests.
+    pub fn client(&self) -> redlock::Redlock {
+        redlock::Redlock::builder()
+            .nodes(self.urls())
+            .retry_delay(Duration::from_millis(20))
+            .retry_jitter(Duration::from_millis(10))
+            .build()
+            .expect("build client")
+    }
+
+    /// How many nodes hold `key` with `value`.
+    pub fn holding(&self, key: &str, value: &str) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && n.get(key).as_deref() == Some(value))
+            .count()
+    }
+}
