@@ -53,7 +53,12 @@ pub(crate) struct Outcome {
 
 impl Outcome {
     pub(crate) fn report(&self, client: &Redlock) -> QuorumReport {
-        let names: Vec<String> = client.inner.nodes.iter().map(|n| n.address.clone()).collect();
+        let names: Vec<String> = client
+            .inner
+            .nodes
+            .iter()
+            .map(|n| n.address.clone())
+            .collect();
         self.tally.report(&names, self.decided - self.t0)
     }
 }
@@ -158,7 +163,12 @@ impl Redlock {
 
     /// Sends `command` to every node at once and waits until the outcome is certain, or until
     /// `node_timeout` has passed (silent nodes then count as timed out).
-    pub(crate) fn quorum_call(&self, command: Command, key: &Arc<str>, token: &Arc<str>) -> Outcome {
+    pub(crate) fn quorum_call(
+        &self,
+        command: Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+    ) -> Outcome {
         let nodes = &self.inner.nodes;
         let t0 = Instant::now();
         let deadline = t0 + self.inner.config.node_timeout;
@@ -214,7 +224,12 @@ impl Redlock {
 
 impl fmt::Debug for Redlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let nodes: Vec<&str> = self.inner.nodes.iter().map(|n| n.address.as_str()).collect();
+        let nodes: Vec<&str> = self
+            .inner
+            .nodes
+            .iter()
+            .map(|n| n.address.as_str())
+            .collect();
         f.debug_struct("Redlock")
             .field("nodes", &nodes)
             .field("config", &self.inner.config)
@@ -241,11 +256,25 @@ mod tests {
             Redlock::builder().node("").build(),
             Redlock::builder().node("not a url").build(),
             Redlock::builder().node("http://127.0.0.1:1").build(),
-            Redlock::builder().nodes(["redis://127.0.0.1:1", "redis://127.0.0.1:1/"]).build(),
-            Redlock::builder().node("redis://127.0.0.1:1").drift_factor(1.0).build(),
-            Redlock::builder().node("redis://127.0.0.1:1").drift_factor(-0.1).build(),
-            Redlock::builder().node("redis://127.0.0.1:1").drift_factor(f64::NAN).build(),
-            Redlock::builder().node("redis://127.0.0.1:1").node_timeout(Duration::ZERO).build(),
+            Redlock::builder()
+                .nodes(["redis://127.0.0.1:1", "redis://127.0.0.1:1/"])
+                .build(),
+            Redlock::builder()
+                .node("redis://127.0.0.1:1")
+                .drift_factor(1.0)
+                .build(),
+            Redlock::builder()
+                .node("redis://127.0.0.1:1")
+                .drift_factor(-0.1)
+                .build(),
+            Redlock::builder()
+                .node("redis://127.0.0.1:1")
+                .drift_factor(f64::NAN)
+                .build(),
+            Redlock::builder()
+                .node("redis://127.0.0.1:1")
+                .node_timeout(Duration::ZERO)
+                .build(),
         ];
         for (i, result) in bad.into_iter().enumerate() {
             match result {
@@ -257,7 +286,10 @@ mod tests {
 
     #[test]
     fn bad_url_errors_hide_the_password() {
-        let err = Redlock::builder().node("redis://u:hunter2@host:notaport").build().unwrap_err();
+        let err = Redlock::builder()
+            .node("redis://u:hunter2@host:notaport")
+            .build()
+            .unwrap_err();
         let text = err.to_string();
         assert!(text.contains("node 0"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");

@@ -160,10 +160,9 @@ impl Builder {
                 ))
             })?;
             let address = crate::node::address(client.get_connection_info());
-            if let Some(j) = clients
-                .iter()
-                .position(|c: &redis::Client| crate::node::address(c.get_connection_info()) == address)
-            {
+            if let Some(j) = clients.iter().position(|c: &redis::Client| {
+                crate::node::address(c.get_connection_info()) == address
+            }) {
                 return Err(Error::invalid(format!(
                     "nodes {j} and {i} are the same node ({address}): it would count twice toward \
                      the quorum"

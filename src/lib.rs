@@ -53,8 +53,8 @@ mod token;
 
 pub use client::Redlock;
 pub use config::{
-    Builder, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT,
-    DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
+    Builder, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY,
+    DEFAULT_RETRY_JITTER, MAX_TTL,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 pub use lock::Lock;

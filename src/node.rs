@@ -114,7 +114,10 @@ impl Node {
     /// request's caller is answered at once.
     pub(crate) fn send(&self, request: Request) {
         if let Err(e) = self.tx.send(request) {
-            answer(e.0, Vote::Failed(NodeProblem::Unavailable("worker stopped".into())));
+            answer(
+                e.0,
+                Vote::Failed(NodeProblem::Unavailable("worker stopped".into())),
+            );
         }
     }
 
@@ -263,7 +266,10 @@ impl Worker {
     /// Sends the batch as one pipeline; a `NOSCRIPT` reply (restart, `SCRIPT FLUSH`, failover)
     /// reloads the scripts and resends those commands once.
     fn execute(&mut self, batch: &[Request]) -> redis::RedisResult<Vec<Vote>> {
-        let conn = self.conn.as_mut().expect("execute is called with a connection");
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("execute is called with a connection");
         let mut values = pipeline(conn, &mut self.buf, batch.iter())?;
         let noscript: Vec<usize> = values
             .iter()
@@ -304,7 +310,9 @@ impl Worker {
     }
 
     fn open(&self) -> redis::RedisResult<redis::Connection> {
-        let mut conn = self.client.get_connection_with_timeout(self.timeouts.connect)?;
+        let mut conn = self
+            .client
+            .get_connection_with_timeout(self.timeouts.connect)?;
         conn.set_read_timeout(Some(self.timeouts.io))?;
         conn.set_write_timeout(Some(self.timeouts.io))?;
         load_scripts(&mut conn)?;

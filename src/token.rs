@@ -35,7 +35,10 @@ mod tests {
         assert_eq!(tokens.len(), 1000);
         for t in &tokens {
             assert_eq!(t.len(), 40);
-            assert!(t.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+            assert!(
+                t.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            );
         }
     }
 }

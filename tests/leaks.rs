@@ -18,7 +18,10 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
         let rl = cluster.client();
         let mut locks = Vec::new();
         for i in 0..50 {
-            locks.push(rl.lock(&format!("leak-{round}-{i}"), Duration::from_secs(10)).unwrap());
+            locks.push(
+                rl.lock(&format!("leak-{round}-{i}"), Duration::from_secs(10))
+                    .unwrap(),
+            );
         }
         // Some released, some dropped, one outliving the client handle.
         let last = locks.pop().unwrap();
@@ -31,8 +34,16 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
         assert!(last.validity() > Duration::ZERO);
         drop(last);
         // Joined on the last drop: counts are back at once.
-        assert_eq!(count("/proc/self/task"), threads, "round {round}: worker threads leaked");
-        assert_eq!(count("/proc/self/fd"), fds, "round {round}: connections leaked");
+        assert_eq!(
+            count("/proc/self/task"),
+            threads,
+            "round {round}: worker threads leaked"
+        );
+        assert_eq!(
+            count("/proc/self/fd"),
+            fds,
+            "round {round}: connections leaked"
+        );
     }
     // And dropped locks were released before the workers stopped.
     let rl = cluster.client();

@@ -118,7 +118,11 @@ fn threads_exclude_each_other() {
         .collect();
     let wins: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert!(wins > 0);
-    assert_eq!(counter.load(Ordering::SeqCst), wins, "a lost update means two holders at once");
+    assert_eq!(
+        counter.load(Ordering::SeqCst),
+        wins,
+        "a lost update means two holders at once"
+    );
 }
 
 /// Child half of `processes_exclude_each_other`: runs only when the parent sets the variables.
@@ -140,7 +144,11 @@ fn contention_child() {
     let mut wins = 0;
     for _ in 0..30 {
         let lock = rl.lock("file-counter", Duration::from_secs(5)).unwrap();
-        let seen: u64 = std::fs::read_to_string(&file).unwrap().trim().parse().unwrap();
+        let seen: u64 = std::fs::read_to_string(&file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         std::thread::sleep(Duration::from_micros(300));
         std::fs::write(&file, (seen + 1).to_string()).unwrap();
         wins += 1;
@@ -158,7 +166,12 @@ fn processes_exclude_each_other() {
     let children: Vec<_> = (0..3)
         .map(|_| {
             std::process::Command::new(&exe)
-                .args(["contention_child", "--exact", "--nocapture", "--test-threads=1"])
+                .args([
+                    "contention_child",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env("REDLOCK_CHILD_NODES", cluster.urls().join(","))
                 .env("REDLOCK_CHILD_COUNTER", &file)
                 .stdout(std::process::Stdio::piped())
@@ -173,20 +186,28 @@ fn processes_exclude_each_other() {
         let text = String::from_utf8_lossy(&out.stdout);
         // The harness may print its own text on the same line.
         let at = text.find("WINS=").expect("child reported") + 5;
-        let digits: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
+        let digits: String = text[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
         wins += digits.parse::<u64>().unwrap();
     }
     let total: u64 = std::fs::read_to_string(&file).unwrap().parse().unwrap();
     let _ = std::fs::remove_file(&file);
     assert_eq!(wins, 90);
-    assert_eq!(total, wins, "a lost update means two processes held the lock at once");
+    assert_eq!(
+        total, wins,
+        "a lost update means two processes held the lock at once"
+    );
 }
 
 #[test]
 fn an_abandoned_lock_frees_itself_after_its_ttl() {
     let cluster = Cluster::start(3);
     let holder = cluster.client();
-    let lock = holder.try_lock("abandoned", Duration::from_millis(300)).unwrap();
+    let lock = holder
+        .try_lock("abandoned", Duration::from_millis(300))
+        .unwrap();
     // A holder that never releases (crashed, say): its Drop never runs.
     std::mem::forget(lock);
     let rl = cluster.client();
@@ -207,13 +228,18 @@ fn release_and_extend_are_owner_only() {
     assert_eq!(a.validity(), Duration::ZERO);
     let b = rl.try_lock("owned", TTL).unwrap();
     match a.extend(TTL) {
-        Err(Error::Lost { report: Some(r), .. }) => assert_eq!(r.succeeded, 0),
+        Err(Error::Lost {
+            report: Some(r), ..
+        }) => assert_eq!(r.succeeded, 0),
         other => panic!("expected Lost, got {other:?}"),
     }
     assert!(matches!(a.release(), Err(Error::Lost { .. })));
     assert_eq!(cluster.holding("owned", b.token()), 5, "B's keys untouched");
     for node in &cluster.nodes {
-        assert!(node.pttl("owned") > 9_000, "A's extend did not touch B's TTL");
+        assert!(
+            node.pttl("owned") > 9_000,
+            "A's extend did not touch B's TTL"
+        );
     }
     b.release().unwrap();
 }
@@ -231,7 +257,10 @@ fn extend_moves_the_deadline_on_a_quorum() {
     }
     // Outlive the short TTL: still held thanks to the extension.
     std::thread::sleep(Duration::from_millis(600));
-    assert!(matches!(rl.try_lock("extend", TTL), Err(Error::NotAcquired { .. })));
+    assert!(matches!(
+        rl.try_lock("extend", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
     lock.release().unwrap();
 }
 
@@ -248,13 +277,20 @@ fn extend_after_expiry_is_lost_and_deletes_nothing() {
 #[test]
 fn extension_cap_is_enforced() {
     let cluster = Cluster::start(1);
-    let rl = Redlock::builder().nodes(cluster.urls()).max_extensions(2).build().unwrap();
+    let rl = Redlock::builder()
+        .nodes(cluster.urls())
+        .max_extensions(2)
+        .build()
+        .unwrap();
     let mut lock = rl.lock("capped", TTL).unwrap();
     lock.extend(TTL).unwrap();
     lock.extend(TTL).unwrap();
     assert!(matches!(
         lock.extend(TTL),
-        Err(Error::ExtensionLimit { max_extensions: 2, .. })
+        Err(Error::ExtensionLimit {
+            max_extensions: 2,
+            ..
+        })
     ));
     assert!(lock.validity() > Duration::ZERO, "still held after the cap");
     lock.release().unwrap();
@@ -267,7 +303,9 @@ fn dropping_a_lock_releases_it() {
     let lock = rl.lock("dropped", TTL).unwrap();
     let token = lock.token().to_owned();
     drop(lock);
-    assert!(eventually(Duration::from_secs(2), || cluster.holding("dropped", &token) == 0));
+    assert!(eventually(Duration::from_secs(2), || cluster
+        .holding("dropped", &token)
+        == 0));
 }
 
 #[test]
@@ -285,14 +323,26 @@ fn two_of_five_killed_still_lock_three_killed_is_no_quorum() {
     match rl.try_lock("minority-down", TTL) {
         Err(Error::NoQuorum { report, .. }) => {
             assert_eq!(report.succeeded, 2);
-            assert!(report.failures.iter().all(|f| matches!(f.problem, NodeProblem::Unavailable(_))));
+            assert!(
+                report
+                    .failures
+                    .iter()
+                    .all(|f| matches!(f.problem, NodeProblem::Unavailable(_)))
+            );
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
     // Refused connections are known at once: no waiting for timeouts (generous bound).
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     let text = rl.try_lock("minority-down", TTL).unwrap_err().to_string();
-    assert!(text.contains(&format!("127.0.0.1:{}", cluster.nodes[4].port)), "{text}");
+    assert!(
+        text.contains(&format!("127.0.0.1:{}", cluster.nodes[4].port)),
+        "{text}"
+    );
 
     // The nodes come back: the workers reconnect.
     for i in [0, 3, 4] {
@@ -355,7 +405,9 @@ fn partial_acquisition_leaves_nothing_behind() {
     ));
     // Our SETs on the 2 free nodes are undone; the competitor's keys stay.
     assert!(eventually(Duration::from_secs(2), || {
-        cluster.nodes[3..].iter().all(|n| n.get("partial").is_none())
+        cluster.nodes[3..]
+            .iter()
+            .all(|n| n.get("partial").is_none())
     }));
     assert_eq!(cluster.holding("partial", "competitor"), 3);
 }
@@ -365,8 +417,14 @@ fn one_node_is_the_single_instance_lock() {
     let cluster = Cluster::start(1);
     let rl = cluster.client();
     let lock = rl.try_lock("single", TTL).unwrap();
-    assert_eq!(cluster.nodes[0].get("single").as_deref(), Some(lock.token()));
-    assert!(matches!(rl.try_lock("single", TTL), Err(Error::NotAcquired { .. })));
+    assert_eq!(
+        cluster.nodes[0].get("single").as_deref(),
+        Some(lock.token())
+    );
+    assert!(matches!(
+        rl.try_lock("single", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
     lock.release().unwrap();
     assert_eq!(cluster.nodes[0].get("single"), None);
 }
@@ -389,7 +447,10 @@ fn bad_input_is_rejected_before_any_node_is_touched() {
     }
     assert_eq!(cluster.nodes[0].get("x"), None);
     let mut lock = rl.lock("x", TTL).unwrap();
-    assert!(matches!(lock.extend(Duration::ZERO), Err(Error::InvalidArgument { .. })));
+    assert!(matches!(
+        lock.extend(Duration::ZERO),
+        Err(Error::InvalidArgument { .. })
+    ));
     lock.release().unwrap();
     // The largest TTL is accepted by Redis too.
     let lock = rl.lock("x", redlock::MAX_TTL).unwrap();
@@ -416,11 +477,17 @@ fn scripts_are_reloaded_after_script_flush() {
     let rl = cluster.client();
     let mut lock = rl.lock("flushed", TTL).unwrap();
     for node in &cluster.nodes {
-        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut node.conn()).unwrap();
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut node.conn())
+            .unwrap();
     }
     lock.extend(TTL).unwrap();
     for node in &cluster.nodes {
-        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut node.conn()).unwrap();
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut node.conn())
+            .unwrap();
     }
     lock.release().unwrap();
     assert_eq!(cluster.holding("flushed", ""), 0);
@@ -449,5 +516,8 @@ fn password_and_database_come_from_the_url() {
     let text = err.to_string();
     assert!(matches!(err, Error::NoQuorum { .. }), "{text}");
     assert!(text.contains(&node.port.to_string()), "{text}");
-    assert!(!text.contains("wrong-pw") && !format!("{rl:?}").contains("wrong-pw"), "{text}");
+    assert!(
+        !text.contains("wrong-pw") && !format!("{rl:?}").contains("wrong-pw"),
+        "{text}"
+    );
 }

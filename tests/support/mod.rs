@@ -172,12 +172,18 @@ impl RedisNode {
 
     /// The value of `key` on this node.
     pub fn get(&self, key: &str) -> Option<String> {
-        redis::cmd("GET").arg(key).query(&mut self.conn()).expect("GET")
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("GET")
     }
 
     /// Remaining TTL of `key` in ms (-2: no key).
     pub fn pttl(&self, key: &str) -> i64 {
-        redis::cmd("PTTL").arg(key).query(&mut self.conn()).expect("PTTL")
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("PTTL")
     }
 
     pub fn set(&self, key: &str, value: &str, px: u64) {
@@ -191,7 +197,10 @@ impl RedisNode {
     }
 
     pub fn del(&self, key: &str) {
-        let _: i64 = redis::cmd("DEL").arg(key).query(&mut self.conn()).expect("DEL");
+        let _: i64 = redis::cmd("DEL")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("DEL");
     }
 }
 
