@@ -1,0 +1,285 @@
+/*
+ * The C ABI end to end, against real redis-server nodes started by tests/c_abi.rs.
+ *
+ *   test_redlock all       URL...   every case that needs a healthy cluster
+ *   test_redlock no-quorum URL...   run after the harness killed a majority of the nodes
+ *
+ * Prints "N passed, M failed" and exits non-zero on any failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "redlock.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (cond) {                                                                    \
+            passed++;                                                                  \
+        } else {                                                                       \
+            failed++;                                                                  \
+            fprintf(stderr, "%s:%d: %s: CHECK(%s) failed\n", __FILE__, __LINE__, __func__, \
+                    #cond);                                                            \
+        }                                                                              \
+    } while (0)
+
+static const char *const *urls;
+static size_t n_urls;
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Under valgrind everything runs many times slower: the harness raises the node timeout. */
+static redlock_options test_options(void) {
+    redlock_options opts = redlock_options_default();
+    const char *timeout = getenv("REDLOCK_TEST_NODE_TIMEOUT_MS");
+    if (timeout != NULL)
+        opts.node_timeout_ms = strtoull(timeout, NULL, 10);
+    return opts;
+}
+
+static redlock_client *new_client(void) {
+    redlock_options opts = test_options();
+    opts.retry_count = 100;
+    opts.retry_delay_ms = 5;
+    opts.retry_jitter_ms = 5;
+    redlock_client *client = NULL;
+    redlock_error *err = NULL;
+    redlock_status st = redlock_client_new(urls, n_urls, &opts, &client, &err);
+    if (st != REDLOCK_OK) {
+        fprintf(stderr, "redlock_client_new: %s: %s\n", redlock_status_str(st),
+                redlock_error_message(err));
+        redlock_error_free(err);
+        exit(2);
+    }
+    return client;
+}
+
+/* A failed call gives an error with its status and a non-empty message. The error is read
+ * through a pointer because the call that writes it is an argument of this function. */
+static void check_error(redlock_status st, redlock_status want, redlock_error **errp) {
+    redlock_error *err = *errp;
+    CHECK(st == want);
+    CHECK(err != NULL);
+    CHECK(redlock_error_status(err) == want);
+    CHECK(redlock_error_message(err) != NULL && strlen(redlock_error_message(err)) > 0);
+    redlock_error_free(err);
+    *errp = NULL;
+}
+
+static void test_round_trip(void) {
+    redlock_client *client = new_client();
+    redlock_lock *lock = NULL;
+    redlock_error *err = NULL;
+    CHECK(redlock_client_lock(client, "c:round-trip", 10000, &lock, &err) == REDLOCK_OK);
+    CHECK(err == NULL);
+    CHECK(lock != NULL);
+    CHECK(strcmp(redlock_lock_resource(lock), "c:round-trip") == 0);
+    CHECK(strlen(redlock_lock_token(lock)) == 40);
+    uint64_t v = redlock_lock_validity_ms(lock);
+    CHECK(v > 9000 && v <= 10000);
+    CHECK(redlock_lock_extend(lock, 60000, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_validity_ms(lock) > 50000);
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_validity_ms(lock) == 0);
+    CHECK(strcmp(redlock_lock_resource(lock), "c:round-trip") == 0); /* handle stays valid */
+    check_error(redlock_lock_extend(lock, 1000, &err), REDLOCK_LOST, &err);
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK); /* a second release is a no-op */
+    redlock_lock_free(lock);
+
+    /* try_lock, and the lock is free again after the release. */
+    CHECK(redlock_client_try_lock(client, "c:round-trip", 10000, &lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+    redlock_client_free(client);
+}
+
+static void test_not_acquired(void) {
+    redlock_client *client = new_client();
+    redlock_lock *held = NULL, *other = (redlock_lock *)&held;
+    redlock_error *err = NULL;
+    CHECK(redlock_client_try_lock(client, "c:busy", 10000, &held, NULL) == REDLOCK_OK);
+    redlock_lock *const sentinel = other;
+    check_error(redlock_client_try_lock(client, "c:busy", 10000, &other, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(other == sentinel); /* out untouched on failure */
+    /* Freeing a held lock releases it: the resource becomes free. */
+    redlock_lock_free(held);
+    int acquired = 0;
+    for (int i = 0; i < 100 && !acquired; i++) {
+        if (redlock_client_try_lock(client, "c:busy", 10000, &other, NULL) == REDLOCK_OK) {
+            acquired = 1;
+            redlock_lock_free(other);
+        } else {
+            sleep_ms(10);
+        }
+    }
+    CHECK(acquired);
+    redlock_client_free(client);
+}
+
+static void test_lock_outlives_client(void) {
+    redlock_client *client = new_client();
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_lock(client, "c:outlive", 10000, &lock, NULL) == REDLOCK_OK);
+    redlock_client_free(client);
+    CHECK(redlock_lock_extend(lock, 10000, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+}
+
+#define THREADS 4
+#define ITERATIONS 20
+static volatile long counter;
+
+struct worker {
+    redlock_client *client;
+    long wins;
+};
+
+static void *contend(void *arg) {
+    struct worker *w = arg;
+    for (int i = 0; i < ITERATIONS; i++) {
+        redlock_lock *lock = NULL;
+        if (redlock_client_lock(w->client, "c:counter", 5000, &lock, NULL) != REDLOCK_OK)
+            continue;
+        long seen = counter; /* deliberately non-atomic read-modify-write */
+        sleep_ms(1);
+        counter = seen + 1;
+        w->wins++;
+        redlock_lock_release(lock, NULL);
+        redlock_lock_free(lock);
+    }
+    return NULL;
+}
+
+static void test_threads_exclude_each_other(void) {
+    redlock_client *client = new_client();
+    pthread_t threads[THREADS];
+    struct worker workers[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        workers[i].client = client;
+        workers[i].wins = 0;
+        pthread_create(&threads[i], NULL, contend, &workers[i]);
+    }
+    long wins = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        wins += workers[i].wins;
+    }
+    CHECK(wins > 0);
+    CHECK(counter == wins);
+    redlock_client_free(client);
+}
+
+static void test_invalid_arguments(void) {
+    redlock_client *client = new_client();
+    redlock_client *c2 = (redlock_client *)&client;
+    redlock_client *const csentinel = c2;
+    redlock_lock *lock = (redlock_lock *)&client;
+    redlock_lock *const lsentinel = lock;
+    redlock_error *err = NULL;
+
+    /* Client construction. */
+    check_error(redlock_client_new(urls, 0, NULL, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_new(NULL, 3, NULL, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_new(urls, n_urls, NULL, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    const char *with_null[] = {urls[0], NULL};
+    check_error(redlock_client_new(with_null, 2, NULL, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    const char *bad_urls[] = {"not a url", "", "redis://", "http://127.0.0.1:1", "\xff\xfe"};
+    for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
+        check_error(redlock_client_new(&bad_urls[i], 1, NULL, &c2, &err),
+                    REDLOCK_INVALID_ARGUMENT, &err);
+    }
+    const char *twice[] = {urls[0], urls[0]};
+    check_error(redlock_client_new(twice, 2, NULL, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_options opts = redlock_options_default();
+    opts.drift_factor = 1.5;
+    check_error(redlock_client_new(urls, n_urls, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    opts = redlock_options_default();
+    opts.node_timeout_ms = 0;
+    check_error(redlock_client_new(urls, n_urls, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(c2 == csentinel);
+    /* A NULL err is allowed: only the status comes back. */
+    CHECK(redlock_client_new(urls, 0, NULL, &c2, NULL) == REDLOCK_INVALID_ARGUMENT);
+
+    /* Locking. */
+    check_error(redlock_client_lock(NULL, "x", 1000, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock(client, NULL, 1000, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock(client, "", 1000, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock(client, "\xc3\x28", 1000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_try_lock(client, "x", 0, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_try_lock(client, "x", 1, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_try_lock(client, "x", UINT64_MAX, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_try_lock(client, "x", 1000, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(lock == lsentinel);
+
+    /* Lock operations. */
+    check_error(redlock_lock_extend(NULL, 1000, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_lock_release(NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_lock *held = NULL;
+    CHECK(redlock_client_try_lock(client, "c:args", 10000, &held, NULL) == REDLOCK_OK);
+    check_error(redlock_lock_extend(held, 0, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(redlock_lock_validity_ms(held) > 0); /* a bad extend changes nothing */
+    redlock_lock_free(held);
+
+    /* NULL-safe accessors and frees. */
+    CHECK(redlock_lock_validity_ms(NULL) == 0);
+    CHECK(redlock_lock_resource(NULL) == NULL);
+    CHECK(redlock_lock_token(NULL) == NULL);
+    CHECK(redlock_error_message(NULL) == NULL);
+    CHECK(redlock_error_status(NULL) == REDLOCK_OK);
+    redlock_lock_free(NULL);
+    redlock_client_free(NULL);
+    redlock_error_free(NULL);
+    CHECK(strcmp(redlock_status_str(REDLOCK_NO_QUORUM), "REDLOCK_NO_QUORUM") == 0);
+    CHECK(strcmp(redlock_status_str(-1), "REDLOCK_UNKNOWN_STATUS") == 0);
+    CHECK(strcmp(redlock_version(), REDLOCK_VERSION) == 0);
+    redlock_client_free(client);
+}
+
+static void test_no_quorum(void) {
+    redlock_options opts = test_options();
+    opts.retry_count = 1;
+    opts.retry_delay_ms = 10;
+    opts.retry_jitter_ms = 0;
+    redlock_client *client = NULL;
+    CHECK(redlock_client_new(urls, n_urls, &opts, &client, NULL) == REDLOCK_OK);
+    redlock_lock *lock = NULL;
+    redlock_error *err = NULL;
+    redlock_status st = redlock_client_lock(client, "c:no-quorum", 10000, &lock, &err);
+    CHECK(st == REDLOCK_NO_QUORUM);
+    CHECK(lock == NULL);
+    /* The message names a failed node. */
+    CHECK(err != NULL && strstr(redlock_error_message(err), "127.0.0.1:") != NULL);
+    redlock_error_free(err);
+    redlock_client_free(client);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s all|no-quorum URL...\n", argv[0]);
+        return 2;
+    }
+    urls = (const char *const *)&argv[2];
+    n_urls = (size_t)(argc - 2);
+    if (strcmp(argv[1], "no-quorum") == 0) {
+        test_no_quorum();
+    } else {
+        test_round_trip();
+        test_not_acquired();
+        test_lock_outlives_client();
+        test_threads_exclude_each_other();
+        test_invalid_arguments();
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,162 @@
+//! The C suite in tests/c: compiled with strict warnings against include/redlock.h, linked once
+//! against the shared and once against the static library, run against real nodes, and run once
+//! more under valgrind.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use support::Cluster;
+
+const CFLAGS: &[&str] = &["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds libredlock (release) once per test run: `cargo test` itself builds only the rlib.
+fn library_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--lib"])
+            .current_dir(root())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build --release --lib failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root().join("target"));
+        target.join("release")
+    })
+}
+
+fn compile(source: &str, name: &str, link_static: bool) -> PathBuf {
+    let lib = library_dir();
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(CFLAGS)
+        .arg("-I")
+        .arg(root().join("include"))
+        .arg(root().join(source))
+        .arg("-o")
+        .arg(&out);
+    if link_static {
+        cc.arg(lib.join("libredlock.a"))
+            .args(["-lpthread", "-ldl", "-lm"]);
+    } else {
+        cc.arg("-L")
+            .arg(lib)
+            .arg("-lredlock")
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lpthread");
+    }
+    let output = cc.output().expect("run cc");
+    assert!(
+        output.status.success(),
+        "cc failed for {source}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// Runs a C test binary (through `wrapper` when given) and checks its "N passed, 0 failed".
+fn run(wrapper: &[&str], binary: &Path, mode: &str, urls: &[String], env: &[(&str, &str)]) {
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(binary);
+            c
+        }
+        None => Command::new(binary),
+    };
+    // cargo test points LD_LIBRARY_PATH at target/debug, whose libredlock.so may be stale; the
+    // binaries find the fresh release build through their rpath.
+    let output = command
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(mode)
+        .args(urls)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run C test");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains(" passed, 0 failed"),
+        "{} {mode} failed ({}):\n{stdout}\n{stderr}",
+        binary.display(),
+        output.status
+    );
+    println!("{} {mode}: {}", binary.display(), stdout.trim());
+}
+
+#[test]
+fn c_suite_shared_and_static() {
+    let shared = compile("tests/c/test_redlock.c", "test_redlock_shared", false);
+    let fixed = compile("tests/c/test_redlock.c", "test_redlock_static", true);
+    let mut cluster = Cluster::start(5);
+    run(&[], &shared, "all", &cluster.urls(), &[]);
+    run(&[], &fixed, "all", &cluster.urls(), &[]);
+    for i in 0..3 {
+        cluster.nodes[i].kill();
+    }
+    run(&[], &shared, "no-quorum", &cluster.urls(), &[]);
+    run(&[], &fixed, "no-quorum", &cluster.urls(), &[]);
+}
+
+fn valgrind_available() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn c_suite_under_valgrind() {
+    if !valgrind_available() {
+        assert!(
+            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
+            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
+        );
+        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
+        return;
+    }
+    let shared = compile("tests/c/test_redlock.c", "test_redlock_valgrind", false);
+    let mut cluster = Cluster::start(5);
+    let valgrind = [
+        "valgrind",
+        "--quiet",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        "--error-exitcode=1",
+    ];
+    // Valgrind slows everything down many times: give nodes time to answer.
+    let slow = [("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
+    run(&valgrind, &shared, "all", &cluster.urls(), &slow);
+    for i in 0..3 {
+        cluster.nodes[i].kill();
+    }
+    run(&valgrind, &shared, "no-quorum", &cluster.urls(), &slow);
+}
+
+#[test]
+fn c_example_builds_with_the_readme_line_and_runs() {
+    let example = compile("examples/c/example.c", "example", false);
+    let cluster = Cluster::start(1);
+    let output = Command::new(&example)
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(&cluster.urls()[0])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.starts_with("holding orders:42 for "), "{stdout}");
+    assert_eq!(cluster.nodes[0].get("orders:42"), None, "released");
+}
