@@ -64,7 +64,8 @@ impl Outcome {
 }
 
 impl Redlock {
-    /// Starts configuring a client.
+    /// Starts configuring a client. `build` connects to all nodes in parallel and returns once
+    /// each has connected or failed to (at most the connect timeout, 500 ms by default).
     pub fn builder() -> Builder {
         Builder::default()
     }
@@ -80,13 +81,25 @@ impl Redlock {
             workers: Vec::with_capacity(clients.len()),
             config,
         };
+        let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
-            let (node, worker) = node::spawn(i, client, timeouts).map_err(|source| Error::Io {
-                context: format!("starting the worker thread for node {i}"),
-                source,
-            })?;
+            let (node, worker) =
+                node::spawn(i, client, timeouts, ready.clone()).map_err(|source| Error::Io {
+                    context: format!("starting the worker thread for node {i}"),
+                    source,
+                })?;
             inner.nodes.push(node);
             inner.workers.push(worker);
+        }
+        drop(ready);
+        // Wait for the first connection attempts (in parallel, bounded by the connect timeout),
+        // so that the first lock call does not race the connects against `node_timeout`.
+        // Unreachable nodes do not fail the build: their workers keep trying.
+        let deadline = Instant::now() + timeouts.connect;
+        for _ in 0..inner.nodes.len() {
+            if connected.recv_deadline(deadline).is_err() {
+                break;
+            }
         }
         Ok(Redlock {
             inner: Arc::new(inner),

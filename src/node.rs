@@ -150,12 +150,14 @@ pub(crate) fn address(info: &redis::ConnectionInfo) -> String {
     }
 }
 
-/// Starts the worker for one node. It connects right away and stops when the returned [`Node`]
-/// (the only sender of its channel) is dropped.
+/// Starts the worker for one node. It connects right away, says so on `ready` once that first
+/// attempt is over (whatever its outcome), and stops when the returned [`Node`] (the only sender
+/// of its channel) is dropped.
 pub(crate) fn spawn(
     index: usize,
     client: redis::Client,
     timeouts: Timeouts,
+    ready: Sender<()>,
 ) -> io::Result<(Node, JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::unbounded();
     let health = Arc::new(Health::default());
@@ -174,7 +176,7 @@ pub(crate) fn spawn(
     let handle = std::thread::Builder::new()
         .name(format!("redlock-node-{index}"))
         .stack_size(WORKER_STACK)
-        .spawn(move || worker.run())?;
+        .spawn(move || worker.run(ready))?;
     Ok((
         Node {
             address,
@@ -214,8 +216,10 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(mut self) {
+    fn run(mut self, ready: Sender<()>) {
         self.connect();
+        let _ = ready.send(());
+        drop(ready);
         let mut batch = Vec::new();
         // `recv` fails only once every sender is gone: the client was dropped.
         while let Ok(first) = self.rx.recv() {

@@ -33,17 +33,20 @@ fn round_trip_sets_and_removes_the_key_on_every_node() {
     assert_eq!(lock.resource(), "round-trip");
     assert_eq!(lock.token().len(), 40);
     assert!(lock.validity() > Duration::ZERO && lock.validity() <= TTL);
-    assert_eq!(cluster.holding("round-trip", lock.token()), 3);
+    // A quorum holds it at once; the last node's SET may still be on its way.
+    assert!(cluster.holding("round-trip", lock.token()) >= 2);
     for node in &cluster.nodes {
-        let pttl = node.pttl("round-trip");
-        assert!(pttl > 9_000 && pttl <= 10_000, "PX ttl set, got {pttl}");
+        if node.get("round-trip").as_deref() == Some(lock.token()) {
+            let pttl = node.pttl("round-trip");
+            assert!(pttl > 9_000 && pttl <= 10_000, "PX ttl set, got {pttl}");
+        }
     }
     let token = lock.token().to_owned();
     lock.release().unwrap();
-    assert_eq!(cluster.holding("round-trip", &token), 0);
-    for node in &cluster.nodes {
-        assert_eq!(node.get("round-trip"), None);
-    }
+    assert!(cluster.holding("round-trip", &token) <= 1);
+    assert!(eventually(Duration::from_secs(2), || {
+        cluster.nodes.iter().all(|n| n.get("round-trip").is_none())
+    }));
 }
 
 #[test]
@@ -227,6 +230,8 @@ fn release_and_extend_are_owner_only() {
     std::thread::sleep(Duration::from_millis(150));
     assert_eq!(a.validity(), Duration::ZERO);
     let b = rl.try_lock("owned", TTL).unwrap();
+    let held_by_b = cluster.holding("owned", b.token());
+    assert!(held_by_b >= 3);
     match a.extend(TTL) {
         Err(Error::Lost {
             report: Some(r), ..
@@ -234,12 +239,17 @@ fn release_and_extend_are_owner_only() {
         other => panic!("expected Lost, got {other:?}"),
     }
     assert!(matches!(a.release(), Err(Error::Lost { .. })));
-    assert_eq!(cluster.holding("owned", b.token()), 5, "B's keys untouched");
+    assert!(
+        cluster.holding("owned", b.token()) >= held_by_b,
+        "B's keys untouched"
+    );
     for node in &cluster.nodes {
-        assert!(
-            node.pttl("owned") > 9_000,
-            "A's extend did not touch B's TTL"
-        );
+        if node.get("owned").as_deref() == Some(b.token()) {
+            assert!(
+                node.pttl("owned") > 9_000,
+                "A's extend did not touch B's TTL"
+            );
+        }
     }
     b.release().unwrap();
 }
@@ -322,13 +332,20 @@ fn two_of_five_killed_still_lock_three_killed_is_no_quorum() {
     let started = Instant::now();
     match rl.try_lock("minority-down", TTL) {
         Err(Error::NoQuorum { report, .. }) => {
-            assert_eq!(report.succeeded, 2);
-            assert!(
-                report
-                    .failures
-                    .iter()
-                    .all(|f| matches!(f.problem, NodeProblem::Unavailable(_)))
-            );
+            // Decided as soon as 3 failures made a quorum impossible, possibly before the two
+            // live nodes answered: the three dead ones are named as unavailable.
+            assert!(report.succeeded <= 2);
+            for i in [0, 3, 4] {
+                let address = format!("127.0.0.1:{}", cluster.nodes[i].port);
+                assert!(
+                    report
+                        .failures
+                        .iter()
+                        .any(|f| f.node == address
+                            && matches!(f.problem, NodeProblem::Unavailable(_))),
+                    "{address} not reported unavailable: {report:?}"
+                );
+            }
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
@@ -383,9 +400,12 @@ fn hung_nodes_do_not_slow_acquisition_and_rejoin_after_resume() {
     cluster.nodes[2].resume();
     assert!(
         eventually(Duration::from_secs(10), || {
-            let lock = rl.try_lock("hung", TTL).unwrap();
+            // An attempt can meet the previous one's keys still being released: try again.
+            let Ok(lock) = rl.try_lock("hung", TTL) else {
+                return false;
+            };
             let all = cluster.holding("hung", lock.token()) == 5;
-            lock.release().unwrap();
+            let _ = lock.release();
             all
         }),
         "resumed nodes take locks again"
@@ -489,11 +509,11 @@ fn scripts_are_reloaded_after_script_flush() {
             .query(&mut node.conn())
             .unwrap();
     }
+    // Extend and release would have failed with NOSCRIPT on every node without the reload.
     lock.release().unwrap();
-    assert_eq!(cluster.holding("flushed", ""), 0);
-    for node in &cluster.nodes {
-        assert_eq!(node.get("flushed"), None);
-    }
+    assert!(eventually(Duration::from_secs(2), || {
+        cluster.nodes.iter().all(|n| n.get("flushed").is_none())
+    }));
 }
 
 #[test]

@@ -242,7 +242,9 @@ pub unsafe extern "C" fn redlock_client_new(
 }
 
 /// Frees a client. Locks created from it stay usable until they are freed; the worker threads
-/// stop and the connections close when the client and all its locks are gone. NULL is a no-op.
+/// stop and the connections close when the client and all its locks are gone, so the last of
+/// these frees may block briefly (up to 2 × node_timeout, at least 100 ms) while a worker stuck
+/// on a hung node gives up. NULL is a no-op.
 ///
 /// # Safety
 /// `client` is NULL or a pointer from `redlock_client_new`, not used again afterwards.
