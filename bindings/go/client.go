@@ -1,0 +1,213 @@
+package redlock
+
+// #include <stdlib.h>
+// #include "redlock.h"
+import "C"
+
+import (
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Options configures a Client. The zero value of every field means the libredlock
+// default (see redlock_options_default in redlock.h). Because zero means "default", a
+// negative RetryCount, RetryDelay, RetryJitter or DriftFactor means zero: RetryCount: -1
+// is "one attempt, no retries". Durations are rounded up to whole milliseconds.
+type Options struct {
+	// RetryCount is the number of retries after the first attempt of Lock.
+	RetryCount int
+	// RetryDelay is the pause before each retry, ± a random part of RetryJitter.
+	RetryDelay  time.Duration
+	RetryJitter time.Duration
+	// DriftFactor is the share of the TTL set aside for clock drift; in [0, 1).
+	DriftFactor float64
+	// NodeTimeout is how long a call waits for one node. It must not be negative.
+	NodeTimeout time.Duration
+	// MaxExtensions caps the number of Extend calls per lock; zero is the default (no
+	// cap). It must not be negative.
+	MaxExtensions int
+}
+
+func (o Options) toC() (C.redlock_options, error) {
+	opts := C.redlock_options_default()
+	if o.RetryCount != 0 {
+		n, err := uint32Option("RetryCount", max(o.RetryCount, 0))
+		if err != nil {
+			return opts, err
+		}
+		opts.retry_count = n
+	}
+	if o.RetryDelay != 0 {
+		opts.retry_delay_ms = optionMillis(o.RetryDelay)
+	}
+	if o.RetryJitter != 0 {
+		opts.retry_jitter_ms = optionMillis(o.RetryJitter)
+	}
+	if o.DriftFactor != 0 {
+		opts.drift_factor = C.double(max(o.DriftFactor, 0))
+	}
+	if o.NodeTimeout < 0 {
+		return opts, invalidArgument("NodeTimeout %v is negative", o.NodeTimeout)
+	}
+	if o.NodeTimeout != 0 {
+		opts.node_timeout_ms = optionMillis(o.NodeTimeout)
+	}
+	if o.MaxExtensions < 0 {
+		return opts, invalidArgument("MaxExtensions %d is negative", o.MaxExtensions)
+	}
+	if o.MaxExtensions != 0 {
+		n, err := uint32Option("MaxExtensions", o.MaxExtensions)
+		if err != nil {
+			return opts, err
+		}
+		opts.max_extensions = n
+	}
+	return opts, nil
+}
+
+func uint32Option(name string, n int) (C.uint32_t, error) {
+	if uint64(n) > math.MaxUint32 {
+		return 0, invalidArgument("%s %d does not fit in 32 bits", name, n)
+	}
+	return C.uint32_t(n), nil
+}
+
+// optionMillis converts d to whole milliseconds, rounding up so that a positive duration
+// never becomes zero; negative durations become zero.
+func optionMillis(d time.Duration) C.uint64_t {
+	if d <= 0 {
+		return 0
+	}
+	return C.uint64_t((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// ttlMillis converts a TTL to whole milliseconds, rounding down so that a lock never
+// lives longer than asked.
+func ttlMillis(ttl time.Duration) (C.uint64_t, error) {
+	if ttl < time.Millisecond {
+		return 0, invalidArgument("TTL %v is less than a millisecond", ttl)
+	}
+	return C.uint64_t(ttl / time.Millisecond), nil
+}
+
+// Client is a connection to the Redlock nodes. Its methods are safe for concurrent use
+// by multiple goroutines. Close it when done; a finalizer closes it as a backstop.
+type Client struct {
+	mu  sync.RWMutex // held for reading by calls using ptr, for writing by Close
+	ptr *C.redlock_client
+}
+
+// New connects to the Redis nodes at urls ("redis://host:port", one per independent
+// master; a lock needs a majority of them).
+func New(urls []string, opts Options) (*Client, error) {
+	if len(urls) == 0 {
+		return nil, invalidArgument("no node URLs")
+	}
+	copts, err := opts.toC()
+	if err != nil {
+		return nil, err
+	}
+	curls := make([]*C.char, len(urls))
+	for i, u := range urls {
+		if strings.IndexByte(u, 0) >= 0 {
+			return nil, invalidArgument("node URL %q contains a NUL byte", u)
+		}
+		curls[i] = C.CString(u)
+		defer C.free(unsafe.Pointer(curls[i]))
+	}
+	var ptr *C.redlock_client
+	var cerr *C.redlock_error
+	status := C.redlock_client_new(&curls[0], C.size_t(len(curls)), &copts, &ptr, &cerr)
+	if err := statusError(status, cerr); err != nil {
+		return nil, err
+	}
+	c := &Client{ptr: ptr}
+	runtime.SetFinalizer(c, func(c *Client) { C.redlock_client_free(c.ptr) })
+	return c, nil
+}
+
+// Lock acquires resource for ttl, retrying as configured by Options. On failure the
+// error wraps ErrNotAcquired, ErrNoQuorum, ErrInvalidArgument or ErrClosed.
+// The TTL is rounded down to whole milliseconds and must be at least one millisecond.
+func (c *Client) Lock(resource string, ttl time.Duration) (*Lock, error) {
+	return c.acquire(resource, ttl, true)
+}
+
+// TryLock is Lock with a single attempt and no retries.
+func (c *Client) TryLock(resource string, ttl time.Duration) (*Lock, error) {
+	return c.acquire(resource, ttl, false)
+}
+
+// WithLock acquires resource with retries (as Lock does), runs fn while holding it and
+// always unlocks, even when fn panics. It returns fn's error if fn failed, else the
+// error of Unlock (ErrLost there means the lock expired while fn ran).
+func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) error) (err error) {
+	l, err := c.Lock(resource, ttl)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if unlockErr := l.Unlock(); err == nil {
+			err = unlockErr
+		}
+	}()
+	return fn(l)
+}
+
+func (c *Client) acquire(resource string, ttl time.Duration, retry bool) (*Lock, error) {
+	if resource == "" {
+		return nil, invalidArgument("empty resource name")
+	}
+	if strings.IndexByte(resource, 0) >= 0 {
+		return nil, invalidArgument("resource %q contains a NUL byte", resource)
+	}
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return nil, err
+	}
+	cresource := C.CString(resource)
+	defer C.free(unsafe.Pointer(cresource))
+
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ptr == nil {
+		return nil, ErrClosed
+	}
+	var ptr *C.redlock_lock
+	var cerr *C.redlock_error
+	var status C.enum_redlock_status
+	if retry {
+		status = C.redlock_client_lock(c.ptr, cresource, ms, &ptr, &cerr)
+	} else {
+		status = C.redlock_client_try_lock(c.ptr, cresource, ms, &ptr, &cerr)
+	}
+	runtime.KeepAlive(c)
+	if err := statusError(status, cerr); err != nil {
+		return nil, err
+	}
+	return newLock(ptr, c), nil
+}
+
+// Close frees the client. Locks taken from it stay usable (Extend, Unlock) until they
+// are unlocked. Close is safe to call more than once and always returns nil; it waits for
+// Lock calls in progress on other goroutines to finish.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr == nil {
+		return nil
+	}
+	C.redlock_client_free(c.ptr)
+	c.ptr = nil
+	runtime.SetFinalizer(c, nil)
+	return nil
+}
+
+// Version returns the version of the libredlock the program is linked with.
+func Version() string {
+	return C.GoString(C.redlock_version())
+}

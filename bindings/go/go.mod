@@ -1,0 +1,3 @@
+module github.com/redlock-rs/redlock/bindings/go
+
+go 1.22

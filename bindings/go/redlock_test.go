@@ -1,0 +1,658 @@
+package redlock_test
+
+import (
+	"errors"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	redlock "github.com/redlock-rs/redlock/bindings/go"
+)
+
+// A new client connects to its nodes in the background, and its first call must get the
+// connections made within NodeTimeout: the default 50 ms is tight for a single attempt on a
+// loaded machine under -race, so clients that make one attempt wait longer.
+var (
+	patient = redlock.Options{NodeTimeout: time.Second}
+	// quick retries keep tests that expect contention fast.
+	quick = redlock.Options{RetryCount: 3, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second}
+)
+
+func newClient(t *testing.T, urls []string, opts redlock.Options) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(urls, opts)
+	if err != nil {
+		t.Fatalf("New(%q): %v", urls, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func mustLock(t *testing.T, c *redlock.Client, resource string, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	l, err := c.Lock(resource, ttl)
+	if err != nil {
+		t.Fatalf("Lock(%q, %v): %v", resource, ttl, err)
+	}
+	return l
+}
+
+// assertFree checks that another client can take resource now, and releases it again.
+func assertFree(t *testing.T, resource string) {
+	t.Helper()
+	l, err := observer.TryLock(resource, time.Second)
+	if err != nil {
+		t.Fatalf("%q should be free: %v", resource, err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertHeld checks that another client cannot take resource now.
+func assertHeld(t *testing.T, resource string) {
+	t.Helper()
+	l, err := observer.TryLock(resource, time.Second)
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		if l != nil {
+			l.Unlock()
+		}
+		t.Fatalf("%q should be held by another owner: TryLock = %v", resource, err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	if redlock.Version() == "" {
+		t.Fatal("Version() is empty")
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	c := newClient(t, shared.urls(), redlock.Options{})
+	const resource = "go:round-trip"
+	const ttl = 5 * time.Second
+
+	l := mustLock(t, c, resource, ttl)
+	if l.Resource() != resource {
+		t.Errorf("Resource() = %q, want %q", l.Resource(), resource)
+	}
+	if l.Token() == "" {
+		t.Error("Token() is empty")
+	}
+	if v := l.Validity(); v <= 0 || v > ttl {
+		t.Errorf("Validity() = %v, want in (0, %v]", v, ttl)
+	}
+	if holders := tokenHolders(t, resource, l.Token()); holders < 3 {
+		t.Errorf("%d of 5 nodes hold the token, want a quorum", holders)
+	}
+	assertHeld(t, resource)
+
+	if err := l.Extend(30 * time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if v := l.Validity(); v <= ttl || v > 30*time.Second {
+		t.Errorf("Validity() after Extend(30s) = %v, want in (%v, 30s]", v, ttl)
+	}
+
+	if err := l.Unlock(); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if v := l.Validity(); v != 0 {
+		t.Errorf("Validity() after Unlock = %v, want 0", v)
+	}
+	if l.Resource() != resource || l.Token() == "" {
+		t.Error("Resource() or Token() changed after Unlock")
+	}
+	if err := l.Extend(ttl); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("Extend after Unlock = %v, want ErrLost", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Errorf("second Unlock = %v, want nil", err)
+	}
+	// Unlock returns once a quorum has deleted the key; the other nodes follow shortly.
+	if n := tokenHolders(t, resource, l.Token()); n > 2 {
+		t.Errorf("%d of 5 nodes still hold the token after Unlock, want at most 2", n)
+	}
+	for deadline := time.Now().Add(5 * time.Second); tokenHolders(t, resource, l.Token()) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("a node still holds the token 5s after Unlock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	l2 := mustLock(t, c, resource, ttl)
+	defer l2.Unlock()
+	if l2.Token() == l.Token() {
+		t.Errorf("two acquisitions share the token %q", l.Token())
+	}
+}
+
+// tokenHolders counts the shared nodes where resource holds token.
+func tokenHolders(t *testing.T, resource, token string) int {
+	t.Helper()
+	n := 0
+	for _, nd := range shared.nodes {
+		if value, ok := nd.get(t, resource); ok && value == token {
+			n++
+		}
+	}
+	return n
+}
+
+func TestTryLockWhileHeld(t *testing.T) {
+	c := newClient(t, shared.urls(), redlock.Options{})
+	const resource = "go:held"
+	l := mustLock(t, c, resource, 10*time.Second)
+	defer l.Unlock()
+
+	// The second client would take seconds if TryLock retried.
+	slowRetries := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, RetryJitter: -1, NodeTimeout: time.Second})
+	for _, client := range []*redlock.Client{c, slowRetries} {
+		start := time.Now()
+		l2, err := client.TryLock(resource, 10*time.Second)
+		if elapsed := time.Since(start); elapsed > 2*time.Second {
+			t.Errorf("TryLock took %v: it retried", elapsed)
+		}
+		if l2 != nil {
+			t.Fatal("TryLock returned a lock for a held resource")
+		}
+		if !errors.Is(err, redlock.ErrNotAcquired) || errors.Is(err, redlock.ErrNoQuorum) {
+			t.Fatalf("TryLock = %v, want ErrNotAcquired only", err)
+		}
+		var e *redlock.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("TryLock error %T is not *redlock.Error", err)
+		}
+		if e.Status != redlock.StatusNotAcquired || e.Message == "" {
+			t.Errorf("Error = %#v, want StatusNotAcquired with the C message", e)
+		}
+		if !strings.Contains(err.Error(), e.Message) {
+			t.Errorf("Error() = %q does not show the C message %q", err.Error(), e.Message)
+		}
+	}
+	if l.Validity() <= 0 {
+		t.Error("the holder lost its lock to a refused TryLock")
+	}
+}
+
+func TestLockRetriesUntilReleased(t *testing.T) {
+	c := newClient(t, shared.urls(), redlock.Options{RetryCount: 50, RetryDelay: 20 * time.Millisecond})
+	const resource = "go:retry"
+	l := mustLock(t, c, resource, 10*time.Second)
+	time.AfterFunc(100*time.Millisecond, func() { l.Unlock() })
+	l2, err := c.Lock(resource, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Lock did not get the resource once it was released: %v", err)
+	}
+	l2.Unlock()
+}
+
+func TestHungMinority(t *testing.T) {
+	cl := newCluster(t, 5)
+	c := newClient(t, cl.urls(), redlock.Options{NodeTimeout: 300 * time.Millisecond})
+	cl.nodes[0].stop(t)
+	cl.nodes[1].stop(t)
+
+	// Three of five nodes suffice to lock, extend and unlock.
+	l := mustLock(t, c, "go:hung", 10*time.Second)
+	if err := l.Extend(10 * time.Second); err != nil {
+		t.Errorf("Extend with 2 of 5 nodes hung: %v", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Errorf("Unlock with 2 of 5 nodes hung: %v", err)
+	}
+
+	// With a third node hung, the answer waits for NodeTimeout and is ErrNoQuorum.
+	cl.nodes[2].stop(t)
+	start := time.Now()
+	l, err := c.TryLock("go:hung", 10*time.Second)
+	elapsed := time.Since(start)
+	if !errors.Is(err, redlock.ErrNoQuorum) {
+		t.Fatalf("TryLock with 3 of 5 nodes hung = %v, want ErrNoQuorum", err)
+	}
+	if elapsed < 250*time.Millisecond || elapsed > 10*time.Second {
+		t.Errorf("TryLock with 3 of 5 nodes hung took %v, want about NodeTimeout (300ms)", elapsed)
+	}
+}
+
+func TestNoQuorum(t *testing.T) {
+	cl := newCluster(t, 5)
+	c := newClient(t, cl.urls(), redlock.Options{RetryCount: 1, RetryDelay: 10 * time.Millisecond})
+	for _, nd := range cl.nodes[:3] {
+		nd.kill()
+	}
+	l, err := c.Lock("go:no-quorum", 10*time.Second)
+	if l != nil || !errors.Is(err, redlock.ErrNoQuorum) {
+		t.Fatalf("Lock with 3 of 5 nodes down = %v, want ErrNoQuorum", err)
+	}
+	var e *redlock.Error
+	if !errors.As(err, &e) || e.Message == "" || !strings.Contains(err.Error(), e.Message) {
+		t.Errorf("Error() = %q lacks the C message", err)
+	}
+
+	// Once the nodes are back, the same client locks again.
+	for _, nd := range cl.nodes[:3] {
+		nd.restart(t)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		l, err = c.Lock("go:no-quorum", 10*time.Second)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Lock after the nodes restarted: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestContention(t *testing.T) {
+	const goroutines, iterations = 8, 25
+	c := newClient(t, shared.urls(), redlock.Options{RetryCount: 20, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second})
+	var (
+		// Guarded by the Redlock only. Atomic loads and stores keep the race detector,
+		// which cannot see the lock, quiet; the read-sleep-write is still not atomic.
+		counter  atomic.Int64
+		mu       sync.Mutex
+		acquired int
+		errs     []error
+	)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range iterations {
+				l, err := c.Lock("go:contention", 5*time.Second)
+				if errors.Is(err, redlock.ErrNotAcquired) {
+					continue
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					continue
+				}
+				// Deliberately not atomic: only the lock keeps increments from being lost.
+				v := counter.Load()
+				time.Sleep(time.Millisecond)
+				counter.Store(v + 1)
+				err = l.Unlock()
+				mu.Lock()
+				acquired++
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if acquired == 0 {
+		t.Fatal("no goroutine ever acquired the lock")
+	}
+	if got := counter.Load(); got != int64(acquired) {
+		t.Errorf("counter = %d after %d acquisitions: two goroutines held the lock at once", got, acquired)
+	}
+	t.Logf("%d of %d attempts acquired", acquired, goroutines*iterations)
+}
+
+func TestInvalidArguments(t *testing.T) {
+	urls := shared.urls()
+	type newCase struct {
+		name string
+		urls []string
+		opts redlock.Options
+	}
+	newCases := []newCase{
+		{"nil URLs", nil, redlock.Options{}},
+		{"no URLs", []string{}, redlock.Options{}},
+		{"not a URL", []string{"not a url"}, redlock.Options{}},
+		{"empty URL", []string{""}, redlock.Options{}},
+		{"URL without host", []string{"redis://"}, redlock.Options{}},
+		{"one bad URL among good ones", append(urls[:2:2], "not a url"), redlock.Options{}},
+		{"URL with NUL", []string{urls[0] + "\x00"}, redlock.Options{}},
+		{"node listed twice", []string{urls[0], urls[1], urls[0]}, redlock.Options{}},
+		{"negative NodeTimeout", urls, redlock.Options{NodeTimeout: -time.Second}},
+		{"negative MaxExtensions", urls, redlock.Options{MaxExtensions: -1}},
+		{"DriftFactor 1", urls, redlock.Options{DriftFactor: 1}},
+		{"DriftFactor 1.5", urls, redlock.Options{DriftFactor: 1.5}},
+		{"DriftFactor NaN", urls, redlock.Options{DriftFactor: math.NaN()}},
+		{"DriftFactor +Inf", urls, redlock.Options{DriftFactor: math.Inf(1)}},
+	}
+	if math.MaxInt > math.MaxUint32 {
+		newCases = append(newCases,
+			newCase{"RetryCount over 32 bits", urls, redlock.Options{RetryCount: math.MaxUint32 + 1}},
+			newCase{"MaxExtensions over 32 bits", urls, redlock.Options{MaxExtensions: math.MaxUint32 + 1}},
+		)
+	}
+	for _, tc := range newCases {
+		c, err := redlock.New(tc.urls, tc.opts)
+		if c != nil {
+			c.Close()
+		}
+		assertInvalid(t, "New: "+tc.name, err)
+	}
+
+	c := newClient(t, urls, redlock.Options{})
+	acquireCases := []struct {
+		name     string
+		resource string
+		ttl      time.Duration
+	}{
+		{"empty resource", "", time.Second},
+		{"resource with NUL", "go:a\x00b", time.Second},
+		{"zero TTL", "go:bad-ttl", 0},
+		{"negative TTL", "go:bad-ttl", -time.Second},
+		{"sub-millisecond TTL", "go:bad-ttl", 999 * time.Microsecond},
+		{"TTL too short to leave validity", "go:bad-ttl", 2 * time.Millisecond},
+		{"TTL over ten years", "go:bad-ttl", 11 * 365 * 24 * time.Hour},
+		{"largest Duration TTL", "go:bad-ttl", math.MaxInt64},
+	}
+	for _, tc := range acquireCases {
+		for name, acquire := range map[string]func(string, time.Duration) (*redlock.Lock, error){
+			"Lock": c.Lock, "TryLock": c.TryLock,
+		} {
+			l, err := acquire(tc.resource, tc.ttl)
+			if l != nil {
+				l.Unlock()
+			}
+			assertInvalid(t, name+": "+tc.name, err)
+		}
+		called := false
+		err := c.WithLock(tc.resource, tc.ttl, func(*redlock.Lock) error { called = true; return nil })
+		assertInvalid(t, "WithLock: "+tc.name, err)
+		if called {
+			t.Errorf("WithLock: %s: fn was called", tc.name)
+		}
+	}
+
+	l := mustLock(t, c, "go:bad-extend", 10*time.Second)
+	defer l.Unlock()
+	for _, tc := range acquireCases[2:] {
+		assertInvalid(t, "Extend: "+tc.name, l.Extend(tc.ttl))
+	}
+	if l.Validity() <= 0 {
+		t.Error("a rejected Extend lost the lock")
+	}
+	assertHeld(t, "go:bad-extend")
+}
+
+func assertInvalid(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, redlock.ErrInvalidArgument) {
+		t.Errorf("%s = %v, want ErrInvalidArgument", what, err)
+		return
+	}
+	var e *redlock.Error
+	if !errors.As(err, &e) || e.Status != redlock.StatusInvalidArgument || e.Message == "" {
+		t.Errorf("%s = %#v, want an *Error with StatusInvalidArgument and a message", what, err)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	urls := shared.urls()
+	holder := newClient(t, urls, redlock.Options{})
+	const resource = "go:options"
+	held := mustLock(t, holder, resource, 30*time.Second)
+	defer held.Unlock()
+
+	t.Run("negative RetryCount means one attempt", func(t *testing.T) {
+		c := newClient(t, urls, redlock.Options{RetryCount: -1, RetryDelay: 5 * time.Second, NodeTimeout: time.Second})
+		start := time.Now()
+		_, err := c.Lock(resource, time.Second)
+		if !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatalf("Lock = %v, want ErrNotAcquired", err)
+		}
+		if elapsed := time.Since(start); elapsed >= 5*time.Second {
+			t.Errorf("Lock took %v: it retried although RetryCount < 0", elapsed)
+		}
+	})
+	t.Run("RetryCount and RetryDelay", func(t *testing.T) {
+		c := newClient(t, urls, redlock.Options{RetryCount: 2, RetryDelay: 150 * time.Millisecond, RetryJitter: -1, NodeTimeout: time.Second})
+		start := time.Now()
+		_, err := c.Lock(resource, time.Second)
+		if !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatalf("Lock = %v, want ErrNotAcquired", err)
+		}
+		if elapsed := time.Since(start); elapsed < 300*time.Millisecond {
+			t.Errorf("Lock took %v, want at least 2 retries x 150ms", elapsed)
+		}
+	})
+	t.Run("DriftFactor", func(t *testing.T) {
+		for _, tc := range []struct {
+			drift    float64
+			min, max time.Duration
+		}{
+			{0, 0, 9900 * time.Millisecond}, // the default, 0.01
+			{-1, 9900 * time.Millisecond, 10 * time.Second},
+			{0.5, 0, 5 * time.Second},
+		} {
+			c := newClient(t, urls, redlock.Options{DriftFactor: tc.drift})
+			l := mustLock(t, c, "go:drift", 10*time.Second)
+			v := l.Validity()
+			l.Unlock()
+			if v <= tc.min || v > tc.max {
+				t.Errorf("DriftFactor %v: Validity() = %v, want in (%v, %v]", tc.drift, v, tc.min, tc.max)
+			}
+		}
+	})
+	t.Run("MaxExtensions", func(t *testing.T) {
+		c := newClient(t, urls, redlock.Options{MaxExtensions: 2})
+		l := mustLock(t, c, "go:max-extensions", 10*time.Second)
+		defer l.Unlock()
+		for i := range 2 {
+			if err := l.Extend(10 * time.Second); err != nil {
+				t.Fatalf("Extend %d: %v", i+1, err)
+			}
+		}
+		if err := l.Extend(10 * time.Second); !errors.Is(err, redlock.ErrExtensionLimit) {
+			t.Fatalf("third Extend with MaxExtensions 2 = %v, want ErrExtensionLimit", err)
+		}
+		if l.Validity() <= 0 {
+			t.Error("the lock was lost at the extension limit")
+		}
+		assertHeld(t, "go:max-extensions")
+		if err := l.Unlock(); err != nil {
+			t.Errorf("Unlock after the extension limit: %v", err)
+		}
+	})
+	t.Run("no extension cap by default", func(t *testing.T) {
+		c := newClient(t, urls, redlock.Options{})
+		l := mustLock(t, c, "go:unlimited", 10*time.Second)
+		defer l.Unlock()
+		for i := range 20 {
+			if err := l.Extend(10 * time.Second); err != nil {
+				t.Fatalf("Extend %d: %v", i+1, err)
+			}
+		}
+	})
+}
+
+func TestClose(t *testing.T) {
+	c, err := redlock.New(shared.urls(), redlock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustLock(t, c, "go:close", 10*time.Second)
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := c.Lock("go:close-2", time.Second); !errors.Is(err, redlock.ErrClosed) {
+		t.Errorf("Lock after Close = %v, want ErrClosed", err)
+	}
+	if _, err := c.TryLock("go:close-2", time.Second); !errors.Is(err, redlock.ErrClosed) {
+		t.Errorf("TryLock after Close = %v, want ErrClosed", err)
+	}
+	called := false
+	err = c.WithLock("go:close-2", time.Second, func(*redlock.Lock) error { called = true; return nil })
+	if !errors.Is(err, redlock.ErrClosed) || called {
+		t.Errorf("WithLock after Close = %v (fn called: %v), want ErrClosed", err, called)
+	}
+
+	// A lock outlives its closed client: it still extends and unlocks.
+	if err := l.Extend(10 * time.Second); err != nil {
+		t.Errorf("Extend after the client closed: %v", err)
+	}
+	assertHeld(t, "go:close")
+	if err := l.Unlock(); err != nil {
+		t.Errorf("Unlock after the client closed: %v", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Errorf("second Unlock: %v", err)
+	}
+	assertFree(t, "go:close")
+}
+
+func TestConcurrentUnlockAndClose(t *testing.T) {
+	c, err := redlock.New(shared.urls(), quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustLock(t, c, "go:concurrent-unlock", 10*time.Second)
+	var wg sync.WaitGroup
+	unlockErrs := make([]error, 8)
+	for i := range unlockErrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Validity()
+			unlockErrs[i] = l.Unlock()
+			l.Extend(time.Second)
+		}()
+	}
+	// Lock calls racing with Close get a lock or ErrClosed, never a crash.
+	lockErrs := make([]error, 8)
+	for i := range lockErrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var l *redlock.Lock
+			if l, lockErrs[i] = c.TryLock("go:concurrent-close", time.Second); l != nil {
+				l.Unlock()
+			}
+		}()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); c.Close() }()
+	go func() { defer wg.Done(); c.Close() }()
+	wg.Wait()
+	for _, err := range unlockErrs {
+		if err != nil {
+			t.Errorf("concurrent Unlock: %v", err)
+		}
+	}
+	for _, err := range lockErrs {
+		if err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Errorf("TryLock racing with Close: %v", err)
+		}
+	}
+	assertFree(t, "go:concurrent-unlock")
+}
+
+// abandon takes a lock and drops it and its client without Unlock or Close.
+//
+//go:noinline
+func abandon(t *testing.T, resource string) {
+	c, err := redlock.New(shared.urls(), redlock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(resource, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFinalizers(t *testing.T) {
+	const resource = "go:finalized"
+	abandon(t, resource)
+	assertHeld(t, resource)
+
+	// The finalizers free the handles; freeing a held lock releases it long before its TTL.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		l, err := observer.TryLock(resource, time.Second)
+		if err == nil {
+			l.Unlock()
+			break
+		}
+		if !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned lock was not released by its finalizer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	runtime.GC() // and the client's finalizer, one cycle after the lock's
+	runtime.GC()
+}
+
+func TestWithLock(t *testing.T) {
+	c := newClient(t, shared.urls(), quick)
+	const resource = "go:with-lock"
+	errFn := errors.New("fn failed")
+
+	err := c.WithLock(resource, 10*time.Second, func(l *redlock.Lock) error {
+		if l.Resource() != resource || l.Validity() <= 0 {
+			t.Errorf("fn got lock %q with validity %v", l.Resource(), l.Validity())
+		}
+		assertHeld(t, resource)
+		return errFn
+	})
+	if err != errFn {
+		t.Errorf("WithLock = %v, want fn's error", err)
+	}
+	assertFree(t, resource)
+
+	var kept *redlock.Lock
+	if err := c.WithLock(resource, 10*time.Second, func(l *redlock.Lock) error { kept = l; return nil }); err != nil {
+		t.Errorf("WithLock = %v, want nil", err)
+	}
+	if kept.Validity() != 0 {
+		t.Error("WithLock returned with the lock still held")
+	}
+	assertFree(t, resource)
+
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("WithLock swallowed fn's panic")
+			}
+		}()
+		c.WithLock(resource, 10*time.Second, func(*redlock.Lock) error { panic("boom") })
+	}()
+	assertFree(t, resource)
+
+	// Unlock's error comes back when fn succeeded but the lock expired meanwhile.
+	err = c.WithLock(resource, 50*time.Millisecond, func(*redlock.Lock) error {
+		time.Sleep(150 * time.Millisecond)
+		return nil
+	})
+	if !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("WithLock whose lock expired during fn = %v, want ErrLost", err)
+	}
+
+	held := mustLock(t, c, resource, 10*time.Second)
+	defer held.Unlock()
+	called := false
+	err = c.WithLock(resource, 10*time.Second, func(*redlock.Lock) error { called = true; return nil })
+	if !errors.Is(err, redlock.ErrNotAcquired) || called {
+		t.Errorf("WithLock on a held resource = %v (fn called: %v), want ErrNotAcquired", err, called)
+	}
+}
