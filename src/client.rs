@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::config::{Builder, Config};
 use crate::error::{Error, NodeProblem, Operation, QuorumReport, Result};
@@ -27,16 +27,27 @@ pub struct Redlock {
 struct Inner {
     nodes: Vec<Node>,
     workers: Vec<JoinHandle<()>>,
+    /// Disconnects once every worker thread has ended.
+    exited: Receiver<()>,
     config: Config,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Closing the channels lets each worker finish what is queued (releases from dropped
-        // locks among it) and stop; joining makes sure no thread or connection outlives us.
+        // Closing the channels lets each worker send what is queued (releases from dropped
+        // locks among it) and stop. Wait for that, so that no thread or connection outlives
+        // the client, but no longer than one I/O timeout: a worker stuck on an unresponsive
+        // node is left to end on its own once its socket gives up.
         self.nodes.clear();
+        let deadline = Instant::now() + self.config.io_timeout();
+        let all_ended = matches!(
+            self.exited.recv_deadline(deadline),
+            Err(RecvTimeoutError::Disconnected)
+        );
         for worker in self.workers.drain(..) {
-            let _ = worker.join();
+            if all_ended {
+                let _ = worker.join();
+            }
         }
     }
 }
@@ -75,23 +86,25 @@ impl Redlock {
             connect: config.connect_timeout(),
             io: config.io_timeout(),
         };
+        let (exited_tx, exited) = crossbeam_channel::bounded(0);
         // Built up in place, so that a failure half-way stops the workers already started.
         let mut inner = Inner {
             nodes: Vec::with_capacity(clients.len()),
             workers: Vec::with_capacity(clients.len()),
+            exited,
             config,
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
-            let (node, worker) =
-                node::spawn(i, client, timeouts, ready.clone()).map_err(|source| Error::Io {
+            let (node, worker) = node::spawn(i, client, timeouts, ready.clone(), exited_tx.clone())
+                .map_err(|source| Error::Io {
                     context: format!("starting the worker thread for node {i}"),
                     source,
                 })?;
             inner.nodes.push(node);
             inner.workers.push(worker);
         }
-        drop(ready);
+        drop((ready, exited_tx));
         // Wait for the first connection attempts (in parallel, bounded by the connect timeout),
         // so that the first lock call does not race the connects against `node_timeout`.
         // Unreachable nodes do not fail the build: their workers keep trying.

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use redis::{ConnectionLike, Value};
+use redis::Value;
 
 use crate::error::NodeProblem;
 use crate::quorum::Vote;
@@ -158,6 +158,7 @@ pub(crate) fn spawn(
     client: redis::Client,
     timeouts: Timeouts,
     ready: Sender<()>,
+    exited: Sender<()>,
 ) -> io::Result<(Node, JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::unbounded();
     let health = Arc::new(Health::default());
@@ -170,8 +171,10 @@ pub(crate) fn spawn(
         backoff: BACKOFF_MIN,
         retry_at: Instant::now(),
         down_reason: String::from("not connected yet"),
+        closing: false,
         health: Arc::clone(&health),
         buf: Vec::with_capacity(4096),
+        _exited: exited,
     };
     let handle = std::thread::Builder::new()
         .name(format!("redlock-node-{index}"))
@@ -194,6 +197,15 @@ fn answer(request: Request, vote: Vote) {
     }
 }
 
+/// The text of a connection error; a socket timeout reads "timed out", not as the OS's EAGAIN.
+fn describe_connect_error(e: &redis::RedisError) -> String {
+    if e.is_timeout() {
+        format!("timed out: {e}")
+    } else {
+        e.to_string()
+    }
+}
+
 fn describe(e: &redis::RedisError) -> NodeProblem {
     if e.is_timeout() {
         NodeProblem::TimedOut
@@ -211,8 +223,12 @@ struct Worker {
     /// While down: no connection attempt before this.
     retry_at: Instant,
     down_reason: String,
+    /// Every sender is gone: the client was dropped and only queued requests remain.
+    closing: bool,
     health: Arc<Health>,
     buf: Vec<u8>,
+    /// Dropped when the thread ends, which the client's drop waits for.
+    _exited: Sender<()>,
 }
 
 impl Worker {
@@ -227,7 +243,11 @@ impl Worker {
             while batch.len() < MAX_BATCH {
                 match self.rx.try_recv() {
                     Ok(r) => batch.push(r),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        self.closing = true;
+                        break;
+                    }
                 }
             }
             self.serve(&mut batch);
@@ -241,7 +261,9 @@ impl Worker {
         if batch.is_empty() {
             return;
         }
-        if self.conn.is_none() && now >= self.retry_at {
+        // A closing client's last releases go out on a live connection, but are not worth
+        // reconnecting for: their keys expire with the TTL.
+        if self.conn.is_none() && now >= self.retry_at && !self.closing {
             self.connect();
         }
         if self.conn.is_none() {
@@ -296,7 +318,6 @@ impl Worker {
     }
 
     fn connect(&mut self) {
-        let now = Instant::now();
         match self.open() {
             Ok(conn) => {
                 self.conn = Some(conn);
@@ -305,8 +326,9 @@ impl Worker {
                 self.health.connects.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                self.down_reason = e.to_string();
-                self.retry_at = now + self.backoff;
+                self.down_reason = describe_connect_error(&e);
+                // Counted from the end of the attempt, which can itself take a timeout.
+                self.retry_at = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
                 self.note_error(&e);
             }
@@ -326,7 +348,7 @@ impl Worker {
     /// Drops a broken connection; the next request tries to reconnect at once.
     fn disconnect(&mut self, e: &redis::RedisError) {
         self.conn = None;
-        self.down_reason = e.to_string();
+        self.down_reason = describe_connect_error(e);
         self.retry_at = Instant::now();
         self.health.connected.store(false, Ordering::Relaxed);
         self.note_error(e);
@@ -367,6 +389,9 @@ fn command(r: &Request) -> redis::Cmd {
     }
 }
 
+/// Sends the requests as one pipeline and reads their replies. The first failed read ends it:
+/// after a timeout the connection is out of step and gets dropped, and reading on (as
+/// redis-rs's `req_packed_commands` does) would cost one more timeout per queued request.
 fn pipeline<'a>(
     conn: &mut redis::Connection,
     buf: &mut Vec<u8>,
@@ -378,7 +403,15 @@ fn pipeline<'a>(
         command(r).write_packed_command(buf);
         count += 1;
     }
-    conn.req_packed_commands(buf, 0, count)
+    conn.send_packed_command(buf)?;
+    let mut values = Vec::with_capacity(count);
+    while values.len() < count {
+        match conn.recv_response()? {
+            Value::Push { .. } => {}
+            value => values.push(value),
+        }
+    }
+    Ok(values)
 }
 
 fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
@@ -404,7 +437,10 @@ fn interpret(command: Command, value: Value) -> Vote {
         (Command::Acquire { .. }, Value::Nil) => Vote::No,
         (Command::Extend { .. } | Command::Release, Value::Int(1)) => Vote::Yes,
         (Command::Extend { .. } | Command::Release, Value::Int(0)) => Vote::No,
-        (_, Value::ServerError(e)) => Vote::Failed(NodeProblem::Server(e.to_string())),
+        (_, Value::ServerError(e)) => Vote::Failed(NodeProblem::Server(match e.details() {
+            Some(details) => format!("{} {details}", e.code()),
+            None => e.code().to_owned(),
+        })),
         (_, other) => Vote::Failed(NodeProblem::Server(format!("unexpected reply {other:?}"))),
     }
 }

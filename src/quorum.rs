@@ -117,18 +117,28 @@ impl Tally {
     }
 
     /// The outcome, once no further vote can change it.
+    ///
+    /// A failure is certain as soon as refusals and errors together rule a quorum out; when
+    /// neither alone does, the remaining votes are awaited (until the caller's deadline turns
+    /// them into timeouts), so that "held by another owner" and "nodes unreachable" do not
+    /// depend on which answers happened to arrive first.
     pub(crate) fn decision(&self) -> Option<Decision> {
         let n = self.nodes();
         let q = self.quorum();
         if self.yes >= q {
             return Some(Decision::Quorum);
         }
-        // Refusals alone rule a quorum out: the resource is someone else's.
         if self.no > n - q {
             return Some(Decision::Refused);
         }
-        if self.no + self.failed > n - q {
+        if self.failed > n - q {
             return Some(Decision::Unreachable);
+        }
+        let answered = self.yes + self.no + self.failed;
+        if self.no + self.failed > n - q && answered == n {
+            // Some nodes refused, others failed: the resource is held, and retrying later can
+            // succeed once its owner lets go.
+            return Some(Decision::Refused);
         }
         None
     }
@@ -250,11 +260,32 @@ mod tests {
     #[test]
     fn errors_mean_no_quorum() {
         let mut t = Tally::new(5);
-        t.record(0, Vote::No);
+        t.record(0, Vote::Failed(NodeProblem::Unavailable("refused".into())));
         t.record(1, Vote::Failed(NodeProblem::Unavailable("refused".into())));
         assert_eq!(t.decision(), None);
         t.record(2, Vote::Failed(NodeProblem::TimedOut));
         assert_eq!(t.decision(), Some(Decision::Unreachable));
+    }
+
+    #[test]
+    fn mixed_refusals_and_errors_wait_for_every_answer() {
+        let mut t = Tally::new(5);
+        t.record(0, Vote::No);
+        t.record(1, Vote::Failed(NodeProblem::TimedOut));
+        t.record(2, Vote::Failed(NodeProblem::TimedOut));
+        // No quorum is possible any more, but the last two answers decide the kind.
+        assert_eq!(t.decision(), None);
+        t.record(3, Vote::No);
+        assert_eq!(t.decision(), None);
+        t.record(4, Vote::Failed(NodeProblem::TimedOut));
+        assert_eq!(t.decision(), Some(Decision::Unreachable));
+
+        let mut t = Tally::new(3);
+        t.record(0, Vote::Failed(NodeProblem::TimedOut));
+        t.record(1, Vote::No);
+        assert_eq!(t.decision(), None);
+        t.record(2, Vote::Yes);
+        assert_eq!(t.decision(), Some(Decision::Refused));
     }
 
     #[test]

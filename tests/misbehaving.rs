@@ -1,0 +1,966 @@
+//! Misbehaving servers and awkward input: every failure is a clear error that names the node,
+//! nothing panics or hangs, and nothing of ours stays behind on the healthy nodes.
+//!
+//! A bad node is mixed into an otherwise healthy 3-node cluster where that shows the quorum
+//! still working; a 1-node client is used where the error itself is the point.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use redlock::{Error, Lock, NodeProblem, QuorumReport, Redlock};
+use support::{Cluster, RedisNode};
+
+const TTL: Duration = Duration::from_secs(10);
+/// No call may take longer than this, whatever the nodes do (generous: a noisy 2-core machine).
+const BOUND: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+static WORKER_PANICS: AtomicUsize = AtomicUsize::new(0);
+static HOOK: Once = Once::new();
+
+/// Counts panics on the library's worker threads. A dead worker only shows up as an
+/// `Unavailable("worker stopped")` vote, so its panic would otherwise go unnoticed.
+fn watch_workers() {
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("redlock-node-"))
+            {
+                WORKER_PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            default(info);
+        }));
+    });
+}
+
+fn assert_no_worker_panicked() {
+    assert_eq!(
+        WORKER_PANICS.load(Ordering::SeqCst),
+        0,
+        "a redlock worker thread panicked"
+    );
+}
+
+/// Polls `f` until it holds or `limit` passes; returns whether it held.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `f`, asserting it returns within [`BOUND`]; gives its result and how long it took.
+fn timed<T>(what: &str, f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let out = f();
+    let took = started.elapsed();
+    assert!(took < BOUND, "{what} took {took:?}: it must never hang");
+    (out, took)
+}
+
+/// `127.0.0.1:port`, as the library names a node.
+fn local(port: u16) -> String {
+    format!("127.0.0.1:{port}")
+}
+
+/// A client with fast retries.
+fn client(urls: &[String], node_timeout: Duration) -> Redlock {
+    Redlock::builder()
+        .nodes(urls)
+        .node_timeout(node_timeout)
+        .retry_delay(Duration::from_millis(20))
+        .retry_jitter(Duration::from_millis(10))
+        .build()
+        .expect("build client")
+}
+
+/// The node-by-node report of a failed acquire, extend or release.
+fn report_of(err: &Error) -> &QuorumReport {
+    match err {
+        Error::NoQuorum { report, .. }
+        | Error::NotAcquired { report, .. }
+        | Error::Lost {
+            report: Some(report),
+            ..
+        } => report,
+        other => panic!("expected an error with a node report, got {other:?}"),
+    }
+}
+
+/// The problem reported for `node`; checks that the error's text names the node.
+fn problem_at<'a>(err: &'a Error, node: &str) -> &'a NodeProblem {
+    let text = err.to_string();
+    assert!(text.contains(node), "the message names {node}: {text}");
+    assert!(!text.contains("worker stopped"), "a worker died: {text}");
+    let report = report_of(err);
+    let found: Vec<_> = report.failures.iter().filter(|r| r.node == node).collect();
+    assert_eq!(found.len(), 1, "{node} reported exactly once: {report:?}");
+    &found[0].problem
+}
+
+/// The failed attempt of a single-node client: always `NoQuorum`, never `NotAcquired`.
+fn no_quorum(result: redlock::Result<Lock>) -> Error {
+    match result {
+        Err(e @ Error::NoQuorum { .. }) => e,
+        Err(other) => panic!("expected NoQuorum, got {other:?} ({other})"),
+        Ok(lock) => panic!("a misbehaving node gave a lock: {lock:?}"),
+    }
+}
+
+/// The server's words in a `Server` or `Unavailable` problem.
+fn words(problem: &NodeProblem) -> &str {
+    match problem {
+        NodeProblem::Unavailable(why) | NodeProblem::Server(why) => why,
+        other => panic!("expected a problem with the server's words, got {other:?}"),
+    }
+}
+
+fn dbsize(node: &RedisNode) -> i64 {
+    redis::cmd("DBSIZE")
+        .query(&mut node.conn())
+        .expect("DBSIZE")
+}
+
+/// Nothing of ours stays behind: every given node ends up empty (releases may be asynchronous).
+fn assert_empty<'a>(nodes: impl IntoIterator<Item = &'a RedisNode> + Clone) {
+    assert!(
+        eventually(Duration::from_secs(2), || nodes
+            .clone()
+            .into_iter()
+            .all(|n| dbsize(n) == 0)),
+        "keys left behind on ports {:?}",
+        nodes
+            .into_iter()
+            .filter(|n| dbsize(n) != 0)
+            .map(|n| n.port)
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A port nothing listens on.
+fn dead_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The bad node between two healthy ones: locks, extends and releases still work on the
+/// quorum, without waiting out the bad node's `node_timeout`, and leave nothing behind.
+fn quorum_ignores(bad_url: &str) {
+    let healthy = Cluster::start(2);
+    let urls = [
+        healthy.nodes[0].url(),
+        bad_url.to_owned(),
+        healthy.nodes[1].url(),
+    ];
+    // Long enough that waiting on the bad node would show; short enough that a worker stuck
+    // connecting to a silent node does not hold up dropping the client for long.
+    let node_timeout = Duration::from_millis(250);
+    let rl = client(&urls, node_timeout);
+    let (lock, took) = timed("lock", || rl.lock("mixed", TTL));
+    let mut lock = lock.unwrap_or_else(|e| panic!("1 bad node of 3 must not stop locking: {e}"));
+    assert!(took < node_timeout, "lock waited on the bad node: {took:?}");
+    assert!(lock.validity() > TTL - Duration::from_secs(1));
+    assert_eq!(healthy.holding("mixed", lock.token()), 2);
+
+    // Still exclusive: another owner is turned away while the lock is held.
+    let other = client(&urls, node_timeout);
+    let (result, _) = timed("competing try_lock", || other.try_lock("mixed", TTL));
+    match result {
+        // Refusals and the bad node's failure together rule out a quorum; which of the two
+        // errors the library reports depends on which answers arrive first.
+        Err(Error::NotAcquired { .. } | Error::NoQuorum { .. }) => {}
+        other => panic!("expected the lock to be refused, got {other:?}"),
+    }
+    assert_eq!(healthy.holding("mixed", lock.token()), 2, "ours untouched");
+
+    let (extended, took) = timed("extend", || lock.extend(TTL));
+    extended.unwrap_or_else(|e| panic!("extend with 1 bad node of 3: {e}"));
+    assert!(
+        took < node_timeout,
+        "extend waited on the bad node: {took:?}"
+    );
+    let token = lock.token().to_owned();
+    let (released, took) = timed("release", || lock.release());
+    released.unwrap_or_else(|e| panic!("release with 1 bad node of 3: {e}"));
+    assert!(
+        took < node_timeout,
+        "release waited on the bad node: {took:?}"
+    );
+    assert_eq!(healthy.holding("mixed", &token), 0);
+    timed("dropping the clients", || {
+        drop(rl);
+        drop(other);
+    });
+    assert_empty(&healthy.nodes);
+    assert_no_worker_panicked();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A fake server: holds connections open silently, or speaks just enough RESP for the
+// connection handshake and then misbehaves.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Behaviour {
+    /// Accepts connections and holds them open, never reading or writing a byte.
+    Silent,
+    /// Answers the handshake (`CLIENT SETINFO`, `SCRIPT LOAD`, `PING`) properly; to anything
+    /// else writes `reply`, then closes the connection when `close`.
+    Answer { reply: &'static [u8], close: bool },
+}
+
+struct FakeServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    /// Commands that got the misbehaving answer.
+    misbehaved: Arc<AtomicUsize>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl FakeServer {
+    fn start(behaviour: Behaviour) -> FakeServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let misbehaved = Arc::new(AtomicUsize::new(0));
+        let acceptor = {
+            let stop = Arc::clone(&stop);
+            let misbehaved = Arc::clone(&misbehaved);
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok((stream, _)) = listener.accept() else {
+                        std::thread::sleep(Duration::from_millis(2));
+                        continue;
+                    };
+                    stream.set_nonblocking(false).unwrap();
+                    match behaviour {
+                        Behaviour::Silent => held.push(stream),
+                        Behaviour::Answer { reply, close } => {
+                            let stop = Arc::clone(&stop);
+                            let misbehaved = Arc::clone(&misbehaved);
+                            std::thread::spawn(move || {
+                                serve(stream, reply, close, &stop, &misbehaved)
+                            });
+                        }
+                    }
+                }
+            })
+        };
+        FakeServer {
+            port,
+            stop,
+            misbehaved,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+fn serve(
+    mut stream: TcpStream,
+    reply: &[u8],
+    close: bool,
+    stop: &AtomicBool,
+    misbehaved: &AtomicUsize,
+) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !stop.load(Ordering::SeqCst) {
+        while let Some((args, used)) = parse_command(&buf) {
+            buf.drain(..used);
+            if let Some(answer) = handshake(&args) {
+                if stream.write_all(&answer).is_err() {
+                    return;
+                }
+                continue;
+            }
+            misbehaved.fetch_add(1, Ordering::SeqCst);
+            if stream.write_all(reply).is_err() {
+                return;
+            }
+            if close {
+                // FIN after the partial reply (not a reset that could discard it), then wait
+                // for the client to hang up.
+                let _ = stream.shutdown(Shutdown::Write);
+                while !stop.load(Ordering::SeqCst) {
+                    match stream.read(&mut chunk) {
+                        Ok(0) => return,
+                        Ok(_) => {}
+                        Err(e) if is_tick(&e) => {}
+                        Err(_) => return,
+                    }
+                }
+                return;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if is_tick(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn is_tick(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Proper answers to what redis-rs and the library send when they connect.
+fn handshake(args: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let name = |i: usize| {
+        args.get(i)
+            .map(|a| String::from_utf8_lossy(a).to_ascii_uppercase())
+    };
+    match (name(0)?.as_str(), name(1).as_deref()) {
+        ("CLIENT", _) => Some(b"+OK\r\n".to_vec()),
+        ("PING", _) => Some(b"+PONG\r\n".to_vec()),
+        ("SCRIPT", Some("LOAD")) => {
+            let source = std::str::from_utf8(args.get(2)?).ok()?;
+            let sha = redis::Script::new(source).get_hash().to_owned();
+            Some(format!("${}\r\n{sha}\r\n", sha.len()).into_bytes())
+        }
+        _ => None,
+    }
+}
+
+/// One command (a RESP array of bulk strings) from the front of `buf`, and its length.
+fn parse_command(buf: &[u8]) -> Option<(Vec<Vec<u8>>, usize)> {
+    let (n, mut at) = parse_header(buf, 0, b'*')?;
+    let mut args = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (len, start) = parse_header(buf, at, b'$')?;
+        let end = start + len;
+        if buf.len() < end + 2 {
+            return None;
+        }
+        args.push(buf[start..end].to_vec());
+        at = end + 2;
+    }
+    Some((args, at))
+}
+
+/// `<prefix><number>\r\n` at `at`: the number and where the line ends.
+fn parse_header(buf: &[u8], at: usize, prefix: u8) -> Option<(usize, usize)> {
+    let rest = buf.get(at..)?;
+    if rest.is_empty() {
+        return None;
+    }
+    assert_eq!(rest[0], prefix, "unexpected RESP from the client");
+    let line = rest.windows(2).position(|w| w == b"\r\n")?;
+    let number = std::str::from_utf8(&rest[1..line]).ok()?.parse().ok()?;
+    Some((number, at + line + 2))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn refused_connection_is_named_at_once_and_outvoted() {
+    watch_workers();
+    let port = dead_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let addr = local(port);
+    let rl = client(std::slice::from_ref(&url), Duration::from_secs(1));
+
+    let (result, took) = timed("try_lock", || rl.try_lock("refused", TTL));
+    let err = no_quorum(result);
+    let why = words(problem_at(&err, &addr));
+    assert!(why.to_lowercase().contains("refused"), "{err}");
+    // A refused connection is known at once: no waiting for the (1 s) node_timeout.
+    assert!(took < Duration::from_millis(500), "{took:?}");
+
+    // lock() gives up after its retries, with the same clear error.
+    let (result, _) = timed("lock", || rl.lock("refused", TTL));
+    match result {
+        Err(ref err @ Error::NoQuorum { attempts, .. }) => {
+            assert_eq!(attempts, 4);
+            problem_at(err, &addr);
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    let status = &rl.node_status()[0];
+    assert_eq!(status.address, addr);
+    assert!(!status.connected);
+    assert!(status.last_error.is_some());
+    timed("dropping the client", || drop(rl));
+
+    quorum_ignores(&url);
+}
+
+#[test]
+fn unresolvable_host_is_named_and_outvoted() {
+    watch_workers();
+    let url = "redis://nonexistent.invalid:6379";
+    let addr = "nonexistent.invalid:6379";
+    let rl = client(&[url.to_owned()], Duration::from_secs(1));
+    for _ in 0..3 {
+        let (result, _) = timed("try_lock", || rl.try_lock("nowhere", TTL));
+        let err = no_quorum(result);
+        match problem_at(&err, addr) {
+            NodeProblem::Unavailable(why) => assert!(!why.is_empty(), "{err}"),
+            // The first call may find the worker still resolving the name.
+            NodeProblem::TimedOut => {}
+            other => panic!("expected Unavailable, got {other:?}: {err}"),
+        }
+    }
+    timed("dropping the client", || drop(rl));
+
+    quorum_ignores(url);
+}
+
+#[test]
+fn silent_port_times_out_after_node_timeout_without_hanging() {
+    watch_workers();
+    let server = FakeServer::start(Behaviour::Silent);
+    let addr = local(server.port);
+    let node_timeout = Duration::from_millis(200);
+    // build() waits for the first connection attempts, at most the connect timeout (500 ms at
+    // this node_timeout), not for the silent node.
+    let (rl, took) = timed("build", || client(&[server.url()], node_timeout));
+    assert!(took < Duration::from_millis(1500), "build took {took:?}");
+    for _ in 0..4 {
+        let (result, took) = timed("try_lock", || rl.try_lock("silent", TTL));
+        let err = no_quorum(result);
+        match problem_at(&err, &addr) {
+            NodeProblem::TimedOut => assert!(took >= node_timeout, "{took:?}"),
+            // Between connection attempts the worker answers at once with why it is down.
+            NodeProblem::Unavailable(why) => assert!(!why.is_empty()),
+            other => panic!("expected TimedOut or Unavailable, got {other:?}"),
+        }
+        // Around node_timeout: neither the socket's timeout nor the connect timeout is waited.
+        assert!(took < node_timeout * 5, "{took:?}");
+    }
+    let (result, took) = timed("lock with retries", || rl.lock("silent", TTL));
+    problem_at(&no_quorum(result), &addr);
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    timed("dropping the client", || drop(rl));
+
+    quorum_ignores(&server.url());
+}
+
+#[test]
+fn server_closing_or_garbling_a_reply_is_an_error_never_a_hang() {
+    watch_workers();
+    // (reply to SET and the scripts, close after it, what the node's problem must be)
+    let cases: [(&[u8], bool, &str); 7] = [
+        (b"+O", true, "unavailable"),
+        (b"", true, "unavailable"),
+        (b"$40\r\nabc", true, "unavailable"),
+        (b"*2\r\n:1\r\n", true, "unavailable"),
+        // Half a reply on a connection left open: the worker's socket timeout ends the wait.
+        (b"+O", false, "any"),
+        (b"?garbage\r\n", false, "any"),
+        // Well-formed, but not an answer to SET.
+        (b"+PONG\r\n", false, "server"),
+    ];
+    for (reply, close, expect) in cases {
+        let what = format!("{:?} close={close}", String::from_utf8_lossy(reply));
+        let server = FakeServer::start(Behaviour::Answer { reply, close });
+        let addr = local(server.port);
+        let node_timeout = Duration::from_millis(200);
+        let rl = client(&[server.url()], node_timeout);
+        for _ in 0..3 {
+            let (result, took) = timed(&what, || rl.try_lock("garbled", TTL));
+            let err = no_quorum(result);
+            let problem = problem_at(&err, &addr);
+            match (expect, problem) {
+                ("unavailable", NodeProblem::Unavailable(why)) => assert!(!why.is_empty()),
+                ("server", NodeProblem::Server(why)) => assert!(why.contains("PONG"), "{err}"),
+                ("any", NodeProblem::Unavailable(_) | NodeProblem::Server(_)) => {}
+                ("any", NodeProblem::TimedOut) => assert!(took >= node_timeout),
+                _ => panic!("{what}: unexpected problem {problem:?}: {err}"),
+            }
+            assert!(took < node_timeout * 5, "{what}: {took:?}");
+        }
+        assert!(
+            server.misbehaved.load(Ordering::SeqCst) >= 1,
+            "{what}: the library's commands reached the fake server"
+        );
+        timed("dropping the client", || drop(rl));
+        assert_no_worker_panicked();
+        if reply == b"+O" && close {
+            quorum_ignores(&server.url());
+        }
+    }
+}
+
+#[test]
+fn missing_or_wrong_password_is_named_without_the_password() {
+    watch_workers();
+    let secured = RedisNode::start_with(&["--requirepass", "s3cret-pw"]);
+    let addr = local(secured.port);
+
+    // NOAUTH: the URL has no password.
+    let rl = client(&[secured.url()], Duration::from_secs(1));
+    let (result, _) = timed("try_lock without password", || rl.try_lock("authed", TTL));
+    let err = no_quorum(result);
+    let why = words(problem_at(&err, &addr));
+    assert!(why.contains("NOAUTH"), "{err}");
+    drop(rl);
+
+    // WRONGPASS: the URL has a wrong password, with and without a user name.
+    for url in [
+        format!("redis://:wrong-pw-123@127.0.0.1:{}", secured.port),
+        format!("redis://default:wrong-pw-123@127.0.0.1:{}", secured.port),
+    ] {
+        let rl = client(std::slice::from_ref(&url), Duration::from_secs(1));
+        let (result, _) = timed("try_lock with a wrong password", || {
+            rl.try_lock("authed", TTL)
+        });
+        let err = no_quorum(result);
+        let why = words(problem_at(&err, &addr));
+        let lower = why.to_lowercase();
+        assert!(
+            why.contains("WRONGPASS") || lower.contains("auth") || lower.contains("password"),
+            "says authentication failed: {err}"
+        );
+        for shown in [
+            err.to_string(),
+            format!("{err:?}"),
+            format!("{rl:?}"),
+            format!("{:?}", rl.node_status()),
+        ] {
+            assert!(!shown.contains("wrong-pw-123"), "password shown: {shown}");
+        }
+        drop(rl);
+        quorum_ignores(&url);
+    }
+
+    // With the right password everything works, and nothing was left on the node.
+    let good = format!("redis://:s3cret-pw@127.0.0.1:{}", secured.port);
+    let rl = client(&[good], Duration::from_secs(1));
+    rl.lock("authed", TTL).unwrap().release().unwrap();
+    let mut conn = secured.conn();
+    let _: () = redis::cmd("AUTH")
+        .arg("s3cret-pw")
+        .query(&mut conn)
+        .unwrap();
+    let size: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    assert_eq!(size, 0, "nothing left on the secured node");
+    assert_no_worker_panicked();
+}
+
+fn hset(node: &RedisNode, key: &str) {
+    let _: i64 = redis::cmd("HSET")
+        .arg(key)
+        .arg("field")
+        .arg("value")
+        .query(&mut node.conn())
+        .expect("HSET");
+}
+
+fn key_type(node: &RedisNode, key: &str) -> String {
+    redis::cmd("TYPE")
+        .arg(key)
+        .query(&mut node.conn())
+        .expect("TYPE")
+}
+
+/// Replaces our lock's key on `node` with a hash, as a careless other program might.
+fn replace_with_hash(node: &RedisNode, key: &str) {
+    node.del(key);
+    hset(node, key);
+}
+
+#[test]
+fn wrongtype_key_refuses_acquire_and_fails_extend_and_release_by_node() {
+    watch_workers();
+    let cluster = Cluster::start(3);
+    let rl = client(&cluster.urls(), Duration::from_secs(1));
+    let [a, b, c] = [0, 1, 2].map(|i| local(cluster.nodes[i].port));
+
+    // The resource already holds a hash on a majority: SET NX refuses, nothing is overwritten.
+    for node in &cluster.nodes[..2] {
+        hset(node, "hashed");
+    }
+    let (result, _) = timed("try_lock on a hash", || rl.try_lock("hashed", TTL));
+    match result {
+        Err(Error::NotAcquired { report, .. }) => assert!(report.refused() >= 2, "{report:?}"),
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+    for node in &cluster.nodes[..2] {
+        assert_eq!(key_type(node, "hashed"), "hash", "the hash is untouched");
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || dbsize(&cluster.nodes[2]) == 0),
+        "our SET on the free node was undone"
+    );
+
+    // One key of a held lock replaced by a hash: the quorum carries extend and release.
+    let mut lock = rl.lock("one-hashed", TTL).unwrap();
+    replace_with_hash(&cluster.nodes[1], "one-hashed");
+    lock.extend(TTL).unwrap();
+    lock.release().unwrap();
+    assert_eq!(key_type(&cluster.nodes[1], "one-hashed"), "hash");
+    cluster.nodes[1].del("one-hashed");
+
+    // Replaced on a majority: extend and release fail, naming WRONGTYPE on those nodes.
+    let mut lock = rl.lock("two-hashed", TTL).unwrap();
+    for node in &cluster.nodes[..2] {
+        replace_with_hash(node, "two-hashed");
+    }
+    let (result, _) = timed("extend", || lock.extend(TTL));
+    let err = result.expect_err("extend of a lock whose keys became hashes");
+    assert!(
+        matches!(
+            err,
+            Error::NoQuorum {
+                operation: redlock::Operation::Extend,
+                ..
+            } | Error::Lost { .. }
+        ),
+        "{err:?}"
+    );
+    for node in [&a, &b] {
+        let why = words(problem_at(&err, node));
+        assert!(why.contains("WRONGTYPE"), "{err}");
+    }
+    assert!(
+        report_of(&err).failures.iter().all(|r| r.node != c),
+        "the healthy node extended: {err}"
+    );
+    let (result, _) = timed("release", || lock.release());
+    let err = result.expect_err("release of a lock whose keys became hashes");
+    assert!(
+        matches!(
+            err,
+            Error::NoQuorum {
+                operation: redlock::Operation::Release,
+                ..
+            } | Error::Lost { .. }
+        ),
+        "{err:?}"
+    );
+    for node in [&a, &b] {
+        let why = words(problem_at(&err, node));
+        assert!(why.contains("WRONGTYPE"), "{err}");
+    }
+    // The healthy node's key is deleted all the same; the hashes are left alone.
+    assert!(
+        eventually(Duration::from_secs(2), || dbsize(&cluster.nodes[2]) == 0),
+        "release still removed our key from the healthy node"
+    );
+    for node in &cluster.nodes[..2] {
+        assert_eq!(key_type(node, "two-hashed"), "hash");
+    }
+    timed("dropping the client", || drop(rl));
+    assert_no_worker_panicked();
+}
+
+fn role_is_connected_replica(node: &RedisNode) -> bool {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut node.conn())
+        .expect("INFO");
+    info.contains("role:slave") && info.contains("master_link_status:up")
+}
+
+#[test]
+fn replica_answers_readonly_and_is_outvoted() {
+    watch_workers();
+    let master = RedisNode::start();
+    let replica = RedisNode::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    assert!(
+        eventually(Duration::from_secs(10), || role_is_connected_replica(
+            &replica
+        )),
+        "the node became a replica"
+    );
+    let addr = local(replica.port);
+    let rl = client(&[replica.url()], Duration::from_secs(1));
+    let (result, _) = timed("try_lock on a replica", || rl.try_lock("ro", TTL));
+    let err = no_quorum(result);
+    match problem_at(&err, &addr) {
+        // redis-rs spells the READONLY code "ReadOnly" (see
+        // `error_replies_keep_the_redis_error_code`); the reply's text is there.
+        NodeProblem::Server(why) => {
+            assert!(why.to_lowercase().contains("readonly"), "{err}");
+            assert!(why.contains("read only replica"), "{err}");
+        }
+        other => panic!("expected the READONLY reply, got {other:?}: {err}"),
+    }
+    timed("dropping the client", || drop(rl));
+    assert_empty([&master, &replica]);
+
+    quorum_ignores(&replica.url());
+    assert_empty([&master, &replica]);
+}
+
+#[test]
+fn out_of_memory_node_answers_oom_and_is_outvoted() {
+    watch_workers();
+    let full = RedisNode::start_with(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
+    let addr = local(full.port);
+    let rl = client(&[full.url()], Duration::from_secs(1));
+    let (result, _) = timed("try_lock on a full node", || rl.try_lock("oom", TTL));
+    let err = no_quorum(result);
+    match problem_at(&err, &addr) {
+        NodeProblem::Server(why) => assert!(why.contains("OOM"), "{err}"),
+        other => panic!("expected the OOM reply, got {other:?}: {err}"),
+    }
+    timed("dropping the client", || drop(rl));
+    assert_empty([&full]);
+
+    quorum_ignores(&full.url());
+    assert_empty([&full]);
+}
+
+/// Kills every normal client connection of `node` except the one asking; returns how many.
+fn kill_clients(node: &RedisNode) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut node.conn())
+        .expect("CLIENT KILL")
+}
+
+/// Calls `f` until it succeeds, at most `tries` times; returns the value and how many calls
+/// failed (each failure must be a clear, node-naming error).
+fn until_ok<T>(
+    tries: usize,
+    nodes: &[RedisNode],
+    mut f: impl FnMut() -> redlock::Result<T>,
+) -> (T, usize) {
+    let mut failures = 0;
+    for _ in 0..tries {
+        let (result, _) = timed("call after CLIENT KILL", &mut f);
+        match result {
+            Ok(v) => return (v, failures),
+            Err(err) => {
+                failures += 1;
+                let text = err.to_string();
+                assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+                assert!(
+                    nodes.iter().any(|n| text.contains(&local(n.port))),
+                    "names a node: {text}"
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("still failing after {tries} calls");
+}
+
+#[test]
+fn killed_connections_cost_at_most_one_failed_call() {
+    watch_workers();
+    let cluster = Cluster::start(3);
+    let rl = client(&cluster.urls(), Duration::from_secs(1));
+    rl.lock("warm-up", TTL).unwrap().release().unwrap();
+
+    // A held lock survives its connections being killed: extend fails at most once.
+    let mut lock = rl.lock("killed", TTL).unwrap();
+    for node in &cluster.nodes {
+        assert!(
+            kill_clients(node) >= 1,
+            "the worker's connection was killed"
+        );
+    }
+    let ((), failures) = until_ok(5, &cluster.nodes, || lock.extend(TTL));
+    assert!(failures <= 1, "{failures} failed extends");
+    assert_eq!(cluster.holding("killed", lock.token()), 3);
+    lock.release().unwrap();
+    assert_empty(&cluster.nodes);
+
+    // Killed between calls: the next acquire fails at most once, then locks work again.
+    for node in &cluster.nodes {
+        assert!(kill_clients(node) >= 1);
+    }
+    let (lock, failures) = until_ok(5, &cluster.nodes, || rl.try_lock("killed", TTL));
+    assert!(failures <= 1, "{failures} failed acquires");
+    assert_eq!(cluster.holding("killed", lock.token()), 3);
+    lock.release().unwrap();
+    assert_empty(&cluster.nodes);
+
+    // Killed on one node only: the quorum carries the next call, and the node rejoins.
+    assert!(kill_clients(&cluster.nodes[1]) >= 1);
+    let (lock, _) = timed("try_lock", || rl.try_lock("killed", TTL));
+    lock.expect("1 of 3 connections killed").release().unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            let lock = rl.try_lock("killed", TTL).unwrap();
+            let all = cluster.holding("killed", lock.token()) == 3;
+            lock.release().unwrap();
+            all
+        }),
+        "the killed node takes locks again"
+    );
+    timed("dropping the client", || drop(rl));
+    assert_empty(&cluster.nodes);
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn every_ascii_and_multibyte_resource_name_round_trips() {
+    watch_workers();
+    let cluster = Cluster::start(3);
+    let rl = client(&cluster.urls(), Duration::from_secs(1));
+    let mut conns: Vec<redis::Connection> = cluster.nodes.iter().map(RedisNode::conn).collect();
+    let ascii: String = (1u8..=0x7f).map(char::from).collect();
+    let mut names = vec![
+        format!("{ascii}é日本語🔒\u{200b}\u{feff}\u{10ffff}"),
+        ascii,
+        // Looks like a second RESP command to a sloppy client.
+        "x\r\n*1\r\n$8\r\nFLUSHALL\r\n".to_owned(),
+        "ünïcødé 🔒 \u{7f}\u{1}".to_owned(),
+    ];
+    names.extend((1u8..=0x7f).map(|b| char::from(b).to_string()));
+    let other = client(&cluster.urls(), Duration::from_secs(1));
+    for name in &names {
+        let mut lock = rl
+            .lock(name, TTL)
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        assert_eq!(lock.resource(), name);
+        // The key is the exact bytes of the name on every node (the last SET may land a
+        // moment after the quorum decided).
+        assert!(
+            eventually(Duration::from_secs(2), || conns.iter_mut().all(|conn| {
+                redis::cmd("GET")
+                    .arg(name.as_bytes())
+                    .query::<Option<String>>(conn)
+                    .unwrap()
+                    .as_deref()
+                    == Some(lock.token())
+            })),
+            "{name:?} not held on every node"
+        );
+        match other.try_lock(name, TTL) {
+            Err(Error::NotAcquired { resource, .. }) => assert_eq!(&resource, name),
+            other => panic!("{name:?}: expected NotAcquired, got {other:?}"),
+        }
+        lock.extend(TTL).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        lock.release().unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        // A release returns on a quorum; the last node may follow a moment later.
+        assert!(
+            eventually(Duration::from_secs(2), || conns.iter_mut().all(|conn| {
+                redis::cmd("DBSIZE").query::<i64>(conn).unwrap() == 0
+            })),
+            "{name:?} left behind"
+        );
+    }
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn error_replies_keep_the_redis_error_code() {
+    watch_workers();
+    // (error reply the node sends to SET, the code a user greps the message for)
+    let cases: [(&[u8], &str); 5] = [
+        (
+            b"-READONLY You can't write against a read only replica.\r\n",
+            "READONLY",
+        ),
+        (
+            b"-LOADING Redis is loading the dataset in memory\r\n",
+            "LOADING",
+        ),
+        (b"-ERR something went wrong\r\n", "ERR"),
+        (b"-MASTERDOWN Link with MASTER is down\r\n", "MASTERDOWN"),
+        (b"-BUSY Redis is busy running a script\r\n", "BUSY"),
+    ];
+    for (reply, code) in cases {
+        let server = FakeServer::start(Behaviour::Answer {
+            reply,
+            close: false,
+        });
+        let addr = local(server.port);
+        let rl = client(&[server.url()], Duration::from_secs(1));
+        let (result, _) = timed(code, || rl.try_lock("coded", TTL));
+        let err = no_quorum(result);
+        match problem_at(&err, &addr) {
+            NodeProblem::Server(why) => assert!(why.starts_with(code), "{code}: {err}"),
+            other => panic!("{code}: expected an error reply, got {other:?}: {err}"),
+        }
+    }
+    assert_no_worker_panicked();
+}
+
+/// What `redlock_client_free` documents for the last free of a client and its locks: "may block
+/// briefly (up to 2 × node_timeout, at least 100 ms) while a worker stuck on a hung node gives
+/// up"; plus a second of slack for a loaded machine.
+fn documented_drop_bound(node_timeout: Duration) -> Duration {
+    (node_timeout * 2).max(Duration::from_millis(100)) + Duration::from_secs(1)
+}
+
+/// Drops `rl`, asserting it takes no longer than the documented bound.
+fn drop_within_documented_bound(rl: Redlock, node_timeout: Duration) {
+    let started = Instant::now();
+    drop(rl);
+    let took = started.elapsed();
+    let bound = documented_drop_bound(node_timeout);
+    assert!(
+        took < bound,
+        "dropping the client took {took:?}, over {bound:?}"
+    );
+}
+
+#[test]
+fn dropping_the_client_behind_a_silent_node_returns_promptly() {
+    watch_workers();
+    let server = FakeServer::start(Behaviour::Silent);
+    let node_timeout = Duration::from_secs(1);
+    let rl = client(&[server.url()], node_timeout);
+    let (result, _) = timed("try_lock", || rl.try_lock("silent-drop", TTL));
+    problem_at(&no_quorum(result), &local(server.port));
+    // The failed attempt queued a release (it has no deadline); the worker is connecting.
+    drop_within_documented_bound(rl, node_timeout);
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn dropping_the_client_with_a_hung_node_returns_promptly() {
+    watch_workers();
+    let cluster = Cluster::start(3);
+    // The defaults: node_timeout 50 ms, so the worker's socket timeout is 100 ms.
+    let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let locks: Vec<Lock> = (0..100)
+        .map(|i| rl.lock(&format!("many-{i}"), TTL).unwrap())
+        .collect();
+    cluster.nodes[0].hang();
+    // Dropped locks are released without waiting: their releases queue up for every node.
+    timed("dropping the locks", || drop(locks));
+    drop_within_documented_bound(rl, redlock::DEFAULT_NODE_TIMEOUT);
+    cluster.nodes[0].resume();
+    assert_empty(&cluster.nodes[1..]);
+    assert_no_worker_panicked();
+}
