@@ -1,0 +1,332 @@
+"""The Pythonic layer: :class:`Redlock` (a client) and :class:`Lock` (one acquisition)."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterable
+from ctypes import byref, c_char_p
+from types import TracebackType
+from typing import Any, Callable
+
+from . import _ffi
+from ._errors import RedlockError, Status, check
+from ._ffi import lib
+
+__all__ = ["Redlock", "Lock", "default_options"]
+
+
+def _int(name: str, value: object, minimum: int, maximum: int) -> int:
+    # bool is an int subclass, but True as a TTL or retry count is always a mistake.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be in {minimum}..={maximum}, got {value}")
+    return value
+
+
+def _c_string(name: str, value: object) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    if "\0" in value:
+        # No echo of the value: a node URL may carry a password.
+        raise ValueError(f"{name} must not contain NUL characters")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} is not encodable as UTF-8: {exc}") from exc
+
+
+def _ttl(ttl_ms: object) -> int:
+    return _int("ttl_ms", ttl_ms, 1, _ffi.MAX_TTL_MS)
+
+
+def _check_process(created_in: int, what: str) -> None:
+    # The library's worker threads do not survive fork(); without this check a child's calls
+    # would wait out node_timeout_ms and report NoQuorum, which hides the real cause.
+    if os.getpid() != created_in:
+        raise ValueError(
+            f"this {what} was created in process {created_in} and cannot be used after fork(): "
+            "create a new Redlock in the child process"
+        )
+
+
+def _decode(raw: bytes | None) -> str:
+    if raw is None:
+        raise RedlockError("libredlock returned NULL for a live handle", Status.PANIC)
+    return raw.decode("utf-8", "replace")
+
+
+def default_options() -> dict[str, int | float | None]:
+    """The library's default options, as the keyword arguments of :class:`Redlock` take them."""
+    defaults = lib.redlock_options_default()
+    return {
+        "retry_count": defaults.retry_count,
+        "retry_delay_ms": defaults.retry_delay_ms,
+        "retry_jitter_ms": defaults.retry_jitter_ms,
+        "drift_factor": defaults.drift_factor,
+        "node_timeout_ms": defaults.node_timeout_ms,
+        "max_extensions": defaults.max_extensions or None,
+    }
+
+
+class Lock:
+    """One acquisition of a resource, returned by :meth:`Redlock.lock` and :meth:`Redlock.try_lock`.
+
+    Use it as a context manager (released on exit, also when the body raises) or call
+    :meth:`release`. A Lock may be shared between threads; its calls are serialised. If it is
+    garbage-collected while still held it is released then, but do not rely on that: the
+    resource stays locked until it is, or until the TTL runs out.
+    """
+
+    def __init__(self, handle: Any, client: Redlock) -> None:
+        """Internal: wraps a C lock handle. Obtain locks from :class:`Redlock` instead."""
+        self._handle = handle
+        # Keeps the client object (and so its Python-side state) alive as long as the lock.
+        self._client = client
+        self._pid = os.getpid()
+        self._mutex = threading.Lock()
+        self._released = False
+        self._resource = _decode(lib.redlock_lock_resource(handle))
+        self._token = _decode(lib.redlock_lock_token(handle))
+
+    @property
+    def resource(self) -> str:
+        """The locked resource name (the Redis key)."""
+        return self._resource
+
+    @property
+    def token(self) -> str:
+        """The random value stored under the key; unique per acquisition."""
+        return self._token
+
+    @property
+    def released(self) -> bool:
+        """True once :meth:`release` succeeded or found the lock already lost."""
+        return self._released
+
+    @property
+    def validity_ms(self) -> int:
+        """Milliseconds left during which the lock is guaranteed to be ours; 0 once released."""
+        with self._mutex:
+            if not self._handle:
+                return 0
+            return int(lib.redlock_lock_validity_ms(self._handle))
+
+    def extend(self, ttl_ms: int) -> None:
+        """Set the lock's TTL to ``ttl_ms`` from now on a quorum of nodes.
+
+        Raises :class:`LockLost` if the lock is no longer ours (expired or released),
+        :class:`ExtensionLimit` once ``max_extensions`` is used up (the lock is still held),
+        :class:`NoQuorum` if too few nodes answered, ``ValueError`` for a bad TTL.
+        """
+        ttl = _ttl(ttl_ms)
+        _check_process(self._pid, "lock")
+        with self._mutex:
+            err = _ffi.ErrorPtr()
+            status = lib.redlock_lock_extend(self._handle, ttl, byref(err))
+            check(status, err)
+
+    def release(self) -> None:
+        """Delete the key on every node where it still holds our token. Idempotent.
+
+        Raises :class:`LockLost` if a quorum no longer held our token (the critical section may
+        not have been exclusive), :class:`NoQuorum` if too few nodes answered (call again, or
+        let the TTL expire the key).
+        """
+        with self._mutex:
+            if self._released:
+                return
+            _check_process(self._pid, "lock")
+            err = _ffi.ErrorPtr()
+            status = lib.redlock_lock_release(self._handle, byref(err))
+            if status in (Status.OK, Status.LOST):
+                self._released = True
+            check(status, err)
+
+    def __enter__(self) -> Lock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            # A LockLost here tells the caller their critical section was not protected.
+            self.release()
+            return
+        try:
+            self.release()
+        except Exception as release_error:  # never mask the body's own exception
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"redlock: releasing {self._resource!r} failed too: {release_error}")
+
+    def __repr__(self) -> str:
+        return f"<redlock.Lock resource={self._resource!r} released={self._released}>"
+
+    def __del__(self, _free: Callable[..., None] = lib.redlock_lock_free) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle:
+            self._handle = None
+            _free(handle)
+
+
+class Redlock:
+    """A Redlock client over N independent Redis masters; thread-safe.
+
+    ``nodes`` are Redis URLs (``redis://host:port``); options left as ``None`` take the
+    library's defaults (see :func:`default_options`). ``max_extensions=None`` means no cap on
+    :meth:`Lock.extend` calls. Close the client with :meth:`close` or use it as a context manager;
+    locks still alive keep working after the client is closed. A client cannot be used in a
+    child process after ``fork()`` (create one there instead).
+    """
+
+    def __init__(
+        self,
+        nodes: Iterable[str],
+        *,
+        retry_count: int | None = None,
+        retry_delay_ms: int | None = None,
+        retry_jitter_ms: int | None = None,
+        drift_factor: float | None = None,
+        node_timeout_ms: int | None = None,
+        max_extensions: int | None = None,
+    ) -> None:
+        self._handle: Any = None
+        self._mutex = threading.Lock()
+        self._in_flight = 0
+        self._pid = os.getpid()
+        self._closed = True  # until the C client exists
+        if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable):
+            raise TypeError(f"nodes must be a list of Redis URLs, not {type(nodes).__name__}")
+        urls: list[bytes] = [_c_string("node URL", url) for url in nodes]
+        if not urls:
+            raise ValueError("nodes must name at least one Redis node")
+        options = lib.redlock_options_default()
+        if retry_count is not None:
+            options.retry_count = _int("retry_count", retry_count, 0, _ffi.UINT32_MAX)
+        if retry_delay_ms is not None:
+            options.retry_delay_ms = _int("retry_delay_ms", retry_delay_ms, 0, _ffi.UINT64_MAX)
+        if retry_jitter_ms is not None:
+            options.retry_jitter_ms = _int("retry_jitter_ms", retry_jitter_ms, 0, _ffi.UINT64_MAX)
+        if drift_factor is not None:
+            options.drift_factor = _drift(drift_factor)
+        if node_timeout_ms is not None:
+            options.node_timeout_ms = _int("node_timeout_ms", node_timeout_ms, 1, _ffi.UINT64_MAX)
+        if max_extensions is not None:
+            # C spells "no cap" as 0; in Python that is None, so 0 cannot silently mean "unlimited".
+            options.max_extensions = _int("max_extensions", max_extensions, 1, _ffi.UINT32_MAX)
+        array = (c_char_p * len(urls))(*urls)
+        out = _ffi.ClientPtr()
+        err = _ffi.ErrorPtr()
+        status = lib.redlock_client_new(array, len(urls), byref(options), byref(out), byref(err))
+        check(status, err)
+        if not out:
+            raise RedlockError("redlock_client_new returned OK without a client", Status.PANIC)
+        self._handle = out
+        self._node_count = len(urls)
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def lock(self, resource: str, ttl_ms: int) -> Lock:
+        """Acquire ``resource`` for ``ttl_ms`` milliseconds, retrying per the options.
+
+        Blocks (without holding the GIL, but also without seeing Ctrl-C) until acquired or out
+        of retries: about ``retry_count * (retry_delay_ms + retry_jitter_ms)`` plus the node
+        timeouts at most. Raises
+        :class:`NotAcquired` if another owner holds it, :class:`NoQuorum` if too few nodes
+        answered, ``ValueError``/``TypeError`` for bad arguments or a closed client.
+        """
+        return self._acquire(lib.redlock_client_lock, resource, ttl_ms)
+
+    def try_lock(self, resource: str, ttl_ms: int) -> Lock:
+        """Like :meth:`lock`, but a single attempt without retries."""
+        return self._acquire(lib.redlock_client_try_lock, resource, ttl_ms)
+
+    def _acquire(self, function: Callable[..., int], resource: str, ttl_ms: int) -> Lock:
+        name = _c_string("resource", resource)
+        ttl = _ttl(ttl_ms)
+        handle = self._enter()
+        out = _ffi.LockPtr()
+        err = _ffi.ErrorPtr()
+        try:
+            status = function(handle, name, ttl, byref(out), byref(err))
+        finally:
+            self._leave()
+        check(status, err)
+        if not out:
+            raise RedlockError("libredlock returned OK without a lock", Status.PANIC)
+        return Lock(out, self)
+
+    def _enter(self) -> Any:
+        # Counting calls in flight lets close() from another thread defer the free until the
+        # last of them returns, instead of freeing the client under a running C call.
+        with self._mutex:
+            if self._closed or not self._handle:
+                raise ValueError("this Redlock client is closed")
+            _check_process(self._pid, "Redlock client")
+            self._in_flight += 1
+            return self._handle
+
+    def _leave(self) -> None:
+        with self._mutex:
+            self._in_flight -= 1
+            handle = self._take_handle_if_idle()
+        if handle:
+            lib.redlock_client_free(handle)
+
+    def _take_handle_if_idle(self) -> Any:
+        if not self._closed or self._in_flight:
+            return None
+        handle, self._handle = self._handle, None
+        return handle
+
+    def close(self) -> None:
+        """Close the client; calling it again is a no-op.
+
+        Locks acquired through it stay usable (release, extend); the connections and worker
+        threads go away once the client is closed and those locks are dropped too.
+        """
+        with self._mutex:
+            self._closed = True
+            handle = self._take_handle_if_idle()
+        if handle:
+            lib.redlock_client_free(handle)
+
+    def __enter__(self) -> Redlock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        # URLs may carry passwords, so they stay out of the repr.
+        state = "closed" if self._closed else "open"
+        return "<redlock.Redlock {} nodes={}>".format(state, getattr(self, "_node_count", 0))
+
+    def __del__(self) -> None:
+        if getattr(self, "_mutex", None) is not None:
+            self.close()
+
+
+def _drift(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"drift_factor must be a float, not {type(value).__name__}")
+    drift = float(value)
+    if not (math.isfinite(drift) and 0.0 <= drift < 1.0):
+        raise ValueError(f"drift_factor must be in [0, 1), got {value!r}")
+    return drift

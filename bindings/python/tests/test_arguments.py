@@ -1,0 +1,150 @@
+"""Bad arguments are refused with ValueError or TypeError, in Python or by the library."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from redis_nodes import PATIENT_MS, assert_on_nodes
+
+import redlock
+
+TEN_YEARS_MS = 315_360_000_000
+
+
+@pytest.mark.parametrize(
+    "nodes, error",
+    [
+        ("redis://127.0.0.1:6379", TypeError),  # a str is iterable, but not a list of URLs
+        (b"redis://127.0.0.1:6379", TypeError),
+        (None, TypeError),
+        (6379, TypeError),
+        ([], ValueError),
+        ([6379], TypeError),
+        ([b"redis://127.0.0.1:6379"], TypeError),
+        ([""], ValueError),
+        (["redis://127.0.0.1:6379\0"], ValueError),
+        (["not a url"], ValueError),
+        (["redis://"], ValueError),
+        (["redis://127.0.0.1:notaport"], ValueError),
+        (["http://127.0.0.1:6379"], ValueError),
+    ],
+    ids=repr,
+)
+def test_bad_nodes(nodes, error):
+    with pytest.raises(error) as refused:
+        redlock.Redlock(nodes)
+    assert str(refused.value)
+
+
+def test_bad_url_among_good_ones(urls):
+    with pytest.raises(ValueError, match=r"\S"):
+        redlock.Redlock(urls[:2] + ["not a url"])
+
+
+BAD_OPTIONS = [
+    ("retry_count", True, TypeError),
+    ("retry_count", 1.5, TypeError),
+    ("retry_count", "3", TypeError),
+    ("retry_count", -1, ValueError),
+    ("retry_count", 2**32, ValueError),
+    ("retry_delay_ms", -1, ValueError),
+    ("retry_delay_ms", 2**64, ValueError),
+    ("retry_delay_ms", False, TypeError),
+    ("retry_jitter_ms", -1, ValueError),
+    ("retry_jitter_ms", 0.5, TypeError),
+    ("drift_factor", math.nan, ValueError),
+    ("drift_factor", math.inf, ValueError),
+    ("drift_factor", -0.1, ValueError),
+    ("drift_factor", 1.0, ValueError),
+    ("drift_factor", True, TypeError),
+    ("drift_factor", "0.01", TypeError),
+    ("node_timeout_ms", 0, ValueError),
+    ("node_timeout_ms", -5, ValueError),
+    ("node_timeout_ms", True, TypeError),
+    ("max_extensions", 0, ValueError),  # "no cap" is None, not 0
+    ("max_extensions", -1, ValueError),
+    ("max_extensions", 2**32, ValueError),
+    ("max_extensions", True, TypeError),
+]
+
+
+@pytest.mark.parametrize("name, value, error", BAD_OPTIONS, ids=repr)
+def test_bad_options(urls, name, value, error):
+    with pytest.raises(error, match=name):
+        redlock.Redlock(urls, **{name: value})
+
+
+def test_options_are_keyword_only(urls):
+    with pytest.raises(TypeError):
+        redlock.Redlock(urls, 3)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        redlock.Redlock(urls, retries=3)  # type: ignore[call-arg]
+
+
+BAD_RESOURCES = [
+    ("", ValueError),
+    ("a\0b", ValueError),
+    ("\ud800", ValueError),  # a lone surrogate has no UTF-8 form
+    (None, TypeError),
+    (b"orders:42", TypeError),
+    (42, TypeError),
+]
+
+BAD_TTLS = [
+    (0, ValueError),
+    (-1, ValueError),
+    (TEN_YEARS_MS + 1, ValueError),
+    (2**64, ValueError),  # would wrap to 0 in a uint64_t
+    (2**64 + 10_000, ValueError),
+    (True, TypeError),
+    (10_000.0, TypeError),
+    ("10000", TypeError),
+    (None, TypeError),
+]
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with redlock.Redlock([node.url for node in cluster], node_timeout_ms=PATIENT_MS) as rl:
+        yield rl
+
+
+@pytest.mark.parametrize("method", ["lock", "try_lock"])
+@pytest.mark.parametrize("resource, error", BAD_RESOURCES, ids=repr)
+def test_bad_resource(client, method, resource, error):
+    with pytest.raises(error, match="resource"):
+        getattr(client, method)(resource, ttl_ms=10_000)
+
+
+@pytest.mark.parametrize("method", ["lock", "try_lock"])
+@pytest.mark.parametrize("ttl_ms, error", BAD_TTLS, ids=repr)
+def test_bad_ttl(client, resource, method, ttl_ms, error):
+    with pytest.raises(error, match="ttl_ms"):
+        getattr(client, method)(resource, ttl_ms=ttl_ms)
+
+
+@pytest.mark.parametrize("ttl_ms", [1, 2])
+def test_ttl_too_small_for_any_validity(client, resource, ttl_ms):
+    # Passes the Python checks; the library refuses it with its own message.
+    with pytest.raises(ValueError, match=r"\S"):
+        client.try_lock(resource, ttl_ms=ttl_ms)
+
+
+def test_longest_ttl_is_accepted(client, resource):
+    client.try_lock(resource, ttl_ms=TEN_YEARS_MS).release()
+
+
+@pytest.mark.parametrize("ttl_ms, error", BAD_TTLS, ids=repr)
+def test_bad_extend(client, resource, ttl_ms, error):
+    with client.try_lock(resource, ttl_ms=10_000) as lock:
+        with pytest.raises(error, match="ttl_ms"):
+            lock.extend(ttl_ms)
+        assert lock.validity_ms > 0  # a refused extend leaves the lock alone
+
+
+def test_unicode_resource_round_trips(nodes, client, resource):
+    name = resource + ":zamówienie:注文"
+    with client.try_lock(name, ttl_ms=10_000) as lock:
+        assert lock.resource == name
+        assert_on_nodes(nodes, name, lock.token)
