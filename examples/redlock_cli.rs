@@ -1,0 +1,52 @@
+//! Takes or probes a lock from Rust, for the cross-language tests:
+//!
+//! ```text
+//! redlock_cli try  RESOURCE URL...   exit 0 if acquired (then released), 3 if held elsewhere
+//! redlock_cli hold RESOURCE URL...   acquire, print "HELD <token>", release when stdin closes
+//! ```
+
+use std::io::Read;
+use std::time::Duration;
+
+use redlock::{Error, Redlock};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mode, resource, urls) = match args.as_slice() {
+        [mode, resource, urls @ ..] if !urls.is_empty() && (mode == "try" || mode == "hold") => {
+            (mode.as_str(), resource.as_str(), urls)
+        }
+        _ => {
+            eprintln!("usage: redlock_cli try|hold RESOURCE URL...");
+            std::process::exit(2);
+        }
+    };
+    let rl = Redlock::builder()
+        .nodes(urls)
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(1)
+        });
+    let lock = match rl.try_lock(resource, Duration::from_secs(30)) {
+        Ok(lock) => lock,
+        Err(Error::NotAcquired { .. }) => {
+            println!("NOT_ACQUIRED");
+            std::process::exit(3);
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    if mode == "hold" {
+        println!("HELD {}", lock.token());
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    } else {
+        println!("ACQUIRED");
+    }
+    if let Err(e) = lock.release() {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+}
