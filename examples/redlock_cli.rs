@@ -21,13 +21,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rl = Redlock::builder()
-        .nodes(urls)
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(1)
-        });
+    let rl = Redlock::builder().nodes(urls).build().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
     let lock = match rl.try_lock(resource, Duration::from_secs(30)) {
         Ok(lock) => lock,
         Err(Error::NotAcquired { .. }) => {
