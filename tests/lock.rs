@@ -7,23 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock::{Error, NodeProblem, Redlock};
-use support::{Cluster, RedisNode};
+use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// Polls `f` until it holds or `limit` passes; returns whether it held.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn round_trip_sets_and_removes_the_key_on_every_node() {

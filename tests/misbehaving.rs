@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use redlock::{Error, Lock, NodeProblem, QuorumReport, Redlock};
-use support::{Cluster, RedisNode};
+use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 /// No call may take longer than this, whatever the nodes do (generous: a noisy 2-core machine).
@@ -50,20 +50,6 @@ fn assert_no_worker_panicked() {
         0,
         "a redlock worker thread panicked"
     );
-}
-
-/// Polls `f` until it holds or `limit` passes; returns whether it held.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Runs `f`, asserting it returns within [`BOUND`]; gives its result and how long it took.

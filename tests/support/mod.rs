@@ -13,6 +13,20 @@ use std::time::{Duration, Instant};
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
+/// Polls `f` until it holds or `limit` passes; returns whether it held.
+pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// One redis-server process.
 pub struct RedisNode {
     pub port: u16,
