@@ -40,15 +40,12 @@ impl Drop for Inner {
         // node is left to end on its own once its socket gives up.
         self.nodes.clear();
         let deadline = Instant::now() + self.config.io_timeout();
-        let all_ended = matches!(
-            self.exited.recv_deadline(deadline),
-            Err(RecvTimeoutError::Disconnected)
-        );
-        for worker in self.workers.drain(..) {
-            if all_ended {
+        if let Err(RecvTimeoutError::Disconnected) = self.exited.recv_deadline(deadline) {
+            for worker in self.workers.drain(..) {
                 let _ = worker.join();
             }
         }
+        // Otherwise dropping the handles detaches the stragglers.
     }
 }
 
