@@ -62,14 +62,39 @@ typedef struct redlock_options {
   uint64_t node_timeout_ms;
   // Cap on `redlock_lock_extend` per lock; 0 = no cap (default).
   uint32_t max_extensions;
+  // A node whose Redis process is younger than this many ms does not count toward acquire
+  // quorums; 0 = off (default). Set it to at least your largest TTL when nodes run without
+  // persistence: a restarted node has forgotten its locks. Needs the `INFO` command.
+  uint64_t restart_grace_ms;
 } redlock_options;
+
+// What a client's worker last saw of one node; see `redlock_client_node_status`.
+typedef struct redlock_node_status {
+  // `host:port` (never with credentials), owned by the client: valid until
+  // `redlock_client_free`.
+  const char *address;
+  // Whether the worker holds a working connection.
+  bool connected;
+  // Connections established so far.
+  uint64_t connects;
+  // Restarts seen: reconnects that found a different server `run_id`.
+  uint64_t restarts;
+  // The server's uptime in ms (whole seconds when reported, plus time since); `UINT64_MAX`
+  // when unknown (not connected yet, or `INFO` denied).
+  uint64_t uptime_ms;
+  // With `restart_grace_ms`: ms until the node counts toward acquire quorums again; 0 when it
+  // counts.
+  uint64_t grace_remaining_ms;
+  // The server's `run_id` (40 hex characters), NUL-terminated; empty when unknown.
+  char run_id[41];
+} redlock_node_status;
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // The default settings: retry_count 3, retry_delay_ms 200, retry_jitter_ms 100,
-// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap).
+// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off).
 struct redlock_options redlock_options_default(void);
 
 // Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs.
@@ -97,6 +122,23 @@ enum redlock_status redlock_client_new(const char *const *urls,
 // # Safety
 // `client` is NULL or a pointer from `redlock_client_new`, not used again afterwards.
 void redlock_client_free(struct redlock_client *client);
+
+// The number of nodes the client was created with; 0 for NULL.
+//
+// # Safety
+// `client` is NULL or a live client.
+size_t redlock_client_node_count(const struct redlock_client *client);
+
+// Writes to `*out` what the client's worker last saw of node `index` (0-based, in the order
+// of the URLs): connection, server uptime and `run_id`, restarts seen, restart grace left.
+// `REDLOCK_INVALID_ARGUMENT` for a NULL argument or an index out of range.
+//
+// # Safety
+// `client` is NULL or a live client; `out` is NULL or writable; `err` is NULL or writable.
+enum redlock_status redlock_client_node_status(const struct redlock_client *client,
+                                               size_t index,
+                                               struct redlock_node_status *out,
+                                               struct redlock_error **err);
 
 // Acquires `resource` for `ttl_ms` milliseconds, retrying up to `retry_count` times after a
 // random delay. Blocks until acquired or given up.

@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use crate::config::{Builder, Config};
 use crate::error::{Error, NodeProblem, Operation, QuorumReport, Result};
 use crate::lock::Lock;
-use crate::node::{self, Command, Node, NodeStatus, ReplyTo, Request, Timeouts};
+use crate::node::{self, Command, Node, NodeStatus, ReplyTo, Request, Settings};
 use crate::quorum::{Decision, Tally, retry_delay, validity_deadline};
 use crate::token::new_token;
 
@@ -79,9 +79,10 @@ impl Redlock {
     }
 
     pub(crate) fn start(clients: Vec<redis::Client>, config: Config) -> Result<Redlock> {
-        let timeouts = Timeouts {
-            connect: config.connect_timeout(),
-            io: config.io_timeout(),
+        let settings = Settings {
+            connect_timeout: config.connect_timeout(),
+            io_timeout: config.io_timeout(),
+            restart_grace: config.restart_grace,
         };
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         // Built up in place, so that a failure half-way stops the workers already started.
@@ -93,7 +94,7 @@ impl Redlock {
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
-            let (node, worker) = node::spawn(i, client, timeouts, ready.clone(), exited_tx.clone())
+            let (node, worker) = node::spawn(i, client, settings, ready.clone(), exited_tx.clone())
                 .map_err(|source| Error::Io {
                     context: format!("starting the worker thread for node {i}"),
                     source,
@@ -105,7 +106,7 @@ impl Redlock {
         // Wait for the first connection attempts (in parallel, bounded by the connect timeout),
         // so that the first lock call does not race the connects against `node_timeout`.
         // Unreachable nodes do not fail the build: their workers keep trying.
-        let deadline = Instant::now() + timeouts.connect;
+        let deadline = Instant::now() + settings.connect_timeout;
         for _ in 0..inner.nodes.len() {
             if connected.recv_deadline(deadline).is_err() {
                 break;

@@ -46,6 +46,7 @@ pub(crate) struct Config {
     pub drift_factor: f64,
     pub node_timeout: Duration,
     pub max_extensions: Option<u32>,
+    pub restart_grace: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -59,6 +60,7 @@ impl Default for Builder {
                 drift_factor: DEFAULT_DRIFT_FACTOR,
                 node_timeout: DEFAULT_NODE_TIMEOUT,
                 max_extensions: None,
+                restart_grace: None,
             },
         }
     }
@@ -126,6 +128,20 @@ impl Builder {
         self
     }
 
+    /// Keeps a node out of acquire quorums while its Redis process is younger than `grace`
+    /// (default: off; zero turns it off).
+    ///
+    /// A node restarted without persistence has forgotten the locks it held, so it could hand one
+    /// to a second owner while the first still holds it on a bare majority (the Redlock page's
+    /// restart scenario). With a grace of at least the largest TTL in use, every lock the node
+    /// forgot has expired before the node counts again. The age comes from `INFO server`
+    /// (`uptime_in_seconds`) at each connect, so the user needs the `INFO` command; a fresh
+    /// node cannot be told apart from a restarted one, which is why this is opt-in.
+    pub fn restart_grace(mut self, grace: Duration) -> Self {
+        self.config.restart_grace = Some(grace).filter(|g| !g.is_zero());
+        self
+    }
+
     /// Validates the settings and starts one worker thread per node. Nodes that cannot be
     /// reached yet do not fail the build: their workers keep trying, and lock calls report them.
     pub fn build(self) -> Result<Redlock> {
@@ -145,9 +161,14 @@ impl Builder {
         if c.node_timeout.is_zero() {
             return Err(Error::invalid("node_timeout must be greater than zero"));
         }
-        if c.node_timeout > MAX_TTL || c.retry_delay > MAX_TTL || c.retry_jitter > MAX_TTL {
+        if c.node_timeout > MAX_TTL
+            || c.retry_delay > MAX_TTL
+            || c.retry_jitter > MAX_TTL
+            || c.restart_grace.is_some_and(|g| g > MAX_TTL)
+        {
             return Err(Error::invalid(
-                "node_timeout, retry_delay and retry_jitter must each be at most 10 years",
+                "node_timeout, retry_delay, retry_jitter and restart_grace must each be at most \
+                 10 years",
             ));
         }
         let mut clients = Vec::with_capacity(self.urls.len());

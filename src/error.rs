@@ -19,6 +19,13 @@ pub enum NodeProblem {
     Unavailable(String),
     /// The node answered with an error reply (`WRONGTYPE`, `OOM`, `READONLY`, `NOAUTH`, ...).
     Server(String),
+    /// The node accepted the lock, but its process started less than
+    /// [`restart_grace`](crate::Builder::restart_grace) ago, so it may have lost another owner's
+    /// key and does not count toward the quorum yet.
+    InGrace {
+        /// How much longer the node is kept out of acquire quorums.
+        remaining: Duration,
+    },
 }
 
 /// One node's part in a failed quorum operation.
@@ -155,6 +162,11 @@ fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Res
             NodeProblem::TimedOut => f.write_str("no answer in time")?,
             NodeProblem::Unavailable(why) => write!(f, "unavailable: {why}")?,
             NodeProblem::Server(reply) => write!(f, "error reply: {reply}")?,
+            NodeProblem::InGrace { remaining } => write!(
+                f,
+                "restarted recently, not counted for another {} ms (restart_grace)",
+                remaining.as_millis()
+            )?,
         }
     }
     if !report.failures.is_empty() {

@@ -65,6 +65,13 @@ pub(crate) enum Command {
     Release,
 }
 
+impl Command {
+    /// Whether a success takes a lock (and so must not come from a node in its restart grace).
+    pub(crate) fn is_acquire(self) -> bool {
+        matches!(self, Command::Acquire { .. })
+    }
+}
+
 /// Where a node's answer goes: the caller's channel, tagged with the node's index.
 pub(crate) struct ReplyTo {
     pub node: usize,
@@ -93,6 +100,17 @@ pub struct NodeStatus {
     pub connects: u64,
     /// The last connection problem, if any.
     pub last_error: Option<String>,
+    /// The server process's `run_id` (from `INFO server`) at the last connect; `None` before the
+    /// first connect or when the server denies `INFO`.
+    pub run_id: Option<String>,
+    /// How long the server process has been up, estimated from the `uptime_in_seconds` it
+    /// reported at the last connect (rounded down to whole seconds there).
+    pub uptime: Option<Duration>,
+    /// Restarts seen: reconnects that found a different `run_id` than the connection before.
+    pub restarts: u64,
+    /// With [`restart_grace`](crate::Builder::restart_grace) set: how much longer the node does
+    /// not count toward an acquire quorum because its process started too recently.
+    pub grace_remaining: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -100,6 +118,17 @@ struct Health {
     connected: AtomicBool,
     connects: AtomicU64,
     last_error: Mutex<Option<String>>,
+    identity: Mutex<Identity>,
+}
+
+/// Which server process the worker is talking to, as of the last connect.
+#[derive(Default, Clone)]
+struct Identity {
+    run_id: Option<String>,
+    /// Uptime reported at `seen`.
+    uptime: Option<(Duration, Instant)>,
+    restarts: u64,
+    grace_until: Option<Instant>,
 }
 
 /// The caller's side of one node.
@@ -122,22 +151,40 @@ impl Node {
     }
 
     pub(crate) fn status(&self) -> NodeStatus {
+        let now = Instant::now();
+        let identity = self
+            .health
+            .identity
+            .lock()
+            .map(|i| i.clone())
+            .unwrap_or_default();
         NodeStatus {
             address: self.address.clone(),
             connected: self.health.connected.load(Ordering::Relaxed),
             connects: self.health.connects.load(Ordering::Relaxed),
             last_error: self.health.last_error.lock().map_or(None, |e| e.clone()),
+            run_id: identity.run_id,
+            uptime: identity
+                .uptime
+                .map(|(uptime, seen)| uptime + now.saturating_duration_since(seen)),
+            restarts: identity.restarts,
+            grace_remaining: identity
+                .grace_until
+                .map(|until| until.saturating_duration_since(now))
+                .filter(|left| !left.is_zero()),
         }
     }
 }
 
-/// Timeouts for the worker's socket.
+/// What a worker needs to know from the client's configuration.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeouts {
+pub(crate) struct Settings {
     /// Connecting (TCP and handshake).
-    pub connect: Duration,
+    pub connect_timeout: Duration,
     /// One read or write; past it the connection is considered broken.
-    pub io: Duration,
+    pub io_timeout: Duration,
+    /// A node whose process is younger than this does not count toward acquire quorums.
+    pub restart_grace: Option<Duration>,
 }
 
 /// The address a user sees for a node: `host:port`, plus `/db` when a database is selected.
@@ -156,7 +203,7 @@ pub(crate) fn address(info: &redis::ConnectionInfo) -> String {
 pub(crate) fn spawn(
     index: usize,
     client: redis::Client,
-    timeouts: Timeouts,
+    settings: Settings,
     ready: Sender<()>,
     exited: Sender<()>,
 ) -> io::Result<(Node, JoinHandle<()>)> {
@@ -164,10 +211,12 @@ pub(crate) fn spawn(
     let health = Arc::new(Health::default());
     let address = address(client.get_connection_info());
     let worker = Worker {
+        address: address.clone(),
         client,
         conn: None,
         rx,
-        timeouts,
+        settings,
+        grace_until: None,
         backoff: BACKOFF_MIN,
         retry_at: Instant::now(),
         down_reason: String::from("not connected yet"),
@@ -215,10 +264,13 @@ fn describe(e: &redis::RedisError) -> NodeProblem {
 }
 
 struct Worker {
+    address: String,
     client: redis::Client,
     conn: Option<redis::Connection>,
     rx: Receiver<Request>,
-    timeouts: Timeouts,
+    settings: Settings,
+    /// Until then, with `restart_grace` set, this node's acquire successes do not count.
+    grace_until: Option<Instant>,
     backoff: Duration,
     /// While down: no connection attempt before this.
     retry_at: Instant,
@@ -275,7 +327,19 @@ impl Worker {
         }
         match self.execute(batch) {
             Ok(votes) => {
+                let grace_left = self
+                    .grace_until
+                    .map(|until| until.saturating_duration_since(Instant::now()))
+                    .filter(|left| !left.is_zero());
                 for (r, vote) in batch.drain(..).zip(votes) {
+                    // The SET stays on the node (and is released with the lock): it is only not
+                    // counted, since a young process may have lost another owner's key.
+                    let vote = match (grace_left, vote) {
+                        (Some(remaining), Vote::Yes) if r.command.is_acquire() => {
+                            Vote::Failed(NodeProblem::InGrace { remaining })
+                        }
+                        (_, vote) => vote,
+                    };
                     answer(r, vote);
                 }
             }
@@ -319,7 +383,8 @@ impl Worker {
 
     fn connect(&mut self) {
         match self.open() {
-            Ok(conn) => {
+            Ok((conn, info)) => {
+                self.observe(info);
                 self.conn = Some(conn);
                 self.backoff = BACKOFF_MIN;
                 self.health.connected.store(true, Ordering::Relaxed);
@@ -335,14 +400,73 @@ impl Worker {
         }
     }
 
-    fn open(&self) -> redis::RedisResult<redis::Connection> {
+    fn open(&self) -> redis::RedisResult<(redis::Connection, Option<ServerInfo>)> {
         let mut conn = self
             .client
-            .get_connection_with_timeout(self.timeouts.connect)?;
-        conn.set_read_timeout(Some(self.timeouts.io))?;
-        conn.set_write_timeout(Some(self.timeouts.io))?;
+            .get_connection_with_timeout(self.settings.connect_timeout)?;
+        conn.set_read_timeout(Some(self.settings.io_timeout))?;
+        conn.set_write_timeout(Some(self.settings.io_timeout))?;
         load_scripts(&mut conn)?;
-        Ok(conn)
+        let info = match server_info(&mut conn) {
+            Ok(info) => Some(info),
+            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+                return Err(e);
+            }
+            // Without a grace period the identity is only informative: a server that denies or
+            // renames INFO (a tight ACL, a managed service) is still usable.
+            Err(e) if self.settings.restart_grace.is_none() => {
+                self.note_error(&e);
+                None
+            }
+            Err(e) => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "restart_grace needs the node's uptime, but INFO server failed",
+                    format!("{e}; allow INFO for this user (+info), or unset restart_grace"),
+                )));
+            }
+        };
+        Ok((conn, info))
+    }
+
+    /// Records which server process this connection reached, and notices restarts.
+    fn observe(&mut self, info: Option<ServerInfo>) {
+        let now = Instant::now();
+        let Ok(mut identity) = self.health.identity.lock() else {
+            return;
+        };
+        let Some(info) = info else {
+            identity.run_id = None;
+            identity.uptime = None;
+            return;
+        };
+        let previous = identity.run_id.take();
+        if let Some(old) = previous.filter(|old| *old != info.run_id) {
+            identity.restarts += 1;
+            log::warn!(
+                "redlock: node {} restarted (run_id {old} -> {}, up {} s){}",
+                self.address,
+                info.run_id,
+                info.uptime.as_secs(),
+                if self.settings.restart_grace.is_some() {
+                    ""
+                } else {
+                    "; if it runs without persistence it may have lost lock keys: \
+                     consider restart_grace"
+                }
+            );
+        }
+        // The reported uptime is rounded down and a little old by now, so the process started
+        // no later than `now - uptime`: the grace ends no earlier than it should.
+        self.grace_until = self
+            .settings
+            .restart_grace
+            .and_then(|grace| grace.checked_sub(info.uptime))
+            .filter(|left| !left.is_zero())
+            .map(|left| now + left);
+        identity.grace_until = self.grace_until;
+        identity.uptime = Some((info.uptime, now));
+        identity.run_id = Some(info.run_id);
     }
 
     /// Drops a broken connection; the next request tries to reconnect at once.
@@ -359,6 +483,39 @@ impl Worker {
             *last = Some(e.to_string());
         }
     }
+}
+
+/// What `INFO server` tells about the server process.
+#[derive(Debug, PartialEq, Eq)]
+struct ServerInfo {
+    run_id: String,
+    uptime: Duration,
+}
+
+fn server_info(conn: &mut redis::Connection) -> redis::RedisResult<ServerInfo> {
+    let text: String = redis::cmd("INFO").arg("server").query(conn)?;
+    parse_server_info(&text).ok_or_else(|| {
+        redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "INFO server lacks run_id or uptime_in_seconds",
+        ))
+    })
+}
+
+fn parse_server_info(text: &str) -> Option<ServerInfo> {
+    let mut run_id = None;
+    let mut uptime = None;
+    for line in text.lines() {
+        match line.trim_end().split_once(':') {
+            Some(("run_id", v)) if !v.is_empty() => run_id = Some(v.to_owned()),
+            Some(("uptime_in_seconds", v)) => uptime = v.parse().ok().map(Duration::from_secs),
+            _ => {}
+        }
+    }
+    Some(ServerInfo {
+        run_id: run_id?,
+        uptime: uptime?,
+    })
 }
 
 fn command(r: &Request) -> redis::Cmd {
@@ -442,5 +599,29 @@ fn interpret(command: Command, value: Value) -> Vote {
             None => e.code().to_owned(),
         })),
         (_, other) => Vote::Failed(NodeProblem::Server(format!("unexpected reply {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_info_server() {
+        let text = "# Server\r\nredis_version:7.0.15\r\nrun_id:4f1c0e\r\ntcp_port:7000\r\n\
+                    uptime_in_seconds:42\r\nuptime_in_days:0\r\n";
+        assert_eq!(
+            parse_server_info(text),
+            Some(ServerInfo {
+                run_id: "4f1c0e".into(),
+                uptime: Duration::from_secs(42)
+            })
+        );
+        assert_eq!(parse_server_info("# Server\r\nrun_id:x\r\n"), None);
+        assert_eq!(
+            parse_server_info("uptime_in_seconds:1\r\nrun_id:\r\n"),
+            None
+        );
+        assert_eq!(parse_server_info(""), None);
     }
 }

@@ -54,11 +54,40 @@ pub struct redlock_options {
     pub node_timeout_ms: u64,
     /// Cap on `redlock_lock_extend` per lock; 0 = no cap (default).
     pub max_extensions: u32,
+    /// A node whose Redis process is younger than this many ms does not count toward acquire
+    /// quorums; 0 = off (default). Set it to at least your largest TTL when nodes run without
+    /// persistence: a restarted node has forgotten its locks. Needs the `INFO` command.
+    pub restart_grace_ms: u64,
 }
 
 /// A client over N Redis nodes. Thread-safe: share one among all threads.
 pub struct redlock_client {
     client: Redlock,
+    /// The nodes' `host:port`, for `redlock_node_status.address`.
+    addresses: Vec<CString>,
+}
+
+/// What a client's worker last saw of one node; see `redlock_client_node_status`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct redlock_node_status {
+    /// `host:port` (never with credentials), owned by the client: valid until
+    /// `redlock_client_free`.
+    pub address: *const c_char,
+    /// Whether the worker holds a working connection.
+    pub connected: bool,
+    /// Connections established so far.
+    pub connects: u64,
+    /// Restarts seen: reconnects that found a different server `run_id`.
+    pub restarts: u64,
+    /// The server's uptime in ms (whole seconds when reported, plus time since); `UINT64_MAX`
+    /// when unknown (not connected yet, or `INFO` denied).
+    pub uptime_ms: u64,
+    /// With `restart_grace_ms`: ms until the node counts toward acquire quorums again; 0 when it
+    /// counts.
+    pub grace_remaining_ms: u64,
+    /// The server's `run_id` (40 hex characters), NUL-terminated; empty when unknown.
+    pub run_id: [c_char; 41],
 }
 
 /// A held (or released) lock.
@@ -169,7 +198,7 @@ fn locked(lock: &redlock_lock) -> MutexGuard<'_, Lock> {
 }
 
 /// The default settings: retry_count 3, retry_delay_ms 200, retry_jitter_ms 100,
-/// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap).
+/// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off).
 #[unsafe(no_mangle)]
 pub extern "C" fn redlock_options_default() -> redlock_options {
     redlock_options {
@@ -179,6 +208,7 @@ pub extern "C" fn redlock_options_default() -> redlock_options {
         drift_factor: crate::DEFAULT_DRIFT_FACTOR,
         node_timeout_ms: crate::DEFAULT_NODE_TIMEOUT.as_millis() as u64,
         max_extensions: 0,
+        restart_grace_ms: 0,
     }
 }
 
@@ -230,13 +260,19 @@ pub unsafe extern "C" fn redlock_client_new(
             .retry_delay(Duration::from_millis(opts.retry_delay_ms))
             .retry_jitter(Duration::from_millis(opts.retry_jitter_ms))
             .drift_factor(opts.drift_factor)
-            .node_timeout(Duration::from_millis(opts.node_timeout_ms));
+            .node_timeout(Duration::from_millis(opts.node_timeout_ms))
+            .restart_grace(Duration::from_millis(opts.restart_grace_ms));
         if opts.max_extensions > 0 {
             builder = builder.max_extensions(opts.max_extensions);
         }
         let client = builder.build()?;
+        let addresses = client
+            .node_status()
+            .into_iter()
+            .map(|s| CString::new(s.address).unwrap_or_default())
+            .collect();
         // SAFETY: `out` is writable (checked non-NULL above).
-        unsafe { *out = Box::into_raw(Box::new(redlock_client { client })) };
+        unsafe { *out = Box::into_raw(Box::new(redlock_client { client, addresses })) };
         Ok(())
     })
 }
@@ -255,6 +291,63 @@ pub unsafe extern "C" fn redlock_client_free(client: *mut redlock_client) {
             // SAFETY: from Box::into_raw in redlock_client_new, freed once per the contract.
             drop(unsafe { Box::from_raw(client) });
         }
+    })
+}
+
+/// The number of nodes the client was created with; 0 for NULL.
+///
+/// # Safety
+/// `client` is NULL or a live client.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_node_count(client: *const redlock_client) -> usize {
+    // SAFETY: NULL or a live client per the contract.
+    unsafe { client.as_ref() }.map_or(0, |c| c.addresses.len())
+}
+
+/// Writes to `*out` what the client's worker last saw of node `index` (0-based, in the order
+/// of the URLs): connection, server uptime and `run_id`, restarts seen, restart grace left.
+/// `REDLOCK_INVALID_ARGUMENT` for a NULL argument or an index out of range.
+///
+/// # Safety
+/// `client` is NULL or a live client; `out` is NULL or writable; `err` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_node_status(
+    client: *const redlock_client,
+    index: usize,
+    out: *mut redlock_node_status,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    guard(err, || {
+        // SAFETY: NULL or a live client per the contract.
+        let client = unsafe { handle(client, "client") }?;
+        if out.is_null() {
+            return Err(invalid("out is NULL"));
+        }
+        let n = client.addresses.len();
+        let status = client
+            .client
+            .node_status()
+            .into_iter()
+            .nth(index)
+            .ok_or_else(|| invalid(format!("node index {index} is out of range (0..{n})")))?;
+        let mut run_id = [0 as c_char; 41];
+        let id = status.run_id.as_deref().unwrap_or("").as_bytes();
+        for (dst, &src) in run_id.iter_mut().zip(id.iter().take(40)) {
+            *dst = src as c_char;
+        }
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let result = redlock_node_status {
+            address: client.addresses[index].as_ptr(),
+            connected: status.connected,
+            connects: status.connects,
+            restarts: status.restarts,
+            uptime_ms: status.uptime.map_or(u64::MAX, ms),
+            grace_remaining_ms: status.grace_remaining.map_or(0, ms),
+            run_id,
+        };
+        // SAFETY: `out` is writable (checked non-NULL above).
+        unsafe { *out = result };
+        Ok(())
     })
 }
 
