@@ -246,6 +246,58 @@ static void test_invalid_arguments(void) {
     redlock_client_free(client);
 }
 
+/* Every node was started by the test moments ago, so a grace of an hour keeps all of them out
+ * of acquire quorums; the status of each node says so, and nothing stays locked. */
+static void test_restart_grace_and_node_status(void) {
+    redlock_options opts = test_options();
+    opts.retry_count = 0;
+    opts.restart_grace_ms = 3600000;
+    redlock_client *guarded = NULL;
+    CHECK(redlock_client_new(urls, n_urls, &opts, &guarded, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_node_count(guarded) == n_urls);
+    CHECK(redlock_client_node_count(NULL) == 0);
+
+    redlock_node_status status;
+    for (size_t i = 0; i < n_urls; i++) {
+        memset(&status, 0xff, sizeof status);
+        CHECK(redlock_client_node_status(guarded, i, &status, NULL) == REDLOCK_OK);
+        CHECK(status.address != NULL && strstr(status.address, "127.0.0.1:") != NULL);
+        CHECK(status.connected);
+        CHECK(status.connects == 1);
+        CHECK(status.restarts == 0);
+        CHECK(strlen(status.run_id) == 40);
+        CHECK(status.uptime_ms != UINT64_MAX && status.uptime_ms < 3600000);
+        CHECK(status.grace_remaining_ms > 0 && status.grace_remaining_ms <= 3600000);
+    }
+
+    redlock_lock *lock = NULL;
+    redlock_error *err = NULL;
+    redlock_status st = redlock_client_try_lock(guarded, "c:grace", 10000, &lock, &err);
+    CHECK(st == REDLOCK_NO_QUORUM);
+    CHECK(lock == NULL);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "restart_grace") != NULL);
+    redlock_error_free(err);
+
+    /* The nodes' SETs were undone: a client without the grace gets the lock at once. */
+    redlock_client *plain = new_client();
+    CHECK(redlock_client_node_status(plain, 0, &status, NULL) == REDLOCK_OK);
+    CHECK(status.grace_remaining_ms == 0);
+    CHECK(redlock_client_lock(plain, "c:grace", 10000, &lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+    redlock_client_free(plain);
+
+    redlock_node_status untouched;
+    memset(&untouched, 0x5a, sizeof untouched);
+    check_error(redlock_client_node_status(guarded, n_urls, &untouched, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(((unsigned char *)&untouched)[0] == 0x5a); /* out untouched on failure */
+    check_error(redlock_client_node_status(NULL, 0, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_client_node_status(guarded, 0, NULL, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    redlock_client_free(guarded);
+}
+
 static void test_no_quorum(void) {
     redlock_options opts = test_options();
     opts.retry_count = 1;
@@ -279,6 +331,7 @@ int main(int argc, char **argv) {
         test_lock_outlives_client();
         test_threads_exclude_each_other();
         test_invalid_arguments();
+        test_restart_grace_and_node_status();
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
