@@ -37,7 +37,8 @@
 //! ## Safety notes
 //! Mutual exclusion holds only within [`Lock::validity`]; finish the work (or extend) before it
 //! runs out. Use independent masters, an odd number of them; a node restarted without
-//! persistence should stay out for longer than the largest TTL (see the README).
+//! persistence must stay out of quorums for longer than the largest TTL:
+//! [`Builder::restart_grace`] does that in the client.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -30,6 +30,11 @@ type Options struct {
 	// MaxExtensions caps the number of Extend calls per lock; zero is the default (no
 	// cap). It must not be negative.
 	MaxExtensions int
+	// RestartGrace keeps a node whose Redis process is younger than this out of acquire
+	// quorums; zero is the default (off). Set it to at least the largest TTL in use when
+	// nodes run without persistence: a restarted node has forgotten the locks it held.
+	// The nodes must allow the INFO command. It must not be negative.
+	RestartGrace time.Duration
 }
 
 func (o Options) toC() (C.redlock_options, error) {
@@ -66,6 +71,10 @@ func (o Options) toC() (C.redlock_options, error) {
 		}
 		opts.max_extensions = n
 	}
+	if o.RestartGrace < 0 {
+		return opts, invalidArgument("RestartGrace %v is negative", o.RestartGrace)
+	}
+	opts.restart_grace_ms = optionMillis(o.RestartGrace)
 	return opts, nil
 }
 
@@ -190,6 +199,60 @@ func (c *Client) acquire(resource string, ttl time.Duration, retry bool) (*Lock,
 		return nil, err
 	}
 	return newLock(ptr, c), nil
+}
+
+// NodeStatus is what a client's worker last saw of one node.
+type NodeStatus struct {
+	// Address is host:port, never with credentials.
+	Address   string
+	Connected bool
+	// Connects counts the connections established so far.
+	Connects uint64
+	// Restarts counts reconnects that found a different server run_id.
+	Restarts uint64
+	// RunID is the server's run_id; empty before the first connect or when INFO is denied.
+	RunID string
+	// Uptime is the server's uptime (whole seconds when reported, plus the time since);
+	// negative when unknown.
+	Uptime time.Duration
+	// GraceRemaining is, with Options.RestartGrace, how much longer the node does not count
+	// toward acquires.
+	GraceRemaining time.Duration
+}
+
+// NodeStatus reports what the client's workers last saw of each node, in the order of
+// the URLs given to New.
+func (c *Client) NodeStatus() ([]NodeStatus, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ptr == nil {
+		return nil, ErrClosed
+	}
+	n := int(C.redlock_client_node_count(c.ptr))
+	result := make([]NodeStatus, 0, n)
+	for i := 0; i < n; i++ {
+		var raw C.redlock_node_status
+		var cerr *C.redlock_error
+		status := C.redlock_client_node_status(c.ptr, C.size_t(i), &raw, &cerr)
+		if err := statusError(status, cerr); err != nil {
+			return nil, err
+		}
+		uptime := time.Duration(-1)
+		if raw.uptime_ms != C.uint64_t(math.MaxUint64) {
+			uptime = time.Duration(raw.uptime_ms) * time.Millisecond
+		}
+		result = append(result, NodeStatus{
+			Address:        C.GoString(raw.address),
+			Connected:      bool(raw.connected),
+			Connects:       uint64(raw.connects),
+			Restarts:       uint64(raw.restarts),
+			RunID:          C.GoString(&raw.run_id[0]),
+			Uptime:         uptime,
+			GraceRemaining: time.Duration(raw.grace_remaining_ms) * time.Millisecond,
+		})
+	}
+	runtime.KeepAlive(c)
+	return result, nil
 }
 
 // Close frees the client. Locks taken from it stay usable (Extend, Unlock) until they

@@ -656,3 +656,71 @@ func TestWithLock(t *testing.T) {
 		t.Errorf("WithLock on a held resource = %v (fn called: %v), want ErrNotAcquired", err, called)
 	}
 }
+
+// TestRestartAwareness: a client notices a restarted node (a new run_id) in NodeStatus, and
+// with RestartGrace a young node does not count toward acquires.
+func TestRestartAwareness(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := newClient(t, cl.urls(), patient)
+	before, err := c.NodeStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range before {
+		if s.Address != cl.nodes[i].addr() || !s.Connected || s.Restarts != 0 || len(s.RunID) != 40 || s.Uptime < 0 || s.GraceRemaining != 0 {
+			t.Fatalf("node %d: %+v", i, s)
+		}
+	}
+
+	cl.nodes[0].kill()
+	cl.nodes[0].restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if l, err := c.TryLock("go:restart", time.Second); err == nil {
+			l.Unlock() // each call makes the worker reconnect and read the new run_id
+		}
+		now, err := c.NodeStatus()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now[0].Restarts == 1 {
+			if now[0].RunID == before[0].RunID || now[1].Restarts != 0 {
+				t.Fatalf("after the restart: %+v", now)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restart not noticed: %+v", now[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// All three nodes started moments ago: with an hour's grace none counts.
+	guarded := newClient(t, cl.urls(), redlock.Options{RetryCount: -1, NodeTimeout: time.Second, RestartGrace: time.Hour})
+	status, err := guarded.NodeStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range status {
+		if s.GraceRemaining <= 0 || s.GraceRemaining > time.Hour {
+			t.Fatalf("node %d should be in grace: %+v", i, s)
+		}
+	}
+	_, err = guarded.TryLock("go:restart", time.Second)
+	if !errors.Is(err, redlock.ErrNoQuorum) || !strings.Contains(err.Error(), "restart_grace") {
+		t.Fatalf("TryLock during the grace = %v, want ErrNoQuorum naming restart_grace", err)
+	}
+	l, err := c.Lock("go:restart", time.Second) // nothing was left locked
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock()
+
+	if _, err := redlock.New(cl.urls(), redlock.Options{RestartGrace: -time.Second}); !errors.Is(err, redlock.ErrInvalidArgument) {
+		t.Fatalf("negative RestartGrace: %v", err)
+	}
+	guarded.Close()
+	if _, err := guarded.NodeStatus(); !errors.Is(err, redlock.ErrClosed) {
+		t.Fatalf("NodeStatus after Close = %v, want ErrClosed", err)
+	}
+}

@@ -18,7 +18,7 @@ programs contend on the same keys with the same bytes. The library is found thro
 
 from __future__ import annotations
 
-from ._client import Lock, Redlock, default_options
+from ._client import Lock, NodeStatus, Redlock, default_options
 from ._errors import ExtensionLimit, LockLost, NoQuorum, NotAcquired, RedlockError, Status
 from ._ffi import lib as _lib
 
@@ -27,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Redlock",
     "Lock",
+    "NodeStatus",
     "RedlockError",
     "NotAcquired",
     "NoQuorum",

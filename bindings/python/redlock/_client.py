@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Iterable
 from ctypes import byref, c_char_p
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Callable
 
@@ -14,7 +15,7 @@ from . import _ffi
 from ._errors import RedlockError, Status, check
 from ._ffi import lib
 
-__all__ = ["Redlock", "Lock", "default_options"]
+__all__ = ["Redlock", "Lock", "NodeStatus", "default_options"]
 
 
 def _int(name: str, value: object, minimum: int, maximum: int) -> int:
@@ -70,7 +71,27 @@ def default_options() -> dict[str, int | float | None]:
         "drift_factor": defaults.drift_factor,
         "node_timeout_ms": defaults.node_timeout_ms,
         "max_extensions": defaults.max_extensions or None,
+        "restart_grace_ms": defaults.restart_grace_ms or None,
     }
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What the client's worker last saw of one node (see :meth:`Redlock.node_status`)."""
+
+    address: str
+    """``host:port`` of the node, never with credentials."""
+    connected: bool
+    connects: int
+    """Connections established so far."""
+    restarts: int
+    """Restarts seen: reconnects that found a different server ``run_id``."""
+    run_id: str | None
+    """The server's ``run_id``; ``None`` before the first connect or when ``INFO`` is denied."""
+    uptime_ms: int | None
+    """The server's uptime (whole seconds when reported, plus the time since)."""
+    grace_remaining_ms: int
+    """With ``restart_grace_ms``: how much longer the node does not count toward acquires."""
 
 
 class Lock:
@@ -181,7 +202,9 @@ class Redlock:
 
     ``nodes`` are Redis URLs (``redis://host:port``); options left as ``None`` take the
     library's defaults (see :func:`default_options`). ``max_extensions=None`` means no cap on
-    :meth:`Lock.extend` calls. Close the client with :meth:`close` or use it as a context manager;
+    :meth:`Lock.extend` calls. ``restart_grace_ms`` keeps a node whose Redis process is younger
+    than that out of acquire quorums (off by default): set it to at least your largest TTL when
+    nodes run without persistence, since a restarted node has forgotten its locks. Close the client with :meth:`close` or use it as a context manager;
     locks still alive keep working after the client is closed. A client cannot be used in a
     child process after ``fork()`` (create one there instead).
     """
@@ -196,6 +219,7 @@ class Redlock:
         drift_factor: float | None = None,
         node_timeout_ms: int | None = None,
         max_extensions: int | None = None,
+        restart_grace_ms: int | None = None,
     ) -> None:
         self._handle: Any = None
         self._mutex = threading.Lock()
@@ -221,6 +245,10 @@ class Redlock:
         if max_extensions is not None:
             # C spells "no cap" as 0; in Python that is None, so 0 cannot silently mean "unlimited".
             options.max_extensions = _int("max_extensions", max_extensions, 1, _ffi.UINT32_MAX)
+        if restart_grace_ms is not None:
+            options.restart_grace_ms = _int(
+                "restart_grace_ms", restart_grace_ms, 0, _ffi.MAX_TTL_MS
+            )
         array = (c_char_p * len(urls))(*urls)
         out = _ffi.ClientPtr()
         err = _ffi.ErrorPtr()
@@ -251,6 +279,30 @@ class Redlock:
     def try_lock(self, resource: str, ttl_ms: int) -> Lock:
         """Like :meth:`lock`, but a single attempt without retries."""
         return self._acquire(lib.redlock_client_try_lock, resource, ttl_ms)
+
+    def node_status(self) -> list[NodeStatus]:
+        """What the client's worker last saw of each node, in the order of ``nodes``."""
+        handle = self._enter()
+        try:
+            result = []
+            for index in range(lib.redlock_client_node_count(handle)):
+                raw = _ffi.NodeStatus()
+                err = _ffi.ErrorPtr()
+                check(lib.redlock_client_node_status(handle, index, byref(raw), byref(err)), err)
+                result.append(
+                    NodeStatus(
+                        address=_decode(raw.address),
+                        connected=bool(raw.connected),
+                        connects=int(raw.connects),
+                        restarts=int(raw.restarts),
+                        run_id=raw.run_id.decode("ascii", "replace") or None,
+                        uptime_ms=None if raw.uptime_ms == _ffi.UINT64_MAX else int(raw.uptime_ms),
+                        grace_remaining_ms=int(raw.grace_remaining_ms),
+                    )
+                )
+            return result
+        finally:
+            self._leave()
 
     def _acquire(self, function: Callable[..., int], resource: str, ttl_ms: int) -> Lock:
         name = _c_string("resource", resource)

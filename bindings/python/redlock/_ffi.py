@@ -13,6 +13,8 @@ import sys
 from ctypes import (
     POINTER,
     Structure,
+    c_bool,
+    c_char,
     c_char_p,
     c_double,
     c_int,
@@ -49,6 +51,21 @@ class Options(Structure):
         ("drift_factor", c_double),
         ("node_timeout_ms", c_uint64),
         ("max_extensions", c_uint32),
+        ("restart_grace_ms", c_uint64),
+    ]
+
+
+class NodeStatus(Structure):
+    """``redlock_node_status``; field order and types must match the header exactly."""
+
+    _fields_ = [
+        ("address", c_char_p),
+        ("connected", c_bool),
+        ("connects", c_uint64),
+        ("restarts", c_uint64),
+        ("uptime_ms", c_uint64),
+        ("grace_remaining_ms", c_uint64),
+        ("run_id", c_char * 41),
     ]
 
 
@@ -135,6 +152,11 @@ def _declare(lib: ctypes.CDLL) -> None:
             Status,
         ),
         "redlock_client_free": ([ClientPtr], None),
+        "redlock_client_node_count": ([ClientPtr], c_size_t),
+        "redlock_client_node_status": (
+            [ClientPtr, c_size_t, POINTER(NodeStatus), POINTER(ErrorPtr)],
+            Status,
+        ),
         "redlock_client_lock": (
             [ClientPtr, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
             Status,

@@ -66,6 +66,10 @@ BAD_OPTIONS = [
     ("max_extensions", -1, ValueError),
     ("max_extensions", 2**32, ValueError),
     ("max_extensions", True, TypeError),
+    ("restart_grace_ms", -1, ValueError),
+    ("restart_grace_ms", 315_360_000_001, ValueError),
+    ("restart_grace_ms", True, TypeError),
+    ("restart_grace_ms", 1.5, TypeError),
 ]
 
 

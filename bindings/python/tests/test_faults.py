@@ -65,3 +65,34 @@ def test_client_recovers_after_nodes_restart(nodes, make_client, resource):
             time.sleep(0.05)
     assert values(nodes, resource).count(lock.token) >= 3  # a quorum, maybe not all nodes yet
     lock.release()
+
+
+def test_node_status_sees_a_restart(nodes, make_client, resource):
+    rl = make_client(**FAST)
+    before = rl.node_status()
+    assert [s.address for s in before] == [n.url.removeprefix("redis://") for n in nodes]
+    assert all(s.connected and s.restarts == 0 and len(s.run_id or "") == 40 for s in before)
+    assert all(s.uptime_ms is not None and s.grace_remaining_ms == 0 for s in before)
+    nodes[0].kill()
+    nodes[0].start()
+    deadline = time.monotonic() + 10
+    while rl.node_status()[0].restarts == 0:
+        assert time.monotonic() < deadline, rl.node_status()[0]
+        try:  # a call makes the worker reconnect, and so notice the new run_id
+            rl.try_lock(resource, ttl_ms=1_000).release()
+        except redlock.RedlockError:
+            time.sleep(0.05)
+    after = rl.node_status()[0]
+    assert after.run_id != before[0].run_id
+    assert [s.restarts for s in rl.node_status()[1:]] == [0] * (len(nodes) - 1)
+
+
+def test_restart_grace_keeps_young_nodes_out(nodes, make_client, resource):
+    # Every node of the test session started less than an hour ago, so with an hour's grace
+    # none counts toward an acquire: the lock is refused, says why, and nothing stays locked.
+    guarded = make_client(**FAST, restart_grace_ms=3_600_000)
+    assert all(0 < s.grace_remaining_ms <= 3_600_000 for s in guarded.node_status())
+    with pytest.raises(redlock.NoQuorum, match="restart_grace"):
+        guarded.try_lock(resource, ttl_ms=10_000)
+    with make_client(**FAST).lock(resource, ttl_ms=10_000) as lock:
+        assert lock.validity_ms > 0

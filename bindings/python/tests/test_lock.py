@@ -219,6 +219,7 @@ def test_default_options_come_from_the_library():
         "drift_factor": 0.01,
         "node_timeout_ms": 50,
         "max_extensions": None,
+        "restart_grace_ms": None,
     }
 
 
