@@ -44,6 +44,7 @@
 mod client;
 mod config;
 mod error;
+mod fence;
 #[allow(unsafe_code)]
 pub mod ffi;
 mod lock;
@@ -51,7 +52,7 @@ mod node;
 mod quorum;
 mod token;
 
-pub use client::Redlock;
+pub use client::{MAX_RESOURCES, Redlock};
 pub use config::{
     Builder, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY,
     DEFAULT_RETRY_JITTER, MAX_TTL,

@@ -50,8 +50,16 @@ pub(crate) fn retry_delay(delay: Duration, jitter: Duration, unit: f64) -> Durat
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Vote {
     Yes,
+    /// A yes that carries a number: a fence counter after `INCR`, a reentrant hold count.
+    Value(u64),
     No,
     Failed(NodeProblem),
+}
+
+impl Vote {
+    fn is_yes(&self) -> bool {
+        matches!(self, Vote::Yes | Vote::Value(_))
+    }
 }
 
 /// What a tally came to.
@@ -71,6 +79,8 @@ pub(crate) struct Tally {
     yes: usize,
     no: usize,
     failed: usize,
+    /// The largest number carried by a [`Vote::Value`] so far.
+    max_value: Option<u64>,
 }
 
 impl Tally {
@@ -80,6 +90,7 @@ impl Tally {
             yes: 0,
             no: 0,
             failed: 0,
+            max_value: None,
         }
     }
 
@@ -101,6 +112,10 @@ impl Tally {
         }
         match vote {
             Vote::Yes => self.yes += 1,
+            Vote::Value(v) => {
+                self.yes += 1;
+                self.max_value = Some(self.max_value.map_or(v, |m| m.max(v)));
+            }
             Vote::No => self.no += 1,
             Vote::Failed(_) => self.failed += 1,
         }
@@ -143,6 +158,19 @@ impl Tally {
         None
     }
 
+    /// The largest number a yes vote carried: over a quorum of fenced acquires, the fence.
+    pub(crate) fn max_value(&self) -> Option<u64> {
+        self.max_value
+    }
+
+    /// Which nodes said yes (so far): where a reentrant hold was counted.
+    pub(crate) fn yes_nodes(&self) -> Box<[bool]> {
+        self.votes
+            .iter()
+            .map(|v| v.as_ref().is_some_and(Vote::is_yes))
+            .collect()
+    }
+
     #[cfg(test)]
     pub(crate) fn yes(&self) -> usize {
         self.yes
@@ -158,7 +186,7 @@ impl Tally {
                 let problem = match vote {
                     Some(Vote::No) => NodeProblem::Refused,
                     Some(Vote::Failed(p)) => p.clone(),
-                    Some(Vote::Yes) | None => return None,
+                    Some(Vote::Yes | Vote::Value(_)) | None => return None,
                 };
                 Some(NodeReport {
                     node: name.clone(),
@@ -351,5 +379,23 @@ mod tests {
                 assert!(t.decision().is_some());
             }
         }
+    }
+
+    #[test]
+    fn value_votes_count_as_yes_and_keep_the_maximum() {
+        let mut t = Tally::new(5);
+        t.record(0, Vote::Value(7));
+        t.record(1, Vote::No);
+        t.record(2, Vote::Value(9));
+        assert_eq!(t.decision(), None);
+        t.record(3, Vote::Value(8));
+        assert_eq!(t.decision(), Some(Decision::Quorum));
+        assert_eq!(t.max_value(), Some(9));
+        assert_eq!(&*t.yes_nodes(), &[true, false, true, true, false]);
+        let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
+        let report = t.report(&names, ms(1));
+        assert_eq!(report.succeeded, 3);
+        assert_eq!(report.refused(), 1);
+        assert_eq!(Tally::new(3).max_value(), None);
     }
 }
