@@ -27,6 +27,19 @@
 //! validity left and never deletes keys. Keys and values are plain strings, so other Redlock
 //! clients contend correctly on the same keys.
 //!
+//! ## Fencing tokens, reentrant and multi-resource locks
+//! - [`Redlock::lock_fenced`] returns a lock with a 64-bit token, [`Lock::fence`], that is
+//!   strictly greater than the token of every fenced lock of the resource whose holder came
+//!   before, as long as a majority of nodes keeps its data: a quorum register of per-node
+//!   counters (`redlock:fence:{resource}`), incremented with the lock and written back to a
+//!   quorum. The protected resource rejects writes with a lower token than it has seen, which
+//!   stops a holder that paused past its validity. Why it is monotonic, what it assumes and how
+//!   to use the token: see the `fence` module's source documentation (`src/fence.rs`).
+//! - [`Redlock::reentrant_lock`] keys a lock on an owner name chosen by the caller (not a
+//!   thread): the hash `{owner: count}`; each hold is a [`Lock`]; plain and reentrant locks on
+//!   one resource exclude each other.
+//! - [`Redlock::lock_many`] takes several resources all or none, one script per node.
+//!
 //! ## How it runs
 //! Each node has one long-lived worker thread that owns its connection; calls fan out to the
 //! workers over channels and return as soon as the outcome is certain, without waiting on slow or
