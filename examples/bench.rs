@@ -6,6 +6,8 @@
 //! - `redlock`: uncontended `try_lock` + `release` cycles (each thread its own resource) for
 //!   N = 1 and N = 5 nodes at 1 and 4 caller threads.
 //! - `hung`: N = 5 with 2 nodes hung (SIGSTOP): acquire latency.
+//! - `fenced`: N = 5, 500 sequential `try_lock_fenced` + `release` cycles interleaved with 500
+//!   plain ones: the extra cost of the fence write-back round, as a difference of medians.
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 
@@ -181,6 +183,36 @@ fn main() {
     five.nodes[1].resume();
     five.nodes[2].resume();
     println!("{}", hung.json("hung-2-of-5-acquire", 5, 1));
+
+    // Fenced vs plain, interleaved so that machine noise hits both alike.
+    let rl = client(&five);
+    let (mut plain, mut fenced) = (Vec::new(), Vec::new());
+    for _ in 0..500 {
+        let start = Instant::now();
+        rl.try_lock("bench-fence", Duration::from_secs(10))
+            .unwrap()
+            .release()
+            .unwrap();
+        plain.push(start.elapsed().as_secs_f64() * 1e6);
+        let start = Instant::now();
+        let lock = rl
+            .try_lock_fenced("bench-fence", Duration::from_secs(10))
+            .unwrap();
+        assert!(lock.fence().is_some());
+        lock.release().unwrap();
+        fenced.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (plain_p50, fenced_p50) = (median(&mut plain), median(&mut fenced));
+    println!(
+        "{{\"config\":\"fenced-vs-plain\",\"nodes\":5,\"cycles\":500,\"plain_p50_us\":{plain_p50:.1},\
+         \"fenced_p50_us\":{fenced_p50:.1},\"extra_p50_us\":{:.1},\"ratio\":{:.2}}}",
+        fenced_p50 - plain_p50,
+        fenced_p50 / plain_p50
+    );
 
     let find = |n: usize, t: usize| {
         results

@@ -248,6 +248,114 @@ const char *redlock_status_str(int status);
 // header.
 const char *redlock_version(void);
 
+// Acquires `resource` like `redlock_client_lock`, with a fencing token: read it with
+// `redlock_lock_fence`. The token is strictly greater than that of every fenced lock of the
+// same resource whose holder came before, as long as a majority of nodes keeps its data; pass
+// it with every write to the protected resource, which rejects tokens lower than the highest
+// it has seen. The counter lives in the key `redlock:fence:{resource}` on each node (no TTL).
+// One more round to the nodes than a plain lock, counted against the validity. Statuses as for
+// `redlock_client_lock`.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_lock_fenced(struct redlock_client *client,
+                                               const char *resource,
+                                               uint64_t ttl_ms,
+                                               struct redlock_lock **out,
+                                               struct redlock_error **err);
+
+// Like `redlock_client_lock_fenced`, with a single attempt.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_try_lock_fenced(struct redlock_client *client,
+                                                   const char *resource,
+                                                   uint64_t ttl_ms,
+                                                   struct redlock_lock **out,
+                                                   struct redlock_error **err);
+
+// Acquires one hold of a reentrant lock on `resource` for `owner`, retrying like
+// `redlock_client_lock`.
+//
+// `owner` names the holder: a non-empty string of at most 1024 bytes that the caller picks,
+// one per logical owner (a random one works well). It is not a thread: any thread, goroutine
+// or process passing the same owner shares its holds. While `owner` holds the resource it can
+// acquire it again at once; every hold is a lock to release (or free), and the resource is
+// free for others when the last hold goes or the key expires. `redlock_lock_hold_count` tells
+// how many holds there are; `redlock_lock_token` returns the owner. Reentrant and plain locks
+// on one resource exclude each other. Extending a hold keeps the resource at least `ttl_ms`
+// from now; no hold shortens it. Statuses as for `redlock_client_lock`; a NULL, empty,
+// non-UTF-8 or too long owner is `REDLOCK_INVALID_ARGUMENT`.
+//
+// # Safety
+// `client` is NULL or a live client; `resource` and `owner` are NULL or NUL-terminated
+// strings; `out` and `err` are NULL or writable.
+enum redlock_status redlock_client_lock_reentrant(struct redlock_client *client,
+                                                  const char *resource,
+                                                  const char *owner,
+                                                  uint64_t ttl_ms,
+                                                  struct redlock_lock **out,
+                                                  struct redlock_error **err);
+
+// Like `redlock_client_lock_reentrant`, with a single attempt.
+//
+// # Safety
+// As for `redlock_client_lock_reentrant`.
+enum redlock_status redlock_client_try_lock_reentrant(struct redlock_client *client,
+                                                      const char *resource,
+                                                      const char *owner,
+                                                      uint64_t ttl_ms,
+                                                      struct redlock_lock **out,
+                                                      struct redlock_error **err);
+
+// Acquires all `n_resources` resources at once or none of them, retrying like
+// `redlock_client_lock`. Each node sets all keys in one script, in sorted order, or none, so
+// clients locking overlapping sets cannot deadlock; a failed attempt is undone on every node.
+// Extend and release act on all resources; `redlock_lock_resource` returns the sorted names
+// joined with ','. An empty list, a NULL, empty or non-UTF-8 name, a name given twice or more
+// than 64 names is `REDLOCK_INVALID_ARGUMENT`; other statuses as for `redlock_client_lock`.
+//
+// # Safety
+// `client` is NULL or a live client; `resources` is NULL or points to `n_resources`
+// pointers, each NULL or a NUL-terminated string; `out` and `err` are NULL or writable.
+enum redlock_status redlock_client_lock_many(struct redlock_client *client,
+                                             const char *const *resources,
+                                             size_t n_resources,
+                                             uint64_t ttl_ms,
+                                             struct redlock_lock **out,
+                                             struct redlock_error **err);
+
+// Like `redlock_client_lock_many`, with a single attempt.
+//
+// # Safety
+// As for `redlock_client_lock_many`.
+enum redlock_status redlock_client_try_lock_many(struct redlock_client *client,
+                                                 const char *const *resources,
+                                                 size_t n_resources,
+                                                 uint64_t ttl_ms,
+                                                 struct redlock_lock **out,
+                                                 struct redlock_error **err);
+
+// Writes the fencing token of a lock from `redlock_client_lock_fenced` (or its try variant)
+// to `*out`. `REDLOCK_INVALID_ARGUMENT` for a NULL lock or out, or a lock of another kind. The
+// token stays readable after release.
+//
+// # Safety
+// `lock` is NULL or a live lock; `out` and `err` are NULL or writable.
+enum redlock_status redlock_lock_fence(const struct redlock_lock *lock,
+                                       uint64_t *out,
+                                       struct redlock_error **err);
+
+// Writes to `*out` how many holds the owner of a reentrant lock had once this hold was
+// counted (1 for the outermost). `REDLOCK_INVALID_ARGUMENT` for a NULL lock or out, or a lock
+// of another kind.
+//
+// # Safety
+// `lock` is NULL or a live lock; `out` and `err` are NULL or writable.
+enum redlock_status redlock_lock_hold_count(const struct redlock_lock *lock,
+                                            uint64_t *out,
+                                            struct redlock_error **err);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

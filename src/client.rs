@@ -9,9 +9,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::config::{Builder, Config};
 use crate::error::{Error, NodeProblem, Operation, QuorumReport, Result};
-use crate::lock::Lock;
+use crate::lock::{Kind, Lock};
 use crate::node::{self, Command, Node, NodeStatus, ReplyTo, Request, Settings};
-use crate::quorum::{Decision, Tally, retry_delay, validity_deadline};
+use crate::quorum::{Decision, Tally, Vote, note_late, retry_delay, validity_deadline};
 use crate::token::new_token;
 
 /// A Redlock client over N independent Redis nodes.
@@ -57,6 +57,8 @@ pub(crate) struct Outcome {
     pub t0: Instant,
     /// When the decision was certain.
     pub decided: Instant,
+    /// Where the votes that came after the decision arrive.
+    pub late: Receiver<(usize, Vote)>,
 }
 
 impl Outcome {
@@ -131,6 +133,78 @@ impl Redlock {
         self.acquire(resource, ttl, 0)
     }
 
+    /// Acquires `resource` like [`lock`](Redlock::lock) and returns it with a fencing token,
+    /// [`Lock::fence`]: strictly greater than the token of every fenced lock of `resource` whose
+    /// holder came before, as long as a majority of nodes keeps its data. Costs one more round
+    /// to the nodes than a plain lock, counted against the validity. The lock itself is a plain
+    /// one (it excludes plain locks on the same resource); the counter lives in the key
+    /// `redlock:fence:{resource}` on each node. Pass the token with every write to the
+    /// protected resource, which rejects tokens lower than the highest it has seen.
+    pub fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
+        self.acquire_as(resource, Want::Fenced, ttl, self.inner.config.retry_count)
+    }
+
+    /// Like [`lock_fenced`](Redlock::lock_fenced), with a single attempt.
+    pub fn try_lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
+        self.acquire_as(resource, Want::Fenced, ttl, 0)
+    }
+
+    /// Acquires one hold of a reentrant lock on `resource` for `owner`, retrying like
+    /// [`lock`](Redlock::lock).
+    ///
+    /// `owner` names the holder (any non-empty string up to 1024 bytes; a random one from
+    /// [`Redlock::new_owner`] per logical owner is a good choice). It is not a thread: any
+    /// thread (or goroutine, or process) that passes the same owner shares its holds. While
+    /// `owner` holds the resource, it can acquire it again at once; every hold is a [`Lock`] to
+    /// release, and the resource is free for others when the last one is released (or when
+    /// the key expires). [`Lock::hold_count`] tells how many holds there are. Reentrant and
+    /// plain locks on one resource exclude each other. Extending any hold keeps the resource
+    /// at least `ttl` from now; no hold ever shortens it.
+    pub fn reentrant_lock(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock> {
+        self.acquire_as(
+            resource,
+            Want::Reentrant(owner),
+            ttl,
+            self.inner.config.retry_count,
+        )
+    }
+
+    /// Like [`reentrant_lock`](Redlock::reentrant_lock), with a single attempt.
+    pub fn try_reentrant_lock(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock> {
+        self.acquire_as(resource, Want::Reentrant(owner), ttl, 0)
+    }
+
+    /// A fresh random owner name for [`reentrant_lock`](Redlock::reentrant_lock).
+    pub fn new_owner() -> Result<String> {
+        new_token()
+    }
+
+    /// Acquires all `resources` at once or none of them, retrying like
+    /// [`lock`](Redlock::lock).
+    ///
+    /// Each node sets all keys in one script (in sorted order) or none, so two clients locking
+    /// overlapping sets cannot deadlock; a failed attempt is undone on every node. The lock's
+    /// extend and release act on all resources. Errors: [`Error::InvalidArgument`] for an empty
+    /// list, an empty name, a name given twice, or more than [`MAX_RESOURCES`] names.
+    pub fn lock_many<I, S>(&self, resources: I, ttl: Duration) -> Result<Lock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let (name, keys) = many_keys(resources)?;
+        self.acquire_as(&name, Want::Many(keys), ttl, self.inner.config.retry_count)
+    }
+
+    /// Like [`lock_many`](Redlock::lock_many), with a single attempt.
+    pub fn try_lock_many<I, S>(&self, resources: I, ttl: Duration) -> Result<Lock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let (name, keys) = many_keys(resources)?;
+        self.acquire_as(&name, Want::Many(keys), ttl, 0)
+    }
+
     /// What each node's worker last saw of its node.
     pub fn node_status(&self) -> Vec<NodeStatus> {
         self.inner.nodes.iter().map(Node::status).collect()
@@ -141,8 +215,23 @@ impl Redlock {
     }
 
     fn acquire(&self, resource: &str, ttl: Duration, retries: u32) -> Result<Lock> {
+        self.acquire_as(resource, Want::Plain, ttl, retries)
+    }
+
+    fn acquire_as(&self, resource: &str, want: Want, ttl: Duration, retries: u32) -> Result<Lock> {
         if resource.is_empty() {
             return Err(Error::invalid("resource name is empty"));
+        }
+        if let Want::Reentrant(owner) = want {
+            if owner.is_empty() {
+                return Err(Error::invalid("owner is empty"));
+            }
+            if owner.len() > MAX_OWNER_LEN {
+                return Err(Error::invalid(format!(
+                    "owner is {} bytes long; at most {MAX_OWNER_LEN} are allowed",
+                    owner.len()
+                )));
+            }
         }
         let config = self.inner.config;
         let ttl_ms = config.ttl_ms(ttl)?;
@@ -151,30 +240,104 @@ impl Redlock {
         let mut attempt: u32 = 0;
         loop {
             attempt = attempt.saturating_add(1);
-            let token: Arc<str> = new_token()?.into();
-            let outcome = self.quorum_call(Command::Acquire { ttl_ms }, &key, &token);
-            if outcome.decision == Decision::Quorum
+            let token: Arc<str> = match want {
+                Want::Reentrant(owner) => owner.into(),
+                _ => new_token()?.into(),
+            };
+            let command = match &want {
+                Want::Plain => Command::Acquire { ttl_ms },
+                Want::Fenced => Command::AcquireFenced { ttl_ms },
+                Want::Reentrant(_) => Command::AcquireReentrant { ttl_ms },
+                Want::Many(keys) => Command::AcquireMany {
+                    ttl_ms,
+                    keys: Arc::clone(keys),
+                },
+            };
+            let outcome = self.quorum_call(command, &key, &token);
+            // The outcome that decides the error, and the kind of lock if it is ours.
+            let (last, kind) = if outcome.decision == Decision::Quorum {
+                match &want {
+                    Want::Plain => (None, Some(Kind::Plain)),
+                    Want::Many(keys) => (
+                        None,
+                        Some(Kind::Many {
+                            keys: Arc::clone(keys),
+                        }),
+                    ),
+                    Want::Reentrant(_) => (
+                        None,
+                        Some(Kind::Reentrant {
+                            holds: outcome.tally.max_value().unwrap_or(1),
+                            counted: outcome.tally.applied_nodes(),
+                            late: outcome.late.clone(),
+                            answers_by: outcome.t0 + config.node_timeout,
+                        }),
+                    ),
+                    Want::Fenced => {
+                        let fence = outcome.tally.max_value().unwrap_or(0);
+                        let mut written =
+                            self.quorum_call(Command::WriteFence { fence }, &key, &token);
+                        // Validity and the report count from the acquire's start.
+                        written.t0 = outcome.t0;
+                        if written.decision == Decision::Quorum {
+                            (Some(written), Some(Kind::Fenced { fence }))
+                        } else {
+                            (Some(written), None)
+                        }
+                    }
+                }
+            } else {
+                (None, None)
+            };
+            let decided = last.as_ref().map_or(outcome.decided, |l| l.decided);
+            if let Some(kind) = kind
                 && let Some(deadline) =
-                    validity_deadline(outcome.t0, outcome.decided, ttl, config.drift_factor)
+                    validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
             {
-                return Ok(Lock::new(self.clone(), key, token, deadline));
+                return Ok(Lock::of_kind(self.clone(), key, token, deadline, kind));
             }
-            // A SET may have landed where the reply was lost or late: undo it everywhere.
-            self.release_nowait(&key, &token);
+            // A SET may have landed where the reply was lost or late: undo it everywhere. A
+            // reentrant hold is undone only where it was counted: elsewhere a release would
+            // take away one of the owner's other holds, and an uncounted increment expires.
+            match &want {
+                Want::Reentrant(_) => {
+                    // Answers still on their way tell where else the hold was counted: wait for
+                    // them, so that no stray hold blocks the resource until its TTL runs out.
+                    let mut applied = outcome.tally.applied_nodes();
+                    note_late(
+                        &mut applied,
+                        &outcome.late,
+                        outcome.t0 + config.node_timeout,
+                    );
+                    self.send_nowait(Command::ReleaseReentrant, &key, &token, Some(&applied))
+                }
+                Want::Many(keys) => self.send_nowait(
+                    Command::ReleaseMany {
+                        keys: Arc::clone(keys),
+                    },
+                    &key,
+                    &token,
+                    None,
+                ),
+                Want::Plain | Want::Fenced => self.release_nowait(&key, &token),
+            }
             if attempt > retries {
-                let report = outcome.report(self);
-                return Err(match outcome.decision {
-                    Decision::Refused => Error::NotAcquired {
+                // A failed fence write-back is reported as such: too few nodes took it.
+                let refused = last.is_none() && outcome.decision == Decision::Refused;
+                let report = last.as_ref().unwrap_or(&outcome).report(self);
+                return Err(if refused {
+                    Error::NotAcquired {
                         resource: resource.to_owned(),
                         attempts: attempt,
                         report,
-                    },
-                    Decision::Quorum | Decision::Unreachable => Error::NoQuorum {
+                    }
+                } else {
+                    Error::NoQuorum {
                         resource: resource.to_owned(),
                         operation: Operation::Acquire,
                         attempts: attempt,
                         report,
-                    },
+                    }
                 });
             }
             std::thread::sleep(retry_delay(
@@ -193,13 +356,30 @@ impl Redlock {
         key: &Arc<str>,
         token: &Arc<str>,
     ) -> Outcome {
+        self.fan_out(command, key, token, None)
+    }
+
+    /// [`quorum_call`](Redlock::quorum_call) sent only to the nodes marked in `targets` (all
+    /// when `None`); the others count as refusals.
+    pub(crate) fn fan_out(
+        &self,
+        command: Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+        targets: Option<&[bool]>,
+    ) -> Outcome {
         let nodes = &self.inner.nodes;
         let t0 = Instant::now();
         let deadline = t0 + self.inner.config.node_timeout;
         let (tx, rx) = crossbeam_channel::bounded(nodes.len());
+        let mut tally = Tally::new(nodes.len());
         for (i, node) in nodes.iter().enumerate() {
+            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
+                tally.record(i, Vote::No);
+                continue;
+            }
             node.send(Request {
-                command,
+                command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),
                 deadline: Some(deadline),
@@ -210,7 +390,6 @@ impl Redlock {
             });
         }
         drop(tx);
-        let mut tally = Tally::new(nodes.len());
         let decision = loop {
             if let Some(decision) = tally.decision() {
                 break decision;
@@ -229,14 +408,29 @@ impl Redlock {
             tally,
             t0,
             decided: Instant::now(),
+            late: rx,
         }
     }
 
     /// Queues a release on every node without waiting for the answers.
     pub(crate) fn release_nowait(&self, key: &Arc<str>, token: &Arc<str>) {
-        for node in &self.inner.nodes {
+        self.send_nowait(Command::Release, key, token, None);
+    }
+
+    /// Queues `command` on the nodes marked in `targets` (all when `None`) without waiting.
+    pub(crate) fn send_nowait(
+        &self,
+        command: Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+        targets: Option<&[bool]>,
+    ) {
+        for (i, node) in self.inner.nodes.iter().enumerate() {
+            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
+                continue;
+            }
             node.send(Request {
-                command: Command::Release,
+                command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),
                 deadline: None,
@@ -244,6 +438,57 @@ impl Redlock {
             });
         }
     }
+}
+
+/// Most resources one [`Redlock::lock_many`] takes.
+pub const MAX_RESOURCES: usize = 64;
+
+/// Longest owner name of a reentrant lock, in bytes.
+const MAX_OWNER_LEN: usize = 1024;
+
+/// What an acquisition asks for.
+enum Want<'a> {
+    Plain,
+    Fenced,
+    Reentrant(&'a str),
+    Many(Arc<[Arc<str>]>),
+}
+
+/// Checks and sorts the resources of a multi-resource lock; returns its display name (the
+/// sorted names joined with `,`) and the keys.
+fn many_keys<I, S>(resources: I) -> Result<(String, Arc<[Arc<str>]>)>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut keys: Vec<Arc<str>> = Vec::new();
+    for r in resources {
+        let r = r.as_ref();
+        if r.is_empty() {
+            return Err(Error::invalid(format!(
+                "resource name {} of the list is empty",
+                keys.len()
+            )));
+        }
+        keys.push(r.into());
+        if keys.len() > MAX_RESOURCES {
+            return Err(Error::invalid(format!(
+                "more than {MAX_RESOURCES} resources in one lock_many"
+            )));
+        }
+    }
+    if keys.is_empty() {
+        return Err(Error::invalid("the list of resources is empty"));
+    }
+    keys.sort();
+    if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::invalid(format!(
+            "resource {:?} is listed twice",
+            &*w[0]
+        )));
+    }
+    let name = keys.join(",");
+    Ok((name, keys.into()))
 }
 
 impl fmt::Debug for Redlock {

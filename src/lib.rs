@@ -27,6 +27,19 @@
 //! validity left and never deletes keys. Keys and values are plain strings, so other Redlock
 //! clients contend correctly on the same keys.
 //!
+//! ## Fencing tokens, reentrant and multi-resource locks
+//! - [`Redlock::lock_fenced`] returns a lock with a 64-bit token, [`Lock::fence`], that is
+//!   strictly greater than the token of every fenced lock of the resource whose holder came
+//!   before, as long as a majority of nodes keeps its data: a quorum register of per-node
+//!   counters (`redlock:fence:{resource}`), incremented with the lock and written back to a
+//!   quorum. The protected resource rejects writes with a lower token than it has seen, which
+//!   stops a holder that paused past its validity. Why it is monotonic, what it assumes and how
+//!   to use the token: see the `fence` module's source documentation (`src/fence.rs`).
+//! - [`Redlock::reentrant_lock`] keys a lock on an owner name chosen by the caller (not a
+//!   thread): the hash `{owner: count}`; each hold is a [`Lock`]; plain and reentrant locks on
+//!   one resource exclude each other.
+//! - [`Redlock::lock_many`] takes several resources all or none, one script per node.
+//!
 //! ## How it runs
 //! Each node has one long-lived worker thread that owns its connection; calls fan out to the
 //! workers over channels and return as soon as the outcome is certain, without waiting on slow or
@@ -45,6 +58,7 @@
 mod client;
 mod config;
 mod error;
+mod fence;
 #[allow(unsafe_code)]
 pub mod ffi;
 mod lock;
@@ -52,7 +66,7 @@ mod node;
 mod quorum;
 mod token;
 
-pub use client::Redlock;
+pub use client::{MAX_RESOURCES, Redlock};
 pub use config::{
     Builder, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY,
     DEFAULT_RETRY_JITTER, MAX_TTL,

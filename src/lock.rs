@@ -6,8 +6,11 @@ use std::time::{Duration, Instant};
 
 use crate::client::Redlock;
 use crate::error::{Error, Operation, Result};
+use crossbeam_channel::Receiver;
+
 use crate::node::Command;
-use crate::quorum::{Decision, earliest_expiry, validity_deadline};
+use crate::quorum::Vote;
+use crate::quorum::{Decision, earliest_expiry, note_late, validity_deadline};
 
 /// A lock acquired on a quorum of nodes. It stays valid for [`validity`](Lock::validity); after
 /// that another owner may hold the resource.
@@ -22,14 +25,85 @@ pub struct Lock {
     deadline: Instant,
     extensions: u32,
     released: bool,
+    kind: Kind,
+}
+
+/// What kind of lock a [`Lock`] is, and what that kind carries.
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    /// `SET NX PX` of the resource.
+    Plain,
+    /// A plain lock with a fencing token (see the `fence` module).
+    Fenced { fence: u64 },
+    /// One hold of the owner's hash `{owner: count}`; the lock's token is the owner. `counted`
+    /// marks the nodes that counted this hold: its release goes only there, so that it never
+    /// takes a hold away from a node that did not count it. Nodes that answered after the
+    /// quorum was decided report on `late`, in time until `answers_by`.
+    Reentrant {
+        holds: u64,
+        counted: Box<[bool]>,
+        late: Receiver<(usize, Vote)>,
+        answers_by: Instant,
+    },
+    /// Several resources (sorted) at once, all with the lock's token.
+    Many { keys: Arc<[Arc<str>]> },
+}
+
+impl Kind {
+    pub(crate) fn extend(&self, ttl_ms: u64) -> Command {
+        match self {
+            Kind::Plain | Kind::Fenced { .. } => Command::Extend { ttl_ms },
+            Kind::Reentrant { .. } => Command::ExtendReentrant { ttl_ms },
+            Kind::Many { keys } => Command::ExtendMany {
+                ttl_ms,
+                keys: Arc::clone(keys),
+            },
+        }
+    }
+
+    pub(crate) fn release(&self) -> Command {
+        match self {
+            Kind::Plain | Kind::Fenced { .. } => Command::Release,
+            Kind::Reentrant { .. } => Command::ReleaseReentrant,
+            Kind::Many { keys } => Command::ReleaseMany {
+                keys: Arc::clone(keys),
+            },
+        }
+    }
+
+    /// Takes in the votes that arrived since the decision (waiting for them until the acquire's
+    /// deadline, for a lock released at once), so a release reaches every node known to have
+    /// counted the hold. (A node whose answer never came may have counted it: that hold stays
+    /// there until the key expires, which is safe, unlike a release where nothing was counted,
+    /// which could take away one of the owner's other holds.)
+    fn settle(&mut self) {
+        if let Kind::Reentrant {
+            counted,
+            late,
+            answers_by,
+            ..
+        } = self
+        {
+            note_late(counted, late, *answers_by);
+        }
+    }
+
+    /// The nodes a release goes to: `None` for all.
+    pub(crate) fn release_targets(&self) -> Option<&[bool]> {
+        match self {
+            Kind::Reentrant { counted, .. } => Some(counted),
+            _ => None,
+        }
+    }
 }
 
 impl Lock {
-    pub(crate) fn new(
+    pub(crate) fn of_kind(
         client: Redlock,
         resource: Arc<str>,
         token: Arc<str>,
         deadline: Instant,
+        kind: Kind,
     ) -> Self {
         Lock {
             client,
@@ -38,15 +112,46 @@ impl Lock {
             deadline,
             extensions: 0,
             released: false,
+            kind,
         }
     }
 
-    /// The locked resource (the Redis key).
+    /// The fencing token of a lock from [`Redlock::lock_fenced`]: greater than the token of
+    /// every fenced lock on the same resource whose holder came before this one (see the crate
+    /// docs on fencing). `None` for other kinds of lock.
+    pub fn fence(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Fenced { fence } => Some(fence),
+            _ => None,
+        }
+    }
+
+    /// For a lock from [`Redlock::reentrant_lock`]: how many holds its owner had on the
+    /// resource once this one was counted (1 for the outermost), as the quorum's nodes reported
+    /// it (the largest count among them). `None` for other kinds of lock.
+    pub fn hold_count(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Reentrant { holds, .. } => Some(holds),
+            _ => None,
+        }
+    }
+
+    /// The resources this lock holds: one, or for [`Redlock::lock_many`] all of them, sorted.
+    pub fn resources(&self) -> Vec<&str> {
+        match &self.kind {
+            Kind::Many { keys } => keys.iter().map(|k| &**k).collect(),
+            _ => vec![&*self.resource],
+        }
+    }
+
+    /// The locked resource (the Redis key); for [`Redlock::lock_many`], the sorted names joined
+    /// with `,` (see [`resources`](Lock::resources) for the list).
     pub fn resource(&self) -> &str {
         &self.resource
     }
 
-    /// The random value that marks this acquisition on every node.
+    /// The random value that marks this acquisition on every node; for a reentrant lock, the
+    /// owner.
     pub fn token(&self) -> &str {
         &self.token
     }
@@ -89,7 +194,7 @@ impl Lock {
         let ttl = Duration::from_millis(ttl_ms);
         let outcome =
             self.client
-                .quorum_call(Command::Extend { ttl_ms }, &self.resource, &self.token);
+                .quorum_call(self.kind.extend(ttl_ms), &self.resource, &self.token);
         if outcome.decision == Decision::Quorum
             && let Some(deadline) =
                 validity_deadline(outcome.t0, outcome.decided, ttl, config.drift_factor)
@@ -132,9 +237,13 @@ impl Lock {
             return Ok(());
         }
         self.released = true;
-        let outcome = self
-            .client
-            .quorum_call(Command::Release, &self.resource, &self.token);
+        self.kind.settle();
+        let outcome = self.client.fan_out(
+            self.kind.release(),
+            &self.resource,
+            &self.token,
+            self.kind.release_targets(),
+        );
         match outcome.decision {
             Decision::Quorum => Ok(()),
             Decision::Refused => Err(self.lost(Some(outcome.report(&self.client)))),
@@ -158,7 +267,13 @@ impl Lock {
 impl Drop for Lock {
     fn drop(&mut self) {
         if !self.released {
-            self.client.release_nowait(&self.resource, &self.token);
+            self.kind.settle();
+            self.client.send_nowait(
+                self.kind.release(),
+                &self.resource,
+                &self.token,
+                self.kind.release_targets(),
+            );
         }
     }
 }
@@ -169,6 +284,7 @@ impl fmt::Debug for Lock {
             .field("resource", &self.resource)
             .field("validity", &self.validity())
             .field("released", &self.released)
+            .field("kind", &self.kind)
             .finish_non_exhaustive()
     }
 }

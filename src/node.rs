@@ -16,21 +16,125 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
 use crate::error::NodeProblem;
+use crate::fence::fence_key;
 use crate::quorum::Vote;
 
-/// Compare-and-delete: removes the key only while it holds our token.
-const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+/// Compare-and-delete: removes the key only while it holds our token. `pcall`, so that a key of
+/// another type (a reentrant lock's hash) reads as "not ours" instead of raising `WRONGTYPE`.
+const RELEASE_SCRIPT: &str = r#"if redis.pcall("get", KEYS[1]) == ARGV[1] then
     return redis.call("del", KEYS[1])
 else
     return 0
 end"#;
 
 /// Compare-and-pexpire: sets a new TTL only while the key holds our token; never deletes.
-const EXTEND_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+const EXTEND_SCRIPT: &str = r#"if redis.pcall("get", KEYS[1]) == ARGV[1] then
     return redis.call("pexpire", KEYS[1], ARGV[2])
 else
     return 0
 end"#;
+
+/// Fenced acquire: `SET NX PX` and, only if it succeeded, `INCR` of the resource's fence counter
+/// (KEYS[2], no TTL), in one atomic step. Replies with the counter, or nil when the key is held.
+/// A counter key that is not an integer undoes the SET and replies with the error.
+const FENCED_ACQUIRE_SCRIPT: &str = r#"if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    return false
+end
+local n = redis.pcall("incr", KEYS[2])
+if type(n) == "table" and n.err then
+    redis.call("del", KEYS[1])
+    return redis.error_reply(n.err)
+end
+return n"#;
+
+/// Fence write-back: while the lock key still holds our token, raises the counter to ARGV[2]
+/// unless it is already above it (then 0: a later acquisition counted past us on this node).
+/// Counters are compared as decimal strings (length first), exact beyond Lua's 2^53.
+const WRITE_FENCE_SCRIPT: &str = r#"if redis.pcall("get", KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local n = redis.call("get", KEYS[2])
+if n and (#n > #ARGV[2] or (#n == #ARGV[2] and n > ARGV[2])) then
+    return 0
+end
+redis.call("set", KEYS[2], ARGV[2])
+return 1"#;
+
+/// Reentrant acquire: the hash `{owner: count}`. A new hash gets count 1 and the TTL; our own
+/// hash counts one more hold and keeps the longer of its TTL and ours (never shortening what an
+/// outer hold relies on). Another owner's hash or a plain lock's string: nil.
+const REENTRANT_ACQUIRE_SCRIPT: &str = r#"local t = redis.call("type", KEYS[1]).ok
+if t == "none" then
+    redis.call("hset", KEYS[1], ARGV[1], 1)
+    redis.call("pexpire", KEYS[1], ARGV[2])
+    return 1
+end
+if t ~= "hash" or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    return false
+end
+local n = redis.call("hincrby", KEYS[1], ARGV[1], 1)
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return n"#;
+
+/// Reentrant extend: while the owner holds the hash, keeps it alive at least ARGV[2] ms.
+const REENTRANT_EXTEND_SCRIPT: &str = r#"if redis.call("type", KEYS[1]).ok ~= "hash"
+    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    return 0
+end
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return 1"#;
+
+/// Reentrant release: one hold less; the key goes when the count reaches 0. Replies with the
+/// holds left, or nil when the owner holds nothing here.
+const REENTRANT_RELEASE_SCRIPT: &str = r#"if redis.call("type", KEYS[1]).ok ~= "hash"
+    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    return false
+end
+local n = redis.call("hincrby", KEYS[1], ARGV[1], -1)
+if n <= 0 then
+    redis.call("del", KEYS[1])
+    return 0
+end
+return n"#;
+
+/// All-or-nothing acquire of several keys (given sorted): if any exists, nothing is set.
+const MANY_ACQUIRE_SCRIPT: &str = r#"for _, k in ipairs(KEYS) do
+    if redis.call("exists", k) == 1 then
+        return 0
+    end
+end
+for _, k in ipairs(KEYS) do
+    redis.call("set", k, ARGV[1], "PX", ARGV[2])
+end
+return 1"#;
+
+/// Extends all keys only if every one of them still holds our token.
+const MANY_EXTEND_SCRIPT: &str = r#"for _, k in ipairs(KEYS) do
+    if redis.pcall("get", k) ~= ARGV[1] then
+        return 0
+    end
+end
+for _, k in ipairs(KEYS) do
+    redis.call("pexpire", k, ARGV[2])
+end
+return 1"#;
+
+/// Deletes each key that holds our token; 1 only if all of them did.
+const MANY_RELEASE_SCRIPT: &str = r#"local n = 0
+for _, k in ipairs(KEYS) do
+    if redis.pcall("get", k) == ARGV[1] then
+        redis.call("del", k)
+        n = n + 1
+    end
+end
+if n == #KEYS then
+    return 1
+end
+return 0"#;
 
 /// A Lua script and its SHA1, which `EVALSHA` names it by.
 struct Script {
@@ -47,6 +151,31 @@ impl Script {
 
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SCRIPT));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SCRIPT));
+static FENCED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_ACQUIRE_SCRIPT));
+static WRITE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(WRITE_FENCE_SCRIPT));
+static REENTRANT_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(REENTRANT_ACQUIRE_SCRIPT));
+static REENTRANT_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(REENTRANT_EXTEND_SCRIPT));
+static REENTRANT_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(REENTRANT_RELEASE_SCRIPT));
+static MANY_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_ACQUIRE_SCRIPT));
+static MANY_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_EXTEND_SCRIPT));
+static MANY_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_RELEASE_SCRIPT));
+
+fn scripts() -> [&'static Script; 10] {
+    [
+        &RELEASE,
+        &EXTEND,
+        &FENCED_ACQUIRE,
+        &WRITE_FENCE,
+        &REENTRANT_ACQUIRE,
+        &REENTRANT_EXTEND,
+        &REENTRANT_RELEASE,
+        &MANY_ACQUIRE,
+        &MANY_EXTEND,
+        &MANY_RELEASE,
+    ]
+}
 
 /// Most requests sent in one pipeline.
 const MAX_BATCH: usize = 256;
@@ -54,8 +183,8 @@ const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const WORKER_STACK: usize = 256 * 1024;
 
-/// What to do on the node.
-#[derive(Debug, Clone, Copy)]
+/// What to do on the node. For the reentrant commands the request's token is the owner.
+#[derive(Debug, Clone)]
 pub(crate) enum Command {
     /// `SET key token NX PX ttl`
     Acquire { ttl_ms: u64 },
@@ -63,12 +192,34 @@ pub(crate) enum Command {
     Extend { ttl_ms: u64 },
     /// Compare-and-delete.
     Release,
+    /// `SET NX PX` plus `INCR` of the fence counter; votes carry the counter.
+    AcquireFenced { ttl_ms: u64 },
+    /// Raise the fence counter to `fence` while the lock is ours.
+    WriteFence { fence: u64 },
+    /// One more hold of the owner's hash; votes carry the hold count.
+    AcquireReentrant { ttl_ms: u64 },
+    /// Keep the owner's hash alive at least `ttl_ms`.
+    ExtendReentrant { ttl_ms: u64 },
+    /// One hold less; votes carry the holds left.
+    ReleaseReentrant,
+    /// All-or-nothing `SET PX` of `keys` (sorted); the request's key only names the set.
+    AcquireMany { ttl_ms: u64, keys: Arc<[Arc<str>]> },
+    /// Compare-and-pexpire of all `keys`.
+    ExtendMany { ttl_ms: u64, keys: Arc<[Arc<str>]> },
+    /// Compare-and-delete of all `keys`.
+    ReleaseMany { keys: Arc<[Arc<str>]> },
 }
 
 impl Command {
     /// Whether a success takes a lock (and so must not come from a node in its restart grace).
-    pub(crate) fn is_acquire(self) -> bool {
-        matches!(self, Command::Acquire { .. })
+    pub(crate) fn is_acquire(&self) -> bool {
+        matches!(
+            self,
+            Command::Acquire { .. }
+                | Command::AcquireFenced { .. }
+                | Command::AcquireReentrant { .. }
+                | Command::AcquireMany { .. }
+        )
     }
 }
 
@@ -332,10 +483,11 @@ impl Worker {
                     .map(|until| until.saturating_duration_since(Instant::now()))
                     .filter(|left| !left.is_zero());
                 for (r, vote) in batch.drain(..).zip(votes) {
-                    // The SET stays on the node (and is released with the lock): it is only not
-                    // counted, since a young process may have lost another owner's key.
+                    // The key stays on the node (and is released with the lock): it is only not
+                    // counted, since a young process may have lost another owner's key. (An
+                    // uncounted reentrant hold there is not released but expires with its TTL.)
                     let vote = match (grace_left, vote) {
-                        (Some(remaining), Vote::Yes) if r.command.is_acquire() => {
+                        (Some(remaining), Vote::Yes | Vote::Value(_)) if r.command.is_acquire() => {
                             Vote::Failed(NodeProblem::InGrace { remaining })
                         }
                         (_, vote) => vote,
@@ -377,7 +529,7 @@ impl Worker {
         Ok(values
             .into_iter()
             .zip(batch)
-            .map(|(v, r)| interpret(r.command, v))
+            .map(|(v, r)| interpret(&r.command, v))
             .collect())
     }
 
@@ -518,30 +670,75 @@ fn parse_server_info(text: &str) -> Option<ServerInfo> {
     })
 }
 
+/// `EVALSHA script numkeys keys... token [number]`
+fn evalsha<'a>(
+    script: &Script,
+    keys: impl ExactSizeIterator<Item = &'a str>,
+    token: &str,
+    number: Option<u64>,
+) -> redis::Cmd {
+    let mut c = redis::cmd("EVALSHA");
+    c.arg(&script.sha).arg(keys.len());
+    for k in keys {
+        c.arg(k);
+    }
+    c.arg(token);
+    if let Some(n) = number {
+        c.arg(n);
+    }
+    c
+}
+
 fn command(r: &Request) -> redis::Cmd {
-    match r.command {
+    let key = &*r.key;
+    let token = &*r.token;
+    match &r.command {
         Command::Acquire { ttl_ms } => {
             let mut c = redis::cmd("SET");
-            c.arg(&*r.key)
-                .arg(&*r.token)
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl_ms);
+            c.arg(key).arg(token).arg("NX").arg("PX").arg(*ttl_ms);
             c
         }
-        Command::Extend { ttl_ms } => {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(&EXTEND.sha)
-                .arg(1)
-                .arg(&*r.key)
-                .arg(&*r.token)
-                .arg(ttl_ms);
-            c
+        Command::Extend { ttl_ms } => evalsha(&EXTEND, [key].into_iter(), token, Some(*ttl_ms)),
+        Command::Release => evalsha(&RELEASE, [key].into_iter(), token, None),
+        Command::AcquireFenced { ttl_ms } => {
+            let fence = fence_key(key);
+            evalsha(
+                &FENCED_ACQUIRE,
+                [key, fence.as_str()].into_iter(),
+                token,
+                Some(*ttl_ms),
+            )
         }
-        Command::Release => {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(&RELEASE.sha).arg(1).arg(&*r.key).arg(&*r.token);
-            c
+        Command::WriteFence { fence } => {
+            let fence_key = fence_key(key);
+            evalsha(
+                &WRITE_FENCE,
+                [key, fence_key.as_str()].into_iter(),
+                token,
+                Some(*fence),
+            )
+        }
+        Command::AcquireReentrant { ttl_ms } => {
+            evalsha(&REENTRANT_ACQUIRE, [key].into_iter(), token, Some(*ttl_ms))
+        }
+        Command::ExtendReentrant { ttl_ms } => {
+            evalsha(&REENTRANT_EXTEND, [key].into_iter(), token, Some(*ttl_ms))
+        }
+        Command::ReleaseReentrant => evalsha(&REENTRANT_RELEASE, [key].into_iter(), token, None),
+        Command::AcquireMany { ttl_ms, keys } => evalsha(
+            &MANY_ACQUIRE,
+            keys.iter().map(|k| &**k),
+            token,
+            Some(*ttl_ms),
+        ),
+        Command::ExtendMany { ttl_ms, keys } => evalsha(
+            &MANY_EXTEND,
+            keys.iter().map(|k| &**k),
+            token,
+            Some(*ttl_ms),
+        ),
+        Command::ReleaseMany { keys } => {
+            evalsha(&MANY_RELEASE, keys.iter().map(|k| &**k), token, None)
         }
     }
 }
@@ -571,12 +768,14 @@ fn pipeline<'a>(
     Ok(values)
 }
 
+/// Loads every script in one round trip.
 fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
-    for script in [&*RELEASE, &*EXTEND] {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.source)
-            .query(conn)?;
+    let mut pipe = redis::pipe();
+    for script in scripts() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
+    }
+    let shas: Vec<String> = pipe.query(conn)?;
+    for (script, sha) in scripts().into_iter().zip(shas) {
         if sha != script.sha {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::Client,
@@ -588,12 +787,34 @@ fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
     Ok(())
 }
 
-fn interpret(command: Command, value: Value) -> Vote {
+fn interpret(command: &Command, value: Value) -> Vote {
+    use Command::*;
     match (command, value) {
-        (Command::Acquire { .. }, Value::Okay) => Vote::Yes,
-        (Command::Acquire { .. }, Value::Nil) => Vote::No,
-        (Command::Extend { .. } | Command::Release, Value::Int(1)) => Vote::Yes,
-        (Command::Extend { .. } | Command::Release, Value::Int(0)) => Vote::No,
+        (Acquire { .. }, Value::Okay) => Vote::Yes,
+        (Acquire { .. }, Value::Nil) => Vote::No,
+        // Replies that carry a number: nil is the refusal, so a count of 0 stays a yes.
+        (AcquireFenced { .. } | AcquireReentrant { .. } | ReleaseReentrant, Value::Int(n))
+            if n >= 0 =>
+        {
+            Vote::Value(n as u64)
+        }
+        (AcquireFenced { .. } | AcquireReentrant { .. } | ReleaseReentrant, Value::Nil) => Vote::No,
+        (
+            Extend { .. }
+            | Release
+            | WriteFence { .. }
+            | ExtendReentrant { .. }
+            | AcquireMany { .. }
+            | ExtendMany { .. }
+            | ReleaseMany { .. },
+            Value::Int(n @ (0 | 1)),
+        ) => {
+            if n == 1 {
+                Vote::Yes
+            } else {
+                Vote::No
+            }
+        }
         (_, Value::ServerError(e)) => Vote::Failed(NodeProblem::Server(match e.details() {
             Some(details) => format!("{} {details}", e.code()),
             None => e.code().to_owned(),

@@ -50,8 +50,42 @@ pub(crate) fn retry_delay(delay: Duration, jitter: Duration, unit: f64) -> Durat
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Vote {
     Yes,
+    /// A yes that carries a number: a fence counter after `INCR`, a reentrant hold count.
+    Value(u64),
     No,
     Failed(NodeProblem),
+}
+
+impl Vote {
+    fn is_yes(&self) -> bool {
+        matches!(self, Vote::Yes | Vote::Value(_))
+    }
+
+    /// Whether the command took effect on the node: a yes, or a yes not counted because the
+    /// node is in its restart grace.
+    pub(crate) fn applied(&self) -> bool {
+        self.is_yes() || matches!(self, Vote::Failed(NodeProblem::InGrace { .. }))
+    }
+}
+
+/// Marks in `applied` the nodes whose answers arrive on `late` that applied the command,
+/// waiting for answers until `by` (the call's deadline: a request still queued then is dropped
+/// unsent) and taking what has arrived after it.
+pub(crate) fn note_late(
+    applied: &mut [bool],
+    late: &crossbeam_channel::Receiver<(usize, Vote)>,
+    by: std::time::Instant,
+) {
+    loop {
+        let next = match late.recv_deadline(by) {
+            Ok(answer) => Ok(answer),
+            Err(_) => late.try_recv(),
+        };
+        let Ok((i, vote)) = next else { return };
+        if let (true, Some(a)) = (vote.applied(), applied.get_mut(i)) {
+            *a = true;
+        }
+    }
 }
 
 /// What a tally came to.
@@ -71,6 +105,8 @@ pub(crate) struct Tally {
     yes: usize,
     no: usize,
     failed: usize,
+    /// The largest number carried by a [`Vote::Value`] so far.
+    max_value: Option<u64>,
 }
 
 impl Tally {
@@ -80,6 +116,7 @@ impl Tally {
             yes: 0,
             no: 0,
             failed: 0,
+            max_value: None,
         }
     }
 
@@ -101,6 +138,10 @@ impl Tally {
         }
         match vote {
             Vote::Yes => self.yes += 1,
+            Vote::Value(v) => {
+                self.yes += 1;
+                self.max_value = Some(self.max_value.map_or(v, |m| m.max(v)));
+            }
             Vote::No => self.no += 1,
             Vote::Failed(_) => self.failed += 1,
         }
@@ -143,6 +184,20 @@ impl Tally {
         None
     }
 
+    /// The largest number a yes vote carried: over a quorum of fenced acquires, the fence.
+    pub(crate) fn max_value(&self) -> Option<u64> {
+        self.max_value
+    }
+
+    /// Which nodes applied the command (so far, counted toward the quorum or not): where a
+    /// reentrant hold was counted.
+    pub(crate) fn applied_nodes(&self) -> Box<[bool]> {
+        self.votes
+            .iter()
+            .map(|v| v.as_ref().is_some_and(Vote::applied))
+            .collect()
+    }
+
     #[cfg(test)]
     pub(crate) fn yes(&self) -> usize {
         self.yes
@@ -158,7 +213,7 @@ impl Tally {
                 let problem = match vote {
                     Some(Vote::No) => NodeProblem::Refused,
                     Some(Vote::Failed(p)) => p.clone(),
-                    Some(Vote::Yes) | None => return None,
+                    Some(Vote::Yes | Vote::Value(_)) | None => return None,
                 };
                 Some(NodeReport {
                     node: name.clone(),
@@ -351,5 +406,23 @@ mod tests {
                 assert!(t.decision().is_some());
             }
         }
+    }
+
+    #[test]
+    fn value_votes_count_as_yes_and_keep_the_maximum() {
+        let mut t = Tally::new(5);
+        t.record(0, Vote::Value(7));
+        t.record(1, Vote::No);
+        t.record(2, Vote::Value(9));
+        assert_eq!(t.decision(), None);
+        t.record(3, Vote::Value(8));
+        assert_eq!(t.decision(), Some(Decision::Quorum));
+        assert_eq!(t.max_value(), Some(9));
+        assert_eq!(&*t.applied_nodes(), &[true, false, true, true, false]);
+        let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
+        let report = t.report(&names, ms(1));
+        assert_eq!(report.succeeded, 3);
+        assert_eq!(report.refused(), 1);
+        assert_eq!(Tally::new(3).max_value(), None);
     }
 }

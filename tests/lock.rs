@@ -248,9 +248,16 @@ fn extend_moves_the_deadline_on_a_quorum() {
     assert!(lock.validity() <= Duration::from_millis(500));
     lock.extend(Duration::from_secs(20)).unwrap();
     assert!(lock.validity() > Duration::from_secs(19));
-    for node in &cluster.nodes {
-        assert!(node.pttl("extend") > 19_000);
-    }
+    // A quorum has the new TTL at once; the last node's reply may still be on its way.
+    let extended = || {
+        cluster
+            .nodes
+            .iter()
+            .filter(|n| n.pttl("extend") > 19_000)
+            .count()
+    };
+    assert!(extended() >= 2);
+    assert!(eventually(Duration::from_secs(2), || extended() == 3));
     // Outlive the short TTL: still held thanks to the extension.
     std::thread::sleep(Duration::from_millis(600));
     assert!(matches!(

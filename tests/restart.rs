@@ -191,3 +191,42 @@ fn grace_only_applies_to_young_processes() {
         .release()
         .unwrap();
 }
+
+/// Every kind of acquire respects the grace: fenced, reentrant and multi-resource locks too, and
+/// none leaves a key behind that blocks a client without the grace.
+#[test]
+fn every_kind_of_acquire_respects_the_grace() {
+    let cluster = Cluster::start(3);
+    let urls = cluster.urls();
+    let guarded = client(&urls, Some(Duration::from_secs(3600)));
+    let ttl = Duration::from_secs(5);
+    let owner = Redlock::new_owner().unwrap();
+    let attempts = [
+        ("plain", guarded.try_lock("kinds:a", ttl)),
+        ("fenced", guarded.try_lock_fenced("kinds:a", ttl)),
+        (
+            "reentrant",
+            guarded.try_reentrant_lock("kinds:a", &owner, ttl),
+        ),
+        ("many", guarded.try_lock_many(["kinds:a", "kinds:b"], ttl)),
+    ];
+    for (kind, result) in attempts {
+        match result {
+            // A node may also refuse: an earlier attempt's key can still be on its way out.
+            Err(Error::NoQuorum { report, .. }) => assert!(
+                report.succeeded == 0
+                    && report
+                        .failures
+                        .iter()
+                        .any(|f| matches!(f.problem, NodeProblem::InGrace { .. })),
+                "{kind}: {report:?}"
+            ),
+            other => panic!("{kind}: acquired on nodes in their grace: {other:?}"),
+        }
+    }
+    let plain = cluster.client();
+    let both = plain
+        .lock_many(["kinds:a", "kinds:b"], ttl)
+        .expect("the guarded attempts were undone");
+    both.release().unwrap();
+}

@@ -180,7 +180,16 @@ func (c *Client) acquire(resource string, ttl time.Duration, retry bool) (*Lock,
 	}
 	cresource := C.CString(resource)
 	defer C.free(unsafe.Pointer(cresource))
+	return c.call(func(ptr *C.redlock_client, out **C.redlock_lock, cerr **C.redlock_error) C.enum_redlock_status {
+		if retry {
+			return C.redlock_client_lock(ptr, cresource, ms, out, cerr)
+		}
+		return C.redlock_client_try_lock(ptr, cresource, ms, out, cerr)
+	})
+}
 
+// call runs one acquiring C call on the live client and wraps the lock it returns.
+func (c *Client) call(acquire func(*C.redlock_client, **C.redlock_lock, **C.redlock_error) C.enum_redlock_status) (*Lock, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.ptr == nil {
@@ -188,12 +197,7 @@ func (c *Client) acquire(resource string, ttl time.Duration, retry bool) (*Lock,
 	}
 	var ptr *C.redlock_lock
 	var cerr *C.redlock_error
-	var status C.enum_redlock_status
-	if retry {
-		status = C.redlock_client_lock(c.ptr, cresource, ms, &ptr, &cerr)
-	} else {
-		status = C.redlock_client_try_lock(c.ptr, cresource, ms, &ptr, &cerr)
-	}
+	status := acquire(c.ptr, &ptr, &cerr)
 	runtime.KeepAlive(c)
 	if err := statusError(status, cerr); err != nil {
 		return nil, err

@@ -19,6 +19,12 @@ type Lock struct {
 	client   *Client         // keeps the Client reachable, and so not finalized, while the Lock is
 	resource string
 	token    string
+	// Set once by newLock from the C lock; see Fence, HoldCount and Resources.
+	fence     uint64
+	hasFence  bool
+	holds     uint64
+	hasHolds  bool
+	resources []string
 }
 
 func newLock(ptr *C.redlock_lock, client *Client) *Lock {
@@ -28,6 +34,14 @@ func newLock(ptr *C.redlock_lock, client *Client) *Lock {
 		resource: C.GoString(C.redlock_lock_resource(ptr)),
 		token:    C.GoString(C.redlock_lock_token(ptr)),
 	}
+	var n C.uint64_t
+	if C.redlock_lock_fence(ptr, &n, nil) == C.REDLOCK_OK {
+		l.fence, l.hasFence = uint64(n), true
+	}
+	if C.redlock_lock_hold_count(ptr, &n, nil) == C.REDLOCK_OK {
+		l.holds, l.hasHolds = uint64(n), true
+	}
+	l.resources = []string{l.resource}
 	runtime.SetFinalizer(l, func(l *Lock) { C.redlock_lock_free(l.ptr) })
 	return l
 }

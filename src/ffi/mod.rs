@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use crate::{Error, Lock, Redlock};
 
+mod kinds;
+
 /// What a call came to. The numbers are part of the ABI and never reused.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,15 +377,24 @@ unsafe fn acquire(
         } else {
             client.client.try_lock(resource, ttl)
         }?;
-        let boxed = Box::new(redlock_lock {
-            resource: CString::new(lock.resource()).map_err(|_| invalid("resource has a NUL"))?,
-            token: CString::new(lock.token()).map_err(|_| invalid("token has a NUL"))?,
-            lock: Mutex::new(lock),
-        });
         // SAFETY: `out` is writable (checked non-NULL above).
-        unsafe { *out = Box::into_raw(boxed) };
-        Ok(())
+        unsafe { hand_out(lock, out) }
     })
+}
+
+/// Boxes `lock` for C and writes it to `*out`.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+unsafe fn hand_out(lock: Lock, out: *mut *mut redlock_lock) -> Result<(), Failure> {
+    let boxed = Box::new(redlock_lock {
+        resource: CString::new(lock.resource()).map_err(|_| invalid("resource has a NUL"))?,
+        token: CString::new(lock.token()).map_err(|_| invalid("token has a NUL"))?,
+        lock: Mutex::new(lock),
+    });
+    // SAFETY: per the function's contract.
+    unsafe { *out = Box::into_raw(boxed) };
+    Ok(())
 }
 
 /// Acquires `resource` for `ttl_ms` milliseconds, retrying up to `retry_count` times after a

@@ -298,6 +298,158 @@ static void test_restart_grace_and_node_status(void) {
     redlock_client_free(guarded);
 }
 
+/* Fenced locks: tokens grow from holder to holder; other kinds of lock have none. */
+static void test_fenced(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    uint64_t previous = 0;
+    for (int i = 0; i < 3; i++) {
+        redlock_lock *lock = NULL;
+        CHECK(redlock_client_lock_fenced(client, "c:fenced", 10000, &lock, &err) == REDLOCK_OK);
+        uint64_t fence = 0;
+        CHECK(redlock_lock_fence(lock, &fence, NULL) == REDLOCK_OK);
+        CHECK(fence > previous);
+        previous = fence;
+        /* A plain lock on the same resource is refused while the fenced one is held. */
+        redlock_lock *plain = NULL;
+        check_error(redlock_client_try_lock(client, "c:fenced", 10000, &plain, &err),
+                    REDLOCK_NOT_ACQUIRED, &err);
+        CHECK(plain == NULL);
+        CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+        /* The token stays readable after release. */
+        uint64_t again = 0;
+        CHECK(redlock_lock_fence(lock, &again, NULL) == REDLOCK_OK && again == fence);
+        redlock_lock_free(lock);
+    }
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_try_lock_fenced(client, "c:fenced", 10000, &lock, NULL) == REDLOCK_OK);
+    uint64_t fence = 0;
+    CHECK(redlock_lock_fence(lock, &fence, NULL) == REDLOCK_OK && fence > previous);
+    redlock_lock_free(lock);
+
+    /* A plain lock has no token: out untouched. */
+    redlock_lock *plain = NULL;
+    CHECK(redlock_client_try_lock(client, "c:unfenced", 10000, &plain, NULL) == REDLOCK_OK);
+    uint64_t untouched = 77;
+    check_error(redlock_lock_fence(plain, &untouched, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(untouched == 77);
+    check_error(redlock_lock_hold_count(plain, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_lock_fence(plain, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_lock_fence(NULL, &untouched, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(untouched == 77);
+    redlock_lock_free(plain);
+
+    lock = NULL;
+    check_error(redlock_client_lock_fenced(NULL, "c:fenced", 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_fenced(client, NULL, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_try_lock_fenced(client, "", 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_fenced(client, "c:fenced", 0, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_fenced(client, "c:fenced", 10000, NULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(lock == NULL);
+    redlock_client_free(client);
+}
+
+/* Reentrant locks: nested holds of one owner, another owner waits for the last release. */
+static void test_reentrant(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    redlock_lock *outer = NULL, *inner = NULL, *other = NULL;
+    CHECK(redlock_client_lock_reentrant(client, "c:re", "alice", 10000, &outer, &err) ==
+          REDLOCK_OK);
+    CHECK(redlock_client_try_lock_reentrant(client, "c:re", "alice", 10000, &inner, &err) ==
+          REDLOCK_OK);
+    uint64_t holds = 0;
+    CHECK(redlock_lock_hold_count(outer, &holds, NULL) == REDLOCK_OK && holds == 1);
+    CHECK(redlock_lock_hold_count(inner, &holds, NULL) == REDLOCK_OK && holds == 2);
+    CHECK(strcmp(redlock_lock_token(inner), "alice") == 0);
+    check_error(redlock_client_try_lock_reentrant(client, "c:re", "bob", 10000, &other, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    check_error(redlock_client_try_lock(client, "c:re", 10000, &other, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(redlock_lock_extend(inner, 20000, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(inner, NULL) == REDLOCK_OK);
+    check_error(redlock_client_try_lock_reentrant(client, "c:re", "bob", 10000, &other, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(other == NULL);
+    CHECK(redlock_lock_release(outer, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_try_lock_reentrant(client, "c:re", "bob", 10000, &other, NULL) ==
+          REDLOCK_OK);
+    /* Freeing an unreleased hold releases it. */
+    redlock_lock_free(other);
+    redlock_lock_free(inner);
+    redlock_lock_free(outer);
+
+    redlock_lock *lock = NULL;
+    const char bad_utf8[] = {'\xc3', '\x28', 0};
+    check_error(redlock_client_lock_reentrant(client, "c:re2", NULL, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_reentrant(client, "c:re2", "", 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_reentrant(client, "c:re2", bad_utf8, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_try_lock_reentrant(client, NULL, "alice", 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_reentrant(client, "c:re2", "alice", 10000, NULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(lock == NULL);
+    redlock_client_free(client);
+}
+
+/* Multi-resource locks: all or nothing, released together. */
+static void test_many(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    const char *const set[] = {"c:m-b", "c:m-a"};
+    redlock_lock *lock = NULL, *other = NULL;
+    CHECK(redlock_client_lock_many(client, set, 2, 10000, &lock, &err) == REDLOCK_OK);
+    CHECK(strcmp(redlock_lock_resource(lock), "c:m-a,c:m-b") == 0);
+    check_error(redlock_client_try_lock(client, "c:m-b", 10000, &other, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    const char *const overlapping[] = {"c:m-b", "c:m-c"};
+    check_error(redlock_client_try_lock_many(client, overlapping, 2, 10000, &other, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(redlock_lock_extend(lock, 20000, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_try_lock_many(client, overlapping, 2, 10000, &other, NULL) ==
+          REDLOCK_OK);
+    redlock_lock_free(other);
+    redlock_lock_free(lock);
+
+    lock = NULL;
+    const char *const twice[] = {"c:x", "c:x"};
+    const char *const with_null[] = {"c:x", NULL};
+    const char *const with_empty[] = {"c:x", ""};
+    const char *many[65];
+    for (int i = 0; i < 65; i++)
+        many[i] = "c:same";
+    check_error(redlock_client_lock_many(client, set, 0, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_many(client, NULL, 2, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_many(client, twice, 2, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_many(client, with_null, 2, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_try_lock_many(client, with_empty, 2, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_many(client, many, 65, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_many(client, set, 2, 0, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_many(NULL, set, 2, 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_many(client, set, 2, 10000, NULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(lock == NULL);
+    redlock_client_free(client);
+}
+
 static void test_no_quorum(void) {
     redlock_options opts = test_options();
     opts.retry_count = 1;
@@ -332,6 +484,9 @@ int main(int argc, char **argv) {
         test_threads_exclude_each_other();
         test_invalid_arguments();
         test_restart_grace_and_node_status();
+        test_fenced();
+        test_reentrant();
+        test_many();
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -6,7 +6,7 @@ import math
 import os
 import threading
 from collections.abc import Iterable
-from ctypes import byref, c_char_p
+from ctypes import byref, c_char_p, c_uint64
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Callable
@@ -113,6 +113,9 @@ class Lock:
         self._released = False
         self._resource = _decode(lib.redlock_lock_resource(handle))
         self._token = _decode(lib.redlock_lock_token(handle))
+        self._resources = [self._resource]
+        self._fence = _number(lib.redlock_lock_fence, handle)
+        self._hold_count = _number(lib.redlock_lock_hold_count, handle)
 
     @property
     def resource(self) -> str:
@@ -121,8 +124,29 @@ class Lock:
 
     @property
     def token(self) -> str:
-        """The random value stored under the key; unique per acquisition."""
+        """The random value stored under the key; unique per acquisition. For a reentrant lock,
+        the owner."""
         return self._token
+
+    @property
+    def resources(self) -> list[str]:
+        """The locked resources: one, or for :meth:`Redlock.lock_many` all of them, sorted."""
+        return list(self._resources)
+
+    @property
+    def fence(self) -> int | None:
+        """The fencing token of a lock from :meth:`Redlock.lock_fenced`; None for other locks.
+
+        Strictly greater than the token of every fenced lock of the same resource whose holder
+        came before, as long as a majority of nodes keeps its data. Send it with every write
+        to the protected resource, which rejects writes with a lower token than it has seen.
+        """
+        return self._fence
+
+    @property
+    def hold_count(self) -> int | None:
+        """For a reentrant lock: the owner's holds once this one was counted (1 = outermost)."""
+        return self._hold_count
 
     @property
     def released(self) -> bool:
@@ -304,14 +328,83 @@ class Redlock:
         finally:
             self._leave()
 
-    def _acquire(self, function: Callable[..., int], resource: str, ttl_ms: int) -> Lock:
+    def lock_fenced(self, resource: str, ttl_ms: int) -> Lock:
+        """Like :meth:`lock`, with a fencing token in :attr:`Lock.fence`.
+
+        The token is kept as a quorum register in ``redlock:fence:{resource}`` on each node
+        (no TTL); acquiring costs one more round to the nodes than a plain lock. A fenced lock
+        is a plain lock on ``resource``: the two exclude each other.
+        """
+        return self._acquire(lib.redlock_client_lock_fenced, resource, ttl_ms)
+
+    def try_lock_fenced(self, resource: str, ttl_ms: int) -> Lock:
+        """Like :meth:`lock_fenced`, but a single attempt without retries."""
+        return self._acquire(lib.redlock_client_try_lock_fenced, resource, ttl_ms)
+
+    def reentrant_lock(self, resource: str, owner: str, ttl_ms: int) -> Lock:
+        """One hold of a reentrant lock on ``resource`` for ``owner``, retrying per the options.
+
+        ``owner`` is any non-empty string (at most 1024 UTF-8 bytes) naming the holder, e.g.
+        ``uuid.uuid4().hex`` per logical owner; it is not tied to a thread. While ``owner``
+        holds the resource it can acquire it again at once; each hold is a :class:`Lock` to
+        release, and others can take the resource after the last release (or expiry).
+        Reentrant and plain locks on one resource exclude each other.
+        """
+        return self._acquire(
+            lib.redlock_client_lock_reentrant, resource, ttl_ms, _c_string("owner", owner)
+        )
+
+    def try_reentrant_lock(self, resource: str, owner: str, ttl_ms: int) -> Lock:
+        """Like :meth:`reentrant_lock`, but a single attempt without retries."""
+        return self._acquire(
+            lib.redlock_client_try_lock_reentrant, resource, ttl_ms, _c_string("owner", owner)
+        )
+
+    def lock_many(self, resources: Iterable[str], ttl_ms: int) -> Lock:
+        """Acquire all ``resources`` at once or none of them, retrying per the options.
+
+        One script per node sets every key (sorted) or none, so overlapping sets never
+        deadlock. The lock's extend and release act on all of them. ``ValueError`` for an empty
+        list, an empty name, a name given twice or more than 64 names.
+        """
+        return self._acquire_many(lib.redlock_client_lock_many, resources, ttl_ms)
+
+    def try_lock_many(self, resources: Iterable[str], ttl_ms: int) -> Lock:
+        """Like :meth:`lock_many`, but a single attempt without retries."""
+        return self._acquire_many(lib.redlock_client_try_lock_many, resources, ttl_ms)
+
+    def _acquire_many(
+        self, function: Callable[..., int], resources: Iterable[str], ttl_ms: int
+    ) -> Lock:
+        if isinstance(resources, (str, bytes)) or not isinstance(resources, Iterable):
+            raise TypeError(f"resources must be a list of names, not {type(resources).__name__}")
+        names = list(resources)
+        encoded = [_c_string("resource", name) for name in names]
+        if not encoded:
+            raise ValueError("resources must name at least one resource")
+        if len(set(names)) != len(names):
+            raise ValueError("resources must not name a resource twice")
+        ttl = _ttl(ttl_ms)
+        array = (c_char_p * len(encoded))(*encoded)
+        lock = self._call(
+            lambda handle, out, err: function(handle, array, len(encoded), ttl, out, err)
+        )
+        lock._resources = sorted(names)
+        return lock
+
+    def _acquire(
+        self, function: Callable[..., int], resource: str, ttl_ms: int, *extra: bytes
+    ) -> Lock:
         name = _c_string("resource", resource)
         ttl = _ttl(ttl_ms)
+        return self._call(lambda handle, out, err: function(handle, name, *extra, ttl, out, err))
+
+    def _call(self, call: Callable[..., int]) -> Lock:
         handle = self._enter()
         out = _ffi.LockPtr()
         err = _ffi.ErrorPtr()
         try:
-            status = function(handle, name, ttl, byref(out), byref(err))
+            status = call(handle, byref(out), byref(err))
         finally:
             self._leave()
         check(status, err)
@@ -373,6 +466,14 @@ class Redlock:
     def __del__(self) -> None:
         if getattr(self, "_mutex", None) is not None:
             self.close()
+
+
+def _number(function: Callable[..., int], handle: Any) -> int | None:
+    """A number a lock of the right kind has (fence, hold count); None for other kinds."""
+    value = c_uint64()
+    if function(handle, byref(value), None) != Status.OK:
+        return None
+    return int(value.value)
 
 
 def _drift(value: object) -> float:

@@ -165,6 +165,32 @@ def _declare(lib: ctypes.CDLL) -> None:
             [ClientPtr, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
             Status,
         ),
+        "redlock_client_lock_fenced": (
+            [ClientPtr, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_client_try_lock_fenced": (
+            [ClientPtr, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_client_lock_reentrant": (
+            [ClientPtr, c_char_p, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_client_try_lock_reentrant": (
+            [ClientPtr, c_char_p, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_client_lock_many": (
+            [ClientPtr, POINTER(c_char_p), c_size_t, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_client_try_lock_many": (
+            [ClientPtr, POINTER(c_char_p), c_size_t, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_lock_fence": ([LockPtr, POINTER(c_uint64), POINTER(ErrorPtr)], Status),
+        "redlock_lock_hold_count": ([LockPtr, POINTER(c_uint64), POINTER(ErrorPtr)], Status),
         "redlock_lock_extend": ([LockPtr, c_uint64, POINTER(ErrorPtr)], Status),
         "redlock_lock_release": ([LockPtr, POINTER(ErrorPtr)], Status),
         "redlock_lock_validity_ms": ([LockPtr], c_uint64),

@@ -1,0 +1,269 @@
+//! Fenced locks against real redis-server nodes: tokens grow from holder to holder, also while
+//! a minority of nodes hangs or crashes and comes back empty.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redlock::{Error, Redlock};
+use support::{Cluster, RedisNode, eventually};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn counter(node: &RedisNode, resource: &str) -> Option<u64> {
+    redis::cmd("GET")
+        .arg(format!("redlock:fence:{{{resource}}}"))
+        .query(&mut node.conn())
+        .expect("GET counter")
+}
+
+fn counter_pttl(node: &RedisNode, resource: &str) -> i64 {
+    node.pttl(&format!("redlock:fence:{{{resource}}}"))
+}
+
+#[test]
+fn tokens_grow_and_the_counter_is_written_back_without_ttl() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let mut last = 0;
+    for i in 1..=5 {
+        let lock = rl.lock_fenced("fenced", TTL).unwrap();
+        let fence = lock.fence().expect("a fenced lock has a token");
+        assert_eq!(fence, i, "fresh nodes count 1, 2, 3, ...");
+        assert!(fence > last);
+        last = fence;
+        // The lock is a plain one: the same bytes as lock() puts there.
+        assert!(cluster.holding("fenced", lock.token()) >= 2);
+        let written = cluster
+            .nodes
+            .iter()
+            .filter(|n| counter(n, "fenced") == Some(fence))
+            .count();
+        assert!(written >= 2, "the fence is written back to a quorum");
+        lock.release().unwrap();
+    }
+    assert!(eventually(Duration::from_secs(2), || {
+        cluster
+            .nodes
+            .iter()
+            .all(|n| counter(n, "fenced") == Some(5) && counter_pttl(n, "fenced") == -1)
+    }));
+    // Plain locks carry no token, and do not touch the counter.
+    let plain = rl.lock("fenced", TTL).unwrap();
+    assert_eq!(plain.fence(), None);
+    plain.release().unwrap();
+    assert_eq!(rl.lock_fenced("fenced", TTL).unwrap().fence(), Some(6));
+}
+
+#[test]
+fn fenced_and_plain_locks_exclude_each_other() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let fenced = rl.try_lock_fenced("shared", TTL).unwrap();
+    assert!(matches!(
+        rl.try_lock("shared", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    assert!(matches!(
+        rl.try_lock_fenced("shared", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    fenced.release().unwrap();
+    let plain = rl.try_lock("shared", TTL).unwrap();
+    assert!(matches!(
+        rl.try_lock_fenced("shared", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    plain.release().unwrap();
+    // A refused fenced attempt did not count: the next token follows the last one handed out.
+    assert_eq!(rl.try_lock_fenced("shared", TTL).unwrap().fence(), Some(2));
+}
+
+#[test]
+fn a_higher_counter_on_a_quorum_node_is_followed() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    // Every node of any quorum sees at least one node with 41: the token continues from there.
+    for node in &cluster.nodes[..2] {
+        let _: () = redis::cmd("SET")
+            .arg("redlock:fence:{jump}")
+            .arg(41)
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let lock = rl.lock_fenced("jump", TTL).unwrap();
+    assert_eq!(lock.fence(), Some(42));
+    lock.release().unwrap();
+    // The lagging node caught up through the write-back.
+    assert!(eventually(Duration::from_secs(2), || counter(
+        &cluster.nodes[2],
+        "jump"
+    )
+    .is_some_and(|c| c >= 42)));
+}
+
+#[test]
+fn a_counter_that_is_not_a_number_fails_cleanly_and_leaves_no_lock() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    cluster.nodes[0].set("redlock:fence:{garbled}", "not a number", 60_000);
+    match rl.try_lock_fenced("garbled", TTL) {
+        Err(Error::NoQuorum { report, .. }) => {
+            let text = format!("{:?}", report.failures);
+            assert!(text.contains("ERR"), "{text}");
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    assert_eq!(cluster.nodes[0].get("garbled"), None, "the SET was undone");
+    // The resource is free for a plain lock.
+    rl.try_lock("garbled", TTL).unwrap().release().unwrap();
+}
+
+/// Many clients take turns on a few resources while a minority of the five nodes hangs or is
+/// killed and restarted empty. Every holder records its token while it holds the lock: per
+/// resource, the tokens must strictly increase in the order the holders came.
+///
+/// The fault schedule keeps to the documented assumption: one fault at a time (one or two
+/// hung nodes, or one killed node, which stays down longer than the TTL, as the Redlock page
+/// asks of restarts), and before the next fault, every node has caught up with every token
+/// handed out so far (re-replicated by later write-backs, which this test also asserts).
+#[test]
+fn tokens_strictly_increase_under_contention_and_minority_faults() {
+    const RESOURCES: [&str; 3] = ["f-a", "f-b", "f-c"];
+    const CLIENTS: usize = 4;
+    let ttl = Duration::from_millis(800);
+    let length = Duration::from_secs(12);
+
+    let cluster = Arc::new(Mutex::new(Cluster::start(5)));
+    let urls = cluster.lock().unwrap().urls();
+    let seen: Arc<HashMap<&str, Mutex<Vec<u64>>>> = Arc::new(
+        RESOURCES
+            .iter()
+            .map(|r| (*r, Mutex::new(Vec::new())))
+            .collect(),
+    );
+    let held: Arc<HashMap<&str, AtomicBool>> = Arc::new(
+        RESOURCES
+            .iter()
+            .map(|r| (*r, AtomicBool::new(false)))
+            .collect(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures = Arc::new(AtomicU64::new(0));
+
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let rl = Redlock::builder()
+                .nodes(&urls)
+                .retry_count(0)
+                .node_timeout(Duration::from_millis(100))
+                .build()
+                .unwrap();
+            let (seen, held, stop, failures) = (
+                Arc::clone(&seen),
+                Arc::clone(&held),
+                Arc::clone(&stop),
+                Arc::clone(&failures),
+            );
+            std::thread::spawn(move || {
+                let mut i = c;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let resource = RESOURCES[i % RESOURCES.len()];
+                    let Ok(lock) = rl.try_lock_fenced(resource, ttl) else {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(2));
+                        continue;
+                    };
+                    assert!(
+                        !held[resource].swap(true, Ordering::SeqCst),
+                        "two holders of {resource} at once"
+                    );
+                    seen[resource].lock().unwrap().push(lock.fence().unwrap());
+                    std::thread::sleep(Duration::from_micros(500));
+                    held[resource].store(false, Ordering::SeqCst);
+                    // A release may fail while nodes are down: the keys expire.
+                    let _ = lock.release();
+                }
+            })
+        })
+        .collect();
+
+    let highest = |r: &str| seen[r].lock().unwrap().iter().copied().max().unwrap_or(0);
+    let caught_up = |cluster: &Cluster| {
+        RESOURCES.iter().all(|r| {
+            let want = highest(r);
+            cluster
+                .nodes
+                .iter()
+                .all(|n| counter(n, r).unwrap_or(0) >= want)
+        })
+    };
+    let started = Instant::now();
+    let mut round = 0usize;
+    let (mut hangs, mut kills) = (0, 0);
+    while started.elapsed() < length {
+        round += 1;
+        {
+            let mut cluster = cluster.lock().unwrap();
+            let victim = round % 5;
+            match round % 3 {
+                0 => {
+                    cluster.nodes[victim].kill();
+                    std::thread::sleep(ttl + Duration::from_millis(200));
+                    cluster.nodes[victim].restart();
+                    kills += 1;
+                }
+                1 => {
+                    cluster.nodes[victim].hang();
+                    std::thread::sleep(Duration::from_millis(300));
+                    cluster.nodes[victim].resume();
+                    hangs += 1;
+                }
+                _ => {
+                    let other = (victim + 2) % 5;
+                    cluster.nodes[victim].hang();
+                    cluster.nodes[other].hang();
+                    std::thread::sleep(Duration::from_millis(300));
+                    cluster.nodes[victim].resume();
+                    cluster.nodes[other].resume();
+                    hangs += 2;
+                }
+            }
+            // The assumption: every node holds every token handed out before the next fault.
+            assert!(
+                eventually(Duration::from_secs(20), || caught_up(&cluster)),
+                "write-backs did not re-replicate the counters after round {round}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+
+    let mut total = 0;
+    for r in RESOURCES {
+        let tokens = seen[r].lock().unwrap();
+        for pair in tokens.windows(2) {
+            assert!(
+                pair[0] < pair[1],
+                "{r}: token {} after {}: {:?}",
+                pair[1],
+                pair[0],
+                *tokens
+            );
+        }
+        assert!(tokens.len() >= 20, "{r}: only {} holders", tokens.len());
+        total += tokens.len();
+    }
+    eprintln!(
+        "fenced fault test: {total} successful fenced acquisitions, {} failed attempts, \
+         {hangs} node hangs, {kills} kills with empty restarts in {round} rounds",
+        failures.load(Ordering::Relaxed)
+    );
+}

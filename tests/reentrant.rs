@@ -1,0 +1,207 @@
+//! Reentrant locks (a hash `{owner: count}` per resource) against real redis-server nodes.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock::{Error, Redlock};
+use support::{Cluster, RedisNode, eventually};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn holds(node: &RedisNode, resource: &str, owner: &str) -> Option<u64> {
+    redis::cmd("HGET")
+        .arg(resource)
+        .arg(owner)
+        .query(&mut node.conn())
+        .expect("HGET")
+}
+
+/// Nodes where `owner` has exactly `count` holds of `resource`.
+fn nodes_with(cluster: &Cluster, resource: &str, owner: &str, count: u64) -> usize {
+    cluster
+        .nodes
+        .iter()
+        .filter(|n| holds(n, resource, owner) == Some(count))
+        .count()
+}
+
+fn gone(cluster: &Cluster, resource: &str) -> bool {
+    cluster.nodes.iter().all(|n| n.pttl(resource) == -2)
+}
+
+#[test]
+fn nested_holds_count_up_and_down_and_block_other_owners() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let outer = rl.reentrant_lock("re", "alice", TTL).unwrap();
+    assert_eq!(outer.hold_count(), Some(1));
+    assert_eq!(outer.token(), "alice");
+    assert_eq!(outer.fence(), None);
+    let middle = rl.reentrant_lock("re", "alice", TTL).unwrap();
+    let inner = rl.try_reentrant_lock("re", "alice", TTL).unwrap();
+    assert_eq!(middle.hold_count(), Some(2));
+    assert_eq!(inner.hold_count(), Some(3));
+    assert!(nodes_with(&cluster, "re", "alice", 3) >= 2);
+
+    // Another owner, reentrant or plain, waits for the outermost release.
+    assert!(matches!(
+        rl.try_reentrant_lock("re", "bob", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    assert!(matches!(
+        rl.try_lock("re", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    inner.release().unwrap();
+    assert!(nodes_with(&cluster, "re", "alice", 2) >= 2);
+    middle.release().unwrap();
+    assert!(nodes_with(&cluster, "re", "alice", 1) >= 2);
+    assert!(matches!(
+        rl.try_reentrant_lock("re", "bob", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    outer.release().unwrap();
+    assert!(eventually(Duration::from_secs(2), || gone(&cluster, "re")));
+    let bob = rl.try_reentrant_lock("re", "bob", TTL).unwrap();
+    assert_eq!(bob.hold_count(), Some(1));
+    bob.release().unwrap();
+}
+
+#[test]
+fn the_owner_is_not_a_thread_and_drop_releases_one_hold() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let owner = Redlock::new_owner().unwrap();
+    let outer = rl.reentrant_lock("moving", &owner, TTL).unwrap();
+    // Another thread acting for the same owner (a goroutine on another OS thread, say).
+    let (rl2, owner2) = (rl.clone(), owner.clone());
+    let nested = std::thread::spawn(move || {
+        let lock = rl2.reentrant_lock("moving", &owner2, TTL).unwrap();
+        assert_eq!(lock.hold_count(), Some(2));
+        drop(lock); // best effort, without waiting
+    });
+    nested.join().unwrap();
+    assert!(eventually(Duration::from_secs(2), || nodes_with(
+        &cluster, "moving", &owner, 1
+    ) == 3));
+    outer.release().unwrap();
+    assert!(eventually(Duration::from_secs(2), || gone(
+        &cluster, "moving"
+    )));
+}
+
+#[test]
+fn plain_and_reentrant_locks_exclude_each_other() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let plain = rl.try_lock("mixed", TTL).unwrap();
+    match rl.try_reentrant_lock("mixed", "alice", TTL) {
+        Err(Error::NotAcquired { report, .. }) => assert!(report.refused() >= 2),
+        other => panic!("a reentrant lock over a plain one: {other:?}"),
+    }
+    assert_eq!(cluster.holding("mixed", plain.token()), 3, "untouched");
+    plain.release().unwrap();
+
+    let re = rl.try_reentrant_lock("mixed", "alice", TTL).unwrap();
+    assert!(matches!(
+        rl.try_lock("mixed", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    assert!(matches!(
+        rl.try_lock_fenced("mixed", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    assert!(matches!(
+        rl.try_lock_many(["mixed", "other"], TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    // The refused plain attempts did not disturb the hash.
+    assert!(nodes_with(&cluster, "mixed", "alice", 1) >= 2);
+    re.release().unwrap();
+}
+
+#[test]
+fn a_plain_lock_whose_key_became_a_reentrant_hash_is_lost_not_an_error() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let mut plain = rl
+        .try_lock("taken-over", Duration::from_millis(200))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let re = rl.try_reentrant_lock("taken-over", "alice", TTL).unwrap();
+    assert!(matches!(plain.extend(TTL), Err(Error::Lost { .. })));
+    assert!(matches!(plain.release(), Err(Error::Lost { .. })));
+    assert!(nodes_with(&cluster, "taken-over", "alice", 1) >= 2);
+    re.release().unwrap();
+}
+
+#[test]
+fn expiry_while_nested_frees_the_resource_and_later_releases_are_lost() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let ttl = Duration::from_millis(300);
+    let mut outer = rl.reentrant_lock("expiring", "alice", ttl).unwrap();
+    let inner = rl.reentrant_lock("expiring", "alice", ttl).unwrap();
+    assert_eq!(inner.hold_count(), Some(2));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(outer.validity(), Duration::ZERO);
+    let bob = rl.try_reentrant_lock("expiring", "bob", TTL).unwrap();
+    assert!(matches!(inner.release(), Err(Error::Lost { .. })));
+    assert!(matches!(outer.extend(TTL), Err(Error::Lost { .. })));
+    assert!(matches!(outer.release(), Err(Error::Lost { .. })));
+    // Bob's hold is untouched by alice's late calls.
+    assert!(nodes_with(&cluster, "expiring", "bob", 1) >= 2);
+    bob.release().unwrap();
+}
+
+#[test]
+fn nested_holds_never_shorten_the_ttl_and_extend_keeps_it_at_least() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let mut outer = rl.reentrant_lock("ttl", "alice", TTL).unwrap();
+    let inner = rl
+        .reentrant_lock("ttl", "alice", Duration::from_secs(1))
+        .unwrap();
+    assert!(inner.validity() <= Duration::from_secs(1));
+    for node in &cluster.nodes {
+        if holds(node, "ttl", "alice").is_some() {
+            assert!(node.pttl("ttl") > 9_000, "the outer hold's TTL stands");
+        }
+    }
+    outer.extend(Duration::from_secs(30)).unwrap();
+    assert!(outer.validity() > Duration::from_secs(25));
+    for node in &cluster.nodes {
+        if holds(node, "ttl", "alice").is_some() {
+            assert!(node.pttl("ttl") > 25_000);
+        }
+    }
+    inner.release().unwrap();
+    outer.release().unwrap();
+    assert!(eventually(Duration::from_secs(2), || gone(&cluster, "ttl")));
+}
+
+#[test]
+fn bad_owners_are_invalid_arguments() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    for owner in [String::new(), "x".repeat(1025)] {
+        match rl.try_reentrant_lock("bad", &owner, TTL) {
+            Err(Error::InvalidArgument { message }) => assert!(message.contains("owner")),
+            other => panic!("owner of {} bytes: {other:?}", owner.len()),
+        }
+    }
+    assert!(matches!(
+        rl.try_reentrant_lock("", "alice", TTL),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        rl.try_reentrant_lock("bad", "alice", Duration::ZERO),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(gone(&cluster, "bad"));
+    let ok = rl
+        .try_reentrant_lock("bad", &"x".repeat(1024), TTL)
+        .unwrap();
+    ok.release().unwrap();
+}
