@@ -37,7 +37,10 @@
 //! that a node that forgets a live lock can let a second owner in. The driver therefore keeps a
 //! crashed node down for longer than the largest TTL before restarting it, as the README advises
 //! operators to: every key it held has expired by then anyway, so the checker needs no exception
-//! for restarts and counts every overlap as a violation.
+//! for restarts and counts every overlap as a violation. `--eager-restarts` brings crashed
+//! minority nodes back within 100 ms instead, to watch the checker catch that hazard (expect it
+//! to fail). Before each run the checker is also fed made-up violations of each kind, which it
+//! must report.
 
 mod support;
 
@@ -157,8 +160,9 @@ impl Fault {
 }
 
 /// Faults one after the other: one or two nodes at a time, and a majority (three) about every
-/// 20 s, the first after 18 s. Crashed nodes stay down longer than any TTL.
-fn schedule(seed: u64, chaos_ms: u64) -> Vec<Fault> {
+/// 20 s, the first after 18 s. Crashed nodes stay down longer than any TTL, unless `eager`
+/// (the unsafe way: see `--eager-restarts`).
+fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let mut faults = Vec::new();
     let mut next_majority = 18_000.min(chaos_ms / 2);
@@ -189,7 +193,9 @@ fn schedule(seed: u64, chaos_ms: u64) -> Vec<Fault> {
             // Short hangs end within node_timeout; long ones break the connections.
             rng.range(30, 1_500)
         };
-        if any_kill {
+        if any_kill && eager && !majority {
+            dur_ms = dur_ms.min(100);
+        } else if any_kill {
             dur_ms = dur_ms.max(MIN_DOWN_AFTER_KILL_MS);
         }
         if majority {
@@ -923,17 +929,25 @@ fn client_connections(node: &RedisNode) -> usize {
     list.lines().filter(|l| !l.trim().is_empty()).count()
 }
 
-fn run(seed: u64, chaos_ms: u64) -> bool {
-    let faults = schedule(seed, chaos_ms);
+fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
+    checker_catches_made_up_violations();
+    let faults = schedule(seed, chaos_ms, eager);
     println!(
-        "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{})",
+        "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
         chaos_ms / 1000,
         if chaos_ms == SHORT_CHAOS_MS {
             String::new()
         } else {
             format!(" --minutes {}", chaos_ms / 60_000)
-        }
+        },
+        if eager { " --eager-restarts" } else { "" }
     );
+    if eager {
+        println!(
+            "EAGER RESTARTS: crashed minority nodes come back empty within 100 ms, while locks \
+             they held are live; the seed predicts violations, and the checker should find them"
+        );
+    }
     println!(
         "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms",
         NODE_TIMEOUT.as_millis(),
@@ -1074,6 +1088,57 @@ fn run(seed: u64, chaos_ms: u64) -> bool {
     verdict.violations.is_empty()
 }
 
+/// The checker must be able to fail: it is fed one made-up violation of each kind.
+fn checker_catches_made_up_violations() {
+    let t = 1_000 * 1_000 * MS;
+    let hold = |client: usize, at: u64, end: u64| Hold {
+        client,
+        resource: resource(0),
+        token: format!("token-of-{client}"),
+        acquired: t + at * MS,
+        deadline: t + (at + 300) * MS,
+        end: t + end * MS,
+        abandoned: false,
+        wrote: Some(1),
+        set_done: t + (at + 1) * MS,
+    };
+    let call = |client: usize, op: &str, start: u64, end: u64| Call {
+        client,
+        op: op.to_owned(),
+        resource: resource(0),
+        start: t + start * MS,
+        end: t + end * MS,
+        outcome: "ok".to_owned(),
+    };
+    let logs = Logs {
+        // A lock call far over its bound; a try_lock that succeeded with a majority down.
+        calls: vec![call(0, "lock", 0, 2_000), call(1, "try_lock", 5_010, 5_020)],
+        // Overlapping windows, both writing 1 (a lost update); no status from any client.
+        holds: vec![hold(0, 0, 100), hold(1, 50, 150)],
+        status: BTreeMap::new(),
+    };
+    let outages: Vec<Outage> = (0..3)
+        .map(|node| Outage {
+            node,
+            action: Action::Hang,
+            down_ns: t + 5_000 * MS,
+            up_ns: t + 6_000 * MS,
+        })
+        .collect();
+    let counters = BTreeMap::from([(resource(0), 1)]);
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check(&logs, &outages, &counters, t, &mut verdict);
+    for kind in ["(a)", "(b)", "(c)", "(d)", "(e)"] {
+        assert!(
+            verdict.violations.iter().any(|v| v.starts_with(kind)),
+            "the checker missed a made-up {kind} violation: {:?}",
+            verdict.violations
+        );
+    }
+}
+
 fn parse_child(args: &[String]) -> ChildArgs {
     ChildArgs {
         id: args[0].parse().expect("child id"),
@@ -1093,6 +1158,7 @@ fn main() {
     }
     let mut seed = None;
     let mut minutes = None;
+    let mut eager = false;
     let mut filters = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -1109,6 +1175,7 @@ fn main() {
                     std::process::exit(2)
                 })
             }
+            "--eager-restarts" => eager = true,
             "--list" => {
                 println!("chaos: test");
                 return;
@@ -1125,7 +1192,7 @@ fn main() {
     }
     let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
     let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
-    if !run(seed, chaos_ms) {
+    if !run(seed, chaos_ms, eager) {
         eprintln!("chaos: FAILED (seed {seed})");
         std::process::exit(1);
     }
