@@ -390,7 +390,7 @@ impl Worker {
             .expect("GET on the data node");
         std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
         if self.rng.chance(0.1) {
-            let (_, _, _) = self.call(2, res, || lock.extend(ttl));
+            let _ = self.call(2, res, || lock.extend(ttl));
             let validity = lock.validity();
             deadline = now_ns() + validity.as_nanos() as u64;
         }
@@ -583,6 +583,10 @@ struct Hold {
 }
 
 impl Hold {
+    /// The window runs from `acquired` (after `lock`/`try_lock` returned: a call that started
+    /// while someone else held the lock merely waited, which is no overlap) to the last known
+    /// deadline, or to the start of the release if that came first (the holder relies on the
+    /// lock no more; its keys may be gone, and a new owner in, before `release` returns).
     fn window_end(&self) -> u64 {
         self.deadline.min(self.end)
     }
