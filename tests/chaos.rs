@@ -16,7 +16,8 @@
 //!   the lock, and the written values are exactly 1..=n;
 //! - (c) no hang: every call returned within its bound, computed from the configuration
 //!   (`node_timeout × (retries + 1) + retries × (retry_delay + retry_jitter)` for `lock`), plus a
-//!   generous margin for a noisy machine;
+//!   generous margin, plus the time its process was measurably not running (a probe thread
+//!   logs every late wake-up), for a noisy machine;
 //! - (d) recovery: after the last fault healed, every client process acquired again, its workers
 //!   are all connected again (`node_status`), every lock node sees exactly one connection per
 //!   client process, and the data node none once the client threads ended: nothing wedged,
@@ -69,7 +70,12 @@ const RETRY_JITTER: Duration = Duration::from_millis(20);
 /// inside the lock even if the thread is descheduled for a while on a busy machine.
 const MIN_VALIDITY_TO_WRITE: Duration = Duration::from_millis(100);
 /// Slack on top of each call's computed bound: a hang is unbounded, scheduling noise is not.
+/// Stalls of the whole client process (measured by a probe thread) are added on top.
 const CALL_MARGIN_MS: u64 = 1_000;
+/// The stall probe sleeps this long in a loop; a wake-up later than `STALL_MIN` is a stall.
+const PROBE_SLEEP: Duration = Duration::from_millis(2);
+const STALL_MIN_NS_MS: u64 = 10;
+const STALL_MIN_NS: u64 = STALL_MIN_NS_MS * MS;
 /// A crashed node stays down at least this long: longer than any TTL (see the module docs).
 const MIN_DOWN_AFTER_KILL_MS: u64 = TTL_MAX_MS + 200;
 const SHORT_CHAOS_MS: u64 = 40_000;
@@ -461,6 +467,27 @@ fn child(args: ChildArgs) {
         })
         .collect();
 
+    // The stall probe: when the machine is too busy to run this process for a while, calls
+    // take longer by as much; the checker adds these stalls to each call's bound.
+    let probe_end = Arc::new(AtomicU64::new(0));
+    let probe = {
+        let (id, probe_end) = (args.id, Arc::clone(&probe_end));
+        std::thread::spawn(move || {
+            let mut stalls = Vec::new();
+            let mut last = now_ns();
+            while probe_end.load(Ordering::Relaxed) == 0 {
+                std::thread::sleep(PROBE_SLEEP);
+                let now = now_ns();
+                let expected = last + PROBE_SLEEP.as_nanos() as u64;
+                if now > expected + STALL_MIN_NS {
+                    stalls.push(format!("L {id} {expected} {now}"));
+                }
+                last = now;
+            }
+            stalls
+        })
+    };
+
     // The watchdog: every call is bounded, so every thread ends soon after end_ns.
     let give_up = args.end_ns + (lock_bound_ms() + 10_000) * MS;
     while !handles.iter().all(|h| h.is_finished()) {
@@ -528,6 +555,9 @@ fn child(args: ChildArgs) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+
+    probe_end.store(1, Ordering::Relaxed);
+    log.extend(probe.join().expect("stall probe panicked"));
 
     let mut file = std::io::BufWriter::new(std::fs::File::create(&args.log).expect("log file"));
     for line in &log {
@@ -603,6 +633,20 @@ struct Logs {
     calls: Vec<Call>,
     holds: Vec<Hold>,
     status: BTreeMap<usize, Status>,
+    /// Per client process: intervals during which it did not get to run (the stall probe).
+    stalls: BTreeMap<usize, Vec<(u64, u64)>>,
+}
+
+impl Logs {
+    /// How long `client` was stalled within `[start, end]`.
+    fn stalled(&self, client: usize, start: u64, end: u64) -> u64 {
+        self.stalls.get(&client).map_or(0, |stalls| {
+            stalls
+                .iter()
+                .map(|&(from, to)| to.min(end).saturating_sub(from.max(start)))
+                .sum()
+        })
+    }
 }
 
 fn read_logs(paths: &[PathBuf]) -> Logs {
@@ -644,6 +688,11 @@ fn read_logs(paths: &[PathBuf]) -> Logs {
                         },
                     );
                 }
+                "L" => logs
+                    .stalls
+                    .entry(num(1) as usize)
+                    .or_default()
+                    .push((num(2), num(3))),
                 _ => panic!("bad line {line:?}"),
             }
         }
@@ -740,13 +789,15 @@ fn check(
         }
     }
 
-    // (c) Every call returned within its bound.
+    // (c) Every call returned within its bound (plus the time its process was not running).
     for c in &logs.calls {
         let took = (c.end - c.start) / MS;
-        let bound = bound_ms(&c.op) + CALL_MARGIN_MS;
+        let stalled = logs.stalled(c.client, c.start, c.end) / MS;
+        let bound = bound_ms(&c.op) + CALL_MARGIN_MS + stalled;
         if took > bound {
             verdict.fail(format!(
-                "(c) client {} {} {} took {took} ms at {} (bound {bound} ms)",
+                "(c) client {} {} {} took {took} ms at {} (bound {bound} ms, of which {stalled} \
+                 ms the process was stalled)",
                 c.client,
                 c.op,
                 c.resource,
@@ -888,15 +939,28 @@ fn summarize(logs: &Logs, outages: &[Outage], faults: &[Fault], verdict: &Verdic
             .calls
             .iter()
             .filter(|c| c.op == op)
-            .map(|c| c.end - c.start)
-            .max()
-            .unwrap_or(0);
-        println!(
-            "  max {op:<9}     {:.1} ms (bound {} ms + {CALL_MARGIN_MS} ms margin)",
-            max as f64 / 1e6,
-            bound_ms(op)
-        );
+            .max_by_key(|c| c.end - c.start);
+        if let Some(c) = max {
+            println!(
+                "  max {op:<9}     {:.1} ms, {:.1} ms of it stalled (bound {} ms + {CALL_MARGIN_MS} ms margin + stalls)",
+                (c.end - c.start) as f64 / 1e6,
+                logs.stalled(c.client, c.start, c.end) as f64 / 1e6,
+                bound_ms(op)
+            );
+        }
     }
+    let longest = logs
+        .stalls
+        .values()
+        .flatten()
+        .map(|(from, to)| to - from)
+        .max()
+        .unwrap_or(0);
+    println!(
+        "  process stalls    {} over {STALL_MIN_NS_MS} ms, longest {:.1} ms",
+        logs.stalls.values().map(Vec::len).sum::<usize>(),
+        longest as f64 / 1e6
+    );
     println!("  violations        {}", verdict.violations.len());
 }
 
@@ -1120,6 +1184,7 @@ fn checker_catches_made_up_violations() {
         // Overlapping windows, both writing 1 (a lost update); no status from any client.
         holds: vec![hold(0, 0, 100), hold(1, 50, 150)],
         status: BTreeMap::new(),
+        stalls: BTreeMap::new(),
     };
     let outages: Vec<Outage> = (0..3)
         .map(|node| Outage {
