@@ -206,6 +206,21 @@ fn describe_connect_error(e: &redis::RedisError) -> String {
     }
 }
 
+/// What to try when a connection fails in a way typical of a TLS mismatch.
+fn tls_hint(e: &redis::RedisError, tls: bool) -> &'static str {
+    let text = e.to_string();
+    if tls && text.contains("CertificateRequired") {
+        " (the node requires a client certificate: give one with tls_client_cert_file)"
+    } else if tls && text.contains("certificate") {
+        " (the node's TLS certificate was not accepted: give its CA with tls_ca_file, and \
+         connect by a host name or IP address the certificate names)"
+    } else if !tls && e.is_connection_dropped() && !e.is_connection_refusal() {
+        " (if the node serves TLS on this port, use a rediss:// URL)"
+    } else {
+        ""
+    }
+}
+
 fn describe(e: &redis::RedisError) -> NodeProblem {
     if e.is_timeout() {
         NodeProblem::TimedOut
@@ -326,11 +341,17 @@ impl Worker {
                 self.health.connects.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                self.down_reason = describe_connect_error(&e);
+                let tls = matches!(
+                    self.client.get_connection_info().addr(),
+                    redis::ConnectionAddr::TcpTls { .. }
+                );
+                self.down_reason = describe_connect_error(&e) + tls_hint(&e, tls);
                 // Counted from the end of the attempt, which can itself take a timeout.
                 self.retry_at = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                self.note_error(&e);
+                if let Ok(mut last) = self.health.last_error.lock() {
+                    *last = Some(self.down_reason.clone());
+                }
             }
         }
     }
