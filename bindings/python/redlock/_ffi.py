@@ -49,6 +49,9 @@ class Options(Structure):
         ("drift_factor", c_double),
         ("node_timeout_ms", c_uint64),
         ("max_extensions", c_uint32),
+        ("tls_ca_file", c_char_p),
+        ("tls_client_cert_file", c_char_p),
+        ("tls_client_key_file", c_char_p),
     ]
 
 
