@@ -139,7 +139,8 @@ func New(urls []string, opts Options) (*Client, error) {
 	curls := make([]*C.char, len(urls))
 	for i, u := range urls {
 		if strings.IndexByte(u, 0) >= 0 {
-			return nil, invalidArgument("node URL %q contains a NUL byte", u)
+			// Not quoted: a URL may carry a password.
+			return nil, invalidArgument("node URL %d contains a NUL byte", i)
 		}
 		curls[i] = C.CString(u)
 		defer C.free(unsafe.Pointer(curls[i]))

@@ -102,6 +102,13 @@ func TestTLS(t *testing.T) {
 		}
 	}
 
+	// A URL error never quotes the URL, which may carry a password.
+	_, err = redlock.New([]string{"rediss://:go-secret-pw@127.0.0.1:1\x00"}, redlock.Options{})
+	assertInvalid(t, "URL with NUL", err)
+	if strings.Contains(err.Error(), "go-secret-pw") {
+		t.Errorf("password shown: %v", err)
+	}
+
 	// Bad TLS options are invalid arguments.
 	for what, opts := range map[string]redlock.Options{
 		"missing CA file":      {TLSCAFile: filepath.Join(dir, "missing.crt")},
