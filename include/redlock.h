@@ -67,6 +67,17 @@ typedef struct redlock_options {
   // quorums; 0 = off (default). Set it to at least your largest TTL when nodes run without
   // persistence: a restarted node has forgotten its locks. Needs the `INFO` command.
   uint64_t restart_grace_ms;
+  // Path of a PEM file with the CA certificate(s) to trust for `rediss://` nodes, instead of
+  // the system's trusted roots; NULL = the system's roots (default). Certificates are always
+  // verified; only a URL ending in `#insecure` skips that (for tests only). Read during
+  // `redlock_client_new`: the string need not outlive the call.
+  const char *tls_ca_file;
+  // Path of a PEM client certificate (with its chain) for nodes that require one (mutual
+  // TLS, `tls-auth-clients yes`); set together with `tls_client_key_file`. NULL = none
+  // (default).
+  const char *tls_client_cert_file;
+  // Path of the PEM private key of `tls_client_cert_file`; NULL = none (default).
+  const char *tls_client_key_file;
 } redlock_options;
 
 // What a client's worker last saw of one node; see `redlock_client_node_status`.
@@ -95,20 +106,25 @@ extern "C" {
 #endif // __cplusplus
 
 // The default settings: retry_count 3, retry_delay_ms 200, retry_jitter_ms 100,
-// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off).
+// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off),
+// tls_ca_file, tls_client_cert_file and tls_client_key_file NULL (system roots, no client
+// certificate).
 struct redlock_options redlock_options_default(void);
 
-// Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs.
+// Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs
+// (`rediss://` for TLS; see `redlock_options.tls_ca_file`).
 //
 // `opts` may be NULL for the defaults. On success writes a new client to `*out`; free it with
 // `redlock_client_free`. Unreachable nodes do not fail this call (their workers keep trying);
 // an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice or a bad
-// option returns `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a
+// option (including an unreadable TLS file, or TLS files without any `rediss://` node) returns
+// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a
 // new error to free with `redlock_error_free`.
 //
 // # Safety
 // `urls` points to `n_urls` pointers, each NULL or a NUL-terminated string; `out` is NULL or
-// writable; `err` is NULL or writable.
+// writable; `err` is NULL or writable; `opts` is NULL or points to a `redlock_options` whose
+// string fields are each NULL or a NUL-terminated string.
 enum redlock_status redlock_client_new(const char *const *urls,
                                        size_t n_urls,
                                        const struct redlock_options *opts,

@@ -1,7 +1,12 @@
 //! Client configuration: the builder, its defaults and its validation.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use redis::{ClientTlsConfig, ConnectionAddr, TlsCertificates};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::client::Redlock;
 use crate::error::{Error, Result};
@@ -35,6 +40,21 @@ pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 pub struct Builder {
     pub(crate) urls: Vec<String>,
     pub(crate) config: Config,
+    pub(crate) tls: Tls,
+}
+
+/// TLS settings for `rediss://` nodes. Certificates are read when the client is built.
+#[derive(Clone, Default)]
+pub(crate) struct Tls {
+    ca: Option<Pem>,
+    client_cert: Option<(Pem, Pem)>,
+}
+
+/// PEM text, or the file to read it from.
+#[derive(Clone)]
+enum Pem {
+    File(PathBuf),
+    Bytes(Vec<u8>),
 }
 
 /// The validated settings a client runs with.
@@ -62,12 +82,14 @@ impl Default for Builder {
                 max_extensions: None,
                 restart_grace: None,
             },
+            tls: Tls::default(),
         }
     }
 }
 
 impl Builder {
-    /// Adds nodes: URLs as redis-rs takes them, `redis://[user:pass@]host:port[/db]`.
+    /// Adds nodes: URLs as redis-rs takes them, `redis://[user:pass@]host:port[/db]`, or
+    /// `rediss://...` for TLS (see [`tls_ca_file`](Builder::tls_ca_file)).
     ///
     /// Use an odd number of independent masters (no replication between them). An even N is
     /// allowed, but tolerates no more failed nodes than N − 1 would: 4 nodes survive 1 failure,
@@ -142,6 +164,49 @@ impl Builder {
         self
     }
 
+    /// Trusts the CA certificate(s) in this PEM file for `rediss://` nodes, *instead of* the
+    /// system's trusted roots (which are used when no CA is given). Use it for servers whose
+    /// certificates come from a private CA. Read by [`build`](Builder::build), which fails when
+    /// the file is unreadable or holds no certificate.
+    ///
+    /// Certificates are always verified, host name included. The only way around that is
+    /// redis-rs's `#insecure` URL fragment (`rediss://host:port/#insecure`), which accepts any
+    /// certificate: for tests only, since anyone on the path can then impersonate the node.
+    pub fn tls_ca_file(mut self, path: impl AsRef<Path>) -> Self {
+        self.tls.ca = Some(Pem::File(path.as_ref().to_owned()));
+        self
+    }
+
+    /// Like [`tls_ca_file`](Builder::tls_ca_file), with the PEM text itself.
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca = Some(Pem::Bytes(pem.into()));
+        self
+    }
+
+    /// Presents this client certificate (PEM file, with its chain) and private key (PEM file)
+    /// to `rediss://` nodes that require clients to authenticate (`tls-auth-clients yes`).
+    pub fn tls_client_cert_file(
+        mut self,
+        cert_path: impl AsRef<Path>,
+        key_path: impl AsRef<Path>,
+    ) -> Self {
+        self.tls.client_cert = Some((
+            Pem::File(cert_path.as_ref().to_owned()),
+            Pem::File(key_path.as_ref().to_owned()),
+        ));
+        self
+    }
+
+    /// Like [`tls_client_cert_file`](Builder::tls_client_cert_file), with the PEM texts.
+    pub fn tls_client_cert_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_cert = Some((Pem::Bytes(cert_pem.into()), Pem::Bytes(key_pem.into())));
+        self
+    }
+
     /// Validates the settings and starts one worker thread per node. Nodes that cannot be
     /// reached yet do not fail the build: their workers keep trying, and lock calls report them.
     pub fn build(self) -> Result<Redlock> {
@@ -176,7 +241,7 @@ impl Builder {
             let client = redis::Client::open(url.as_str()).map_err(|e| {
                 Error::invalid(format!(
                     "node {i} ({}): not a usable Redis URL: {e}; expected \
-                     redis://[user:password@]host:port[/db]",
+                     redis[s]://[user:password@]host:port[/db]",
                     redact(url)
                 ))
             })?;
@@ -190,6 +255,30 @@ impl Builder {
                 )));
             }
             clients.push(client);
+        }
+        let is_tls = |c: &redis::Client| {
+            matches!(
+                c.get_connection_info().addr(),
+                ConnectionAddr::TcpTls { .. }
+            )
+        };
+        if self.tls.is_set() && !clients.iter().any(is_tls) {
+            return Err(Error::invalid(
+                "TLS certificates were given, but no node uses TLS: write its URL as \
+                 rediss://host:port",
+            ));
+        }
+        if let Some(certificates) = self.tls.certificates()? {
+            for (i, client) in clients.iter_mut().enumerate().filter(|(_, c)| is_tls(c)) {
+                *client = redis::Client::build_with_tls(
+                    client.get_connection_info().clone(),
+                    certificates.clone(),
+                )
+                .map_err(|e| Error::invalid(format!("node {i}: TLS settings rejected: {e}")))?;
+            }
+        }
+        if clients.iter().any(is_tls) {
+            use_ring_unless_chosen();
         }
         Redlock::start(clients, self.config)
     }
@@ -234,6 +323,115 @@ impl Config {
     }
 }
 
+impl Pem {
+    fn read(&self, what: &str) -> Result<Vec<u8>> {
+        match self {
+            Pem::Bytes(bytes) => Ok(bytes.clone()),
+            Pem::File(path) => std::fs::read(path).map_err(|e| {
+                Error::invalid(format!(
+                    "cannot read the {what} file {}: {e}",
+                    path.display()
+                ))
+            }),
+        }
+    }
+
+    fn describe(&self, what: &str) -> String {
+        match self {
+            Pem::Bytes(_) => format!("the {what} PEM"),
+            Pem::File(path) => format!("the {what} file {}", path.display()),
+        }
+    }
+}
+
+impl Tls {
+    fn is_set(&self) -> bool {
+        self.ca.is_some() || self.client_cert.is_some()
+    }
+
+    /// Reads and checks the certificates; `None` when no TLS option was set.
+    fn certificates(&self) -> Result<Option<TlsCertificates>> {
+        if !self.is_set() {
+            return Ok(None);
+        }
+        let root_cert = match &self.ca {
+            None => None,
+            Some(ca) => {
+                let pem = ca.read("CA certificate")?;
+                let mut count = 0;
+                for cert in CertificateDer::pem_slice_iter(&pem) {
+                    cert.map_err(|e| {
+                        Error::invalid(format!("{} is not valid PEM: {e}", ca.describe("CA")))
+                    })?;
+                    count += 1;
+                }
+                if count == 0 {
+                    return Err(Error::invalid(format!(
+                        "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                        ca.describe("CA")
+                    )));
+                }
+                Some(pem)
+            }
+        };
+        let client_tls = match &self.client_cert {
+            None => None,
+            Some((cert, key)) => {
+                let client_cert = cert.read("client certificate")?;
+                if CertificateDer::pem_slice_iter(&client_cert)
+                    .next()
+                    .is_none()
+                {
+                    return Err(Error::invalid(format!(
+                        "{} holds no PEM certificate",
+                        cert.describe("client certificate")
+                    )));
+                }
+                let client_key = key.read("client key")?;
+                // The parser's error could quote the key's text: say only where it was.
+                if PrivateKeyDer::from_pem_slice(&client_key).is_err() {
+                    return Err(Error::invalid(format!(
+                        "{} holds no PEM private key",
+                        key.describe("client key")
+                    )));
+                }
+                Some(ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                })
+            }
+        };
+        Ok(Some(TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
+    }
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("ca", &self.ca.as_ref().map(|ca| ca.describe("CA")))
+            .field(
+                "client_cert",
+                &self
+                    .client_cert
+                    .as_ref()
+                    .map(|(cert, _)| cert.describe("certificate")),
+            )
+            .finish()
+    }
+}
+
+/// rustls wants one process-wide crypto provider; redis-rs leaves the choice to the
+/// application. Pick ring, which this crate links, unless the host program installed one.
+fn use_ring_unless_chosen() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race with another thread installing one is fine: any provider will do.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 /// A URL with its password (or its whole user part, when it has no `user:` prefix) hidden.
 pub(crate) fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
@@ -258,6 +456,7 @@ impl fmt::Debug for Builder {
         f.debug_struct("Builder")
             .field("nodes", &urls)
             .field("config", &self.config)
+            .field("tls", &self.tls)
             .finish()
     }
 }

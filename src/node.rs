@@ -19,20 +19,45 @@ use crate::error::NodeProblem;
 use crate::fence::fence_key;
 use crate::quorum::Vote;
 
-/// Compare-and-delete: removes the key only while it holds our token. `pcall`, so that a key of
-/// another type (a reentrant lock's hash) reads as "not ours" instead of raising `WRONGTYPE`.
-const RELEASE_SCRIPT: &str = r#"if redis.pcall("get", KEYS[1]) == ARGV[1] then
+/// Lua: `owned(key)`, whether `key` holds our token (ARGV[1]). A key of another type (a
+/// reentrant lock's hash) is not ours rather than a `WRONGTYPE` error; any other error (a
+/// `NOPERM` of a tight ACL, say) is raised as the script's error reply.
+macro_rules! owned_fn {
+    () => {
+        r#"local function owned(k)
+    local v = redis.pcall("get", k)
+    if type(v) == "table" and v.err then
+        if string.find(v.err, "WRONGTYPE", 1, true) then
+            return false
+        end
+        error(v)
+    end
+    return v == ARGV[1]
+end
+"#
+    };
+}
+
+/// Compare-and-delete: removes the key only while it holds our token (a key of another type is
+/// not ours).
+const RELEASE_SCRIPT: &str = concat!(
+    owned_fn!(),
+    r#"if owned(KEYS[1]) then
     return redis.call("del", KEYS[1])
 else
     return 0
-end"#;
+end"#
+);
 
 /// Compare-and-pexpire: sets a new TTL only while the key holds our token; never deletes.
-const EXTEND_SCRIPT: &str = r#"if redis.pcall("get", KEYS[1]) == ARGV[1] then
+const EXTEND_SCRIPT: &str = concat!(
+    owned_fn!(),
+    r#"if owned(KEYS[1]) then
     return redis.call("pexpire", KEYS[1], ARGV[2])
 else
     return 0
-end"#;
+end"#
+);
 
 /// Fenced acquire: `SET NX PX` and, only if it succeeded, `INCR` of the resource's fence counter
 /// (KEYS[2], no TTL), in one atomic step. Replies with the counter, or nil when the key is held.
@@ -50,7 +75,9 @@ return n"#;
 /// Fence write-back: while the lock key still holds our token, raises the counter to ARGV[2]
 /// unless it is already above it (then 0: a later acquisition counted past us on this node).
 /// Counters are compared as decimal strings (length first), exact beyond Lua's 2^53.
-const WRITE_FENCE_SCRIPT: &str = r#"if redis.pcall("get", KEYS[1]) ~= ARGV[1] then
+const WRITE_FENCE_SCRIPT: &str = concat!(
+    owned_fn!(),
+    r#"if not owned(KEYS[1]) then
     return 0
 end
 local n = redis.call("get", KEYS[2])
@@ -58,7 +85,8 @@ if n and (#n > #ARGV[2] or (#n == #ARGV[2] and n > ARGV[2])) then
     return 0
 end
 redis.call("set", KEYS[2], ARGV[2])
-return 1"#;
+return 1"#
+);
 
 /// Reentrant acquire: the hash `{owner: count}`. A new hash gets count 1 and the TTL; our own
 /// hash counts one more hold and keeps the longer of its TTL and ours (never shortening what an
@@ -113,20 +141,25 @@ end
 return 1"#;
 
 /// Extends all keys only if every one of them still holds our token.
-const MANY_EXTEND_SCRIPT: &str = r#"for _, k in ipairs(KEYS) do
-    if redis.pcall("get", k) ~= ARGV[1] then
+const MANY_EXTEND_SCRIPT: &str = concat!(
+    owned_fn!(),
+    r#"for _, k in ipairs(KEYS) do
+    if not owned(k) then
         return 0
     end
 end
 for _, k in ipairs(KEYS) do
     redis.call("pexpire", k, ARGV[2])
 end
-return 1"#;
+return 1"#
+);
 
 /// Deletes each key that holds our token; 1 only if all of them did.
-const MANY_RELEASE_SCRIPT: &str = r#"local n = 0
+const MANY_RELEASE_SCRIPT: &str = concat!(
+    owned_fn!(),
+    r#"local n = 0
 for _, k in ipairs(KEYS) do
-    if redis.pcall("get", k) == ARGV[1] then
+    if owned(k) then
         redis.call("del", k)
         n = n + 1
     end
@@ -134,7 +167,8 @@ end
 if n == #KEYS then
     return 1
 end
-return 0"#;
+return 0"#
+);
 
 /// A Lua script and its SHA1, which `EVALSHA` names it by.
 struct Script {
@@ -406,6 +440,21 @@ fn describe_connect_error(e: &redis::RedisError) -> String {
     }
 }
 
+/// What to try when a connection fails in a way typical of a TLS mismatch.
+fn tls_hint(e: &redis::RedisError, tls: bool) -> &'static str {
+    let text = e.to_string();
+    if tls && text.contains("CertificateRequired") {
+        " (the node requires a client certificate: give one with tls_client_cert_file)"
+    } else if tls && text.contains("certificate") {
+        " (the node's TLS certificate was not accepted: give its CA with tls_ca_file, and \
+         connect by a host name or IP address the certificate names)"
+    } else if !tls && e.is_connection_dropped() && !e.is_connection_refusal() {
+        " (if the node serves TLS on this port, use a rediss:// URL)"
+    } else {
+        ""
+    }
+}
+
 fn describe(e: &redis::RedisError) -> NodeProblem {
     if e.is_timeout() {
         NodeProblem::TimedOut
@@ -543,11 +592,17 @@ impl Worker {
                 self.health.connects.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                self.down_reason = describe_connect_error(&e);
+                let tls = matches!(
+                    self.client.get_connection_info().addr(),
+                    redis::ConnectionAddr::TcpTls { .. }
+                );
+                self.down_reason = describe_connect_error(&e) + tls_hint(&e, tls);
                 // Counted from the end of the attempt, which can itself take a timeout.
                 self.retry_at = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                self.note_error(&e);
+                if let Ok(mut last) = self.health.last_error.lock() {
+                    *last = Some(self.down_reason.clone());
+                }
             }
         }
     }

@@ -22,13 +22,13 @@ fn all_resources_are_taken_extended_and_released_together() {
         assert!(cluster.holding(key, lock.token()) >= 2, "{key}");
     }
     lock.extend(Duration::from_secs(30)).unwrap();
-    for node in &cluster.nodes {
-        for key in ["m-a", "m-b", "m-c"] {
-            if node.get(key).as_deref() == Some(lock.token()) {
-                assert!(node.pttl(key) > 25_000);
-            }
-        }
-    }
+    // On a quorum at once (a third node may apply the extension a moment later).
+    let extended = cluster
+        .nodes
+        .iter()
+        .filter(|n| ["m-a", "m-b", "m-c"].iter().all(|k| n.pttl(k) > 25_000))
+        .count();
+    assert!(extended >= 2, "extended on {extended} nodes");
     // Each resource alone is held.
     assert!(matches!(
         rl.try_lock("m-b", TTL),

@@ -35,6 +35,14 @@ type Options struct {
 	// nodes run without persistence: a restarted node has forgotten the locks it held.
 	// The nodes must allow the INFO command. It must not be negative.
 	RestartGrace time.Duration
+	// TLSCAFile is a PEM file of CA certificates to trust for "rediss://" nodes instead
+	// of the system's roots; empty means the system's roots. Certificates are always
+	// verified; only a URL ending in "#insecure" skips that (for tests only).
+	TLSCAFile string
+	// TLSClientCertFile and TLSClientKeyFile (both or neither) are the PEM client
+	// certificate and its key, for nodes that require one (tls-auth-clients yes).
+	TLSClientCertFile string
+	TLSClientKeyFile  string
 }
 
 func (o Options) toC() (C.redlock_options, error) {
@@ -110,8 +118,8 @@ type Client struct {
 	ptr *C.redlock_client
 }
 
-// New connects to the Redis nodes at urls ("redis://host:port", one per independent
-// master; a lock needs a majority of them).
+// New connects to the Redis nodes at urls ("redis://[user:password@]host:port", or
+// "rediss://..." for TLS; one per independent master; a lock needs a majority of them).
 func New(urls []string, opts Options) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidArgument("no node URLs")
@@ -120,10 +128,28 @@ func New(urls []string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, file := range []struct {
+		name, path string
+		field      **C.char
+	}{
+		{"TLSCAFile", opts.TLSCAFile, &copts.tls_ca_file},
+		{"TLSClientCertFile", opts.TLSClientCertFile, &copts.tls_client_cert_file},
+		{"TLSClientKeyFile", opts.TLSClientKeyFile, &copts.tls_client_key_file},
+	} {
+		if file.path == "" {
+			continue
+		}
+		if strings.IndexByte(file.path, 0) >= 0 {
+			return nil, invalidArgument("%s %q contains a NUL byte", file.name, file.path)
+		}
+		*file.field = C.CString(file.path)
+		defer C.free(unsafe.Pointer(*file.field))
+	}
 	curls := make([]*C.char, len(urls))
 	for i, u := range urls {
 		if strings.IndexByte(u, 0) >= 0 {
-			return nil, invalidArgument("node URL %q contains a NUL byte", u)
+			// Not quoted: a URL may carry a password.
+			return nil, invalidArgument("node URL %d contains a NUL byte", i)
 		}
 		curls[i] = C.CString(u)
 		defer C.free(unsafe.Pointer(curls[i]))

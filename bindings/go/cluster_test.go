@@ -128,6 +128,7 @@ type node struct {
 	port   int
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
+	extra  []string      // more redis-server arguments
 }
 
 func (nd *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.port)) }
@@ -163,8 +164,9 @@ func (nd *node) start() error {
 		return err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(redisServer, "--save", "", "--appendonly", "no",
-		"--port", strconv.Itoa(nd.port), "--bind", "127.0.0.1", "--dir", nd.dir)
+	args := []string{"--save", "", "--appendonly", "no",
+		"--port", strconv.Itoa(nd.port), "--bind", "127.0.0.1", "--dir", nd.dir}
+	cmd := exec.Command(redisServer, append(args, nd.extra...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	killWithParent(cmd)
 	if err := cmd.Start(); err != nil {

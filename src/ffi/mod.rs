@@ -60,6 +60,17 @@ pub struct redlock_options {
     /// quorums; 0 = off (default). Set it to at least your largest TTL when nodes run without
     /// persistence: a restarted node has forgotten its locks. Needs the `INFO` command.
     pub restart_grace_ms: u64,
+    /// Path of a PEM file with the CA certificate(s) to trust for `rediss://` nodes, instead of
+    /// the system's trusted roots; NULL = the system's roots (default). Certificates are always
+    /// verified; only a URL ending in `#insecure` skips that (for tests only). Read during
+    /// `redlock_client_new`: the string need not outlive the call.
+    pub tls_ca_file: *const c_char,
+    /// Path of a PEM client certificate (with its chain) for nodes that require one (mutual
+    /// TLS, `tls-auth-clients yes`); set together with `tls_client_key_file`. NULL = none
+    /// (default).
+    pub tls_client_cert_file: *const c_char,
+    /// Path of the PEM private key of `tls_client_cert_file`; NULL = none (default).
+    pub tls_client_key_file: *const c_char,
 }
 
 /// A client over N Redis nodes. Thread-safe: share one among all threads.
@@ -200,7 +211,9 @@ fn locked(lock: &redlock_lock) -> MutexGuard<'_, Lock> {
 }
 
 /// The default settings: retry_count 3, retry_delay_ms 200, retry_jitter_ms 100,
-/// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off).
+/// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off),
+/// tls_ca_file, tls_client_cert_file and tls_client_key_file NULL (system roots, no client
+/// certificate).
 #[unsafe(no_mangle)]
 pub extern "C" fn redlock_options_default() -> redlock_options {
     redlock_options {
@@ -211,20 +224,26 @@ pub extern "C" fn redlock_options_default() -> redlock_options {
         node_timeout_ms: crate::DEFAULT_NODE_TIMEOUT.as_millis() as u64,
         max_extensions: 0,
         restart_grace_ms: 0,
+        tls_ca_file: std::ptr::null(),
+        tls_client_cert_file: std::ptr::null(),
+        tls_client_key_file: std::ptr::null(),
     }
 }
 
-/// Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs.
+/// Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs
+/// (`rediss://` for TLS; see `redlock_options.tls_ca_file`).
 ///
 /// `opts` may be NULL for the defaults. On success writes a new client to `*out`; free it with
 /// `redlock_client_free`. Unreachable nodes do not fail this call (their workers keep trying);
 /// an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice or a bad
-/// option returns `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a
+/// option (including an unreadable TLS file, or TLS files without any `rediss://` node) returns
+/// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a
 /// new error to free with `redlock_error_free`.
 ///
 /// # Safety
 /// `urls` points to `n_urls` pointers, each NULL or a NUL-terminated string; `out` is NULL or
-/// writable; `err` is NULL or writable.
+/// writable; `err` is NULL or writable; `opts` is NULL or points to a `redlock_options` whose
+/// string fields are each NULL or a NUL-terminated string.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_client_new(
     urls: *const *const c_char,
@@ -266,6 +285,32 @@ pub unsafe extern "C" fn redlock_client_new(
             .restart_grace(Duration::from_millis(opts.restart_grace_ms));
         if opts.max_extensions > 0 {
             builder = builder.max_extensions(opts.max_extensions);
+        }
+        if !opts.tls_ca_file.is_null() {
+            // SAFETY: a C string per the contract (NULL checked above).
+            builder = builder.tls_ca_file(unsafe { str_arg(opts.tls_ca_file, "tls_ca_file") }?);
+        }
+        match (
+            opts.tls_client_cert_file.is_null(),
+            opts.tls_client_key_file.is_null(),
+        ) {
+            (true, true) => {}
+            (false, false) => {
+                // SAFETY: C strings per the contract (NULL checked above).
+                let (cert, key) = unsafe {
+                    (
+                        str_arg(opts.tls_client_cert_file, "tls_client_cert_file")?,
+                        str_arg(opts.tls_client_key_file, "tls_client_key_file")?,
+                    )
+                };
+                builder = builder.tls_client_cert_file(cert, key);
+            }
+            _ => {
+                return Err(invalid(
+                    "tls_client_cert_file and tls_client_key_file go together: set both or \
+                     neither",
+                ));
+            }
         }
         let client = builder.build()?;
         let addresses = client

@@ -205,6 +205,23 @@ static void test_invalid_arguments(void) {
     opts = redlock_options_default();
     opts.node_timeout_ms = 0;
     check_error(redlock_client_new(urls, n_urls, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    /* TLS files: unreadable, not UTF-8, a client certificate without its key, or given for
+     * nodes that do not use TLS. */
+    const char *tls_url[] = {"rediss://127.0.0.1:1"};
+    opts = redlock_options_default();
+    opts.tls_ca_file = "/nonexistent/redlock-ca.pem";
+    CHECK(redlock_client_new(tls_url, 1, &opts, &c2, &err) == REDLOCK_INVALID_ARGUMENT);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "redlock-ca.pem") != NULL);
+    redlock_error_free(err);
+    err = NULL;
+    opts.tls_ca_file = "\xff\xfe";
+    check_error(redlock_client_new(tls_url, 1, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    opts = redlock_options_default();
+    opts.tls_client_cert_file = "/nonexistent/client.pem";
+    check_error(redlock_client_new(tls_url, 1, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    opts = redlock_options_default();
+    opts.tls_ca_file = "/nonexistent/redlock-ca.pem";
+    check_error(redlock_client_new(urls, n_urls, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(c2 == csentinel);
     /* A NULL err is allowed: only the status comes back. */
     CHECK(redlock_client_new(urls, 0, NULL, &c2, NULL) == REDLOCK_INVALID_ARGUMENT);

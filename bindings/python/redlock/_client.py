@@ -41,6 +41,15 @@ def _c_string(name: str, value: object) -> bytes:
         raise ValueError(f"{name} is not encodable as UTF-8: {exc}") from exc
 
 
+def _path(name: str, value: object) -> bytes:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), not {type(value).__name__}")
+    path = os.fspath(value)
+    if isinstance(path, bytes):
+        raise TypeError(f"{name} must be a str path, not bytes")
+    return _c_string(name, path)
+
+
 def _ttl(ttl_ms: object) -> int:
     return _int("ttl_ms", ttl_ms, 1, _ffi.MAX_TTL_MS)
 
@@ -224,13 +233,17 @@ class Lock:
 class Redlock:
     """A Redlock client over N independent Redis masters; thread-safe.
 
-    ``nodes`` are Redis URLs (``redis://host:port``); options left as ``None`` take the
-    library's defaults (see :func:`default_options`). ``max_extensions=None`` means no cap on
-    :meth:`Lock.extend` calls. ``restart_grace_ms`` keeps a node whose Redis process is younger
-    than that out of acquire quorums (off by default): set it to at least your largest TTL when
-    nodes run without persistence, since a restarted node has forgotten its locks. Close the client with :meth:`close` or use it as a context manager;
-    locks still alive keep working after the client is closed. A client cannot be used in a
-    child process after ``fork()`` (create one there instead).
+    ``nodes`` are Redis URLs (``redis://[user:password@]host:port``, ``rediss://`` for TLS);
+    options left as ``None`` take the library's defaults (see :func:`default_options`).
+    ``max_extensions=None`` means no cap on :meth:`Lock.extend` calls. ``restart_grace_ms`` keeps
+    a node whose Redis process is younger than that out of acquire quorums (off by default): set
+    it to at least your largest TTL when nodes run without persistence, since a restarted node
+    has forgotten its locks. ``tls_ca_file`` is a PEM file of CA certificates to trust for
+    ``rediss://`` nodes instead of the system's roots; ``tls_client_cert_file`` and
+    ``tls_client_key_file`` (together) present a client certificate to nodes that require one.
+    Close the client with :meth:`close` or use it as a context manager; locks still alive keep
+    working after the client is closed. A client cannot be used in a child process after
+    ``fork()`` (create one there instead).
     """
 
     def __init__(
@@ -244,6 +257,9 @@ class Redlock:
         node_timeout_ms: int | None = None,
         max_extensions: int | None = None,
         restart_grace_ms: int | None = None,
+        tls_ca_file: str | os.PathLike[str] | None = None,
+        tls_client_cert_file: str | os.PathLike[str] | None = None,
+        tls_client_key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self._handle: Any = None
         self._mutex = threading.Lock()
@@ -273,6 +289,14 @@ class Redlock:
             options.restart_grace_ms = _int(
                 "restart_grace_ms", restart_grace_ms, 0, _ffi.MAX_TTL_MS
             )
+        # The structure keeps these bytes alive (ctypes holds them in its _objects).
+        if tls_ca_file is not None:
+            options.tls_ca_file = _path("tls_ca_file", tls_ca_file)
+        if (tls_client_cert_file is None) != (tls_client_key_file is None):
+            raise ValueError("tls_client_cert_file and tls_client_key_file go together")
+        if tls_client_cert_file is not None:
+            options.tls_client_cert_file = _path("tls_client_cert_file", tls_client_cert_file)
+            options.tls_client_key_file = _path("tls_client_key_file", tls_client_key_file)
         array = (c_char_p * len(urls))(*urls)
         out = _ffi.ClientPtr()
         err = _ffi.ErrorPtr()

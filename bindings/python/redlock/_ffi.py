@@ -52,6 +52,9 @@ class Options(Structure):
         ("node_timeout_ms", c_uint64),
         ("max_extensions", c_uint32),
         ("restart_grace_ms", c_uint64),
+        ("tls_ca_file", c_char_p),
+        ("tls_client_cert_file", c_char_p),
+        ("tls_client_key_file", c_char_p),
     ]
 
 

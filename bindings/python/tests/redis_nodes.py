@@ -82,9 +82,10 @@ class RedisNode:
     """One redis-server process that a test can hang (SIGSTOP), crash (SIGKILL) and start again
     on the same port."""
 
-    def __init__(self, binary: str, directory: Path) -> None:
+    def __init__(self, binary: str, directory: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.binary = binary
         self.directory = directory
+        self.extra_args = extra_args
         self.process: subprocess.Popen | None = None
         self.port = 0
         for attempt in range(5):  # another process may grab a free port before redis binds it
@@ -119,6 +120,7 @@ class RedisNode:
                     "127.0.0.1",
                     "--dir",
                     str(self.directory),
+                    *self.extra_args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -1,0 +1,129 @@
+package redlock_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	redlock "github.com/redlock-rs/redlock/bindings/go"
+)
+
+// makePKI writes a test CA and a server certificate for 127.0.0.1 into dir with the
+// openssl CLI, or skips the test when openssl is missing.
+func makePKI(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not found: cannot make test certificates")
+	}
+	ext := "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n" +
+		"subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+	if err := os.WriteFile(filepath.Join(dir, "server.ext"), []byte(ext), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ec := []string{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"}
+	for _, args := range [][]string{
+		append(append([]string{"req", "-x509"}, ec...), "-keyout", "ca.key", "-out", "ca.crt",
+			"-days", "2", "-subj", "/CN=redlock test CA"),
+		append(append([]string{"req"}, ec...), "-keyout", "server.key", "-out", "server.csr",
+			"-subj", "/CN=localhost"),
+		{"x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+			"-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "server.ext"},
+	} {
+		cmd := exec.Command("openssl", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("openssl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// startTLSNode starts a node that also serves TLS, and returns it with its TLS port; it
+// skips the test when this redis-server cannot serve TLS.
+func startTLSNode(t *testing.T, dir string) (*node, int) {
+	t.Helper()
+	var lastErr error
+	for range 3 { // the free TLS port can be taken before redis-server binds it
+		tlsPort, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := &node{dir: dir, extra: []string{
+			"--tls-port", strconv.Itoa(tlsPort),
+			"--tls-cert-file", filepath.Join(dir, "server.crt"),
+			"--tls-key-file", filepath.Join(dir, "server.key"),
+			"--tls-ca-cert-file", filepath.Join(dir, "ca.crt"),
+			"--tls-auth-clients", "no",
+		}}
+		if lastErr = nd.startOnFreePort(); lastErr == nil {
+			t.Cleanup(nd.kill)
+			return nd, tlsPort
+		}
+	}
+	t.Skipf("redis-server does not serve TLS here: %v", lastErr)
+	return nil, 0
+}
+
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	makePKI(t, dir)
+	nd, tlsPort := startTLSNode(t, dir)
+	url := "rediss://127.0.0.1:" + strconv.Itoa(tlsPort)
+	ca := filepath.Join(dir, "ca.crt")
+
+	c := newClient(t, []string{url}, redlock.Options{NodeTimeout: time.Second, TLSCAFile: ca})
+	l := mustLock(t, c, "go:tls", 10*time.Second)
+	if got, _ := nd.get(t, "go:tls"); got != l.Token() {
+		t.Fatalf("node holds %q, want the lock's token %q", got, l.Token())
+	}
+	if err := l.Extend(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := nd.get(t, "go:tls"); held {
+		t.Fatal("the key is still there after Unlock")
+	}
+
+	// Without the CA the system roots do not trust the test CA: a clear error, no hang.
+	plain := newClient(t, []string{url}, redlock.Options{NodeTimeout: time.Second})
+	_, err := plain.TryLock("go:tls:untrusted", 10*time.Second)
+	if !errors.Is(err, redlock.ErrNoQuorum) {
+		t.Fatalf("want ErrNoQuorum, got %v", err)
+	}
+	for _, want := range []string{"127.0.0.1:" + strconv.Itoa(tlsPort), "certificate", "TLS"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+
+	// A URL error never quotes the URL, which may carry a password.
+	_, err = redlock.New([]string{"rediss://:go-secret-pw@127.0.0.1:1\x00"}, redlock.Options{})
+	assertInvalid(t, "URL with NUL", err)
+	if strings.Contains(err.Error(), "go-secret-pw") {
+		t.Errorf("password shown: %v", err)
+	}
+
+	// Bad TLS options are invalid arguments.
+	for what, opts := range map[string]redlock.Options{
+		"missing CA file":      {TLSCAFile: filepath.Join(dir, "missing.crt")},
+		"NUL in CA file":       {TLSCAFile: "ca\x00.crt"},
+		"cert without key":     {TLSCAFile: ca, TLSClientCertFile: ca},
+		"CA without rediss://": {TLSCAFile: ca},
+	} {
+		urls := []string{url}
+		if what == "CA without rediss://" {
+			urls = []string{"redis://" + nd.addr()}
+		}
+		c, err := redlock.New(urls, opts)
+		if c != nil {
+			c.Close()
+		}
+		assertInvalid(t, what, err)
+	}
+}

@@ -1,0 +1,270 @@
+//! Authentication as a least-privilege ACL user: the ACL documented in the README is enough to
+//! lock, extend and release keys matching its pattern, every permission in it is needed, keys
+//! outside the pattern fail with a NOPERM error naming the node, and passwords never show in
+//! any error, `Debug` output or node status.
+//!
+//! Password-only servers (`requirepass`, NOAUTH, WRONGPASS) are covered in `misbehaving.rs`.
+
+mod support;
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redlock::{Error, NodeProblem, Redlock};
+use support::RedisNode;
+
+const TTL: Duration = Duration::from_secs(10);
+
+static WORKER_PANICS: AtomicUsize = AtomicUsize::new(0);
+static HOOK: Once = Once::new();
+
+/// Counts panics on the library's worker threads, which would otherwise only show up as a
+/// stopped worker.
+fn watch_workers() {
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("redlock-node-"))
+            {
+                WORKER_PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            default(info);
+        }));
+    });
+}
+
+fn assert_no_worker_panicked() {
+    assert_eq!(WORKER_PANICS.load(Ordering::SeqCst), 0, "a worker panicked");
+}
+
+/// The `ACL SETUSER` command of the README's least-privilege section, split into arguments.
+fn documented_acl() -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let line = readme
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("ACL SETUSER "))
+        .expect("the README documents an `ACL SETUSER` line");
+    line.split_whitespace().skip(2).map(str::to_owned).collect()
+}
+
+/// The user name and password the README's ACL sets.
+fn documented_user() -> (String, String) {
+    let acl = documented_acl();
+    let password = acl
+        .iter()
+        .find_map(|a| a.strip_prefix('>'))
+        .expect("the documented ACL sets a password with >");
+    (acl[0].clone(), password.to_owned())
+}
+
+/// Runs `ACL SETUSER` with `rules` on `node` (as the default user, which the tests keep open
+/// for looking at keys).
+fn set_user(node: &RedisNode, rules: &[String]) {
+    let mut conn = node.conn();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(rules)
+        .query(&mut conn)
+        .unwrap_or_else(|e| panic!("ACL SETUSER {}: {e}", rules.join(" ")));
+}
+
+fn user_url(node: &RedisNode, user: &str, password: &str) -> String {
+    format!("redis://{user}:{password}@127.0.0.1:{}", node.port)
+}
+
+fn client(urls: &[String]) -> Redlock {
+    Redlock::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("build client")
+}
+
+fn address(node: &RedisNode) -> String {
+    format!("127.0.0.1:{}", node.port)
+}
+
+/// The node-by-node failures of an error, as text.
+fn problems(err: &Error) -> Vec<(String, String)> {
+    let report = match err {
+        Error::NoQuorum { report, .. } | Error::NotAcquired { report, .. } => report,
+        Error::Lost {
+            report: Some(report),
+            ..
+        } => report,
+        other => panic!("expected a quorum error, got {other:?}"),
+    };
+    report
+        .failures
+        .iter()
+        .map(|r| {
+            let why = match &r.problem {
+                NodeProblem::Unavailable(why) | NodeProblem::Server(why) => why.clone(),
+                other => format!("{other:?}"),
+            };
+            (r.node.clone(), why)
+        })
+        .collect()
+}
+
+#[test]
+fn documented_acl_user_can_lock_extend_and_release() {
+    watch_workers();
+    let (user, password) = documented_user();
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start()).collect();
+    for node in &nodes {
+        set_user(node, &documented_acl());
+    }
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| user_url(n, &user, &password))
+        .collect();
+    let rl = client(&urls);
+
+    let mut lock = rl
+        .lock("lock:orders:42", TTL)
+        .expect("lock as the ACL user");
+    let holding = |token: &str| {
+        nodes
+            .iter()
+            .filter(|n| n.get("lock:orders:42").as_deref() == Some(token))
+            .count()
+    };
+    assert!(holding(lock.token()) >= 2);
+    assert!(matches!(
+        rl.try_lock("lock:orders:42", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    lock.extend(Duration::from_secs(30)).expect("extend");
+    assert!(nodes.iter().any(|n| n.pttl("lock:orders:42") > 20_000));
+
+    for shown in [
+        format!("{rl:?}"),
+        format!("{lock:?}"),
+        format!("{:?}", rl.node_status()),
+    ] {
+        assert!(!shown.contains(&password), "password shown: {shown}");
+    }
+    let token = lock.token().to_owned();
+    lock.release().expect("release");
+    assert!(support::eventually(Duration::from_secs(5), || holding(
+        &token
+    ) == 0));
+
+    // The connections really are the limited user's.
+    for node in &nodes {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut node.conn())
+            .unwrap();
+        assert!(clients.contains(&format!("user={user}")), "{clients}");
+    }
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn key_outside_the_acl_pattern_is_noperm_naming_the_node() {
+    watch_workers();
+    let (user, password) = documented_user();
+    let node = RedisNode::start();
+    set_user(&node, &documented_acl());
+    let rl = client(&[user_url(&node, &user, &password)]);
+
+    let err = rl.try_lock("orders:42", TTL).unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(&address(&node)), "names the node: {text}");
+    assert!(text.contains("NOPERM"), "says permission denied: {text}");
+    for shown in [text, format!("{err:?}")] {
+        assert!(!shown.contains(&password), "password shown: {shown}");
+    }
+    assert_eq!(node.get("orders:42"), None);
+
+    // The connection survives a refused command: the next lock in the pattern works.
+    rl.try_lock("lock:ok", TTL).unwrap().release().unwrap();
+    assert_eq!(rl.node_status()[0].connects, 1, "no reconnect was needed");
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn every_permission_of_the_documented_acl_is_needed() {
+    watch_workers();
+    let (user, password) = documented_user();
+    let node = RedisNode::start();
+    let url = user_url(&node, &user, &password);
+    let acl = documented_acl();
+    // `+info` is there for restart detection, which asks INFO on every connect.
+    let needed: Vec<&String> = acl
+        .iter()
+        .filter(|a| a.starts_with('+') && a.as_str() != "+info")
+        .collect();
+    assert!(!needed.is_empty());
+    for dropped in needed {
+        // `reset` (right after the user name) forgets the previous round's rules.
+        let mut rules: Vec<String> = acl.iter().filter(|a| *a != dropped).cloned().collect();
+        rules.insert(1, "reset".to_owned());
+        set_user(&node, &rules);
+        let rl = client(std::slice::from_ref(&url));
+        let failed = match rl.try_lock("lock:perm", TTL) {
+            Err(e) => Some(e),
+            Ok(mut lock) => lock.extend(TTL).err().or_else(|| lock.release().err()),
+        };
+        let err = failed.unwrap_or_else(|| panic!("works without {dropped}: it is not needed"));
+        let text = err.to_string();
+        assert!(
+            // Commands a script calls are refused with "ERR The user executing the script
+            // can't run this command".
+            // redis-rs spells a refused connect-time command "NoPerm".
+            text.to_uppercase().contains("NOPERM") || text.contains("can't run this command"),
+            "without {dropped}, the error says permission denied: {text}"
+        );
+        assert!(text.contains(&address(&node)), "{text}");
+        drop(rl);
+        node.del("lock:perm");
+    }
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn wrong_password_or_unknown_user_is_clear_and_never_shown() {
+    watch_workers();
+    let (user, _) = documented_user();
+    let node = RedisNode::start();
+    set_user(&node, &documented_acl());
+    for (who, pass) in [
+        (user.as_str(), "wrong-pw-5150"),
+        ("nobody", "wrong-pw-5150"),
+    ] {
+        let url = user_url(&node, who, pass);
+        let builder = Redlock::builder().node(&url).retry_count(0);
+        assert!(!format!("{builder:?}").contains(pass));
+        let rl = builder.build().unwrap();
+        let err = rl.try_lock("lock:auth", TTL).unwrap_err();
+        let failures = problems(&err);
+        assert_eq!(failures.len(), 1, "{err}");
+        let (at, why) = &failures[0];
+        assert_eq!(at, &address(&node));
+        let lower = why.to_lowercase();
+        assert!(
+            why.contains("WRONGPASS") || lower.contains("auth") || lower.contains("password"),
+            "says authentication failed: {err}"
+        );
+        let status = rl.node_status();
+        assert!(status[0].last_error.is_some(), "{status:?}");
+        for shown in [
+            err.to_string(),
+            format!("{err:?}"),
+            format!("{rl:?}"),
+            format!("{status:?}"),
+        ] {
+            assert!(!shown.contains(pass), "password shown: {shown}");
+        }
+    }
+    assert_eq!(node.get("lock:auth"), None);
+    assert_no_worker_panicked();
+}

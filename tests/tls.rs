@@ -1,0 +1,522 @@
+//! TLS (`rediss://`) against real redis-server processes listening on a TLS port, with a test CA
+//! and certificates made by the `openssl` CLI at test time. Each node also keeps a plain port,
+//! which the tests use to look at keys behind the library's back.
+//!
+//! Without `openssl` or a redis-server built with TLS, the tests that need them say why and
+//! pass without checking anything (`scripts/test` installs openssl).
+
+mod support;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock::{Error, NodeProblem, Redlock};
+use support::RedisNode;
+
+const TTL: Duration = Duration::from_secs(10);
+/// No call may take longer than this, whatever the nodes do (generous: a noisy 2-core machine).
+const BOUND: Duration = Duration::from_secs(5);
+
+/// A CA, a server certificate for 127.0.0.1/localhost and a client certificate signed by it,
+/// plus a second CA that signed nothing here.
+struct Pki {
+    dir: PathBuf,
+}
+
+impl Pki {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+    fn ca(&self) -> PathBuf {
+        self.path("ca.crt")
+    }
+    fn arg(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+}
+
+fn openssl(dir: &Path, args: &[&str]) -> Result<(), String> {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run openssl: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "openssl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Makes the certificates (P-256 keys: quick to generate) in a fresh temp dir.
+fn make_pki() -> Result<Pki, String> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "redlock-tls-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    // From here on, dropping the Pki removes the directory, also on failure.
+    let pki = Pki { dir };
+    let dir = &pki.dir;
+    std::fs::write(
+        pki.path("server.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n\
+         subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .map_err(|e| e.to_string())?;
+    std::fs::write(
+        pki.path("client.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    for (ca, cn) in [("ca", "redlock test CA"), ("other-ca", "unrelated CA")] {
+        let (key, crt, subj) = (
+            format!("{ca}.key"),
+            format!("{ca}.crt"),
+            format!("/CN={cn}"),
+        );
+        let mut args = vec!["req", "-x509"];
+        args.extend(ec);
+        args.extend(["-keyout", &key, "-out", &crt, "-days", "2", "-subj", &subj]);
+        openssl(dir, &args)?;
+    }
+    for (who, cn) in [("server", "localhost"), ("client", "locker")] {
+        let (key, csr, crt, ext) = (
+            format!("{who}.key"),
+            format!("{who}.csr"),
+            format!("{who}.crt"),
+            format!("{who}.ext"),
+        );
+        let subj = format!("/CN={cn}");
+        let mut args = vec!["req"];
+        args.extend(ec);
+        args.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
+        openssl(dir, &args)?;
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        )?;
+    }
+    Ok(pki)
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+fn tls_args(pki: &Pki, tls_port: u16, auth_clients: bool) -> Vec<String> {
+    vec![
+        "--tls-port".into(),
+        tls_port.to_string(),
+        "--tls-cert-file".into(),
+        pki.arg("server.crt"),
+        "--tls-key-file".into(),
+        pki.arg("server.key"),
+        "--tls-ca-cert-file".into(),
+        pki.arg("ca.crt"),
+        "--tls-auth-clients".into(),
+        if auth_clients { "yes" } else { "no" }.into(),
+    ]
+}
+
+/// Whether this redis-server serves TLS: starts one on a TLS port only and waits until it
+/// listens (or exits, saying why).
+fn probe_redis_tls(pki: &Pki) -> Result<(), String> {
+    let port = free_port();
+    let server = std::env::var("REDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let log = pki.path("probe.log");
+    let mut child = Command::new(&server)
+        .args([
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--logfile", &log.display().to_string()])
+        .args(tls_args(pki, port, false))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {server}: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let result = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            break Err(format!(
+                "{server} with --tls-port exited ({status}): {said}"
+            ));
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break Ok(());
+        }
+        if Instant::now() > deadline {
+            break Err(format!(
+                "{server} with --tls-port did not listen within 10 s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+/// Fresh certificates for one test; `None` (after saying why) when TLS cannot be tested.
+fn pki() -> Option<Pki> {
+    let made = make_pki().and_then(|pki| probe_redis_tls(&pki).map(|()| pki));
+    match made {
+        Ok(pki) => Some(pki),
+        Err(why) => {
+            eprintln!("SKIPPED: TLS cannot be tested here: {why}");
+            None
+        }
+    }
+}
+
+/// A node with a plain port (for looking behind the library's back) and a TLS port.
+struct TlsNode {
+    node: RedisNode,
+    tls_port: u16,
+}
+
+impl TlsNode {
+    fn start(pki: &Pki, auth_clients: bool, extra: &[&str]) -> TlsNode {
+        // Another test can take the free TLS port first (support retries only its plain
+        // port): pick a new one and try again.
+        for _ in 0..4 {
+            let tls_port = free_port();
+            let mut args = tls_args(pki, tls_port, auth_clients);
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            if let Ok(node) = std::panic::catch_unwind(|| RedisNode::start_with(&args)) {
+                return TlsNode { node, tls_port };
+            }
+        }
+        panic!("could not start a redis-server with TLS");
+    }
+
+    fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.tls_port)
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.tls_port)
+    }
+}
+
+fn builder<S: AsRef<str>>(urls: &[S]) -> redlock::Builder {
+    Redlock::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_secs(1))
+        .retry_delay(Duration::from_millis(20))
+        .retry_jitter(Duration::from_millis(10))
+}
+
+/// Runs `f`, asserting it returns within [`BOUND`].
+fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let out = f();
+    let took = started.elapsed();
+    assert!(took < BOUND, "{what} took {took:?}: it must never hang");
+    out
+}
+
+/// The problem a failed single-node acquire reports for `address`.
+fn failure_at(result: redlock::Result<redlock::Lock>, address: &str) -> (Error, String) {
+    let err = match result {
+        Err(e @ Error::NoQuorum { .. }) => e,
+        Err(other) => panic!("expected NoQuorum, got {other:?}"),
+        Ok(lock) => panic!("expected a failure, got a lock on {}", lock.resource()),
+    };
+    let Error::NoQuorum { report, .. } = &err else {
+        unreachable!()
+    };
+    let problem = report
+        .failures
+        .iter()
+        .find(|r| r.node == address)
+        .unwrap_or_else(|| panic!("no report for {address}: {err}"));
+    let why = match &problem.problem {
+        NodeProblem::Unavailable(why) | NodeProblem::Server(why) => why.clone(),
+        other => panic!("expected a connection problem at {address}, got {other:?}"),
+    };
+    assert!(err.to_string().contains(address), "names the node: {err}");
+    (err, why)
+}
+
+#[test]
+fn lock_extend_release_over_tls_with_the_ca_option() {
+    let Some(pki) = pki() else { return };
+    let pki = &pki;
+    let nodes: Vec<TlsNode> = (0..3).map(|_| TlsNode::start(pki, false, &[])).collect();
+    let urls: Vec<String> = nodes.iter().map(TlsNode::url).collect();
+    let rl = builder(&urls).tls_ca_file(pki.ca()).build().unwrap();
+
+    let mut lock = rl.lock("tls:orders", TTL).expect("lock over TLS");
+    let token = lock.token().to_owned();
+    let holding = || {
+        nodes
+            .iter()
+            .filter(|n| n.node.get("tls:orders").as_deref() == Some(token.as_str()))
+            .count()
+    };
+    assert!(holding() >= 2, "a quorum holds the token");
+    assert!(matches!(
+        rl.try_lock("tls:orders", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    lock.extend(Duration::from_secs(30))
+        .expect("extend over TLS");
+    assert!(nodes.iter().any(|n| n.node.pttl("tls:orders") > 20_000));
+    lock.release().expect("release over TLS");
+    assert!(support::eventually(Duration::from_secs(5), || holding() == 0));
+    for status in rl.node_status() {
+        assert!(status.connected, "{status:?}");
+    }
+
+    // The PEM text itself works the same.
+    let pem = std::fs::read(pki.ca()).unwrap();
+    let rl = builder(&urls).tls_ca_pem(pem).build().unwrap();
+    rl.lock("tls:orders", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn system_roots_reject_a_private_ca_with_a_clear_error() {
+    let Some(pki) = pki() else { return };
+    let pki = &pki;
+    let node = TlsNode::start(pki, false, &[]);
+    for (what, builder) in [
+        ("system roots", builder(&[node.url()])),
+        (
+            "an unrelated CA",
+            builder(&[node.url()]).tls_ca_file(pki.path("other-ca.crt")),
+        ),
+    ] {
+        let rl = timed("build", || builder.build().unwrap());
+        let result = timed("try_lock", || rl.try_lock("tls:unverified", TTL));
+        let (err, why) = failure_at(result, &node.address());
+        assert!(
+            why.to_lowercase().contains("certificate"),
+            "with {what}, says the certificate was not trusted: {err}"
+        );
+        let status = &rl.node_status()[0];
+        assert!(!status.connected);
+        assert!(
+            status
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.to_lowercase().contains("certificate")),
+            "{status:?}"
+        );
+    }
+    assert_eq!(node.node.get("tls:unverified"), None, "nothing was set");
+}
+
+#[test]
+fn plain_url_to_a_tls_port_fails_clearly() {
+    let Some(pki) = pki() else { return };
+    let pki = &pki;
+    let node = TlsNode::start(pki, false, &[]);
+    let url = format!("redis://127.0.0.1:{}", node.tls_port);
+    let rl = timed("build", || builder(&[url]).build().unwrap());
+    let result = timed("try_lock", || rl.try_lock("tls:plain", TTL));
+    let (err, why) = failure_at(result, &node.address());
+    assert!(why.contains("rediss://"), "suggests TLS: {err}");
+    assert_eq!(node.node.get("tls:plain"), None);
+}
+
+#[test]
+fn insecure_fragment_skips_verification_only_when_asked() {
+    let Some(pki) = pki() else { return };
+    let pki = &pki;
+    let node = TlsNode::start(pki, false, &[]);
+    // Without the CA, verification fails (see above); `#insecure` accepts the certificate.
+    let url = format!("rediss://127.0.0.1:{}/#insecure", node.tls_port);
+    let rl = builder(&[url]).build().unwrap();
+    rl.lock("tls:insecure", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn password_over_tls_works_and_is_never_shown() {
+    let Some(pki) = pki() else { return };
+    let pki = &pki;
+    let node = TlsNode::start(pki, false, &["--requirepass", "tls-secret-pw"]);
+    let good = format!("rediss://:tls-secret-pw@127.0.0.1:{}", node.tls_port);
+    let bad = format!("rediss://:wrong-secret-pw@127.0.0.1:{}", node.tls_port);
+
+    let rl = builder(std::slice::from_ref(&good))
+        .tls_ca_file(pki.ca())
+        .build()
+        .unwrap();
+    let lock = rl.lock("tls:authed", TTL).unwrap();
+    for shown in [
+        format!("{rl:?}"),
+        format!("{lock:?}"),
+        format!("{:?}", rl.node_status()),
+    ] {
+        assert!(!shown.contains("tls-secret-pw"), "password shown: {shown}");
+    }
+    lock.release().unwrap();
+
+    let b = builder(std::slice::from_ref(&bad)).tls_ca_file(pki.ca());
+    assert!(!format!("{b:?}").contains("wrong-secret-pw"));
+    let rl = b.build().unwrap();
+    let (err, why) = failure_at(rl.try_lock("tls:authed", TTL), &node.address());
+    assert!(
+        why.to_lowercase().contains("auth") || why.contains("WRONGPASS"),
+        "says authentication failed: {err}"
+    );
+    for shown in [
+        err.to_string(),
+        format!("{err:?}"),
+        format!("{rl:?}"),
+        format!("{:?}", rl.node_status()),
+    ] {
+        assert!(
+            !shown.contains("wrong-secret-pw"),
+            "password shown: {shown}"
+        );
+    }
+}
+
+#[test]
+fn mutual_tls_presents_the_client_certificate() {
+    let Some(pki) = pki() else { return };
+    let pki = &pki;
+    let node = TlsNode::start(pki, true, &[]);
+
+    let rl = builder(&[node.url()])
+        .tls_ca_file(pki.ca())
+        .build()
+        .unwrap();
+    let (err, why) = failure_at(
+        timed("try_lock", || rl.try_lock("tls:mutual", TTL)),
+        &node.address(),
+    );
+    assert!(why.contains("client certificate"), "{err}");
+    drop(rl);
+
+    let rl = builder(&[node.url()])
+        .tls_ca_file(pki.ca())
+        .tls_client_cert_file(pki.path("client.crt"), pki.path("client.key"))
+        .build()
+        .unwrap();
+    let shown = format!("{rl:?}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+    rl.lock("tls:mutual", TTL).unwrap().release().unwrap();
+
+    let cert = std::fs::read(pki.path("client.crt")).unwrap();
+    let key = std::fs::read(pki.path("client.key")).unwrap();
+    let b = builder(&[node.url()])
+        .tls_ca_file(pki.ca())
+        .tls_client_cert_pem(cert, key);
+    assert!(!format!("{b:?}").contains("PRIVATE KEY"));
+    let rl = b.build().unwrap();
+    rl.lock("tls:mutual", TTL).unwrap().release().unwrap();
+}
+
+/// These need neither openssl nor a TLS server: the options are checked when the client is
+/// built, before any connection.
+#[test]
+fn bad_tls_options_are_invalid_arguments() {
+    let dir = std::env::temp_dir().join(format!("redlock-tls-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_pem = dir.join("not-pem.txt");
+    std::fs::write(&not_pem, "just text\n").unwrap();
+    let missing = dir.join("missing.crt");
+    let url = "rediss://127.0.0.1:1".to_owned();
+    let cases: Vec<(&str, redlock::Builder, &str)> = vec![
+        (
+            "missing CA file",
+            builder(&[url.as_str()]).tls_ca_file(&missing),
+            "missing.crt",
+        ),
+        (
+            "CA file without a certificate",
+            builder(&[url.as_str()]).tls_ca_file(&not_pem),
+            "not-pem.txt",
+        ),
+        (
+            "empty CA PEM",
+            builder(&[url.as_str()]).tls_ca_pem(Vec::new()),
+            "CA",
+        ),
+        (
+            "CA given but no rediss:// node",
+            builder(&["redis://127.0.0.1:1"]).tls_ca_pem(Vec::new()),
+            "rediss://",
+        ),
+        (
+            "client key that is not a key",
+            builder(&[url.as_str()]).tls_client_cert_pem(
+                "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n",
+                "c2VjcmV0LWtleS1ieXRlcw== not a pem key",
+            ),
+            "client key",
+        ),
+        (
+            "missing client key file",
+            builder(&[url.as_str()]).tls_client_cert_file(&not_pem, &missing),
+            "not-pem.txt",
+        ),
+    ];
+    for (what, b, mentions) in cases {
+        match b.build() {
+            Err(Error::InvalidArgument { message }) => {
+                assert!(message.contains(mentions), "{what}: {message}");
+                assert!(
+                    !message.contains("c2VjcmV0"),
+                    "{what}: key text shown: {message}"
+                );
+            }
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
