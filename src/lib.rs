@@ -48,8 +48,11 @@ mod error;
 pub mod ffi;
 mod lock;
 mod node;
+mod notify;
+mod options;
 mod quorum;
 mod token;
+mod watchdog;
 
 pub use client::Redlock;
 pub use config::{
@@ -59,3 +62,4 @@ pub use config::{
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 pub use lock::Lock;
 pub use node::NodeStatus;
+pub use options::{DEFAULT_EXTEND_FRACTION, LockOptions};

@@ -18,8 +18,11 @@ use redis::Value;
 use crate::error::NodeProblem;
 use crate::quorum::Vote;
 
-/// Compare-and-delete: removes the key only while it holds our token.
+/// Compare-and-delete: removes the key only while it holds our token, and then publishes on
+/// `redlock:released:<key>` (see `notify.rs`) so that waiters wake at once instead of polling.
+/// Subscribers receive it only after the script has ended, so they never see the key yet.
 const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+    redis.call("publish", "redlock:released:" .. KEYS[1], "")
     return redis.call("del", KEYS[1])
 else
     return 0
