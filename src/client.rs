@@ -314,10 +314,9 @@ impl Redlock {
         let ttl = Duration::from_millis(ttl_ms);
         let key: Arc<str> = resource.into();
         let mut attempt: u32 = 0;
-        // Waiters only: our subscription to release notifications, the releases seen before the
-        // current attempt, and how many fallback waits have passed.
+        // Waiters only: our subscription to release notifications, and how many fallback waits
+        // have passed.
         let mut subscription = None;
-        let mut seen = 0;
         let mut round: u32 = 0;
         loop {
             attempt = attempt.saturating_add(1);
@@ -330,7 +329,7 @@ impl Redlock {
                 return Ok(Lock::new(self.clone(), key, token, deadline));
             }
             // A SET may have landed where the reply was lost or late: undo it everywhere.
-            self.release_nowait(&key, &token);
+            self.send_nowait(Command::Undo, &key, &token);
             let pause = match patience {
                 Patience::Count(retries) => (attempt <= retries)
                     .then(|| retry_delay(config.retry_delay, config.retry_jitter, rand::random())),
@@ -378,14 +377,12 @@ impl Redlock {
                 None if notify && refused => {
                     // Subscribed from now on: a release from here is seen. Try again at once,
                     // since one may have happened before the subscription was active.
-                    let sub = self.notifier()?.subscribe(&key, config.node_timeout);
-                    seen = sub.releases();
-                    subscription = Some(sub);
+                    subscription = Some(self.notifier()?.subscribe(&key, config.node_timeout));
                 }
                 Some(sub) if refused => {
-                    sub.wait(seen, pause);
-                    seen = sub.releases();
-                    round = round.saturating_add(1);
+                    if !sub.wait(pause) {
+                        round = round.saturating_add(1);
+                    }
                 }
                 _ => {
                     std::thread::sleep(pause);
@@ -444,9 +441,13 @@ impl Redlock {
 
     /// Queues a release on every node without waiting for the answers.
     pub(crate) fn release_nowait(&self, key: &Arc<str>, token: &Arc<str>) {
+        self.send_nowait(Command::Release, key, token);
+    }
+
+    fn send_nowait(&self, command: Command, key: &Arc<str>, token: &Arc<str>) {
         for node in &self.inner.nodes {
             node.send(Request {
-                command: Command::Release,
+                command,
                 key: Arc::clone(key),
                 token: Arc::clone(token),
                 deadline: None,

@@ -19,10 +19,20 @@ use crate::error::NodeProblem;
 use crate::quorum::Vote;
 
 /// Compare-and-delete: removes the key only while it holds our token, and then publishes on
-/// `redlock:released:<key>` (see `notify.rs`) so that waiters wake at once instead of polling.
+/// `redlock:released:<key>` with the token (see `notify.rs`: the token groups the N nodes'
+/// announcements of one release), so that waiters wake at once instead of polling.
 /// Subscribers receive it only after the script has ended, so they never see the key yet.
 const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
-    redis.call("publish", "redlock:released:" .. KEYS[1], "")
+    redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[1])
+    return redis.call("del", KEYS[1])
+else
+    return 0
+end"#;
+
+/// Compare-and-delete without an announcement: undoes a failed acquisition. Publishing there
+/// would wake a waiter for a resource that is still held, whose own failed attempt would wake
+/// the next one, and so on.
+const UNDO_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
     return redis.call("del", KEYS[1])
 else
     return 0
@@ -50,6 +60,7 @@ impl Script {
 
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SCRIPT));
 static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SCRIPT));
+static UNDO: LazyLock<Script> = LazyLock::new(|| Script::new(UNDO_SCRIPT));
 
 /// Most requests sent in one pipeline.
 const MAX_BATCH: usize = 256;
@@ -64,8 +75,10 @@ pub(crate) enum Command {
     Acquire { ttl_ms: u64 },
     /// Compare-and-pexpire.
     Extend { ttl_ms: u64 },
-    /// Compare-and-delete.
+    /// Compare-and-delete, announced to waiters.
     Release,
+    /// Compare-and-delete of a failed acquisition, not announced.
+    Undo,
 }
 
 /// Where a node's answer goes: the caller's channel, tagged with the node's index.
@@ -389,6 +402,11 @@ fn command(r: &Request) -> redis::Cmd {
             c.arg(&RELEASE.sha).arg(1).arg(&*r.key).arg(&*r.token);
             c
         }
+        Command::Undo => {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(&UNDO.sha).arg(1).arg(&*r.key).arg(&*r.token);
+            c
+        }
     }
 }
 
@@ -418,7 +436,7 @@ fn pipeline<'a>(
 }
 
 fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
-    for script in [&*RELEASE, &*EXTEND] {
+    for script in [&*RELEASE, &*EXTEND, &*UNDO] {
         let sha: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script.source)
@@ -438,8 +456,8 @@ fn interpret(command: Command, value: Value) -> Vote {
     match (command, value) {
         (Command::Acquire { .. }, Value::Okay) => Vote::Yes,
         (Command::Acquire { .. }, Value::Nil) => Vote::No,
-        (Command::Extend { .. } | Command::Release, Value::Int(1)) => Vote::Yes,
-        (Command::Extend { .. } | Command::Release, Value::Int(0)) => Vote::No,
+        (Command::Extend { .. } | Command::Release | Command::Undo, Value::Int(1)) => Vote::Yes,
+        (Command::Extend { .. } | Command::Release | Command::Undo, Value::Int(0)) => Vote::No,
         (_, Value::ServerError(e)) => Vote::Failed(NodeProblem::Server(match e.details() {
             Some(details) => format!("{} {details}", e.code()),
             None => e.code().to_owned(),

@@ -15,7 +15,7 @@
 //! rebuilt, a key that expired instead of being released), so every wait also has a timeout, the
 //! jittered exponential backoff in `client.rs`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -36,24 +36,36 @@ const STACK: usize = 256 * 1024;
 /// What waiters wait on for one resource.
 struct Slot {
     state: Mutex<SlotState>,
-    changed: Condvar,
+    /// Signalled once per release: one waiter goes.
+    released: Condvar,
+    /// Signalled when a node's subscription becomes active.
+    ready: Condvar,
 }
 
 #[derive(Default)]
 struct SlotState {
-    /// Bumped on every release notification.
-    releases: u64,
+    /// A release was announced that no waiter has acted on yet.
+    pending: bool,
+    /// Recent releases (token, nodes that announced it so far): each node announces the same
+    /// release, which should wake one waiter once, not N times.
+    recent: VecDeque<(String, usize)>,
     /// Nodes on which the subscription is active.
     subscribed: usize,
 }
+
+/// How many recent release tokens a slot remembers.
+const RECENT: usize = 8;
 
 /// Per resource: how many waiters, and what they wait on.
 type Slots = HashMap<Arc<str>, (usize, Arc<Slot>)>;
 
 /// Waiters per resource.
-#[derive(Default)]
 struct Registry {
     slots: Mutex<Slots>,
+    /// Announcements of one release that wake a waiter: a quorum of the nodes, by when the
+    /// resource is free on enough nodes for an attempt to succeed. Waking on the first node's
+    /// message would send the attempt to nodes that have not applied the release yet.
+    quorum: usize,
 }
 
 impl Registry {
@@ -63,11 +75,42 @@ impl Registry {
             .map(|(_, s)| Arc::clone(s))
     }
 
-    fn bump(&self, resource: &str, f: impl FnOnce(&mut SlotState)) {
+    fn subscribed(&self, resource: &str) {
         if let Some(slot) = self.slot(resource) {
-            f(&mut relock(&slot.state));
-            slot.changed.notify_all();
+            relock(&slot.state).subscribed += 1;
+            slot.ready.notify_all();
         }
+    }
+
+    /// A release of `resource` with `token` was announced by one node.
+    fn released(&self, resource: &str, token: String) {
+        let Some(slot) = self.slot(resource) else {
+            return;
+        };
+        {
+            let mut state = relock(&slot.state);
+            let count = match state.recent.iter_mut().find(|(t, _)| *t == token) {
+                Some((_, count)) => {
+                    *count += 1;
+                    *count
+                }
+                None => {
+                    if state.recent.len() == RECENT {
+                        state.recent.pop_front();
+                    }
+                    state.recent.push_back((token, 1));
+                    1
+                }
+            };
+            if count != self.quorum {
+                return;
+            }
+            state.pending = true;
+        }
+        // One waiter of this client retries; should it lose to another client, the resource is
+        // held again and its next release wakes the next waiter. Waking all of them would make
+        // every release a burst of doomed attempts.
+        slot.released.notify_one();
     }
 }
 
@@ -90,7 +133,10 @@ impl Notifier {
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> std::io::Result<Notifier> {
-        let registry = Arc::new(Registry::default());
+        let registry = Arc::new(Registry {
+            slots: Mutex::new(Slots::new()),
+            quorum: crate::quorum::quorum(clients.len()),
+        });
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         let mut notifier = Notifier {
             registry,
@@ -142,7 +188,8 @@ impl Notifier {
                     0,
                     Arc::new(Slot {
                         state: Mutex::new(SlotState::default()),
-                        changed: Condvar::new(),
+                        released: Condvar::new(),
+                        ready: Condvar::new(),
                     }),
                 )
             });
@@ -162,7 +209,7 @@ impl Notifier {
                 break;
             }
             state = slot
-                .changed
+                .ready
                 .wait_timeout(state, left)
                 .map_or_else(|e| e.into_inner().0, |r| r.0);
         }
@@ -196,26 +243,25 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    /// Releases seen so far; pass it to [`wait`](Subscription::wait) after an attempt.
-    pub(crate) fn releases(&self) -> u64 {
-        relock(&self.slot.state).releases
-    }
-
-    /// Waits until a release newer than `seen` is announced or `timeout` passes.
-    pub(crate) fn wait(&self, seen: u64, timeout: Duration) {
+    /// Waits until a release is announced or `timeout` passes; true for a release. A release
+    /// announced while no waiter was waiting is kept for the next one, so a waiter that
+    /// subscribed, tried and was refused does not miss a release that came meanwhile.
+    pub(crate) fn wait(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut state = relock(&self.slot.state);
-        while state.releases == seen {
+        while !state.pending {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return;
+                return false;
             }
             state = self
                 .slot
-                .changed
+                .released
                 .wait_timeout(state, left)
                 .map_or_else(|e| e.into_inner().0, |r| r.0);
         }
+        state.pending = false;
+        true
     }
 }
 
@@ -312,7 +358,7 @@ impl Subscriber {
             Request::Subscribe(res) => {
                 let ok = pubsub.subscribe(channel(&res)).is_ok();
                 if ok {
-                    self.registry.bump(&res, |s| s.subscribed += 1);
+                    self.registry.subscribed(&res);
                 }
                 self.wanted.insert(res);
                 ok
@@ -342,7 +388,7 @@ impl Subscriber {
             if pubsub.subscribe(channel(&res)).is_err() {
                 return End::Broken;
             }
-            self.registry.bump(&res, |s| s.subscribed += 1);
+            self.registry.subscribed(&res);
         }
         loop {
             loop {
@@ -377,7 +423,8 @@ impl Subscriber {
             match message {
                 Ok(msg) => {
                     if let Some(res) = msg.get_channel_name().strip_prefix(CHANNEL_PREFIX) {
-                        self.registry.bump(res, |s| s.releases += 1);
+                        let token: String = msg.get_payload().unwrap_or_default();
+                        self.registry.released(res, token);
                     }
                 }
                 Err(e) if e.is_timeout() => {}
