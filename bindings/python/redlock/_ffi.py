@@ -13,6 +13,7 @@ import sys
 from ctypes import (
     POINTER,
     Structure,
+    c_bool,
     c_char_p,
     c_double,
     c_int,
@@ -49,6 +50,19 @@ class Options(Structure):
         ("drift_factor", c_double),
         ("node_timeout_ms", c_uint64),
         ("max_extensions", c_uint32),
+    ]
+
+
+class LockOptions(Structure):
+    """``redlock_lock_options``; field order and types must match the header exactly."""
+
+    _fields_ = [
+        ("auto_extend", c_bool),
+        ("extend_fraction", c_double),
+        ("max_hold_ms", c_uint64),
+        ("wait", c_bool),
+        ("wait_timeout_ms", c_uint64),
+        ("notifications", c_bool),
     ]
 
 
@@ -143,6 +157,20 @@ def _declare(lib: ctypes.CDLL) -> None:
             [ClientPtr, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
             Status,
         ),
+        "redlock_lock_options_default": ([], LockOptions),
+        "redlock_client_lock_with": (
+            [
+                ClientPtr,
+                c_char_p,
+                c_uint64,
+                POINTER(LockOptions),
+                POINTER(LockPtr),
+                POINTER(ErrorPtr),
+            ],
+            Status,
+        ),
+        "redlock_lock_is_held": ([LockPtr], c_bool),
+        "redlock_lock_is_lost": ([LockPtr], c_bool),
         "redlock_lock_extend": ([LockPtr, c_uint64, POINTER(ErrorPtr)], Status),
         "redlock_lock_release": ([LockPtr, POINTER(ErrorPtr)], Status),
         "redlock_lock_validity_ms": ([LockPtr], c_uint64),
