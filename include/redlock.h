@@ -101,6 +101,29 @@ typedef struct redlock_node_status {
   char run_id[41];
 } redlock_node_status;
 
+// How one lock is taken and kept, for `redlock_client_lock_with`; start from
+// `redlock_lock_options_default()`.
+typedef struct redlock_lock_options {
+  // Keep the lock alive on the client's extender thread while it is held (default false).
+  bool auto_extend;
+  // Extend after this fraction of the TTL, in (0, 1) (default 1/3).
+  double extend_fraction;
+  // Stop auto-extending this many ms after acquisition; 0 = never (default).
+  uint64_t max_hold_ms;
+  // Wait for a busy resource up to `wait_timeout_ms` instead of `retry_count` attempts
+  // (default false).
+  bool wait;
+  // How long to wait when `wait` is set, ms; 0 = one attempt.
+  uint64_t wait_timeout_ms;
+  // While waiting, wake on the release notifications the nodes publish (default true);
+  // false polls at retry_delay_ms.
+  bool notifications;
+} redlock_lock_options;
+
+// The callback type of `redlock_lock_on_lost`: `user` as given, and the resource name, valid
+// only during the call.
+typedef void (*redlock_lost_callback)(void *user, const char *resource);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -184,6 +207,90 @@ enum redlock_status redlock_client_try_lock(struct redlock_client *client,
                                             uint64_t ttl_ms,
                                             struct redlock_lock **out,
                                             struct redlock_error **err);
+
+// The default lock options: no auto-extension, extend_fraction 1/3, max_hold_ms 0 (never),
+// no waiting (retry_count attempts), notifications on.
+struct redlock_lock_options redlock_lock_options_default(void);
+
+// Acquires `resource` for `ttl_ms` as `opts` says (NULL: the defaults, i.e. like
+// `redlock_client_lock`).
+//
+// With `auto_extend`, the client's extender thread (one per client, started with the first such
+// lock) extends the lock every `extend_fraction × ttl` while it is held; poll
+// `redlock_lock_is_held` / `redlock_lock_is_lost` or register `redlock_lock_on_lost` to learn
+// that it was lost. Extension stops for good when the lock is released or freed, after
+// `max_hold_ms`, or at `max_extensions`; the lock keeps its client's internals alive, so it
+// goes on after `redlock_client_free` while the lock is held.
+//
+// With `wait`, blocks up to `wait_timeout_ms` for a busy resource, woken by the release
+// notification the nodes publish (one subscriber connection per node per client), with a
+// jittered backoff as the fallback. Statuses as for `redlock_client_lock`;
+// `REDLOCK_INVALID_ARGUMENT` also for an `extend_fraction` outside (0, 1) or a TTL too short to
+// auto-extend (it must exceed extend_fraction × ttl + node_timeout).
+//
+// # Safety
+// As for `redlock_client_lock`; `opts` is NULL or points to a `redlock_lock_options`.
+enum redlock_status redlock_client_lock_with(struct redlock_client *client,
+                                             const char *resource,
+                                             uint64_t ttl_ms,
+                                             const struct redlock_lock_options *opts,
+                                             struct redlock_lock **out,
+                                             struct redlock_error **err);
+
+// `redlock_client_lock_with` with only `auto_extend` set: acquires with retries, then keeps the
+// lock alive while it is held.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_lock_auto(struct redlock_client *client,
+                                             const char *resource,
+                                             uint64_t ttl_ms,
+                                             struct redlock_lock **out,
+                                             struct redlock_error **err);
+
+// `redlock_client_lock_with` with only `wait` set: blocks up to `wait_ms` for a busy resource,
+// woken by release notifications.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_lock_wait(struct redlock_client *client,
+                                             const char *resource,
+                                             uint64_t ttl_ms,
+                                             uint64_t wait_ms,
+                                             struct redlock_lock **out,
+                                             struct redlock_error **err);
+
+// Whether the lock is still ours: not released, not found lost, validity left. Cheap, never
+// blocks behind another call on the lock; false for NULL.
+//
+// # Safety
+// `lock` is NULL or a live lock.
+bool redlock_lock_is_held(const struct redlock_lock *lock);
+
+// Whether the lock was found lost (an extension found it no longer ours on a quorum, or an
+// auto-extended lock ran out of validity); a released lock is not lost. False for NULL.
+//
+// # Safety
+// `lock` is NULL or a live lock.
+bool redlock_lock_is_lost(const struct redlock_lock *lock);
+
+// Registers `callback(user, resource)` to run once if the lock is found lost; at once, on the
+// calling thread, if it already was. A release or free does not run it.
+//
+// For an auto-extended lock it runs on the client's extender thread, which serves all of the
+// client's auto-extended locks: keep it short and do not block in it. It may call any redlock
+// function, including `redlock_lock_release` and `redlock_lock_free` on this very lock (the
+// extender holds no lock mutex while it runs), but must not unwind (no C++ exceptions, no
+// longjmp) out of it. `user` must stay valid until the callback has run or the lock is freed.
+// Several callbacks may be registered; each runs at most once.
+//
+// # Safety
+// `lock` is NULL or a live lock; `callback` is NULL or a function safe to call from another
+// thread with `user`; `err` is NULL or writable.
+enum redlock_status redlock_lock_on_lost(struct redlock_lock *lock,
+                                         redlock_lost_callback callback,
+                                         void *user,
+                                         struct redlock_error **err);
 
 // Sets the lock's TTL to `ttl_ms` from now on every node where it is still ours.
 //

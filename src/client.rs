@@ -1,7 +1,7 @@
 //! The client: one worker per node, and the fan-out that every lock operation goes through.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -9,10 +9,19 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::config::{Builder, Config};
 use crate::error::{Error, NodeProblem, Operation, QuorumReport, Result};
-use crate::lock::{Kind, Lock};
+use crate::lock::{Kind, Lock, relock};
 use crate::node::{self, Command, Node, NodeStatus, ReplyTo, Request, Settings};
-use crate::quorum::{Decision, Tally, Vote, note_late, retry_delay, validity_deadline};
+use crate::notify::Notifier;
+use crate::options::LockOptions;
+use crate::quorum::{
+    Decision, Tally, Vote, backoff_delay, note_late, retry_delay, validity_deadline,
+};
 use crate::token::new_token;
+use crate::watchdog::{Job, Watchdog};
+
+/// Longest fallback wait between two attempts of a waiter that gets no notification (or
+/// `retry_delay`, if that is longer).
+const WAIT_BACKOFF_CAP: Duration = Duration::from_secs(1);
 
 /// A Redlock client over N independent Redis nodes.
 ///
@@ -24,16 +33,33 @@ pub struct Redlock {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     nodes: Vec<Node>,
     workers: Vec<JoinHandle<()>>,
     /// Disconnects once every worker thread has ended.
     exited: Receiver<()>,
     config: Config,
+    /// For the subscriber connections, opened on the first wait.
+    clients: Vec<redis::Client>,
+    /// The extender thread, started with the first auto-extended lock.
+    watchdog: Mutex<Option<Watchdog>>,
+    /// The subscriber threads, started with the first waiter.
+    notifier: Mutex<Option<Arc<Notifier>>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // The extender and the subscribers first: neither holds a strong reference between two
+        // operations, so they are idle and stop at once.
+        let limit = self.config.io_timeout();
+        if let Some(w) = relock(&self.watchdog).take() {
+            w.stop(limit);
+        }
+        if let Some(n) = relock(&self.notifier).take()
+            && let Some(mut n) = Arc::into_inner(n)
+        {
+            n.stop(limit);
+        }
         // Closing the channels lets each worker send what is queued (releases from dropped
         // locks among it) and stop. Wait for that, so that no thread or connection outlives
         // the client, but no longer than one I/O timeout: a worker stuck on an unresponsive
@@ -80,6 +106,10 @@ impl Redlock {
         Builder::default()
     }
 
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Redlock {
+        Redlock { inner }
+    }
+
     pub(crate) fn start(clients: Vec<redis::Client>, config: Config) -> Result<Redlock> {
         let settings = Settings {
             connect_timeout: config.connect_timeout(),
@@ -93,6 +123,9 @@ impl Redlock {
             workers: Vec::with_capacity(clients.len()),
             exited,
             config,
+            clients: clients.clone(),
+            watchdog: Mutex::new(None),
+            notifier: Mutex::new(None),
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
@@ -125,12 +158,147 @@ impl Redlock {
     /// answered), [`Error::InvalidArgument`] (empty resource, TTL zero, too small to leave any
     /// validity, or over 10 years).
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(resource, ttl, self.inner.config.retry_count)
+        self.acquire(
+            resource,
+            ttl,
+            Patience::Count(self.inner.config.retry_count),
+        )
     }
 
     /// Like [`lock`](Redlock::lock), with a single attempt.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(resource, ttl, 0)
+        self.acquire(resource, ttl, Patience::Count(0))
+    }
+
+    /// Acquires `resource` for `ttl` as [`options`](LockOptions) say:
+    ///
+    /// - `wait_timeout`: keep trying until then instead of `retry_count` times. A waiter wakes on
+    ///   the release notification the nodes publish (one subscriber connection per node per
+    ///   client, shared by all waiters) and otherwise retries after a jittered exponential
+    ///   backoff from `retry_delay` up to 1 s (or `retry_delay`, if longer), so a lost notification costs at most that.
+    /// - `auto_extend`: the client's extender thread extends the lock every
+    ///   `extend_fraction × ttl` while it is held, each time a quorum extend with the validity
+    ///   rule; see [`Lock::is_held`], [`Lock::lost`] and [`Lock::on_lost`] for how the holder
+    ///   learns that it was lost. Extension stops for good when the lock is released or dropped
+    ///   (a panicking holder drops it), after `max_hold`, or at `max_extensions`. The `Lock`
+    ///   keeps its client alive, so extension goes on while the lock is held even after the
+    ///   last `Redlock` handle is dropped; the extender thread ends with the last lock.
+    ///
+    /// Errors as for [`lock`](Redlock::lock); [`Error::InvalidArgument`] for an
+    /// `extend_fraction` outside (0, 1) or a TTL too short to be extended in time.
+    pub fn lock_with(&self, resource: &str, ttl: Duration, options: LockOptions) -> Result<Lock> {
+        let every = if options.auto_extend {
+            let f = options.extend_fraction;
+            if !(f.is_finite() && f > 0.0 && f < 1.0) {
+                return Err(Error::invalid(format!(
+                    "extend_fraction must be in (0, 1), got {f}"
+                )));
+            }
+            let ttl_ms = self.inner.config.ttl_ms(ttl)?;
+            let every = Duration::from_millis(ttl_ms).mul_f64(f);
+            // An extension has to fit in what is left after `every`.
+            if every.is_zero() || every + self.inner.config.node_timeout >= ttl {
+                return Err(Error::invalid(format!(
+                    "ttl of {ttl:?} is too short to auto-extend: extensions every {every:?} plus \
+                     node_timeout must fit within it"
+                )));
+            }
+            Some(every)
+        } else {
+            None
+        };
+        let patience = match options.wait_timeout {
+            Some(limit) => Patience::Until {
+                deadline: Instant::now()
+                    .checked_add(limit.min(crate::MAX_TTL))
+                    .ok_or_else(|| Error::invalid("wait_timeout is too large"))?,
+                notify: options.notifications,
+            },
+            None => Patience::Count(self.inner.config.retry_count),
+        };
+        let lock = self.acquire(resource, ttl, patience)?;
+        if let Some(every) = every {
+            self.watch(&lock, ttl, every, options.max_hold)?;
+        }
+        Ok(lock)
+    }
+
+    /// Runs `f` under an auto-extended lock on `resource` and releases it afterwards (also when
+    /// `f` panics: the lock is dropped while unwinding, which releases it and stops extension).
+    ///
+    /// `f` gets the lock, to check [`Lock::is_held`] or select on [`Lock::lost`] during long
+    /// work. Returns `f`'s value, or [`Error::Lost`] if the lock was lost while `f` ran (the
+    /// work may have overlapped another holder's); acquisition errors as for
+    /// [`lock`](Redlock::lock).
+    pub fn with_lock<T>(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        f: impl FnOnce(&Lock) -> T,
+    ) -> Result<T> {
+        let lock = self.lock_with(resource, ttl, LockOptions::new().auto_extend(true))?;
+        let value = f(&lock);
+        if lock.is_lost() {
+            return Err(lock.shared().lost_error(None));
+        }
+        match lock.release() {
+            Ok(()) => Ok(value),
+            Err(e @ Error::Lost { .. }) => Err(e),
+            // Too few nodes answered the release: the keys expire with their TTL, the work
+            // itself was done under the lock.
+            Err(_) => Ok(value),
+        }
+    }
+
+    /// Hands `lock` to the extender thread, starting it if this is the first.
+    fn watch(
+        &self,
+        lock: &Lock,
+        ttl: Duration,
+        every: Duration,
+        max_hold: Option<Duration>,
+    ) -> Result<()> {
+        let mut watchdog = relock(&self.inner.watchdog);
+        if watchdog.is_none() {
+            *watchdog = Some(
+                Watchdog::spawn(Arc::downgrade(&self.inner)).map_err(|source| Error::Io {
+                    context: "starting the lock extender thread".into(),
+                    source,
+                })?,
+            );
+        }
+        if let Some(w) = watchdog.as_ref() {
+            w.add(Job {
+                lock: Arc::clone(lock.shared()),
+                ttl,
+                every,
+                hold_until: max_hold.and_then(|d| Instant::now().checked_add(d)),
+                capped: false,
+            });
+        }
+        Ok(())
+    }
+
+    /// The subscriber threads, started on first use.
+    fn notifier(&self) -> Result<Arc<Notifier>> {
+        let mut notifier = relock(&self.inner.notifier);
+        if let Some(n) = notifier.as_ref() {
+            return Ok(Arc::clone(n));
+        }
+        let config = &self.inner.config;
+        let n = Arc::new(
+            Notifier::start(
+                &self.inner.clients,
+                config.connect_timeout(),
+                config.io_timeout(),
+            )
+            .map_err(|source| Error::Io {
+                context: "starting the release-notification threads".into(),
+                source,
+            })?,
+        );
+        *notifier = Some(Arc::clone(&n));
+        Ok(n)
     }
 
     /// Acquires `resource` like [`lock`](Redlock::lock) and returns it with a fencing token,
@@ -141,12 +309,17 @@ impl Redlock {
     /// `redlock:fence:{resource}` on each node. Pass the token with every write to the
     /// protected resource, which rejects tokens lower than the highest it has seen.
     pub fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire_as(resource, Want::Fenced, ttl, self.inner.config.retry_count)
+        self.acquire_as(
+            resource,
+            Want::Fenced,
+            ttl,
+            Patience::Count(self.inner.config.retry_count),
+        )
     }
 
     /// Like [`lock_fenced`](Redlock::lock_fenced), with a single attempt.
     pub fn try_lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire_as(resource, Want::Fenced, ttl, 0)
+        self.acquire_as(resource, Want::Fenced, ttl, Patience::Count(0))
     }
 
     /// Acquires one hold of a reentrant lock on `resource` for `owner`, retrying like
@@ -165,13 +338,13 @@ impl Redlock {
             resource,
             Want::Reentrant(owner),
             ttl,
-            self.inner.config.retry_count,
+            Patience::Count(self.inner.config.retry_count),
         )
     }
 
     /// Like [`reentrant_lock`](Redlock::reentrant_lock), with a single attempt.
     pub fn try_reentrant_lock(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire_as(resource, Want::Reentrant(owner), ttl, 0)
+        self.acquire_as(resource, Want::Reentrant(owner), ttl, Patience::Count(0))
     }
 
     /// A fresh random owner name for [`reentrant_lock`](Redlock::reentrant_lock).
@@ -192,7 +365,12 @@ impl Redlock {
         S: AsRef<str>,
     {
         let (name, keys) = many_keys(resources)?;
-        self.acquire_as(&name, Want::Many(keys), ttl, self.inner.config.retry_count)
+        self.acquire_as(
+            &name,
+            Want::Many(keys),
+            ttl,
+            Patience::Count(self.inner.config.retry_count),
+        )
     }
 
     /// Like [`lock_many`](Redlock::lock_many), with a single attempt.
@@ -202,7 +380,7 @@ impl Redlock {
         S: AsRef<str>,
     {
         let (name, keys) = many_keys(resources)?;
-        self.acquire_as(&name, Want::Many(keys), ttl, 0)
+        self.acquire_as(&name, Want::Many(keys), ttl, Patience::Count(0))
     }
 
     /// What each node's worker last saw of its node.
@@ -214,11 +392,17 @@ impl Redlock {
         &self.inner.config
     }
 
-    fn acquire(&self, resource: &str, ttl: Duration, retries: u32) -> Result<Lock> {
-        self.acquire_as(resource, Want::Plain, ttl, retries)
+    fn acquire(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
+        self.acquire_as(resource, Want::Plain, ttl, patience)
     }
 
-    fn acquire_as(&self, resource: &str, want: Want, ttl: Duration, retries: u32) -> Result<Lock> {
+    fn acquire_as(
+        &self,
+        resource: &str,
+        want: Want,
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<Lock> {
         if resource.is_empty() {
             return Err(Error::invalid("resource name is empty"));
         }
@@ -238,6 +422,10 @@ impl Redlock {
         let ttl = Duration::from_millis(ttl_ms);
         let key: Arc<str> = resource.into();
         let mut attempt: u32 = 0;
+        // Waiters only: our subscription to release notifications, and how many fallback waits
+        // have passed.
+        let mut subscription = None;
+        let mut round: u32 = 0;
         loop {
             attempt = attempt.saturating_add(1);
             let token: Arc<str> = match want {
@@ -268,7 +456,7 @@ impl Redlock {
                         None,
                         Some(Kind::Reentrant {
                             holds: outcome.tally.max_value().unwrap_or(1),
-                            counted: outcome.tally.applied_nodes(),
+                            counted: Mutex::new(outcome.tally.applied_nodes()),
                             late: outcome.late.clone(),
                             answers_by: outcome.t0 + config.node_timeout,
                         }),
@@ -319,9 +507,35 @@ impl Redlock {
                     &token,
                     None,
                 ),
-                Want::Plain | Want::Fenced => self.release_nowait(&key, &token),
+                // Undo, unlike a release, announces nothing: waiters need not wake for a failed try.
+                Want::Plain | Want::Fenced => self.send_nowait(Command::Undo, &key, &token, None),
             }
-            if attempt > retries {
+            let pause = match patience {
+                Patience::Count(retries) => (attempt <= retries)
+                    .then(|| retry_delay(config.retry_delay, config.retry_jitter, rand::random())),
+                Patience::Until { deadline, notify } => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        None
+                    } else if !notify {
+                        Some(
+                            retry_delay(config.retry_delay, config.retry_jitter, rand::random())
+                                .min(left),
+                        )
+                    } else {
+                        Some(
+                            backoff_delay(
+                                config.retry_delay.max(Duration::from_millis(1)),
+                                round,
+                                WAIT_BACKOFF_CAP.max(config.retry_delay),
+                                rand::random(),
+                            )
+                            .min(left),
+                        )
+                    }
+                }
+            };
+            let Some(pause) = pause else {
                 // A failed fence write-back is reported as such: too few nodes took it.
                 let refused = last.is_none() && outcome.decision == Decision::Refused;
                 let report = last.as_ref().unwrap_or(&outcome).report(self);
@@ -339,12 +553,25 @@ impl Redlock {
                         report,
                     }
                 });
+            };
+            let refused = outcome.decision == Decision::Refused;
+            let notify = matches!(patience, Patience::Until { notify: true, .. });
+            match &subscription {
+                None if notify && refused => {
+                    // Subscribed from now on: a release from here is seen. Try again at once,
+                    // since one may have happened before the subscription was active.
+                    subscription = Some(self.notifier()?.subscribe(&key, config.node_timeout));
+                }
+                Some(sub) if refused => {
+                    if !sub.wait(pause) {
+                        round = round.saturating_add(1);
+                    }
+                }
+                _ => {
+                    std::thread::sleep(pause);
+                    round = round.saturating_add(1);
+                }
             }
-            std::thread::sleep(retry_delay(
-                config.retry_delay,
-                config.retry_jitter,
-                rand::random::<f64>(),
-            ));
         }
     }
 
@@ -410,11 +637,6 @@ impl Redlock {
             decided: Instant::now(),
             late: rx,
         }
-    }
-
-    /// Queues a release on every node without waiting for the answers.
-    pub(crate) fn release_nowait(&self, key: &Arc<str>, token: &Arc<str>) {
-        self.send_nowait(Command::Release, key, token, None);
     }
 
     /// Queues `command` on the nodes marked in `targets` (all when `None`) without waiting.
@@ -489,6 +711,15 @@ where
     }
     let name = keys.join(",");
     Ok((name, keys.into()))
+}
+
+/// How long an acquisition keeps trying.
+#[derive(Clone, Copy)]
+enum Patience {
+    /// Retries after the first attempt.
+    Count(u32),
+    /// Until a deadline; `notify`: wake on release notifications.
+    Until { deadline: Instant, notify: bool },
 }
 
 impl fmt::Debug for Redlock {

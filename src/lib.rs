@@ -63,8 +63,11 @@ mod fence;
 pub mod ffi;
 mod lock;
 mod node;
+mod notify;
+mod options;
 mod quorum;
 mod token;
+mod watchdog;
 
 pub use client::{MAX_RESOURCES, Redlock};
 pub use config::{
@@ -74,3 +77,4 @@ pub use config::{
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 pub use lock::Lock;
 pub use node::NodeStatus;
+pub use options::{DEFAULT_EXTEND_FRACTION, LockOptions};

@@ -1,35 +1,56 @@
 //! A held lock.
+//!
+//! The part of a lock that changes after it is acquired (its deadline, extension count, whether
+//! it was released or lost) lives in [`Shared`], behind an `Arc`, because the client's extender
+//! thread ([`crate::watchdog`]) updates it while the holder works. One mutex (`op`) serializes
+//! every network operation on one lock — the holder's extend and release, Drop, and the
+//! extender's extensions — so that once a release or drop has taken it and marked the lock
+//! released, no extension can reach a node any more.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::client::Redlock;
-use crate::error::{Error, Operation, Result};
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 
+use crate::client::Redlock;
+use crate::error::{Error, Operation, QuorumReport, Result};
 use crate::node::Command;
-use crate::quorum::Vote;
-use crate::quorum::{Decision, earliest_expiry, note_late, validity_deadline};
+use crate::quorum::{Decision, Vote, earliest_expiry, note_late, validity_deadline};
 
 /// A lock acquired on a quorum of nodes. It stays valid for [`validity`](Lock::validity); after
 /// that another owner may hold the resource.
 ///
 /// [`release`](Lock::release) it when done. Dropping it unreleased releases it too, best effort
 /// and without waiting for the nodes. A `Lock` keeps its client's workers alive.
+///
+/// A lock taken with [`LockOptions::auto_extend`](crate::LockOptions::auto_extend) is extended by
+/// the client's extender thread while it is held; [`is_held`](Lock::is_held),
+/// [`validity`](Lock::validity) and [`lost`](Lock::lost) tell the holder the truth.
 pub struct Lock {
     client: Redlock,
     resource: Arc<str>,
     token: Arc<str>,
-    /// Until when the lock is safe to rely on.
-    deadline: Instant,
-    extensions: u32,
-    released: bool,
+    shared: Arc<Shared>,
+}
+
+/// The mutable part of a lock, shared with the extender thread.
+pub(crate) struct Shared {
+    pub(crate) resource: Arc<str>,
+    pub(crate) token: Arc<str>,
+    /// Which commands extend and release the lock, and what the kind carries.
     kind: Kind,
+    /// Held for the whole of each network operation on the lock.
+    op: Mutex<()>,
+    state: Mutex<State>,
+    /// Dropped (disconnecting every [`Lock::lost`] receiver) when the lock ends.
+    ended: Mutex<Option<Sender<()>>>,
+    ended_rx: Receiver<()>,
+    on_lost: Mutex<Vec<LostCallback>>,
 }
 
 /// What kind of lock a [`Lock`] is, and what that kind carries.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) enum Kind {
     /// `SET NX PX` of the resource.
     Plain,
@@ -41,7 +62,7 @@ pub(crate) enum Kind {
     /// quorum was decided report on `late`, in time until `answers_by`.
     Reentrant {
         holds: u64,
-        counted: Box<[bool]>,
+        counted: Mutex<Box<[bool]>>,
         late: Receiver<(usize, Vote)>,
         answers_by: Instant,
     },
@@ -76,7 +97,7 @@ impl Kind {
     /// counted the hold. (A node whose answer never came may have counted it: that hold stays
     /// there until the key expires, which is safe, unlike a release where nothing was counted,
     /// which could take away one of the owner's other holds.)
-    fn settle(&mut self) {
+    fn settle(&self) {
         if let Kind::Reentrant {
             counted,
             late,
@@ -84,16 +105,184 @@ impl Kind {
             ..
         } = self
         {
-            note_late(counted, late, *answers_by);
+            note_late(&mut relock(counted), late, *answers_by);
         }
     }
 
     /// The nodes a release goes to: `None` for all.
-    pub(crate) fn release_targets(&self) -> Option<&[bool]> {
+    pub(crate) fn release_targets(&self) -> Option<Box<[bool]>> {
         match self {
-            Kind::Reentrant { counted, .. } => Some(counted),
+            Kind::Reentrant { counted, .. } => Some(relock(counted).clone()),
             _ => None,
         }
+    }
+}
+
+type LostCallback = Box<dyn FnOnce(&str) + Send>;
+
+struct State {
+    /// Until when the lock is safe to rely on.
+    deadline: Instant,
+    extensions: u32,
+    released: bool,
+    lost: bool,
+}
+
+/// Locks a mutex whatever a panicking holder left behind: every state here stays consistent
+/// between statements.
+pub(crate) fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn new(resource: Arc<str>, token: Arc<str>, deadline: Instant, kind: Kind) -> Self {
+        let (tx, rx) = crossbeam_channel::bounded(0);
+        Shared {
+            resource,
+            token,
+            kind,
+            op: Mutex::new(()),
+            state: Mutex::new(State {
+                deadline,
+                extensions: 0,
+                released: false,
+                lost: false,
+            }),
+            ended: Mutex::new(Some(tx)),
+            ended_rx: rx,
+            on_lost: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn op(&self) -> MutexGuard<'_, ()> {
+        relock(&self.op)
+    }
+
+    pub(crate) fn validity(&self) -> Duration {
+        let s = relock(&self.state);
+        if s.released || s.lost {
+            return Duration::ZERO;
+        }
+        s.deadline.saturating_duration_since(Instant::now())
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        !self.validity().is_zero()
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        relock(&self.state).lost
+    }
+
+    /// Released or lost: nothing more to extend.
+    pub(crate) fn is_over(&self) -> bool {
+        let s = relock(&self.state);
+        s.released || s.lost
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        relock(&self.state).deadline
+    }
+
+    pub(crate) fn extensions(&self) -> u32 {
+        relock(&self.state).extensions
+    }
+
+    fn end(&self) {
+        relock(&self.ended).take();
+    }
+
+    /// Marks the lock lost (unless it was released meanwhile) and tells whoever listens. Call
+    /// without holding `op`: callbacks may call back into the lock.
+    pub(crate) fn mark_lost(&self) {
+        {
+            let mut s = relock(&self.state);
+            if s.released || s.lost {
+                return;
+            }
+            s.lost = true;
+        }
+        self.end();
+        let callbacks = std::mem::take(&mut *relock(&self.on_lost));
+        for cb in callbacks {
+            // A panicking callback must neither skip the others nor end the extender thread.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(&self.resource)));
+        }
+    }
+
+    pub(crate) fn on_lost(&self, cb: LostCallback) {
+        {
+            let mut callbacks = relock(&self.on_lost);
+            if !self.is_lost() {
+                callbacks.push(cb);
+                return;
+            }
+        }
+        cb(&self.resource);
+    }
+
+    pub(crate) fn lost_error(&self, report: Option<QuorumReport>) -> Error {
+        Error::Lost {
+            resource: self.resource.to_string(),
+            report,
+        }
+    }
+
+    /// One quorum extension; the caller holds `op`. Returns whether the lock was found lost (the
+    /// caller then calls [`mark_lost`](Shared::mark_lost) once it has let go of `op`).
+    pub(crate) fn extend_locked(&self, client: &Redlock, ttl: Duration) -> (Result<()>, bool) {
+        if relock(&self.state).released {
+            return (Err(self.lost_error(None)), false);
+        }
+        let config = client.config();
+        let ttl_ms = match config.ttl_ms(ttl) {
+            Ok(ms) => ms,
+            Err(e) => return (Err(e), false),
+        };
+        if let Some(max) = config.max_extensions
+            && relock(&self.state).extensions >= max
+        {
+            return (
+                Err(Error::ExtensionLimit {
+                    resource: self.resource.to_string(),
+                    max_extensions: max,
+                }),
+                false,
+            );
+        }
+        let ttl = Duration::from_millis(ttl_ms);
+        let outcome = client.quorum_call(self.kind.extend(ttl_ms), &self.resource, &self.token);
+        if outcome.decision == Decision::Quorum
+            && let Some(deadline) =
+                validity_deadline(outcome.t0, outcome.decided, ttl, config.drift_factor)
+        {
+            let mut s = relock(&self.state);
+            s.deadline = deadline;
+            s.extensions += 1;
+            return (Ok(()), false);
+        }
+        let report = outcome.report(client);
+        if outcome.decision == Decision::Refused {
+            relock(&self.state).deadline = outcome.decided;
+            return (Err(self.lost_error(Some(report))), true);
+        }
+        // Nodes that applied the new TTL keep the key until t0 + ttl, the others until the old
+        // deadline: the earlier of the two still holds on a quorum.
+        {
+            let mut s = relock(&self.state);
+            s.deadline = s
+                .deadline
+                .min(earliest_expiry(outcome.t0, ttl, config.drift_factor));
+        }
+        (
+            Err(Error::NoQuorum {
+                resource: self.resource.to_string(),
+                operation: Operation::Extend,
+                attempts: 1,
+                report,
+            }),
+            false,
+        )
     }
 }
 
@@ -105,22 +294,29 @@ impl Lock {
         deadline: Instant,
         kind: Kind,
     ) -> Self {
+        let shared = Arc::new(Shared::new(
+            Arc::clone(&resource),
+            Arc::clone(&token),
+            deadline,
+            kind,
+        ));
         Lock {
             client,
             resource,
             token,
-            deadline,
-            extensions: 0,
-            released: false,
-            kind,
+            shared,
         }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The fencing token of a lock from [`Redlock::lock_fenced`]: greater than the token of
     /// every fenced lock on the same resource whose holder came before this one (see the crate
     /// docs on fencing). `None` for other kinds of lock.
     pub fn fence(&self) -> Option<u64> {
-        match self.kind {
+        match self.shared.kind {
             Kind::Fenced { fence } => Some(fence),
             _ => None,
         }
@@ -130,7 +326,7 @@ impl Lock {
     /// resource once this one was counted (1 for the outermost), as the quorum's nodes reported
     /// it (the largest count among them). `None` for other kinds of lock.
     pub fn hold_count(&self) -> Option<u64> {
-        match self.kind {
+        match self.shared.kind {
             Kind::Reentrant { holds, .. } => Some(holds),
             _ => None,
         }
@@ -138,7 +334,7 @@ impl Lock {
 
     /// The resources this lock holds: one, or for [`Redlock::lock_many`] all of them, sorted.
     pub fn resources(&self) -> Vec<&str> {
-        match &self.kind {
+        match &self.shared.kind {
             Kind::Many { keys } => keys.iter().map(|k| &**k).collect(),
             _ => vec![&*self.resource],
         }
@@ -156,18 +352,44 @@ impl Lock {
         &self.token
     }
 
-    /// Time left before the lock may expire on the nodes; zero once released or expired. Finish
-    /// the protected work (or [`extend`](Lock::extend)) within it.
+    /// Time left before the lock may expire on the nodes; zero once released, lost or expired.
+    /// Finish the protected work (or [`extend`](Lock::extend)) within it. For an auto-extended
+    /// lock the extender moves it forward after each extension.
     pub fn validity(&self) -> Duration {
-        if self.released {
-            return Duration::ZERO;
-        }
-        self.deadline.saturating_duration_since(Instant::now())
+        self.shared.validity()
+    }
+
+    /// Whether the lock is still ours: not released, not found lost, validity left.
+    pub fn is_held(&self) -> bool {
+        self.shared.is_held()
+    }
+
+    /// Whether the lock was found lost: an extension (by the extender or by
+    /// [`extend`](Lock::extend)) found it no longer ours on a quorum, or an auto-extended lock's
+    /// validity ran out before it could be extended. A released lock is not lost.
+    pub fn is_lost(&self) -> bool {
+        self.shared.is_lost()
+    }
+
+    /// A channel that disconnects when the lock ends: when it is found lost, and also when it is
+    /// released or dropped. Like Go's `ctx.Done()`: `recv()` blocks while the lock is held and
+    /// returns `Err` once it is not; [`is_lost`](Lock::is_lost) tells why. Cheap to poll
+    /// (`try_recv`) and usable in `crossbeam_channel::select!`. Nothing is ever sent on it.
+    pub fn lost(&self) -> Receiver<()> {
+        self.shared.ended_rx.clone()
+    }
+
+    /// Runs `callback` (with the resource name) once if the lock is found lost; at once, on this
+    /// thread, if it already was. For an auto-extended lock it runs on the client's extender
+    /// thread: keep it short, it delays the other locks' extensions. A release or drop does not
+    /// run it.
+    pub fn on_lost(&self, callback: impl FnOnce(&str) + Send + 'static) {
+        self.shared.on_lost(Box::new(callback));
     }
 
     /// Whether [`release`](Lock::release) was called (through the C ABI, say).
     pub fn is_released(&self) -> bool {
-        self.released
+        relock(&self.shared.state).released
     }
 
     /// Sets the lock's TTL on every node to `ttl` from now, if it is still ours.
@@ -178,47 +400,14 @@ impl Lock {
     /// case the old validity (or the new one, if shorter) still stands. A failed extend never
     /// deletes keys.
     pub fn extend(&mut self, ttl: Duration) -> Result<()> {
-        if self.released {
-            return Err(self.lost(None));
+        let (result, lost) = {
+            let _op = self.shared.op();
+            self.shared.extend_locked(&self.client, ttl)
+        };
+        if lost {
+            self.shared.mark_lost();
         }
-        let config = self.client.config();
-        let ttl_ms = config.ttl_ms(ttl)?;
-        if let Some(max) = config.max_extensions
-            && self.extensions >= max
-        {
-            return Err(Error::ExtensionLimit {
-                resource: self.resource.to_string(),
-                max_extensions: max,
-            });
-        }
-        let ttl = Duration::from_millis(ttl_ms);
-        let outcome =
-            self.client
-                .quorum_call(self.kind.extend(ttl_ms), &self.resource, &self.token);
-        if outcome.decision == Decision::Quorum
-            && let Some(deadline) =
-                validity_deadline(outcome.t0, outcome.decided, ttl, config.drift_factor)
-        {
-            self.deadline = deadline;
-            self.extensions += 1;
-            return Ok(());
-        }
-        let report = outcome.report(&self.client);
-        if outcome.decision == Decision::Refused {
-            self.deadline = outcome.decided;
-            return Err(self.lost(Some(report)));
-        }
-        // Nodes that applied the new TTL keep the key until t0 + ttl, the others until the old
-        // deadline: the earlier of the two still holds on a quorum.
-        self.deadline = self
-            .deadline
-            .min(earliest_expiry(outcome.t0, ttl, config.drift_factor));
-        Err(Error::NoQuorum {
-            resource: self.resource.to_string(),
-            operation: Operation::Extend,
-            attempts: 1,
-            report,
-        })
+        result
     }
 
     /// Releases the lock on every node, deleting only keys that still hold this lock's token.
@@ -233,20 +422,21 @@ impl Lock {
     /// [`release`](Lock::release) that keeps the handle, for the C ABI: afterwards validity is
     /// zero, extend reports `Lost`, and releasing again does nothing.
     pub(crate) fn release_in_place(&mut self) -> Result<()> {
-        if self.released {
+        let _op = self.shared.op();
+        if !self.mark_released() {
             return Ok(());
         }
-        self.released = true;
-        self.kind.settle();
+        let kind = &self.shared.kind;
+        kind.settle();
         let outcome = self.client.fan_out(
-            self.kind.release(),
+            kind.release(),
             &self.resource,
             &self.token,
-            self.kind.release_targets(),
+            kind.release_targets().as_deref(),
         );
         match outcome.decision {
             Decision::Quorum => Ok(()),
-            Decision::Refused => Err(self.lost(Some(outcome.report(&self.client)))),
+            Decision::Refused => Err(self.shared.lost_error(Some(outcome.report(&self.client)))),
             Decision::Unreachable => Err(Error::NoQuorum {
                 resource: self.resource.to_string(),
                 operation: Operation::Release,
@@ -256,23 +446,33 @@ impl Lock {
         }
     }
 
-    fn lost(&self, report: Option<crate::error::QuorumReport>) -> Error {
-        Error::Lost {
-            resource: self.resource.to_string(),
-            report,
+    /// Marks the lock released and ends its signal; false if it already was released.
+    fn mark_released(&self) -> bool {
+        {
+            let mut s = relock(&self.shared.state);
+            if s.released {
+                return false;
+            }
+            s.released = true;
         }
+        self.shared.end();
+        true
     }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        if !self.released {
-            self.kind.settle();
+        // Taking `op` waits for an extension in flight (at most node_timeout), so none reaches
+        // a node after the release below.
+        let _op = self.shared.op();
+        if self.mark_released() {
+            let kind = &self.shared.kind;
+            kind.settle();
             self.client.send_nowait(
-                self.kind.release(),
+                kind.release(),
                 &self.resource,
                 &self.token,
-                self.kind.release_targets(),
+                kind.release_targets().as_deref(),
             );
         }
     }
@@ -283,8 +483,9 @@ impl fmt::Debug for Lock {
         f.debug_struct("Lock")
             .field("resource", &self.resource)
             .field("validity", &self.validity())
-            .field("released", &self.released)
-            .field("kind", &self.kind)
+            .field("released", &self.is_released())
+            .field("lost", &self.is_lost())
+            .field("kind", &self.shared.kind)
             .finish_non_exhaustive()
     }
 }

@@ -38,11 +38,26 @@ end
     };
 }
 
-/// Compare-and-delete: removes the key only while it holds our token (a key of another type is
-/// not ours).
+/// Compare-and-delete without an announcement: undoes a failed acquisition. Publishing there
+/// would wake a waiter for a resource that is still held, whose own failed attempt would wake
+/// the next one, and so on. (A key of another type is not ours.)
+const UNDO_SCRIPT: &str = concat!(
+    owned_fn!(),
+    r#"if owned(KEYS[1]) then
+    return redis.call("del", KEYS[1])
+else
+    return 0
+end"#
+);
+
+/// Compare-and-delete: removes the key only while it holds our token, and then publishes on
+/// `redlock:released:<key>` with the token (see `notify.rs`: the token groups the N nodes'
+/// announcements of one release), so that waiters wake at once instead of polling.
+/// Subscribers receive it only after the script has ended, so they never see the key yet.
 const RELEASE_SCRIPT: &str = concat!(
     owned_fn!(),
     r#"if owned(KEYS[1]) then
+    redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[1])
     return redis.call("del", KEYS[1])
 else
     return 0
@@ -195,8 +210,9 @@ static REENTRANT_RELEASE: LazyLock<Script> =
 static MANY_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_ACQUIRE_SCRIPT));
 static MANY_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_EXTEND_SCRIPT));
 static MANY_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_RELEASE_SCRIPT));
+static UNDO: LazyLock<Script> = LazyLock::new(|| Script::new(UNDO_SCRIPT));
 
-fn scripts() -> [&'static Script; 10] {
+fn scripts() -> [&'static Script; 11] {
     [
         &RELEASE,
         &EXTEND,
@@ -208,6 +224,7 @@ fn scripts() -> [&'static Script; 10] {
         &MANY_ACQUIRE,
         &MANY_EXTEND,
         &MANY_RELEASE,
+        &UNDO,
     ]
 }
 
@@ -224,7 +241,7 @@ pub(crate) enum Command {
     Acquire { ttl_ms: u64 },
     /// Compare-and-pexpire.
     Extend { ttl_ms: u64 },
-    /// Compare-and-delete.
+    /// Compare-and-delete, announced to waiters.
     Release,
     /// `SET NX PX` plus `INCR` of the fence counter; votes carry the counter.
     AcquireFenced { ttl_ms: u64 },
@@ -242,6 +259,8 @@ pub(crate) enum Command {
     ExtendMany { ttl_ms: u64, keys: Arc<[Arc<str>]> },
     /// Compare-and-delete of all `keys`.
     ReleaseMany { keys: Arc<[Arc<str>]> },
+    /// Compare-and-delete of a failed acquisition, not announced.
+    Undo,
 }
 
 impl Command {
@@ -795,6 +814,7 @@ fn command(r: &Request) -> redis::Cmd {
         Command::ReleaseMany { keys } => {
             evalsha(&MANY_RELEASE, keys.iter().map(|k| &**k), token, None)
         }
+        Command::Undo => evalsha(&UNDO, [key].into_iter(), token, None),
     }
 }
 
@@ -857,6 +877,7 @@ fn interpret(command: &Command, value: Value) -> Vote {
         (
             Extend { .. }
             | Release
+            | Undo
             | WriteFence { .. }
             | ExtendReentrant { .. }
             | AcquireMany { .. }

@@ -46,6 +46,17 @@ pub(crate) fn retry_delay(delay: Duration, jitter: Duration, unit: f64) -> Durat
     low + (high - low).mul_f64(unit.clamp(0.0, 1.0))
 }
 
+/// The fallback wait of a waiter that got no release notification: `base × 2^round`, capped,
+/// with "equal jitter" (a uniform draw from the upper half, `unit` in `[0, 1)`), so that waiters
+/// that started together drift apart and a lost notification costs at most `cap`.
+pub(crate) fn backoff_delay(base: Duration, round: u32, cap: Duration, unit: f64) -> Duration {
+    let full = base
+        .checked_mul(1u32.checked_shl(round.min(31)).unwrap_or(u32::MAX))
+        .unwrap_or(cap)
+        .min(cap);
+    full / 2 + (full / 2).mul_f64(unit.clamp(0.0, 1.0))
+}
+
 /// One node's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Vote {
@@ -234,6 +245,17 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_jitter_in_the_upper_half() {
+        let ms = Duration::from_millis;
+        assert_eq!(backoff_delay(ms(100), 0, ms(1000), 0.0), ms(50));
+        assert_eq!(backoff_delay(ms(100), 0, ms(1000), 1.0), ms(100));
+        assert_eq!(backoff_delay(ms(100), 2, ms(1000), 1.0), ms(400));
+        assert_eq!(backoff_delay(ms(100), 4, ms(1000), 1.0), ms(1000));
+        assert_eq!(backoff_delay(ms(100), 40, ms(1000), 0.0), ms(500));
+        assert_eq!(backoff_delay(Duration::MAX, 3, ms(1000), 1.0), ms(1000));
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -268,3 +268,78 @@ fn wrong_password_or_unknown_user_is_clear_and_never_shown() {
     assert_eq!(node.get("lock:auth"), None);
     assert_no_worker_panicked();
 }
+
+/// The README's addition for the other features (`ACL SETUSER locker ~... +...`), after the
+/// documented base line.
+fn documented_acl_additions() -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let line = readme
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("ACL SETUSER "))
+        .nth(1)
+        .expect("the README documents a second `ACL SETUSER` line for the other features");
+    line.split_whitespace().skip(3).map(str::to_owned).collect()
+}
+
+#[test]
+fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
+    watch_workers();
+    let (user, password) = documented_user();
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start()).collect();
+    let mut rules = documented_acl();
+    rules.extend(documented_acl_additions());
+    for node in &nodes {
+        set_user(node, &rules);
+    }
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| user_url(n, &user, &password))
+        .collect();
+    let rl = client(&urls);
+
+    let fenced = rl.lock_fenced("lock:f", TTL).expect("fenced lock");
+    assert!(fenced.fence().is_some_and(|f| f >= 1));
+    fenced.release().expect("fenced release");
+
+    let owner = Redlock::new_owner().unwrap();
+    let mut outer = rl.reentrant_lock("lock:r", &owner, TTL).expect("reentrant");
+    let inner = rl.reentrant_lock("lock:r", &owner, TTL).expect("nested");
+    assert_eq!(inner.hold_count(), Some(2));
+    outer.extend(TTL).expect("reentrant extend");
+    inner.release().expect("nested release");
+    outer.release().expect("outer release");
+
+    let mut many = rl.lock_many(["lock:m1", "lock:m2"], TTL).expect("lock_many");
+    many.extend(TTL).expect("extend many");
+    many.release().expect("release many");
+
+    // A waiter subscribes to the release notification and wakes when the holder lets go.
+    let held = rl.lock("lock:w", TTL).expect("held");
+    let waiter = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            rl.lock_with(
+                "lock:w",
+                TTL,
+                redlock::LockOptions::new().wait_timeout(Duration::from_secs(10)),
+            )
+            .map(|l| l.release())
+        })
+    };
+    let subscribed = support::eventually(Duration::from_secs(5), || {
+        nodes.iter().all(|n| {
+            let (_, count): (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redlock:released:lock:w")
+                .query(&mut n.conn())
+                .expect("PUBSUB NUMSUB");
+            count == 1
+        })
+    });
+    assert!(subscribed, "the waiter's subscriptions were refused");
+    held.release().expect("release for the waiter");
+    let got = waiter.join().expect("waiter thread");
+    assert!(matches!(got, Ok(Ok(()))), "waiter: {got:?}");
+    assert_eq!(WORKER_PANICS.load(Ordering::SeqCst), 0);
+}

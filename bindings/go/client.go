@@ -169,19 +169,69 @@ func New(urls []string, opts Options) (*Client, error) {
 // error wraps ErrNotAcquired, ErrNoQuorum, ErrInvalidArgument or ErrClosed.
 // The TTL is rounded down to whole milliseconds and must be at least one millisecond.
 func (c *Client) Lock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquire(resource, ttl, true)
+	return c.acquire(resource, ttl, true, nil)
 }
 
 // TryLock is Lock with a single attempt and no retries.
 func (c *Client) TryLock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquire(resource, ttl, false)
+	return c.acquire(resource, ttl, false, nil)
 }
 
-// WithLock acquires resource with retries (as Lock does), runs fn while holding it and
-// always unlocks, even when fn panics. It returns fn's error if fn failed, else the
-// error of Unlock (ErrLost there means the lock expired while fn ran).
+// LockOptions says how LockWith takes and keeps one lock. The zero value is what Lock
+// does: no auto-extension, Options.RetryCount retries.
+type LockOptions struct {
+	// AutoExtend keeps the lock alive while it is held: the library's extender thread (one
+	// per Client) extends it every ExtendFraction of the TTL, each time on a quorum. Held
+	// and Lost tell whether it still is. Extension stops for good on Unlock, when the Lock
+	// is garbage-collected, or after MaxHold.
+	AutoExtend bool
+	// ExtendFraction is the share of the TTL after which the lock is extended, in (0, 1);
+	// zero means the default, 1/3.
+	ExtendFraction float64
+	// MaxHold stops auto-extending this long after acquisition; zero means never.
+	MaxHold time.Duration
+	// WaitTimeout waits up to this long for a busy resource instead of RetryCount retries,
+	// woken by the release notifications the nodes publish; zero means no waiting.
+	WaitTimeout time.Duration
+	// PollWhileWaiting makes a waiter poll at RetryDelay instead of waiting for release
+	// notifications.
+	PollWhileWaiting bool
+}
+
+func (o LockOptions) toC() (C.redlock_lock_options, error) {
+	opts := C.redlock_lock_options_default()
+	opts.auto_extend = C.bool(o.AutoExtend)
+	if o.ExtendFraction != 0 {
+		opts.extend_fraction = C.double(o.ExtendFraction)
+	}
+	if o.MaxHold < 0 || o.WaitTimeout < 0 {
+		return opts, invalidArgument("MaxHold %v or WaitTimeout %v is negative", o.MaxHold, o.WaitTimeout)
+	}
+	opts.max_hold_ms = optionMillis(o.MaxHold)
+	if o.WaitTimeout > 0 {
+		opts.wait = true
+		opts.wait_timeout_ms = optionMillis(o.WaitTimeout)
+	}
+	opts.notifications = C.bool(!o.PollWhileWaiting)
+	return opts, nil
+}
+
+// LockWith acquires resource for ttl as opts says: auto-extended while held, and/or
+// waiting up to a timeout for a busy resource. Errors as for Lock.
+func (c *Client) LockWith(resource string, ttl time.Duration, opts LockOptions) (*Lock, error) {
+	copts, err := opts.toC()
+	if err != nil {
+		return nil, err
+	}
+	return c.acquire(resource, ttl, true, &copts)
+}
+
+// WithLock acquires resource with retries (as Lock does), keeps it auto-extended while fn
+// runs, and always unlocks, even when fn panics. fn can watch l.Lost() or poll l.Held()
+// during long work. It returns fn's error if fn failed, else ErrLost if the lock was lost
+// while fn ran (the work may have overlapped another owner's), else Unlock's error.
 func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) error) (err error) {
-	l, err := c.Lock(resource, ttl)
+	l, err := c.LockWith(resource, ttl, LockOptions{AutoExtend: true})
 	if err != nil {
 		return err
 	}
@@ -193,7 +243,8 @@ func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) e
 	return fn(l)
 }
 
-func (c *Client) acquire(resource string, ttl time.Duration, retry bool) (*Lock, error) {
+// acquire locks as opts says, or else with retries or once.
+func (c *Client) acquire(resource string, ttl time.Duration, retry bool, opts *C.redlock_lock_options) (*Lock, error) {
 	if resource == "" {
 		return nil, invalidArgument("empty resource name")
 	}
@@ -207,10 +258,14 @@ func (c *Client) acquire(resource string, ttl time.Duration, retry bool) (*Lock,
 	cresource := C.CString(resource)
 	defer C.free(unsafe.Pointer(cresource))
 	return c.call(func(ptr *C.redlock_client, out **C.redlock_lock, cerr **C.redlock_error) C.enum_redlock_status {
-		if retry {
+		switch {
+		case opts != nil:
+			return C.redlock_client_lock_with(ptr, cresource, ms, opts, out, cerr)
+		case retry:
 			return C.redlock_client_lock(ptr, cresource, ms, out, cerr)
+		default:
+			return C.redlock_client_try_lock(ptr, cresource, ms, out, cerr)
 		}
-		return C.redlock_client_try_lock(ptr, cresource, ms, out, cerr)
 	})
 }
 

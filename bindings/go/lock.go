@@ -1,6 +1,15 @@
 package redlock
 
+// #include <stdint.h>
 // #include "redlock.h"
+// extern void redlockGoLost(uintptr_t id);
+// static void redlock_go_lost(void *user, const char *resource) {
+//     (void)resource;
+//     redlockGoLost((uintptr_t)user);
+// }
+// static redlock_status redlock_go_on_lost(redlock_lock *lock, uintptr_t id) {
+//     return redlock_lock_on_lost(lock, redlock_go_lost, (void *)id, NULL);
+// }
 import "C"
 
 import (
@@ -25,6 +34,8 @@ type Lock struct {
 	holds     uint64
 	hasHolds  bool
 	resources []string
+	lost      *lostSignal
+	lostID    uintptr
 }
 
 func newLock(ptr *C.redlock_lock, client *Client) *Lock {
@@ -33,6 +44,7 @@ func newLock(ptr *C.redlock_lock, client *Client) *Lock {
 		client:   client,
 		resource: C.GoString(C.redlock_lock_resource(ptr)),
 		token:    C.GoString(C.redlock_lock_token(ptr)),
+		lost:     &lostSignal{ch: make(chan struct{})},
 	}
 	var n C.uint64_t
 	if C.redlock_lock_fence(ptr, &n, nil) == C.REDLOCK_OK {
@@ -42,9 +54,37 @@ func newLock(ptr *C.redlock_lock, client *Client) *Lock {
 		l.holds, l.hasHolds = uint64(n), true
 	}
 	l.resources = []string{l.resource}
-	runtime.SetFinalizer(l, func(l *Lock) { C.redlock_lock_free(l.ptr) })
+	l.lostID = registerLost(l.lost)
+	if C.redlock_go_on_lost(ptr, C.uintptr_t(l.lostID)) != C.REDLOCK_OK {
+		// Only a NULL lock or callback fails, and neither is: the signal just never fires.
+		forgetLost(l.lostID)
+	}
+	runtime.SetFinalizer(l, func(l *Lock) {
+		C.redlock_lock_free(l.ptr)
+		forgetLost(l.lostID)
+	})
 	return l
 }
+
+// Held reports whether the lock is still ours: not unlocked, not found lost, validity
+// left. For a lock taken with LockOptions.AutoExtend the library's extender thread keeps
+// it true while the lock is being extended. Cheap: poll it during long work.
+func (l *Lock) Held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ptr == nil {
+		return false
+	}
+	held := C.redlock_lock_is_held(l.ptr)
+	runtime.KeepAlive(l)
+	return bool(held)
+}
+
+// Lost returns a channel that is closed when the lock is found lost, like ctx.Done():
+// an extension (by the extender thread of an auto-extended lock, or Extend) found it no
+// longer ours on a quorum, or an auto-extended lock ran out of validity. It is not closed
+// by Unlock. Select on it next to your work to stop when the lock is gone.
+func (l *Lock) Lost() <-chan struct{} { return l.lost.ch }
 
 // Resource returns the name of the locked resource (the Redis key).
 func (l *Lock) Resource() string { return l.resource }
@@ -98,8 +138,16 @@ func (l *Lock) Unlock() error {
 	}
 	var cerr *C.redlock_error
 	status := C.redlock_lock_release(l.ptr, &cerr)
+	lost := C.redlock_lock_is_lost(l.ptr)
 	C.redlock_lock_free(l.ptr)
 	l.ptr = nil
+	forgetLost(l.lostID)
 	runtime.SetFinalizer(l, nil)
-	return statusError(status, cerr)
+	if err := statusError(status, cerr); err != nil {
+		return err
+	}
+	if lost {
+		return &Error{Status: StatusLost, Message: "the lock was lost before Unlock: the work it protected may have overlapped another owner's"}
+	}
+	return nil
 }

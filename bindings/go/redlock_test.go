@@ -639,13 +639,34 @@ func TestWithLock(t *testing.T) {
 	}()
 	assertFree(t, resource)
 
-	// Unlock's error comes back when fn succeeded but the lock expired meanwhile.
-	err = c.WithLock(resource, 50*time.Millisecond, func(*redlock.Lock) error {
-		time.Sleep(150 * time.Millisecond)
+	// The lock is auto-extended: fn may outlive the TTL many times over.
+	err = c.WithLock(resource, 3*time.Second, func(l *redlock.Lock) error {
+		time.Sleep(7 * time.Second)
+		if !l.Held() {
+			t.Error("auto-extended lock not held after twice its TTL")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("WithLock outliving its TTL = %v, want nil", err)
+	}
+
+	// ErrLost comes back when fn succeeded but the lock was lost meanwhile.
+	err = c.WithLock(resource, 3*time.Second, func(l *redlock.Lock) error {
+		for _, nd := range shared.nodes[:3] {
+			if _, err := redisCommand(nd.addr(), "DEL", resource); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-l.Lost():
+		case <-time.After(10 * time.Second):
+			t.Error("Lost() not closed after the keys vanished on a majority")
+		}
 		return nil
 	})
 	if !errors.Is(err, redlock.ErrLost) {
-		t.Errorf("WithLock whose lock expired during fn = %v, want ErrLost", err)
+		t.Errorf("WithLock whose lock was lost during fn = %v, want ErrLost", err)
 	}
 
 	held := mustLock(t, c, resource, 10*time.Second)

@@ -6,12 +6,13 @@
 //! thread-local, because Go may move a goroutine between OS threads between two calls.
 #![allow(non_camel_case_types)]
 
-use std::ffi::{CStr, CString, c_char, c_int};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::{Error, Lock, Redlock};
+use crate::lock::Shared;
+use crate::{Error, Lock, LockOptions, Redlock};
 
 mod kinds;
 
@@ -103,9 +104,33 @@ pub struct redlock_node_status {
     pub run_id: [c_char; 41],
 }
 
+/// How one lock is taken and kept, for `redlock_client_lock_with`; start from
+/// `redlock_lock_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct redlock_lock_options {
+    /// Keep the lock alive on the client's extender thread while it is held (default false).
+    pub auto_extend: bool,
+    /// Extend after this fraction of the TTL, in (0, 1) (default 1/3).
+    pub extend_fraction: f64,
+    /// Stop auto-extending this many ms after acquisition; 0 = never (default).
+    pub max_hold_ms: u64,
+    /// Wait for a busy resource up to `wait_timeout_ms` instead of `retry_count` attempts
+    /// (default false).
+    pub wait: bool,
+    /// How long to wait when `wait` is set, ms; 0 = one attempt.
+    pub wait_timeout_ms: u64,
+    /// While waiting, wake on the release notifications the nodes publish (default true);
+    /// false polls at retry_delay_ms.
+    pub notifications: bool,
+}
+
 /// A held (or released) lock.
 pub struct redlock_lock {
     lock: Mutex<Lock>,
+    /// Read without `lock`'s mutex, so that polling the state never waits behind a release
+    /// or extend in progress, and an `on_lost` callback may call back in.
+    shared: Arc<Shared>,
     resource: CString,
     token: CString,
 }
@@ -398,6 +423,13 @@ pub unsafe extern "C" fn redlock_client_node_status(
     })
 }
 
+/// How an export acquires.
+enum How {
+    Retry,
+    Once,
+    With(LockOptions),
+}
+
 /// # Safety
 /// As for `redlock_client_lock`.
 unsafe fn acquire(
@@ -406,7 +438,7 @@ unsafe fn acquire(
     ttl_ms: u64,
     out: *mut *mut redlock_lock,
     err: *mut *mut redlock_error,
-    retry: bool,
+    how: How,
 ) -> redlock_status {
     guard(err, || {
         // SAFETY: NULL or a live client per the caller's contract.
@@ -417,10 +449,10 @@ unsafe fn acquire(
             return Err(invalid("out is NULL"));
         }
         let ttl = Duration::from_millis(ttl_ms);
-        let lock = if retry {
-            client.client.lock(resource, ttl)
-        } else {
-            client.client.try_lock(resource, ttl)
+        let lock = match how {
+            How::Retry => client.client.lock(resource, ttl),
+            How::Once => client.client.try_lock(resource, ttl),
+            How::With(options) => client.client.lock_with(resource, ttl, options),
         }?;
         // SAFETY: `out` is writable (checked non-NULL above).
         unsafe { hand_out(lock, out) }
@@ -435,6 +467,7 @@ unsafe fn hand_out(lock: Lock, out: *mut *mut redlock_lock) -> Result<(), Failur
     let boxed = Box::new(redlock_lock {
         resource: CString::new(lock.resource()).map_err(|_| invalid("resource has a NUL"))?,
         token: CString::new(lock.token()).map_err(|_| invalid("token has a NUL"))?,
+        shared: Arc::clone(lock.shared()),
         lock: Mutex::new(lock),
     });
     // SAFETY: per the function's contract.
@@ -463,7 +496,7 @@ pub unsafe extern "C" fn redlock_client_lock(
     err: *mut *mut redlock_error,
 ) -> redlock_status {
     // SAFETY: same contract.
-    unsafe { acquire(client, resource, ttl_ms, out, err, true) }
+    unsafe { acquire(client, resource, ttl_ms, out, err, How::Retry) }
 }
 
 /// Like `redlock_client_lock`, with a single attempt.
@@ -479,7 +512,200 @@ pub unsafe extern "C" fn redlock_client_try_lock(
     err: *mut *mut redlock_error,
 ) -> redlock_status {
     // SAFETY: same contract.
-    unsafe { acquire(client, resource, ttl_ms, out, err, false) }
+    unsafe { acquire(client, resource, ttl_ms, out, err, How::Once) }
+}
+
+/// The default lock options: no auto-extension, extend_fraction 1/3, max_hold_ms 0 (never),
+/// no waiting (retry_count attempts), notifications on.
+#[unsafe(no_mangle)]
+pub extern "C" fn redlock_lock_options_default() -> redlock_lock_options {
+    let d = LockOptions::default();
+    redlock_lock_options {
+        auto_extend: d.auto_extend,
+        extend_fraction: d.extend_fraction,
+        max_hold_ms: 0,
+        wait: false,
+        wait_timeout_ms: 0,
+        notifications: d.notifications,
+    }
+}
+
+impl From<redlock_lock_options> for LockOptions {
+    fn from(o: redlock_lock_options) -> Self {
+        let mut options = LockOptions::new()
+            .auto_extend(o.auto_extend)
+            .extend_fraction(o.extend_fraction)
+            .notifications(o.notifications);
+        if o.max_hold_ms > 0 {
+            options = options.max_hold(Duration::from_millis(o.max_hold_ms));
+        }
+        if o.wait {
+            options = options.wait_timeout(Duration::from_millis(o.wait_timeout_ms));
+        }
+        options
+    }
+}
+
+/// Acquires `resource` for `ttl_ms` as `opts` says (NULL: the defaults, i.e. like
+/// `redlock_client_lock`).
+///
+/// With `auto_extend`, the client's extender thread (one per client, started with the first such
+/// lock) extends the lock every `extend_fraction × ttl` while it is held; poll
+/// `redlock_lock_is_held` / `redlock_lock_is_lost` or register `redlock_lock_on_lost` to learn
+/// that it was lost. Extension stops for good when the lock is released or freed, after
+/// `max_hold_ms`, or at `max_extensions`; the lock keeps its client's internals alive, so it
+/// goes on after `redlock_client_free` while the lock is held.
+///
+/// With `wait`, blocks up to `wait_timeout_ms` for a busy resource, woken by the release
+/// notification the nodes publish (one subscriber connection per node per client), with a
+/// jittered backoff as the fallback. Statuses as for `redlock_client_lock`;
+/// `REDLOCK_INVALID_ARGUMENT` also for an `extend_fraction` outside (0, 1) or a TTL too short to
+/// auto-extend (it must exceed extend_fraction × ttl + node_timeout).
+///
+/// # Safety
+/// As for `redlock_client_lock`; `opts` is NULL or points to a `redlock_lock_options`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_lock_with(
+    client: *mut redlock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    opts: *const redlock_lock_options,
+    out: *mut *mut redlock_lock,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    // SAFETY: NULL or a valid `redlock_lock_options` per the contract.
+    let options = unsafe { opts.as_ref() }
+        .copied()
+        .unwrap_or_else(|| redlock_lock_options_default());
+    // SAFETY: same contract.
+    unsafe {
+        acquire(
+            client,
+            resource,
+            ttl_ms,
+            out,
+            err,
+            How::With(options.into()),
+        )
+    }
+}
+
+/// `redlock_client_lock_with` with only `auto_extend` set: acquires with retries, then keeps the
+/// lock alive while it is held.
+///
+/// # Safety
+/// As for `redlock_client_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_lock_auto(
+    client: *mut redlock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    out: *mut *mut redlock_lock,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    let options = LockOptions::new().auto_extend(true);
+    // SAFETY: same contract.
+    unsafe { acquire(client, resource, ttl_ms, out, err, How::With(options)) }
+}
+
+/// `redlock_client_lock_with` with only `wait` set: blocks up to `wait_ms` for a busy resource,
+/// woken by release notifications.
+///
+/// # Safety
+/// As for `redlock_client_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_lock_wait(
+    client: *mut redlock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    wait_ms: u64,
+    out: *mut *mut redlock_lock,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    let options = LockOptions::new().wait_timeout(Duration::from_millis(wait_ms));
+    // SAFETY: same contract.
+    unsafe { acquire(client, resource, ttl_ms, out, err, How::With(options)) }
+}
+
+/// Whether the lock is still ours: not released, not found lost, validity left. Cheap, never
+/// blocks behind another call on the lock; false for NULL.
+///
+/// # Safety
+/// `lock` is NULL or a live lock.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock_is_held(lock: *const redlock_lock) -> bool {
+    quiet(false, || {
+        // SAFETY: NULL or a live lock per the contract.
+        unsafe { lock.as_ref() }.is_some_and(|l| l.shared.is_held())
+    })
+}
+
+/// Whether the lock was found lost (an extension found it no longer ours on a quorum, or an
+/// auto-extended lock ran out of validity); a released lock is not lost. False for NULL.
+///
+/// # Safety
+/// `lock` is NULL or a live lock.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock_is_lost(lock: *const redlock_lock) -> bool {
+    quiet(false, || {
+        // SAFETY: NULL or a live lock per the contract.
+        unsafe { lock.as_ref() }.is_some_and(|l| l.shared.is_lost())
+    })
+}
+
+/// The callback type of `redlock_lock_on_lost`: `user` as given, and the resource name, valid
+/// only during the call.
+pub type redlock_lost_callback =
+    Option<unsafe extern "C" fn(user: *mut c_void, resource: *const c_char)>;
+
+/// The C side of a lost callback; the caller vouches that `user` may be used from the extender
+/// thread.
+struct LostCallback {
+    cb: unsafe extern "C" fn(*mut c_void, *const c_char),
+    user: *mut c_void,
+}
+
+// SAFETY: `redlock_lock_on_lost` documents that the callback and `user` are called from another
+// thread; the caller agrees to that by registering them.
+unsafe impl Send for LostCallback {}
+
+impl LostCallback {
+    fn call(self, resource: &str) {
+        let resource = CString::new(resource.replace('\0', "")).unwrap_or_default();
+        // SAFETY: a valid function pointer and its user pointer per `redlock_lock_on_lost`.
+        unsafe { (self.cb)(self.user, resource.as_ptr()) }
+    }
+}
+
+/// Registers `callback(user, resource)` to run once if the lock is found lost; at once, on the
+/// calling thread, if it already was. A release or free does not run it.
+///
+/// For an auto-extended lock it runs on the client's extender thread, which serves all of the
+/// client's auto-extended locks: keep it short and do not block in it. It may call any redlock
+/// function, including `redlock_lock_release` and `redlock_lock_free` on this very lock (the
+/// extender holds no lock mutex while it runs), but must not unwind (no C++ exceptions, no
+/// longjmp) out of it. `user` must stay valid until the callback has run or the lock is freed.
+/// Several callbacks may be registered; each runs at most once.
+///
+/// # Safety
+/// `lock` is NULL or a live lock; `callback` is NULL or a function safe to call from another
+/// thread with `user`; `err` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_lock_on_lost(
+    lock: *mut redlock_lock,
+    callback: redlock_lost_callback,
+    user: *mut c_void,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    guard(err, || {
+        // SAFETY: NULL or a live lock per the contract.
+        let lock = unsafe { handle(lock, "lock") }?;
+        let cb = callback.ok_or_else(|| invalid("callback is NULL"))?;
+        let callback = LostCallback { cb, user };
+        lock.shared
+            .on_lost(Box::new(move |resource: &str| callback.call(resource)));
+        Ok(())
+    })
 }
 
 /// Sets the lock's TTL to `ttl_ms` from now on every node where it is still ours.
@@ -538,7 +764,7 @@ pub unsafe extern "C" fn redlock_lock_validity_ms(lock: *const redlock_lock) -> 
     quiet(0, || {
         // SAFETY: NULL or a live lock per the contract.
         match unsafe { lock.as_ref() } {
-            Some(lock) => locked(lock).validity().as_millis() as u64,
+            Some(lock) => lock.shared.validity().as_millis() as u64,
             None => 0,
         }
     })

@@ -7,11 +7,15 @@
  * Prints "N passed, M failed" and exits non-zero on any failure.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "redlock.h"
 
@@ -467,6 +471,221 @@ static void test_many(void) {
     redlock_client_free(client);
 }
 
+/* ---- auto-extension, the lost signal, waiting ---- */
+
+static uint64_t node_timeout_ms(void) { return test_options().node_timeout_ms; }
+
+/* A TTL that leaves room for an extension every third of it plus node_timeout. */
+static uint64_t auto_ttl_ms(void) { return 3 * node_timeout_ms() + 150; }
+
+/* Deletes `key` on the node at `url` (redis://127.0.0.1:PORT) behind the library's back. */
+static int raw_del(const char *url, const char *key) {
+    const char *colon = strrchr(url, ':');
+    if (colon == NULL)
+        return -1;
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)atoi(colon + 1));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    char cmd[256];
+    int n = snprintf(cmd, sizeof cmd, "*2\r\n$3\r\nDEL\r\n$%zu\r\n%s\r\n", strlen(key), key);
+    char reply[64];
+    int ok = connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+             write(fd, cmd, (size_t)n) == n && read(fd, reply, sizeof reply) > 0;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+static void test_auto_extend_outlives_ttl(void) {
+    redlock_client *client = new_client();
+    redlock_client *other = new_client();
+    uint64_t ttl = auto_ttl_ms();
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_lock_auto(client, "c:auto", ttl, &lock, NULL) == REDLOCK_OK);
+    /* The client handle may go: the lock keeps it alive and keeps being extended. */
+    redlock_client_free(client);
+    for (int i = 0; i < 5; i++) {
+        sleep_ms((long)ttl / 2);
+        CHECK(redlock_lock_is_held(lock));
+        redlock_lock *stolen = NULL;
+        CHECK(redlock_client_try_lock(other, "c:auto", ttl, &stolen, NULL) == REDLOCK_NOT_ACQUIRED);
+        CHECK(stolen == NULL);
+    }
+    CHECK(!redlock_lock_is_lost(lock));
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    CHECK(!redlock_lock_is_held(lock));
+    CHECK(!redlock_lock_is_lost(lock));
+    redlock_lock_free(lock);
+    redlock_lock *next = NULL;
+    CHECK(redlock_client_try_lock(other, "c:auto", ttl, &next, NULL) == REDLOCK_OK);
+    redlock_lock_free(next);
+    redlock_client_free(other);
+}
+
+struct lost_flag {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    int held_in_callback;
+    char resource[64];
+    redlock_lock *lock;
+};
+
+static void on_lost(void *user, const char *resource) {
+    struct lost_flag *f = user;
+    /* Calling back into the lock from the extender thread must not deadlock. */
+    int held = redlock_lock_is_held(f->lock);
+    pthread_mutex_lock(&f->mu);
+    f->calls++;
+    f->held_in_callback = held;
+    snprintf(f->resource, sizeof f->resource, "%s", resource);
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Waits up to `ms` for the callback; returns its call count. */
+static int wait_lost(struct lost_flag *f, long ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&f->mu);
+    while (f->calls == 0 && pthread_cond_timedwait(&f->cv, &f->mu, &until) == 0) {
+    }
+    int calls = f->calls;
+    pthread_mutex_unlock(&f->mu);
+    return calls;
+}
+
+static void test_lost_callback_when_keys_vanish(void) {
+    redlock_client *client = new_client();
+    uint64_t ttl = auto_ttl_ms();
+    struct lost_flag f = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, "", NULL};
+    CHECK(redlock_client_lock_auto(client, "c:vanish", ttl, &f.lock, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_on_lost(f.lock, on_lost, &f, NULL) == REDLOCK_OK);
+    /* Delete the keys on a majority of the nodes. */
+    for (size_t i = 0; i < n_urls / 2 + 1; i++)
+        CHECK(raw_del(urls[i], "c:vanish") == 0);
+    CHECK(wait_lost(&f, 20 * (long)ttl) == 1);
+    CHECK(f.held_in_callback == 0);
+    CHECK(strcmp(f.resource, "c:vanish") == 0);
+    CHECK(redlock_lock_is_lost(f.lock));
+    CHECK(!redlock_lock_is_held(f.lock));
+    CHECK(redlock_lock_validity_ms(f.lock) == 0);
+    redlock_error *err = NULL;
+    check_error(redlock_lock_release(f.lock, &err), REDLOCK_LOST, &err);
+    redlock_lock_free(f.lock);
+    redlock_client_free(client);
+}
+
+static void test_max_hold_ends_in_lost(void) {
+    redlock_client *client = new_client();
+    uint64_t ttl = auto_ttl_ms();
+    redlock_lock_options opts = redlock_lock_options_default();
+    CHECK(!opts.auto_extend && !opts.wait && opts.notifications);
+    opts.auto_extend = true;
+    opts.max_hold_ms = ttl;
+    struct lost_flag f = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, "", NULL};
+    CHECK(redlock_client_lock_with(client, "c:max-hold", ttl, &opts, &f.lock, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_on_lost(f.lock, on_lost, &f, NULL) == REDLOCK_OK);
+    CHECK(wait_lost(&f, 20 * (long)ttl) == 1);
+    CHECK(redlock_lock_is_lost(f.lock));
+    /* Registered after the loss: runs at once, on this thread. */
+    struct lost_flag late = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, "", f.lock};
+    CHECK(redlock_lock_on_lost(f.lock, on_lost, &late, NULL) == REDLOCK_OK);
+    CHECK(late.calls == 1);
+    redlock_lock_free(f.lock);
+    redlock_client_free(client);
+}
+
+struct waiter {
+    redlock_client *client;
+    redlock_status status;
+};
+
+static void *wait_for_lock(void *arg) {
+    struct waiter *w = arg;
+    redlock_lock *lock = NULL;
+    w->status = redlock_client_lock_wait(w->client, "c:wait", 10000, 60000, &lock, NULL);
+    redlock_lock_free(lock);
+    return NULL;
+}
+
+static void test_waiters_get_the_lock_after_release(void) {
+    redlock_options o = test_options();
+    o.retry_delay_ms = 1000; /* the fallback would be slow: notifications wake the waiters */
+    redlock_client *client = NULL;
+    CHECK(redlock_client_new(urls, n_urls, &o, &client, NULL) == REDLOCK_OK);
+    redlock_lock *holder = NULL;
+    CHECK(redlock_client_lock(client, "c:wait", 10000, &holder, NULL) == REDLOCK_OK);
+    pthread_t threads[3];
+    struct waiter waiters[3];
+    for (int i = 0; i < 3; i++) {
+        waiters[i].client = client;
+        waiters[i].status = REDLOCK_PANIC;
+        pthread_create(&threads[i], NULL, wait_for_lock, &waiters[i]);
+    }
+    sleep_ms(200);
+    CHECK(redlock_lock_release(holder, NULL) == REDLOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK(waiters[i].status == REDLOCK_OK);
+    }
+    redlock_lock_free(holder);
+    /* Giving up at the deadline. */
+    CHECK(redlock_client_lock(client, "c:wait", 10000, &holder, NULL) == REDLOCK_OK);
+    redlock_lock *late = NULL;
+    redlock_error *err = NULL;
+    check_error(redlock_client_lock_wait(client, "c:wait", 10000, 100, &late, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(late == NULL);
+    redlock_lock_free(holder);
+    redlock_client_free(client);
+}
+
+static void test_lock_with_bad_arguments(void) {
+    redlock_client *client = new_client();
+    redlock_lock *lock = (redlock_lock *)&client;
+    redlock_lock *const sentinel = lock;
+    redlock_error *err = NULL;
+    redlock_lock_options opts = redlock_lock_options_default();
+    opts.auto_extend = true;
+    opts.extend_fraction = 0.0;
+    check_error(redlock_client_lock_with(client, "c:bad", 10000, &opts, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    opts.extend_fraction = 1.0;
+    check_error(redlock_client_lock_with(client, "c:bad", 10000, &opts, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_auto(client, "c:bad", 3, &lock, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_client_lock_auto(NULL, "c:bad", 10000, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_wait(client, NULL, 10000, 10, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_wait(client, "\xc3\x28", 10000, 10, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_lock_with(client, "c:bad", 10000, NULL, NULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(lock == sentinel);
+    check_error(redlock_lock_on_lost(NULL, on_lost, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_lock *held = NULL;
+    /* NULL options: the defaults, like redlock_client_lock. */
+    CHECK(redlock_client_lock_with(client, "c:bad", 10000, NULL, &held, NULL) == REDLOCK_OK);
+    check_error(redlock_lock_on_lost(held, NULL, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_lock_free(held);
+    CHECK(!redlock_lock_is_held(NULL));
+    CHECK(!redlock_lock_is_lost(NULL));
+    redlock_client_free(client);
+}
+
 static void test_no_quorum(void) {
     redlock_options opts = test_options();
     opts.retry_count = 1;
@@ -504,6 +723,11 @@ int main(int argc, char **argv) {
         test_fenced();
         test_reentrant();
         test_many();
+        test_auto_extend_outlives_ttl();
+        test_lost_callback_when_keys_vanish();
+        test_max_hold_ends_in_lost();
+        test_waiters_get_the_lock_after_release();
+        test_lock_with_bad_arguments();
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, Callable
 
 from . import _ffi
-from ._errors import RedlockError, Status, check
+from ._errors import LockLost, RedlockError, Status, check
 from ._ffi import lib
 
 __all__ = ["Redlock", "Lock", "NodeStatus", "default_options"]
@@ -163,6 +163,24 @@ class Lock:
         return self._released
 
     @property
+    def held(self) -> bool:
+        """True while the lock is ours: not released, not lost, validity left.
+
+        For a lock taken with ``auto_extend=True`` the library's extender thread keeps this
+        true while the lock is being extended; it turns false as soon as an extension finds the
+        lock lost. Cheap: poll it during long work.
+        """
+        handle = self._handle
+        return bool(handle) and bool(lib.redlock_lock_is_held(handle))
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock was found lost (an extension found it no longer ours on a quorum,
+        or an auto-extended lock ran out of validity); a released lock is not lost."""
+        handle = self._handle
+        return bool(handle) and bool(lib.redlock_lock_is_lost(handle))
+
+    @property
     def validity_ms(self) -> int:
         """Milliseconds left during which the lock is guaranteed to be ours; 0 once released."""
         with self._mutex:
@@ -212,7 +230,14 @@ class Lock:
     ) -> None:
         if exc is None:
             # A LockLost here tells the caller their critical section was not protected.
+            lost = self.lost
             self.release()
+            if lost:
+                raise LockLost(
+                    f"lock {self._resource!r} was lost while the block ran: the work may have "
+                    "overlapped another owner's",
+                    Status.LOST,
+                )
             return
         try:
             self.release()
@@ -313,8 +338,28 @@ class Redlock:
         """True once :meth:`close` was called."""
         return self._closed
 
-    def lock(self, resource: str, ttl_ms: int) -> Lock:
+    def lock(
+        self,
+        resource: str,
+        ttl_ms: int,
+        *,
+        auto_extend: bool = False,
+        wait_timeout_ms: int | None = None,
+        max_hold_ms: int | None = None,
+        extend_fraction: float | None = None,
+        notifications: bool = True,
+    ) -> Lock:
         """Acquire ``resource`` for ``ttl_ms`` milliseconds, retrying per the options.
+
+        ``auto_extend=True`` keeps the lock alive while it is held: the library's extender
+        thread (one per client) extends it every ``extend_fraction`` (default 1/3) of the TTL.
+        :attr:`Lock.held` and :attr:`Lock.lost` say whether it still is; leaving a ``with``
+        block whose lock was lost meanwhile raises :class:`LockLost`. Extension stops when the
+        lock is released or garbage-collected, or ``max_hold_ms`` after acquisition.
+
+        ``wait_timeout_ms`` waits up to that long for a busy resource instead of
+        ``retry_count`` attempts, woken by the release notifications the nodes publish
+        (``notifications=False`` polls at ``retry_delay_ms`` instead).
 
         Blocks (without holding the GIL, but also without seeing Ctrl-C) until acquired or out
         of retries: about ``retry_count * (retry_delay_ms + retry_jitter_ms)`` plus the node
@@ -322,7 +367,32 @@ class Redlock:
         :class:`NotAcquired` if another owner holds it, :class:`NoQuorum` if too few nodes
         answered, ``ValueError``/``TypeError`` for bad arguments or a closed client.
         """
-        return self._acquire(lib.redlock_client_lock, resource, ttl_ms)
+        plain = (
+            not auto_extend
+            and wait_timeout_ms is None
+            and max_hold_ms is None
+            and extend_fraction is None
+            and notifications
+        )
+        if plain:
+            return self._acquire(lib.redlock_client_lock, resource, ttl_ms)
+        options = lib.redlock_lock_options_default()
+        if not isinstance(auto_extend, bool) or not isinstance(notifications, bool):
+            raise TypeError("auto_extend and notifications must be bools")
+        options.auto_extend = auto_extend
+        options.notifications = notifications
+        if wait_timeout_ms is not None:
+            options.wait = True
+            options.wait_timeout_ms = _int("wait_timeout_ms", wait_timeout_ms, 0, _ffi.MAX_TTL_MS)
+        if max_hold_ms is not None:
+            options.max_hold_ms = _int("max_hold_ms", max_hold_ms, 1, _ffi.MAX_TTL_MS)
+        if extend_fraction is not None:
+            options.extend_fraction = _fraction(extend_fraction)
+
+        def lock_with(handle: Any, name: bytes, ttl: int, out: Any, err: Any) -> int:
+            return lib.redlock_client_lock_with(handle, name, ttl, byref(options), out, err)
+
+        return self._acquire(lock_with, resource, ttl_ms)
 
     def try_lock(self, resource: str, ttl_ms: int) -> Lock:
         """Like :meth:`lock`, but a single attempt without retries."""
@@ -498,6 +568,15 @@ def _number(function: Callable[..., int], handle: Any) -> int | None:
     if function(handle, byref(value), None) != Status.OK:
         return None
     return int(value.value)
+
+
+def _fraction(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"extend_fraction must be a float, not {type(value).__name__}")
+    fraction = float(value)
+    if not (math.isfinite(fraction) and 0.0 < fraction < 1.0):
+        raise ValueError(f"extend_fraction must be in (0, 1), got {value!r}")
+    return fraction
 
 
 def _drift(value: object) -> float:

@@ -72,6 +72,19 @@ class NodeStatus(Structure):
     ]
 
 
+class LockOptions(Structure):
+    """``redlock_lock_options``; field order and types must match the header exactly."""
+
+    _fields_ = [
+        ("auto_extend", c_bool),
+        ("extend_fraction", c_double),
+        ("max_hold_ms", c_uint64),
+        ("wait", c_bool),
+        ("wait_timeout_ms", c_uint64),
+        ("notifications", c_bool),
+    ]
+
+
 class Client(Structure):
     """Opaque ``redlock_client``."""
 
@@ -194,6 +207,20 @@ def _declare(lib: ctypes.CDLL) -> None:
         ),
         "redlock_lock_fence": ([LockPtr, POINTER(c_uint64), POINTER(ErrorPtr)], Status),
         "redlock_lock_hold_count": ([LockPtr, POINTER(c_uint64), POINTER(ErrorPtr)], Status),
+        "redlock_lock_options_default": ([], LockOptions),
+        "redlock_client_lock_with": (
+            [
+                ClientPtr,
+                c_char_p,
+                c_uint64,
+                POINTER(LockOptions),
+                POINTER(LockPtr),
+                POINTER(ErrorPtr),
+            ],
+            Status,
+        ),
+        "redlock_lock_is_held": ([LockPtr], c_bool),
+        "redlock_lock_is_lost": ([LockPtr], c_bool),
         "redlock_lock_extend": ([LockPtr, c_uint64, POINTER(ErrorPtr)], Status),
         "redlock_lock_release": ([LockPtr, POINTER(ErrorPtr)], Status),
         "redlock_lock_validity_ms": ([LockPtr], c_uint64),

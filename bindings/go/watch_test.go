@@ -1,0 +1,195 @@
+package redlock_test
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	redlock "github.com/redlock-rs/redlock/bindings/go"
+)
+
+// Auto-extension, the Lost channel and waiting on release notifications, scaled down.
+
+var fast = redlock.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 200 * time.Millisecond}
+
+const autoTTL = 900 * time.Millisecond
+
+func deleteOnMajority(t *testing.T, resource string) {
+	t.Helper()
+	for _, nd := range shared.nodes[:3] {
+		if _, err := redisCommand(nd.addr(), "DEL", resource); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestAutoExtendOutlivesTTL(t *testing.T) {
+	c := newClient(t, shared.urls(), fast)
+	const resource = "go:auto"
+	l, err := c.LockWith(resource, autoTTL, redlock.LockOptions{AutoExtend: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(4 * autoTTL); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if !l.Held() {
+			t.Fatal("auto-extended lock no longer held")
+		}
+		assertHeld(t, resource)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost() closed for a lock still held")
+	default:
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Held() {
+		t.Error("Held() after Unlock")
+	}
+	// No extension revives it after Unlock.
+	time.Sleep(2 * autoTTL)
+	for _, nd := range shared.nodes {
+		if _, ok := nd.get(t, resource); ok {
+			t.Errorf("key still on %s after Unlock", nd.addr())
+		}
+	}
+	assertFree(t, resource)
+}
+
+func TestLostClosesWhenKeysVanish(t *testing.T) {
+	c := newClient(t, shared.urls(), fast)
+	const resource = "go:vanish"
+	l, err := c.LockWith(resource, autoTTL, redlock.LockOptions{AutoExtend: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteOnMajority(t, resource)
+	select {
+	case <-l.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost() not closed after the keys vanished on a majority")
+	}
+	if l.Held() || l.Validity() != 0 {
+		t.Error("a lost lock reports itself held")
+	}
+	// A failed extension never deletes keys: the other nodes keep ours until Unlock.
+	for _, nd := range shared.nodes[3:] {
+		if v, _ := nd.get(t, resource); v != l.Token() {
+			t.Errorf("%s lost our key: %q", nd.addr(), v)
+		}
+	}
+	if err := l.Unlock(); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("Unlock of a lost lock = %v, want ErrLost", err)
+	}
+}
+
+func TestMaxHoldEndsInLost(t *testing.T) {
+	c := newClient(t, shared.urls(), fast)
+	l, err := c.LockWith("go:max-hold", autoTTL, redlock.LockOptions{AutoExtend: true, MaxHold: autoTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	select {
+	case <-l.Lost():
+	case <-time.After(15 * time.Second):
+		t.Fatal("Lost() not closed after MaxHold and the TTL ran out")
+	}
+}
+
+func TestGarbageCollectedLockStopsExtending(t *testing.T) {
+	c := newClient(t, shared.urls(), fast)
+	const resource = "go:gc"
+	func() {
+		if _, err := c.LockWith(resource, autoTTL, redlock.LockOptions{AutoExtend: true}); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		free := true
+		for _, nd := range shared.nodes {
+			if _, ok := nd.get(t, resource); ok {
+				free = false
+			}
+		}
+		if free {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a dropped auto-extended lock is still held")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestWaitersWakeOnRelease(t *testing.T) {
+	// A slow fallback (1.5 s at least): only the release notification wakes them sooner.
+	c := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, NodeTimeout: 200 * time.Millisecond})
+	const resource = "go:wait"
+	holder := mustLock(t, c, resource, 10*time.Second)
+	var wg sync.WaitGroup
+	got := make(chan time.Time, 3)
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.LockWith(resource, 10*time.Second, redlock.LockOptions{WaitTimeout: 30 * time.Second})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got <- time.Now()
+			l.Unlock()
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	released := time.Now()
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(got)
+	first := time.Time{}
+	n := 0
+	for at := range got {
+		n++
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d of 3 waiters got the lock", n)
+	}
+	if d := first.Sub(released); d > 1400*time.Millisecond {
+		t.Errorf("first waiter woke %v after the release", d)
+	}
+
+	held := mustLock(t, c, resource, 10*time.Second)
+	defer held.Unlock()
+	start := time.Now()
+	_, err := c.LockWith(resource, time.Second, redlock.LockOptions{WaitTimeout: 200 * time.Millisecond, PollWhileWaiting: true})
+	if !errors.Is(err, redlock.ErrNotAcquired) || time.Since(start) < 200*time.Millisecond {
+		t.Errorf("LockWith on a held resource = %v after %v, want ErrNotAcquired after the wait", err, time.Since(start))
+	}
+}
+
+func TestLockOptionsInvalid(t *testing.T) {
+	c := newClient(t, shared.urls(), fast)
+	for _, o := range []redlock.LockOptions{
+		{AutoExtend: true, ExtendFraction: 1},
+		{AutoExtend: true, ExtendFraction: -0.5},
+		{MaxHold: -time.Second},
+		{WaitTimeout: -time.Second},
+	} {
+		_, err := c.LockWith("go:bad-opts", autoTTL, o)
+		assertInvalid(t, "LockWith", err)
+	}
+	// Too short to extend in time.
+	_, err := c.LockWith("go:bad-opts", 100*time.Millisecond, redlock.LockOptions{AutoExtend: true})
+	assertInvalid(t, "LockWith short TTL", err)
+}

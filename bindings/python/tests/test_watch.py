@@ -1,0 +1,122 @@
+"""Auto-extended locks, the lost signal, and waiting on release notifications (scaled down)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import redlock
+
+TTL_MS = 600
+FAST = {"node_timeout_ms": 100, "retry_delay_ms": 20, "retry_jitter_ms": 10}
+
+
+def test_auto_extended_lock_outlives_its_ttl(nodes, make_client, resource):
+    rl = make_client(**FAST)
+    other = make_client(**FAST)
+    with rl.lock(resource, TTL_MS, auto_extend=True) as lock:
+        deadline = time.monotonic() + 4 * TTL_MS / 1000
+        while time.monotonic() < deadline:
+            assert lock.held
+            with pytest.raises(redlock.NotAcquired):
+                other.try_lock(resource, TTL_MS)
+            time.sleep(0.1)
+        assert not lock.lost
+    assert not lock.held
+    other.try_lock(resource, TTL_MS).release()
+
+
+def test_with_block_raises_lock_lost_when_the_keys_vanish(nodes, make_client, resource):
+    rl = make_client(**FAST)
+    with pytest.raises(redlock.LockLost):
+        with rl.lock(resource, TTL_MS, auto_extend=True) as lock:
+            for node in nodes[:3]:
+                node.command("DEL", resource)
+            deadline = time.monotonic() + 5
+            while lock.held and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert lock.lost
+            assert not lock.held
+            assert lock.validity_ms == 0
+            # A failed extension never deletes keys: the nodes not touched keep ours.
+            assert [node.command("GET", resource) for node in nodes[3:]] == [lock.token] * 2
+
+
+def test_extension_stops_after_release_and_garbage_collection(nodes, make_client, resource):
+    rl = make_client(**FAST)
+    lock = rl.lock(resource, TTL_MS, auto_extend=True)
+    lock.release()
+    del lock
+    other = rl.lock(resource + ":gc", TTL_MS, auto_extend=True)
+    del other  # dropped unreleased: released and no longer extended
+    time.sleep(3 * TTL_MS / 1000)
+    for key in (resource, resource + ":gc"):
+        assert all(node.command("GET", key) is None for node in nodes)
+
+
+def test_max_hold_ends_in_a_lost_lock(nodes, make_client, resource):
+    rl = make_client(**FAST)
+    lock = rl.lock(resource, TTL_MS, auto_extend=True, max_hold_ms=TTL_MS)
+    deadline = time.monotonic() + 10
+    while not lock.lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lock.lost and not lock.held
+    with pytest.raises(redlock.LockLost):
+        lock.release()
+
+
+def test_waiters_get_the_lock_after_release(nodes, make_client, resource):
+    # A slow fallback: only the release notification wakes the waiters promptly.
+    rl = make_client(node_timeout_ms=100, retry_delay_ms=3_000)
+    holder = rl.lock(resource, 10_000)
+    got: list[float] = []
+
+    def wait() -> None:
+        with rl.lock(resource, 10_000, wait_timeout_ms=30_000):
+            got.append(time.monotonic())
+
+    threads = [threading.Thread(target=wait) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    holder.release()
+    for t in threads:
+        t.join()
+    assert len(got) == 3
+    # The first waiter in: well before the fallback's 1.5 s minimum.
+    assert min(got) - released < 1.4
+    # No subscription is left behind.
+    channel = f"redlock:released:{resource}"
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if all(node.command("PUBSUB", "NUMSUB", channel)[1] == 0 for node in nodes):
+            break
+        time.sleep(0.05)
+    assert all(node.command("PUBSUB", "NUMSUB", channel)[1] == 0 for node in nodes)
+
+
+def test_a_waiter_gives_up_at_its_deadline(nodes, make_client, resource):
+    rl = make_client(**FAST)
+    holder = rl.lock(resource, 10_000)
+    start = time.monotonic()
+    with pytest.raises(redlock.NotAcquired):
+        rl.lock(resource, 10_000, wait_timeout_ms=300)
+    assert time.monotonic() - start >= 0.3
+    holder.release()
+
+
+def test_bad_options_are_rejected(make_client, resource):
+    rl = make_client(**FAST)
+    with pytest.raises(ValueError):
+        rl.lock(resource, TTL_MS, auto_extend=True, extend_fraction=1.0)
+    with pytest.raises(ValueError):
+        rl.lock(resource, TTL_MS, auto_extend=True, extend_fraction=0)
+    with pytest.raises(ValueError):
+        rl.lock(resource, TTL_MS, wait_timeout_ms=-1)
+    with pytest.raises(TypeError):
+        rl.lock(resource, TTL_MS, auto_extend="yes")
+    with pytest.raises(ValueError):
+        rl.lock(resource, 100, auto_extend=True)  # too short to extend in time

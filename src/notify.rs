@@ -1,0 +1,439 @@
+//! Release notifications: how waiters learn that a busy resource was freed without polling.
+//!
+//! The release script publishes on `redlock:released:<resource>` on each node where it deleted
+//! the key (see `node.rs`). A client subscribes through one dedicated connection per node,
+//! created on the first wait and shared by all of its waiters; each resource is subscribed once,
+//! however many threads wait on it (a reference count), and unsubscribed when its last waiter
+//! leaves, whether it got the lock or gave up.
+//!
+//! Why a thread per node with a blocking connection: redis-rs's synchronous `PubSub` cannot be
+//! woken while it reads, so each subscriber thread reads with a short timeout and, between
+//! reads, applies the (un)subscriptions its waiters asked for. While nothing is subscribed it
+//! parks on its request channel instead, so an idle client costs nothing.
+//!
+//! A notification only wakes waiters early: a message can be lost (a node down, a connection
+//! rebuilt, a key that expired instead of being released), so every wait also has a timeout, the
+//! jittered exponential backoff in `client.rs`.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+
+use crate::lock::relock;
+
+/// The channel a release of `resource` is published on.
+pub(crate) const CHANNEL_PREFIX: &str = "redlock:released:";
+
+/// How long a subscriber reads before it looks at new (un)subscriptions.
+const READ_SLICE: Duration = Duration::from_millis(20);
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+const STACK: usize = 256 * 1024;
+
+/// What waiters wait on for one resource.
+struct Slot {
+    state: Mutex<SlotState>,
+    /// Signalled once per release: one waiter goes.
+    released: Condvar,
+    /// Signalled when a node's subscription becomes active.
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct SlotState {
+    /// A release was announced that no waiter has acted on yet.
+    pending: bool,
+    /// Recent releases (token, nodes that announced it so far): each node announces the same
+    /// release, which should wake one waiter once, not N times.
+    recent: VecDeque<(String, usize)>,
+    /// Nodes on which the subscription is active.
+    subscribed: usize,
+}
+
+/// How many recent release tokens a slot remembers.
+const RECENT: usize = 8;
+
+/// Per resource: how many waiters, and what they wait on.
+type Slots = HashMap<Arc<str>, (usize, Arc<Slot>)>;
+
+/// Waiters per resource.
+struct Registry {
+    slots: Mutex<Slots>,
+    /// Announcements of one release that wake a waiter: a quorum of the nodes, by when the
+    /// resource is free on enough nodes for an attempt to succeed. Waking on the first node's
+    /// message would send the attempt to nodes that have not applied the release yet.
+    quorum: usize,
+}
+
+impl Registry {
+    fn slot(&self, resource: &str) -> Option<Arc<Slot>> {
+        relock(&self.slots)
+            .get(resource)
+            .map(|(_, s)| Arc::clone(s))
+    }
+
+    fn subscribed(&self, resource: &str) {
+        if let Some(slot) = self.slot(resource) {
+            relock(&slot.state).subscribed += 1;
+            slot.ready.notify_all();
+        }
+    }
+
+    /// A release of `resource` with `token` was announced by one node.
+    fn released(&self, resource: &str, token: String) {
+        let Some(slot) = self.slot(resource) else {
+            return;
+        };
+        {
+            let mut state = relock(&slot.state);
+            let count = match state.recent.iter_mut().find(|(t, _)| *t == token) {
+                Some((_, count)) => {
+                    *count += 1;
+                    *count
+                }
+                None => {
+                    if state.recent.len() == RECENT {
+                        state.recent.pop_front();
+                    }
+                    state.recent.push_back((token, 1));
+                    1
+                }
+            };
+            if count != self.quorum {
+                return;
+            }
+            state.pending = true;
+        }
+        // One waiter of this client retries; should it lose to another client, the resource is
+        // held again and its next release wakes the next waiter. Waking all of them would make
+        // every release a burst of doomed attempts.
+        slot.released.notify_one();
+    }
+}
+
+enum Request {
+    Subscribe(Arc<str>),
+    Unsubscribe(Arc<str>),
+}
+
+/// The client's subscriber threads, one per node.
+pub(crate) struct Notifier {
+    registry: Arc<Registry>,
+    nodes: Vec<Sender<Request>>,
+    threads: Vec<JoinHandle<()>>,
+    exited: Receiver<()>,
+}
+
+impl Notifier {
+    pub(crate) fn start(
+        clients: &[redis::Client],
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> std::io::Result<Notifier> {
+        let registry = Arc::new(Registry {
+            slots: Mutex::new(Slots::new()),
+            quorum: crate::quorum::quorum(clients.len()),
+        });
+        let (exited_tx, exited) = crossbeam_channel::bounded(0);
+        let mut notifier = Notifier {
+            registry,
+            nodes: Vec::new(),
+            threads: Vec::new(),
+            exited,
+        };
+        for (i, client) in clients.iter().enumerate() {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let sub = Subscriber {
+                client: client.clone(),
+                requests: rx,
+                registry: Arc::clone(&notifier.registry),
+                wanted: HashSet::new(),
+                connect_timeout,
+                io_timeout,
+                _exited: exited_tx.clone(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("redlock-notify-{i}"))
+                .stack_size(STACK)
+                .spawn(move || sub.run());
+            match thread {
+                Ok(t) => {
+                    notifier.nodes.push(tx);
+                    notifier.threads.push(t);
+                }
+                Err(e) => {
+                    notifier.stop(io_timeout);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(notifier)
+    }
+
+    /// Registers a waiter on `resource`, subscribing on every node if it is the first one, and
+    /// waits up to `ready_within` for the subscriptions to be active, so that a release right
+    /// after this returns is not missed.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        resource: &Arc<str>,
+        ready_within: Duration,
+    ) -> Subscription {
+        let (slot, first) = {
+            let mut slots = relock(&self.registry.slots);
+            let entry = slots.entry(Arc::clone(resource)).or_insert_with(|| {
+                (
+                    0,
+                    Arc::new(Slot {
+                        state: Mutex::new(SlotState::default()),
+                        released: Condvar::new(),
+                        ready: Condvar::new(),
+                    }),
+                )
+            });
+            entry.0 += 1;
+            (Arc::clone(&entry.1), entry.0 == 1)
+        };
+        if first {
+            for node in &self.nodes {
+                let _ = node.send(Request::Subscribe(Arc::clone(resource)));
+            }
+        }
+        let deadline = Instant::now() + ready_within;
+        let mut state = relock(&slot.state);
+        while state.subscribed < self.nodes.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = slot
+                .ready
+                .wait_timeout(state, left)
+                .map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+        drop(state);
+        Subscription {
+            notifier: Arc::clone(self),
+            resource: Arc::clone(resource),
+            slot,
+        }
+    }
+
+    /// Ends the subscriber threads, waiting for them up to `limit`.
+    pub(crate) fn stop(&mut self, limit: Duration) {
+        self.nodes.clear();
+        let (_, never) = crossbeam_channel::bounded(0);
+        let exited = std::mem::replace(&mut self.exited, never);
+        if let Err(RecvTimeoutError::Disconnected) = exited.recv_timeout(limit) {
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+        self.threads.clear();
+    }
+}
+
+/// One waiter's registration; unregisters (and unsubscribes, if it was the last) on drop.
+pub(crate) struct Subscription {
+    notifier: Arc<Notifier>,
+    resource: Arc<str>,
+    slot: Arc<Slot>,
+}
+
+impl Subscription {
+    /// Waits until a release is announced or `timeout` passes; true for a release. A release
+    /// announced while no waiter was waiting is kept for the next one, so a waiter that
+    /// subscribed, tried and was refused does not miss a release that came meanwhile.
+    pub(crate) fn wait(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = relock(&self.slot.state);
+        while !state.pending {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .slot
+                .released
+                .wait_timeout(state, left)
+                .map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+        state.pending = false;
+        true
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let last = {
+            let mut slots = relock(&self.notifier.registry.slots);
+            let Some(entry) = slots.get_mut(&self.resource) else {
+                return;
+            };
+            entry.0 -= 1;
+            let last = entry.0 == 0;
+            if last {
+                slots.remove(&self.resource);
+            }
+            last
+        };
+        if last {
+            for node in &self.notifier.nodes {
+                let _ = node.send(Request::Unsubscribe(Arc::clone(&self.resource)));
+            }
+        }
+    }
+}
+
+/// One node's subscriber thread.
+struct Subscriber {
+    client: redis::Client,
+    requests: Receiver<Request>,
+    registry: Arc<Registry>,
+    /// Resources subscribed (or to subscribe once connected).
+    wanted: HashSet<Arc<str>>,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+    _exited: Sender<()>,
+}
+
+/// Why a subscriber session ended.
+enum End {
+    /// Every requester is gone: the client was dropped.
+    Closed,
+    /// The connection failed; reconnect.
+    Broken,
+}
+
+impl Subscriber {
+    fn run(mut self) {
+        let mut backoff = BACKOFF_MIN;
+        loop {
+            // Nothing to listen for: park until a waiter comes (or the client goes).
+            while self.wanted.is_empty() {
+                match self.requests.recv() {
+                    Ok(r) => self.apply_offline(r),
+                    Err(_) => return,
+                }
+            }
+            match self.connect() {
+                Ok(mut conn) => {
+                    backoff = BACKOFF_MIN;
+                    if let End::Closed = self.session(&mut conn) {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    // Keep up with (un)subscriptions while the node is down.
+                    let until = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    loop {
+                        match self.requests.recv_deadline(until) {
+                            Ok(r) => self.apply_offline(r),
+                            Err(RecvTimeoutError::Timeout) => break,
+                            Err(RecvTimeoutError::Disconnected) => return,
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_offline(&mut self, r: Request) {
+        match r {
+            Request::Subscribe(res) => {
+                self.wanted.insert(res);
+            }
+            Request::Unsubscribe(res) => {
+                self.wanted.remove(&res);
+            }
+        }
+    }
+
+    /// Applies one request on a live connection; false if the connection failed.
+    fn apply(&mut self, pubsub: &mut redis::PubSub<'_>, r: Request) -> bool {
+        match r {
+            Request::Subscribe(res) => {
+                let ok = pubsub.subscribe(channel(&res)).is_ok();
+                if ok {
+                    self.registry.subscribed(&res);
+                }
+                self.wanted.insert(res);
+                ok
+            }
+            Request::Unsubscribe(res) => {
+                self.wanted.remove(&res);
+                pubsub.unsubscribe(channel(&res)).is_ok()
+            }
+        }
+    }
+
+    fn connect(&self) -> redis::RedisResult<redis::Connection> {
+        let conn = self
+            .client
+            .get_connection_with_timeout(self.connect_timeout)?;
+        conn.set_write_timeout(Some(self.io_timeout))?;
+        Ok(conn)
+    }
+
+    fn session(&mut self, conn: &mut redis::Connection) -> End {
+        let mut pubsub = conn.as_pubsub();
+        // Subscription replies must come within the I/O timeout; messages are read in slices.
+        if pubsub.set_read_timeout(Some(self.io_timeout)).is_err() {
+            return End::Broken;
+        }
+        for res in self.wanted.clone() {
+            if pubsub.subscribe(channel(&res)).is_err() {
+                return End::Broken;
+            }
+            self.registry.subscribed(&res);
+        }
+        loop {
+            loop {
+                let request = match self.requests.try_recv() {
+                    Ok(r) => r,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return End::Closed,
+                };
+                if !self.apply(&mut pubsub, request) {
+                    return End::Broken;
+                }
+            }
+            if self.wanted.is_empty() {
+                // Park on the request channel; the idle connection stays for the next waiter.
+                match self.requests.recv() {
+                    Ok(r) => {
+                        if !self.apply(&mut pubsub, r) {
+                            return End::Broken;
+                        }
+                        continue;
+                    }
+                    Err(_) => return End::Closed,
+                }
+            }
+            if pubsub.set_read_timeout(Some(READ_SLICE)).is_err() {
+                return End::Broken;
+            }
+            let message = pubsub.get_message();
+            if pubsub.set_read_timeout(Some(self.io_timeout)).is_err() {
+                return End::Broken;
+            }
+            match message {
+                Ok(msg) => {
+                    if let Some(res) = msg.get_channel_name().strip_prefix(CHANNEL_PREFIX) {
+                        let token: String = msg.get_payload().unwrap_or_default();
+                        self.registry.released(res, token);
+                    }
+                }
+                Err(e) if e.is_timeout() => {}
+                Err(_) => return End::Broken,
+            }
+        }
+    }
+}
+
+fn channel(resource: &str) -> String {
+    format!("{CHANNEL_PREFIX}{resource}")
+}

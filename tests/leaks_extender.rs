@@ -1,0 +1,58 @@
+//! The extender and subscriber threads end with the client. A test binary of its own, so no
+//! other test's threads or sockets are counted.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock::LockOptions;
+
+fn count(dir: &str) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn extender_and_subscriber_threads_end_with_the_client() {
+    let cluster = support::Cluster::start(3);
+    let threads = count("/proc/self/task");
+    let fds = count("/proc/self/fd");
+    let ttl = Duration::from_millis(300);
+    for round in 0..5 {
+        let rl = cluster.client();
+        let auto: Vec<_> = (0..10)
+            .map(|i| {
+                rl.lock_with(
+                    &format!("x-{round}-{i}"),
+                    ttl,
+                    LockOptions::new().auto_extend(true),
+                )
+                .unwrap()
+            })
+            .collect();
+        // A waiter starts the subscriber threads.
+        let busy = rl.lock("x-busy", ttl).unwrap();
+        assert!(
+            rl.lock_with(
+                "x-busy",
+                ttl,
+                LockOptions::new().wait_timeout(Duration::from_millis(100))
+            )
+            .is_err()
+        );
+        std::thread::sleep(ttl);
+        assert!(auto.iter().all(|l| l.is_held()));
+        drop(busy);
+        drop(auto);
+        drop(rl);
+        // Joined on the last drop, bounded: allow a moment on a loaded machine.
+        assert!(
+            support::eventually(Duration::from_secs(3), || count("/proc/self/task")
+                == threads),
+            "round {round}: threads leaked"
+        );
+        assert!(
+            support::eventually(Duration::from_secs(3), || count("/proc/self/fd") == fds),
+            "round {round}: connections leaked"
+        );
+    }
+}

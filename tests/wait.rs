@@ -1,0 +1,259 @@
+//! Waiting for a busy lock: release notifications wake waiters, a backoff covers lost ones, and
+//! subscriptions are shared and cleaned up. Real nodes, real threads.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock::{Error, LockOptions, Redlock};
+use support::{Cluster, RedisNode, eventually};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn waiting(d: Duration) -> LockOptions {
+    LockOptions::new().wait_timeout(d)
+}
+
+/// Subscribers of `resource`'s release channel on `node`.
+fn subscribers(node: &RedisNode, resource: &str) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("redlock:released:{resource}"))
+        .query::<Vec<(String, i64)>>(&mut node.conn())
+        .unwrap()
+        .pop()
+        .unwrap();
+    n
+}
+
+/// Connections of `node` in subscriber mode.
+fn pubsub_clients(node: &RedisNode) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut node.conn())
+        .unwrap();
+    list.lines().filter(|l| !l.is_empty()).count()
+}
+
+fn commands(cluster: &Cluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let info: String = redis::cmd("INFO")
+                .arg("stats")
+                .query(&mut n.conn())
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("total_commands_processed:"))
+                .unwrap()
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum()
+}
+
+#[test]
+fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
+    let cluster = Cluster::start(3);
+    // Fallback waits would be 2.5 to 5 s: only the notification can wake the waiter sooner.
+    let rl = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_delay(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let holder = rl.lock("wake", TTL).unwrap();
+        let waiter = {
+            let rl = rl.clone();
+            std::thread::spawn(move || {
+                let lock = rl
+                    .lock_with("wake", TTL, waiting(Duration::from_secs(30)))
+                    .unwrap();
+                let at = Instant::now();
+                lock.release().unwrap();
+                at
+            })
+        };
+        // Let the waiter subscribe and start its (long) fallback wait.
+        assert!(eventually(Duration::from_secs(5), || cluster
+            .nodes
+            .iter()
+            .all(|n| subscribers(n, "wake") == 1)));
+        std::thread::sleep(Duration::from_millis(200));
+        let released = Instant::now();
+        holder.release().unwrap();
+        let acquired = waiter.join().unwrap();
+        let latency = acquired - released;
+        assert!(
+            latency < Duration::from_secs(2),
+            "round {round}: woke after {latency:?}"
+        );
+    }
+}
+
+#[test]
+fn a_waiter_gives_up_at_its_deadline_and_unsubscribes() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let holder = rl.lock("deadline", TTL).unwrap();
+    let start = Instant::now();
+    match rl.lock_with("deadline", TTL, waiting(Duration::from_millis(700))) {
+        Err(Error::NotAcquired { attempts, .. }) => assert!(attempts > 1),
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(700), "{waited:?}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert!(eventually(Duration::from_secs(3), || cluster
+        .nodes
+        .iter()
+        .all(|n| subscribers(n, "deadline") == 0)));
+    holder.release().unwrap();
+    // A zero wait is one attempt.
+    let _h = rl.lock("deadline", TTL).unwrap();
+    assert!(matches!(
+        rl.lock_with("deadline", TTL, waiting(Duration::ZERO)),
+        Err(Error::NotAcquired { attempts: 1, .. })
+    ));
+}
+
+#[test]
+fn waiters_share_one_subscriber_connection_per_node_and_leave_none_behind() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let holders = [
+        rl.lock("shared-a", TTL).unwrap(),
+        rl.lock("shared-b", TTL).unwrap(),
+    ];
+    let waiters: Vec<_> = (0..10)
+        .map(|i| {
+            let rl = rl.clone();
+            let resource = if i % 2 == 0 { "shared-a" } else { "shared-b" };
+            std::thread::spawn(move || {
+                rl.lock_with(resource, TTL, waiting(Duration::from_secs(30)))
+                    .unwrap()
+                    .release()
+                    .unwrap();
+            })
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .nodes
+        .iter()
+        .all(|n| {
+            subscribers(n, "shared-a") == 1 && subscribers(n, "shared-b") == 1
+        })));
+    for node in &cluster.nodes {
+        assert_eq!(
+            pubsub_clients(node),
+            1,
+            "one subscriber connection per node"
+        );
+    }
+    for h in holders {
+        h.release().unwrap();
+    }
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert!(eventually(Duration::from_secs(3), || cluster
+        .nodes
+        .iter()
+        .all(|n| {
+            subscribers(n, "shared-a") == 0 && subscribers(n, "shared-b") == 0
+        })));
+}
+
+#[test]
+fn a_waiter_gets_a_lock_that_expired_without_a_release() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    // A crashed holder: its keys just expire, and nothing is published.
+    for node in &cluster.nodes {
+        node.set("expired", "someone-else", 600);
+    }
+    let start = Instant::now();
+    let lock = rl
+        .lock_with("expired", TTL, waiting(Duration::from_secs(10)))
+        .unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(500));
+    lock.release().unwrap();
+}
+
+#[test]
+fn waiters_exclude_each_other_and_all_get_their_turn() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let counter = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let rl = rl.clone();
+            let counter = Arc::clone(&counter);
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let lock = rl
+                        .lock_with("turns", TTL, waiting(Duration::from_secs(60)))
+                        .unwrap();
+                    let seen = counter.load(Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(2));
+                    counter.store(seen + 1, Ordering::SeqCst);
+                    lock.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 40);
+}
+
+/// Commands the nodes run while `waiters` threads wait `hold` for one busy resource.
+fn commands_while_waiting(cluster: &Cluster, notifications: bool, waiters: usize) -> u64 {
+    let rl = Redlock::builder()
+        .nodes(cluster.urls())
+        .retry_delay(Duration::from_millis(20))
+        .retry_jitter(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let resource = format!("storm-{notifications}");
+    let holder = rl.lock(&resource, TTL).unwrap();
+    let before = commands(cluster);
+    let threads: Vec<_> = (0..waiters)
+        .map(|_| {
+            let rl = rl.clone();
+            let resource = resource.clone();
+            std::thread::spawn(move || {
+                let opts = waiting(Duration::from_secs(60)).notifications(notifications);
+                rl.lock_with(&resource, TTL, opts)
+                    .unwrap()
+                    .release()
+                    .unwrap();
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let during = commands(cluster) - before;
+    holder.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    during
+}
+
+#[test]
+fn notifications_cut_the_commands_waiters_cause() {
+    let cluster = Cluster::start(3);
+    let polling = commands_while_waiting(&cluster, false, 20);
+    let notified = commands_while_waiting(&cluster, true, 20);
+    assert!(
+        notified * 2 < polling,
+        "with notifications {notified} commands, polling {polling}"
+    );
+}

@@ -1,0 +1,343 @@
+//! Auto-extension: the extender keeps a lock alive while its holder works, reports a lost lock,
+//! and stops for certain on release, drop, panic and client drop. Real nodes, real threads.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redlock::{Error, LockOptions, Redlock};
+use support::{Cluster, RedisNode, eventually};
+
+const TTL: Duration = Duration::from_millis(300);
+
+fn auto() -> LockOptions {
+    LockOptions::new().auto_extend(true)
+}
+
+/// Every command a node runs (scripts' inner calls included), as `MONITOR` prints them.
+struct Monitor {
+    lines: Arc<Mutex<Vec<String>>>,
+    stream: TcpStream,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Monitor {
+    fn start(node: &RedisNode) -> Monitor {
+        let mut stream = TcpStream::connect(("127.0.0.1", node.port)).unwrap();
+        stream.write_all(b"MONITOR\r\n").unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut ok = String::new();
+        reader.read_line(&mut ok).unwrap();
+        assert!(ok.starts_with("+OK"), "{ok}");
+        let sink = Arc::clone(&lines);
+        let reader = std::thread::spawn(move || {
+            for line in reader.lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line.to_lowercase());
+            }
+        });
+        Monitor {
+            lines,
+            stream,
+            reader: Some(reader),
+        }
+    }
+
+    /// `PEXPIRE`s of `key` after its last `DEL`, and whether a `DEL` was seen.
+    fn pexpires_after_del(&self, key: &str) -> (usize, bool) {
+        let lines = self.lines.lock().unwrap();
+        let del = format!("\"del\" \"{key}\"");
+        let pexpire = format!("\"pexpire\" \"{key}\"");
+        match lines.iter().rposition(|l| l.contains(&del)) {
+            Some(at) => (
+                lines[at..].iter().filter(|l| l.contains(&pexpire)).count(),
+                true,
+            ),
+            None => (0, false),
+        }
+    }
+
+    fn pexpires(&self, key: &str) -> usize {
+        let pexpire = format!("\"pexpire\" \"{key}\"");
+        let lines = self.lines.lock().unwrap();
+        lines.iter().filter(|l| l.contains(&pexpire)).count()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+#[test]
+fn holder_outlives_its_ttl_many_times_and_nobody_else_gets_in() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let other = cluster.client();
+    let lock = rl.lock_with("long-work", TTL, auto()).unwrap();
+    let start = Instant::now();
+    // Ten TTLs of work.
+    while start.elapsed() < TTL * 10 {
+        assert!(lock.is_held(), "lost after {:?}", start.elapsed());
+        assert!(lock.validity() <= TTL);
+        match other.try_lock("long-work", TTL) {
+            Err(Error::NotAcquired { .. }) => {}
+            other => panic!("another client got in: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert!(!lock.is_lost());
+    assert!(lock.lost().try_recv().is_err_and(|e| e.is_empty()));
+    lock.release().unwrap();
+    other.try_lock("long-work", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn lost_signal_fires_within_an_interval_when_a_majority_loses_the_keys() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let ttl = Duration::from_millis(900);
+    let lock = rl.lock_with("deleted", ttl, auto()).unwrap();
+    let called = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&called);
+    lock.on_lost(move |resource| {
+        assert_eq!(resource, "deleted");
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    let lost = lock.lost();
+    // Let one extension go through first.
+    std::thread::sleep(ttl / 2);
+    assert!(lock.is_held());
+    assert!(support::eventually(Duration::from_secs(2), || cluster
+        .holding("deleted", lock.token())
+        == 3));
+    cluster.nodes[0].del("deleted");
+    cluster.nodes[1].del("deleted");
+    let deleted = Instant::now();
+    // Disconnects at the next extension: one interval (300 ms), with a generous margin.
+    assert!(matches!(
+        lost.recv_timeout(Duration::from_secs(3)),
+        Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+    ));
+    let after = deleted.elapsed();
+    assert!(after < Duration::from_secs(3), "{after:?}");
+    assert!(lock.is_lost());
+    assert!(!lock.is_held());
+    assert_eq!(lock.validity(), Duration::ZERO);
+    assert!(eventually(Duration::from_secs(1), || called
+        .load(Ordering::SeqCst)
+        == 1));
+    // A failed extension never deletes keys: the third node keeps ours.
+    assert_eq!(
+        cluster.nodes[2].get("deleted").as_deref(),
+        Some(lock.token())
+    );
+    // A callback registered after the loss runs at once.
+    let late = Arc::new(AtomicUsize::new(0));
+    let l2 = Arc::clone(&late);
+    lock.on_lost(move |_| {
+        l2.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(late.load(Ordering::SeqCst), 1);
+    assert!(matches!(lock.release(), Err(Error::Lost { .. })));
+}
+
+#[test]
+fn extender_stops_when_the_lock_is_dropped() {
+    let cluster = Cluster::start(3);
+    let monitor = Monitor::start(&cluster.nodes[0]);
+    let rl = cluster.client();
+    let lock = rl.lock_with("dropped", TTL, auto()).unwrap();
+    assert!(eventually(Duration::from_secs(3), || monitor
+        .pexpires("dropped")
+        >= 2));
+    drop(lock);
+    // Several intervals pass with no extension after the release.
+    std::thread::sleep(TTL * 3);
+    assert!(eventually(Duration::from_secs(2), || monitor
+        .pexpires_after_del("dropped")
+        .1));
+    assert_eq!(monitor.pexpires_after_del("dropped").0, 0);
+    assert!(cluster.nodes.iter().all(|n| n.get("dropped").is_none()));
+}
+
+#[test]
+fn extender_stops_when_the_lock_is_released() {
+    let cluster = Cluster::start(3);
+    let monitor = Monitor::start(&cluster.nodes[1]);
+    let rl = cluster.client();
+    let lock = rl.lock_with("released", TTL, auto()).unwrap();
+    assert!(eventually(Duration::from_secs(3), || monitor
+        .pexpires("released")
+        >= 2));
+    let lost = lock.lost();
+    lock.release().unwrap();
+    // The signal ends with the lock, and says it was not lost.
+    assert!(lost.recv_timeout(Duration::from_secs(1)).is_err());
+    std::thread::sleep(TTL * 3);
+    assert!(monitor.pexpires_after_del("released").1);
+    assert_eq!(monitor.pexpires_after_del("released").0, 0);
+}
+
+#[test]
+fn extender_stops_when_the_holder_thread_panics() {
+    let cluster = Cluster::start(3);
+    let monitor = Monitor::start(&cluster.nodes[2]);
+    let rl = cluster.client();
+    let holder = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            let _lock = rl.lock_with("panicked", TTL, auto()).unwrap();
+            std::thread::sleep(TTL * 2);
+            panic!("the holder's work failed");
+        })
+    };
+    assert!(holder.join().is_err());
+    assert!(monitor.pexpires("panicked") >= 2, "it was being extended");
+    std::thread::sleep(TTL * 3);
+    assert!(monitor.pexpires_after_del("panicked").1);
+    assert_eq!(monitor.pexpires_after_del("panicked").0, 0);
+    rl.try_lock("panicked", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn dropping_the_client_handle_keeps_a_held_lock_extended_until_the_lock_goes() {
+    let cluster = Cluster::start(3);
+    let monitor = Monitor::start(&cluster.nodes[0]);
+    let rl = cluster.client();
+    let lock = rl.lock_with("client-dropped", TTL, auto()).unwrap();
+    drop(rl);
+    // The lock keeps its client alive: it is still held, several TTLs later.
+    std::thread::sleep(TTL * 4);
+    assert!(lock.is_held());
+    let before = monitor.pexpires("client-dropped");
+    assert!(before >= 3, "{before}");
+    drop(lock);
+    std::thread::sleep(TTL * 3);
+    assert_eq!(monitor.pexpires_after_del("client-dropped").0, 0);
+    assert!(
+        cluster
+            .nodes
+            .iter()
+            .all(|n| n.get("client-dropped").is_none())
+    );
+}
+
+#[test]
+fn max_hold_ends_extension_and_reports_the_lock_lost_when_it_runs_out() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let opts = auto().max_hold(Duration::from_millis(500));
+    let lock = rl.lock_with("capped", TTL, opts).unwrap();
+    let start = Instant::now();
+    assert!(lock.lost().recv_timeout(Duration::from_secs(5)).is_err());
+    assert!(lock.is_lost());
+    // Not before max_hold: extended until then.
+    assert!(start.elapsed() >= Duration::from_millis(500));
+    assert!(eventually(Duration::from_secs(2), || rl
+        .try_lock("capped", TTL)
+        .map(|l| l.release())
+        .is_ok()));
+}
+
+#[test]
+fn max_extensions_caps_auto_extension() {
+    let cluster = Cluster::start(3);
+    let rl = Redlock::builder()
+        .nodes(cluster.urls())
+        .max_extensions(2)
+        .build()
+        .unwrap();
+    let lock = rl.lock_with("limited", TTL, auto()).unwrap();
+    let start = Instant::now();
+    assert!(lock.lost().recv_timeout(Duration::from_secs(5)).is_err());
+    assert!(lock.is_lost());
+    // Two extensions at TTL/3, then the last TTL runs out.
+    assert!(start.elapsed() >= TTL, "{:?}", start.elapsed());
+}
+
+#[test]
+fn a_short_outage_of_a_majority_is_ridden_out_while_validity_remains() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let ttl = Duration::from_millis(1500);
+    let lock = rl.lock_with("outage", ttl, auto()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    cluster.nodes[0].hang();
+    cluster.nodes[1].hang();
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.nodes[0].resume();
+    cluster.nodes[1].resume();
+    std::thread::sleep(ttl * 2);
+    assert!(lock.is_held(), "lost through a short outage");
+    assert!(!lock.is_lost());
+    let other = cluster.client();
+    assert!(matches!(
+        other.try_lock("outage", ttl),
+        Err(Error::NotAcquired { .. })
+    ));
+    lock.release().unwrap();
+}
+
+#[test]
+fn with_lock_runs_the_closure_under_an_extended_lock_and_releases_after() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let other = cluster.client();
+    let value = rl
+        .with_lock("scoped", TTL, |lock| {
+            std::thread::sleep(TTL * 3);
+            assert!(lock.is_held());
+            assert!(other.try_lock("scoped", TTL).is_err());
+            42
+        })
+        .unwrap();
+    assert_eq!(value, 42);
+    other.try_lock("scoped", TTL).unwrap().release().unwrap();
+}
+
+#[test]
+fn with_lock_tells_the_closure_and_the_caller_when_the_lock_was_lost() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let result = rl.with_lock("scoped-lost", TTL, |lock| {
+        for node in &cluster.nodes[..2] {
+            node.del("scoped-lost");
+        }
+        // The closure can wait on (or poll) the signal during its work.
+        let ended = lock.lost().recv_timeout(Duration::from_secs(3)).is_err();
+        (ended, lock.is_held())
+    });
+    match result {
+        Err(Error::Lost { resource, .. }) => assert_eq!(resource, "scoped-lost"),
+        other => panic!("expected Lost, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_auto_extend_options_are_rejected() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    for (ttl, opts) in [
+        (TTL, auto().extend_fraction(0.0)),
+        (TTL, auto().extend_fraction(1.0)),
+        (TTL, auto().extend_fraction(f64::NAN)),
+        // node_timeout (50 ms) does not fit after the first third of 60 ms.
+        (Duration::from_millis(60), auto()),
+    ] {
+        assert!(matches!(
+            rl.lock_with("bad-opts", ttl, opts),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+    assert!(cluster.nodes[0].get("bad-opts").is_none());
+}
