@@ -310,7 +310,9 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     inner.release().expect("nested release");
     outer.release().expect("outer release");
 
-    let mut many = rl.lock_many(["lock:m1", "lock:m2"], TTL).expect("lock_many");
+    let mut many = rl
+        .lock_many(["lock:m1", "lock:m2"], TTL)
+        .expect("lock_many");
     many.extend(TTL).expect("extend many");
     many.release().expect("release many");
 
