@@ -310,6 +310,10 @@ fn with_lock_tells_the_closure_and_the_caller_when_the_lock_was_lost() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let result = rl.with_lock("scoped-lost", TTL, |lock| {
+        // The call returned on a quorum: wait for the third SET before deleting.
+        assert!(support::eventually(Duration::from_secs(2), || cluster
+            .holding("scoped-lost", lock.token())
+            == 3));
         for node in &cluster.nodes[..2] {
             node.del("scoped-lost");
         }
