@@ -203,8 +203,8 @@ fn main() {
     }
     for s in rl.node_status() {
         println!(
-            "  node {:<21} connected {:<5} connections made {}",
-            s.address, s.connected, s.connects
+            "  node {:<21} connected {:<5} connections made {}  restarts seen {}",
+            s.address, s.connected, s.connects, s.restarts
         );
     }
     if acquired != count {
