@@ -7,38 +7,12 @@
 
 mod support;
 
-use std::sync::Once;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redlock::{Error, NodeProblem, Redlock};
-use support::RedisNode;
+use support::{RedisNode, assert_no_worker_panicked, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);
-
-static WORKER_PANICS: AtomicUsize = AtomicUsize::new(0);
-static HOOK: Once = Once::new();
-
-/// Counts panics on the library's worker threads, which would otherwise only show up as a
-/// stopped worker.
-fn watch_workers() {
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if std::thread::current()
-                .name()
-                .is_some_and(|n| n.starts_with("redlock-node-"))
-            {
-                WORKER_PANICS.fetch_add(1, Ordering::SeqCst);
-            }
-            default(info);
-        }));
-    });
-}
-
-fn assert_no_worker_panicked() {
-    assert_eq!(WORKER_PANICS.load(Ordering::SeqCst), 0, "a worker panicked");
-}
 
 /// The `ACL SETUSER` command of the README's least-privilege section, split into arguments.
 fn documented_acl() -> Vec<String> {
@@ -343,5 +317,5 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     held.release().expect("release for the waiter");
     let got = waiter.join().expect("waiter thread");
     assert!(matches!(got, Ok(Ok(()))), "waiter: {got:?}");
-    assert_eq!(WORKER_PANICS.load(Ordering::SeqCst), 0);
+    assert_no_worker_panicked();
 }

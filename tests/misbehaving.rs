@@ -8,13 +8,13 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use redlock::{Error, Lock, NodeProblem, QuorumReport, Redlock};
-use support::{Cluster, RedisNode, eventually};
+use support::{Cluster, RedisNode, assert_no_worker_panicked, eventually, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);
 /// No call may take longer than this, whatever the nodes do (generous: a noisy 2-core machine).
@@ -23,34 +23,6 @@ const BOUND: Duration = Duration::from_secs(5);
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-static WORKER_PANICS: AtomicUsize = AtomicUsize::new(0);
-static HOOK: Once = Once::new();
-
-/// Counts panics on the library's worker threads. A dead worker only shows up as an
-/// `Unavailable("worker stopped")` vote, so its panic would otherwise go unnoticed.
-fn watch_workers() {
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if std::thread::current()
-                .name()
-                .is_some_and(|n| n.starts_with("redlock-node-"))
-            {
-                WORKER_PANICS.fetch_add(1, Ordering::SeqCst);
-            }
-            default(info);
-        }));
-    });
-}
-
-fn assert_no_worker_panicked() {
-    assert_eq!(
-        WORKER_PANICS.load(Ordering::SeqCst),
-        0,
-        "a redlock worker thread panicked"
-    );
-}
 
 /// Runs `f`, asserting it returns within [`BOUND`]; gives its result and how long it took.
 fn timed<T>(what: &str, f: impl FnOnce() -> T) -> (T, Duration) {

@@ -8,10 +8,40 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+static WORKER_PANICS: AtomicUsize = AtomicUsize::new(0);
+static PANIC_HOOK: Once = Once::new();
+
+/// Counts panics on the library's worker threads from now on. A dead worker only shows up as
+/// an `Unavailable("worker stopped")` vote, so its panic would otherwise go unnoticed.
+pub fn watch_workers() {
+    PANIC_HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("redlock-node-"))
+            {
+                WORKER_PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            default(info);
+        }));
+    });
+}
+
+/// Fails if a worker thread panicked since [`watch_workers`].
+pub fn assert_no_worker_panicked() {
+    assert_eq!(
+        WORKER_PANICS.load(Ordering::SeqCst),
+        0,
+        "a redlock worker thread panicked"
+    );
+}
 
 /// Polls `f` until it holds or `limit` passes; returns whether it held.
 pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
