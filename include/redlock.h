@@ -340,7 +340,7 @@ const char *redlock_lock_token(const struct redlock_lock *lock);
 // NULL is a no-op.
 //
 // # Safety
-// `lock` is NULL or a pointer from `redlock_client_lock`/`redlock_client_try_lock`, not used
+// `lock` is NULL or a pointer written by one of the `redlock_client_*lock*` calls, not used
 // again afterwards.
 void redlock_lock_free(struct redlock_lock *lock);
 

@@ -794,7 +794,7 @@ pub unsafe extern "C" fn redlock_lock_token(lock: *const redlock_lock) -> *const
 /// NULL is a no-op.
 ///
 /// # Safety
-/// `lock` is NULL or a pointer from `redlock_client_lock`/`redlock_client_try_lock`, not used
+/// `lock` is NULL or a pointer written by one of the `redlock_client_*lock*` calls, not used
 /// again afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_lock_free(lock: *mut redlock_lock) {
