@@ -9,12 +9,19 @@ use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 
+/// `owner`'s hold count of `resource` on `node`; `None` when the key holds no such field, or
+/// is not a hash at all (a refused plain attempt's SET can sit there until its undo arrives,
+/// since calls return on a quorum).
 fn holds(node: &RedisNode, resource: &str, owner: &str) -> Option<u64> {
-    redis::cmd("HGET")
+    match redis::cmd("HGET")
         .arg(resource)
         .arg(owner)
         .query(&mut node.conn())
-        .expect("HGET")
+    {
+        Ok(count) => count,
+        Err(e) if e.code() == Some("WRONGTYPE") => None,
+        Err(e) => panic!("HGET on {}: {e}", node.port),
+    }
 }
 
 /// Nodes where `owner` has exactly `count` holds of `resource`.
