@@ -274,6 +274,19 @@ impl Command {
                 | Command::AcquireMany { .. }
         )
     }
+
+    /// Whether sending the command twice is as good as once, so that it can be resent when the
+    /// connection turns out to be gone and the first send may or may not have run. The
+    /// compare-and-* scripts are idempotent; a `SET NX` (plain, fenced or several keys) sent
+    /// again after a first one that ran answers "not acquired", never a false yes, and the
+    /// failed attempt's undo cleans up (an extra fence `INCR` only skips a number). Not the
+    /// reentrant acquire and release: they count holds, and a repeat would count twice.
+    fn resendable(&self) -> bool {
+        !matches!(
+            self,
+            Command::AcquireReentrant { .. } | Command::ReleaseReentrant
+        )
+    }
 }
 
 /// Where a node's answer goes: the caller's channel, tagged with the node's index.
@@ -544,6 +557,14 @@ impl Worker {
             }
             return;
         }
+        self.execute_and_answer(batch, true);
+    }
+
+    /// Runs the batch on the connection and answers every request. With `resend`, a connection
+    /// found closed (the server's idle `timeout`, a proxy, `CLIENT KILL`, a restart) is replaced
+    /// at once and what is safe to send twice goes out again, so that a lock held across an
+    /// idle spell still releases (or extends) instead of failing on every node at once.
+    fn execute_and_answer(&mut self, batch: &mut Vec<Request>, resend: bool) {
         match self.execute(batch) {
             Ok(votes) => {
                 let grace_left = self
@@ -566,6 +587,28 @@ impl Worker {
             Err(e) => {
                 let problem = describe(&e);
                 self.disconnect(&e);
+                if resend && e.is_connection_dropped() && !e.is_timeout() {
+                    let now = Instant::now();
+                    let (mut again, lost): (Vec<_>, Vec<_>) = batch.drain(..).partition(|r| {
+                        r.command.resendable() && r.deadline.is_none_or(|d| d > now)
+                    });
+                    for r in lost {
+                        answer(r, Vote::Failed(problem.clone()));
+                    }
+                    if again.is_empty() {
+                        return;
+                    }
+                    self.connect();
+                    if self.conn.is_some() {
+                        self.execute_and_answer(&mut again, false);
+                    } else {
+                        let problem = NodeProblem::Unavailable(self.down_reason.clone());
+                        for r in again {
+                            answer(r, Vote::Failed(problem.clone()));
+                        }
+                    }
+                    return;
+                }
                 for r in batch.drain(..) {
                     answer(r, Vote::Failed(problem.clone()));
                 }
