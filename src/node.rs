@@ -232,6 +232,9 @@ fn scripts() -> [&'static Script; 11] {
 const MAX_BATCH: usize = 256;
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Idle this long, a connection may have been closed by the server (`timeout` counts whole
+/// seconds) or a proxy: one that must carry a command not safe to resend is checked first.
+const IDLE_PROBE: Duration = Duration::from_secs(1);
 const WORKER_STACK: usize = 256 * 1024;
 
 /// What to do on the node. For the reentrant commands the request's token is the owner.
@@ -438,6 +441,7 @@ pub(crate) fn spawn(
         retry_at: Instant::now(),
         down_reason: String::from("not connected yet"),
         closing: false,
+        used_at: Instant::now(),
         health: Arc::clone(&health),
         buf: Vec::with_capacity(4096),
         _exited: exited,
@@ -509,6 +513,8 @@ struct Worker {
     down_reason: String,
     /// Every sender is gone: the client was dropped and only queued requests remain.
     closing: bool,
+    /// When the connection last carried a command (or was opened).
+    used_at: Instant,
     health: Arc<Health>,
     buf: Vec<u8>,
     /// Dropped when the thread ends, which the client's drop waits for.
@@ -557,7 +563,35 @@ impl Worker {
             }
             return;
         }
+        // Reentrant acquires and releases count holds, so unlike the rest they cannot be resent
+        // when their connection turns out closed. A connection idle long enough to have been
+        // closed is checked with a PING before it carries one; only a close in between remains.
+        if self.used_at.elapsed() >= IDLE_PROBE && batch.iter().any(|r| !r.command.resendable()) {
+            if let Err(e) = self.probe() {
+                let problem = describe(&e);
+                self.disconnect(&e);
+                if e.is_connection_dropped() && !e.is_timeout() {
+                    self.connect();
+                }
+                if self.conn.is_none() {
+                    for r in batch.drain(..) {
+                        answer(r, Vote::Failed(problem.clone()));
+                    }
+                    return;
+                }
+            }
+        }
         self.execute_and_answer(batch, true);
+    }
+
+    fn probe(&mut self) -> redis::RedisResult<()> {
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("probe is called with a connection");
+        redis::cmd("PING").query::<()>(conn)?;
+        self.used_at = Instant::now();
+        Ok(())
     }
 
     /// Runs the batch on the connection and answers every request. With `resend`, a connection
@@ -567,6 +601,7 @@ impl Worker {
     fn execute_and_answer(&mut self, batch: &mut Vec<Request>, resend: bool) {
         match self.execute(batch) {
             Ok(votes) => {
+                self.used_at = Instant::now();
                 let grace_left = self
                     .grace_until
                     .map(|until| until.saturating_duration_since(Instant::now()))
@@ -649,6 +684,7 @@ impl Worker {
             Ok((conn, info)) => {
                 self.observe(info);
                 self.conn = Some(conn);
+                self.used_at = Instant::now();
                 self.backoff = BACKOFF_MIN;
                 self.health.connected.store(true, Ordering::Relaxed);
                 self.health.connects.fetch_add(1, Ordering::Relaxed);

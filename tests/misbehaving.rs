@@ -964,6 +964,32 @@ fn a_release_after_the_server_closed_idle_connections_still_releases_everywhere(
         .expect("an extend on fresh connections");
     lock.release().unwrap();
     assert_empty(&cluster.nodes);
+
+    // Reentrant holds are counted and never resent: an idle connection is checked first, so
+    // neither a nested acquire nor the releases fail, and no hold is counted twice.
+    let idle_spell = || {
+        assert!(eventually(Duration::from_secs(5), || cluster
+            .nodes
+            .iter()
+            .all(|n| normal_clients(n) == 1)))
+    };
+    let outer = rl.try_reentrant_lock("idle-re", "alice", TTL).unwrap();
+    idle_spell();
+    let inner = timed("nested acquire", || {
+        rl.try_reentrant_lock("idle-re", "alice", TTL)
+    })
+    .0
+    .expect("a nested acquire after an idle spell");
+    assert_eq!(inner.hold_count(), Some(2));
+    idle_spell();
+    timed("inner release", || inner.release())
+        .0
+        .expect("an inner release after an idle spell");
+    idle_spell();
+    timed("outer release", || outer.release())
+        .0
+        .expect("an outer release after an idle spell");
+    assert_empty(&cluster.nodes);
 }
 
 /// Normal (not pub/sub) client connections on `node`, the asking one included.
