@@ -566,19 +566,20 @@ impl Worker {
         // Reentrant acquires and releases count holds, so unlike the rest they cannot be resent
         // when their connection turns out closed. A connection idle long enough to have been
         // closed is checked with a PING before it carries one; only a close in between remains.
-        if self.used_at.elapsed() >= IDLE_PROBE && batch.iter().any(|r| !r.command.resendable()) {
-            if let Err(e) = self.probe() {
-                let problem = describe(&e);
-                self.disconnect(&e);
-                if e.is_connection_dropped() && !e.is_timeout() {
-                    self.connect();
+        if self.used_at.elapsed() >= IDLE_PROBE
+            && batch.iter().any(|r| !r.command.resendable())
+            && let Err(e) = self.probe()
+        {
+            let problem = describe(&e);
+            self.disconnect(&e);
+            if e.is_connection_dropped() && !e.is_timeout() {
+                self.connect();
+            }
+            if self.conn.is_none() {
+                for r in batch.drain(..) {
+                    answer(r, Vote::Failed(problem.clone()));
                 }
-                if self.conn.is_none() {
-                    for r in batch.drain(..) {
-                        answer(r, Vote::Failed(problem.clone()));
-                    }
-                    return;
-                }
+                return;
             }
         }
         self.execute_and_answer(batch, true);
