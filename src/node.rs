@@ -570,10 +570,11 @@ impl Worker {
             && batch.iter().any(|r| !r.command.resendable())
             && let Err(e) = self.probe()
         {
-            let problem = describe(&e);
+            let mut problem = describe(&e);
             self.disconnect(&e);
             if e.is_connection_dropped() && !e.is_timeout() {
                 self.connect();
+                problem = NodeProblem::Unavailable(self.down_reason.clone());
             }
             if self.conn.is_none() {
                 for r in batch.drain(..) {
