@@ -142,7 +142,7 @@ impl RedisNode {
         }
         let _ = child.kill();
         let _ = child.wait();
-        Err("redis-server did not answer PING within 10 s".into())
+        Err("redis-server did not answer as our child within 10 s".into())
     }
 
     /// Whether the server answering on our port is the process `pid`, our child. A port that
@@ -252,9 +252,7 @@ impl RedisNode {
     }
 
     /// The string value of `key` on this node; `None` when there is none, also when the key
-    /// holds another type: a reentrant lock's hash, say, where a refused attempt of another
-    /// kind never puts a string (while a refused plain attempt's string can sit where a
-    /// reentrant hash was expected, until its undo arrives: calls return on a quorum).
+    /// holds another type (a reentrant lock's hash, say): no plain lock holds it there.
     pub fn get(&self, key: &str) -> Option<String> {
         match redis::cmd("GET").arg(key).query(&mut self.conn()) {
             Ok(value) => value,
