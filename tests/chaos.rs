@@ -385,9 +385,11 @@ impl Worker {
 
     /// The critical section: a non-atomic increment of the resource's counter.
     fn hold(&mut self, mut lock: Lock, res: &str, ttl: Duration, call_start: u64) {
-        // Validity first, then the clock: the deadline logged is never earlier than the lock's.
-        let validity = lock.validity();
+        // The clock first, then validity: the deadline logged is never later than the lock's, so
+        // a stall in between shortens the window checked instead of making a false overlap (or
+        // hiding a write made after validity).
         let acquired = now_ns();
+        let validity = lock.validity();
         let mut deadline = acquired + validity.as_nanos() as u64;
         let key = counter_key(res);
         let seen: Option<u64> = redis::cmd("GET")
@@ -397,8 +399,8 @@ impl Worker {
         std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
         if self.rng.chance(0.1) {
             let _ = self.call(2, res, || lock.extend(ttl));
-            let validity = lock.validity();
-            deadline = now_ns() + validity.as_nanos() as u64;
+            let before = now_ns();
+            deadline = before + lock.validity().as_nanos() as u64;
         }
         let mut wrote = String::from("-");
         let mut set_done = 0;

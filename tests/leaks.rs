@@ -33,7 +33,8 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
         drop(rl);
         assert!(last.validity() > Duration::ZERO);
         drop(last);
-        // Joined on the last drop: counts are back at once.
+        // Joined on the last drop, which waits up to one I/O timeout (2 × the patient node
+        // timeout of the test client) for the workers: counts are back at once.
         assert_eq!(
             count("/proc/self/task"),
             threads,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock::{Error, NodeProblem, Redlock};
-use support::{Cluster, RedisNode, eventually};
+use support::{Cluster, NODE_TIMEOUT, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -95,6 +95,8 @@ fn threads_exclude_each_other() {
         .retry_count(200)
         .retry_delay(Duration::from_millis(2))
         .retry_jitter(Duration::from_millis(2))
+        // Each release is a single attempt that must reach a quorum.
+        .node_timeout(NODE_TIMEOUT)
         .build()
         .unwrap();
     let counter = Arc::new(AtomicU64::new(0));
@@ -128,6 +130,7 @@ fn contention_child() {
         .retry_count(500)
         .retry_delay(Duration::from_millis(3))
         .retry_jitter(Duration::from_millis(3))
+        .node_timeout(NODE_TIMEOUT)
         .build()
         .unwrap();
     let mut wins = 0;
@@ -194,17 +197,21 @@ fn processes_exclude_each_other() {
 fn an_abandoned_lock_frees_itself_after_its_ttl() {
     let cluster = Cluster::start(3);
     let holder = cluster.client();
-    let lock = holder
-        .try_lock("abandoned", Duration::from_millis(300))
-        .unwrap();
+    // Built before the lock is taken: the refusal below must come within the short TTL.
+    let rl = cluster.client();
+    let ttl = Duration::from_secs(1);
+    let lock = holder.try_lock("abandoned", ttl).unwrap();
+    let acquired = Instant::now();
     // A holder that never releases (crashed, say): its Drop never runs.
     std::mem::forget(lock);
-    let rl = cluster.client();
     assert!(matches!(
         rl.try_lock("abandoned", TTL),
         Err(Error::NotAcquired { .. })
     ));
-    std::thread::sleep(Duration::from_millis(400));
+    // The quorum's keys were set before the lock was returned: gone one TTL later.
+    std::thread::sleep(
+        (acquired + ttl + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
+    );
     rl.try_lock("abandoned", TTL).unwrap().release().unwrap();
 }
 
@@ -244,22 +251,23 @@ fn release_and_extend_are_owner_only() {
 fn extend_moves_the_deadline_on_a_quorum() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut lock = rl.try_lock("extend", Duration::from_millis(500)).unwrap();
-    assert!(lock.validity() <= Duration::from_millis(500));
+    let short = Duration::from_secs(1);
+    let mut lock = rl.try_lock("extend", short).unwrap();
+    let acquired = Instant::now();
+    assert!(lock.validity() <= short);
     lock.extend(Duration::from_secs(20)).unwrap();
     assert!(lock.validity() > Duration::from_secs(19));
     // A quorum has the new TTL at once; the last node's reply may still be on its way.
-    let extended = || {
-        cluster
-            .nodes
-            .iter()
-            .filter(|n| n.pttl("extend") > 19_000)
-            .count()
-    };
-    assert!(extended() >= 2);
-    assert!(eventually(Duration::from_secs(2), || extended() == 3));
+    let extended = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.pttl("extend") > 19_000)
+        .count();
+    assert!(extended >= 2, "extended on {extended} nodes");
     // Outlive the short TTL: still held thanks to the extension.
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(
+        (acquired + short + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
+    );
     assert!(matches!(
         rl.try_lock("extend", TTL),
         Err(Error::NotAcquired { .. })
@@ -271,8 +279,11 @@ fn extend_moves_the_deadline_on_a_quorum() {
 fn extend_after_expiry_is_lost_and_deletes_nothing() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut lock = rl.try_lock("late", Duration::from_millis(50)).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // lock, not try_lock: on a loaded machine one attempt can take longer than this TTL.
+    let ttl = Duration::from_millis(200);
+    let mut lock = rl.lock("late", ttl).unwrap();
+    // The quorum's keys were set before the lock was returned: gone one TTL later.
+    std::thread::sleep(ttl + Duration::from_millis(100));
     assert!(matches!(lock.extend(TTL), Err(Error::Lost { .. })));
     assert_eq!(lock.validity(), Duration::ZERO);
 }
@@ -280,11 +291,7 @@ fn extend_after_expiry_is_lost_and_deletes_nothing() {
 #[test]
 fn extension_cap_is_enforced() {
     let cluster = Cluster::start(1);
-    let rl = Redlock::builder()
-        .nodes(cluster.urls())
-        .max_extensions(2)
-        .build()
-        .unwrap();
+    let rl = cluster.builder().max_extensions(2).build().unwrap();
     let mut lock = rl.lock("capped", TTL).unwrap();
     lock.extend(TTL).unwrap();
     lock.extend(TTL).unwrap();
@@ -314,7 +321,13 @@ fn dropping_a_lock_releases_it() {
 #[test]
 fn two_of_five_killed_still_lock_three_killed_is_no_quorum() {
     let mut cluster = Cluster::start(5);
-    let rl = cluster.client();
+    // A node timeout far above the bound below: waiting for one would show.
+    let node_timeout = Duration::from_secs(5);
+    let rl = cluster
+        .builder()
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
     cluster.nodes[0].kill();
     cluster.nodes[3].kill();
     let lock = rl.lock("minority-down", TTL).unwrap();
@@ -344,7 +357,7 @@ fn two_of_five_killed_still_lock_three_killed_is_no_quorum() {
     }
     // Refused connections are known at once: no waiting for timeouts (generous bound).
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < node_timeout / 2,
         "{:?}",
         started.elapsed()
     );
@@ -358,20 +371,25 @@ fn two_of_five_killed_still_lock_three_killed_is_no_quorum() {
     for i in [0, 3, 4] {
         cluster.nodes[i].restart();
     }
-    assert!(eventually(Duration::from_secs(5), || {
-        rl.try_lock("minority-down", TTL)
-            .map(|l| cluster.holding("minority-down", l.token()) == 5)
-            .unwrap_or(false)
+    assert!(eventually(Duration::from_secs(10), || {
+        let Ok(lock) = rl.try_lock("minority-down", TTL) else {
+            return false;
+        };
+        // The call returned on a quorum: the last nodes' SETs may still be on their way.
+        eventually(Duration::from_secs(1), || {
+            cluster.holding("minority-down", lock.token()) == 5
+        })
     }));
 }
 
 #[test]
 fn hung_nodes_do_not_slow_acquisition_and_rejoin_after_resume() {
     let cluster = Cluster::start(5);
-    // A long node_timeout: waiting on a hung node would show.
-    let rl = Redlock::builder()
-        .nodes(cluster.urls())
-        .node_timeout(Duration::from_secs(3))
+    // A long node_timeout: waiting on a hung node would show against the (generous) bounds.
+    let node_timeout = Duration::from_secs(5);
+    let rl = cluster
+        .builder()
+        .node_timeout(node_timeout)
         .build()
         .unwrap();
     rl.lock("warmup", TTL).unwrap().release().unwrap();
@@ -381,13 +399,17 @@ fn hung_nodes_do_not_slow_acquisition_and_rejoin_after_resume() {
         let started = Instant::now();
         let lock = rl.try_lock("hung", TTL).unwrap();
         assert!(
-            started.elapsed() < Duration::from_secs(1),
+            started.elapsed() < node_timeout / 2,
             "attempt {i} took {:?}",
             started.elapsed()
         );
         // Release waits for a quorum only, not for the hung nodes either.
         lock.release().unwrap();
-        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(
+            started.elapsed() < node_timeout * 3 / 4,
+            "attempt {i} with its release took {:?}",
+            started.elapsed()
+        );
     }
     cluster.nodes[1].resume();
     cluster.nodes[2].resume();
@@ -513,7 +535,11 @@ fn scripts_are_reloaded_after_script_flush() {
 fn password_and_database_come_from_the_url() {
     let node = RedisNode::start_with(&["--requirepass", "s3cret"]);
     let url = format!("redis://:s3cret@127.0.0.1:{}/3", node.port);
-    let rl = Redlock::builder().node(&url).build().unwrap();
+    let rl = Redlock::builder()
+        .node(&url)
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .unwrap();
     let lock = rl.lock("authed", TTL).unwrap();
     let mut conn = node.conn();
     let _: () = redis::cmd("AUTH").arg("s3cret").query(&mut conn).unwrap();

@@ -118,10 +118,52 @@ fn assert_empty<'a>(nodes: impl IntoIterator<Item = &'a RedisNode> + Clone) {
     );
 }
 
-/// A port nothing listens on.
-fn dead_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// A port nothing listens on, for as long as it lives: its socket stays bound without
+/// listening, so connecting is refused, and without `SO_REUSEADDR`, so no other process (a
+/// redis-server another test starts on a "free" port, say) can take the port meanwhile.
+struct DeadPort {
+    fd: libc::c_int,
+    port: u16,
+}
+
+impl DeadPort {
+    fn bind() -> DeadPort {
+        // SAFETY: plain socket calls on a socket we own, with a correctly sized address.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let at = &mut addr as *mut libc::sockaddr_in as *mut libc::sockaddr;
+            assert_eq!(
+                libc::bind(fd, at, len),
+                0,
+                "bind: {}",
+                std::io::Error::last_os_error()
+            );
+            assert_eq!(
+                libc::getsockname(fd, at, &mut len),
+                0,
+                "getsockname: {}",
+                std::io::Error::last_os_error()
+            );
+            DeadPort {
+                fd,
+                port: u16::from_be(addr.sin_port),
+            }
+        }
+    }
+}
+
+impl Drop for DeadPort {
+    fn drop(&mut self) {
+        // SAFETY: closing the socket this guard owns, once.
+        unsafe {
+            libc::close(self.fd);
+        }
+    }
 }
 
 /// The bad node between two healthy ones: locks, extends and releases still work on the
@@ -133,9 +175,10 @@ fn quorum_ignores(bad_url: &str) {
         bad_url.to_owned(),
         healthy.nodes[1].url(),
     ];
-    // Long enough that waiting on the bad node would show; short enough that a worker stuck
-    // connecting to a silent node does not hold up dropping the client for long.
-    let node_timeout = Duration::from_millis(250);
+    // Long enough that waiting on the bad node would show, also against the bounds below on a
+    // loaded machine; short enough that a worker stuck connecting to a silent node does not
+    // hold up dropping the client for long (one I/O timeout, 2 s).
+    let node_timeout = Duration::from_secs(1);
     let rl = client(&urls, node_timeout);
     let (lock, took) = timed("lock", || rl.lock("mixed", TTL));
     let mut lock = lock.unwrap_or_else(|e| panic!("1 bad node of 3 must not stop locking: {e}"));
@@ -168,10 +211,8 @@ fn quorum_ignores(bad_url: &str) {
         "release waited on the bad node: {took:?}"
     );
     assert_eq!(healthy.holding("mixed", &token), 0);
-    timed("dropping the clients", || {
-        drop(rl);
-        drop(other);
-    });
+    timed("dropping the client", || drop(rl));
+    timed("dropping the other client", || drop(other));
     assert_empty(&healthy.nodes);
     assert_no_worker_panicked();
 }
@@ -358,7 +399,8 @@ fn parse_header(buf: &[u8], at: usize, prefix: u8) -> Option<(usize, usize)> {
 #[test]
 fn refused_connection_is_named_at_once_and_outvoted() {
     watch_workers();
-    let port = dead_port();
+    let dead = DeadPort::bind();
+    let port = dead.port;
     let url = format!("redis://127.0.0.1:{port}");
     let addr = local(port);
     let rl = client(std::slice::from_ref(&url), Duration::from_secs(1));
@@ -557,10 +599,22 @@ fn key_type(node: &RedisNode, key: &str) -> String {
         .expect("TYPE")
 }
 
-/// Replaces our lock's key on `node` with a hash, as a careless other program might.
+/// Replaces our lock's key on `node` with a hash, as a careless other program might. In one
+/// transaction: our SET, if still on its way, lands before (and is replaced) or after (and is
+/// refused by the hash), never between the DEL and the HSET.
 fn replace_with_hash(node: &RedisNode, key: &str) {
-    node.del(key);
-    hset(node, key);
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("DEL")
+        .arg(key)
+        .ignore()
+        .cmd("HSET")
+        .arg(key)
+        .arg("field")
+        .arg("value")
+        .ignore()
+        .query(&mut node.conn())
+        .expect("DEL and HSET");
 }
 
 #[test]

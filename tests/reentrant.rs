@@ -107,7 +107,9 @@ fn plain_and_reentrant_locks_exclude_each_other() {
         Err(Error::NotAcquired { report, .. }) => assert!(report.refused() >= 2),
         other => panic!("a reentrant lock over a plain one: {other:?}"),
     }
-    assert_eq!(cluster.holding("mixed", plain.token()), 3, "untouched");
+    // The refused attempt left the plain lock's strings alone (on the quorum that has them by
+    // now; the last node's SET may still be on its way).
+    assert!(cluster.holding("mixed", plain.token()) >= 2, "untouched");
     plain.release().unwrap();
 
     let re = rl.try_reentrant_lock("mixed", "alice", TTL).unwrap();
@@ -132,10 +134,11 @@ fn plain_and_reentrant_locks_exclude_each_other() {
 fn a_plain_lock_whose_key_became_a_reentrant_hash_is_lost_not_an_error() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut plain = rl
-        .try_lock("taken-over", Duration::from_millis(200))
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    // lock, not try_lock: on a loaded machine one attempt can take longer than this TTL.
+    let ttl = Duration::from_millis(200);
+    let mut plain = rl.lock("taken-over", ttl).unwrap();
+    // The quorum's keys were set before the lock was returned: gone one TTL later.
+    std::thread::sleep(ttl + Duration::from_millis(200));
     let re = rl.try_reentrant_lock("taken-over", "alice", TTL).unwrap();
     assert!(matches!(plain.extend(TTL), Err(Error::Lost { .. })));
     assert!(matches!(plain.release(), Err(Error::Lost { .. })));
@@ -147,11 +150,13 @@ fn a_plain_lock_whose_key_became_a_reentrant_hash_is_lost_not_an_error() {
 fn expiry_while_nested_frees_the_resource_and_later_releases_are_lost() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let ttl = Duration::from_millis(300);
+    // Long enough that the inner hold is taken while the outer one is surely still there.
+    let ttl = Duration::from_secs(1);
     let mut outer = rl.reentrant_lock("expiring", "alice", ttl).unwrap();
     let inner = rl.reentrant_lock("expiring", "alice", ttl).unwrap();
     assert_eq!(inner.hold_count(), Some(2));
-    std::thread::sleep(Duration::from_millis(500));
+    // The quorum's TTLs were set before the inner hold was returned: gone one TTL later.
+    std::thread::sleep(ttl + Duration::from_millis(200));
     assert_eq!(outer.validity(), Duration::ZERO);
     let bob = rl.try_reentrant_lock("expiring", "bob", TTL).unwrap();
     assert!(matches!(inner.release(), Err(Error::Lost { .. })));
@@ -178,11 +183,13 @@ fn nested_holds_never_shorten_the_ttl_and_extend_keeps_it_at_least() {
     }
     outer.extend(Duration::from_secs(30)).unwrap();
     assert!(outer.validity() > Duration::from_secs(25));
-    for node in &cluster.nodes {
-        if holds(node, "ttl", "alice").is_some() {
-            assert!(node.pttl("ttl") > 25_000);
-        }
-    }
+    // On a quorum at once; the last node may apply the extension a moment later.
+    let extended = cluster
+        .nodes
+        .iter()
+        .filter(|n| holds(n, "ttl", "alice").is_some() && n.pttl("ttl") > 25_000)
+        .count();
+    assert!(extended >= 2, "extended on {extended} nodes");
     inner.release().unwrap();
     outer.release().unwrap();
     assert!(eventually(Duration::from_secs(2), || gone(&cluster, "ttl")));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, LockOptions, Redlock};
+use redlock::{Error, LockOptions};
 use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -62,9 +62,10 @@ fn commands(cluster: &Cluster) -> u64 {
 fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
     let cluster = Cluster::start(3);
     // Fallback waits would be 2.5 to 5 s: only the notification can wake the waiter sooner.
-    let rl = Redlock::builder()
-        .nodes(cluster.urls())
+    let rl = cluster
+        .builder()
         .retry_delay(Duration::from_secs(5))
+        .retry_jitter(Duration::from_millis(100))
         .build()
         .unwrap();
     for round in 0..3 {
@@ -175,10 +176,10 @@ fn a_waiter_gets_a_lock_that_expired_without_a_release() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     // A crashed holder: its keys just expire, and nothing is published.
+    let start = Instant::now();
     for node in &cluster.nodes {
         node.set("expired", "someone-else", 600);
     }
-    let start = Instant::now();
     let lock = rl
         .lock_with("expired", TTL, waiting(Duration::from_secs(10)))
         .unwrap();
@@ -216,12 +217,7 @@ fn waiters_exclude_each_other_and_all_get_their_turn() {
 
 /// Commands the nodes run while `waiters` threads wait `hold` for one busy resource.
 fn commands_while_waiting(cluster: &Cluster, notifications: bool, waiters: usize) -> u64 {
-    let rl = Redlock::builder()
-        .nodes(cluster.urls())
-        .retry_delay(Duration::from_millis(20))
-        .retry_jitter(Duration::from_millis(10))
-        .build()
-        .unwrap();
+    let rl = cluster.client();
     let resource = format!("storm-{notifications}");
     let holder = rl.lock(&resource, TTL).unwrap();
     let before = commands(cluster);

@@ -4,13 +4,19 @@
 //! The binary is `$REDLOCK_REDIS_SERVER`, or `redis-server` on PATH.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long test clients wait for any one node. Patient, because on a loaded machine a node
+/// (or the worker talking to it) can stall for well over the default 50 ms: a call then misses
+/// that node, and a worker drops an acquire or extend still queued at its caller's deadline, so
+/// that node never gets the key at all. Tests that must succeed in one attempt, or that wait
+/// for every node to catch up, rely on this; tests about timeouts build their own client.
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
@@ -128,7 +134,7 @@ impl RedisNode {
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(format!("redis-server exited at start: {status}"));
             }
-            if self.ping() {
+            if self.answers_as(child.id()) {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -136,20 +142,51 @@ impl RedisNode {
         }
         let _ = child.kill();
         let _ = child.wait();
-        Err("redis-server did not answer PING within 10 s".into())
+        Err("redis-server did not answer as our child within 10 s".into())
     }
 
-    /// Whether the server answers PING right now (no auth).
-    fn ping(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+    /// Whether the server answering on our port is the process `pid`, our child. A port that
+    /// was free a moment ago can be taken by another process first (another test's server, or
+    /// one that grabbed the port `kill` freed before `restart` binds it again); our child then
+    /// exits, but until it does a PING would be answered by the stranger. `INFO server` names
+    /// the process; a server with INFO renamed away is taken on trust once it answers PING.
+    fn answers_as(&self, pid: u32) -> bool {
+        let url = match self.password() {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
+            None => self.url(),
+        };
+        let Ok(client) = redis::Client::open(url) else {
             return false;
         };
-        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-        if s.write_all(b"PING\r\n").is_err() {
+        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+            return false;
+        };
+        if conn
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .is_err()
+        {
             return false;
         }
-        let mut buf = [0u8; 64];
-        matches!(s.read(&mut buf), Ok(n) if n > 0 && (buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH")))
+        match redis::cmd("INFO").arg("server").query::<String>(&mut conn) {
+            Ok(info) => {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("process_id:"))
+                    .and_then(|p| p.trim().parse::<u32>().ok())
+                    == Some(pid)
+            }
+            Err(e) if e.to_string().contains("unknown command") => redis::cmd("PING")
+                .query::<String>(&mut conn)
+                .is_ok_and(|pong| pong == "PONG"),
+            Err(_) => false,
+        }
+    }
+
+    /// The `--requirepass` the node was started with, if any.
+    fn password(&self) -> Option<&str> {
+        self.extra_args
+            .windows(2)
+            .find(|w| w[0] == "--requirepass")
+            .map(|w| w[1].as_str())
     }
 
     pub fn url(&self) -> String {
@@ -214,12 +251,14 @@ impl RedisNode {
         conn
     }
 
-    /// The value of `key` on this node.
+    /// The string value of `key` on this node; `None` when there is none, also when the key
+    /// holds another type (a reentrant lock's hash, say): no plain lock holds it there.
     pub fn get(&self, key: &str) -> Option<String> {
-        redis::cmd("GET")
-            .arg(key)
-            .query(&mut self.conn())
-            .expect("GET")
+        match redis::cmd("GET").arg(key).query(&mut self.conn()) {
+            Ok(value) => value,
+            Err(e) if e.code() == Some("WRONGTYPE") => None,
+            Err(e) => panic!("GET {key:?} on {}: {e}", self.port),
+        }
     }
 
     /// Remaining TTL of `key` in ms (-2: no key).
@@ -276,17 +315,22 @@ impl Cluster {
         self.nodes.iter().map(RedisNode::url).collect()
     }
 
-    /// A client with fast retries, for tests.
-    pub fn client(&self) -> redlock::Redlock {
+    /// A builder for a client of these nodes with fast retries and the patient
+    /// [`NODE_TIMEOUT`], for tests that set something more.
+    pub fn builder(&self) -> redlock::Builder {
         redlock::Redlock::builder()
             .nodes(self.urls())
+            .node_timeout(NODE_TIMEOUT)
             .retry_delay(Duration::from_millis(20))
             .retry_jitter(Duration::from_millis(10))
-            .build()
-            .expect("build client")
     }
 
-    /// How many nodes hold `key` with `value`.
+    /// A client with fast retries and the patient [`NODE_TIMEOUT`], for tests.
+    pub fn client(&self) -> redlock::Redlock {
+        self.builder().build().expect("build client")
+    }
+
+    /// How many nodes hold `key` with `value` (as a string: see [`RedisNode::get`]).
     pub fn holding(&self, key: &str, value: &str) -> usize {
         self.nodes
             .iter()
