@@ -70,6 +70,26 @@ func TestAutoExtendOutlivesTTL(t *testing.T) {
 	assertFree(t, resource)
 }
 
+// holding returns the nodes among nds that hold token under resource once the lock call's
+// SETs have landed: a lock call returns on a quorum, and a slow node applies its SET a moment
+// later, or never when its worker dropped the request at the call's deadline.
+func holding(t *testing.T, nds []*node, resource, token string) []*node {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		var have []*node
+		for _, nd := range nds {
+			if v, ok := nd.get(t, resource); ok && v == token {
+				have = append(have, nd)
+			}
+		}
+		if len(have) == len(nds) || time.Now().After(deadline) {
+			return have
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestLostClosesWhenKeysVanish(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:vanish"
@@ -77,6 +97,7 @@ func TestLostClosesWhenKeysVanish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	untouched := holding(t, shared.nodes[3:], resource, l.Token())
 	deleteOnMajority(t, resource)
 	select {
 	case <-l.Lost():
@@ -86,8 +107,8 @@ func TestLostClosesWhenKeysVanish(t *testing.T) {
 	if l.Held() || l.Validity() != 0 {
 		t.Error("a lost lock reports itself held")
 	}
-	// A failed extension never deletes keys: the other nodes keep ours until Unlock.
-	for _, nd := range shared.nodes[3:] {
+	// A failed extension never deletes keys: the other nodes that had ours keep it until Unlock.
+	for _, nd := range untouched {
 		if v, _ := nd.get(t, resource); v != l.Token() {
 			t.Errorf("%s lost our key: %q", nd.addr(), v)
 		}
@@ -140,7 +161,7 @@ func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 
 func TestWaitersWakeOnRelease(t *testing.T) {
 	// A slow fallback (1.5 s at least): only the release notification wakes them sooner.
-	c := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, NodeTimeout: 200 * time.Millisecond})
+	c := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
 	const resource = "go:wait"
 	holder := mustLock(t, c, resource, 10*time.Second)
 	var wg sync.WaitGroup
@@ -158,7 +179,24 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 			l.Unlock()
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Release once the waiters listen on every node (the client subscribes once per node): a
+	// release before that would leave them to their fallback wait.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		listening := 0
+		for _, nd := range shared.nodes {
+			if nd.subscribers(t, "redlock:released:"+resource) == 1 {
+				listening++
+			}
+		}
+		if listening == len(shared.nodes) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the waiters listen on %d of %d nodes", listening, len(shared.nodes))
+			break // release anyway, so that the waiters finish
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
 	released := time.Now()
 	if err := holder.Unlock(); err != nil {
 		t.Fatal(err)
