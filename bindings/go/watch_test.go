@@ -12,9 +12,12 @@ import (
 
 // Auto-extension, the Lost channel and waiting on release notifications, scaled down.
 
-var fast = redlock.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 200 * time.Millisecond}
+// An auto-extended lock is lost when its extensions (every TTL/3, each waiting up to
+// NodeTimeout) fail until its validity runs out: with 1.5 s and 300 ms that takes two 300 ms
+// stalls in a row on a majority, which a loaded machine produced at 900 ms and 200 ms.
+var fast = redlock.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond}
 
-const autoTTL = 900 * time.Millisecond
+const autoTTL = 1500 * time.Millisecond
 
 // deleteOnMajority deletes resource's key on 3 of the 5 shared nodes, each once it is there:
 // a lock call returns on a quorum, so a slow node may apply its SET a moment after a DEL
@@ -43,7 +46,7 @@ func TestAutoExtendOutlivesTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(4 * autoTTL); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(3 * autoTTL); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if !l.Held() {
 			t.Fatal("auto-extended lock no longer held")
 		}
@@ -61,7 +64,7 @@ func TestAutoExtendOutlivesTTL(t *testing.T) {
 		t.Error("Held() after Unlock")
 	}
 	// No extension revives it after Unlock.
-	time.Sleep(2 * autoTTL)
+	time.Sleep(autoTTL)
 	for _, nd := range shared.nodes {
 		if _, ok := nd.get(t, resource); ok {
 			t.Errorf("key still on %s after Unlock", nd.addr())
