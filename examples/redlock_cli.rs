@@ -21,10 +21,17 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rl = Redlock::builder().nodes(urls).build().unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(1)
-    });
+    // One attempt whose answer the tests rely on: give each node a second to answer, so a
+    // briefly stalled node (a loaded machine) does not turn "held elsewhere" or "acquired"
+    // into a NoQuorum failure.
+    let rl = Redlock::builder()
+        .nodes(urls)
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(1)
+        });
     let lock = match rl.try_lock(resource, Duration::from_secs(30)) {
         Ok(lock) => lock,
         Err(Error::NotAcquired { .. }) => {

@@ -21,7 +21,28 @@ fn library_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
+        // Without the variables `cargo test` sets for this process (CARGO_PKG_NAME, OUT_DIR...):
+        // ring's build script reruns when they change, so passing them on would rebuild ring,
+        // rustls, redis and the library here, and all of it once more at the next plain build.
+        const SET_BY_CARGO_TEST: &[&str] = &[
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_MANIFEST_LINKS",
+            "CARGO_CRATE_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+            "OUT_DIR",
+        ];
+        let mut build = Command::new(cargo);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_BIN_EXE_")
+                || SET_BY_CARGO_TEST.contains(&&*name)
+            {
+                build.env_remove(&*name);
+            }
+        }
+        let status = build
             .args(["build", "--release", "--lib"])
             .current_dir(root())
             .status()
@@ -93,18 +114,28 @@ fn run(wrapper: &[&str], binary: &Path, mode: &str, urls: &[String], env: &[(&st
     println!("{} {mode}: {}", binary.display(), stdout.trim());
 }
 
+/// Runs the suite's "all" cases on a fresh cluster, then "no-quorum" after killing a majority.
+///
+/// A cluster per run: a run's last releases may still be on their way when its process exits
+/// (a quorum call returns before every node has answered), so a second run on the same nodes
+/// could find its resources held by the first.
+fn run_suite(wrapper: &[&str], binary: &Path, env: &[(&str, &str)]) {
+    let mut cluster = Cluster::start(5);
+    run(wrapper, binary, "all", &cluster.urls(), env);
+    for i in 0..3 {
+        cluster.nodes[i].kill();
+    }
+    run(wrapper, binary, "no-quorum", &cluster.urls(), env);
+}
+
 #[test]
 fn c_suite_shared_and_static() {
     let shared = compile("tests/c/test_redlock.c", "test_redlock_shared", false);
     let fixed = compile("tests/c/test_redlock.c", "test_redlock_static", true);
-    let mut cluster = Cluster::start(5);
-    run(&[], &shared, "all", &cluster.urls(), &[]);
-    run(&[], &fixed, "all", &cluster.urls(), &[]);
-    for i in 0..3 {
-        cluster.nodes[i].kill();
-    }
-    run(&[], &shared, "no-quorum", &cluster.urls(), &[]);
-    run(&[], &fixed, "no-quorum", &cluster.urls(), &[]);
+    // The suite's own default node timeout (a patient second): this run shares the machine with
+    // the valgrind run below.
+    run_suite(&[], &shared, &[]);
+    run_suite(&[], &fixed, &[]);
 }
 
 fn valgrind_available() -> bool {
@@ -125,7 +156,6 @@ fn c_suite_under_valgrind() {
         return;
     }
     let shared = compile("tests/c/test_redlock.c", "test_redlock_valgrind", false);
-    let mut cluster = Cluster::start(5);
     let valgrind = [
         "valgrind",
         "--quiet",
@@ -135,11 +165,7 @@ fn c_suite_under_valgrind() {
     ];
     // Valgrind slows everything down many times: give nodes time to answer.
     let slow = [("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
-    run(&valgrind, &shared, "all", &cluster.urls(), &slow);
-    for i in 0..3 {
-        cluster.nodes[i].kill();
-    }
-    run(&valgrind, &shared, "no-quorum", &cluster.urls(), &slow);
+    run_suite(&valgrind, &shared, &slow);
 }
 
 #[test]

@@ -249,6 +249,34 @@ func (nd *node) get(t *testing.T, key string) (string, bool) {
 
 var errNil = errors.New("nil reply")
 
+// subscribers returns how many clients of the node listen on channel (PUBSUB NUMSUB).
+func (nd *node) subscribers(t *testing.T, channel string) int {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", nd.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprintf(conn, "*3\r\n$6\r\nPUBSUB\r\n$6\r\nNUMSUB\r\n$%d\r\n%s\r\n", len(channel), channel)
+	// The reply: *2, $len, the channel name, :count.
+	r := bufio.NewReader(conn)
+	var lines [4]string
+	for i := range lines {
+		if lines[i], err = r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lines[0] != "*2\r\n" || !strings.HasPrefix(lines[3], ":") {
+		t.Fatalf("PUBSUB NUMSUB %s: unexpected reply %q", channel, lines)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(lines[3][1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // redisCommand sends one command over a fresh connection and reads a simple string,
 // bulk string or integer reply; a nil bulk string is errNil.
 func redisCommand(addr string, args ...string) (string, error) {

@@ -12,9 +12,12 @@ import (
 
 // Auto-extension, the Lost channel and waiting on release notifications, scaled down.
 
-var fast = redlock.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 200 * time.Millisecond}
+// An auto-extended lock is lost when its extensions (every TTL/3, each waiting up to
+// NodeTimeout) fail until its validity runs out: with 1.5 s and 300 ms that takes two 300 ms
+// stalls in a row on a majority, which a loaded machine produced at 900 ms and 200 ms.
+var fast = redlock.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond}
 
-const autoTTL = 900 * time.Millisecond
+const autoTTL = 1500 * time.Millisecond
 
 // deleteOnMajority deletes resource's key on 3 of the 5 shared nodes, each once it is there:
 // a lock call returns on a quorum, so a slow node may apply its SET a moment after a DEL
@@ -43,7 +46,7 @@ func TestAutoExtendOutlivesTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(4 * autoTTL); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(3 * autoTTL); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if !l.Held() {
 			t.Fatal("auto-extended lock no longer held")
 		}
@@ -61,13 +64,33 @@ func TestAutoExtendOutlivesTTL(t *testing.T) {
 		t.Error("Held() after Unlock")
 	}
 	// No extension revives it after Unlock.
-	time.Sleep(2 * autoTTL)
+	time.Sleep(autoTTL)
 	for _, nd := range shared.nodes {
 		if _, ok := nd.get(t, resource); ok {
 			t.Errorf("key still on %s after Unlock", nd.addr())
 		}
 	}
 	assertFree(t, resource)
+}
+
+// holding returns the nodes among nds that hold token under resource once the lock call's
+// SETs have landed: a lock call returns on a quorum, and a slow node applies its SET a moment
+// later, or never when its worker dropped the request at the call's deadline.
+func holding(t *testing.T, nds []*node, resource, token string) []*node {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		var have []*node
+		for _, nd := range nds {
+			if v, ok := nd.get(t, resource); ok && v == token {
+				have = append(have, nd)
+			}
+		}
+		if len(have) == len(nds) || time.Now().After(deadline) {
+			return have
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestLostClosesWhenKeysVanish(t *testing.T) {
@@ -77,6 +100,7 @@ func TestLostClosesWhenKeysVanish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	untouched := holding(t, shared.nodes[3:], resource, l.Token())
 	deleteOnMajority(t, resource)
 	select {
 	case <-l.Lost():
@@ -86,8 +110,8 @@ func TestLostClosesWhenKeysVanish(t *testing.T) {
 	if l.Held() || l.Validity() != 0 {
 		t.Error("a lost lock reports itself held")
 	}
-	// A failed extension never deletes keys: the other nodes keep ours until Unlock.
-	for _, nd := range shared.nodes[3:] {
+	// A failed extension never deletes keys: the other nodes that had ours keep it until Unlock.
+	for _, nd := range untouched {
 		if v, _ := nd.get(t, resource); v != l.Token() {
 			t.Errorf("%s lost our key: %q", nd.addr(), v)
 		}
@@ -140,7 +164,7 @@ func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 
 func TestWaitersWakeOnRelease(t *testing.T) {
 	// A slow fallback (1.5 s at least): only the release notification wakes them sooner.
-	c := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, NodeTimeout: 200 * time.Millisecond})
+	c := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
 	const resource = "go:wait"
 	holder := mustLock(t, c, resource, 10*time.Second)
 	var wg sync.WaitGroup
@@ -158,7 +182,24 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 			l.Unlock()
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Release once the waiters listen on every node (the client subscribes once per node): a
+	// release before that would leave them to their fallback wait.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		listening := 0
+		for _, nd := range shared.nodes {
+			if nd.subscribers(t, "redlock:released:"+resource) == 1 {
+				listening++
+			}
+		}
+		if listening == len(shared.nodes) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the waiters listen on %d of %d nodes", listening, len(shared.nodes))
+			break // release anyway, so that the waiters finish
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
 	released := time.Now()
 	if err := holder.Unlock(); err != nil {
 		t.Fatal(err)

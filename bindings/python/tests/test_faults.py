@@ -36,7 +36,8 @@ def test_no_quorum_with_a_majority_hung(nodes, make_client, resource):
 
 
 def test_a_minority_down_does_not_matter(nodes, make_client, resource):
-    rl = make_client(**FAST)
+    # A patient node timeout: every call needs all three healthy nodes to answer in time.
+    rl = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
     nodes[0].kill()
     nodes[1].stop()
     with rl.lock(resource, ttl_ms=10_000) as lock:
@@ -94,5 +95,8 @@ def test_restart_grace_keeps_young_nodes_out(nodes, make_client, resource):
     assert all(0 < s.grace_remaining_ms <= 3_600_000 for s in guarded.node_status())
     with pytest.raises(redlock.NoQuorum, match="restart_grace"):
         guarded.try_lock(resource, ttl_ms=10_000)
-    with make_client(**FAST).lock(resource, ttl_ms=10_000) as lock:
+    # The refused attempt's SETs are undone in the background: soon no node holds the key,
+    # and another client gets the lock.
+    assert_on_nodes(nodes, resource, None)
+    with make_client().lock(resource, ttl_ms=10_000) as lock:
         assert lock.validity_ms > 0

@@ -87,6 +87,9 @@ def test_exit_does_not_mask_the_body_exception(nodes, make_client, resource):
 
 def test_not_acquired_while_held(nodes, make_client, resource):
     holder = make_client().try_lock(resource, ttl_ms=10_000)
+    # Every node has the holder's key before the other client tries: otherwise the other's SET
+    # could beat the holder's in-flight one on a slow node, which would then refuse the holder's.
+    assert_on_nodes(nodes, resource, holder.token)
     other = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
 
     with pytest.raises(redlock.NotAcquired) as refused:
