@@ -991,14 +991,6 @@ impl Drop for TempDir {
     }
 }
 
-fn client_connections(node: &RedisNode) -> usize {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query(&mut node.conn())
-        .expect("CLIENT LIST");
-    list.lines().filter(|l| !l.trim().is_empty()).count()
-}
-
 fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
     checker_catches_made_up_violations();
     let faults = schedule(seed, chaos_ms, eager);
@@ -1107,7 +1099,7 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
     for (i, node) in cluster.nodes.iter().enumerate() {
         let mut seen = 0;
         if !eventually(Duration::from_secs(5), || {
-            seen = client_connections(node);
+            seen = node.clients("");
             seen == CLIENTS + 1
         }) {
             verdict.fail(format!(
@@ -1120,7 +1112,7 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
     // Client threads closed their data connections when they ended: only the counting one is left.
     let mut seen = 0;
     if !eventually(Duration::from_secs(5), || {
-        seen = client_connections(&data);
+        seen = data.clients("");
         seen == 1
     }) {
         verdict.fail(format!(

@@ -997,7 +997,7 @@ fn a_release_after_the_server_closed_idle_connections_still_releases_everywhere(
         eventually(Duration::from_secs(5), || cluster
             .nodes
             .iter()
-            .all(|n| normal_clients(n) == 1)),
+            .all(|n| n.clients("normal") == 1)),
         "the servers closed the idle connections"
     );
     let (released, _) = timed("release", || lock.release());
@@ -1012,7 +1012,7 @@ fn a_release_after_the_server_closed_idle_connections_still_releases_everywhere(
     assert!(eventually(Duration::from_secs(5), || cluster
         .nodes
         .iter()
-        .all(|n| normal_clients(n) == 1)));
+        .all(|n| n.clients("normal") == 1)));
     timed("extend", || lock.extend(TTL))
         .0
         .expect("an extend on fresh connections");
@@ -1025,7 +1025,7 @@ fn a_release_after_the_server_closed_idle_connections_still_releases_everywhere(
         assert!(eventually(Duration::from_secs(5), || cluster
             .nodes
             .iter()
-            .all(|n| normal_clients(n) == 1)))
+            .all(|n| n.clients("normal") == 1)))
     };
     let outer = rl.try_reentrant_lock("idle-re", "alice", TTL).unwrap();
     idle_spell();
@@ -1044,15 +1044,4 @@ fn a_release_after_the_server_closed_idle_connections_still_releases_everywhere(
         .0
         .expect("an outer release after an idle spell");
     assert_empty(&cluster.nodes);
-}
-
-/// Normal (not pub/sub) client connections on `node`, the asking one included.
-fn normal_clients(node: &RedisNode) -> usize {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("TYPE")
-        .arg("normal")
-        .query(&mut node.conn())
-        .expect("CLIENT LIST");
-    list.lines().count()
 }

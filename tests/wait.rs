@@ -28,17 +28,6 @@ fn subscribers(node: &RedisNode, resource: &str) -> i64 {
     n
 }
 
-/// Connections of `node` in subscriber mode.
-fn pubsub_clients(node: &RedisNode) -> usize {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut node.conn())
-        .unwrap();
-    list.lines().filter(|l| !l.is_empty()).count()
-}
-
 fn commands(cluster: &Cluster) -> u64 {
     cluster
         .nodes
@@ -152,7 +141,7 @@ fn waiters_share_one_subscriber_connection_per_node_and_leave_none_behind() {
         })));
     for node in &cluster.nodes {
         assert_eq!(
-            pubsub_clients(node),
+            node.clients("pubsub"),
             1,
             "one subscriber connection per node"
         );

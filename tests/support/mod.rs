@@ -237,6 +237,17 @@ impl RedisNode {
         }
     }
 
+    /// Client connections of `kind` ("normal", "pubsub", or "" for all), the asking one included.
+    pub fn clients(&self, kind: &str) -> usize {
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("LIST");
+        if !kind.is_empty() {
+            cmd.arg("TYPE").arg(kind);
+        }
+        let list: String = cmd.query(&mut self.conn()).expect("CLIENT LIST");
+        list.lines().filter(|l| !l.trim().is_empty()).count()
+    }
+
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }
