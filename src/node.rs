@@ -603,10 +603,11 @@ impl Worker {
     fn execute_and_answer(&mut self, batch: &mut Vec<Request>, resend: bool) {
         match self.execute(batch) {
             Ok(votes) => {
-                self.used_at = Instant::now();
+                let now = Instant::now();
+                self.used_at = now;
                 let grace_left = self
                     .grace_until
-                    .map(|until| until.saturating_duration_since(Instant::now()))
+                    .map(|until| until.saturating_duration_since(now))
                     .filter(|left| !left.is_zero());
                 for (r, vote) in batch.drain(..).zip(votes) {
                     // The key stays on the node (and is released with the lock): it is only not
