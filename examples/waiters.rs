@@ -28,29 +28,12 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn commands(cluster: &Cluster) -> u64 {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let info: String = redis::cmd("INFO")
-                .arg("stats")
-                .query(&mut n.conn())
-                .unwrap();
-            info.lines()
-                .find_map(|l| l.strip_prefix("total_commands_processed:"))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
-}
-
 fn run(cluster: &Cluster, notifications: bool, waiters: usize, hold: Duration, length: Duration) {
     let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
     let resource = format!("busy-{notifications}");
     let last_release: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let latencies: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(Vec::new()));
-    let before = commands(cluster);
+    let before = cluster.commands_processed();
     let started = Instant::now();
     let end = started + length;
     let threads: Vec<_> = (0..waiters)
@@ -86,7 +69,7 @@ fn run(cluster: &Cluster, notifications: bool, waiters: usize, hold: Duration, l
         t.join().unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let issued = commands(cluster) - before;
+    let issued = cluster.commands_processed() - before;
     if std::env::var_os("WAITERS_COMMANDSTATS").is_some() {
         let stats: String = redis::cmd("INFO")
             .arg("commandstats")

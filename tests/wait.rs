@@ -28,25 +28,6 @@ fn subscribers(node: &RedisNode, resource: &str) -> i64 {
     n
 }
 
-fn commands(cluster: &Cluster) -> u64 {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let info: String = redis::cmd("INFO")
-                .arg("stats")
-                .query(&mut n.conn())
-                .unwrap();
-            info.lines()
-                .find_map(|l| l.strip_prefix("total_commands_processed:"))
-                .unwrap()
-                .trim()
-                .parse::<u64>()
-                .unwrap()
-        })
-        .sum()
-}
-
 #[test]
 fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
     let cluster = Cluster::start(3);
@@ -209,7 +190,7 @@ fn commands_while_waiting(cluster: &Cluster, notifications: bool, waiters: usize
     let rl = cluster.client();
     let resource = format!("storm-{notifications}");
     let holder = rl.lock(&resource, TTL).unwrap();
-    let before = commands(cluster);
+    let before = cluster.commands_processed();
     let threads: Vec<_> = (0..waiters)
         .map(|_| {
             let rl = rl.clone();
@@ -224,7 +205,7 @@ fn commands_while_waiting(cluster: &Cluster, notifications: bool, waiters: usize
         })
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
-    let during = commands(cluster) - before;
+    let during = cluster.commands_processed() - before;
     holder.release().unwrap();
     for t in threads {
         t.join().unwrap();

@@ -341,6 +341,23 @@ impl Cluster {
         self.builder().build().expect("build client")
     }
 
+    /// Commands the nodes have processed so far, summed (`INFO stats`), the asking ones included.
+    pub fn commands_processed(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let info: String = redis::cmd("INFO")
+                    .arg("stats")
+                    .query(&mut n.conn())
+                    .expect("INFO stats");
+                info.lines()
+                    .find_map(|l| l.strip_prefix("total_commands_processed:"))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .expect("total_commands_processed in INFO stats")
+            })
+            .sum()
+    }
+
     /// How many nodes hold `key` with `value` (as a string: see [`RedisNode::get`]).
     pub fn holding(&self, key: &str, value: &str) -> usize {
         self.nodes
