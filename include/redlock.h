@@ -38,6 +38,9 @@ typedef enum redlock_status {
   REDLOCK_PANIC = 6,
   // The operating system refused a resource (a worker thread, say).
   REDLOCK_IO = 7,
+  // The acquisition was cancelled through its `redlock_cancel` handle; nothing of it is left
+  // on the nodes.
+  REDLOCK_CANCELLED = 8,
 } redlock_status;
 
 // A client over N Redis nodes. Thread-safe: share one among all threads.

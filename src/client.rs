@@ -1,21 +1,21 @@
-//! The client: one worker per node, and the fan-out that every lock operation goes through.
+//! The client facade: the acquisition loop every kind goes through, and the shorthands.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
-
-use crate::config::{Builder, Config};
-use crate::error::{Error, NodeProblem, Operation, QuorumReport, Result};
-use crate::lock::{Kind, Lock, relock};
-use crate::node::{self, Command, Node, NodeStatus, ReplyTo, Request, Settings};
-use crate::notify::Notifier;
+use crate::cancel::Cancel;
+use crate::config::{Builder, Config, MAX_TTL};
+use crate::engine::{Engine, Outcome};
+use crate::error::{Error, Operation, Result};
+use crate::kinds::{SCRIPTS, free_in, remaining_command};
+use crate::lock::Lock;
+use crate::node::NodeStatus;
+use crate::notify::{Notifier, Wake};
 use crate::options::LockOptions;
-use crate::quorum::{
-    Decision, Tally, Vote, backoff_delay, note_late, retry_delay, validity_deadline,
-};
+use crate::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
+use crate::request::{AutoExtend, LockRequest, Patience};
+use crate::sync::relock;
 use crate::token::new_token;
 use crate::watchdog::{Job, Watchdog};
 
@@ -33,14 +33,8 @@ pub struct Redlock {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    nodes: Vec<Node>,
-    workers: Vec<JoinHandle<()>>,
-    /// Disconnects once every worker thread has ended.
-    exited: Receiver<()>,
-    config: Config,
-    /// For the subscriber connections, opened on the first wait.
-    clients: Vec<redis::Client>,
+struct Inner {
+    engine: Arc<Engine>,
     /// The extender thread, started with the first auto-extended lock.
     watchdog: Mutex<Option<Watchdog>>,
     /// The subscriber threads, started with the first waiter.
@@ -49,9 +43,9 @@ pub(crate) struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The extender and the subscribers first: neither holds a strong reference between two
-        // operations, so they are idle and stop at once.
-        let limit = self.config.io_timeout();
+        // Neither the extender nor the subscribers hold a strong reference between two
+        // operations, so they are idle and stop at once; the workers stop with the engine.
+        let limit = self.engine.config.io_timeout();
         if let Some(w) = relock(&self.watchdog).take() {
             w.stop(limit);
         }
@@ -60,183 +54,245 @@ impl Drop for Inner {
         {
             n.stop(limit);
         }
-        // Closing the channels lets each worker send what is queued (releases from dropped
-        // locks among it) and stop. Wait for that, so that no thread or connection outlives
-        // the client, but no longer than one I/O timeout: a worker stuck on an unresponsive
-        // node is left to end on its own once its socket gives up.
-        self.nodes.clear();
-        let deadline = Instant::now() + self.config.io_timeout();
-        if let Err(RecvTimeoutError::Disconnected) = self.exited.recv_deadline(deadline) {
-            for worker in self.workers.drain(..) {
-                let _ = worker.join();
-            }
-        }
-        // Otherwise dropping the handles detaches the stragglers.
     }
 }
 
-/// How one fan-out ended.
-pub(crate) struct Outcome {
-    pub decision: Decision,
-    pub tally: Tally,
-    /// Taken before the first command was sent.
-    pub t0: Instant,
-    /// When the decision was certain.
-    pub decided: Instant,
-    /// Where the votes that came after the decision arrive.
-    pub late: Receiver<(usize, Vote)>,
-}
-
-impl Outcome {
-    pub(crate) fn report(&self, client: &Redlock) -> QuorumReport {
-        let names: Vec<String> = client
-            .inner
-            .nodes
-            .iter()
-            .map(|n| n.address.clone())
-            .collect();
-        self.tally.report(&names, self.decided - self.t0)
+impl Builder {
+    /// Validates the configuration and starts the client: one worker per node, all connecting
+    /// in parallel. Returns once each has connected or failed to (at most the connect timeout,
+    /// 500 ms by default); unreachable nodes do not fail the build, their workers keep trying.
+    pub fn build(self) -> Result<Redlock> {
+        let (clients, config) = self.finish()?;
+        Redlock::start(clients, config)
     }
 }
 
 impl Redlock {
-    /// Starts configuring a client. `build` connects to all nodes in parallel and returns once
-    /// each has connected or failed to (at most the connect timeout, 500 ms by default).
+    /// Starts configuring a client.
     pub fn builder() -> Builder {
         Builder::default()
     }
 
-    pub(crate) fn from_inner(inner: Arc<Inner>) -> Redlock {
-        Redlock { inner }
-    }
-
-    pub(crate) fn start(clients: Vec<redis::Client>, config: Config) -> Result<Redlock> {
-        let settings = Settings {
-            connect_timeout: config.connect_timeout(),
-            io_timeout: config.io_timeout(),
-            restart_grace: config.restart_grace,
-        };
-        let (exited_tx, exited) = crossbeam_channel::bounded(0);
-        // Built up in place, so that a failure half-way stops the workers already started.
-        let mut inner = Inner {
-            nodes: Vec::with_capacity(clients.len()),
-            workers: Vec::with_capacity(clients.len()),
-            exited,
-            config,
-            clients: clients.clone(),
-            watchdog: Mutex::new(None),
-            notifier: Mutex::new(None),
-        };
-        let (ready, connected) = crossbeam_channel::bounded(clients.len());
-        for (i, client) in clients.into_iter().enumerate() {
-            let (node, worker) = node::spawn(i, client, settings, ready.clone(), exited_tx.clone())
-                .map_err(|source| Error::Io {
-                    context: format!("starting the worker thread for node {i}"),
-                    source,
-                })?;
-            inner.nodes.push(node);
-            inner.workers.push(worker);
-        }
-        drop((ready, exited_tx));
-        // Wait for the first connection attempts (in parallel, bounded by the connect timeout),
-        // so that the first lock call does not race the connects against `node_timeout`.
-        // Unreachable nodes do not fail the build: their workers keep trying.
-        let deadline = Instant::now() + settings.connect_timeout;
-        for _ in 0..inner.nodes.len() {
-            if connected.recv_deadline(deadline).is_err() {
-                break;
-            }
-        }
+    fn start(clients: Vec<redis::Client>, config: Config) -> Result<Redlock> {
+        let engine = Engine::start(clients, config, &SCRIPTS)?;
         Ok(Redlock {
-            inner: Arc::new(inner),
+            inner: Arc::new(Inner {
+                engine: Arc::new(engine),
+                watchdog: Mutex::new(None),
+                notifier: Mutex::new(None),
+            }),
         })
     }
 
-    /// Acquires `resource` for `ttl`, retrying up to `retry_count` times after a random delay.
+    /// Acquires a lock as `request` describes it: its kind, its patience, auto-extension and
+    /// cancellation (see [`LockRequest`]).
     ///
-    /// Errors: [`Error::NotAcquired`] (held by another owner), [`Error::NoQuorum`] (too few nodes
-    /// answered), [`Error::InvalidArgument`] (empty resource, TTL zero, too small to leave any
-    /// validity, or over 10 years).
+    /// Errors: [`Error::NotAcquired`] (held by another owner through the last attempt),
+    /// [`Error::NoQuorum`] (too few nodes answered), [`Error::Cancelled`] (the request's cancel
+    /// fired first), [`Error::InvalidArgument`] (a bad part of the request: empty resource or
+    /// owner, TTL zero, too small to leave any validity, or over 10 years, an `extend fraction`
+    /// outside (0, 1) or a TTL too short to be extended in time). Every failed or cancelled
+    /// attempt is undone on every node before this returns.
+    pub fn acquire(&self, request: &LockRequest) -> Result<Lock> {
+        let kind = request.checked_kind()?;
+        let engine = &self.inner.engine;
+        let config = engine.config;
+        let ttl_ms = config.ttl_ms(request.ttl)?;
+        let ttl = Duration::from_millis(ttl_ms);
+        let every = match &request.auto_extend {
+            Some(auto) => Some(extension_interval(auto, ttl, &config)?),
+            None => None,
+        };
+        let delay = request.retry_delay.unwrap_or(config.retry_delay);
+        let jitter = request.retry_jitter.unwrap_or(config.retry_jitter);
+        if delay > MAX_TTL || jitter > MAX_TTL {
+            return Err(Error::invalid(
+                "retry_delay and retry_jitter must each be at most 10 years",
+            ));
+        }
+        let (retries, wait_until) = match request.patience {
+            Patience::Default => (config.retry_count, None),
+            Patience::Retries(n) => (n, None),
+            Patience::Wait(limit) => (
+                u32::MAX,
+                Some(
+                    Instant::now()
+                        .checked_add(limit.min(MAX_TTL))
+                        .ok_or_else(|| Error::invalid("wait timeout is too large"))?,
+                ),
+            ),
+        };
+        let cancel = request.cancel.as_ref();
+        let resource = kind.resource();
+        let cancelled = || Error::Cancelled {
+            resource: resource.to_string(),
+        };
+        let notify = wait_until.is_some() && request.notifications;
+        let mut attempt: u32 = 0;
+        // Waiters only: our subscription to release notifications, and how many fallback waits
+        // have passed.
+        let mut subscription = None;
+        let mut round: u32 = 0;
+        loop {
+            if cancel.is_some_and(Cancel::is_cancelled) {
+                return Err(cancelled());
+            }
+            attempt = attempt.saturating_add(1);
+            let token = kind.token()?;
+            let outcome = engine.fan_out(&kind.acquire(ttl_ms), resource, &token, None, cancel);
+            // The last quorum call of the attempt, if the kind made one after the acquire.
+            let mut last: Option<Outcome> = None;
+            if outcome.decision == Decision::Quorum && !outcome.cancelled {
+                let grant = kind.grant(engine, &outcome, &token);
+                last = grant.last;
+                let decided = last.as_ref().map_or(outcome.decided, |l| l.decided);
+                if let Some(held) = grant.held
+                    && let Some(deadline) =
+                        validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
+                {
+                    // A cancel that comes now is too late: the caller owns the lock.
+                    let max_extensions = request
+                        .auto_extend
+                        .and_then(|a| a.max_extensions)
+                        .or(config.max_extensions);
+                    let lock = Lock::new(
+                        Arc::clone(engine),
+                        Arc::clone(&self.inner) as _,
+                        Arc::clone(resource),
+                        token,
+                        deadline,
+                        held,
+                        max_extensions,
+                    );
+                    if let (Some(every), Some(auto)) = (every, request.auto_extend) {
+                        // Should the extender fail to start, dropping the lock releases it.
+                        self.watch(&lock, ttl, every, auto.max_hold)?;
+                    }
+                    return Ok(lock);
+                }
+            }
+            // A SET may have landed where the reply was lost, late or cut short by a cancel:
+            // undo it everywhere before anything else.
+            kind.undo(engine, &outcome, &token, ttl);
+            if outcome.cancelled {
+                return Err(cancelled());
+            }
+            let refused = outcome.decision == Decision::Refused;
+            let pause = match wait_until {
+                None => (attempt <= retries).then(|| retry_delay(delay, jitter, rand::random())),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        None
+                    } else if !notify {
+                        Some(retry_delay(delay, jitter, rand::random()).min(left))
+                    } else {
+                        Some(
+                            backoff_delay(
+                                delay.max(Duration::from_millis(1)),
+                                round,
+                                WAIT_BACKOFF_CAP.max(delay),
+                                rand::random(),
+                            )
+                            .min(left),
+                        )
+                    }
+                }
+            };
+            let Some(mut pause) = pause else {
+                // A failed fence write-back is reported as such: too few nodes took it.
+                let report = last.as_ref().unwrap_or(&outcome).report(engine);
+                return Err(if last.is_none() && refused {
+                    Error::NotAcquired {
+                        resource: resource.to_string(),
+                        attempts: attempt,
+                        report,
+                    }
+                } else {
+                    Error::NoQuorum {
+                        resource: resource.to_string(),
+                        operation: Operation::Acquire,
+                        attempts: attempt,
+                        report,
+                    }
+                });
+            };
+            if notify && refused && subscription.is_none() {
+                // Subscribed from now on: a release from here is seen. Try again at once, since
+                // one may have happened before the subscription was active.
+                subscription = Some(self.notifier()?.subscribe(kind.keys(), config.node_timeout));
+                continue;
+            }
+            if wait_until.is_some() && refused {
+                // Never sleep past the moment the holder's keys expire on a quorum: a lost
+                // notification then costs at most the holder's TTL.
+                let read =
+                    engine.fan_out(&remaining_command(&**kind), resource, &token, None, cancel);
+                if let Some(free) = free_in(&read, quorum(engine.node_count())) {
+                    pause = pause.min(free + Duration::from_millis(1));
+                }
+            }
+            let wake = match (&subscription, cancel) {
+                (Some(sub), _) if refused => sub.wait(pause, cancel),
+                (_, Some(c)) => match c.fired().recv_timeout(pause) {
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => Wake::TimedOut,
+                    _ => Wake::Cancelled,
+                },
+                (_, None) => {
+                    std::thread::sleep(pause);
+                    Wake::TimedOut
+                }
+            };
+            match wake {
+                Wake::Released => {}
+                Wake::TimedOut => round = round.saturating_add(1),
+                Wake::Cancelled => return Err(cancelled()),
+            }
+        }
+    }
+
+    /// Acquires `resource` for `ttl`, retrying up to `retry_count` times after a random delay:
+    /// `acquire(&LockRequest::new(resource, ttl))`.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(
-            resource,
-            ttl,
-            Patience::Count(self.inner.config.retry_count),
-        )
+        self.acquire(&LockRequest::new(resource, ttl))
     }
 
     /// Like [`lock`](Redlock::lock), with a single attempt.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(resource, ttl, Patience::Count(0))
+        self.acquire(&LockRequest::new(resource, ttl).once())
     }
 
-    /// Acquires `resource` for `ttl` as [`options`](LockOptions) say:
-    ///
-    /// - `wait_timeout`: keep trying until then instead of `retry_count` times. A waiter wakes on
-    ///   the release notification the nodes publish (one subscriber connection per node per
-    ///   client, shared by all waiters) and otherwise retries after a jittered exponential
-    ///   backoff from `retry_delay` up to 1 s (or `retry_delay`, if longer), so a lost notification costs at most that.
-    /// - `auto_extend`: the client's extender thread extends the lock every
-    ///   `extend_fraction × ttl` while it is held, each time a quorum extend with the validity
-    ///   rule; see [`Lock::is_held`], [`Lock::lost`] and [`Lock::on_lost`] for how the holder
-    ///   learns that it was lost. Extension stops for good when the lock is released or dropped
-    ///   (a panicking holder drops it), after `max_hold`, or at `max_extensions`. The `Lock`
-    ///   keeps its client alive, so extension goes on while the lock is held even after the
-    ///   last `Redlock` handle is dropped; the extender thread ends with the last lock.
-    ///
-    /// Errors as for [`lock`](Redlock::lock); [`Error::InvalidArgument`] for an
-    /// `extend_fraction` outside (0, 1) or a TTL too short to be extended in time.
+    /// Acquires `resource` for `ttl` as [`options`](LockOptions) say; the request form of
+    /// the same is [`LockOptions::request`].
     pub fn lock_with(&self, resource: &str, ttl: Duration, options: LockOptions) -> Result<Lock> {
-        let every = if options.auto_extend {
-            let f = options.extend_fraction;
-            if !(f.is_finite() && f > 0.0 && f < 1.0) {
-                return Err(Error::invalid(format!(
-                    "extend_fraction must be in (0, 1), got {f}"
-                )));
-            }
-            let ttl_ms = self.inner.config.ttl_ms(ttl)?;
-            let every = Duration::from_millis(ttl_ms).mul_f64(f);
-            // An extension has to fit in what is left after `every`.
-            if every.is_zero() || every + self.inner.config.node_timeout >= ttl {
-                return Err(Error::invalid(format!(
-                    "ttl of {ttl:?} is too short to auto-extend: extensions every {every:?} plus \
-                     node_timeout must fit within it"
-                )));
-            }
-            Some(every)
-        } else {
-            None
-        };
-        let patience = match options.wait_timeout {
-            Some(limit) => Patience::Until {
-                deadline: Instant::now()
-                    .checked_add(limit.min(crate::MAX_TTL))
-                    .ok_or_else(|| Error::invalid("wait_timeout is too large"))?,
-                notify: options.notifications,
-            },
-            None => Patience::Count(self.inner.config.retry_count),
-        };
-        let lock = self.acquire(resource, ttl, patience)?;
-        if let Some(every) = every {
-            self.watch(&lock, ttl, every, options.max_hold)?;
-        }
-        Ok(lock)
+        self.acquire(&options.request(resource, ttl)?)
     }
 
     /// Runs `f` under an auto-extended lock on `resource` and releases it afterwards (also when
     /// `f` panics: the lock is dropped while unwinding, which releases it and stops extension).
-    ///
-    /// `f` gets the lock, to check [`Lock::is_held`] or select on [`Lock::lost`] during long
-    /// work. Returns `f`'s value, or [`Error::Lost`] if the lock was lost while `f` ran (the
-    /// work may have overlapped another holder's); acquisition errors as for
-    /// [`lock`](Redlock::lock).
+    /// See [`with_request`](Redlock::with_request).
     pub fn with_lock<T>(
         &self,
         resource: &str,
         ttl: Duration,
         f: impl FnOnce(&Lock) -> T,
     ) -> Result<T> {
-        let lock = self.lock_with(resource, ttl, LockOptions::new().auto_extend(true))?;
+        self.with_request(&LockRequest::new(resource, ttl), f)
+    }
+
+    /// Runs `f` under the lock `request` describes, auto-extended (with the request's settings,
+    /// or the defaults if it has none), and releases it afterwards, also when `f` panics.
+    ///
+    /// `f` gets the lock, to check [`Lock::is_held`] or select on [`Lock::lost`] during long
+    /// work. Returns `f`'s value, or [`Error::Lost`] if the lock was lost while `f` ran (the
+    /// work may have overlapped another holder's); acquisition errors as for
+    /// [`acquire`](Redlock::acquire).
+    pub fn with_request<T>(&self, request: &LockRequest, f: impl FnOnce(&Lock) -> T) -> Result<T> {
+        let lock = if request.auto_extend.is_some() {
+            self.acquire(request)?
+        } else {
+            self.acquire(&request.clone().auto_extend(AutoExtend::new()))?
+        };
         let value = f(&lock);
         if lock.is_lost() {
             return Err(lock.shared().lost_error(None));
@@ -260,12 +316,12 @@ impl Redlock {
     ) -> Result<()> {
         let mut watchdog = relock(&self.inner.watchdog);
         if watchdog.is_none() {
-            *watchdog = Some(
-                Watchdog::spawn(Arc::downgrade(&self.inner)).map_err(|source| Error::Io {
+            *watchdog = Some(Watchdog::spawn(Arc::downgrade(&self.inner.engine)).map_err(
+                |source| Error::Io {
                     context: "starting the lock extender thread".into(),
                     source,
-                })?,
-            );
+                },
+            )?);
         }
         if let Some(w) = watchdog.as_ref() {
             w.add(Job {
@@ -285,12 +341,12 @@ impl Redlock {
         if let Some(n) = notifier.as_ref() {
             return Ok(Arc::clone(n));
         }
-        let config = &self.inner.config;
+        let engine = &self.inner.engine;
         let n = Arc::new(
             Notifier::start(
-                &self.inner.clients,
-                config.connect_timeout(),
-                config.io_timeout(),
+                &engine.clients,
+                engine.config.connect_timeout(),
+                engine.config.io_timeout(),
             )
             .map_err(|source| Error::Io {
                 context: "starting the release-notification threads".into(),
@@ -301,50 +357,29 @@ impl Redlock {
         Ok(n)
     }
 
-    /// Acquires `resource` like [`lock`](Redlock::lock) and returns it with a fencing token,
-    /// [`Lock::fence`]: strictly greater than the token of every fenced lock of `resource` whose
-    /// holder came before, as long as a majority of nodes keeps its data. Costs one more round
-    /// to the nodes than a plain lock, counted against the validity. The lock itself is a plain
-    /// one (it excludes plain locks on the same resource); the counter lives in the key
-    /// `redlock:fence:{resource}` on each node. Pass the token with every write to the
-    /// protected resource, which rejects tokens lower than the highest it has seen.
+    /// A fenced lock, retrying like [`lock`](Redlock::lock):
+    /// `acquire(&LockRequest::new(resource, ttl).fenced())`. See [`LockRequest::fenced`] and
+    /// [`Lock::fence`].
     pub fn lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire_as(
-            resource,
-            Want::Fenced,
-            ttl,
-            Patience::Count(self.inner.config.retry_count),
-        )
+        self.acquire(&LockRequest::new(resource, ttl).fenced())
     }
 
     /// Like [`lock_fenced`](Redlock::lock_fenced), with a single attempt.
     pub fn try_lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire_as(resource, Want::Fenced, ttl, Patience::Count(0))
+        self.acquire(&LockRequest::new(resource, ttl).fenced().once())
     }
 
-    /// Acquires one hold of a reentrant lock on `resource` for `owner`, retrying like
-    /// [`lock`](Redlock::lock).
-    ///
-    /// `owner` names the holder (any non-empty string up to 1024 bytes; a random one from
-    /// [`Redlock::new_owner`] per logical owner is a good choice). It is not a thread: any
-    /// thread (or goroutine, or process) that passes the same owner shares its holds. While
-    /// `owner` holds the resource, it can acquire it again at once; every hold is a [`Lock`] to
-    /// release, and the resource is free for others when the last one is released (or when
-    /// the key expires). [`Lock::hold_count`] tells how many holds there are. Reentrant and
-    /// plain locks on one resource exclude each other. Extending any hold keeps the resource
-    /// at least `ttl` from now; no hold ever shortens it.
+    /// One hold of a reentrant lock on `resource` for `owner`, retrying like
+    /// [`lock`](Redlock::lock): `acquire(&LockRequest::new(resource, ttl).reentrant(owner))`.
+    /// See [`LockRequest::reentrant`] and [`Lock::hold_count`]. Extending any hold keeps the
+    /// resource at least `ttl` from now; no hold ever shortens it.
     pub fn reentrant_lock(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire_as(
-            resource,
-            Want::Reentrant(owner),
-            ttl,
-            Patience::Count(self.inner.config.retry_count),
-        )
+        self.acquire(&LockRequest::new(resource, ttl).reentrant(owner))
     }
 
     /// Like [`reentrant_lock`](Redlock::reentrant_lock), with a single attempt.
     pub fn try_reentrant_lock(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire_as(resource, Want::Reentrant(owner), ttl, Patience::Count(0))
+        self.acquire(&LockRequest::new(resource, ttl).reentrant(owner).once())
     }
 
     /// A fresh random owner name for [`reentrant_lock`](Redlock::reentrant_lock).
@@ -352,25 +387,14 @@ impl Redlock {
         new_token()
     }
 
-    /// Acquires all `resources` at once or none of them, retrying like
-    /// [`lock`](Redlock::lock).
-    ///
-    /// Each node sets all keys in one script (in sorted order) or none, so two clients locking
-    /// overlapping sets cannot deadlock; a failed attempt is undone on every node. The lock's
-    /// extend and release act on all resources. Errors: [`Error::InvalidArgument`] for an empty
-    /// list, an empty name, a name given twice, or more than [`MAX_RESOURCES`] names.
+    /// All `resources` at once or none of them, retrying like [`lock`](Redlock::lock):
+    /// `acquire(&LockRequest::many(resources, ttl))`. See [`LockRequest::many`].
     pub fn lock_many<I, S>(&self, resources: I, ttl: Duration) -> Result<Lock>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let (name, keys) = many_keys(resources)?;
-        self.acquire_as(
-            &name,
-            Want::Many(keys),
-            ttl,
-            Patience::Count(self.inner.config.retry_count),
-        )
+        self.acquire(&LockRequest::many(resources, ttl))
     }
 
     /// Like [`lock_many`](Redlock::lock_many), with a single attempt.
@@ -379,360 +403,50 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let (name, keys) = many_keys(resources)?;
-        self.acquire_as(&name, Want::Many(keys), ttl, Patience::Count(0))
+        self.acquire(&LockRequest::many(resources, ttl).once())
     }
 
     /// What each node's worker last saw of its node.
     pub fn node_status(&self) -> Vec<NodeStatus> {
-        self.inner.nodes.iter().map(Node::status).collect()
+        self.inner.engine.node_status()
     }
 
+    /// The client's settings, for the C ABI.
+    #[allow(dead_code)]
     pub(crate) fn config(&self) -> &Config {
-        &self.inner.config
-    }
-
-    fn acquire(&self, resource: &str, ttl: Duration, patience: Patience) -> Result<Lock> {
-        self.acquire_as(resource, Want::Plain, ttl, patience)
-    }
-
-    fn acquire_as(
-        &self,
-        resource: &str,
-        want: Want,
-        ttl: Duration,
-        patience: Patience,
-    ) -> Result<Lock> {
-        if resource.is_empty() {
-            return Err(Error::invalid("resource name is empty"));
-        }
-        if let Want::Reentrant(owner) = want {
-            if owner.is_empty() {
-                return Err(Error::invalid("owner is empty"));
-            }
-            if owner.len() > MAX_OWNER_LEN {
-                return Err(Error::invalid(format!(
-                    "owner is {} bytes long; at most {MAX_OWNER_LEN} are allowed",
-                    owner.len()
-                )));
-            }
-        }
-        let config = self.inner.config;
-        let ttl_ms = config.ttl_ms(ttl)?;
-        let ttl = Duration::from_millis(ttl_ms);
-        let key: Arc<str> = resource.into();
-        let mut attempt: u32 = 0;
-        // Waiters only: our subscription to release notifications, and how many fallback waits
-        // have passed.
-        let mut subscription = None;
-        let mut round: u32 = 0;
-        loop {
-            attempt = attempt.saturating_add(1);
-            let token: Arc<str> = match want {
-                Want::Reentrant(owner) => owner.into(),
-                _ => new_token()?.into(),
-            };
-            let command = match &want {
-                Want::Plain => Command::Acquire { ttl_ms },
-                Want::Fenced => Command::AcquireFenced { ttl_ms },
-                Want::Reentrant(_) => Command::AcquireReentrant { ttl_ms },
-                Want::Many(keys) => Command::AcquireMany {
-                    ttl_ms,
-                    keys: Arc::clone(keys),
-                },
-            };
-            let outcome = self.quorum_call(command, &key, &token);
-            // The outcome that decides the error, and the kind of lock if it is ours.
-            let (last, kind) = if outcome.decision == Decision::Quorum {
-                match &want {
-                    Want::Plain => (None, Some(Kind::Plain)),
-                    Want::Many(keys) => (
-                        None,
-                        Some(Kind::Many {
-                            keys: Arc::clone(keys),
-                        }),
-                    ),
-                    Want::Reentrant(_) => (
-                        None,
-                        Some(Kind::Reentrant {
-                            holds: outcome.tally.max_value().unwrap_or(1),
-                            counted: Mutex::new(outcome.tally.applied_nodes()),
-                            late: outcome.late.clone(),
-                            answers_by: outcome.t0 + config.node_timeout,
-                        }),
-                    ),
-                    Want::Fenced => {
-                        let fence = outcome.tally.max_value().unwrap_or(0);
-                        let mut written =
-                            self.quorum_call(Command::WriteFence { fence }, &key, &token);
-                        // Validity and the report count from the acquire's start.
-                        written.t0 = outcome.t0;
-                        if written.decision == Decision::Quorum {
-                            (Some(written), Some(Kind::Fenced { fence }))
-                        } else {
-                            (Some(written), None)
-                        }
-                    }
-                }
-            } else {
-                (None, None)
-            };
-            let decided = last.as_ref().map_or(outcome.decided, |l| l.decided);
-            if let Some(kind) = kind
-                && let Some(deadline) =
-                    validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
-            {
-                return Ok(Lock::of_kind(self.clone(), key, token, deadline, kind));
-            }
-            // A SET may have landed where the reply was lost or late: undo it everywhere. A
-            // reentrant hold is undone only where it was counted: elsewhere a release would
-            // take away one of the owner's other holds, and an uncounted increment expires.
-            match &want {
-                Want::Reentrant(_) => {
-                    // Answers still on their way tell where else the hold was counted: wait for
-                    // them, so that no stray hold blocks the resource until its TTL runs out.
-                    let mut applied = outcome.tally.applied_nodes();
-                    note_late(
-                        &mut applied,
-                        &outcome.late,
-                        outcome.t0 + config.node_timeout,
-                    );
-                    self.send_nowait(Command::ReleaseReentrant, &key, &token, Some(&applied))
-                }
-                Want::Many(keys) => self.send_nowait(
-                    Command::ReleaseMany {
-                        keys: Arc::clone(keys),
-                    },
-                    &key,
-                    &token,
-                    None,
-                ),
-                // Undo, unlike a release, announces nothing: waiters need not wake for a failed try.
-                Want::Plain | Want::Fenced => self.send_nowait(Command::Undo, &key, &token, None),
-            }
-            let pause = match patience {
-                Patience::Count(retries) => (attempt <= retries)
-                    .then(|| retry_delay(config.retry_delay, config.retry_jitter, rand::random())),
-                Patience::Until { deadline, notify } => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        None
-                    } else if !notify {
-                        Some(
-                            retry_delay(config.retry_delay, config.retry_jitter, rand::random())
-                                .min(left),
-                        )
-                    } else {
-                        Some(
-                            backoff_delay(
-                                config.retry_delay.max(Duration::from_millis(1)),
-                                round,
-                                WAIT_BACKOFF_CAP.max(config.retry_delay),
-                                rand::random(),
-                            )
-                            .min(left),
-                        )
-                    }
-                }
-            };
-            let Some(pause) = pause else {
-                // A failed fence write-back is reported as such: too few nodes took it.
-                let refused = last.is_none() && outcome.decision == Decision::Refused;
-                let report = last.as_ref().unwrap_or(&outcome).report(self);
-                return Err(if refused {
-                    Error::NotAcquired {
-                        resource: resource.to_owned(),
-                        attempts: attempt,
-                        report,
-                    }
-                } else {
-                    Error::NoQuorum {
-                        resource: resource.to_owned(),
-                        operation: Operation::Acquire,
-                        attempts: attempt,
-                        report,
-                    }
-                });
-            };
-            let refused = outcome.decision == Decision::Refused;
-            let notify = matches!(patience, Patience::Until { notify: true, .. });
-            match &subscription {
-                None if notify && refused => {
-                    // Subscribed from now on: a release from here is seen. Try again at once,
-                    // since one may have happened before the subscription was active.
-                    subscription = Some(self.notifier()?.subscribe(&key, config.node_timeout));
-                }
-                Some(sub) if refused => {
-                    if !sub.wait(pause) {
-                        round = round.saturating_add(1);
-                    }
-                }
-                _ => {
-                    std::thread::sleep(pause);
-                    round = round.saturating_add(1);
-                }
-            }
-        }
-    }
-
-    /// Sends `command` to every node at once and waits until the outcome is certain, or until
-    /// `node_timeout` has passed (silent nodes then count as timed out).
-    pub(crate) fn quorum_call(
-        &self,
-        command: Command,
-        key: &Arc<str>,
-        token: &Arc<str>,
-    ) -> Outcome {
-        self.fan_out(command, key, token, None)
-    }
-
-    /// [`quorum_call`](Redlock::quorum_call) sent only to the nodes marked in `targets` (all
-    /// when `None`); the others count as refusals.
-    pub(crate) fn fan_out(
-        &self,
-        command: Command,
-        key: &Arc<str>,
-        token: &Arc<str>,
-        targets: Option<&[bool]>,
-    ) -> Outcome {
-        let nodes = &self.inner.nodes;
-        let t0 = Instant::now();
-        let deadline = t0 + self.inner.config.node_timeout;
-        let (tx, rx) = crossbeam_channel::bounded(nodes.len());
-        let mut tally = Tally::new(nodes.len());
-        for (i, node) in nodes.iter().enumerate() {
-            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
-                tally.record(i, Vote::No);
-                continue;
-            }
-            node.send(Request {
-                command: command.clone(),
-                key: Arc::clone(key),
-                token: Arc::clone(token),
-                deadline: Some(deadline),
-                reply: Some(ReplyTo {
-                    node: i,
-                    tx: tx.clone(),
-                }),
-            });
-        }
-        drop(tx);
-        let decision = loop {
-            if let Some(decision) = tally.decision() {
-                break decision;
-            }
-            match rx.recv_deadline(deadline) {
-                Ok((i, vote)) => tally.record(i, vote),
-                // Every worker has answered or dropped the request: those that dropped it
-                // found the deadline already passed.
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                    tally.fail_unanswered(NodeProblem::TimedOut)
-                }
-            }
-        };
-        Outcome {
-            decision,
-            tally,
-            t0,
-            decided: Instant::now(),
-            late: rx,
-        }
-    }
-
-    /// Queues `command` on the nodes marked in `targets` (all when `None`) without waiting.
-    pub(crate) fn send_nowait(
-        &self,
-        command: Command,
-        key: &Arc<str>,
-        token: &Arc<str>,
-        targets: Option<&[bool]>,
-    ) {
-        for (i, node) in self.inner.nodes.iter().enumerate() {
-            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
-                continue;
-            }
-            node.send(Request {
-                command: command.clone(),
-                key: Arc::clone(key),
-                token: Arc::clone(token),
-                deadline: None,
-                reply: None,
-            });
-        }
+        &self.inner.engine.config
     }
 }
 
-/// Most resources one [`Redlock::lock_many`] takes.
-pub const MAX_RESOURCES: usize = 64;
-
-/// Longest owner name of a reentrant lock, in bytes.
-const MAX_OWNER_LEN: usize = 1024;
-
-/// What an acquisition asks for.
-enum Want<'a> {
-    Plain,
-    Fenced,
-    Reentrant(&'a str),
-    Many(Arc<[Arc<str>]>),
-}
-
-/// Checks and sorts the resources of a multi-resource lock; returns its display name (the
-/// sorted names joined with `,`) and the keys.
-fn many_keys<I, S>(resources: I) -> Result<(String, Arc<[Arc<str>]>)>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    let mut keys: Vec<Arc<str>> = Vec::new();
-    for r in resources {
-        let r = r.as_ref();
-        if r.is_empty() {
-            return Err(Error::invalid(format!(
-                "resource name {} of the list is empty",
-                keys.len()
-            )));
-        }
-        keys.push(r.into());
-        if keys.len() > MAX_RESOURCES {
-            return Err(Error::invalid(format!(
-                "more than {MAX_RESOURCES} resources in one lock_many"
-            )));
-        }
-    }
-    if keys.is_empty() {
-        return Err(Error::invalid("the list of resources is empty"));
-    }
-    keys.sort();
-    if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+/// Checks an auto-extension against the TTL and returns how often to extend.
+fn extension_interval(auto: &AutoExtend, ttl: Duration, config: &Config) -> Result<Duration> {
+    let f = auto.fraction;
+    if !(f.is_finite() && f > 0.0 && f < 1.0) {
         return Err(Error::invalid(format!(
-            "resource {:?} is listed twice",
-            &*w[0]
+            "extend fraction must be in (0, 1), got {f}"
         )));
     }
-    let name = keys.join(",");
-    Ok((name, keys.into()))
-}
-
-/// How long an acquisition keeps trying.
-#[derive(Clone, Copy)]
-enum Patience {
-    /// Retries after the first attempt.
-    Count(u32),
-    /// Until a deadline; `notify`: wake on release notifications.
-    Until { deadline: Instant, notify: bool },
+    if auto.max_hold.is_some_and(|d| d > MAX_TTL) {
+        return Err(Error::invalid("max_hold must be at most 10 years"));
+    }
+    let every = ttl.mul_f64(f);
+    // An extension has to fit in what is left after `every`.
+    if every.is_zero() || every + config.node_timeout >= ttl {
+        return Err(Error::invalid(format!(
+            "ttl of {ttl:?} is too short to auto-extend: extensions every {every:?} plus \
+             node_timeout must fit within it"
+        )));
+    }
+    Ok(every)
 }
 
 impl fmt::Debug for Redlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let nodes: Vec<&str> = self
-            .inner
-            .nodes
-            .iter()
-            .map(|n| n.address.as_str())
-            .collect();
+        let engine = &self.inner.engine;
+        let nodes: Vec<&str> = engine.addresses().collect();
         f.debug_struct("Redlock")
             .field("nodes", &nodes)
-            .field("config", &self.inner.config)
+            .field("config", &engine.config)
             .finish()
     }
 }

@@ -8,7 +8,6 @@ use redis::{ClientTlsConfig, ConnectionAddr, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::client::Redlock;
 use crate::error::{Error, Result};
 use crate::quorum::drift_allowance;
 
@@ -207,9 +206,8 @@ impl Builder {
         self
     }
 
-    /// Validates the settings and starts one worker thread per node. Nodes that cannot be
-    /// reached yet do not fail the build: their workers keep trying, and lock calls report them.
-    pub fn build(self) -> Result<Redlock> {
+    /// Validates the settings and the URLs; [`build`](Builder::build) starts the client.
+    pub(crate) fn finish(self) -> Result<(Vec<redis::Client>, Config)> {
         let c = &self.config;
         if self.urls.is_empty() {
             return Err(Error::invalid(
@@ -280,7 +278,7 @@ impl Builder {
         if clients.iter().any(is_tls) {
             use_ring_unless_chosen();
         }
-        Redlock::start(clients, self.config)
+        Ok((clients, self.config))
     }
 }
 

@@ -26,6 +26,8 @@ pub enum NodeProblem {
         /// How much longer the node is kept out of acquire quorums.
         remaining: Duration,
     },
+    /// The acquisition was cancelled before the node answered.
+    Cancelled,
 }
 
 /// One node's part in a failed quorum operation.
@@ -136,6 +138,13 @@ pub enum Error {
         /// The configured cap.
         max_extensions: u32,
     },
+    /// The acquisition was cancelled through its [`Cancel`](crate::Cancel) handle before it got
+    /// the lock. What it had taken on any node was undone (sent to every node before this
+    /// returned); a node that was down or hung keeps such a key until its TTL runs out.
+    Cancelled {
+        /// The resource that was asked for.
+        resource: String,
+    },
     /// The operating system refused a resource the client needs (a worker thread, say).
     Io {
         /// What was being done.
@@ -167,6 +176,7 @@ fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Res
                 "restarted recently, not counted for another {} ms (restart_grace)",
                 remaining.as_millis()
             )?,
+            NodeProblem::Cancelled => f.write_str("cancelled before it answered")?,
         }
     }
     if !report.failures.is_empty() {
@@ -241,6 +251,10 @@ impl fmt::Display for Error {
                 f,
                 "lock {resource:?} was already extended {max_extensions} time(s), the configured \
                  max_extensions; it stays held until its validity runs out"
+            ),
+            Error::Cancelled { resource } => write!(
+                f,
+                "acquisition of {resource:?} was cancelled; nothing of it is left on the nodes"
             ),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }

@@ -55,26 +55,39 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+// Layers, bottom-up; nothing imports from a layer above it:
+// error, token, sync, quorum (pure rules) → wire (scripts, commands) → node (one worker per
+// node) → engine (fan-out and decision) → kinds (one file each) → cancel, request, lock →
+// watchdog, notify → client (the facade) → ffi.
+mod cancel;
 mod client;
 mod config;
+mod engine;
 mod error;
-mod fence;
+#[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod ffi;
+mod kinds;
 mod lock;
 mod node;
 mod notify;
 mod options;
 mod quorum;
+mod request;
+mod sync;
 mod token;
 mod watchdog;
+mod wire;
 
-pub use client::{MAX_RESOURCES, Redlock};
+pub use cancel::Cancel;
+pub use client::Redlock;
 pub use config::{
     Builder, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY,
     DEFAULT_RETRY_JITTER, MAX_TTL,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
+pub use kinds::many::MAX_RESOURCES;
 pub use lock::Lock;
 pub use node::NodeStatus;
-pub use options::{DEFAULT_EXTEND_FRACTION, LockOptions};
+pub use options::LockOptions;
+pub use request::{AutoExtend, DEFAULT_EXTEND_FRACTION, LockRequest};

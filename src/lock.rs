@@ -7,16 +7,18 @@
 //! extender's extensions — so that once a release or drop has taken it and marked the lock
 //! released, no extension can reach a node any more.
 
+use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::client::Redlock;
+use crate::engine::Engine;
 use crate::error::{Error, Operation, QuorumReport, Result};
-use crate::node::Command;
-use crate::quorum::{Decision, Vote, earliest_expiry, note_late, validity_deadline};
+use crate::kinds::{Held, release_nonce};
+use crate::quorum::{Decision, earliest_expiry, validity_deadline};
+use crate::sync::relock;
 
 /// A lock acquired on a quorum of nodes. It stays valid for [`validity`](Lock::validity); after
 /// that another owner may hold the resource.
@@ -24,11 +26,13 @@ use crate::quorum::{Decision, Vote, earliest_expiry, note_late, validity_deadlin
 /// [`release`](Lock::release) it when done. Dropping it unreleased releases it too, best effort
 /// and without waiting for the nodes. A `Lock` keeps its client's workers alive.
 ///
-/// A lock taken with [`LockOptions::auto_extend`](crate::LockOptions::auto_extend) is extended by
+/// A lock taken with [`LockRequest::auto_extend`](crate::LockRequest::auto_extend) is extended by
 /// the client's extender thread while it is held; [`is_held`](Lock::is_held),
 /// [`validity`](Lock::validity) and [`lost`](Lock::lost) tell the holder the truth.
 pub struct Lock {
-    client: Redlock,
+    engine: Arc<Engine>,
+    /// The client this lock came from, kept alive (with its extender) while the lock is held.
+    _client: Arc<dyn Any + Send + Sync>,
     resource: Arc<str>,
     token: Arc<str>,
     shared: Arc<Shared>,
@@ -39,7 +43,9 @@ pub(crate) struct Shared {
     pub(crate) resource: Arc<str>,
     pub(crate) token: Arc<str>,
     /// Which commands extend and release the lock, and what the kind carries.
-    kind: Kind,
+    kind: Box<dyn Held>,
+    /// Cap on extensions, from the request or the client.
+    max_extensions: Option<u32>,
     /// Held for the whole of each network operation on the lock.
     op: Mutex<()>,
     state: Mutex<State>,
@@ -47,75 +53,6 @@ pub(crate) struct Shared {
     ended: Mutex<Option<Sender<()>>>,
     ended_rx: Receiver<()>,
     on_lost: Mutex<Vec<LostCallback>>,
-}
-
-/// What kind of lock a [`Lock`] is, and what that kind carries.
-#[derive(Debug)]
-pub(crate) enum Kind {
-    /// `SET NX PX` of the resource.
-    Plain,
-    /// A plain lock with a fencing token (see the `fence` module).
-    Fenced { fence: u64 },
-    /// One hold of the owner's hash `{owner: count}`; the lock's token is the owner. `counted`
-    /// marks the nodes that counted this hold: its release goes only there, so that it never
-    /// takes a hold away from a node that did not count it. Nodes that answered after the
-    /// quorum was decided report on `late`, in time until `answers_by`.
-    Reentrant {
-        holds: u64,
-        counted: Mutex<Box<[bool]>>,
-        late: Receiver<(usize, Vote)>,
-        answers_by: Instant,
-    },
-    /// Several resources (sorted) at once, all with the lock's token.
-    Many { keys: Arc<[Arc<str>]> },
-}
-
-impl Kind {
-    pub(crate) fn extend(&self, ttl_ms: u64) -> Command {
-        match self {
-            Kind::Plain | Kind::Fenced { .. } => Command::Extend { ttl_ms },
-            Kind::Reentrant { .. } => Command::ExtendReentrant { ttl_ms },
-            Kind::Many { keys } => Command::ExtendMany {
-                ttl_ms,
-                keys: Arc::clone(keys),
-            },
-        }
-    }
-
-    pub(crate) fn release(&self) -> Command {
-        match self {
-            Kind::Plain | Kind::Fenced { .. } => Command::Release,
-            Kind::Reentrant { .. } => Command::ReleaseReentrant,
-            Kind::Many { keys } => Command::ReleaseMany {
-                keys: Arc::clone(keys),
-            },
-        }
-    }
-
-    /// Takes in the votes that arrived since the decision (waiting for them until the acquire's
-    /// deadline, for a lock released at once), so a release reaches every node known to have
-    /// counted the hold. (A node whose answer never came may have counted it: that hold stays
-    /// there until the key expires, which is safe, unlike a release where nothing was counted,
-    /// which could take away one of the owner's other holds.)
-    fn settle(&self) {
-        if let Kind::Reentrant {
-            counted,
-            late,
-            answers_by,
-            ..
-        } = self
-        {
-            note_late(&mut relock(counted), late, *answers_by);
-        }
-    }
-
-    /// The nodes a release goes to: `None` for all.
-    pub(crate) fn release_targets(&self) -> Option<Box<[bool]>> {
-        match self {
-            Kind::Reentrant { counted, .. } => Some(relock(counted).clone()),
-            _ => None,
-        }
-    }
 }
 
 type LostCallback = Box<dyn FnOnce(&str) + Send>;
@@ -128,19 +65,20 @@ struct State {
     lost: bool,
 }
 
-/// Locks a mutex whatever a panicking holder left behind: every state here stays consistent
-/// between statements.
-pub(crate) fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Shared {
-    fn new(resource: Arc<str>, token: Arc<str>, deadline: Instant, kind: Kind) -> Self {
+    fn new(
+        resource: Arc<str>,
+        token: Arc<str>,
+        deadline: Instant,
+        kind: Box<dyn Held>,
+        max_extensions: Option<u32>,
+    ) -> Self {
         let (tx, rx) = crossbeam_channel::bounded(0);
         Shared {
             resource,
             token,
             kind,
+            max_extensions,
             op: Mutex::new(()),
             state: Mutex::new(State {
                 deadline,
@@ -154,7 +92,7 @@ impl Shared {
         }
     }
 
-    pub(crate) fn op(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn op(&self) -> std::sync::MutexGuard<'_, ()> {
         relock(&self.op)
     }
 
@@ -182,6 +120,10 @@ impl Shared {
 
     pub(crate) fn deadline(&self) -> Instant {
         relock(&self.state).deadline
+    }
+
+    pub(crate) fn max_extensions(&self) -> Option<u32> {
+        self.max_extensions
     }
 
     pub(crate) fn extensions(&self) -> u32 {
@@ -230,16 +172,16 @@ impl Shared {
 
     /// One quorum extension; the caller holds `op`. Returns whether the lock was found lost (the
     /// caller then calls [`mark_lost`](Shared::mark_lost) once it has let go of `op`).
-    pub(crate) fn extend_locked(&self, client: &Redlock, ttl: Duration) -> (Result<()>, bool) {
+    pub(crate) fn extend_locked(&self, engine: &Engine, ttl: Duration) -> (Result<()>, bool) {
         if relock(&self.state).released {
             return (Err(self.lost_error(None)), false);
         }
-        let config = client.config();
+        let config = &engine.config;
         let ttl_ms = match config.ttl_ms(ttl) {
             Ok(ms) => ms,
             Err(e) => return (Err(e), false),
         };
-        if let Some(max) = config.max_extensions
+        if let Some(max) = self.max_extensions
             && relock(&self.state).extensions >= max
         {
             return (
@@ -251,7 +193,7 @@ impl Shared {
             );
         }
         let ttl = Duration::from_millis(ttl_ms);
-        let outcome = client.quorum_call(self.kind.extend(ttl_ms), &self.resource, &self.token);
+        let outcome = engine.quorum_call(&self.kind.extend(ttl_ms), &self.resource, &self.token);
         if outcome.decision == Decision::Quorum
             && let Some(deadline) =
                 validity_deadline(outcome.t0, outcome.decided, ttl, config.drift_factor)
@@ -261,7 +203,7 @@ impl Shared {
             s.extensions += 1;
             return (Ok(()), false);
         }
-        let report = outcome.report(client);
+        let report = outcome.report(engine);
         if outcome.decision == Decision::Refused {
             relock(&self.state).deadline = outcome.decided;
             return (Err(self.lost_error(Some(report))), true);
@@ -287,21 +229,25 @@ impl Shared {
 }
 
 impl Lock {
-    pub(crate) fn of_kind(
-        client: Redlock,
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        client: Arc<dyn Any + Send + Sync>,
         resource: Arc<str>,
         token: Arc<str>,
         deadline: Instant,
-        kind: Kind,
+        kind: Box<dyn Held>,
+        max_extensions: Option<u32>,
     ) -> Self {
         let shared = Arc::new(Shared::new(
             Arc::clone(&resource),
             Arc::clone(&token),
             deadline,
             kind,
+            max_extensions,
         ));
         Lock {
-            client,
+            engine,
+            _client: client,
             resource,
             token,
             shared,
@@ -312,35 +258,29 @@ impl Lock {
         &self.shared
     }
 
-    /// The fencing token of a lock from [`Redlock::lock_fenced`]: greater than the token of
+    /// The fencing token of a lock from [`LockRequest::fenced`](crate::LockRequest::fenced): greater than the token of
     /// every fenced lock on the same resource whose holder came before this one (see the crate
     /// docs on fencing). `None` for other kinds of lock.
     pub fn fence(&self) -> Option<u64> {
-        match self.shared.kind {
-            Kind::Fenced { fence } => Some(fence),
-            _ => None,
-        }
+        self.shared.kind.fence()
     }
 
-    /// For a lock from [`Redlock::reentrant_lock`]: how many holds its owner had on the
+    /// For a lock from [`LockRequest::reentrant`](crate::LockRequest::reentrant): how many holds its owner had on the
     /// resource once this one was counted (1 for the outermost), as the quorum's nodes reported
     /// it (the largest count among them). `None` for other kinds of lock.
     pub fn hold_count(&self) -> Option<u64> {
-        match self.shared.kind {
-            Kind::Reentrant { holds, .. } => Some(holds),
-            _ => None,
-        }
+        self.shared.kind.hold_count()
     }
 
-    /// The resources this lock holds: one, or for [`Redlock::lock_many`] all of them, sorted.
+    /// The resources this lock holds: one, or for [`LockRequest::many`](crate::LockRequest::many) all of them, sorted.
     pub fn resources(&self) -> Vec<&str> {
-        match &self.shared.kind {
-            Kind::Many { keys } => keys.iter().map(|k| &**k).collect(),
-            _ => vec![&*self.resource],
+        match self.shared.kind.resources() {
+            Some(keys) => keys.iter().map(|k| &**k).collect(),
+            None => vec![&*self.resource],
         }
     }
 
-    /// The locked resource (the Redis key); for [`Redlock::lock_many`], the sorted names joined
+    /// The locked resource (the Redis key); for [`LockRequest::many`](crate::LockRequest::many), the sorted names joined
     /// with `,` (see [`resources`](Lock::resources) for the list).
     pub fn resource(&self) -> &str {
         &self.resource
@@ -402,7 +342,7 @@ impl Lock {
     pub fn extend(&mut self, ttl: Duration) -> Result<()> {
         let (result, lost) = {
             let _op = self.shared.op();
-            self.shared.extend_locked(&self.client, ttl)
+            self.shared.extend_locked(&self.engine, ttl)
         };
         if lost {
             self.shared.mark_lost();
@@ -428,20 +368,21 @@ impl Lock {
         }
         let kind = &self.shared.kind;
         kind.settle();
-        let outcome = self.client.fan_out(
-            kind.release(),
+        let outcome = self.engine.fan_out(
+            &kind.release(release_nonce()),
             &self.resource,
             &self.token,
             kind.release_targets().as_deref(),
+            None,
         );
         match outcome.decision {
             Decision::Quorum => Ok(()),
-            Decision::Refused => Err(self.shared.lost_error(Some(outcome.report(&self.client)))),
+            Decision::Refused => Err(self.shared.lost_error(Some(outcome.report(&self.engine)))),
             Decision::Unreachable => Err(Error::NoQuorum {
                 resource: self.resource.to_string(),
                 operation: Operation::Release,
                 attempts: 1,
-                report: outcome.report(&self.client),
+                report: outcome.report(&self.engine),
             }),
         }
     }
@@ -465,18 +406,27 @@ impl Drop for Lock {
         // Taking `op` waits for an extension in flight (at most node_timeout), so none reaches
         // a node after the release below.
         let _op = self.shared.op();
+        let deadline = self.shared.deadline();
         if self.mark_released() {
             let kind = &self.shared.kind;
             kind.settle();
-            self.client.send_nowait(
-                kind.release(),
+            // The keys live at most a drift allowance past the validity deadline; a node that
+            // is down meanwhile gets the release once it is back, until then.
+            let live_until = deadline.checked_add(self.engine.config.node_timeout + RELEASE_SLACK);
+            self.engine.send_nowait(
+                &kind.release(release_nonce()),
                 &self.resource,
                 &self.token,
                 kind.release_targets().as_deref(),
+                live_until,
             );
         }
     }
 }
+
+/// How long past its validity deadline a lock's keys are worth releasing on a node that comes
+/// back: the drift allowance and a late-applied command keep them a little longer.
+const RELEASE_SLACK: Duration = Duration::from_secs(1);
 
 impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -8,7 +8,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,217 +16,8 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
 use crate::error::NodeProblem;
-use crate::fence::fence_key;
 use crate::quorum::Vote;
-
-/// Lua: `owned(key)`, whether `key` holds our token (ARGV[1]). A key of another type (a
-/// reentrant lock's hash) is not ours rather than a `WRONGTYPE` error; any other error (a
-/// `NOPERM` of a tight ACL, say) is raised as the script's error reply.
-macro_rules! owned_fn {
-    () => {
-        r#"local function owned(k)
-    local v = redis.pcall("get", k)
-    if type(v) == "table" and v.err then
-        if string.find(v.err, "WRONGTYPE", 1, true) then
-            return false
-        end
-        error(v)
-    end
-    return v == ARGV[1]
-end
-"#
-    };
-}
-
-/// Compare-and-delete without an announcement: undoes a failed acquisition. Publishing there
-/// would wake a waiter for a resource that is still held, whose own failed attempt would wake
-/// the next one, and so on. (A key of another type is not ours.)
-const UNDO_SCRIPT: &str = concat!(
-    owned_fn!(),
-    r#"if owned(KEYS[1]) then
-    return redis.call("del", KEYS[1])
-else
-    return 0
-end"#
-);
-
-/// Compare-and-delete: removes the key only while it holds our token, and then publishes on
-/// `redlock:released:<key>` with the token (see `notify.rs`: the token groups the N nodes'
-/// announcements of one release), so that waiters wake at once instead of polling.
-/// Subscribers receive it only after the script has ended, so they never see the key yet.
-const RELEASE_SCRIPT: &str = concat!(
-    owned_fn!(),
-    r#"if owned(KEYS[1]) then
-    redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[1])
-    return redis.call("del", KEYS[1])
-else
-    return 0
-end"#
-);
-
-/// Compare-and-pexpire: sets a new TTL only while the key holds our token; never deletes.
-const EXTEND_SCRIPT: &str = concat!(
-    owned_fn!(),
-    r#"if owned(KEYS[1]) then
-    return redis.call("pexpire", KEYS[1], ARGV[2])
-else
-    return 0
-end"#
-);
-
-/// Fenced acquire: `SET NX PX` and, only if it succeeded, `INCR` of the resource's fence counter
-/// (KEYS[2], no TTL), in one atomic step. Replies with the counter, or nil when the key is held.
-/// A counter key that is not an integer undoes the SET and replies with the error.
-const FENCED_ACQUIRE_SCRIPT: &str = r#"if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-    return false
-end
-local n = redis.pcall("incr", KEYS[2])
-if type(n) == "table" and n.err then
-    redis.call("del", KEYS[1])
-    return redis.error_reply(n.err)
-end
-return n"#;
-
-/// Fence write-back: while the lock key still holds our token, raises the counter to ARGV[2]
-/// unless it is already above it (then 0: a later acquisition counted past us on this node).
-/// Counters are compared as decimal strings (length first), exact beyond Lua's 2^53.
-const WRITE_FENCE_SCRIPT: &str = concat!(
-    owned_fn!(),
-    r#"if not owned(KEYS[1]) then
-    return 0
-end
-local n = redis.call("get", KEYS[2])
-if n and (#n > #ARGV[2] or (#n == #ARGV[2] and n > ARGV[2])) then
-    return 0
-end
-redis.call("set", KEYS[2], ARGV[2])
-return 1"#
-);
-
-/// Reentrant acquire: the hash `{owner: count}`. A new hash gets count 1 and the TTL; our own
-/// hash counts one more hold and keeps the longer of its TTL and ours (never shortening what an
-/// outer hold relies on). Another owner's hash or a plain lock's string: nil.
-const REENTRANT_ACQUIRE_SCRIPT: &str = r#"local t = redis.call("type", KEYS[1]).ok
-if t == "none" then
-    redis.call("hset", KEYS[1], ARGV[1], 1)
-    redis.call("pexpire", KEYS[1], ARGV[2])
-    return 1
-end
-if t ~= "hash" or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
-    return false
-end
-local n = redis.call("hincrby", KEYS[1], ARGV[1], 1)
-if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call("pexpire", KEYS[1], ARGV[2])
-end
-return n"#;
-
-/// Reentrant extend: while the owner holds the hash, keeps it alive at least ARGV[2] ms.
-const REENTRANT_EXTEND_SCRIPT: &str = r#"if redis.call("type", KEYS[1]).ok ~= "hash"
-    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
-    return 0
-end
-if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call("pexpire", KEYS[1], ARGV[2])
-end
-return 1"#;
-
-/// Reentrant release: one hold less; the key goes when the count reaches 0. Replies with the
-/// holds left, or nil when the owner holds nothing here.
-const REENTRANT_RELEASE_SCRIPT: &str = r#"if redis.call("type", KEYS[1]).ok ~= "hash"
-    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
-    return false
-end
-local n = redis.call("hincrby", KEYS[1], ARGV[1], -1)
-if n <= 0 then
-    redis.call("del", KEYS[1])
-    return 0
-end
-return n"#;
-
-/// All-or-nothing acquire of several keys (given sorted): if any exists, nothing is set.
-const MANY_ACQUIRE_SCRIPT: &str = r#"for _, k in ipairs(KEYS) do
-    if redis.call("exists", k) == 1 then
-        return 0
-    end
-end
-for _, k in ipairs(KEYS) do
-    redis.call("set", k, ARGV[1], "PX", ARGV[2])
-end
-return 1"#;
-
-/// Extends all keys only if every one of them still holds our token.
-const MANY_EXTEND_SCRIPT: &str = concat!(
-    owned_fn!(),
-    r#"for _, k in ipairs(KEYS) do
-    if not owned(k) then
-        return 0
-    end
-end
-for _, k in ipairs(KEYS) do
-    redis.call("pexpire", k, ARGV[2])
-end
-return 1"#
-);
-
-/// Deletes each key that holds our token; 1 only if all of them did.
-const MANY_RELEASE_SCRIPT: &str = concat!(
-    owned_fn!(),
-    r#"local n = 0
-for _, k in ipairs(KEYS) do
-    if owned(k) then
-        redis.call("del", k)
-        n = n + 1
-    end
-end
-if n == #KEYS then
-    return 1
-end
-return 0"#
-);
-
-/// A Lua script and its SHA1, which `EVALSHA` names it by.
-struct Script {
-    source: &'static str,
-    sha: String,
-}
-
-impl Script {
-    fn new(source: &'static str) -> Self {
-        let sha = redis::Script::new(source).get_hash().to_owned();
-        Script { source, sha }
-    }
-}
-
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SCRIPT));
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SCRIPT));
-static FENCED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_ACQUIRE_SCRIPT));
-static WRITE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(WRITE_FENCE_SCRIPT));
-static REENTRANT_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(REENTRANT_ACQUIRE_SCRIPT));
-static REENTRANT_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(REENTRANT_EXTEND_SCRIPT));
-static REENTRANT_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(REENTRANT_RELEASE_SCRIPT));
-static MANY_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_ACQUIRE_SCRIPT));
-static MANY_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_EXTEND_SCRIPT));
-static MANY_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(MANY_RELEASE_SCRIPT));
-static UNDO: LazyLock<Script> = LazyLock::new(|| Script::new(UNDO_SCRIPT));
-
-fn scripts() -> [&'static Script; 11] {
-    [
-        &RELEASE,
-        &EXTEND,
-        &FENCED_ACQUIRE,
-        &WRITE_FENCE,
-        &REENTRANT_ACQUIRE,
-        &REENTRANT_EXTEND,
-        &REENTRANT_RELEASE,
-        &MANY_ACQUIRE,
-        &MANY_EXTEND,
-        &MANY_RELEASE,
-        &UNDO,
-    ]
-}
+use crate::wire::{Command, Script};
 
 /// Most requests sent in one pipeline.
 const MAX_BATCH: usize = 256;
@@ -236,61 +27,6 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// seconds) or a proxy: one that must carry a command not safe to resend is checked first.
 const IDLE_PROBE: Duration = Duration::from_secs(1);
 const WORKER_STACK: usize = 256 * 1024;
-
-/// What to do on the node. For the reentrant commands the request's token is the owner.
-#[derive(Debug, Clone)]
-pub(crate) enum Command {
-    /// `SET key token NX PX ttl`
-    Acquire { ttl_ms: u64 },
-    /// Compare-and-pexpire.
-    Extend { ttl_ms: u64 },
-    /// Compare-and-delete, announced to waiters.
-    Release,
-    /// `SET NX PX` plus `INCR` of the fence counter; votes carry the counter.
-    AcquireFenced { ttl_ms: u64 },
-    /// Raise the fence counter to `fence` while the lock is ours.
-    WriteFence { fence: u64 },
-    /// One more hold of the owner's hash; votes carry the hold count.
-    AcquireReentrant { ttl_ms: u64 },
-    /// Keep the owner's hash alive at least `ttl_ms`.
-    ExtendReentrant { ttl_ms: u64 },
-    /// One hold less; votes carry the holds left.
-    ReleaseReentrant,
-    /// All-or-nothing `SET PX` of `keys` (sorted); the request's key only names the set.
-    AcquireMany { ttl_ms: u64, keys: Arc<[Arc<str>]> },
-    /// Compare-and-pexpire of all `keys`.
-    ExtendMany { ttl_ms: u64, keys: Arc<[Arc<str>]> },
-    /// Compare-and-delete of all `keys`.
-    ReleaseMany { keys: Arc<[Arc<str>]> },
-    /// Compare-and-delete of a failed acquisition, not announced.
-    Undo,
-}
-
-impl Command {
-    /// Whether a success takes a lock (and so must not come from a node in its restart grace).
-    pub(crate) fn is_acquire(&self) -> bool {
-        matches!(
-            self,
-            Command::Acquire { .. }
-                | Command::AcquireFenced { .. }
-                | Command::AcquireReentrant { .. }
-                | Command::AcquireMany { .. }
-        )
-    }
-
-    /// Whether sending the command twice is as good as once, so that it can be resent when the
-    /// connection turns out to be gone and the first send may or may not have run. The
-    /// compare-and-* scripts are idempotent; a `SET NX` (plain, fenced or several keys) sent
-    /// again after a first one that ran answers "not acquired", never a false yes, and the
-    /// failed attempt's undo cleans up (an extra fence `INCR` only skips a number). Not the
-    /// reentrant acquire and release: they count holds, and a repeat would count twice.
-    fn resendable(&self) -> bool {
-        !matches!(
-            self,
-            Command::AcquireReentrant { .. } | Command::ReleaseReentrant
-        )
-    }
-}
 
 /// Where a node's answer goes: the caller's channel, tagged with the node's index.
 pub(crate) struct ReplyTo {
@@ -306,6 +42,18 @@ pub(crate) struct Request {
     /// since nobody would count it. Releases carry none: they are always worth doing.
     pub deadline: Option<Instant>,
     pub reply: Option<ReplyTo>,
+    /// For a cleanup (an undo or a release, sent without waiting for the answer): until when
+    /// the key it removes may still be live on the node. A cleanup that finds the node down is
+    /// kept and sent after the reconnect until then, rather than dropped while a key that a
+    /// lost reply left behind could still block the resource.
+    pub live_until: Option<Instant>,
+}
+
+impl Request {
+    fn worth_keeping(&self, now: Instant) -> bool {
+        // A reentrant release counts a hold: one that may have run already is not sent again.
+        self.reply.is_none() && self.command.resendable && self.live_until.is_some_and(|t| t > now)
+    }
 }
 
 /// A node's health as its worker last saw it.
@@ -405,6 +153,8 @@ pub(crate) struct Settings {
     pub io_timeout: Duration,
     /// A node whose process is younger than this does not count toward acquire quorums.
     pub restart_grace: Option<Duration>,
+    /// Loaded on every connection, so that `EVALSHA` finds them.
+    pub scripts: &'static [&'static Script],
 }
 
 /// The address a user sees for a node: `host:port`, plus `/db` when a database is selected.
@@ -444,6 +194,7 @@ pub(crate) fn spawn(
         used_at: Instant::now(),
         health: Arc::clone(&health),
         buf: Vec::with_capacity(4096),
+        deferred: Vec::new(),
         _exited: exited,
     };
     let handle = std::thread::Builder::new()
@@ -458,6 +209,17 @@ pub(crate) fn spawn(
         },
         handle,
     ))
+}
+
+impl Worker {
+    /// Answers a request that could not be sent, or keeps it for after the reconnect.
+    fn fail(&mut self, r: Request, problem: &NodeProblem, now: Instant) {
+        if r.worth_keeping(now) && !self.closing {
+            self.deferred.push(r);
+        } else {
+            answer(r, Vote::Failed(problem.clone()));
+        }
+    }
 }
 
 fn answer(request: Request, vote: Vote) {
@@ -517,6 +279,8 @@ struct Worker {
     used_at: Instant,
     health: Arc<Health>,
     buf: Vec<u8>,
+    /// Cleanups that found the node down, sent once it is back (see `Request::live_until`).
+    deferred: Vec<Request>,
     /// Dropped when the thread ends, which the client's drop waits for.
     _exited: Sender<()>,
 }
@@ -527,8 +291,22 @@ impl Worker {
         let _ = ready.send(());
         drop(ready);
         let mut batch = Vec::new();
-        // `recv` fails only once every sender is gone: the client was dropped.
-        while let Ok(first) = self.rx.recv() {
+        loop {
+            // Receiving fails only once every sender is gone: the client was dropped, and its
+            // deferred cleanups go with it (their keys expire with the TTL).
+            let first = if self.deferred.is_empty() {
+                self.rx.recv().map_err(|_| ())
+            } else {
+                match self.rx.recv_deadline(self.retry_at) {
+                    Ok(r) => Ok(r),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        self.serve(&mut batch);
+                        continue;
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
+                }
+            };
+            let Ok(first) = first else { break };
             batch.push(first);
             while batch.len() < MAX_BATCH {
                 match self.rx.try_recv() {
@@ -548,7 +326,8 @@ impl Worker {
     fn serve(&mut self, batch: &mut Vec<Request>) {
         let now = Instant::now();
         batch.retain(|r| r.deadline.is_none_or(|d| d > now));
-        if batch.is_empty() {
+        self.deferred.retain(|r| r.worth_keeping(now));
+        if batch.is_empty() && (self.deferred.is_empty() || now < self.retry_at) {
             return;
         }
         // A closing client's last releases go out on a live connection, but are not worth
@@ -559,15 +338,16 @@ impl Worker {
         if self.conn.is_none() {
             let problem = NodeProblem::Unavailable(self.down_reason.clone());
             for r in batch.drain(..) {
-                answer(r, Vote::Failed(problem.clone()));
+                self.fail(r, &problem, now);
             }
             return;
         }
+        batch.append(&mut self.deferred);
         // Reentrant acquires and releases count holds, so unlike the rest they cannot be resent
         // when their connection turns out closed. A connection idle long enough to have been
         // closed is checked with a PING before it carries one; only a close in between remains.
         if self.used_at.elapsed() >= IDLE_PROBE
-            && batch.iter().any(|r| !r.command.resendable())
+            && batch.iter().any(|r| !r.command.resendable)
             && let Err(e) = self.probe()
         {
             let mut problem = describe(&e);
@@ -577,8 +357,9 @@ impl Worker {
                 problem = NodeProblem::Unavailable(self.down_reason.clone());
             }
             if self.conn.is_none() {
+                let now = Instant::now();
                 for r in batch.drain(..) {
-                    answer(r, Vote::Failed(problem.clone()));
+                    self.fail(r, &problem, now);
                 }
                 return;
             }
@@ -614,7 +395,7 @@ impl Worker {
                     // counted, since a young process may have lost another owner's key. (An
                     // uncounted reentrant hold there is not released but expires with its TTL.)
                     let vote = match (grace_left, vote) {
-                        (Some(remaining), Vote::Yes | Vote::Value(_)) if r.command.is_acquire() => {
+                        (Some(remaining), Vote::Yes | Vote::Value(_)) if r.command.acquire => {
                             Vote::Failed(NodeProblem::InGrace { remaining })
                         }
                         (_, vote) => vote,
@@ -627,9 +408,9 @@ impl Worker {
                 self.disconnect(&e);
                 if resend && e.is_connection_dropped() && !e.is_timeout() {
                     let now = Instant::now();
-                    let (mut again, lost): (Vec<_>, Vec<_>) = batch.drain(..).partition(|r| {
-                        r.command.resendable() && r.deadline.is_none_or(|d| d > now)
-                    });
+                    let (mut again, lost): (Vec<_>, Vec<_>) = batch
+                        .drain(..)
+                        .partition(|r| r.command.resendable && r.deadline.is_none_or(|d| d > now));
                     for r in lost {
                         answer(r, Vote::Failed(problem.clone()));
                     }
@@ -642,13 +423,15 @@ impl Worker {
                     } else {
                         let problem = NodeProblem::Unavailable(self.down_reason.clone());
                         for r in again {
-                            answer(r, Vote::Failed(problem.clone()));
+                            self.fail(r, &problem, now);
                         }
                     }
                     return;
                 }
+                // A hung node may still run what it had read once it resumes.
+                let now = Instant::now();
                 for r in batch.drain(..) {
-                    answer(r, Vote::Failed(problem.clone()));
+                    self.fail(r, &problem, now);
                 }
             }
         }
@@ -669,7 +452,7 @@ impl Worker {
             .map(|(i, _)| i)
             .collect();
         if !noscript.is_empty() {
-            load_scripts(conn)?;
+            load_scripts(conn, self.settings.scripts)?;
             let again = pipeline(conn, &mut self.buf, noscript.iter().map(|&i| &batch[i]))?;
             for (i, v) in noscript.into_iter().zip(again) {
                 values[i] = v;
@@ -678,7 +461,7 @@ impl Worker {
         Ok(values
             .into_iter()
             .zip(batch)
-            .map(|(v, r)| interpret(&r.command, v))
+            .map(|(v, r)| r.command.interpret(v))
             .collect())
     }
 
@@ -714,7 +497,7 @@ impl Worker {
             .get_connection_with_timeout(self.settings.connect_timeout)?;
         conn.set_read_timeout(Some(self.settings.io_timeout))?;
         conn.set_write_timeout(Some(self.settings.io_timeout))?;
-        load_scripts(&mut conn)?;
+        load_scripts(&mut conn, self.settings.scripts)?;
         let info = match server_info(&mut conn) {
             Ok(info) => Some(info),
             Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
@@ -826,80 +609,6 @@ fn parse_server_info(text: &str) -> Option<ServerInfo> {
     })
 }
 
-/// `EVALSHA script numkeys keys... token [number]`
-fn evalsha<'a>(
-    script: &Script,
-    keys: impl ExactSizeIterator<Item = &'a str>,
-    token: &str,
-    number: Option<u64>,
-) -> redis::Cmd {
-    let mut c = redis::cmd("EVALSHA");
-    c.arg(&script.sha).arg(keys.len());
-    for k in keys {
-        c.arg(k);
-    }
-    c.arg(token);
-    if let Some(n) = number {
-        c.arg(n);
-    }
-    c
-}
-
-fn command(r: &Request) -> redis::Cmd {
-    let key = &*r.key;
-    let token = &*r.token;
-    match &r.command {
-        Command::Acquire { ttl_ms } => {
-            let mut c = redis::cmd("SET");
-            c.arg(key).arg(token).arg("NX").arg("PX").arg(*ttl_ms);
-            c
-        }
-        Command::Extend { ttl_ms } => evalsha(&EXTEND, [key].into_iter(), token, Some(*ttl_ms)),
-        Command::Release => evalsha(&RELEASE, [key].into_iter(), token, None),
-        Command::AcquireFenced { ttl_ms } => {
-            let fence = fence_key(key);
-            evalsha(
-                &FENCED_ACQUIRE,
-                [key, fence.as_str()].into_iter(),
-                token,
-                Some(*ttl_ms),
-            )
-        }
-        Command::WriteFence { fence } => {
-            let fence_key = fence_key(key);
-            evalsha(
-                &WRITE_FENCE,
-                [key, fence_key.as_str()].into_iter(),
-                token,
-                Some(*fence),
-            )
-        }
-        Command::AcquireReentrant { ttl_ms } => {
-            evalsha(&REENTRANT_ACQUIRE, [key].into_iter(), token, Some(*ttl_ms))
-        }
-        Command::ExtendReentrant { ttl_ms } => {
-            evalsha(&REENTRANT_EXTEND, [key].into_iter(), token, Some(*ttl_ms))
-        }
-        Command::ReleaseReentrant => evalsha(&REENTRANT_RELEASE, [key].into_iter(), token, None),
-        Command::AcquireMany { ttl_ms, keys } => evalsha(
-            &MANY_ACQUIRE,
-            keys.iter().map(|k| &**k),
-            token,
-            Some(*ttl_ms),
-        ),
-        Command::ExtendMany { ttl_ms, keys } => evalsha(
-            &MANY_EXTEND,
-            keys.iter().map(|k| &**k),
-            token,
-            Some(*ttl_ms),
-        ),
-        Command::ReleaseMany { keys } => {
-            evalsha(&MANY_RELEASE, keys.iter().map(|k| &**k), token, None)
-        }
-        Command::Undo => evalsha(&UNDO, [key].into_iter(), token, None),
-    }
-}
-
 /// Sends the requests as one pipeline and reads their replies. The first failed read ends it:
 /// after a timeout the connection is out of step and gets dropped, and reading on (as
 /// redis-rs's `req_packed_commands` does) would cost one more timeout per queued request.
@@ -911,7 +620,7 @@ fn pipeline<'a>(
     buf.clear();
     let mut count = 0;
     for r in requests {
-        command(r).write_packed_command(buf);
+        r.command.encode(&r.key, &r.token).write_packed_command(buf);
         count += 1;
     }
     conn.send_packed_command(buf)?;
@@ -926,14 +635,14 @@ fn pipeline<'a>(
 }
 
 /// Loads every script in one round trip.
-fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
+fn load_scripts(conn: &mut redis::Connection, scripts: &[&Script]) -> redis::RedisResult<()> {
     let mut pipe = redis::pipe();
-    for script in scripts() {
+    for script in scripts {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
     }
     let shas: Vec<String> = pipe.query(conn)?;
-    for (script, sha) in scripts().into_iter().zip(shas) {
-        if sha != script.sha {
+    for (script, sha) in scripts.iter().zip(shas) {
+        if sha != script.sha() {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::Client,
                 "SCRIPT LOAD returned an unexpected hash",
@@ -942,43 +651,6 @@ fn load_scripts(conn: &mut redis::Connection) -> redis::RedisResult<()> {
         }
     }
     Ok(())
-}
-
-fn interpret(command: &Command, value: Value) -> Vote {
-    use Command::*;
-    match (command, value) {
-        (Acquire { .. }, Value::Okay) => Vote::Yes,
-        (Acquire { .. }, Value::Nil) => Vote::No,
-        // Replies that carry a number: nil is the refusal, so a count of 0 stays a yes.
-        (AcquireFenced { .. } | AcquireReentrant { .. } | ReleaseReentrant, Value::Int(n))
-            if n >= 0 =>
-        {
-            Vote::Value(n as u64)
-        }
-        (AcquireFenced { .. } | AcquireReentrant { .. } | ReleaseReentrant, Value::Nil) => Vote::No,
-        (
-            Extend { .. }
-            | Release
-            | Undo
-            | WriteFence { .. }
-            | ExtendReentrant { .. }
-            | AcquireMany { .. }
-            | ExtendMany { .. }
-            | ReleaseMany { .. },
-            Value::Int(n @ (0 | 1)),
-        ) => {
-            if n == 1 {
-                Vote::Yes
-            } else {
-                Vote::No
-            }
-        }
-        (_, Value::ServerError(e)) => Vote::Failed(NodeProblem::Server(match e.details() {
-            Some(details) => format!("{} {details}", e.code()),
-            None => e.code().to_owned(),
-        })),
-        (_, other) => Vote::Failed(NodeProblem::Server(format!("unexpected reply {other:?}"))),
-    }
 }
 
 #[cfg(test)]

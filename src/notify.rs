@@ -1,7 +1,8 @@
 //! Release notifications: how waiters learn that a busy resource was freed without polling.
 //!
-//! The release script publishes on `redlock:released:<resource>` on each node where it deleted
-//! the key (see `node.rs`). A client subscribes through one dedicated connection per node,
+//! Every kind's release script publishes on `redlock:released:<resource>` on each node where it
+//! let the key go (one message per resource for a multi-resource lock; a reentrant lock only when
+//! its last hold goes), with a nonce unique to that release. A client subscribes through one dedicated connection per node,
 //! created on the first wait and shared by all of its waiters; each resource is subscribed once,
 //! however many threads wait on it (a reference count), and unsubscribed when its last waiter
 //! leaves, whether it got the lock or gave up.
@@ -20,12 +21,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError};
 
-use crate::lock::relock;
-
-/// The channel a release of `resource` is published on.
-pub(crate) const CHANNEL_PREFIX: &str = "redlock:released:";
+use crate::cancel::Cancel;
+use crate::sync::relock;
+use crate::wire::CHANNEL_PREFIX;
 
 /// How long a subscriber reads before it looks at new (un)subscriptions.
 const READ_SLICE: Duration = Duration::from_millis(20);
@@ -36,17 +36,18 @@ const STACK: usize = 256 * 1024;
 /// What waiters wait on for one resource.
 struct Slot {
     state: Mutex<SlotState>,
-    /// Signalled once per release: one waiter goes.
-    released: Condvar,
+    /// Holds one message per release that no waiter has acted on yet (at most one: a second
+    /// release before any waiter woke adds nothing); one waiter takes it and goes. A channel
+    /// rather than a condition variable, so that a waiter can select on it beside its cancel.
+    released_tx: Sender<()>,
+    released: Receiver<()>,
     /// Signalled when a node's subscription becomes active.
     ready: Condvar,
 }
 
 #[derive(Default)]
 struct SlotState {
-    /// A release was announced that no waiter has acted on yet.
-    pending: bool,
-    /// Recent releases (token, nodes that announced it so far): each node announces the same
+    /// Recent releases (nonce, nodes that announced it so far): each node announces the same
     /// release, which should wake one waiter once, not N times.
     recent: VecDeque<(String, usize)>,
     /// Nodes on which the subscription is active.
@@ -82,14 +83,14 @@ impl Registry {
         }
     }
 
-    /// A release of `resource` with `token` was announced by one node.
-    fn released(&self, resource: &str, token: String) {
+    /// A release of `resource` with `nonce` was announced by one node.
+    fn released(&self, resource: &str, nonce: String) {
         let Some(slot) = self.slot(resource) else {
             return;
         };
         {
             let mut state = relock(&slot.state);
-            let count = match state.recent.iter_mut().find(|(t, _)| *t == token) {
+            let count = match state.recent.iter_mut().find(|(t, _)| *t == nonce) {
                 Some((_, count)) => {
                     *count += 1;
                     *count
@@ -98,19 +99,18 @@ impl Registry {
                     if state.recent.len() == RECENT {
                         state.recent.pop_front();
                     }
-                    state.recent.push_back((token, 1));
+                    state.recent.push_back((nonce, 1));
                     1
                 }
             };
             if count != self.quorum {
                 return;
             }
-            state.pending = true;
         }
         // One waiter of this client retries; should it lose to another client, the resource is
         // held again and its next release wakes the next waiter. Waking all of them would make
-        // every release a burst of doomed attempts.
-        slot.released.notify_one();
+        // every release a burst of doomed attempts. (Full: a wake-up is already pending.)
+        let _ = slot.released_tx.try_send(());
     }
 }
 
@@ -173,51 +173,57 @@ impl Notifier {
         Ok(notifier)
     }
 
-    /// Registers a waiter on `resource`, subscribing on every node if it is the first one, and
-    /// waits up to `ready_within` for the subscriptions to be active, so that a release right
-    /// after this returns is not missed.
+    /// Registers a waiter on `resources`, subscribing each on every node if it is the first
+    /// waiter there, and waits up to `ready_within` for the subscriptions to be active, so that
+    /// a release right after this returns is not missed.
     pub(crate) fn subscribe(
         self: &Arc<Self>,
-        resource: &Arc<str>,
+        resources: &[Arc<str>],
         ready_within: Duration,
     ) -> Subscription {
-        let (slot, first) = {
-            let mut slots = relock(&self.registry.slots);
-            let entry = slots.entry(Arc::clone(resource)).or_insert_with(|| {
-                (
-                    0,
-                    Arc::new(Slot {
-                        state: Mutex::new(SlotState::default()),
-                        released: Condvar::new(),
-                        ready: Condvar::new(),
-                    }),
-                )
-            });
-            entry.0 += 1;
-            (Arc::clone(&entry.1), entry.0 == 1)
-        };
-        if first {
-            for node in &self.nodes {
-                let _ = node.send(Request::Subscribe(Arc::clone(resource)));
+        let mut slots = Vec::with_capacity(resources.len());
+        for resource in resources {
+            let (slot, first) = {
+                let mut registry = relock(&self.registry.slots);
+                let entry = registry.entry(Arc::clone(resource)).or_insert_with(|| {
+                    let (released_tx, released) = crossbeam_channel::bounded(1);
+                    (
+                        0,
+                        Arc::new(Slot {
+                            state: Mutex::new(SlotState::default()),
+                            released_tx,
+                            released,
+                            ready: Condvar::new(),
+                        }),
+                    )
+                });
+                entry.0 += 1;
+                (Arc::clone(&entry.1), entry.0 == 1)
+            };
+            if first {
+                for node in &self.nodes {
+                    let _ = node.send(Request::Subscribe(Arc::clone(resource)));
+                }
             }
+            slots.push((Arc::clone(resource), slot));
         }
         let deadline = Instant::now() + ready_within;
-        let mut state = relock(&slot.state);
-        while state.subscribed < self.nodes.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+        for (_, slot) in &slots {
+            let mut state = relock(&slot.state);
+            while state.subscribed < self.nodes.len() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = slot
+                    .ready
+                    .wait_timeout(state, left)
+                    .map_or_else(|e| e.into_inner().0, |r| r.0);
             }
-            state = slot
-                .ready
-                .wait_timeout(state, left)
-                .map_or_else(|e| e.into_inner().0, |r| r.0);
         }
-        drop(state);
         Subscription {
             notifier: Arc::clone(self),
-            resource: Arc::clone(resource),
-            slot,
+            slots,
         }
     }
 
@@ -238,50 +244,61 @@ impl Notifier {
 /// One waiter's registration; unregisters (and unsubscribes, if it was the last) on drop.
 pub(crate) struct Subscription {
     notifier: Arc<Notifier>,
-    resource: Arc<str>,
-    slot: Arc<Slot>,
+    slots: Vec<(Arc<str>, Arc<Slot>)>,
+}
+
+/// Why a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A release of one of the resources was announced by a quorum.
+    Released,
+    TimedOut,
+    Cancelled,
 }
 
 impl Subscription {
-    /// Waits until a release is announced or `timeout` passes; true for a release. A release
+    /// Waits until a release is announced, `timeout` passes or `cancel` fires. A release
     /// announced while no waiter was waiting is kept for the next one, so a waiter that
     /// subscribed, tried and was refused does not miss a release that came meanwhile.
-    pub(crate) fn wait(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = relock(&self.slot.state);
-        while !state.pending {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            state = self
-                .slot
-                .released
-                .wait_timeout(state, left)
-                .map_or_else(|e| e.into_inner().0, |r| r.0);
+    pub(crate) fn wait(&self, timeout: Duration, cancel: Option<&Cancel>) -> Wake {
+        let mut select = Select::new();
+        for (_, slot) in &self.slots {
+            select.recv(&slot.released);
         }
-        state.pending = false;
-        true
+        let cancel_index = cancel.map(|c| select.recv(c.fired()));
+        let Ok(op) = select.select_timeout(timeout) else {
+            return Wake::TimedOut;
+        };
+        let index = op.index();
+        if Some(index) == cancel_index {
+            let _ = op.recv(cancel.map(Cancel::fired).expect("selected the cancel"));
+            return Wake::Cancelled;
+        }
+        // The slots' senders live as long as the slots, so this is the release message.
+        let _ = op.recv(&self.slots[index].1.released);
+        Wake::Released
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let last = {
-            let mut slots = relock(&self.notifier.registry.slots);
-            let Some(entry) = slots.get_mut(&self.resource) else {
-                return;
+        for (resource, _) in &self.slots {
+            let last = {
+                let mut slots = relock(&self.notifier.registry.slots);
+                let Some(entry) = slots.get_mut(resource) else {
+                    continue;
+                };
+                entry.0 -= 1;
+                let last = entry.0 == 0;
+                if last {
+                    slots.remove(resource);
+                }
+                last
             };
-            entry.0 -= 1;
-            let last = entry.0 == 0;
             if last {
-                slots.remove(&self.resource);
-            }
-            last
-        };
-        if last {
-            for node in &self.notifier.nodes {
-                let _ = node.send(Request::Unsubscribe(Arc::clone(&self.resource)));
+                for node in &self.notifier.nodes {
+                    let _ = node.send(Request::Unsubscribe(Arc::clone(resource)));
+                }
             }
         }
     }
@@ -423,8 +440,8 @@ impl Subscriber {
             match message {
                 Ok(msg) => {
                     if let Some(res) = msg.get_channel_name().strip_prefix(CHANNEL_PREFIX) {
-                        let token: String = msg.get_payload().unwrap_or_default();
-                        self.registry.released(res, token);
+                        let nonce: String = msg.get_payload().unwrap_or_default();
+                        self.registry.released(res, nonce);
                     }
                 }
                 Err(e) if e.is_timeout() => {}

@@ -1,9 +1,10 @@
-//! Per-call options for [`Redlock::lock_with`](crate::Redlock::lock_with).
+//! Per-call options for [`Redlock::lock_with`](crate::Redlock::lock_with), the form before
+//! [`LockRequest`] that stays for the programs that use it.
 
 use std::time::Duration;
 
-/// Default fraction of the TTL after which an auto-extended lock is extended.
-pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
+use crate::error::{Error, Result};
+use crate::request::{AutoExtend, DEFAULT_EXTEND_FRACTION, LockRequest};
 
 /// How one lock is taken and kept. Build it with the methods; the default is what
 /// [`Redlock::lock`](crate::Redlock::lock) does (no auto-extension, `retry_count` attempts).
@@ -80,5 +81,32 @@ impl LockOptions {
     pub fn notifications(mut self, on: bool) -> Self {
         self.notifications = on;
         self
+    }
+}
+
+impl LockOptions {
+    /// The same as a [`LockRequest`] for a plain lock on `resource`. A `max_hold` without
+    /// `auto_extend` is an error: nothing would stop at it.
+    pub fn request(&self, resource: &str, ttl: Duration) -> Result<LockRequest> {
+        let mut request = LockRequest::new(resource, ttl).notifications(self.notifications);
+        if let Some(limit) = self.wait_timeout {
+            request = request.wait(limit);
+        }
+        match (self.auto_extend, self.max_hold) {
+            (true, max_hold) => {
+                let mut auto = AutoExtend::new().fraction(self.extend_fraction);
+                if let Some(d) = max_hold {
+                    auto = auto.max_hold(d);
+                }
+                request = request.auto_extend(auto);
+            }
+            (false, Some(_)) => {
+                return Err(Error::invalid(
+                    "max_hold limits auto-extension: set auto_extend too, or drop max_hold",
+                ));
+            }
+            (false, None) => {}
+        }
+        Ok(request)
     }
 }

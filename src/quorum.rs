@@ -202,6 +202,11 @@ impl Tally {
 
     /// Which nodes applied the command (so far, counted toward the quorum or not): where a
     /// reentrant hold was counted.
+    /// The answers received so far.
+    pub(crate) fn votes(&self) -> impl Iterator<Item = &Vote> {
+        self.votes.iter().flatten()
+    }
+
     pub(crate) fn applied_nodes(&self) -> Box<[bool]> {
         self.votes
             .iter()

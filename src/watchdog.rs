@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::client::{Inner, Redlock};
+use crate::engine::Engine;
 use crate::lock::Shared;
 
 const STACK: usize = 256 * 1024;
@@ -55,7 +55,7 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    pub(crate) fn spawn(client: Weak<Inner>) -> std::io::Result<Watchdog> {
+    pub(crate) fn spawn(client: Weak<Engine>) -> std::io::Result<Watchdog> {
         let (jobs, rx) = crossbeam_channel::unbounded();
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         let thread = std::thread::Builder::new()
@@ -94,7 +94,7 @@ impl Watchdog {
     }
 }
 
-fn run(client: Weak<Inner>, jobs: Receiver<Job>, _exited: Sender<()>) {
+fn run(client: Weak<Engine>, jobs: Receiver<Job>, _exited: Sender<()>) {
     // Due times with a sequence number, so that equal times never compare the jobs.
     let mut queue: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
     let mut pending: HashMap<u64, Job> = HashMap::new();
@@ -121,10 +121,10 @@ fn run(client: Weak<Inner>, jobs: Receiver<Job>, _exited: Sender<()>) {
             let Some(mut job) = pending.remove(&id) else {
                 continue;
             };
-            let Some(inner) = client.upgrade() else {
+            let Some(engine) = client.upgrade() else {
                 return;
             };
-            if let Some(at) = tick(&Redlock::from_inner(inner), &mut job) {
+            if let Some(at) = tick(&engine, &mut job) {
                 queue.push(Reverse((at, id)));
                 pending.insert(id, job);
             }
@@ -133,7 +133,7 @@ fn run(client: Weak<Inner>, jobs: Receiver<Job>, _exited: Sender<()>) {
 }
 
 /// Extends one due lock, or finds it ended. Returns when it is due next, if ever.
-fn tick(client: &Redlock, job: &mut Job) -> Option<Instant> {
+fn tick(engine: &Engine, job: &mut Job) -> Option<Instant> {
     let lock = Arc::clone(&job.lock);
     let (next, lost) = {
         let _op = lock.op();
@@ -143,9 +143,8 @@ fn tick(client: &Redlock, job: &mut Job) -> Option<Instant> {
         let now = Instant::now();
         let deadline = lock.deadline();
         job.capped |= job.hold_until.is_some_and(|t| now >= t)
-            || client
-                .config()
-                .max_extensions
+            || lock
+                .max_extensions()
                 .is_some_and(|max| lock.extensions() >= max);
         if now >= deadline {
             // Validity ran out before an extension succeeded.
@@ -154,13 +153,13 @@ fn tick(client: &Redlock, job: &mut Job) -> Option<Instant> {
             // Extending has ended; report the lock lost when it runs out, if still held then.
             return Some(deadline);
         } else {
-            match lock.extend_locked(client, job.ttl) {
+            match lock.extend_locked(engine, job.ttl) {
                 (Ok(()), _) => (Some(Instant::now() + job.every), false),
                 (Err(_), true) => (None, true),
                 (Err(_), false) => {
                     // NoQuorum or a node error: the old validity still stands (or a shorter
                     // one); retry while it does, sooner than the regular interval.
-                    let retry = (job.every / 2).max(client.config().node_timeout);
+                    let retry = (job.every / 2).max(engine.config.node_timeout);
                     (Some((Instant::now() + retry).min(lock.deadline())), false)
                 }
             }

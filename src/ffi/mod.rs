@@ -37,6 +37,9 @@ pub enum redlock_status {
     REDLOCK_PANIC = 6,
     /// The operating system refused a resource (a worker thread, say).
     REDLOCK_IO = 7,
+    /// The acquisition was cancelled through its `redlock_cancel` handle; nothing of it is left
+    /// on the nodes.
+    REDLOCK_CANCELLED = 8,
 }
 
 use redlock_status::*;
@@ -156,6 +159,7 @@ impl From<Error> for Failure {
             Error::Lost { .. } => REDLOCK_LOST,
             Error::ExtensionLimit { .. } => REDLOCK_EXTENSION_LIMIT,
             Error::Io { .. } => REDLOCK_IO,
+            Error::Cancelled { .. } => REDLOCK_CANCELLED,
         };
         Failure {
             status,
@@ -854,6 +858,7 @@ pub extern "C" fn redlock_status_str(status: c_int) -> *const c_char {
         5 => c"REDLOCK_EXTENSION_LIMIT",
         6 => c"REDLOCK_PANIC",
         7 => c"REDLOCK_IO",
+        8 => c"REDLOCK_CANCELLED",
         _ => c"REDLOCK_UNKNOWN_STATUS",
     };
     name.as_ptr()
@@ -895,6 +900,7 @@ mod tests {
             (REDLOCK_EXTENSION_LIMIT, "REDLOCK_EXTENSION_LIMIT"),
             (REDLOCK_PANIC, "REDLOCK_PANIC"),
             (REDLOCK_IO, "REDLOCK_IO"),
+            (REDLOCK_CANCELLED, "REDLOCK_CANCELLED"),
         ] {
             // SAFETY: static C strings.
             let got = unsafe { CStr::from_ptr(redlock_status_str(status as c_int)) };

@@ -83,6 +83,13 @@
 //! In a database this is one conditional update, e.g.
 //! `UPDATE t SET value = ?, fence = ? WHERE id = ? AND fence <= ?`.
 
+use std::sync::Arc;
+
+use crate::engine::{Engine, Outcome};
+use crate::kinds::{Grant, Held, Kind, plain};
+use crate::quorum::Decision;
+use crate::wire::{Command, Keys, Reply, Script, owned_fn};
+
 /// Where redlock keeps the fence counter of `resource` on each node.
 ///
 /// The braces make it share a Redis Cluster hash slot with the lock key when the resource has
@@ -94,6 +101,113 @@ pub(crate) fn fence_key(resource: &str) -> String {
 /// The prefix of every fence counter key.
 pub(crate) const FENCE_KEY_PREFIX: &str = "redlock:fence:";
 
+/// Fenced acquire: `SET NX PX` and, only if it succeeded, `INCR` of the resource's fence counter
+/// (KEYS[2], no TTL), in one atomic step. Replies with the counter, or nil when the key is held.
+/// A counter key that is not an integer undoes the SET and replies with the error.
+pub(crate) static ACQUIRE: Script = Script::new(
+    r#"if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    return false
+end
+local n = redis.pcall("incr", KEYS[2])
+if type(n) == "table" and n.err then
+    redis.call("del", KEYS[1])
+    return redis.error_reply(n.err)
+end
+return n"#,
+);
+
+/// Fence write-back: while the lock key still holds our token, raises the counter to ARGV[2]
+/// unless it is already above it (then 0: a later acquisition counted past us on this node).
+/// Counters are compared as decimal strings (length first), exact beyond Lua's 2^53.
+pub(crate) static WRITE_FENCE: Script = Script::new(concat!(
+    owned_fn!(),
+    r#"if not owned(KEYS[1]) then
+    return 0
+end
+local n = redis.call("get", KEYS[2])
+if n and (#n > #ARGV[2] or (#n == #ARGV[2] and n > ARGV[2])) then
+    return 0
+end
+redis.call("set", KEYS[2], ARGV[2])
+return 1"#
+));
+
+/// A plain lock with a fencing token; the protocol above.
+#[derive(Debug)]
+pub(crate) struct Fenced {
+    resource: Arc<str>,
+    keys: [Arc<str>; 1],
+    counter: Arc<str>,
+}
+
+impl Fenced {
+    pub(crate) fn new(resource: Arc<str>) -> Fenced {
+        Fenced {
+            counter: fence_key(&resource).into(),
+            keys: [Arc::clone(&resource)],
+            resource,
+        }
+    }
+}
+
+impl Kind for Fenced {
+    fn resource(&self) -> &Arc<str> {
+        &self.resource
+    }
+
+    fn keys(&self) -> &[Arc<str>] {
+        &self.keys
+    }
+
+    fn acquire(&self, ttl_ms: u64) -> Command {
+        // A repeat after a first run answers "held", never a false yes; an extra INCR only
+        // skips a number.
+        Command::script(&ACQUIRE, Reply::Count)
+            .keys(Keys::KeyAnd(Arc::clone(&self.counter)))
+            .number(ttl_ms)
+            .acquiring()
+    }
+
+    fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>) -> Grant {
+        let fence = acquired.tally.max_value().unwrap_or(0);
+        let write = Command::script(&WRITE_FENCE, Reply::Flag)
+            .keys(Keys::KeyAnd(Arc::clone(&self.counter)))
+            .number(fence);
+        let mut written = engine.quorum_call(&write, &self.resource, token);
+        // Validity and the report count from the acquire's start.
+        written.t0 = acquired.t0;
+        let held = (written.decision == Decision::Quorum)
+            .then(|| Box::new(HeldFenced { fence }) as Box<dyn Held>);
+        Grant {
+            held,
+            last: Some(written),
+        }
+    }
+
+    fn release_command(&self, nonce: Arc<str>) -> Command {
+        plain::release(nonce)
+    }
+}
+
+#[derive(Debug)]
+struct HeldFenced {
+    fence: u64,
+}
+
+impl Held for HeldFenced {
+    fn extend(&self, ttl_ms: u64) -> Command {
+        plain::extend(ttl_ms)
+    }
+
+    fn release(&self, nonce: Arc<str>) -> Command {
+        plain::release(nonce)
+    }
+
+    fn fence(&self) -> Option<u64> {
+        Some(self.fence)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! A model of the protocol: nodes apply the two scripts, the client decides with the real
@@ -102,7 +216,7 @@ mod tests {
     //! wipes nodes. Every history is checked against the guarantees in the module docs.
     use super::*;
     use crate::error::NodeProblem;
-    use crate::quorum::{Decision, Tally, Vote, quorum};
+    use crate::quorum::{Tally, Vote, quorum};
 
     #[test]
     fn fence_keys_are_prefixed_and_distinct() {

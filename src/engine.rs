@@ -1,0 +1,235 @@
+//! The quorum fan-out: one worker per node, and the call that sends a command to all of them
+//! and decides as soon as the outcome is certain.
+//!
+//! Below the lock kinds and above the node workers: it knows commands and votes, not locks.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use crate::cancel::Cancel;
+use crate::config::Config;
+use crate::error::{Error, NodeProblem, QuorumReport, Result};
+use crate::node::{self, Node, NodeStatus, ReplyTo, Request, Settings};
+use crate::quorum::{Decision, Tally, Vote};
+use crate::wire::{Command, Script};
+
+/// The node workers of one client and its validated configuration.
+pub(crate) struct Engine {
+    nodes: Vec<Node>,
+    workers: Vec<JoinHandle<()>>,
+    /// Disconnects once every worker thread has ended.
+    exited: Receiver<()>,
+    pub(crate) config: Config,
+    /// For connections of other kinds (the subscribers of `notify.rs`).
+    pub(crate) clients: Vec<redis::Client>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Closing the channels lets each worker send what is queued (releases from dropped
+        // locks among it) and stop. Wait for that, so that no thread or connection outlives
+        // the client, but no longer than one I/O timeout: a worker stuck on an unresponsive
+        // node is left to end on its own once its socket gives up.
+        self.nodes.clear();
+        let deadline = Instant::now() + self.config.io_timeout();
+        if let Err(RecvTimeoutError::Disconnected) = self.exited.recv_deadline(deadline) {
+            for worker in self.workers.drain(..) {
+                let _ = worker.join();
+            }
+        }
+        // Otherwise dropping the handles detaches the stragglers.
+    }
+}
+
+/// How one fan-out ended.
+pub(crate) struct Outcome {
+    pub decision: Decision,
+    pub tally: Tally,
+    /// Taken before the first command was sent.
+    pub t0: Instant,
+    /// When the decision was certain.
+    pub decided: Instant,
+    /// Where the votes that came after the decision arrive.
+    pub late: Receiver<(usize, Vote)>,
+    /// The wait was cut short by a cancel: the tally is incomplete.
+    pub cancelled: bool,
+}
+
+impl Outcome {
+    pub(crate) fn report(&self, engine: &Engine) -> QuorumReport {
+        let names: Vec<String> = engine.nodes.iter().map(|n| n.address.clone()).collect();
+        self.tally.report(&names, self.decided - self.t0)
+    }
+}
+
+impl Engine {
+    /// Starts one worker per node and waits for their first connection attempts (in parallel,
+    /// bounded by the connect timeout), so that the first call does not race the connects
+    /// against `node_timeout`. Unreachable nodes do not fail the start: their workers keep
+    /// trying.
+    pub(crate) fn start(
+        clients: Vec<redis::Client>,
+        config: Config,
+        scripts: &'static [&'static Script],
+    ) -> Result<Engine> {
+        let settings = Settings {
+            connect_timeout: config.connect_timeout(),
+            io_timeout: config.io_timeout(),
+            restart_grace: config.restart_grace,
+            scripts,
+        };
+        let (exited_tx, exited) = crossbeam_channel::bounded(0);
+        // Built up in place, so that a failure half-way stops the workers already started.
+        let mut engine = Engine {
+            nodes: Vec::with_capacity(clients.len()),
+            workers: Vec::with_capacity(clients.len()),
+            exited,
+            config,
+            clients: clients.clone(),
+        };
+        let (ready, connected) = crossbeam_channel::bounded(clients.len());
+        for (i, client) in clients.into_iter().enumerate() {
+            let (node, worker) = node::spawn(i, client, settings, ready.clone(), exited_tx.clone())
+                .map_err(|source| Error::Io {
+                    context: format!("starting the worker thread for node {i}"),
+                    source,
+                })?;
+            engine.nodes.push(node);
+            engine.workers.push(worker);
+        }
+        drop((ready, exited_tx));
+        let deadline = Instant::now() + settings.connect_timeout;
+        for _ in 0..engine.nodes.len() {
+            if connected.recv_deadline(deadline).is_err() {
+                break;
+            }
+        }
+        Ok(engine)
+    }
+
+    pub(crate) fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().map(|n| n.address.as_str())
+    }
+
+    pub(crate) fn node_status(&self) -> Vec<NodeStatus> {
+        self.nodes.iter().map(Node::status).collect()
+    }
+
+    /// Sends `command` to every node at once and waits until the outcome is certain, or until
+    /// `node_timeout` has passed (silent nodes then count as timed out).
+    pub(crate) fn quorum_call(
+        &self,
+        command: &Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+    ) -> Outcome {
+        self.fan_out(command, key, token, None, None)
+    }
+
+    /// [`quorum_call`](Engine::quorum_call) sent only to the nodes marked in `targets` (all
+    /// when `None`); the others count as refusals. A `cancel` that fires before the decision
+    /// ends the wait at once, with `cancelled` set and the decision `Unreachable`: the caller
+    /// undoes whatever may have been applied, as for any failed attempt.
+    pub(crate) fn fan_out(
+        &self,
+        command: &Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+        targets: Option<&[bool]>,
+        cancel: Option<&Cancel>,
+    ) -> Outcome {
+        let nodes = &self.nodes;
+        let t0 = Instant::now();
+        let deadline = t0 + self.config.node_timeout;
+        let (tx, rx) = crossbeam_channel::bounded(nodes.len());
+        let mut tally = Tally::new(nodes.len());
+        for (i, node) in nodes.iter().enumerate() {
+            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
+                tally.record(i, Vote::No);
+                continue;
+            }
+            node.send(Request {
+                command: command.clone(),
+                key: Arc::clone(key),
+                token: Arc::clone(token),
+                deadline: Some(deadline),
+                reply: Some(ReplyTo {
+                    node: i,
+                    tx: tx.clone(),
+                }),
+                live_until: None,
+            });
+        }
+        drop(tx);
+        let mut cancelled = false;
+        let decision = loop {
+            if let Some(decision) = tally.decision() {
+                break decision;
+            }
+            let received = match cancel {
+                None => rx.recv_deadline(deadline).map_err(|_| false),
+                Some(c) => crossbeam_channel::select! {
+                    recv(rx) -> msg => msg.map_err(|_| false),
+                    recv(c.fired()) -> _ => Err(true),
+                    default(deadline.saturating_duration_since(Instant::now())) => Err(false),
+                },
+            };
+            match received {
+                Ok((i, vote)) => tally.record(i, vote),
+                Err(true) => {
+                    cancelled = true;
+                    tally.fail_unanswered(NodeProblem::Cancelled);
+                }
+                // Every worker has answered or dropped the request: those that dropped it
+                // found the deadline already passed.
+                Err(false) => tally.fail_unanswered(NodeProblem::TimedOut),
+            }
+        };
+        Outcome {
+            decision,
+            tally,
+            t0,
+            decided: Instant::now(),
+            late: rx,
+            cancelled,
+        }
+    }
+
+    /// Queues `command` on the nodes marked in `targets` (all when `None`) without waiting.
+    /// `live_until`: how long the keys it removes may live, so that a node found down gets the
+    /// command after its reconnect instead of never (see `Request::live_until`).
+    pub(crate) fn send_nowait(
+        &self,
+        command: &Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+        targets: Option<&[bool]>,
+        live_until: Option<Instant>,
+    ) {
+        for (i, node) in self.nodes.iter().enumerate() {
+            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
+                continue;
+            }
+            node.send(Request {
+                command: command.clone(),
+                key: Arc::clone(key),
+                token: Arc::clone(token),
+                deadline: None,
+                reply: None,
+                live_until,
+            });
+        }
+    }
+
+    /// The latest moment a key set with `ttl` now could still be live on a node.
+    pub(crate) fn live_until(&self, ttl: Duration) -> Option<Instant> {
+        Instant::now().checked_add(ttl + self.config.node_timeout)
+    }
+}

@@ -1,0 +1,170 @@
+//! Kinds of lock: what each one does on the nodes.
+//!
+//! A kind is one file: its scripts, the commands that acquire, extend, release and undo it, its
+//! validation and its safety argument. The acquisition loop (`client.rs`), the extender and the
+//! notifier see a kind only through the two traits here: [`Kind`] for a lock being acquired and
+//! [`Held`] for one that was granted. Adding a kind adds a file, a builder method on
+//! [`LockRequest`](crate::LockRequest) and its scripts to [`SCRIPTS`]; nothing else changes.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::engine::{Engine, Outcome};
+use crate::error::Result;
+use crate::quorum::Vote;
+use crate::token::new_token;
+use crate::wire::{Command, Keys, Reply, Script};
+
+pub(crate) mod fenced;
+pub(crate) mod many;
+pub(crate) mod plain;
+pub(crate) mod reentrant;
+
+/// Every script of every kind, loaded on each connection.
+pub(crate) static SCRIPTS: [&Script; 11] = [
+    &plain::RELEASE,
+    &plain::EXTEND,
+    &fenced::ACQUIRE,
+    &fenced::WRITE_FENCE,
+    &reentrant::ACQUIRE,
+    &reentrant::EXTEND,
+    &reentrant::RELEASE,
+    &many::ACQUIRE,
+    &many::EXTEND,
+    &many::RELEASE,
+    &REMAINING,
+];
+
+/// A lock being acquired.
+pub(crate) trait Kind: Send + Sync + fmt::Debug {
+    /// The name the lock is known by: its key, or the sorted names of several joined by `,`.
+    fn resource(&self) -> &Arc<str>;
+
+    /// The keys the lock takes; a waiter listens for their releases.
+    fn keys(&self) -> &[Arc<str>];
+
+    /// The value that marks one acquisition on every node.
+    fn token(&self) -> Result<Arc<str>> {
+        Ok(new_token()?.into())
+    }
+
+    /// Takes the lock on one node.
+    fn acquire(&self, ttl_ms: u64) -> Command;
+
+    /// Finishes an acquisition a quorum granted. Most kinds are done; a fenced lock writes its
+    /// counter back, which is one more quorum call that can fail.
+    fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>) -> Grant;
+
+    /// Undoes a failed or cancelled attempt on every node that may have applied it, without
+    /// waking waiters: the resource is still held by whoever refused us.
+    fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, ttl: Duration) {
+        let undo = self.release_command(Arc::from(""));
+        engine.send_nowait(&undo, self.resource(), token, None, engine.live_until(ttl));
+        let _ = attempt;
+    }
+
+    /// The release command of this kind, announced with `nonce` (empty: not announced).
+    fn release_command(&self, nonce: Arc<str>) -> Command;
+}
+
+/// What [`Kind::grant`] came to.
+pub(crate) struct Grant {
+    /// The held lock, if every step succeeded.
+    pub held: Option<Box<dyn Held>>,
+    /// A later quorum call than the acquire (a fence write-back): it decides the validity and,
+    /// on failure, the error.
+    pub last: Option<Outcome>,
+}
+
+impl Grant {
+    pub(crate) fn done(held: impl Held + 'static) -> Grant {
+        Grant {
+            held: Some(Box::new(held)),
+            last: None,
+        }
+    }
+}
+
+/// A lock that was granted.
+pub(crate) trait Held: Send + Sync + fmt::Debug {
+    /// Sets the lock's TTL on one node while it is ours.
+    fn extend(&self, ttl_ms: u64) -> Command;
+
+    /// Releases the lock on one node, announcing it with `nonce` (see [`release_nonce`]).
+    fn release(&self, nonce: Arc<str>) -> Command;
+
+    /// Takes in late answers of the acquire before a release, for kinds that must release only
+    /// where the acquire was counted.
+    fn settle(&self) {}
+
+    /// The nodes a release goes to: `None` for all.
+    fn release_targets(&self) -> Option<Box<[bool]>> {
+        None
+    }
+
+    fn fence(&self) -> Option<u64> {
+        None
+    }
+
+    fn hold_count(&self) -> Option<u64> {
+        None
+    }
+
+    /// The resources, when the lock holds several.
+    fn resources(&self) -> Option<&[Arc<str>]> {
+        None
+    }
+}
+
+/// Lua: the longest remaining TTL of KEYS in ms (0 when none exists); nil when one has no TTL
+/// (nothing will free it by itself). A waiter sleeps no longer than this.
+static REMAINING: Script = Script::new(
+    r#"local m = 0
+for _, k in ipairs(KEYS) do
+    local t = redis.call("pttl", k)
+    if t == -1 then
+        return false
+    end
+    if t > m then
+        m = t
+    end
+end
+return m"#,
+);
+
+/// Reads how long the keys of `kind` stay on each node.
+pub(crate) fn remaining_command(kind: &dyn Kind) -> Command {
+    Command::script(&REMAINING, Reply::Count).keys(Keys::List(kind.keys().into()))
+}
+
+/// When a quorum of nodes will have let the keys go, from the answers of
+/// [`remaining_command`]: the quorum-th shortest remaining TTL. `None` when too few nodes
+/// answered or a key never expires.
+pub(crate) fn free_in(outcome: &Outcome, quorum: usize) -> Option<Duration> {
+    let mut ttls: Vec<u64> = outcome
+        .tally
+        .votes()
+        .filter_map(|v| match v {
+            Vote::Value(ms) => Some(*ms),
+            _ => None,
+        })
+        .collect();
+    ttls.sort_unstable();
+    ttls.get(quorum.checked_sub(1)?)
+        .map(|&ms| Duration::from_millis(ms))
+}
+
+/// A value that tells one release apart from every other, which the notifier counts
+/// announcements by. A token would not do: a reentrant owner releases many times with one.
+pub(crate) fn release_nonce() -> Arc<str> {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| {
+        new_token()
+            .map(|t| t[..12].to_owned())
+            .unwrap_or_else(|_| format!("{:x}", std::process::id()))
+    });
+    format!("{prefix}.{}", NEXT.fetch_add(1, Ordering::Relaxed)).into()
+}

@@ -1,0 +1,196 @@
+//! The reentrant lock: the hash `{owner: count}` at the resource's key.
+//!
+//! The lock's token is the owner's name (chosen by the caller, not a thread), so any thread or
+//! process passing the same owner shares its holds. Why it is safe: the hash is created only
+//! where the key is absent, exactly like `SET NX`, and grows only where it is the owner's own,
+//! so two owners (or an owner and a plain holder, whose string key the scripts refuse) never
+//! hold the key of one node at once; the quorum argument of the plain lock then applies as is.
+//! Holds are counted, so unlike the other kinds a hold is released (and a failed attempt
+//! undone) only on the nodes that counted it: elsewhere a release would take away one of the
+//! owner's other holds. A count that was not reported (a lost reply) stays until the key
+//! expires, which is safe.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use crate::engine::{Engine, Outcome};
+use crate::error::{Error, Result};
+use crate::kinds::{Grant, Held, Kind};
+use crate::quorum::{Vote, note_late};
+use crate::sync::relock;
+use crate::wire::{Command, Reply, Script};
+
+/// Longest owner name, in bytes.
+pub(crate) const MAX_OWNER_LEN: usize = 1024;
+
+/// Reentrant acquire. A new hash gets count 1 and the TTL; our own hash counts one more hold and
+/// keeps the longer of its TTL and ours (never shortening what an outer hold relies on).
+/// Another owner's hash or a plain lock's string: nil.
+pub(crate) static ACQUIRE: Script = Script::new(
+    r#"local t = redis.call("type", KEYS[1]).ok
+if t == "none" then
+    redis.call("hset", KEYS[1], ARGV[1], 1)
+    redis.call("pexpire", KEYS[1], ARGV[2])
+    return 1
+end
+if t ~= "hash" or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    return false
+end
+local n = redis.call("hincrby", KEYS[1], ARGV[1], 1)
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return n"#,
+);
+
+/// Reentrant extend: while the owner holds the hash, keeps it alive at least ARGV[2] ms.
+pub(crate) static EXTEND: Script = Script::new(
+    r#"if redis.call("type", KEYS[1]).ok ~= "hash"
+    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    return 0
+end
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return 1"#,
+);
+
+/// Reentrant release: one hold less; the key goes when the count reaches 0, and then (unless
+/// the nonce, ARGV[2], is empty: an undo) the release is announced. Replies with the holds
+/// left, or nil when the owner holds nothing here.
+pub(crate) static RELEASE: Script = Script::new(
+    r#"if redis.call("type", KEYS[1]).ok ~= "hash"
+    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    return false
+end
+local n = redis.call("hincrby", KEYS[1], ARGV[1], -1)
+if n <= 0 then
+    redis.call("del", KEYS[1])
+    if ARGV[2] ~= "" then
+        redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[2])
+    end
+    return 0
+end
+return n"#,
+);
+
+fn release(nonce: Arc<str>) -> Command {
+    Command::script(&RELEASE, Reply::Count)
+        .text(nonce)
+        .not_resendable()
+}
+
+#[derive(Debug)]
+pub(crate) struct Reentrant {
+    resource: Arc<str>,
+    keys: [Arc<str>; 1],
+    owner: Arc<str>,
+}
+
+impl Reentrant {
+    pub(crate) fn new(resource: Arc<str>, owner: &str) -> Result<Reentrant> {
+        if owner.is_empty() {
+            return Err(Error::invalid("owner is empty"));
+        }
+        if owner.len() > MAX_OWNER_LEN {
+            return Err(Error::invalid(format!(
+                "owner is {} bytes long; at most {MAX_OWNER_LEN} are allowed",
+                owner.len()
+            )));
+        }
+        Ok(Reentrant {
+            keys: [Arc::clone(&resource)],
+            resource,
+            owner: owner.into(),
+        })
+    }
+}
+
+impl Kind for Reentrant {
+    fn resource(&self) -> &Arc<str> {
+        &self.resource
+    }
+
+    fn keys(&self) -> &[Arc<str>] {
+        &self.keys
+    }
+
+    fn token(&self) -> Result<Arc<str>> {
+        Ok(Arc::clone(&self.owner))
+    }
+
+    fn acquire(&self, ttl_ms: u64) -> Command {
+        Command::script(&ACQUIRE, Reply::Count)
+            .number(ttl_ms)
+            .acquiring()
+            .not_resendable()
+    }
+
+    fn grant(&self, engine: &Engine, acquired: &Outcome, _: &Arc<str>) -> Grant {
+        Grant::done(HeldReentrant {
+            holds: acquired.tally.max_value().unwrap_or(1),
+            counted: Mutex::new(acquired.tally.applied_nodes()),
+            late: acquired.late.clone(),
+            answers_by: acquired.t0 + engine.config.node_timeout,
+        })
+    }
+
+    fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, _: Duration) {
+        // Answers still on their way tell where else the hold was counted: wait for them, so
+        // that no stray hold blocks the resource until its TTL runs out.
+        let mut applied = attempt.tally.applied_nodes();
+        note_late(
+            &mut applied,
+            &attempt.late,
+            attempt.t0 + engine.config.node_timeout,
+        );
+        engine.send_nowait(
+            &release(Arc::from("")),
+            &self.resource,
+            token,
+            Some(&applied),
+            None,
+        );
+    }
+
+    fn release_command(&self, nonce: Arc<str>) -> Command {
+        release(nonce)
+    }
+}
+
+/// One hold. `counted` marks the nodes that counted it: its release goes only there. Nodes that
+/// answered after the quorum was decided report on `late`, in time until `answers_by`.
+#[derive(Debug)]
+struct HeldReentrant {
+    holds: u64,
+    counted: Mutex<Box<[bool]>>,
+    late: Receiver<(usize, Vote)>,
+    answers_by: Instant,
+}
+
+impl Held for HeldReentrant {
+    fn extend(&self, ttl_ms: u64) -> Command {
+        Command::script(&EXTEND, Reply::Flag).number(ttl_ms)
+    }
+
+    fn release(&self, nonce: Arc<str>) -> Command {
+        release(nonce)
+    }
+
+    /// Takes in the votes that arrived since the decision (waiting for them until the acquire's
+    /// deadline, for a lock released at once), so a release reaches every node known to have
+    /// counted the hold.
+    fn settle(&self) {
+        note_late(&mut relock(&self.counted), &self.late, self.answers_by);
+    }
+
+    fn release_targets(&self) -> Option<Box<[bool]>> {
+        Some(relock(&self.counted).clone())
+    }
+
+    fn hold_count(&self) -> Option<u64> {
+        Some(self.holds)
+    }
+}

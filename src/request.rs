@@ -1,0 +1,271 @@
+//! One acquisition request: kind × patience × auto-extension × cancellation.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use crate::error::{Error, Result};
+use crate::kinds::Kind;
+use crate::kinds::fenced::Fenced;
+use crate::kinds::many::Many;
+use crate::kinds::plain::Plain;
+use crate::kinds::reentrant::Reentrant;
+
+/// Default fraction of the TTL after which an auto-extended lock is extended.
+pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
+
+/// Describes one acquisition; [`Redlock::acquire`](crate::Redlock::acquire) carries it out.
+/// Its parts are independent and every combination is valid:
+///
+/// - **kind**: plain ([`new`](LockRequest::new)), [`fenced`](LockRequest::fenced),
+///   [`reentrant`](LockRequest::reentrant) for an owner, or several resources at once
+///   ([`many`](LockRequest::many));
+/// - **patience**: the client's retries (default), [`retries`](LockRequest::retries) with
+///   their own delay and jitter, a single attempt ([`once`](LockRequest::once)), or
+///   [`wait`](LockRequest::wait) up to a deadline, woken by release notifications;
+/// - **auto-extension**: off (default) or [`auto_extend`](LockRequest::auto_extend);
+/// - **cancellation**: a [`Cancel`] handle ([`cancel`](LockRequest::cancel)).
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// use redlock::{AutoExtend, Cancel, LockRequest};
+/// # let rl = redlock::Redlock::builder().node("redis://127.0.0.1:7000").build()?;
+/// let cancel = Cancel::new(); // cancel.cancel() from another thread or a signal handler
+/// let request = LockRequest::new("orders:42", Duration::from_secs(10))
+///     .fenced()
+///     .wait(Duration::from_secs(30))
+///     .auto_extend(AutoExtend::new())
+///     .cancel(&cancel);
+/// let lock = rl.acquire(&request)?;
+/// println!("fencing token {:?}", lock.fence());
+/// lock.release()?;
+/// # Ok::<(), redlock::Error>(())
+/// ```
+///
+/// A request is a description: one can serve many acquisitions. Problems with its parts (an
+/// empty owner, say) are reported by `acquire` as [`Error::InvalidArgument`], before anything
+/// is sent.
+#[derive(Clone)]
+pub struct LockRequest {
+    pub(crate) kind: std::result::Result<Arc<dyn Kind>, String>,
+    pub(crate) ttl: Duration,
+    pub(crate) patience: Patience,
+    pub(crate) retry_delay: Option<Duration>,
+    pub(crate) retry_jitter: Option<Duration>,
+    pub(crate) notifications: bool,
+    pub(crate) auto_extend: Option<AutoExtend>,
+    pub(crate) cancel: Option<Cancel>,
+}
+
+/// How long an acquisition keeps trying.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Patience {
+    /// The client's `retry_count`.
+    Default,
+    /// Retries after the first attempt.
+    Retries(u32),
+    /// Until this long after the call began.
+    Wait(Duration),
+}
+
+/// Keeps a lock alive on the client's extender thread while it is held (see
+/// [`LockRequest::auto_extend`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutoExtend {
+    pub(crate) fraction: f64,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) max_extensions: Option<u32>,
+}
+
+impl Default for AutoExtend {
+    fn default() -> Self {
+        AutoExtend {
+            fraction: DEFAULT_EXTEND_FRACTION,
+            max_hold: None,
+            max_extensions: None,
+        }
+    }
+}
+
+impl AutoExtend {
+    /// Extends every third of the TTL, for as long as the lock is held.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Extends after `fraction` of the TTL, in (0, 1) (default 1/3).
+    pub fn fraction(mut self, fraction: f64) -> Self {
+        self.fraction = fraction;
+        self
+    }
+
+    /// Stops extending `d` after the lock was acquired; it then runs out within one TTL and is
+    /// reported lost if still held.
+    pub fn max_hold(mut self, d: Duration) -> Self {
+        self.max_hold = Some(d);
+        self
+    }
+
+    /// Extends at most `n` times (automatic and manual extensions count alike), instead of the
+    /// client's [`max_extensions`](crate::Builder::max_extensions).
+    pub fn max_extensions(mut self, n: u32) -> Self {
+        self.max_extensions = Some(n);
+        self
+    }
+}
+
+impl LockRequest {
+    /// A plain lock on `resource` for `ttl`, with the client's retries.
+    pub fn new(resource: impl AsRef<str>, ttl: Duration) -> Self {
+        let resource = resource.as_ref();
+        let kind = if resource.is_empty() {
+            Err("resource name is empty".to_owned())
+        } else {
+            Ok(Arc::new(Plain::new(resource.into())) as Arc<dyn Kind>)
+        };
+        LockRequest {
+            kind,
+            ttl,
+            patience: Patience::Default,
+            retry_delay: None,
+            retry_jitter: None,
+            notifications: true,
+            auto_extend: None,
+            cancel: None,
+        }
+    }
+
+    /// All of `resources` at once or none of them (at most
+    /// [`MAX_RESOURCES`](crate::MAX_RESOURCES), no name twice): each node sets all keys in one
+    /// script or none, so two clients locking overlapping sets cannot deadlock. The lock's
+    /// [`resource`](crate::Lock::resource) is the sorted names joined with `,`.
+    pub fn many<I, S>(resources: I, ttl: Duration) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut request = LockRequest::new("-", ttl);
+        request.kind = Many::new(resources)
+            .map(|m| Arc::new(m) as Arc<dyn Kind>)
+            .map_err(message);
+        request
+    }
+
+    /// Makes it a fenced lock: [`Lock::fence`](crate::Lock::fence) is a token strictly greater
+    /// than that of every fenced lock of the resource whose holder came before (see the crate
+    /// docs). Costs one more round to the nodes, counted against the validity.
+    pub fn fenced(mut self) -> Self {
+        self.kind = self
+            .single("fenced")
+            .map(|r| Arc::new(Fenced::new(r)) as Arc<dyn Kind>);
+        self
+    }
+
+    /// Makes it one hold of a reentrant lock for `owner` (a non-empty name up to 1024 bytes;
+    /// [`Redlock::new_owner`](crate::Redlock::new_owner) makes a random one). While `owner`
+    /// holds the resource it can acquire it again at once; the resource is free for others when
+    /// the last hold is released. Reentrant and plain locks on one resource exclude each other.
+    pub fn reentrant(mut self, owner: &str) -> Self {
+        self.kind = self.single("reentrant").and_then(|r| {
+            Reentrant::new(r, owner)
+                .map(|k| Arc::new(k) as Arc<dyn Kind>)
+                .map_err(message)
+        });
+        self
+    }
+
+    /// The one resource of a single-resource request, for a kind that needs one.
+    fn single(&self, what: &str) -> std::result::Result<Arc<str>, String> {
+        let kind = self.kind.as_ref().map_err(Clone::clone)?;
+        if kind.keys().len() != 1 {
+            return Err(format!("a {what} lock takes one resource, not a list"));
+        }
+        Ok(Arc::clone(kind.resource()))
+    }
+
+    /// Up to `n` retries after the first attempt (instead of the client's `retry_count`), each
+    /// after `retry_delay ± retry_jitter`.
+    pub fn retries(mut self, n: u32) -> Self {
+        self.patience = Patience::Retries(n);
+        self
+    }
+
+    /// A single attempt.
+    pub fn once(self) -> Self {
+        self.retries(0)
+    }
+
+    /// The base delay between attempts, for this request (default: the client's).
+    pub fn retry_delay(mut self, d: Duration) -> Self {
+        self.retry_delay = Some(d);
+        self
+    }
+
+    /// The random spread around the delay, for this request (default: the client's).
+    pub fn retry_jitter(mut self, d: Duration) -> Self {
+        self.retry_jitter = Some(d);
+        self
+    }
+
+    /// Waits up to `timeout` for a busy resource. A waiter wakes on the release notification
+    /// the nodes publish (one subscriber connection per node per client, shared by all its
+    /// waiters), and otherwise retries after a jittered exponential backoff from `retry_delay`
+    /// up to 1 s, never sleeping past the moment the holder's keys expire on a quorum (read from
+    /// the nodes), so a lost notification costs little.
+    pub fn wait(mut self, timeout: Duration) -> Self {
+        self.patience = Patience::Wait(timeout);
+        self
+    }
+
+    /// While waiting, wake on release notifications (default) or only poll.
+    pub fn notifications(mut self, on: bool) -> Self {
+        self.notifications = on;
+        self
+    }
+
+    /// Keeps the lock alive while it is held: the client's extender thread extends it every
+    /// `fraction × ttl`, each time a quorum extend with the validity rule. See
+    /// [`Lock::is_held`](crate::Lock::is_held), [`Lock::lost`](crate::Lock::lost) and
+    /// [`Lock::on_lost`](crate::Lock::on_lost) for how the holder learns that it was lost.
+    /// Extension stops for good when the lock is released or dropped, after `max_hold`, or at
+    /// `max_extensions`. The lock keeps its client alive meanwhile.
+    pub fn auto_extend(mut self, auto: AutoExtend) -> Self {
+        self.auto_extend = Some(auto);
+        self
+    }
+
+    /// Ends the acquisition with [`Error::Cancelled`] once `cancel` fires (see [`Cancel`]).
+    pub fn cancel(mut self, cancel: &Cancel) -> Self {
+        self.cancel = Some(cancel.clone());
+        self
+    }
+
+    /// The resource (for several, the sorted names joined with `,`), if the request is valid.
+    pub fn resource(&self) -> Option<&str> {
+        self.kind.as_ref().ok().map(|k| &**k.resource())
+    }
+
+    pub(crate) fn checked_kind(&self) -> Result<&Arc<dyn Kind>> {
+        self.kind.as_ref().map_err(|m| Error::invalid(m.clone()))
+    }
+}
+
+fn message(e: Error) -> String {
+    match e {
+        Error::InvalidArgument { message } => message,
+        other => other.to_string(),
+    }
+}
+
+impl fmt::Debug for LockRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockRequest")
+            .field("kind", &self.kind)
+            .field("ttl", &self.ttl)
+            .field("patience", &self.patience)
+            .field("auto_extend", &self.auto_extend)
+            .field("cancel", &self.cancel)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,259 @@
+//! The wire: Lua scripts, the commands a node worker sends, and how their replies read as votes.
+//!
+//! The bottom layer. It knows no kind of lock: each kind (`kinds/`) builds its [`Command`]s from
+//! its own scripts, and the node worker sends whatever it is handed. A command is either the
+//! plain `SET key token NX PX ttl` or an `EVALSHA` of a [`Script`] with keys and arguments in a
+//! fixed order (`KEYS`, then `ARGV[1]` = the token, `ARGV[2]` = the number, `ARGV[3]` = the
+//! text, each present only when given).
+
+use std::sync::{Arc, OnceLock};
+
+use redis::Value;
+
+use crate::error::NodeProblem;
+use crate::quorum::Vote;
+
+/// Lua: `owned(key)`, whether `key` holds our token (ARGV[1]). A key of another type (a
+/// reentrant lock's hash) is not ours rather than a `WRONGTYPE` error; any other error (a
+/// `NOPERM` of a tight ACL, say) is raised as the script's error reply.
+macro_rules! owned_fn {
+    () => {
+        r#"local function owned(k)
+    local v = redis.pcall("get", k)
+    if type(v) == "table" and v.err then
+        if string.find(v.err, "WRONGTYPE", 1, true) then
+            return false
+        end
+        error(v)
+    end
+    return v == ARGV[1]
+end
+"#
+    };
+}
+pub(crate) use owned_fn;
+
+/// The channel a release of `resource` is announced on (see `notify.rs`).
+pub(crate) const CHANNEL_PREFIX: &str = "redlock:released:";
+
+/// A Lua script and its SHA1, which `EVALSHA` names it by.
+pub(crate) struct Script {
+    pub source: &'static str,
+    sha: OnceLock<String>,
+}
+
+impl Script {
+    pub(crate) const fn new(source: &'static str) -> Self {
+        Script {
+            source,
+            sha: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| redis::Script::new(self.source).get_hash().to_owned())
+    }
+}
+
+/// What a node is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Op {
+    /// `SET key token NX PX number`
+    SetNx,
+    /// `EVALSHA` of the script.
+    Eval(&'static Script),
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.sha())
+    }
+}
+
+/// The keys of a command.
+#[derive(Debug, Clone)]
+pub(crate) enum Keys {
+    /// The request's key.
+    Key,
+    /// The request's key, then another (a fence counter).
+    KeyAnd(Arc<str>),
+    /// These keys instead of the request's (which then only names the set).
+    List(Arc<[Arc<str>]>),
+}
+
+/// How a reply reads as a vote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// `OK` yes, nil no.
+    Okay,
+    /// 1 yes, 0 no.
+    Flag,
+    /// A number ≥ 0 is a yes that carries it (a count of 0 stays a yes); nil is a no.
+    Count,
+}
+
+/// One command for a node, built by a lock kind.
+#[derive(Debug, Clone)]
+pub(crate) struct Command {
+    pub op: Op,
+    pub keys: Keys,
+    pub number: Option<u64>,
+    pub text: Option<Arc<str>>,
+    pub reply: Reply,
+    /// A success takes a lock, so it must not count from a node that may have forgotten keys
+    /// (restart grace).
+    pub acquire: bool,
+    /// Sending it twice is as good as once, so it can be resent when the connection turns out
+    /// to be gone and the first send may or may not have run.
+    pub resendable: bool,
+}
+
+impl Command {
+    /// A compare-and-* script over the request's key that may be resent.
+    pub(crate) fn script(script: &'static Script, reply: Reply) -> Command {
+        Command {
+            op: Op::Eval(script),
+            keys: Keys::Key,
+            number: None,
+            text: None,
+            reply,
+            acquire: false,
+            resendable: true,
+        }
+    }
+
+    pub(crate) fn keys(mut self, keys: Keys) -> Command {
+        self.keys = keys;
+        self
+    }
+
+    pub(crate) fn number(mut self, n: u64) -> Command {
+        self.number = Some(n);
+        self
+    }
+
+    pub(crate) fn text(mut self, t: Arc<str>) -> Command {
+        self.text = Some(t);
+        self
+    }
+
+    pub(crate) fn acquiring(mut self) -> Command {
+        self.acquire = true;
+        self
+    }
+
+    /// Counts something on the node (a reentrant hold), so a repeat would count twice.
+    pub(crate) fn not_resendable(mut self) -> Command {
+        self.resendable = false;
+        self
+    }
+
+    /// `SET key token NX PX ttl_ms`: a repeat after a first one that ran answers "not
+    /// acquired", never a false yes, and the failed attempt's undo cleans up.
+    pub(crate) fn set_nx(ttl_ms: u64) -> Command {
+        Command {
+            op: Op::SetNx,
+            keys: Keys::Key,
+            number: Some(ttl_ms),
+            text: None,
+            reply: Reply::Okay,
+            acquire: true,
+            resendable: true,
+        }
+    }
+
+    /// The redis-rs command for the request's `key` and `token`.
+    pub(crate) fn encode(&self, key: &str, token: &str) -> redis::Cmd {
+        let mut c = match self.op {
+            Op::SetNx => {
+                let mut c = redis::cmd("SET");
+                c.arg(key)
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(self.number.unwrap_or(0));
+                return c;
+            }
+            Op::Eval(script) => {
+                let mut c = redis::cmd("EVALSHA");
+                c.arg(script.sha());
+                c
+            }
+        };
+        match &self.keys {
+            Keys::Key => c.arg(1).arg(key),
+            Keys::KeyAnd(other) => c.arg(2).arg(key).arg(&**other),
+            Keys::List(keys) => {
+                c.arg(keys.len());
+                for k in keys.iter() {
+                    c.arg(&**k);
+                }
+                &mut c
+            }
+        };
+        c.arg(token);
+        if let Some(n) = self.number {
+            c.arg(n);
+        }
+        if let Some(t) = &self.text {
+            c.arg(&**t);
+        }
+        c
+    }
+
+    /// Reads a node's reply.
+    pub(crate) fn interpret(&self, value: Value) -> Vote {
+        match (self.reply, value) {
+            (Reply::Okay, Value::Okay) => Vote::Yes,
+            (Reply::Okay | Reply::Count, Value::Nil) => Vote::No,
+            (Reply::Count, Value::Int(n)) if n >= 0 => Vote::Value(n as u64),
+            (Reply::Flag, Value::Int(1)) => Vote::Yes,
+            (Reply::Flag, Value::Int(0)) => Vote::No,
+            (_, Value::ServerError(e)) => Vote::Failed(NodeProblem::Server(match e.details() {
+                Some(details) => format!("{} {details}", e.code()),
+                None => e.code().to_owned(),
+            })),
+            (_, other) => Vote::Failed(NodeProblem::Server(format!("unexpected reply {other:?}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static ECHO: Script = Script::new("return ARGV[1]");
+
+    #[test]
+    fn arguments_go_in_a_fixed_order() {
+        let cmd = Command::script(&ECHO, Reply::Flag)
+            .keys(Keys::KeyAnd("other".into()))
+            .number(7)
+            .text("n".into());
+        let packed = cmd.encode("k", "tok").get_packed_command();
+        let text = String::from_utf8_lossy(&packed);
+        let args: Vec<&str> = text
+            .split("\r\n")
+            .filter(|s| !s.is_empty() && !s.starts_with('*') && !s.starts_with('$'))
+            .collect();
+        assert_eq!(
+            args,
+            ["EVALSHA", ECHO.sha(), "2", "k", "other", "tok", "7", "n"]
+        );
+    }
+
+    #[test]
+    fn replies_read_as_votes() {
+        let flag = Command::script(&ECHO, Reply::Flag);
+        assert_eq!(flag.interpret(Value::Int(1)), Vote::Yes);
+        assert_eq!(flag.interpret(Value::Int(0)), Vote::No);
+        assert!(matches!(flag.interpret(Value::Int(2)), Vote::Failed(_)));
+        let count = Command::script(&ECHO, Reply::Count);
+        assert_eq!(count.interpret(Value::Int(0)), Vote::Value(0));
+        assert_eq!(count.interpret(Value::Nil), Vote::No);
+        let set = Command::set_nx(10);
+        assert_eq!(set.interpret(Value::Okay), Vote::Yes);
+        assert_eq!(set.interpret(Value::Nil), Vote::No);
+    }
+}

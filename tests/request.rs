@@ -1,0 +1,422 @@
+//! One acquisition request: every kind × patience × auto-extension × cancellation on real nodes.
+//! Each case asserts the outcome, that nothing is left on any node after release or cancel,
+//! that a plain holder of the same resource is excluded, and that waiters of every kind wake on
+//! the release notification rather than their fallback polls.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redlock::{AutoExtend, Cancel, Error, Lock, LockRequest, Redlock};
+use support::{Cluster, RedisNode, eventually};
+
+const TTL: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Plain,
+    Fenced,
+    Reentrant,
+    Many,
+}
+
+const KINDS: [Kind; 4] = [Kind::Plain, Kind::Fenced, Kind::Reentrant, Kind::Many];
+
+/// A request of `kind` on `name` (for several resources: `name:a` and `name:b`).
+fn request(kind: Kind, name: &str, ttl: Duration) -> LockRequest {
+    match kind {
+        Kind::Plain => LockRequest::new(name, ttl),
+        Kind::Fenced => LockRequest::new(name, ttl).fenced(),
+        Kind::Reentrant => LockRequest::new(name, ttl).reentrant(&format!("owner-of-{name}")),
+        Kind::Many => LockRequest::many([format!("{name}:a"), format!("{name}:b")], ttl),
+    }
+}
+
+/// The keys a lock of `kind` on `name` takes.
+fn keys(kind: Kind, name: &str) -> Vec<String> {
+    match kind {
+        Kind::Many => vec![format!("{name}:a"), format!("{name}:b")],
+        _ => vec![name.to_owned()],
+    }
+}
+
+/// Whether any node still has any of `keys` (any type).
+fn any_key_left(cluster: &Cluster, keys: &[String]) -> bool {
+    cluster.nodes.iter().any(|n| {
+        let mut conn = n.conn();
+        keys.iter()
+            .any(|k| redis::cmd("EXISTS").arg(k).query::<i64>(&mut conn).unwrap() == 1)
+    })
+}
+
+/// Nothing of `keys` is left on any node, within the time an undo or release takes to land.
+fn assert_gone(cluster: &Cluster, keys: &[String], what: &str) {
+    assert!(
+        eventually(Duration::from_secs(3), || !any_key_left(cluster, keys)),
+        "{what}: keys {keys:?} still on some node"
+    );
+}
+
+/// The kind-specific facts a holder relies on.
+fn check_kind(kind: Kind, lock: &Lock, name: &str) {
+    match kind {
+        Kind::Plain => assert_eq!((lock.fence(), lock.hold_count()), (None, None)),
+        Kind::Fenced => assert!(lock.fence().is_some_and(|f| f >= 1)),
+        Kind::Reentrant => assert_eq!(lock.hold_count(), Some(1)),
+        Kind::Many => assert_eq!(lock.resources(), keys(kind, name)),
+    }
+}
+
+/// A plain holder of the (first) resource is refused while the lock is held.
+fn assert_excludes_plain(rl: &Redlock, kind: Kind, name: &str) {
+    let first = keys(kind, name).remove(0);
+    match rl.try_lock(&first, TTL) {
+        Err(Error::NotAcquired { .. }) => {}
+        other => panic!("{kind:?}: a plain lock on {first} while held: {other:?}"),
+    }
+}
+
+#[test]
+fn every_kind_with_every_patience_and_auto_extension_acquires_excludes_and_cleans_up() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    type Patience = fn(LockRequest) -> LockRequest;
+    let patiences: [(&str, Patience); 4] = [
+        ("default", |r| r),
+        ("once", |r| r.once()),
+        ("retries", |r| {
+            r.retries(2)
+                .retry_delay(Duration::from_millis(5))
+                .retry_jitter(Duration::from_millis(1))
+        }),
+        ("wait", |r| r.wait(Duration::from_secs(5))),
+    ];
+    for kind in KINDS {
+        for (pname, patience) in patiences {
+            for auto in [false, true] {
+                let name = format!("m:{kind:?}:{pname}:{auto}");
+                let mut req = patience(request(kind, &name, Duration::from_secs(2)));
+                if auto {
+                    req = req.auto_extend(AutoExtend::new().fraction(0.25));
+                }
+                let lock = rl.acquire(&req).unwrap_or_else(|e| panic!("{name}: {e}"));
+                check_kind(kind, &lock, &name);
+                assert_excludes_plain(&rl, kind, &name);
+                if auto {
+                    // Two full TTLs later it is still ours: the extender kept it.
+                    std::thread::sleep(Duration::from_millis(4200));
+                    assert!(lock.is_held(), "{name}: auto-extended lock ran out");
+                    assert_excludes_plain(&rl, kind, &name);
+                }
+                lock.release()
+                    .unwrap_or_else(|e| panic!("{name} release: {e}"));
+                assert_gone(&cluster, &keys(kind, &name), &name);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_busy_resource_is_refused_with_every_kind_and_every_patience_but_wait() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    for kind in KINDS {
+        let name = format!("busy:{kind:?}");
+        // Held by a plain lock on the (first) resource, for longer than any patience here.
+        let blocker = rl.lock(&keys(kind, &name)[0], TTL).unwrap();
+        for req in [
+            request(kind, &name, TTL).once(),
+            request(kind, &name, TTL)
+                .retries(2)
+                .retry_delay(Duration::from_millis(5)),
+            request(kind, &name, TTL).wait(Duration::from_millis(300)),
+        ] {
+            match rl.acquire(&req) {
+                Err(Error::NotAcquired { attempts, .. }) => assert!(attempts >= 1),
+                other => panic!("{kind:?} {req:?}: {other:?}"),
+            }
+        }
+        blocker.release().unwrap();
+        // Every failed attempt was undone: nothing is left.
+        assert_gone(&cluster, &keys(kind, &name), &name);
+    }
+}
+
+/// A client whose fallback polls would first come after 2.5 to 5 s: a waiter that gets the
+/// lock sooner than that after the release was woken by the notification.
+fn slow_polling(cluster: &Cluster) -> Redlock {
+    cluster
+        .builder()
+        .retry_delay(Duration::from_secs(5))
+        .retry_jitter(Duration::from_millis(100))
+        .build()
+        .unwrap()
+}
+
+/// Subscribers of `resource`'s release channel on `node`.
+fn subscribers(node: &RedisNode, resource: &str) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(format!("redlock:released:{resource}"))
+        .query::<Vec<(String, i64)>>(&mut node.conn())
+        .unwrap()
+        .pop()
+        .unwrap();
+    n
+}
+
+#[test]
+fn waiters_of_every_kind_wake_on_the_release_of_every_kind() {
+    let cluster = Cluster::start(3);
+    let rl = slow_polling(&cluster);
+    for holder_kind in KINDS {
+        for waiter_kind in KINDS {
+            let name = format!("wake:{holder_kind:?}:{waiter_kind:?}");
+            let holder = rl.acquire(&request(holder_kind, &name, TTL)).unwrap();
+            let waiter = {
+                let rl = rl.clone();
+                let req = request(waiter_kind, &name, TTL).wait(Duration::from_secs(30));
+                std::thread::spawn(move || {
+                    let lock = rl.acquire(&req).unwrap();
+                    let at = Instant::now();
+                    lock.release().unwrap();
+                    at
+                })
+            };
+            // Let the waiter subscribe and start its (long) fallback wait.
+            let first = keys(waiter_kind, &name).remove(0);
+            assert!(eventually(Duration::from_secs(5), || cluster
+                .nodes
+                .iter()
+                .all(|n| subscribers(n, &first) == 1)));
+            std::thread::sleep(Duration::from_millis(300));
+            let released = Instant::now();
+            holder.release().unwrap();
+            let woke = waiter.join().unwrap();
+            let took = woke.saturating_duration_since(released);
+            assert!(
+                took < Duration::from_millis(2000),
+                "{holder_kind:?} → {waiter_kind:?}: woke {took:?} after the release"
+            );
+            assert_gone(&cluster, &keys(waiter_kind, &name), &name);
+        }
+    }
+}
+
+#[test]
+fn two_successive_reentrant_releases_by_one_owner_each_wake_a_waiter() {
+    let cluster = Cluster::start(3);
+    let rl = slow_polling(&cluster);
+    let owner = Redlock::new_owner().unwrap();
+    for round in 0..3 {
+        // The same owner takes and frees the resource again and again: each release must wake
+        // the waiter of its round, which counting announcements by token would not.
+        let outer = rl.reentrant_lock("rr", &owner, TTL).unwrap();
+        let inner = rl.reentrant_lock("rr", &owner, TTL).unwrap();
+        assert_eq!(inner.hold_count(), Some(2));
+        let waiter = {
+            let rl = rl.clone();
+            std::thread::spawn(move || {
+                let lock = rl
+                    .acquire(&LockRequest::new("rr", TTL).wait(Duration::from_secs(30)))
+                    .unwrap();
+                let at = Instant::now();
+                lock.release().unwrap();
+                at
+            })
+        };
+        assert!(eventually(Duration::from_secs(5), || cluster
+            .nodes
+            .iter()
+            .all(|n| subscribers(n, "rr") == 1)));
+        std::thread::sleep(Duration::from_millis(300));
+        inner.release().unwrap();
+        // One hold is left: the waiter must not get in.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            !waiter.is_finished(),
+            "round {round}: waiter got in past a hold"
+        );
+        let released = Instant::now();
+        outer.release().unwrap();
+        let took = waiter.join().unwrap().saturating_duration_since(released);
+        assert!(
+            took < Duration::from_millis(2000),
+            "round {round}: woke {took:?} after the last release"
+        );
+    }
+}
+
+#[test]
+fn a_waiter_sleeps_no_longer_than_the_holders_ttl_without_notifications() {
+    let cluster = Cluster::start(3);
+    // Fallback polls every 5 s and no notifications: only the cap at the holder's remaining TTL
+    // (read from the nodes) can get the waiter in soon after the holder's key expires.
+    let rl = slow_polling(&cluster);
+    let holder = rl.lock("capped", Duration::from_millis(800)).unwrap();
+    std::mem::forget(holder); // never released: it expires
+    let start = Instant::now();
+    let lock = rl
+        .acquire(
+            &LockRequest::new("capped", TTL)
+                .wait(Duration::from_secs(30))
+                .notifications(false),
+        )
+        .unwrap();
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_millis(2500),
+        "waited {took:?} for an 800 ms lock"
+    );
+    lock.release().unwrap();
+}
+
+#[test]
+fn a_cancel_before_or_during_the_wait_returns_cancelled_and_leaves_nothing() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    for kind in KINDS {
+        for auto in [false, true] {
+            let name = format!("cancel:{kind:?}:{auto}");
+            // Fired before: nothing is sent at all.
+            let fired = Cancel::new();
+            fired.cancel();
+            let mut req = request(kind, &name, TTL).cancel(&fired);
+            if auto {
+                req = req.auto_extend(AutoExtend::new());
+            }
+            assert!(matches!(rl.acquire(&req), Err(Error::Cancelled { .. })));
+            assert!(!any_key_left(&cluster, &keys(kind, &name)));
+
+            // Fired during the wait for a busy resource.
+            let blocker = rl.lock(&keys(kind, &name)[0], TTL).unwrap();
+            let cancel = Cancel::new();
+            let req = request(kind, &name, TTL)
+                .wait(Duration::from_secs(60))
+                .cancel(&cancel);
+            let waiter = {
+                let rl = rl.clone();
+                std::thread::spawn(move || rl.acquire(&req).map(drop))
+            };
+            std::thread::sleep(Duration::from_millis(300));
+            let fired_at = Instant::now();
+            cancel.cancel();
+            let result = waiter.join().unwrap();
+            let took = fired_at.elapsed();
+            assert!(
+                matches!(result, Err(Error::Cancelled { .. })),
+                "{name}: {result:?}"
+            );
+            assert!(
+                took < Duration::from_secs(1),
+                "{name}: cancel took {took:?}"
+            );
+            blocker.release().unwrap();
+            assert_gone(&cluster, &keys(kind, &name), &name);
+        }
+    }
+}
+
+/// Fires cancels at random offsets around a release, many times over: after each round, either
+/// the waiter got the lock (and released it) or it was cancelled, and then no key of it is left
+/// on any node. The race redis-py issue 3847 loses.
+#[test]
+fn cancels_racing_a_release_never_leave_a_key_behind() {
+    let rounds: usize = std::env::var("REDLOCK_CANCEL_RACE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let cluster = Cluster::start(3);
+    let holder = cluster.client();
+    let waiter = cluster.client();
+    let mut got = 0;
+    let mut cancelled = 0;
+    for round in 0..rounds {
+        let kind = KINDS[round % KINDS.len()];
+        let name = format!("race:{}", round % 7);
+        let keys = keys(kind, &name);
+        let held = holder
+            .acquire(&request(kind, &name, TTL).wait(Duration::from_secs(10)))
+            .unwrap_or_else(|e| panic!("round {round}: holder: {e}"));
+        let cancel = Cancel::new();
+        let req = request(kind, &name, TTL)
+            .wait(Duration::from_secs(10))
+            .cancel(&cancel);
+        let w = {
+            let waiter = waiter.clone();
+            std::thread::spawn(move || waiter.acquire(&req))
+        };
+        // Around the release: -1.5 ms to +1.5 ms, in 100 µs steps.
+        std::thread::sleep(Duration::from_micros(rand_below(3000)));
+        let offset = rand_below(31) as i64 - 15;
+        if offset < 0 {
+            cancel.cancel();
+            std::thread::sleep(Duration::from_micros((-offset * 100) as u64));
+            held.release().unwrap();
+        } else {
+            held.release().unwrap();
+            std::thread::sleep(Duration::from_micros((offset * 100) as u64));
+            cancel.cancel();
+        }
+        match w.join().unwrap() {
+            Ok(lock) => {
+                got += 1;
+                lock.release()
+                    .unwrap_or_else(|e| panic!("round {round}: release: {e}"));
+            }
+            Err(Error::Cancelled { .. }) => cancelled += 1,
+            Err(e) => panic!("round {round} ({kind:?}): {e}"),
+        }
+        assert_gone(&cluster, &keys, &format!("round {round} ({kind:?})"));
+    }
+    eprintln!("{rounds} rounds: {got} got the lock, {cancelled} cancelled");
+    assert!(
+        got > 0 && cancelled > 0,
+        "the race was not exercised both ways"
+    );
+}
+
+fn rand_below(n: u64) -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.finish() % n
+}
+
+#[test]
+fn bad_requests_are_invalid_arguments_before_anything_is_sent() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    let bad = [
+        LockRequest::new("", TTL),
+        LockRequest::new("x", Duration::ZERO),
+        LockRequest::new("x", Duration::from_secs(20 * 365 * 24 * 3600)),
+        LockRequest::new("x", TTL).reentrant(""),
+        LockRequest::new("x", TTL).reentrant(&"o".repeat(1025)),
+        LockRequest::many(Vec::<String>::new(), TTL),
+        LockRequest::many(["a", "a"], TTL),
+        LockRequest::many(["a", ""], TTL),
+        LockRequest::many(["a", "b"], TTL).fenced(),
+        LockRequest::new("x", TTL).auto_extend(AutoExtend::new().fraction(1.5)),
+        LockRequest::new("x", TTL).auto_extend(AutoExtend::new().fraction(f64::NAN)),
+        LockRequest::new("x", Duration::from_millis(100))
+            .auto_extend(AutoExtend::new().fraction(0.99)),
+        LockRequest::new("x", TTL).retry_delay(Duration::from_secs(20 * 365 * 24 * 3600)),
+    ];
+    let before = cluster.commands_processed();
+    for (i, req) in bad.iter().enumerate() {
+        match rl.acquire(req) {
+            Err(Error::InvalidArgument { message }) => assert!(!message.is_empty(), "case {i}"),
+            other => panic!("case {i} {req:?}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    // Only our own INFO calls reached the node.
+    assert_eq!(cluster.commands_processed() - before, 1);
+    // max_hold without auto-extension, in the options form, is refused too.
+    let opts = redlock::LockOptions::new().max_hold(Duration::from_secs(1));
+    assert!(matches!(
+        rl.lock_with("x", TTL, opts),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
