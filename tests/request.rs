@@ -22,20 +22,23 @@ enum Kind {
 
 const KINDS: [Kind; 4] = [Kind::Plain, Kind::Fenced, Kind::Reentrant, Kind::Many];
 
-/// A request of `kind` on `name` (for several resources: `name:a` and `name:b`).
+/// A request of `kind` on `name` (for several resources: `name` and `name:b`, so that every
+/// kind on one name contends with every other).
 fn request(kind: Kind, name: &str, ttl: Duration) -> LockRequest {
     match kind {
         Kind::Plain => LockRequest::new(name, ttl),
         Kind::Fenced => LockRequest::new(name, ttl).fenced(),
-        Kind::Reentrant => LockRequest::new(name, ttl).reentrant(&format!("owner-of-{name}")),
-        Kind::Many => LockRequest::many([format!("{name}:a"), format!("{name}:b")], ttl),
+        // A fresh owner each time: two requests of this kind are two owners, which exclude
+        // each other like any two holders.
+        Kind::Reentrant => LockRequest::new(name, ttl).reentrant(&Redlock::new_owner().unwrap()),
+        Kind::Many => LockRequest::many(keys(kind, name), ttl),
     }
 }
 
 /// The keys a lock of `kind` on `name` takes.
 fn keys(kind: Kind, name: &str) -> Vec<String> {
     match kind {
-        Kind::Many => vec![format!("{name}:a"), format!("{name}:b")],
+        Kind::Many => vec![name.to_owned(), format!("{name}:b")],
         _ => vec![name.to_owned()],
     }
 }
@@ -79,7 +82,13 @@ fn assert_excludes_plain(rl: &Redlock, kind: Kind, name: &str) {
 #[test]
 fn every_kind_with_every_patience_and_auto_extension_acquires_excludes_and_cleans_up() {
     let cluster = Cluster::start(3);
-    let rl = cluster.client();
+    // A node timeout short enough for a 1.5 s TTL to be auto-extended every 375 ms.
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_millis(1500);
     type Patience = fn(LockRequest) -> LockRequest;
     let patiences: [(&str, Patience); 4] = [
         ("default", |r| r),
@@ -91,11 +100,12 @@ fn every_kind_with_every_patience_and_auto_extension_acquires_excludes_and_clean
         }),
         ("wait", |r| r.wait(Duration::from_secs(5))),
     ];
+    let mut extended = Vec::new();
     for kind in KINDS {
         for (pname, patience) in patiences {
             for auto in [false, true] {
                 let name = format!("m:{kind:?}:{pname}:{auto}");
-                let mut req = patience(request(kind, &name, Duration::from_secs(2)));
+                let mut req = patience(request(kind, &name, ttl));
                 if auto {
                     req = req.auto_extend(AutoExtend::new().fraction(0.25));
                 }
@@ -103,16 +113,23 @@ fn every_kind_with_every_patience_and_auto_extension_acquires_excludes_and_clean
                 check_kind(kind, &lock, &name);
                 assert_excludes_plain(&rl, kind, &name);
                 if auto {
-                    // Two full TTLs later it is still ours: the extender kept it.
-                    std::thread::sleep(Duration::from_millis(4200));
-                    assert!(lock.is_held(), "{name}: auto-extended lock ran out");
-                    assert_excludes_plain(&rl, kind, &name);
+                    extended.push((kind, name, lock));
+                } else {
+                    lock.release()
+                        .unwrap_or_else(|e| panic!("{name} release: {e}"));
+                    assert_gone(&cluster, &keys(kind, &name), &name);
                 }
-                lock.release()
-                    .unwrap_or_else(|e| panic!("{name} release: {e}"));
-                assert_gone(&cluster, &keys(kind, &name), &name);
             }
         }
+    }
+    // Two full TTLs later the auto-extended locks are still ours: the extender kept them.
+    std::thread::sleep(ttl * 2 + Duration::from_millis(200));
+    for (kind, name, lock) in extended {
+        assert!(lock.is_held(), "{name}: auto-extended lock ran out");
+        assert_excludes_plain(&rl, kind, &name);
+        lock.release()
+            .unwrap_or_else(|e| panic!("{name} release: {e}"));
+        assert_gone(&cluster, &keys(kind, &name), &name);
     }
 }
 
@@ -185,10 +202,13 @@ fn waiters_of_every_kind_wake_on_the_release_of_every_kind() {
             };
             // Let the waiter subscribe and start its (long) fallback wait.
             let first = keys(waiter_kind, &name).remove(0);
-            assert!(eventually(Duration::from_secs(5), || cluster
-                .nodes
-                .iter()
-                .all(|n| subscribers(n, &first) == 1)));
+            assert!(
+                eventually(Duration::from_secs(5), || cluster
+                    .nodes
+                    .iter()
+                    .all(|n| subscribers(n, &first) == 1)),
+                "{holder_kind:?} → {waiter_kind:?}: the waiter did not subscribe"
+            );
             std::thread::sleep(Duration::from_millis(300));
             let released = Instant::now();
             holder.release().unwrap();
@@ -325,7 +345,7 @@ fn cancels_racing_a_release_never_leave_a_key_behind() {
     let rounds: usize = std::env::var("REDLOCK_CANCEL_RACE_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+        .unwrap_or(2000);
     let cluster = Cluster::start(3);
     let holder = cluster.client();
     let waiter = cluster.client();
