@@ -246,7 +246,7 @@ class Lock:
                 exc.add_note(f"redlock: releasing {self._resource!r} failed too: {release_error}")
 
     def __repr__(self) -> str:
-        return f"<redlock.Lock resource={self._resource!r} released={self._released}>"
+        return f"<redlock_rs.Lock resource={self._resource!r} released={self._released}>"
 
     def __del__(self, _free: Callable[..., None] = lib.redlock_lock_free) -> None:
         handle = getattr(self, "_handle", None)
@@ -555,7 +555,7 @@ class Redlock:
     def __repr__(self) -> str:
         # URLs may carry passwords, so they stay out of the repr.
         state = "closed" if self._closed else "open"
-        return "<redlock.Redlock {} nodes={}>".format(state, getattr(self, "_node_count", 0))
+        return "<redlock_rs.Redlock {} nodes={}>".format(state, getattr(self, "_node_count", 0))
 
     def __del__(self) -> None:
         if getattr(self, "_mutex", None) is not None:

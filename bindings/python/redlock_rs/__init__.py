@@ -2,18 +2,19 @@
 
 ::
 
-    import redlock
+    import redlock_rs
 
-    with redlock.Redlock(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001",
-                          "redis://127.0.0.1:7002"]) as rl:
-        with rl.lock("orders:42", ttl_ms=10_000) as lock:  # NotAcquired / NoQuorum on failure
-            ...                                               # lock.validity_ms ms are ours
-            lock.extend(10_000)
+    with redlock_rs.Redlock(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001",
+                             "redis://127.0.0.1:7002"]) as rl:
+        with rl.lock("orders:42", ttl=10.0) as lock:  # NotAcquired / NoQuorum on failure
+            ...                                          # lock.validity seconds are ours
+            lock.extend(ttl=10.0)
 
 The work is done by the Rust library ``libredlock`` through its C ABI, so Python, Rust, C and Go
-programs contend on the same keys with the same bytes. The library is found through the
-``REDLOCK_LIBRARY`` environment variable, then beside this package, then in the repository's
-``target/release`` and ``target/debug``. Calls that wait on the network release the GIL.
+programs contend on the same keys with the same bytes. The wheel carries its own copy of the
+library; the ``REDLOCK_LIBRARY`` environment variable (a file path) overrides it, and a source
+checkout without one uses the repository's ``target/release``. The library's version must equal
+the package's. Calls that wait on the network release the GIL.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from __future__ import annotations
 from ._client import Lock, NodeStatus, Redlock, default_options
 from ._errors import ExtensionLimit, LockLost, NoQuorum, NotAcquired, RedlockError, Status
 from ._ffi import lib as _lib
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "Redlock",
@@ -36,6 +36,7 @@ __all__ = [
     "Status",
     "default_options",
     "library_version",
+    "__version__",
 ]
 
 
