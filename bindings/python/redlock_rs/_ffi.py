@@ -11,6 +11,7 @@ import ctypes
 import os
 import sys
 from ctypes import (
+    CFUNCTYPE,
     POINTER,
     Structure,
     c_bool,
@@ -21,6 +22,7 @@ from ctypes import (
     c_size_t,
     c_uint32,
     c_uint64,
+    c_void_p,
 )
 from pathlib import Path
 
@@ -98,6 +100,9 @@ class Lock(Structure):
 class Error(Structure):
     """Opaque ``redlock_error``."""
 
+
+# redlock_lost_callback: (user, resource); runs on the extender thread (ctypes takes the GIL).
+LostCallback = CFUNCTYPE(None, c_void_p, c_char_p)
 
 ClientPtr = POINTER(Client)
 LockPtr = POINTER(Lock)
@@ -244,6 +249,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         ),
         "redlock_lock_is_held": ([LockPtr], c_bool),
         "redlock_lock_is_lost": ([LockPtr], c_bool),
+        "redlock_lock_on_lost": ([LockPtr, LostCallback, c_void_p, POINTER(ErrorPtr)], Status),
         "redlock_lock_extend": ([LockPtr, c_uint64, POINTER(ErrorPtr)], Status),
         "redlock_lock_release": ([LockPtr, POINTER(ErrorPtr)], Status),
         "redlock_lock_validity_ms": ([LockPtr], c_uint64),
