@@ -19,7 +19,7 @@ the package's. Calls that wait on the network release the GIL.
 
 from __future__ import annotations
 
-from ._client import Lock, NodeStatus, Redlock, default_options
+from ._client import Lock, NodeStatus, Redlock, Seconds, default_options
 from ._errors import ExtensionLimit, LockLost, NoQuorum, NotAcquired, RedlockError, Status
 from ._ffi import lib as _lib
 from ._version import __version__
@@ -28,6 +28,7 @@ __all__ = [
     "Redlock",
     "Lock",
     "NodeStatus",
+    "Seconds",
     "RedlockError",
     "NotAcquired",
     "NoQuorum",
