@@ -7,7 +7,7 @@ import math
 import pytest
 from redis_nodes import PATIENT_MS, assert_on_nodes
 
-import redlock
+import redlock_rs
 
 TEN_YEARS_MS = 315_360_000_000
 
@@ -33,13 +33,13 @@ TEN_YEARS_MS = 315_360_000_000
 )
 def test_bad_nodes(nodes, error):
     with pytest.raises(error) as refused:
-        redlock.Redlock(nodes)
+        redlock_rs.Redlock(nodes)
     assert str(refused.value)
 
 
 def test_bad_url_among_good_ones(urls):
     with pytest.raises(ValueError, match=r"\S"):
-        redlock.Redlock(urls[:2] + ["not a url"])
+        redlock_rs.Redlock(urls[:2] + ["not a url"])
 
 
 BAD_OPTIONS = [
@@ -76,14 +76,14 @@ BAD_OPTIONS = [
 @pytest.mark.parametrize("name, value, error", BAD_OPTIONS, ids=repr)
 def test_bad_options(urls, name, value, error):
     with pytest.raises(error, match=name):
-        redlock.Redlock(urls, **{name: value})
+        redlock_rs.Redlock(urls, **{name: value})
 
 
 def test_options_are_keyword_only(urls):
     with pytest.raises(TypeError):
-        redlock.Redlock(urls, 3)  # type: ignore[misc]
+        redlock_rs.Redlock(urls, 3)  # type: ignore[misc]
     with pytest.raises(TypeError):
-        redlock.Redlock(urls, retries=3)  # type: ignore[call-arg]
+        redlock_rs.Redlock(urls, retries=3)  # type: ignore[call-arg]
 
 
 BAD_RESOURCES = [
@@ -110,7 +110,7 @@ BAD_TTLS = [
 
 @pytest.fixture(scope="module")
 def client(cluster):
-    with redlock.Redlock([node.url for node in cluster], node_timeout_ms=PATIENT_MS) as rl:
+    with redlock_rs.Redlock([node.url for node in cluster], node_timeout_ms=PATIENT_MS) as rl:
         yield rl
 
 

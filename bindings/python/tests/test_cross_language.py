@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import redlock
+import redlock_rs
 
 ROOT = Path(__file__).resolve().parents[3]
 NOT_ACQUIRED = 3
@@ -60,11 +60,11 @@ def probes(go_cli: Path, rust_cli: Path, urls: list[str]) -> dict[str, Prober]:
         return attempt
 
     def python(resource: str) -> int:
-        with redlock.Redlock(urls, retry_count=0, node_timeout_ms=1000) as rl:
+        with redlock_rs.Redlock(urls, retry_count=0, node_timeout_ms=1000) as rl:
             try:
                 rl.try_lock(resource, ttl_ms=30_000).release()
                 return 0
-            except redlock.NotAcquired:
+            except redlock_rs.NotAcquired:
                 return NOT_ACQUIRED
 
     return {"go": cli(go_cli), "rust": cli(rust_cli), "python": python}
@@ -99,7 +99,7 @@ def holders(go_cli: Path, rust_cli: Path, urls: list[str]) -> Iterator[dict[str,
 
 
 def test_python_holder_excludes_go_and_rust(probes: dict[str, Prober], urls, resource) -> None:
-    with redlock.Redlock(urls, node_timeout_ms=1000) as rl:
+    with redlock_rs.Redlock(urls, node_timeout_ms=1000) as rl:
         lock = rl.try_lock(resource, ttl_ms=30_000)
         assert probes["go"](resource) == NOT_ACQUIRED
         assert probes["rust"](resource) == NOT_ACQUIRED

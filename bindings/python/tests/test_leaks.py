@@ -8,7 +8,7 @@ import time
 
 from redis_nodes import PATIENT_MS
 
-import redlock
+import redlock_rs
 
 
 def _open_fds() -> int:
@@ -34,7 +34,7 @@ def test_no_fd_or_thread_leaks(urls, resource):
     gc.collect()
     start = (_open_fds(), _threads())
 
-    rl = redlock.Redlock(urls, node_timeout_ms=PATIENT_MS)
+    rl = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
     assert _threads() > start[1]  # the client does run native threads, so this test can see them
     for i in range(2000):
         lock = rl.try_lock(f"{resource}:{i % 50}", ttl_ms=10_000)
@@ -44,13 +44,13 @@ def test_no_fd_or_thread_leaks(urls, resource):
     rl.close()
 
     for i in range(200):
-        client = redlock.Redlock(urls, node_timeout_ms=PATIENT_MS)
+        client = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
         if i % 2:
             client.close()  # the others are closed by being dropped
         del client
 
     # a lock keeps its closed client's internals alive until it is dropped
-    rl = redlock.Redlock(urls, node_timeout_ms=PATIENT_MS)
+    rl = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
     lock = rl.try_lock(resource, ttl_ms=10_000)
     rl.close()
     lock.release()

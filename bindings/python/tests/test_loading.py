@@ -1,4 +1,5 @@
-"""Finding libredlock: REDLOCK_LIBRARY, then beside the package, then the repository's target/."""
+"""Finding libredlock: REDLOCK_LIBRARY, then inside the package, then (checkout only) target/release;
+and refusing a library whose version is not the package's."""
 
 from __future__ import annotations
 
@@ -11,52 +12,96 @@ from pathlib import Path
 import pytest
 from redis_nodes import PACKAGE_DIR
 
-import redlock
-import redlock._ffi
+import redlock_rs
+import redlock_rs._ffi
+
+SHOW_LIBRARY = "import redlock_rs._ffi as f; print(f.lib._name)"
 
 
-def _import_redlock(package_parent: Path, library: str | None) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "REDLOCK_LIBRARY"}
+def _import(package_parent: Path, library: str | None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REDLOCK_")}
     env["PYTHONPATH"] = str(package_parent)
     if library is not None:
         env["REDLOCK_LIBRARY"] = library
     return subprocess.run(
-        [sys.executable, "-c", "import redlock; print(redlock._ffi.lib._name)"],
+        [sys.executable, "-c", SHOW_LIBRARY],
         env=env,
+        cwd=package_parent,
         capture_output=True,
         text=True,
         timeout=60,
     )
 
 
+def _copy_package(tmp_path: Path) -> Path:
+    """The package's sources alone, as if installed without a library: no checkout around."""
+    shutil.copytree(
+        PACKAGE_DIR / "redlock_rs",
+        tmp_path / "redlock_rs",
+        ignore=shutil.ignore_patterns("__pycache__", "libredlock.*", "redlock.dll"),
+    )
+    return tmp_path / "redlock_rs"
+
+
 def test_without_a_library_the_error_lists_every_path_tried(tmp_path):
-    shutil.copytree(PACKAGE_DIR / "redlock", tmp_path / "redlock")  # no Cargo.toml above it
-    result = _import_redlock(tmp_path, None)
+    _copy_package(tmp_path)
+    result = _import(tmp_path, None)
     assert result.returncode != 0
     assert "OSError" in result.stderr
-    assert str(tmp_path / "redlock" / "libredlock.so") in result.stderr
-    assert "cargo build --release" in result.stderr
+    assert str(tmp_path / "redlock_rs" / "libredlock.so") in result.stderr
     assert "REDLOCK_LIBRARY" in result.stderr
+    # Outside a checkout there is no fallback to some target/ directory.
+    assert "target" not in result.stderr.split("these paths were tried:")[1].split("reinstall")[0]
+
+
+def test_the_library_inside_the_package_is_used(tmp_path):
+    package = _copy_package(tmp_path)
+    shutil.copyfile(redlock_rs._ffi.lib._name, package / "libredlock.so")
+    result = _import(tmp_path, None)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(package / "libredlock.so")
 
 
 def test_a_bad_redlock_library_is_an_error_not_a_fallback(tmp_path):
     missing = str(tmp_path / "nowhere" / "libredlock.so")
-    result = _import_redlock(PACKAGE_DIR, missing)
+    result = _import(PACKAGE_DIR, missing)
     assert result.returncode != 0
     assert missing in result.stderr and "REDLOCK_LIBRARY" in result.stderr
 
 
 def test_redlock_library_is_used_first(tmp_path):
     copy = tmp_path / "libredlock-copy.so"
-    shutil.copyfile(redlock._ffi.lib._name, copy)
-    result = _import_redlock(PACKAGE_DIR, str(copy))
+    shutil.copyfile(redlock_rs._ffi.lib._name, copy)
+    result = _import(PACKAGE_DIR, str(copy))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(copy)
 
 
-def test_the_repository_build_is_found_by_walking_up():
-    if os.environ.get("REDLOCK_LIBRARY"):
-        pytest.skip("REDLOCK_LIBRARY chose the library, so the walk up was not needed")
+def test_a_source_checkout_uses_the_repository_release_build():
     root = PACKAGE_DIR.parents[1]
     assert (root / "Cargo.toml").is_file()
-    assert Path(redlock._ffi.lib._name).parent in (root / "target/release", root / "target/debug")
+    result = _import(PACKAGE_DIR, None)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(root / "target" / "release" / "libredlock.so")
+
+
+def test_a_library_of_another_version_is_refused(tmp_path):
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("needs a C compiler to make a library of another version")
+    source = tmp_path / "other.c"
+    source.write_text('const char *redlock_version(void) { return "0.0.0-other"; }\n')
+    other = tmp_path / "libredlock-other.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(other), str(source)], check=True)
+    result = _import(PACKAGE_DIR, str(other))
+    assert result.returncode != 0
+    assert "OSError" in result.stderr
+    assert "0.0.0-other" in result.stderr and redlock_rs.__version__ in result.stderr
+    assert "REDLOCK_LIBRARY" in result.stderr
+
+
+def test_versions_agree_everywhere():
+    """The build refuses a package/crate version mismatch; the import, a library mismatch."""
+    cargo_toml = (PACKAGE_DIR.parents[1] / "Cargo.toml").read_text()
+    crate_version = cargo_toml.split("\nversion = \"", 1)[1].split('"', 1)[0]
+    assert redlock_rs.__version__ == crate_version == redlock_rs.library_version()

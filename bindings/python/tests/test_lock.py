@@ -8,7 +8,7 @@ import time
 import pytest
 from redis_nodes import PATIENT_MS, assert_on_nodes
 
-import redlock
+import redlock_rs
 
 
 def test_round_trip(nodes, make_client, resource):
@@ -32,9 +32,9 @@ def test_round_trip(nodes, make_client, resource):
     assert lock.validity_ms == 0
     assert_on_nodes(nodes, resource, None)
     lock.release()  # idempotent
-    with pytest.raises(redlock.LockLost) as lost:
+    with pytest.raises(redlock_rs.LockLost) as lost:
         lock.extend(10_000)
-    assert lost.value.status == redlock.Status.LOST
+    assert lost.value.status == redlock_rs.Status.LOST
     assert str(lost.value)
 
 
@@ -69,7 +69,7 @@ def test_lock_is_released_on_normal_exit(nodes, make_client, resource):
 
 def test_exit_reports_a_lock_lost_during_the_body(nodes, make_client, resource):
     rl = make_client()
-    with pytest.raises(redlock.LockLost):
+    with pytest.raises(redlock_rs.LockLost):
         with rl.lock(resource, ttl_ms=10_000):
             for node in nodes:  # as if the TTL ran out and someone else took the key
                 node.command("SET", resource, "someone-else")
@@ -92,12 +92,12 @@ def test_not_acquired_while_held(nodes, make_client, resource):
     assert_on_nodes(nodes, resource, holder.token)
     other = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
 
-    with pytest.raises(redlock.NotAcquired) as refused:
+    with pytest.raises(redlock_rs.NotAcquired) as refused:
         other.try_lock(resource, ttl_ms=10_000)
-    assert refused.value.status == redlock.Status.NOT_ACQUIRED
-    assert isinstance(refused.value, redlock.RedlockError)
+    assert refused.value.status == redlock_rs.Status.NOT_ACQUIRED
+    assert isinstance(refused.value, redlock_rs.RedlockError)
     assert str(refused.value)
-    with pytest.raises(redlock.NotAcquired):
+    with pytest.raises(redlock_rs.NotAcquired):
         other.lock(resource, ttl_ms=10_000)
     # the failed attempts left the holder's key alone
     assert_on_nodes(nodes, resource, holder.token)
@@ -109,7 +109,7 @@ def test_not_acquired_while_held(nodes, make_client, resource):
 def test_not_acquired_while_a_foreign_client_holds_the_key(nodes, make_client, resource):
     for node in nodes:
         node.command("SET", resource, "another-redlock-implementation", "PX", 10_000)
-    with pytest.raises(redlock.NotAcquired):
+    with pytest.raises(redlock_rs.NotAcquired):
         make_client().try_lock(resource, ttl_ms=10_000)
     assert_on_nodes(nodes, resource, "another-redlock-implementation")
 
@@ -133,7 +133,7 @@ def test_retry_options_are_applied(make_client, resource):
     holder = make_client().try_lock(resource, ttl_ms=10_000)
     rl = make_client(retry_count=2, retry_delay_ms=300, retry_jitter_ms=0)
     started = time.monotonic()
-    with pytest.raises(redlock.NotAcquired):
+    with pytest.raises(redlock_rs.NotAcquired):
         rl.lock(resource, ttl_ms=10_000)
     assert time.monotonic() - started >= 0.55  # two waits of 300 ms between three attempts
     holder.release()
@@ -149,9 +149,9 @@ def test_max_extensions(nodes, make_client, resource):
     with rl.try_lock(resource, ttl_ms=10_000) as lock:
         lock.extend(10_000)
         lock.extend(10_000)
-        with pytest.raises(redlock.ExtensionLimit) as limit:
+        with pytest.raises(redlock_rs.ExtensionLimit) as limit:
             lock.extend(10_000)
-        assert limit.value.status == redlock.Status.EXTENSION_LIMIT
+        assert limit.value.status == redlock_rs.Status.EXTENSION_LIMIT
         assert lock.validity_ms > 0  # still held
         assert_on_nodes(nodes, resource, lock.token)
 
@@ -164,7 +164,7 @@ def test_dropping_a_held_lock_releases_it(nodes, make_client, resource):
 
 
 def test_locks_outlive_their_closed_client(nodes, urls, resource):
-    rl = redlock.Redlock(urls, node_timeout_ms=PATIENT_MS)
+    rl = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
     lock = rl.try_lock(resource, ttl_ms=10_000)
     rl.close()
     assert rl.closed
@@ -175,7 +175,7 @@ def test_locks_outlive_their_closed_client(nodes, urls, resource):
 
 
 def test_closed_client(urls, resource):
-    with redlock.Redlock(urls) as rl:
+    with redlock_rs.Redlock(urls) as rl:
         assert not rl.closed
     assert rl.closed
     rl.close()  # twice is fine
@@ -215,7 +215,7 @@ def test_a_forked_child_is_told_to_make_its_own_client(make_client, resource):
 
 
 def test_default_options_come_from_the_library():
-    assert redlock.default_options() == {
+    assert redlock_rs.default_options() == {
         "retry_count": 3,
         "retry_delay_ms": 200,
         "retry_jitter_ms": 100,
@@ -227,4 +227,4 @@ def test_default_options_come_from_the_library():
 
 
 def test_library_version_matches_the_binding():
-    assert redlock.library_version() == redlock.__version__
+    assert redlock_rs.library_version() == redlock_rs.__version__

@@ -13,7 +13,7 @@ import pytest
 from conftest import _redis_binary
 from redis_nodes import PATIENT_MS, RedisNode, free_port
 
-import redlock
+import redlock_rs
 
 EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
@@ -115,7 +115,7 @@ def tls_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsNode
 
 def test_lock_extend_release_over_tls_with_the_ca_file(tls_node):
     node, ca = tls_node
-    with redlock.Redlock([node.url], tls_ca_file=ca, node_timeout_ms=PATIENT_MS) as rl:
+    with redlock_rs.Redlock([node.url], tls_ca_file=ca, node_timeout_ms=PATIENT_MS) as rl:
         with rl.lock("py:tls", ttl_ms=10_000) as lock:
             assert node.node.command("GET", "py:tls") == lock.token
             lock.extend(30_000)
@@ -125,8 +125,8 @@ def test_lock_extend_release_over_tls_with_the_ca_file(tls_node):
 
 def test_without_the_ca_the_certificate_is_refused_naming_the_node(tls_node):
     node, _ = tls_node
-    with redlock.Redlock([node.url], node_timeout_ms=PATIENT_MS) as rl:
-        with pytest.raises(redlock.NoQuorum) as refused:
+    with redlock_rs.Redlock([node.url], node_timeout_ms=PATIENT_MS) as rl:
+        with pytest.raises(redlock_rs.NoQuorum) as refused:
             rl.try_lock("py:tls:untrusted", ttl_ms=10_000)
     message = str(refused.value)
     assert f"127.0.0.1:{node.tls_port}" in message
@@ -136,10 +136,10 @@ def test_without_the_ca_the_certificate_is_refused_naming_the_node(tls_node):
 def test_bad_tls_arguments(tls_node, tmp_path):
     node, ca = tls_node
     with pytest.raises(TypeError):
-        redlock.Redlock([node.url], tls_ca_file=42)
+        redlock_rs.Redlock([node.url], tls_ca_file=42)
     with pytest.raises(ValueError, match="missing-ca.pem"):
-        redlock.Redlock([node.url], tls_ca_file=tmp_path / "missing-ca.pem")
+        redlock_rs.Redlock([node.url], tls_ca_file=tmp_path / "missing-ca.pem")
     with pytest.raises(ValueError, match="together"):
-        redlock.Redlock([node.url], tls_ca_file=ca, tls_client_cert_file=ca)
+        redlock_rs.Redlock([node.url], tls_ca_file=ca, tls_client_cert_file=ca)
     with pytest.raises(ValueError, match="rediss://"):
-        redlock.Redlock([f"redis://127.0.0.1:{node.node.port}"], tls_ca_file=ca)
+        redlock_rs.Redlock([f"redis://127.0.0.1:{node.node.port}"], tls_ca_file=ca)

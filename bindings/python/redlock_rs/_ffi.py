@@ -11,6 +11,7 @@ import ctypes
 import os
 import sys
 from ctypes import (
+    CFUNCTYPE,
     POINTER,
     Structure,
     c_bool,
@@ -21,8 +22,11 @@ from ctypes import (
     c_size_t,
     c_uint32,
     c_uint64,
+    c_void_p,
 )
 from pathlib import Path
+
+from ._version import __version__
 
 # redlock_status: the numbers are part of the ABI and are never reused.
 OK = 0
@@ -97,6 +101,9 @@ class Error(Structure):
     """Opaque ``redlock_error``."""
 
 
+# redlock_lost_callback: (user, resource); runs on the extender thread (ctypes takes the GIL).
+LostCallback = CFUNCTYPE(None, c_void_p, c_char_p)
+
 ClientPtr = POINTER(Client)
 LockPtr = POINTER(Lock)
 ErrorPtr = POINTER(Error)
@@ -113,27 +120,30 @@ def _library_file_name() -> str:
     return "libredlock.so"
 
 
-def _repository_root(start: Path) -> Path | None:
-    for directory in start.parents:
-        if (directory / "Cargo.toml").is_file():
-            return directory
+def _source_checkout(package: Path) -> Path | None:
+    """The repository root when this package is ``bindings/python/redlock_rs`` of a checkout."""
+    root = package.parent.parent.parent
+    if (package.parent / "pyproject.toml").is_file() and (root / "Cargo.toml").is_file():
+        return root
     return None
 
 
 def candidate_paths() -> list[tuple[str, Path]]:
-    """Where the library is looked for, in order, each with the reason it is a candidate."""
+    """Where the library is looked for after ``REDLOCK_LIBRARY``, in order, each with why.
+
+    An installed package carries its own copy; only a source checkout (the tests run from one)
+    falls back to the repository's release build, never to whatever else lies around.
+    """
     name = _library_file_name()
     here = Path(__file__).resolve().parent
-    candidates = [("beside the package", here / name)]
-    root = _repository_root(here)
+    candidates = [("inside the package", here / name)]
+    root = _source_checkout(here)
     if root is not None:
-        candidates.append(("repository release build", root / "target" / "release" / name))
-        candidates.append(("repository debug build", root / "target" / "debug" / name))
+        candidates.append(("source checkout's release build", root / "target" / "release" / name))
     return candidates
 
 
 def _load() -> ctypes.CDLL:
-    hint = f"run `cargo build --release` in the repository, or set {ENV_VAR} to the library's path"
     explicit = os.environ.get(ENV_VAR)
     if explicit:
         # An explicit choice that fails is an error: silently loading some other build instead
@@ -141,9 +151,7 @@ def _load() -> ctypes.CDLL:
         try:
             return ctypes.CDLL(explicit)
         except OSError as exc:
-            raise OSError(
-                f"cannot load libredlock from {ENV_VAR}={explicit!r}: {exc}; {hint}"
-            ) from exc
+            raise OSError(f"cannot load libredlock from {ENV_VAR}={explicit!r}: {exc}") from exc
     tried = []
     for reason, path in candidate_paths():
         if not path.is_file():
@@ -154,10 +162,30 @@ def _load() -> ctypes.CDLL:
         except OSError as exc:
             tried.append(f"  {path} ({reason}): {exc}")
     raise OSError(
-        "cannot find libredlock; {} is not set and these paths were tried:\n{}\n{}".format(
-            ENV_VAR, "\n".join(tried), hint
+        "cannot find libredlock; {} is not set and these paths were tried:\n{}\n"
+        "reinstall redlock-rs (pip builds the library with cargo and bundles it), run "
+        "`cargo build --release` in a source checkout, or set {} to the library's path".format(
+            ENV_VAR, "\n".join(tried), ENV_VAR
         )
     )
+
+
+def _check_version(lib: ctypes.CDLL) -> None:
+    """Refuse a library of another version: the struct layouts and symbols are per version."""
+    try:
+        function = lib.redlock_version
+    except AttributeError:
+        raise OSError(f"{lib._name} does not export redlock_version: it is not libredlock") from None
+    function.argtypes = []
+    function.restype = c_char_p
+    raw = function()
+    found = raw.decode("ascii", "replace") if isinstance(raw, bytes) else repr(raw)
+    if found != __version__:
+        raise OSError(
+            f"{lib._name} is libredlock {found}, but redlock_rs {__version__} needs libredlock "
+            f"{__version__}: reinstall redlock-rs, rebuild the checkout with `cargo build "
+            f"--release`, or point {ENV_VAR} at a matching build"
+        )
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -221,6 +249,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         ),
         "redlock_lock_is_held": ([LockPtr], c_bool),
         "redlock_lock_is_lost": ([LockPtr], c_bool),
+        "redlock_lock_on_lost": ([LockPtr, LostCallback, c_void_p, POINTER(ErrorPtr)], Status),
         "redlock_lock_extend": ([LockPtr, c_uint64, POINTER(ErrorPtr)], Status),
         "redlock_lock_release": ([LockPtr, POINTER(ErrorPtr)], Status),
         "redlock_lock_validity_ms": ([LockPtr], c_uint64),
@@ -251,4 +280,5 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 
 lib = _load()
+_check_version(lib)
 _declare(lib)

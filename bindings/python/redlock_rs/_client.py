@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import threading
+import weakref
 from collections.abc import Iterable
 from ctypes import byref, c_char_p, c_uint64
 from dataclasses import dataclass
+from datetime import timedelta
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 from . import _ffi
 from ._errors import LockLost, RedlockError, Status, check
 from ._ffi import lib
 
-__all__ = ["Redlock", "Lock", "NodeStatus", "default_options"]
+__all__ = ["Redlock", "Lock", "NodeStatus", "Seconds", "default_options"]
+
+Seconds = Union[int, float, timedelta]
+"""A duration in seconds (``10``, ``2.5``) or a :class:`datetime.timedelta`."""
 
 
 def _int(name: str, value: object, minimum: int, maximum: int) -> int:
@@ -52,6 +58,53 @@ def _path(name: str, value: object) -> bytes:
 
 def _ttl(ttl_ms: object) -> int:
     return _int("ttl_ms", ttl_ms, 1, _ffi.MAX_TTL_MS)
+
+
+def _millis(
+    name: str, seconds: object, ms_name: str, ms: object, minimum: int, maximum: int
+) -> int | None:
+    """One duration given as ``name`` (seconds or a timedelta) or ``ms_name`` (an int of ms).
+
+    ``None`` when neither is given; ``ValueError`` when both are, so that a call never has two
+    different answers to "how long".
+    """
+    if seconds is not None and ms is not None:
+        raise ValueError(f"pass {name} (seconds) or {ms_name} (milliseconds), not both")
+    if ms is not None:
+        return _int(ms_name, ms, minimum, maximum)
+    if seconds is None:
+        return None
+    if isinstance(seconds, timedelta):
+        # Exact integer arithmetic: a timedelta is days, seconds and microseconds.
+        micros = (seconds.days * 86_400 + seconds.seconds) * 1_000_000 + seconds.microseconds
+        millis = (micros + 500) // 1000
+    elif isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(
+            f"{name} must be seconds (int or float) or a datetime.timedelta, "
+            f"not {type(seconds).__name__}"
+        )
+    elif isinstance(seconds, int):
+        millis = seconds * 1000
+    else:
+        if not math.isfinite(seconds):
+            raise ValueError(f"{name} must be a finite number of seconds, got {seconds!r}")
+        millis = round(seconds * 1000)
+    if not minimum <= millis <= maximum:
+        raise ValueError(
+            f"{name} must be in {minimum / 1000:g}..={maximum / 1000:g} seconds "
+            f"(whole milliseconds), got {seconds!r}"
+        )
+    return millis
+
+
+def _ttl_of(ttl_ms: object, ttl: object) -> int:
+    millis = _millis("ttl", ttl, "ttl_ms", ttl_ms, 1, _ffi.MAX_TTL_MS)
+    if millis is None:
+        raise TypeError(
+            "missing the lock's time to live: pass ttl (seconds or a datetime.timedelta) "
+            "or ttl_ms (milliseconds)"
+        )
+    return millis
 
 
 def _check_process(created_in: int, what: str) -> None:
@@ -118,8 +171,10 @@ class Lock:
         # Keeps the client object (and so its Python-side state) alive as long as the lock.
         self._client = client
         self._pid = os.getpid()
-        self._mutex = threading.Lock()
+        # RLock: an on_lost callback that runs at once (lock already lost) may call release().
+        self._mutex = threading.RLock()
         self._released = False
+        self._callbacks: list[Any] = []
         self._resource = _decode(lib.redlock_lock_resource(handle))
         self._token = _decode(lib.redlock_lock_token(handle))
         self._resources = [self._resource]
@@ -188,18 +243,53 @@ class Lock:
                 return 0
             return int(lib.redlock_lock_validity_ms(self._handle))
 
-    def extend(self, ttl_ms: int) -> None:
-        """Set the lock's TTL to ``ttl_ms`` from now on a quorum of nodes.
+    @property
+    def validity(self) -> float:
+        """Seconds left during which the lock is guaranteed to be ours; 0.0 once released."""
+        return self.validity_ms / 1000
+
+    def on_lost(self, callback: Callable[[Lock], object]) -> None:
+        """Call ``callback(lock)`` once if the lock is found lost; at once if it already was.
+
+        For an ``auto_extend=True`` lock it runs on the client's extender thread, which serves
+        every auto-extended lock of the client: keep it short (set an event, cancel a task). It
+        may call :meth:`release`. An exception it raises goes to :func:`sys.unraisablehook`. A
+        release does not call it. Several callbacks may be registered; each runs at most once.
+        """
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        _check_process(self._pid, "lock")
+        # A weak reference: the C side keeps the thunk, the thunk must not keep the Lock alive
+        # (its __del__ frees the C lock, after which the callback can no longer run).
+        this = weakref.ref(self)
+
+        def thunk(_user: int | None, _resource: bytes | None) -> None:
+            lock = this()
+            if lock is not None:
+                callback(lock)
+
+        c_callback = _ffi.LostCallback(thunk)
+        with self._mutex:
+            if not self._handle:
+                raise ValueError("this lock was freed")
+            # Kept for as long as the C lock lives: the extender thread may call it any time.
+            self._callbacks.append(c_callback)
+            err = _ffi.ErrorPtr()
+            status = lib.redlock_lock_on_lost(self._handle, c_callback, None, byref(err))
+        check(status, err)
+
+    def extend(self, ttl_ms: int | None = None, *, ttl: Seconds | None = None) -> None:
+        """Set the lock's TTL to ``ttl`` seconds (or ``ttl_ms`` ms) from now on a quorum of nodes.
 
         Raises :class:`LockLost` if the lock is no longer ours (expired or released),
         :class:`ExtensionLimit` once ``max_extensions`` is used up (the lock is still held),
         :class:`NoQuorum` if too few nodes answered, ``ValueError`` for a bad TTL.
         """
-        ttl = _ttl(ttl_ms)
+        millis = _ttl_of(ttl_ms, ttl)
         _check_process(self._pid, "lock")
         with self._mutex:
             err = _ffi.ErrorPtr()
-            status = lib.redlock_lock_extend(self._handle, ttl, byref(err))
+            status = lib.redlock_lock_extend(self._handle, millis, byref(err))
             check(status, err)
 
     def release(self) -> None:
@@ -246,7 +336,7 @@ class Lock:
                 exc.add_note(f"redlock: releasing {self._resource!r} failed too: {release_error}")
 
     def __repr__(self) -> str:
-        return f"<redlock.Lock resource={self._resource!r} released={self._released}>"
+        return f"<redlock_rs.Lock resource={self._resource!r} released={self._released}>"
 
     def __del__(self, _free: Callable[..., None] = lib.redlock_lock_free) -> None:
         handle = getattr(self, "_handle", None)
@@ -341,15 +431,22 @@ class Redlock:
     def lock(
         self,
         resource: str,
-        ttl_ms: int,
+        ttl_ms: int | None = None,
         *,
+        ttl: Seconds | None = None,
         auto_extend: bool = False,
         wait_timeout_ms: int | None = None,
+        wait_timeout: Seconds | None = None,
         max_hold_ms: int | None = None,
+        max_hold: Seconds | None = None,
         extend_fraction: float | None = None,
         notifications: bool = True,
     ) -> Lock:
-        """Acquire ``resource`` for ``ttl_ms`` milliseconds, retrying per the options.
+        """Acquire ``resource`` for ``ttl`` seconds (or ``ttl_ms`` ms), retrying per the options.
+
+        Every duration takes seconds (an int, a float or a :class:`datetime.timedelta`) under
+        its plain name, or milliseconds (an int) under its ``_ms`` name; one of the two, not
+        both (``ValueError``).
 
         ``auto_extend=True`` keeps the lock alive while it is held: the library's extender
         thread (one per client) extends it every ``extend_fraction`` (default 1/3) of the TTL.
@@ -367,6 +464,11 @@ class Redlock:
         :class:`NotAcquired` if another owner holds it, :class:`NoQuorum` if too few nodes
         answered, ``ValueError``/``TypeError`` for bad arguments or a closed client.
         """
+        ttl_ms = _ttl_of(ttl_ms, ttl)
+        wait_timeout_ms = _millis(
+            "wait_timeout", wait_timeout, "wait_timeout_ms", wait_timeout_ms, 0, _ffi.MAX_TTL_MS
+        )
+        max_hold_ms = _millis("max_hold", max_hold, "max_hold_ms", max_hold_ms, 1, _ffi.MAX_TTL_MS)
         plain = (
             not auto_extend
             and wait_timeout_ms is None
@@ -390,13 +492,20 @@ class Redlock:
             options.extend_fraction = _fraction(extend_fraction)
 
         def lock_with(handle: Any, name: bytes, ttl: int, out: Any, err: Any) -> int:
-            return lib.redlock_client_lock_with(handle, name, ttl, byref(options), out, err)
+            return int(lib.redlock_client_lock_with(handle, name, ttl, byref(options), out, err))
 
         return self._acquire(lock_with, resource, ttl_ms)
 
-    def try_lock(self, resource: str, ttl_ms: int) -> Lock:
+    def try_lock(
+        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
+    ) -> Lock:
         """Like :meth:`lock`, but a single attempt without retries."""
-        return self._acquire(lib.redlock_client_try_lock, resource, ttl_ms)
+        return self._acquire(lib.redlock_client_try_lock, resource, _ttl_of(ttl_ms, ttl))
+
+    @staticmethod
+    def new_owner() -> str:
+        """A fresh random owner name for :meth:`reentrant_lock` (40 hex digits, like a token)."""
+        return secrets.token_hex(20)
 
     def node_status(self) -> list[NodeStatus]:
         """What the client's worker last saw of each node, in the order of ``nodes``."""
@@ -422,20 +531,31 @@ class Redlock:
         finally:
             self._leave()
 
-    def lock_fenced(self, resource: str, ttl_ms: int) -> Lock:
+    def lock_fenced(
+        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
+    ) -> Lock:
         """Like :meth:`lock`, with a fencing token in :attr:`Lock.fence`.
 
         The token is kept as a quorum register in ``redlock:fence:{resource}`` on each node
         (no TTL); acquiring costs one more round to the nodes than a plain lock. A fenced lock
         is a plain lock on ``resource``: the two exclude each other.
         """
-        return self._acquire(lib.redlock_client_lock_fenced, resource, ttl_ms)
+        return self._acquire(lib.redlock_client_lock_fenced, resource, _ttl_of(ttl_ms, ttl))
 
-    def try_lock_fenced(self, resource: str, ttl_ms: int) -> Lock:
+    def try_lock_fenced(
+        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
+    ) -> Lock:
         """Like :meth:`lock_fenced`, but a single attempt without retries."""
-        return self._acquire(lib.redlock_client_try_lock_fenced, resource, ttl_ms)
+        return self._acquire(lib.redlock_client_try_lock_fenced, resource, _ttl_of(ttl_ms, ttl))
 
-    def reentrant_lock(self, resource: str, owner: str, ttl_ms: int) -> Lock:
+    def reentrant_lock(
+        self,
+        resource: str,
+        owner: str,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+    ) -> Lock:
         """One hold of a reentrant lock on ``resource`` for ``owner``, retrying per the options.
 
         ``owner`` is any non-empty string (at most 1024 UTF-8 bytes) naming the holder, e.g.
@@ -445,27 +565,38 @@ class Redlock:
         Reentrant and plain locks on one resource exclude each other.
         """
         return self._acquire(
-            lib.redlock_client_lock_reentrant, resource, ttl_ms, _c_string("owner", owner)
+            lib.redlock_client_lock_reentrant, resource, _ttl_of(ttl_ms, ttl), _c_string("owner", owner)
         )
 
-    def try_reentrant_lock(self, resource: str, owner: str, ttl_ms: int) -> Lock:
+    def try_reentrant_lock(
+        self,
+        resource: str,
+        owner: str,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+    ) -> Lock:
         """Like :meth:`reentrant_lock`, but a single attempt without retries."""
         return self._acquire(
-            lib.redlock_client_try_lock_reentrant, resource, ttl_ms, _c_string("owner", owner)
+            lib.redlock_client_try_lock_reentrant, resource, _ttl_of(ttl_ms, ttl), _c_string("owner", owner)
         )
 
-    def lock_many(self, resources: Iterable[str], ttl_ms: int) -> Lock:
+    def lock_many(
+        self, resources: Iterable[str], ttl_ms: int | None = None, *, ttl: Seconds | None = None
+    ) -> Lock:
         """Acquire all ``resources`` at once or none of them, retrying per the options.
 
         One script per node sets every key (sorted) or none, so overlapping sets never
         deadlock. The lock's extend and release act on all of them. ``ValueError`` for an empty
         list, an empty name, a name given twice or more than 64 names.
         """
-        return self._acquire_many(lib.redlock_client_lock_many, resources, ttl_ms)
+        return self._acquire_many(lib.redlock_client_lock_many, resources, _ttl_of(ttl_ms, ttl))
 
-    def try_lock_many(self, resources: Iterable[str], ttl_ms: int) -> Lock:
+    def try_lock_many(
+        self, resources: Iterable[str], ttl_ms: int | None = None, *, ttl: Seconds | None = None
+    ) -> Lock:
         """Like :meth:`lock_many`, but a single attempt without retries."""
-        return self._acquire_many(lib.redlock_client_try_lock_many, resources, ttl_ms)
+        return self._acquire_many(lib.redlock_client_try_lock_many, resources, _ttl_of(ttl_ms, ttl))
 
     def _acquire_many(
         self, function: Callable[..., int], resources: Iterable[str], ttl_ms: int
@@ -555,7 +686,7 @@ class Redlock:
     def __repr__(self) -> str:
         # URLs may carry passwords, so they stay out of the repr.
         state = "closed" if self._closed else "open"
-        return "<redlock.Redlock {} nodes={}>".format(state, getattr(self, "_node_count", 0))
+        return "<redlock_rs.Redlock {} nodes={}>".format(state, getattr(self, "_node_count", 0))
 
     def __del__(self) -> None:
         if getattr(self, "_mutex", None) is not None:

@@ -1,0 +1,3 @@
+"""The package version; the build checks it against the crate's, the import against the library's."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,187 @@
+"""The package as a user installs it: a platform wheel with its own libredlock, in a fresh
+virtualenv outside the checkout, imported from elsewhere with no REDLOCK_* variables.
+
+The wheel is built once per session (cargo only relinks after the suite's release build) and
+installed with ``--no-index``: the backend needs nothing from PyPI on Python 3.11+.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+from redis_nodes import PACKAGE_DIR
+
+import redlock_rs
+
+pytestmark = pytest.mark.packaging
+
+BUILD_TIMEOUT_S = 600  # a cold cargo build on a busy 2-core machine
+
+
+def _clean_env() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("REDLOCK_", "PYTHON", "VIRTUAL_ENV", "PIP_"))
+    }
+
+
+def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(args, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "-w", str(out),
+         str(PACKAGE_DIR)],
+        env=_clean_env(),
+        timeout=BUILD_TIMEOUT_S,
+    )
+    (built,) = out.glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def venv_python(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("venv")
+    _run([sys.executable, "-m", "venv", str(venv)], env=_clean_env(), timeout=120)
+    python = venv / "bin" / "python"
+    _run(
+        [str(python), "-m", "pip", "install", "--no-index", "--no-deps", str(wheel)],
+        env=_clean_env(),
+        timeout=120,
+    )
+    return python
+
+
+def test_the_wheel_is_a_py3_none_platform_wheel_with_its_library(wheel: Path) -> None:
+    name, version, python_tag, abi, platform = wheel.name[: -len(".whl")].split("-")
+    assert (name, version) == ("redlock_rs", redlock_rs.__version__)
+    assert (python_tag, abi) == ("py3", "none")
+    if sys.platform.startswith("linux"):
+        assert re.fullmatch(r"manylinux_2_\d+_" + re.escape(os.uname().machine), platform)
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        wheel_file = archive.read(f"redlock_rs-{version}.dist-info/WHEEL").decode()
+    assert "redlock_rs/libredlock.so" in names or sys.platform != "linux"
+    assert "redlock_rs/py.typed" in names
+    assert [n for n in names if "libredlock" in n or n.endswith(".dll")] == [
+        "redlock_rs/libredlock.so"
+    ]
+    assert f"Tag: py3-none-{platform}" in wheel_file
+    assert "Root-Is-Purelib: false" in wheel_file
+
+
+def test_auditwheel_agrees_with_the_platform_tag(wheel: Path) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("manylinux is Linux only")
+    try:
+        import auditwheel  # noqa: F401
+    except ImportError:
+        pytest.skip("auditwheel is not installed (scripts/test installs it)")
+    shown = _run([sys.executable, "-m", "auditwheel", "show", str(wheel)], timeout=120).stdout
+    platform = wheel.name[: -len(".whl")].split("-")[-1]
+    # auditwheel names the most compatible tag the wheel's library allows: ours must be it.
+    assert re.search(r'consistent with\s+the following platform tag:\s+"' + platform + '"', shown), (
+        shown
+    )
+
+
+def test_installed_in_a_fresh_venv_it_locks_a_real_node_from_anywhere(
+    venv_python: Path, urls: list[str], nodes: list, tmp_path: Path
+) -> None:
+    resource = f"test:packaging:{uuid.uuid4().hex}"
+    script = f"""
+import json, sys
+import redlock_rs
+with redlock_rs.Redlock({urls!r}, node_timeout_ms=1000) as rl:
+    lock = rl.lock({resource!r}, ttl=30)
+    print(json.dumps({{"module": redlock_rs.__file__, "library": redlock_rs._ffi.lib._name,
+                      "version": redlock_rs.library_version(), "token": lock.token}}), flush=True)
+    sys.stdin.readline()
+    lock.release()
+"""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    process = subprocess.Popen(
+        [str(venv_python), "-c", script],
+        cwd=elsewhere,
+        env=_clean_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        line = process.stdout.readline()
+        if not line:
+            pytest.fail(f"the installed package failed: {process.communicate(timeout=30)[1]}")
+        seen = json.loads(line)
+        site = venv_python.parent.parent
+        assert Path(seen["module"]).is_relative_to(site)
+        assert Path(seen["library"]).is_relative_to(site)
+        assert Path(seen["library"]).parent == Path(seen["module"]).parent
+        assert not Path(seen["library"]).is_relative_to(PACKAGE_DIR.parents[1])
+        assert seen["version"] == redlock_rs.__version__
+        # The call returned on a quorum; a slow node may apply its SET a moment later.
+        quorum = len(nodes) // 2 + 1
+        holding = [node for node in nodes if node.command("GET", resource) == seen["token"]]
+        assert len(holding) >= quorum
+        process.stdin.write("\n")
+        process.stdin.flush()
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    deadline = time.monotonic() + 2
+    while any(node.command("GET", resource) for node in nodes) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(node.command("GET", resource) for node in nodes)
+
+
+def test_the_sdist_carries_the_crate_and_nothing_built(tmp_path: Path) -> None:
+    hook = "import sys, redlock_rs_backend as b; print(b.build_sdist(sys.argv[1]))"
+    name = _run(
+        [sys.executable, "-c", hook, str(tmp_path)],
+        cwd=PACKAGE_DIR,
+        env={**_clean_env(), "PYTHONPATH": str(PACKAGE_DIR / "backend")},
+        timeout=60,
+    ).stdout.strip()
+    stem = f"redlock_rs-{redlock_rs.__version__}"
+    assert name == f"{stem}.tar.gz"
+    with tarfile.open(tmp_path / name) as archive:
+        names = {member.name[len(stem) + 1 :] for member in archive.getmembers()}
+    for expected in (
+        "PKG-INFO",
+        "pyproject.toml",
+        "backend/redlock_rs_backend.py",
+        "redlock_rs/__init__.py",
+        "redlock_rs/_version.py",
+        "redlock_rs/py.typed",
+        "rust/Cargo.toml",
+        "rust/Cargo.lock",
+        "rust/build.rs",
+        "rust/cbindgen.toml",
+        "rust/src/lib.rs",
+        "rust/src/ffi/mod.rs",
+    ):
+        assert expected in names, expected
+    assert not [n for n in names if "/target/" in n or n.startswith(("rust/target", "build/"))]
+    assert not [n for n in names if n.endswith((".so", ".dylib", ".dll", ".pyc"))]
