@@ -43,6 +43,9 @@ typedef enum redlock_status {
   REDLOCK_CANCELLED = 8,
 } redlock_status;
 
+// A cancel handle: ends the pending acquisitions whose request names it.
+typedef struct redlock_cancel redlock_cancel;
+
 // A client over N Redis nodes. Thread-safe: share one among all threads.
 typedef struct redlock_client redlock_client;
 
@@ -51,6 +54,12 @@ typedef struct redlock_error redlock_error;
 
 // A held (or released) lock.
 typedef struct redlock_lock redlock_lock;
+
+// One acquisition: kind, patience, auto-extension and cancel handle. Build it with
+// `redlock_request_new` (or `_new_many`) and the setters, pass it to `redlock_client_acquire`
+// (as often as you like: it is a description), free it with `redlock_request_free`. Not
+// thread-safe while a setter runs; acquiring from many threads with one request is fine.
+typedef struct redlock_request redlock_request;
 
 // Client settings; get the defaults from `redlock_options_default()` and change fields.
 typedef struct redlock_options {
@@ -481,6 +490,157 @@ enum redlock_status redlock_lock_fence(const struct redlock_lock *lock,
 enum redlock_status redlock_lock_hold_count(const struct redlock_lock *lock,
                                             uint64_t *out,
                                             struct redlock_error **err);
+
+// Creates a cancel handle that has not fired. Free it with `redlock_cancel_free` (requests
+// that name it keep what they need: the handle may be freed before them).
+//
+// # Safety
+// `out` and `err` are NULL or writable.
+enum redlock_status redlock_cancel_new(struct redlock_cancel **out, struct redlock_error **err);
+
+// Fires the handle: every acquisition using it returns `REDLOCK_CANCELLED` at once (unless it
+// already got its lock), after undoing what it had taken on the nodes. Idempotent; NULL is
+// ignored.
+//
+// **Async-signal-safe**: it stores a flag and writes one byte to a pipe, nothing else, so it
+// may be called from a signal handler (SIGINT, SIGALRM, ...) and from any thread.
+//
+// # Safety
+// `cancel` is NULL or a live handle (not being freed meanwhile).
+void redlock_cancel_trigger(const struct redlock_cancel *cancel);
+
+// Whether `redlock_cancel_trigger` was called; false for NULL.
+//
+// # Safety
+// `cancel` is NULL or a live handle.
+bool redlock_cancel_is_triggered(const struct redlock_cancel *cancel);
+
+// Frees a cancel handle; NULL is ignored.
+//
+// # Safety
+// `cancel` is NULL or a handle from `redlock_cancel_new`, freed once, not used afterwards.
+void redlock_cancel_free(struct redlock_cancel *cancel);
+
+// A request for a plain lock on `resource` for `ttl_ms` ms, with the client's retries. The TTL
+// is checked by `redlock_client_acquire` (it depends on the client's drift factor).
+// `REDLOCK_INVALID_ARGUMENT`: NULL, empty or non-UTF-8 resource, NULL `out`.
+//
+// # Safety
+// `resource` is NULL or a NUL-terminated string (copied); `out` and `err` NULL or writable.
+enum redlock_status redlock_request_new(const char *resource,
+                                        uint64_t ttl_ms,
+                                        struct redlock_request **out,
+                                        struct redlock_error **err);
+
+// A request for all of `resources` (`n_resources` names, 1 to 64, no name twice) at once or
+// none, for `ttl_ms` ms.
+//
+// # Safety
+// `resources` is NULL or an array of `n_resources` pointers, each NULL or a NUL-terminated
+// string (copied); `out` and `err` NULL or writable.
+enum redlock_status redlock_request_new_many(const char *const *resources,
+                                             size_t n_resources,
+                                             uint64_t ttl_ms,
+                                             struct redlock_request **out,
+                                             struct redlock_error **err);
+
+// Makes it a fenced lock (`redlock_lock_fence`). `REDLOCK_INVALID_ARGUMENT` for a request of
+// several resources.
+//
+// # Safety
+// `request` is NULL or a live request not used elsewhere meanwhile; `err` NULL or writable.
+enum redlock_status redlock_request_set_fenced(struct redlock_request *request,
+                                               struct redlock_error **err);
+
+// Makes it one hold of a reentrant lock for `owner` (1 to 1024 bytes, copied).
+// `REDLOCK_INVALID_ARGUMENT` for a NULL, empty, too long or non-UTF-8 owner, or a request of
+// several resources.
+//
+// # Safety
+// As for `redlock_request_set_fenced`; `owner` NULL or a NUL-terminated string.
+enum redlock_status redlock_request_set_reentrant(struct redlock_request *request,
+                                                  const char *owner,
+                                                  struct redlock_error **err);
+
+// Up to `retries` retries after the first attempt (0: a single attempt), instead of the
+// client's retry count.
+//
+// # Safety
+// As for `redlock_request_set_fenced`.
+enum redlock_status redlock_request_set_retries(struct redlock_request *request,
+                                                uint32_t retries,
+                                                struct redlock_error **err);
+
+// The delay between attempts, `delay_ms ± jitter_ms`, for this request. Each at most 10 years.
+//
+// # Safety
+// As for `redlock_request_set_fenced`.
+enum redlock_status redlock_request_set_retry_delay(struct redlock_request *request,
+                                                    uint64_t delay_ms,
+                                                    uint64_t jitter_ms,
+                                                    struct redlock_error **err);
+
+// Waits up to `timeout_ms` for a busy resource, woken by the release notifications the nodes
+// publish, with a jittered backoff as the fallback (0: a single attempt).
+//
+// # Safety
+// As for `redlock_request_set_fenced`.
+enum redlock_status redlock_request_set_wait(struct redlock_request *request,
+                                             uint64_t timeout_ms,
+                                             struct redlock_error **err);
+
+// Whether a waiter wakes on release notifications (default true) or only polls.
+//
+// # Safety
+// As for `redlock_request_set_fenced`.
+enum redlock_status redlock_request_set_notifications(struct redlock_request *request,
+                                                      bool on,
+                                                      struct redlock_error **err);
+
+// Keeps the lock alive while it is held, on the client's extender thread: extends every
+// `fraction × ttl` (0: the default 1/3; otherwise in (0, 1)), stops `max_hold_ms` after
+// acquisition (0: never) or after `max_extensions` extensions (0: the client's cap). See
+// `redlock_lock_is_lost` and `redlock_lock_on_lost` for how the holder learns of a loss.
+//
+// # Safety
+// As for `redlock_request_set_fenced`.
+enum redlock_status redlock_request_set_auto_extend(struct redlock_request *request,
+                                                    double fraction,
+                                                    uint64_t max_hold_ms,
+                                                    uint32_t max_extensions,
+                                                    struct redlock_error **err);
+
+// Ends acquisitions with this request with `REDLOCK_CANCELLED` once `cancel` fires. The
+// request keeps its own reference: `cancel` may be freed first. NULL `cancel` is
+// `REDLOCK_INVALID_ARGUMENT`.
+//
+// # Safety
+// As for `redlock_request_set_fenced`; `cancel` NULL or a live handle.
+enum redlock_status redlock_request_set_cancel(struct redlock_request *request,
+                                               const struct redlock_cancel *cancel,
+                                               struct redlock_error **err);
+
+// Frees a request; NULL is ignored.
+//
+// # Safety
+// `request` is NULL or from `redlock_request_new*`, freed once, not used afterwards.
+void redlock_request_free(struct redlock_request *request);
+
+// Acquires the lock `request` describes; blocks until acquired, given up or cancelled. On
+// success writes a new lock to `*out` (free it with `redlock_lock_free`).
+//
+// `REDLOCK_NOT_ACQUIRED`: held by another owner through the last attempt or the wait.
+// `REDLOCK_NO_QUORUM`: too few nodes answered. `REDLOCK_CANCELLED`: the request's cancel
+// handle fired first; nothing of the acquisition is left on the nodes (a node that was down or
+// hung keeps its key until the TTL). `REDLOCK_INVALID_ARGUMENT`: NULL arguments, a TTL of 0,
+// too small to leave validity or over 10 years, a TTL too short to auto-extend. Thread-safe.
+//
+// # Safety
+// `client` and `request` NULL or live; `out` and `err` NULL or writable.
+enum redlock_status redlock_client_acquire(const struct redlock_client *client,
+                                           const struct redlock_request *request,
+                                           struct redlock_lock **out,
+                                           struct redlock_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -15,6 +15,7 @@ use crate::lock::Shared;
 use crate::{Error, Lock, LockOptions, Redlock};
 
 mod kinds;
+mod request;
 
 /// What a call came to. The numbers are part of the ABI and never reused.
 #[repr(C)]
