@@ -34,11 +34,18 @@
 //!   counters (`redlock:fence:{resource}`), incremented with the lock and written back to a
 //!   quorum. The protected resource rejects writes with a lower token than it has seen, which
 //!   stops a holder that paused past its validity. Why it is monotonic, what it assumes and how
-//!   to use the token: see the `fence` module's source documentation (`src/fence.rs`).
+//!   to use the token: see the source documentation of `src/kinds/fenced.rs`.
 //! - [`Redlock::reentrant_lock`] keys a lock on an owner name chosen by the caller (not a
 //!   thread): the hash `{owner: count}`; each hold is a [`Lock`]; plain and reentrant locks on
 //!   one resource exclude each other.
 //! - [`Redlock::lock_many`] takes several resources all or none, one script per node.
+//!
+//! ## One request, cancellation
+//! Every acquisition is a [`LockRequest`]: kind × patience (retries, one attempt, or a wait
+//! woken by release notifications) × [`AutoExtend`] × a [`Cancel`] handle, in any combination,
+//! carried out by [`Redlock::acquire`]. The methods above are shorthands for it. A cancel
+//! (callable from any thread or a signal handler) ends a pending acquisition with
+//! [`Error::Cancelled`] after undoing its partial votes on every node.
 //!
 //! ## How it runs
 //! Each node has one long-lived worker thread that owns its connection; calls fan out to the
