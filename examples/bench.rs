@@ -8,16 +8,53 @@
 //! - `hung`: N = 5 with 2 nodes hung (SIGSTOP): acquire latency.
 //! - `fenced`: N = 5, 500 sequential `try_lock_fenced` + `release` cycles interleaved with 500
 //!   plain ones: the extra cost of the fence write-back round, as a difference of medians.
+//! - `allocations`: heap allocations per uncontended acquire + release at N = 5 (all threads,
+//!   the node workers included), from a counting global allocator.
+//! - `held-10k`: resident memory added by 10,000 auto-extended locks held at once, and the
+//!   extender's share of a CPU while it keeps them.
+//! - `node-redlock`: when `node` and `npm` are on PATH, the same uncontended cycle with
+//!   node-redlock v5 and ioredis (installed into a scratch directory on first use) against the
+//!   same five nodes, so the ratios to it come out of one run; skipped with a message otherwise.
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::Redlock;
+use redlock::{AutoExtend, LockRequest, Redlock};
 use support::Cluster;
+
+/// Counts every allocation of the process.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 struct Sample {
     cycles: usize,
@@ -159,7 +196,8 @@ fn main() {
     let mut results = Vec::new();
     for (cluster, n) in [(&one, 1), (&five, 5)] {
         let rl = client(cluster);
-        for threads in [1, 4] {
+        let threads: &[usize] = if n == 5 { &[1, 4, 16] } else { &[1, 4] };
+        for &threads in threads {
             let mut s = cycles(&rl, threads, length);
             println!("{}", s.json("redlock", n, threads));
             results.push((n, threads, s));
@@ -214,6 +252,30 @@ fn main() {
         fenced_p50 / plain_p50
     );
 
+    // Allocations per cycle, N = 5, one thread, after a warm-up.
+    let rl = client(&five);
+    for _ in 0..200 {
+        rl.try_lock("bench-alloc", Duration::from_secs(10))
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    let rounds = 2000u64;
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..rounds {
+        rl.try_lock("bench-alloc", Duration::from_secs(10))
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    let per_cycle = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / rounds as f64;
+    println!(
+        "{{\"config\":\"allocations\",\"nodes\":5,\"cycles\":{rounds},\"per_cycle\":{per_cycle:.1}}}"
+    );
+
+    held_10k(&five);
+    let node = node_redlock(&five, length);
+
     let find = |n: usize, t: usize| {
         results
             .iter()
@@ -231,4 +293,148 @@ fn main() {
         p50(find(1, 1)) / p50(&floor),
         p50(&hung) / 1000.0
     );
+    if let Some(node) = node {
+        println!(
+            "{{\"ratios_to_node_redlock\":{{\"n5_t1\":{:.2},\"n5_t4\":{:.2},\"n5_t16\":{:.2}}}}}",
+            rate(find(5, 1)) / node,
+            rate(find(5, 4)) / node,
+            rate(find(5, 16)) / node
+        );
+    }
+    println!(
+        "{{\"ratios\":{{\"n1_t1_cycles_over_floor_cycles\":{:.2},\"n5_t16_over_n5_t4_cycles\":{:.2}}}}}",
+        rate(find(1, 1)) / rate(&floor),
+        rate(find(5, 16)) / rate(find(5, 4))
+    );
+}
+
+/// Resident memory of this process, from /proc (0 where there is none).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// CPU time this process has used, from /proc (utime + stime, in clock ticks of 10 ms).
+fn cpu_ticks() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let fields: Vec<&str> = s.rsplit(')').next()?.split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
+}
+
+/// 10,000 auto-extended locks held at once: memory per lock, and the extender's CPU share.
+fn held_10k(cluster: &Cluster) {
+    let rl = client(cluster);
+    let before = rss_kib();
+    let ttl = Duration::from_secs(30);
+    let locks: Vec<_> = (0..10_000)
+        .map(|i| {
+            rl.acquire(
+                &LockRequest::new(format!("held-{i}"), ttl)
+                    .once()
+                    .auto_extend(AutoExtend::new()),
+            )
+            .expect("uncontended lock")
+        })
+        .collect();
+    let after = rss_kib();
+    // One extension round of all of them falls within 10 s (every ttl/3).
+    let (ticks, started) = (cpu_ticks(), Instant::now());
+    std::thread::sleep(Duration::from_secs(11));
+    let cpu = (cpu_ticks() - ticks) as f64 * 10.0 / started.elapsed().as_millis() as f64;
+    let held = locks.iter().filter(|l| l.is_held()).count();
+    println!(
+        "{{\"config\":\"held-10k\",\"nodes\":5,\"locks\":10000,\"still_held\":{held},\"rss_added_kib\":{},\"bytes_per_lock\":{:.0},\"cpu_share_while_held\":{cpu:.3}}}",
+        after.saturating_sub(before),
+        after.saturating_sub(before) as f64 * 1024.0 / 10_000.0
+    );
+    for lock in locks {
+        let _ = lock.release();
+    }
+}
+
+const NODE_SCRIPT: &str = r#"
+const Redis = require("ioredis");
+const Redlock = require("redlock").default;
+const urls = process.argv[2].split(",");
+const seconds = Number(process.argv[3]);
+const clients = urls.map((u) => new Redis(u));
+const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
+(async () => {
+  for (let i = 0; i < 200; i++) await (await redlock.acquire(["bench-node"], 10000)).release();
+  const lat = [];
+  const end = Date.now() + seconds * 1000;
+  while (Date.now() < end) {
+    const t = process.hrtime.bigint();
+    const lock = await redlock.acquire(["bench-node"], 10000);
+    await lock.release();
+    lat.push(Number(process.hrtime.bigint() - t) / 1000);
+  }
+  lat.sort((a, b) => a - b);
+  console.log(JSON.stringify({ config: "node-redlock", nodes: urls.length, threads: 1,
+    cycles: lat.length, cycles_per_s: Math.round(lat.length / seconds),
+    p50_us: lat[Math.floor(lat.length / 2)], p99_us: lat[Math.floor(lat.length * 0.99)] }));
+  clients.forEach((c) => c.disconnect());
+})().catch((e) => { console.error(e); process.exit(1); });
+"#;
+
+/// node-redlock v5 on the same nodes, if node and npm are here: its cycles per second.
+fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
+    let have = |tool: &str| {
+        std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("node") || !have("npm") {
+        eprintln!("node-redlock: skipped (node and npm are not both on PATH)");
+        return None;
+    }
+    let dir = std::env::temp_dir().join("redlock-bench-node");
+    if !dir.join("node_modules/redlock").exists() || !dir.join("node_modules/ioredis").exists() {
+        let _ = std::fs::create_dir_all(&dir);
+        let installed = std::process::Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .args(["redlock@5.0.0-beta.2", "ioredis@5"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !installed {
+            eprintln!("node-redlock: skipped (npm install of redlock@5 and ioredis failed)");
+            return None;
+        }
+    }
+    let script = dir.join("bench.js");
+    std::fs::write(&script, NODE_SCRIPT).ok()?;
+    let out = std::process::Command::new("node")
+        .arg(&script)
+        .arg(cluster.urls().join(","))
+        .arg(format!("{}", length.as_secs_f64()))
+        .current_dir(&dir)
+        .output()
+        .ok()?;
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || line.is_empty() {
+        eprintln!(
+            "node-redlock: skipped (it failed: {})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return None;
+    }
+    println!("{line}");
+    line.split("\"cycles_per_s\":")
+        .nth(1)?
+        .split(|c: char| c == ',' || c == '}')
+        .next()?
+        .parse()
+        .ok()
 }
