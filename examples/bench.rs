@@ -433,7 +433,7 @@ fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
     println!("{line}");
     line.split("\"cycles_per_s\":")
         .nth(1)?
-        .split(|c: char| c == ',' || c == '}')
+        .split([',', '}'])
         .next()?
         .parse()
         .ok()
