@@ -6,7 +6,11 @@
 //! mode, against 5 local redis-server nodes started here. Reported per mode, one JSON line each:
 //! commands per second the nodes ran (`INFO stats` `total_commands_processed` deltas, summed
 //! over the nodes), handovers, and the wake-up latency from a release to the next acquisition
-//! (median, p90). Polling uses the client's `retry_delay` (200 ms ± 100 ms, the defaults).
+//! (median, p90), and per handover both the commands the nodes ran (`commands_per_handover`,
+//! script-internal ones included) and the commands the clients sent (`sent_per_handover`). Polling uses the client's `retry_delay` (200 ms ±
+//! 100 ms, the defaults). Notifications run twice: all waiters in one client, and spread over 5
+//! clients (separate connections and subscriptions, as 5 processes would have; one process here,
+//! so they share its CPU).
 //!
 //! `cargo run --release --example waiters [-- --seconds S --waiters W --hold-ms H]`
 
@@ -28,17 +32,27 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn run(cluster: &Cluster, notifications: bool, waiters: usize, hold: Duration, length: Duration) {
-    let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
-    let resource = format!("busy-{notifications}");
+fn run(
+    cluster: &Cluster,
+    notifications: bool,
+    waiters: usize,
+    clients: usize,
+    hold: Duration,
+    length: Duration,
+) {
+    let clients: Vec<Redlock> = (0..clients)
+        .map(|_| Redlock::builder().nodes(cluster.urls()).build().unwrap())
+        .collect();
+    let resource = format!("busy-{notifications}-{}", clients.len());
     let last_release: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let latencies: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(Vec::new()));
     let before = cluster.commands_processed();
+    let sent_before = sent(cluster);
     let started = Instant::now();
     let end = started + length;
     let threads: Vec<_> = (0..waiters)
-        .map(|_| {
-            let (rl, resource) = (rl.clone(), resource.clone());
+        .map(|i| {
+            let (rl, resource) = (clients[i % clients.len()].clone(), resource.clone());
             let (last_release, latencies) = (Arc::clone(&last_release), Arc::clone(&latencies));
             std::thread::spawn(move || {
                 while Instant::now() < end {
@@ -70,6 +84,7 @@ fn run(cluster: &Cluster, notifications: bool, waiters: usize, hold: Duration, l
     }
     let elapsed = started.elapsed().as_secs_f64();
     let issued = cluster.commands_processed() - before;
+    let sent = sent(cluster) - sent_before;
     if std::env::var_os("WAITERS_COMMANDSTATS").is_some() {
         let stats: String = redis::cmd("INFO")
             .arg("commandstats")
@@ -87,16 +102,59 @@ fn run(cluster: &Cluster, notifications: bool, waiters: usize, hold: Duration, l
         }
     };
     println!(
-        "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"hold_ms\":{},\"seconds\":{elapsed:.1},\
-         \"commands_per_s\":{:.0},\"handovers\":{},\"wake_p50_ms\":{:.1},\"wake_p90_ms\":{:.1}}}",
+        "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"clients\":{},\"hold_ms\":{},\
+         \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
+         \"commands_per_handover\":{:.1},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
+         \"wake_p90_ms\":{:.1}}}",
         if notifications { "notify" } else { "poll" },
         cluster.nodes.len(),
+        clients.len(),
         hold.as_millis(),
         issued as f64 / elapsed,
         l.len(),
+        issued as f64 / l.len().max(1) as f64,
+        sent as f64 / l.len().max(1) as f64,
         pct(0.5),
         pct(0.9)
     );
+}
+
+/// Commands the clients sent, summed over the nodes: `total_commands_processed` also counts
+/// what scripts call (a release is EVALSHA, GET, DEL and PUBLISH), this only what came over
+/// the wire.
+fn sent(cluster: &Cluster) -> u64 {
+    const WIRE: [&str; 6] = [
+        "set",
+        "evalsha",
+        "subscribe",
+        "unsubscribe",
+        "ping",
+        "script|load",
+    ];
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut n.conn())
+                .unwrap();
+            stats
+                .lines()
+                .filter_map(|l| {
+                    let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+                    if !WIRE.contains(&name) {
+                        return None;
+                    }
+                    rest.strip_prefix("calls=")?
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum::<u64>()
+        })
+        .sum()
 }
 
 fn main() {
@@ -104,11 +162,14 @@ fn main() {
     let waiters = arg("--waiters", 50) as usize;
     let hold = Duration::from_millis(arg("--hold-ms", 100));
     let cluster = Cluster::start(5);
-    for notifications in [false, true] {
+    // Polling, notifications in one client (one service), and notifications with the waiters
+    // spread over 5 clients, each with its own connections as 5 processes would have.
+    for (notifications, clients) in [(false, 1), (true, 1), (true, 5)] {
         run(
             &cluster,
             notifications,
             waiters,
+            clients,
             hold,
             Duration::from_secs(seconds),
         );

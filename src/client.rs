@@ -217,19 +217,35 @@ impl Redlock {
                     }
                 });
             };
+            let mut just_subscribed = false;
             if notify && refused && subscription.is_none() {
-                // Subscribed from now on: a release from here is seen. Try again at once, since
-                // one may have happened before the subscription was active.
+                // Subscribed from now on: a release from here is heard. One that came before
+                // the subscription was active shows in the remaining TTLs read next.
                 subscription = Some(self.notifier()?.subscribe(kind.keys(), config.node_timeout));
-                continue;
+                just_subscribed = true;
             }
             if wait_until.is_some() && refused {
                 // Never sleep past the moment the holder's keys expire on a quorum: a lost
                 // notification then costs at most the holder's TTL.
                 let read =
                     engine.fan_out(&remaining_command(&**kind), resource, &token, None, cancel);
-                if let Some(free) = free_in(&read, quorum(engine.node_count())) {
-                    pause = pause.min(free + Duration::from_millis(1));
+                let free = free_in(&read, quorum(engine.node_count()));
+                if just_subscribed && free.is_none() {
+                    // No TTLs to go by (a key without one, or PTTL not allowed): try again at
+                    // once, for a release that came before the subscription was active.
+                    continue;
+                }
+                if let Some(free) = free {
+                    let free = free + Duration::from_millis(1);
+                    let left =
+                        wait_until.map_or(free, |d| d.saturating_duration_since(Instant::now()));
+                    pause = if subscription.as_ref().is_some_and(|s| s.healthy()) {
+                        // A release would be heard: no polling, only a look once the holder's
+                        // keys should be gone (it expired, or its release went unheard).
+                        free.min(left)
+                    } else {
+                        pause.min(free)
+                    };
                 }
             }
             let wake = match (&subscription, cancel) {

@@ -398,6 +398,15 @@ impl Worker {
                         (Some(remaining), Vote::Yes | Vote::Value(_)) if r.command.acquire => {
                             Vote::Failed(NodeProblem::InGrace { remaining })
                         }
+                        // Resent after the connection dropped: a refusal may be our own first
+                        // copy's key, so it is no definite "no" (which would skip the undo).
+                        (_, Vote::No) if r.command.acquire && !resend => {
+                            Vote::Failed(NodeProblem::Unavailable(
+                                "connection dropped; the resent acquire was refused, perhaps by \
+                                 its own first copy"
+                                    .into(),
+                            ))
+                        }
                         (_, vote) => vote,
                     };
                     answer(r, vote);

@@ -83,6 +83,14 @@ impl Registry {
         }
     }
 
+    /// A node's subscription to `resource` ended (unsubscribed, or its connection broke).
+    fn unsubscribed(&self, resource: &str) {
+        if let Some(slot) = self.slot(resource) {
+            let mut state = relock(&slot.state);
+            state.subscribed = state.subscribed.saturating_sub(1);
+        }
+    }
+
     /// A release of `resource` with `nonce` was announced by one node.
     fn released(&self, resource: &str, nonce: String) {
         let Some(slot) = self.slot(resource) else {
@@ -151,6 +159,7 @@ impl Notifier {
                 requests: rx,
                 registry: Arc::clone(&notifier.registry),
                 wanted: HashSet::new(),
+                active: HashSet::new(),
                 connect_timeout,
                 io_timeout,
                 _exited: exited_tx.clone(),
@@ -257,6 +266,15 @@ pub(crate) enum Wake {
 }
 
 impl Subscription {
+    /// Whether a release of every resource would be heard: each one's subscription is active on
+    /// at least a quorum of nodes (a release wakes waiters once a quorum announced it).
+    pub(crate) fn healthy(&self) -> bool {
+        let quorum = self.notifier.registry.quorum;
+        self.slots
+            .iter()
+            .all(|(_, slot)| relock(&slot.state).subscribed >= quorum)
+    }
+
     /// Waits until a release is announced, `timeout` passes or `cancel` fires. A release
     /// announced while no waiter was waiting is kept for the next one, so a waiter that
     /// subscribed, tried and was refused does not miss a release that came meanwhile.
@@ -311,6 +329,8 @@ struct Subscriber {
     registry: Arc<Registry>,
     /// Resources subscribed (or to subscribe once connected).
     wanted: HashSet<Arc<str>>,
+    /// Resources whose subscription is active on the current connection.
+    active: HashSet<Arc<str>>,
     connect_timeout: Duration,
     io_timeout: Duration,
     _exited: Sender<()>,
@@ -340,6 +360,10 @@ impl Subscriber {
                     backoff = BACKOFF_MIN;
                     if let End::Closed = self.session(&mut conn) {
                         return;
+                    }
+                    // Until resubscribed, releases on this node go unheard.
+                    for res in std::mem::take(&mut self.active) {
+                        self.registry.unsubscribed(&res);
                     }
                 }
                 Err(_) => {
@@ -374,7 +398,7 @@ impl Subscriber {
         match r {
             Request::Subscribe(res) => {
                 let ok = pubsub.subscribe(channel(&res)).is_ok();
-                if ok {
+                if ok && self.active.insert(Arc::clone(&res)) {
                     self.registry.subscribed(&res);
                 }
                 self.wanted.insert(res);
@@ -382,6 +406,9 @@ impl Subscriber {
             }
             Request::Unsubscribe(res) => {
                 self.wanted.remove(&res);
+                if self.active.remove(&res) {
+                    self.registry.unsubscribed(&res);
+                }
                 pubsub.unsubscribe(channel(&res)).is_ok()
             }
         }
@@ -405,7 +432,9 @@ impl Subscriber {
             if pubsub.subscribe(channel(&res)).is_err() {
                 return End::Broken;
             }
-            self.registry.subscribed(&res);
+            if self.active.insert(Arc::clone(&res)) {
+                self.registry.subscribed(&res);
+            }
         }
         loop {
             loop {

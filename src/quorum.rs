@@ -207,6 +207,15 @@ impl Tally {
         self.votes.iter().flatten()
     }
 
+    /// The nodes where the command may have taken effect: all but those that answered a
+    /// definite no (a refused `SET NX` set nothing).
+    pub(crate) fn maybe_applied(&self) -> Box<[bool]> {
+        self.votes
+            .iter()
+            .map(|v| !matches!(v, Some(Vote::No)))
+            .collect()
+    }
+
     pub(crate) fn applied_nodes(&self) -> Box<[bool]> {
         self.votes
             .iter()

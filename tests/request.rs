@@ -440,3 +440,65 @@ fn bad_requests_are_invalid_arguments_before_anything_is_sent() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+/// Commands the clients sent to `node` so far (`SET` and `EVALSHA`; what scripts call inside
+/// is not counted).
+fn sent(node: &RedisNode) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.conn())
+        .unwrap();
+    stats
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            if name != "set" && name != "evalsha" {
+                return None;
+            }
+            rest.strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[test]
+fn a_waiter_with_a_healthy_subscription_does_not_poll() {
+    let cluster = Cluster::start(3);
+    // Fallback polls would come every 10 to 20 ms: a waiter that polled would send hundreds.
+    let rl = cluster
+        .builder()
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let holder = rl.lock("quiet", TTL).unwrap();
+    // The call returned on a quorum: let the last node take its SET before counting.
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .holding("quiet", holder.token())
+        == 3));
+    let before: Vec<u64> = cluster.nodes.iter().map(sent).collect();
+    let waiter = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            rl.acquire(&LockRequest::new("quiet", TTL).wait(Duration::from_secs(30)))
+                .map(|l| l.release())
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let during: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .zip(&before)
+        .map(|(n, b)| sent(n) - b)
+        .collect();
+    // One refused attempt, perhaps its undo (where the refusal came after the decision), and
+    // one read of the holder's TTL per node, nothing more.
+    assert!(
+        during.iter().all(|&d| d <= 3),
+        "the waiter sent {during:?} commands per node in 2 s"
+    );
+    holder.release().unwrap();
+    assert!(matches!(waiter.join().unwrap(), Ok(Ok(()))));
+}

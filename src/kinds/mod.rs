@@ -59,10 +59,26 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
 
     /// Undoes a failed or cancelled attempt on every node that may have applied it, without
     /// waking waiters: the resource is still held by whoever refused us.
+    /// A node that answered a definite no set nothing and needs no undo; every other one
+    /// (a yes, an error, a timeout, no answer yet) gets it.
     fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, ttl: Duration) {
         let undo = self.release_command(Arc::from(""));
-        engine.send_nowait(&undo, self.resource(), token, None, engine.live_until(ttl));
-        let _ = attempt;
+        let mut targets = attempt.tally.maybe_applied();
+        // Answers that came in since the decision, without waiting for more.
+        while let Ok((i, vote)) = attempt.late.try_recv() {
+            if let (Vote::No, Some(t)) = (vote, targets.get_mut(i)) {
+                *t = false;
+            }
+        }
+        if targets.iter().any(|&t| t) {
+            engine.send_nowait(
+                &undo,
+                self.resource(),
+                token,
+                Some(&targets),
+                engine.live_until(ttl),
+            );
+        }
     }
 
     /// The release command of this kind, announced with `nonce` (empty: not announced).
