@@ -123,8 +123,9 @@ def run(
     unlink = link(user_cancel, own)
     try:
         call: Call[T] = Call(lambda: function(own if cancellable else user_cancel), dispose)
-        call.start()
         try:
+            # Inside the try: a handler may run (and raise) while start() waits for the thread.
+            call.start()
             while not call.done.wait(SLICE_S):
                 pass
         except BaseException:
@@ -133,7 +134,8 @@ def run(
                 own.cancel()
                 # A cancelled acquisition ends at once, having undone what it took; joining it
                 # means nothing of it is pending once the exception propagates.
-                call.thread.join()
+                if call.thread.ident is not None:
+                    call.thread.join()
             raise
         return call.result()
     finally:

@@ -65,7 +65,7 @@ async def _run(
 
     try:
         call: Call[T] = Call(lambda: function(own), dispose, notify)
-        call.start()
+        call.start()  # no await before it: a task cannot be cancelled in between
         deferred: BaseException | None = None
         while True:
             try:

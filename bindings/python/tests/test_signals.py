@@ -183,3 +183,34 @@ def test_signals_racing_a_release_leave_no_key(urls, mode):
     assert report["stages"]["body"] >= rounds // 10, report
     assert report["max_latency_s"] < PROMPT_S, report
     assert report["threads_left"] == 0, report
+
+
+def test_a_lock_got_in_the_instant_of_the_signal_is_released(nodes, make_client, resource):
+    # Deterministic form of the race: the handler starts while the acquisition waits, and
+    # raises only once the helper thread has obtained the lock (the holder releases meanwhile),
+    # so the call has succeeded when the exception arrives. The lock nobody will see must be
+    # released; auto-extended, it would otherwise live for ever.
+    rl = make_client()
+    holder = rl.try_lock(resource, ttl=30)
+
+    def on_alarm(_signum: int, _frame: object) -> None:
+        threading.Thread(target=holder.release).start()
+        deadline = time.monotonic() + 5
+        while sum(v not in (None, holder.token) for v in values(nodes, resource)) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        time.sleep(0.05)
+        raise Alarm()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(Alarm):
+            rl.acquire(redlock_rs.Request(resource, ttl=30, wait_timeout=10, auto_extend=True))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    deadline = time.monotonic() + 2.0
+    while any(v is not None for v in values(nodes, resource)):
+        assert time.monotonic() < deadline, values(nodes, resource)
+        time.sleep(0.01)
