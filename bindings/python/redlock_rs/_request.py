@@ -313,7 +313,8 @@ class Request:
     def replace(self, **changes: object) -> Request:
         """A copy with some constructor arguments changed, e.g. ``req.replace(cancel=c)``.
 
-        A duration given in one form replaces both forms of it.
+        A duration given in one form replaces both forms of it; ``retries`` replaces
+        ``wait_timeout`` and the other way round.
         """
         current: dict[str, object] = {
             "ttl_ms": self._ttl_ms,
@@ -338,6 +339,11 @@ class Request:
             base = name[:-3] if name.endswith("_ms") else name
             current.pop(base, None)
             current.pop(base + "_ms", None)
+            # One patience: a new one replaces the other.
+            if base == "retries":
+                current.pop("wait_timeout_ms", None)
+            elif base == "wait_timeout":
+                current.pop("retries", None)
         current.update(changes)
         return Request(**current)  # type: ignore[arg-type]
 
