@@ -20,13 +20,25 @@ the package's. Calls that wait on the network release the GIL.
 from __future__ import annotations
 
 from ._client import Lock, NodeStatus, Redlock, Seconds, default_options
-from ._errors import ExtensionLimit, LockLost, NoQuorum, NotAcquired, RedlockError, Status
+from ._errors import (
+    Cancelled,
+    ExtensionLimit,
+    LockLost,
+    NoQuorum,
+    NotAcquired,
+    RedlockError,
+    Status,
+)
+from ._request import AutoExtend, Cancel, Request
 from ._ffi import lib as _lib
 from ._version import __version__
 
 __all__ = [
     "Redlock",
     "Lock",
+    "Request",
+    "AutoExtend",
+    "Cancel",
     "NodeStatus",
     "Seconds",
     "RedlockError",
@@ -34,6 +46,7 @@ __all__ = [
     "NoQuorum",
     "LockLost",
     "ExtensionLimit",
+    "Cancelled",
     "Status",
     "default_options",
     "library_version",

@@ -12,11 +12,14 @@ from ctypes import byref, c_char_p, c_uint64
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from . import _ffi
 from ._errors import LockLost, RedlockError, Status, check
 from ._ffi import lib
+
+if TYPE_CHECKING:
+    from ._request import AutoExtend, Cancel, Request
 
 __all__ = ["Redlock", "Lock", "NodeStatus", "Seconds", "default_options"]
 
@@ -283,31 +286,48 @@ class Lock:
 
         Raises :class:`LockLost` if the lock is no longer ours (expired or released),
         :class:`ExtensionLimit` once ``max_extensions`` is used up (the lock is still held),
-        :class:`NoQuorum` if too few nodes answered, ``ValueError`` for a bad TTL.
+        :class:`NoQuorum` if too few nodes answered, ``ValueError`` for a bad TTL. Ctrl-C
+        interrupts the wait at once; the extension itself still completes in the background.
         """
         millis = _ttl_of(ttl_ms, ttl)
         _check_process(self._pid, "lock")
-        with self._mutex:
-            err = _ffi.ErrorPtr()
-            status = lib.redlock_lock_extend(self._handle, millis, byref(err))
-            check(status, err)
+        _blocking.run(lambda _cancel: self._extend_now(millis), cancellable=False)
+
+    def _extend_now(self, millis: int) -> None:
+        # No Python mutex around the call: C serialises calls on one lock, and a waiter that a
+        # signal interrupted must not leave a mutex held by the helper thread behind.
+        err = _ffi.ErrorPtr()
+        status = lib.redlock_lock_extend(self._handle, millis, byref(err))
+        check(status, err)
 
     def release(self) -> None:
         """Delete the key on every node where it still holds our token. Idempotent.
 
         Raises :class:`LockLost` if a quorum no longer held our token (the critical section may
         not have been exclusive), :class:`NoQuorum` if too few nodes answered (call again, or
-        let the TTL expire the key).
+        let the TTL expire the key). Ctrl-C interrupts the wait at once; the release itself
+        still completes in the background (bounded by the node timeout), even if the
+        interpreter is exiting.
         """
-        with self._mutex:
-            if self._released:
-                return
-            _check_process(self._pid, "lock")
-            err = _ffi.ErrorPtr()
-            status = lib.redlock_lock_release(self._handle, byref(err))
-            if status in (Status.OK, Status.LOST):
-                self._released = True
-            check(status, err)
+        if self._released:
+            return
+        _check_process(self._pid, "lock")
+        _blocking.run(lambda _cancel: self._release_now(), cancellable=False)
+
+    def _release_now(self) -> None:
+        err = _ffi.ErrorPtr()
+        status = lib.redlock_lock_release(self._handle, byref(err))
+        if status in (Status.OK, Status.LOST):
+            self._released = True
+        check(status, err)
+
+    def _discard(self) -> None:
+        """Free the C lock now, which releases it without waiting for the nodes: for a lock
+        obtained in the instant its caller was interrupted, which nobody will ever see."""
+        handle, self._handle = self._handle, None
+        if handle:
+            self._released = True
+            lib.redlock_lock_free(handle)
 
     def __enter__(self) -> Lock:
         return self
@@ -428,6 +448,37 @@ class Redlock:
         """True once :meth:`close` was called."""
         return self._closed
 
+    def acquire(self, request: Request) -> Lock:
+        """Acquire the lock ``request`` describes (see :class:`Request`): every kind, patience,
+        auto-extension and cancel handle, in any combination.
+
+        Raises :class:`NotAcquired` if another owner held it through the last attempt or the
+        wait, :class:`NoQuorum` if too few nodes answered, :class:`Cancelled` if the request's
+        :class:`Cancel` fired first, ``ValueError`` for a TTL the client cannot use (e.g. too
+        short to auto-extend) or a closed client.
+
+        In the main thread, Ctrl-C (``KeyboardInterrupt``) and any signal handler that raises
+        interrupt the call at once: the acquisition is cancelled, and a lock it obtained in the
+        same instant is released, before the exception propagates.
+        """
+        if not isinstance(request, _request.Request):
+            raise TypeError(f"request must be a redlock_rs.Request, not {type(request).__name__}")
+        return _blocking.run(
+            lambda cancel: self._acquire_now(request, cancel),
+            cancellable=True,
+            user_cancel=request.cancel,
+            dispose=Lock._discard,
+        )
+
+    def _acquire_now(self, request: Request, cancel: Cancel | None) -> Lock:
+        built = request._build(cancel)
+        lock = self._call(
+            lambda handle, out, err: lib.redlock_client_acquire(handle, built.pointer, out, err)
+        )
+        if request.resource is None:
+            lock._resources = sorted(request.resources)
+        return lock
+
     def lock(
         self,
         resource: str,
@@ -441,8 +492,11 @@ class Redlock:
         max_hold: Seconds | None = None,
         extend_fraction: float | None = None,
         notifications: bool = True,
+        cancel: Cancel | None = None,
     ) -> Lock:
         """Acquire ``resource`` for ``ttl`` seconds (or ``ttl_ms`` ms), retrying per the options.
+
+        A shorthand for :meth:`acquire` with a :class:`Request` of a plain lock.
 
         Every duration takes seconds (an int, a float or a :class:`datetime.timedelta`) under
         its plain name, or milliseconds (an int) under its ``_ms`` name; one of the two, not
@@ -458,49 +512,34 @@ class Redlock:
         ``retry_count`` attempts, woken by the release notifications the nodes publish
         (``notifications=False`` polls at ``retry_delay_ms`` instead).
 
-        Blocks (without holding the GIL, but also without seeing Ctrl-C) until acquired or out
-        of retries: about ``retry_count * (retry_delay_ms + retry_jitter_ms)`` plus the node
-        timeouts at most. Raises
-        :class:`NotAcquired` if another owner holds it, :class:`NoQuorum` if too few nodes
-        answered, ``ValueError``/``TypeError`` for bad arguments or a closed client.
+        Blocks (without holding the GIL) until acquired or out of retries: about
+        ``retry_count * (retry_delay_ms + retry_jitter_ms)`` plus the node timeouts at most;
+        Ctrl-C interrupts it at once (see :meth:`acquire`). Raises :class:`NotAcquired` if
+        another owner holds it, :class:`NoQuorum` if too few nodes answered,
+        :class:`Cancelled` if ``cancel`` fired, ``ValueError``/``TypeError`` for bad arguments
+        or a closed client.
         """
-        ttl_ms = _ttl_of(ttl_ms, ttl)
-        wait_timeout_ms = _millis(
-            "wait_timeout", wait_timeout, "wait_timeout_ms", wait_timeout_ms, 0, _ffi.MAX_TTL_MS
+        return self.acquire(
+            _lock_request(
+                resource,
+                ttl_ms,
+                ttl=ttl,
+                auto_extend=auto_extend,
+                wait_timeout_ms=wait_timeout_ms,
+                wait_timeout=wait_timeout,
+                max_hold_ms=max_hold_ms,
+                max_hold=max_hold,
+                extend_fraction=extend_fraction,
+                notifications=notifications,
+                cancel=cancel,
+            )
         )
-        max_hold_ms = _millis("max_hold", max_hold, "max_hold_ms", max_hold_ms, 1, _ffi.MAX_TTL_MS)
-        plain = (
-            not auto_extend
-            and wait_timeout_ms is None
-            and max_hold_ms is None
-            and extend_fraction is None
-            and notifications
-        )
-        if plain:
-            return self._acquire(lib.redlock_client_lock, resource, ttl_ms)
-        options = lib.redlock_lock_options_default()
-        if not isinstance(auto_extend, bool) or not isinstance(notifications, bool):
-            raise TypeError("auto_extend and notifications must be bools")
-        options.auto_extend = auto_extend
-        options.notifications = notifications
-        if wait_timeout_ms is not None:
-            options.wait = True
-            options.wait_timeout_ms = _int("wait_timeout_ms", wait_timeout_ms, 0, _ffi.MAX_TTL_MS)
-        if max_hold_ms is not None:
-            options.max_hold_ms = _int("max_hold_ms", max_hold_ms, 1, _ffi.MAX_TTL_MS)
-        if extend_fraction is not None:
-            options.extend_fraction = _fraction(extend_fraction)
-
-        def lock_with(handle: Any, name: bytes, ttl: int, out: Any, err: Any) -> int:
-            return int(lib.redlock_client_lock_with(handle, name, ttl, byref(options), out, err))
-
-        return self._acquire(lock_with, resource, ttl_ms)
 
     def try_lock(
         self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
     ) -> Lock:
         """Like :meth:`lock`, but a single attempt without retries."""
-        return self._acquire(lib.redlock_client_try_lock, resource, _ttl_of(ttl_ms, ttl))
+        return self.acquire(_request.Request(resource, ttl, ttl_ms=ttl_ms, retries=0))
 
     @staticmethod
     def new_owner() -> str:
@@ -540,13 +579,15 @@ class Redlock:
         (no TTL); acquiring costs one more round to the nodes than a plain lock. A fenced lock
         is a plain lock on ``resource``: the two exclude each other.
         """
-        return self._acquire(lib.redlock_client_lock_fenced, resource, _ttl_of(ttl_ms, ttl))
+        return self.acquire(_request.Request(resource, ttl, ttl_ms=ttl_ms, fenced=True))
 
     def try_lock_fenced(
         self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
     ) -> Lock:
         """Like :meth:`lock_fenced`, but a single attempt without retries."""
-        return self._acquire(lib.redlock_client_try_lock_fenced, resource, _ttl_of(ttl_ms, ttl))
+        return self.acquire(
+            _request.Request(resource, ttl, ttl_ms=ttl_ms, fenced=True, retries=0)
+        )
 
     def reentrant_lock(
         self,
@@ -564,9 +605,7 @@ class Redlock:
         release, and others can take the resource after the last release (or expiry).
         Reentrant and plain locks on one resource exclude each other.
         """
-        return self._acquire(
-            lib.redlock_client_lock_reentrant, resource, _ttl_of(ttl_ms, ttl), _c_string("owner", owner)
-        )
+        return self.acquire(_request.Request(resource, ttl, ttl_ms=ttl_ms, reentrant=owner))
 
     def try_reentrant_lock(
         self,
@@ -577,8 +616,8 @@ class Redlock:
         ttl: Seconds | None = None,
     ) -> Lock:
         """Like :meth:`reentrant_lock`, but a single attempt without retries."""
-        return self._acquire(
-            lib.redlock_client_try_lock_reentrant, resource, _ttl_of(ttl_ms, ttl), _c_string("owner", owner)
+        return self.acquire(
+            _request.Request(resource, ttl, ttl_ms=ttl_ms, reentrant=owner, retries=0)
         )
 
     def lock_many(
@@ -590,39 +629,15 @@ class Redlock:
         deadlock. The lock's extend and release act on all of them. ``ValueError`` for an empty
         list, an empty name, a name given twice or more than 64 names.
         """
-        return self._acquire_many(lib.redlock_client_lock_many, resources, _ttl_of(ttl_ms, ttl))
+        return self.acquire(_request.Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms))
 
     def try_lock_many(
         self, resources: Iterable[str], ttl_ms: int | None = None, *, ttl: Seconds | None = None
     ) -> Lock:
         """Like :meth:`lock_many`, but a single attempt without retries."""
-        return self._acquire_many(lib.redlock_client_try_lock_many, resources, _ttl_of(ttl_ms, ttl))
-
-    def _acquire_many(
-        self, function: Callable[..., int], resources: Iterable[str], ttl_ms: int
-    ) -> Lock:
-        if isinstance(resources, (str, bytes)) or not isinstance(resources, Iterable):
-            raise TypeError(f"resources must be a list of names, not {type(resources).__name__}")
-        names = list(resources)
-        encoded = [_c_string("resource", name) for name in names]
-        if not encoded:
-            raise ValueError("resources must name at least one resource")
-        if len(set(names)) != len(names):
-            raise ValueError("resources must not name a resource twice")
-        ttl = _ttl(ttl_ms)
-        array = (c_char_p * len(encoded))(*encoded)
-        lock = self._call(
-            lambda handle, out, err: function(handle, array, len(encoded), ttl, out, err)
+        return self.acquire(
+            _request.Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms, retries=0)
         )
-        lock._resources = sorted(names)
-        return lock
-
-    def _acquire(
-        self, function: Callable[..., int], resource: str, ttl_ms: int, *extra: bytes
-    ) -> Lock:
-        name = _c_string("resource", resource)
-        ttl = _ttl(ttl_ms)
-        return self._call(lambda handle, out, err: function(handle, name, *extra, ttl, out, err))
 
     def _call(self, call: Callable[..., int]) -> Lock:
         handle = self._enter()
@@ -693,6 +708,45 @@ class Redlock:
             self.close()
 
 
+def _lock_request(
+    resource: str,
+    ttl_ms: int | None = None,
+    *,
+    ttl: Seconds | None = None,
+    auto_extend: bool = False,
+    wait_timeout_ms: int | None = None,
+    wait_timeout: Seconds | None = None,
+    max_hold_ms: int | None = None,
+    max_hold: Seconds | None = None,
+    extend_fraction: float | None = None,
+    notifications: bool = True,
+    cancel: Cancel | None = None,
+) -> Request:
+    """The :class:`Request` that :meth:`Redlock.lock`'s keyword arguments describe."""
+    if not isinstance(auto_extend, bool):
+        raise TypeError("auto_extend must be a bool")
+    if auto_extend:
+        extension: bool | AutoExtend = _request.AutoExtend(
+            None if extend_fraction is None else _fraction(extend_fraction),
+            max_hold=max_hold,
+            max_hold_ms=max_hold_ms,
+        )
+    elif extend_fraction is not None or max_hold is not None or max_hold_ms is not None:
+        raise ValueError("extend_fraction and max_hold apply only with auto_extend=True")
+    else:
+        extension = False
+    return _request.Request(
+        resource,
+        ttl,
+        ttl_ms=ttl_ms,
+        wait_timeout=wait_timeout,
+        wait_timeout_ms=wait_timeout_ms,
+        notifications=notifications,
+        auto_extend=extension,
+        cancel=cancel,
+    )
+
+
 def _number(function: Callable[..., int], handle: Any) -> int | None:
     """A number a lock of the right kind has (fence, hold count); None for other kinds."""
     value = c_uint64()
@@ -717,3 +771,7 @@ def _drift(value: object) -> float:
     if not (math.isfinite(drift) and 0.0 <= drift < 1.0):
         raise ValueError(f"drift_factor must be in [0, 1), got {value!r}")
     return drift
+
+
+# At the end: these modules use the helpers above (and _blocking uses _request).
+from . import _blocking, _request  # noqa: E402

@@ -20,6 +20,7 @@ class Status(enum.IntEnum):
     EXTENSION_LIMIT = _ffi.EXTENSION_LIMIT
     PANIC = _ffi.PANIC
     IO = _ffi.IO
+    CANCELLED = _ffi.CANCELLED
 
 
 class RedlockError(Exception):
@@ -53,11 +54,18 @@ class ExtensionLimit(RedlockError):
     """``extend()`` was called more often than ``max_extensions``; the lock is still held."""
 
 
+class Cancelled(RedlockError):
+    """The acquisition was cancelled through its :class:`~redlock_rs.Cancel` handle before it
+    got the lock; nothing of it is left on the nodes (a node that was down keeps its key until
+    the TTL at most)."""
+
+
 _EXCEPTIONS: dict[int, type[RedlockError]] = {
     Status.NOT_ACQUIRED: NotAcquired,
     Status.NO_QUORUM: NoQuorum,
     Status.LOST: LockLost,
     Status.EXTENSION_LIMIT: ExtensionLimit,
+    Status.CANCELLED: Cancelled,
 }
 
 

@@ -37,6 +37,7 @@ INVALID_ARGUMENT = 4
 EXTENSION_LIMIT = 5
 PANIC = 6
 IO = 7
+CANCELLED = 8
 
 UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1
@@ -279,6 +280,69 @@ def _declare(lib: ctypes.CDLL) -> None:
         )
 
 
+# --- The acquisition request and the cancel handle (redlock_request_*, redlock_cancel_*). ---
+# Kept apart from the client options above: both evolve independently.
+
+
+class Cancel(Structure):
+    """Opaque ``redlock_cancel``."""
+
+
+class Request(Structure):
+    """Opaque ``redlock_request``."""
+
+
+CancelPtr = POINTER(Cancel)
+RequestPtr = POINTER(Request)
+
+
+def _declare_requests(lib: ctypes.CDLL) -> None:
+    err = POINTER(ErrorPtr)
+    signatures = {
+        "redlock_cancel_new": ([POINTER(CancelPtr), err], Status),
+        "redlock_cancel_trigger": ([CancelPtr], None),
+        "redlock_cancel_is_triggered": ([CancelPtr], c_bool),
+        "redlock_cancel_free": ([CancelPtr], None),
+        "redlock_request_new": ([c_char_p, c_uint64, POINTER(RequestPtr), err], Status),
+        "redlock_request_new_many": (
+            [POINTER(c_char_p), c_size_t, c_uint64, POINTER(RequestPtr), err],
+            Status,
+        ),
+        "redlock_request_set_fenced": ([RequestPtr, err], Status),
+        "redlock_request_set_reentrant": ([RequestPtr, c_char_p, err], Status),
+        "redlock_request_set_retries": ([RequestPtr, c_uint32, err], Status),
+        "redlock_request_set_retry_delay": ([RequestPtr, c_uint64, c_uint64, err], Status),
+        "redlock_request_set_wait": ([RequestPtr, c_uint64, err], Status),
+        "redlock_request_set_notifications": ([RequestPtr, c_bool, err], Status),
+        "redlock_request_set_auto_extend": (
+            [RequestPtr, c_double, c_uint64, c_uint32, err],
+            Status,
+        ),
+        "redlock_request_set_cancel": ([RequestPtr, CancelPtr, err], Status),
+        "redlock_request_free": ([RequestPtr], None),
+        "redlock_client_acquire": (
+            [ClientPtr, RequestPtr, POINTER(LockPtr), err],
+            Status,
+        ),
+    }
+    missing = []
+    for name, (argtypes, restype) in signatures.items():
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        function.argtypes = argtypes
+        function.restype = restype
+    if missing:
+        raise OSError(
+            "{} does not export {}; it is older than this binding".format(
+                lib._name, ", ".join(missing)
+            )
+        )
+
+
 lib = _load()
 _check_version(lib)
 _declare(lib)
+_declare_requests(lib)

@@ -1,0 +1,250 @@
+"""The request API: every kind × patience × auto-extension × cancel combination (scaled down)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from redis_nodes import assert_on_nodes, values
+
+import redlock_rs
+from redlock_rs import AutoExtend, Cancel, Request
+
+KINDS = ["plain", "fenced", "reentrant", "many"]
+PATIENCE = ["once", "retries", "wait"]
+TTL_S = 1.5  # auto-extension needs ttl > ttl/3 + node timeout (300 ms here)
+
+
+def request_for(kind: str, resource: str, patience: str, auto: bool, cancel: Cancel | None,
+                owner: str) -> Request:
+    extra: dict[str, object] = {
+        "once": {"retries": 0},
+        "retries": {"retries": 100, "retry_delay": 0.02, "retry_jitter": 0.01},
+        "wait": {"wait_timeout": 10},
+    }[patience]
+    kind_args: dict[str, object] = {
+        "plain": {},
+        "fenced": {"fenced": True},
+        "reentrant": {"reentrant": owner},
+        "many": {},
+    }[kind]
+    if kind == "many":
+        return Request(resources=[resource + ":2", resource + ":1"], ttl=TTL_S,
+                       auto_extend=auto, cancel=cancel, **extra)  # type: ignore[arg-type]
+    return Request(resource, TTL_S, auto_extend=auto, cancel=cancel, **kind_args,
+                   **extra)  # type: ignore[arg-type]
+
+
+def keys_of(kind: str, resource: str) -> list[str]:
+    return [resource + ":1", resource + ":2"] if kind == "many" else [resource]
+
+
+def test_kind_patience_auto_extend_cancel_matrix(nodes, make_client, resource):
+    rl = make_client(node_timeout_ms=300)
+    auto_locks: list[tuple[str, redlock_rs.Lock]] = []
+    for index, (kind, patience, auto, cancelled) in enumerate(
+        itertools.product(KINDS, PATIENCE, [False, True], [False, True])
+    ):
+        name = f"{resource}:{index}"
+        case = (kind, patience, auto, cancelled)
+        keys = keys_of(kind, name)
+        # Another owner holds (one of) the keys first, with a plain lock: it excludes every kind.
+        holder = rl.try_lock(keys[-1], ttl=30)
+        cancel = Cancel() if cancelled else None
+        request = request_for(kind, name, patience, auto, cancel, owner=rl.new_owner())
+        if patience == "once":
+            error = redlock_rs.NotAcquired
+            if cancel is not None:
+                cancel.cancel()  # fired before the call: cancelled at once
+                error = redlock_rs.Cancelled
+            with pytest.raises(error):
+                rl.acquire(request)
+            holder.release()
+            if cancel is not None:
+                for key in keys:  # the cancelled call took nothing
+                    assert_on_nodes(nodes, key, None)
+                continue
+            lock = rl.acquire(request)
+        elif cancel is not None:
+            # retries: acquired in the main thread (helper thread, linked cancel handle);
+            # wait: in another thread (the handle goes straight into the C request).
+            threading.Timer(0.15, cancel.cancel).start()
+            start = time.monotonic()
+            if patience == "retries":
+                with pytest.raises(redlock_rs.Cancelled):
+                    rl.acquire(request)
+            else:
+                errors: list[BaseException] = []
+
+                def attempt() -> None:
+                    try:
+                        rl.acquire(request)
+                    except BaseException as exc:
+                        errors.append(exc)
+
+                worker = threading.Thread(target=attempt)
+                worker.start()
+                worker.join()
+                assert len(errors) == 1 and isinstance(errors[0], redlock_rs.Cancelled), case
+            assert time.monotonic() - start < 2.0, case
+            assert cancel.cancelled
+            # Nothing of the cancelled acquisition is left: only the holder's key.
+            for key in keys:
+                assert_on_nodes(nodes, key, holder.token if key == keys[-1] else None)
+            holder.release()
+            continue
+        else:
+            threading.Timer(0.1, holder.release).start()
+            lock = rl.acquire(request)
+        assert lock.held, case
+        assert lock.resources == sorted(keys), case
+        assert (lock.fence is not None) == (kind == "fenced"), case
+        assert (lock.hold_count == 1) == (kind == "reentrant"), case
+        if auto:
+            auto_locks.append((kind, lock))
+        else:
+            lock.release()
+            for key in keys:
+                assert_on_nodes(nodes, key, None)
+    # Auto-extended locks outlive their TTL (all checked together to keep the test short).
+    time.sleep(TTL_S + 0.3)
+    for kind, lock in auto_locks:
+        assert lock.held and not lock.lost, kind
+        assert lock.validity > 0.5, (kind, lock.validity)
+    for _, lock in auto_locks:
+        lock.release()
+    assert len(auto_locks) == len(KINDS) * len(PATIENCE)
+
+
+def test_reentrant_wait_and_fenced_wait_auto_extend(nodes, make_client, resource):
+    rl = make_client()
+    owner = rl.new_owner()
+    outer = rl.acquire(Request(resource, ttl=10, reentrant=owner))
+    # The same owner gets in at once, even with a wait; another owner waits and is woken.
+    inner = rl.acquire(Request(resource, ttl=10, reentrant=owner, wait_timeout=5))
+    assert inner.hold_count == 2
+    threading.Timer(0.1, lambda: (inner.release(), outer.release())).start()
+    other = rl.acquire(Request(resource, ttl=10, reentrant=rl.new_owner(), wait_timeout=5))
+    assert other.hold_count == 1
+    threading.Timer(0.1, other.release).start()
+    fenced = rl.acquire(
+        Request(resource, ttl=10, fenced=True, wait_timeout=5, auto_extend=AutoExtend(0.5))
+    )
+    assert fenced.fence is not None and fenced.held
+    fenced.release()
+    assert_on_nodes(nodes, resource, None)
+
+
+def test_a_request_is_reusable_and_shared_between_threads(make_client, resource):
+    rl = make_client()
+    request = Request(resource, ttl=10, wait_timeout=10, fenced=True)
+    fences: list[int] = []
+
+    def work() -> None:
+        for _ in range(5):
+            with rl.acquire(request) as lock:
+                assert lock.fence is not None
+                fences.append(lock.fence)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fences) == 15 and fences == sorted(set(fences))
+
+
+def test_one_cancel_ends_several_acquisitions(nodes, make_client, resource):
+    rl = make_client()
+    holder = rl.try_lock(resource, ttl=30)
+    cancel = Cancel()
+    request = Request(resource, ttl=30, wait_timeout=30, cancel=cancel)
+    outcomes: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            rl.acquire(request)
+        except BaseException as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=attempt) for _ in range(3)]
+    for t in threads:
+        t.start()
+    threading.Timer(0.2, cancel.cancel).start()
+    with pytest.raises(redlock_rs.Cancelled) as info:
+        rl.acquire(request)  # the main thread too (a per-call handle linked to this one)
+    assert info.value.status == redlock_rs.Status.CANCELLED
+    for t in threads:
+        t.join()
+    assert len(outcomes) == 3 and all(isinstance(e, redlock_rs.Cancelled) for e in outcomes)
+    assert_on_nodes(nodes, resource, holder.token)
+    holder.release()
+    # A fired handle stays fired: the next acquisition with it is cancelled at once.
+    with pytest.raises(redlock_rs.Cancelled):
+        rl.acquire(request)
+    assert rl.acquire(request.replace(cancel=None, retries=0)).held
+
+
+def test_request_validation():
+    with pytest.raises(TypeError, match="resource"):
+        Request(ttl=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="not both"):
+        Request("a", 1, resources=["b"])
+    with pytest.raises(ValueError, match="empty"):
+        Request("", 1)
+    with pytest.raises(ValueError, match="twice"):
+        Request(resources=["a", "a"], ttl=1)
+    with pytest.raises(ValueError, match="at least one"):
+        Request(resources=[], ttl=1)
+    with pytest.raises(ValueError, match="at most 64"):
+        Request(resources=[str(i) for i in range(65)], ttl=1)
+    with pytest.raises(ValueError, match="one resource"):
+        Request(resources=["a", "b"], ttl=1, fenced=True)
+    with pytest.raises(ValueError, match="not both"):
+        Request("a", 1, fenced=True, reentrant="me")
+    with pytest.raises(ValueError, match="exclude"):
+        Request("a", 1, retries=3, wait_timeout=1)
+    with pytest.raises(ValueError, match="together"):
+        Request("a", 1, retry_delay=0.1)
+    with pytest.raises(ValueError, match="1024"):
+        Request("a", 1, reentrant="x" * 1025)
+    with pytest.raises(TypeError, match="auto_extend"):
+        Request("a", 1, auto_extend="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Cancel"):
+        Request("a", 1, cancel=object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fraction"):
+        AutoExtend(1.0)
+    with pytest.raises(ValueError, match="not both"):
+        AutoExtend(max_hold=1, max_hold_ms=1000)
+    with pytest.raises(TypeError, match="ttl"):
+        Request("a")
+    request = Request("a", timedelta(seconds=2), wait_timeout=1.5, auto_extend=True)
+    assert (request.ttl_ms, request.wait_timeout_ms) == (2000, 1500)
+    assert request.auto_extend == AutoExtend()
+    assert request.replace(ttl=3).ttl_ms == 3000
+    assert request.replace(resources=["x", "y"]).resources == ["x", "y"]
+
+
+def test_acquire_rejects_what_is_not_a_request(make_client):
+    rl = make_client()
+    with pytest.raises(TypeError, match="Request"):
+        rl.acquire("orders:1")  # type: ignore[arg-type]
+
+
+def test_too_short_a_ttl_to_auto_extend_is_a_value_error(make_client, resource):
+    rl = make_client(node_timeout_ms=1_000)
+    with pytest.raises(ValueError):
+        rl.acquire(Request(resource, ttl=0.5, auto_extend=True))
+
+
+def test_lock_shorthand_takes_a_cancel(make_client, resource):
+    rl = make_client()
+    holder = rl.try_lock(resource, ttl=30)
+    cancel = Cancel()
+    threading.Timer(0.1, cancel.cancel).start()
+    with pytest.raises(redlock_rs.Cancelled):
+        rl.lock(resource, ttl=30, wait_timeout=30, cancel=cancel)
+    holder.release()
