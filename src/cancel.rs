@@ -127,7 +127,13 @@ impl Cancel {
             rx,
         });
         if let Some(relay) = relay() {
-            relock(&relay.handles).push(Arc::downgrade(&inner));
+            let mut handles = relock(&relay.handles);
+            // Handles dropped without firing leave dead entries: sweep them whenever the list
+            // doubles, so it stays within twice the live handles at amortised O(1) a call.
+            if handles.len() >= 32 && handles.len().is_power_of_two() {
+                handles.retain(|h| h.strong_count() > 0);
+            }
+            handles.push(Arc::downgrade(&inner));
         }
         Cancel { inner }
     }
@@ -205,6 +211,15 @@ mod tests {
         assert!(cancel.is_cancelled());
         assert!(cancel.fired().recv_timeout(Duration::from_secs(5)).is_err());
         cancel.cancel();
+    }
+
+    #[test]
+    fn handles_dropped_without_firing_do_not_pile_up() {
+        for _ in 0..100_000 {
+            drop(Cancel::new());
+        }
+        let live = relay().map_or(0, |r| relock(&r.handles).len());
+        assert!(live < 1_000, "{live} entries for handles long dropped");
     }
 
     #[test]

@@ -629,7 +629,7 @@ fn pipeline<'a>(
     buf.clear();
     let mut count = 0;
     for r in requests {
-        r.command.encode(&r.key, &r.token).write_packed_command(buf);
+        r.command.write_resp(&r.key, &r.token, buf);
         count += 1;
     }
     conn.send_packed_command(buf)?;
