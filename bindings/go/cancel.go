@@ -28,8 +28,27 @@ type callCancel struct {
 	fired cancelReason
 }
 
+// idleCancels are cancel handles that never fired, for reuse: a handle costs an entry in
+// libredlock's list of handles until one fires, so making one per call would grow that list
+// with every acquisition under a context that is never cancelled.
+var (
+	idleMu      sync.Mutex
+	idleCancels []*C.redlock_cancel
+)
+
+const maxIdleCancels = 256
+
 func newCallCancel() (*callCancel, error) {
 	k := &callCancel{}
+	idleMu.Lock()
+	if n := len(idleCancels); n > 0 {
+		k.ptr = idleCancels[n-1]
+		idleCancels = idleCancels[:n-1]
+	}
+	idleMu.Unlock()
+	if k.ptr != nil {
+		return k, nil
+	}
 	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
 		return C.redlock_cancel_new(&k.ptr, cerr)
 	}); err != nil {
@@ -55,11 +74,27 @@ func (k *callCancel) reason() cancelReason {
 	return k.fired
 }
 
-func (k *callCancel) free() {
+// release ends the handle's use by one call (nil is ignored). A handle that never fired is
+// kept for reuse when reusable says nothing can fire it any more (its context.AfterFunc was
+// stopped before running, and Close can no longer find it); any other is freed.
+func (k *callCancel) release(reusable bool) {
+	if k == nil {
+		return
+	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	C.redlock_cancel_free(k.ptr)
-	k.ptr = nil
+	ptr := k.ptr
+	k.ptr = nil // a late fire is a no-op
+	fired := k.fired != reasonNone
+	k.mu.Unlock()
+	if reusable && !fired && !bool(C.redlock_cancel_is_triggered(ptr)) {
+		idleMu.Lock()
+		if len(idleCancels) < maxIdleCancels {
+			idleCancels = append(idleCancels, ptr)
+			ptr = nil
+		}
+		idleMu.Unlock()
+	}
+	C.redlock_cancel_free(ptr) // NULL is ignored
 }
 
 // enter starts a call on the live client: it returns the client and the client's shared

@@ -339,18 +339,23 @@ func (c *Client) AcquireContext(ctx context.Context, req *Request) (*Lock, error
 		if own, err = newCallCancel(); err != nil {
 			return nil, err
 		}
-		defer own.free()
 	}
 	ptr, cancel, err := c.enter(own)
 	if err != nil {
+		own.release(false)
 		return nil, err
 	}
-	defer c.leave(own)
+	stop := func() bool { return false }
 	if own != nil {
 		cancel = own.ptr
-		stop := context.AfterFunc(ctx, func() { own.fire(reasonContext) })
-		defer stop()
+		stop = context.AfterFunc(ctx, func() { own.fire(reasonContext) })
 	}
+	defer func() {
+		// In this order: once stopped and deregistered, nothing can fire the handle.
+		stopped := stop()
+		c.leave(own)
+		own.release(stopped)
+	}()
 	creq, err := req.toC(cancel)
 	if err != nil {
 		return nil, err
