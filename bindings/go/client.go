@@ -112,15 +112,24 @@ func ttlMillis(ttl time.Duration) (C.uint64_t, error) {
 }
 
 // Client is a connection to the Redlock nodes. Its methods are safe for concurrent use
-// by multiple goroutines. Close it when done; a finalizer closes it as a backstop.
+// by multiple goroutines. Close it when done; a finalizer closes it as a backstop. The
+// methods of a nil *Client return ErrInvalidArgument.
 type Client struct {
-	mu  sync.RWMutex // held for reading by calls using ptr, for writing by Close
-	ptr *C.redlock_client
+	mu       sync.Mutex // guards the fields below; never held during a blocking C call
+	ptr      *C.redlock_client
+	cancel   *C.redlock_cancel // fired by Close; shared by acquisitions without a context
+	closed   bool
+	inflight int                      // calls between enter and leave
+	pending  map[*callCancel]struct{} // the own cancel handles of calls in flight
+	idle     chan struct{}            // made by Close, closed when inflight drops to 0
 }
 
 // New connects to the Redis nodes at urls ("redis://[user:password@]host:port", or
 // "rediss://..." for TLS; one per independent master; a lock needs a majority of them).
 func New(urls []string, opts Options) (*Client, error) {
+	if err := checkLibraryVersion(); err != nil {
+		return nil, err
+	}
 	if len(urls) == 0 {
 		return nil, invalidArgument("no node URLs")
 	}
@@ -161,7 +170,7 @@ func New(urls []string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{ptr: ptr}
-	runtime.SetFinalizer(c, func(c *Client) { C.redlock_client_free(c.ptr) })
+	runtime.SetFinalizer(c, (*Client).free)
 	return c, nil
 }
 
@@ -169,16 +178,17 @@ func New(urls []string, opts Options) (*Client, error) {
 // error wraps ErrNotAcquired, ErrNoQuorum, ErrInvalidArgument or ErrClosed.
 // The TTL is rounded down to whole milliseconds and must be at least one millisecond.
 func (c *Client) Lock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquire(resource, ttl, true, nil)
+	return c.Acquire(NewRequest(resource, ttl))
 }
 
 // TryLock is Lock with a single attempt and no retries.
 func (c *Client) TryLock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquire(resource, ttl, false, nil)
+	return c.Acquire(NewRequest(resource, ttl, WithOnce()))
 }
 
 // LockOptions says how LockWith takes and keeps one lock. The zero value is what Lock
-// does: no auto-extension, Options.RetryCount retries.
+// does: no auto-extension, Options.RetryCount retries. (It predates Request, which says
+// all of this and more.)
 type LockOptions struct {
 	// AutoExtend keeps the lock alive while it is held: the library's extender thread (one
 	// per Client) extends it every ExtendFraction of the TTL, each time on a quorum. Held
@@ -198,32 +208,23 @@ type LockOptions struct {
 	PollWhileWaiting bool
 }
 
-func (o LockOptions) toC() (C.redlock_lock_options, error) {
-	opts := C.redlock_lock_options_default()
-	opts.auto_extend = C.bool(o.AutoExtend)
-	if o.ExtendFraction != 0 {
-		opts.extend_fraction = C.double(o.ExtendFraction)
-	}
-	if o.MaxHold < 0 || o.WaitTimeout < 0 {
-		return opts, invalidArgument("MaxHold %v or WaitTimeout %v is negative", o.MaxHold, o.WaitTimeout)
-	}
-	opts.max_hold_ms = optionMillis(o.MaxHold)
-	if o.WaitTimeout > 0 {
-		opts.wait = true
-		opts.wait_timeout_ms = optionMillis(o.WaitTimeout)
-	}
-	opts.notifications = C.bool(!o.PollWhileWaiting)
-	return opts, nil
-}
-
 // LockWith acquires resource for ttl as opts says: auto-extended while held, and/or
 // waiting up to a timeout for a busy resource. Errors as for Lock.
 func (c *Client) LockWith(resource string, ttl time.Duration, opts LockOptions) (*Lock, error) {
-	copts, err := opts.toC()
-	if err != nil {
-		return nil, err
+	if opts.MaxHold < 0 || opts.WaitTimeout < 0 {
+		return nil, invalidArgument("MaxHold %v or WaitTimeout %v is negative", opts.MaxHold, opts.WaitTimeout)
 	}
-	return c.acquire(resource, ttl, true, &copts)
+	req := NewRequest(resource, ttl)
+	if opts.AutoExtend {
+		WithAutoExtend(AutoExtend{Fraction: opts.ExtendFraction, MaxHold: opts.MaxHold})(req)
+	}
+	if opts.WaitTimeout > 0 {
+		WithWait(opts.WaitTimeout)(req)
+	}
+	if opts.PollWhileWaiting {
+		WithPolling()(req)
+	}
+	return c.Acquire(req)
 }
 
 // WithLock acquires resource with retries (as Lock does), keeps it auto-extended while fn
@@ -241,49 +242,6 @@ func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) e
 		}
 	}()
 	return fn(l)
-}
-
-// acquire locks as opts says, or else with retries or once.
-func (c *Client) acquire(resource string, ttl time.Duration, retry bool, opts *C.redlock_lock_options) (*Lock, error) {
-	if resource == "" {
-		return nil, invalidArgument("empty resource name")
-	}
-	if strings.IndexByte(resource, 0) >= 0 {
-		return nil, invalidArgument("resource %q contains a NUL byte", resource)
-	}
-	ms, err := ttlMillis(ttl)
-	if err != nil {
-		return nil, err
-	}
-	cresource := C.CString(resource)
-	defer C.free(unsafe.Pointer(cresource))
-	return c.call(func(ptr *C.redlock_client, out **C.redlock_lock, cerr **C.redlock_error) C.enum_redlock_status {
-		switch {
-		case opts != nil:
-			return C.redlock_client_lock_with(ptr, cresource, ms, opts, out, cerr)
-		case retry:
-			return C.redlock_client_lock(ptr, cresource, ms, out, cerr)
-		default:
-			return C.redlock_client_try_lock(ptr, cresource, ms, out, cerr)
-		}
-	})
-}
-
-// call runs one acquiring C call on the live client and wraps the lock it returns.
-func (c *Client) call(acquire func(*C.redlock_client, **C.redlock_lock, **C.redlock_error) C.enum_redlock_status) (*Lock, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.ptr == nil {
-		return nil, ErrClosed
-	}
-	var ptr *C.redlock_lock
-	var cerr *C.redlock_error
-	status := acquire(c.ptr, &ptr, &cerr)
-	runtime.KeepAlive(c)
-	if err := statusError(status, cerr); err != nil {
-		return nil, err
-	}
-	return newLock(ptr, c), nil
 }
 
 // NodeStatus is what a client's worker last saw of one node.
@@ -308,17 +266,20 @@ type NodeStatus struct {
 // NodeStatus reports what the client's workers last saw of each node, in the order of
 // the URLs given to New.
 func (c *Client) NodeStatus() ([]NodeStatus, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.ptr == nil {
-		return nil, ErrClosed
+	if c == nil {
+		return nil, errNilClient
 	}
-	n := int(C.redlock_client_node_count(c.ptr))
+	ptr, _, err := c.enter(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.leave(nil)
+	n := int(C.redlock_client_node_count(ptr))
 	result := make([]NodeStatus, 0, n)
 	for i := 0; i < n; i++ {
 		var raw C.redlock_node_status
 		var cerr *C.redlock_error
-		status := C.redlock_client_node_status(c.ptr, C.size_t(i), &raw, &cerr)
+		status := C.redlock_client_node_status(ptr, C.size_t(i), &raw, &cerr)
 		if err := statusError(status, cerr); err != nil {
 			return nil, err
 		}
@@ -340,22 +301,46 @@ func (c *Client) NodeStatus() ([]NodeStatus, error) {
 	return result, nil
 }
 
-// Close frees the client. Locks taken from it stay usable (Extend, Unlock) until they
-// are unlocked. Close is safe to call more than once and always returns nil; it waits for
-// Lock calls in progress on other goroutines to finish.
+// Close cancels the acquisitions in progress on other goroutines (they return at once an
+// error wrapping ErrClosed and ErrCancelled, leaving nothing on the nodes), waits for them
+// to unwind and frees the client; later calls return ErrClosed. Locks taken from it stay
+// usable (Extend, Unlock, auto-extension) until they are unlocked. Close never makes other
+// goroutines wait, is safe to call more than once and returns nil (ErrInvalidArgument for
+// a nil *Client).
 func (c *Client) Close() error {
+	if c == nil {
+		return errNilClient
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ptr == nil {
+	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
-	C.redlock_client_free(c.ptr)
-	c.ptr = nil
+	c.closed = true
+	C.redlock_cancel_trigger(c.cancel) // NULL is ignored
+	for k := range c.pending {
+		k.fire(reasonClosed)
+	}
+	var idle chan struct{}
+	if c.inflight > 0 {
+		c.idle = make(chan struct{})
+		idle = c.idle
+	}
+	c.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
 	runtime.SetFinalizer(c, nil)
+	c.free()
 	return nil
 }
 
-// Version returns the version of the libredlock the program is linked with.
-func Version() string {
-	return C.GoString(C.redlock_version())
+// free frees the C client and the shared cancel handle; Close calls it once no call is in
+// flight, the finalizer once the Client is unreachable.
+func (c *Client) free() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	C.redlock_client_free(c.ptr)
+	C.redlock_cancel_free(c.cancel)
+	c.ptr, c.cancel = nil, nil
 }

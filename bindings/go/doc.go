@@ -11,29 +11,27 @@
 //	l, err := c.Lock("orders:42", 10*time.Second)
 //	switch {
 //	case errors.Is(err, redlock.ErrNotAcquired): // another owner holds it
-//	case errors.Is(err, redlock.ErrNoQuorum):    // too few nodes answered
-//	case err != nil: ...
+//		return err
+//	case err != nil: // ErrNoQuorum: too few nodes answered, ...
+//		return err
 //	}
 //	defer l.Unlock()
 //	// ... work for less than l.Validity() ...
+//
+// LockContext waits for a busy resource until a context is done; NewRequest with
+// AcquireContext combines every kind (fenced, reentrant, several resources), patience and
+// auto-extension. A done context ends an acquisition at once with an error wrapping
+// ErrCancelled and ctx.Err(); Close ends every pending one with ErrClosed.
 //
 // Every error from a C call is an *Error carrying the C status and message; it unwraps to
 // one of the sentinel errors, so errors.Is works.
 //
 // # Building
 //
-// The package links libredlock from the repository it lives in: the header from
-// ../../include and the shared library from ../../target/release (with an rpath to it),
-// so after `cargo build --release` at the repository root, `go test ./...` works offline.
-// To use a libredlock installed elsewhere, set the cgo environment variables; cgo puts
-// them before the package's own flags, so they win:
-//
-//	CGO_CFLAGS="-I/opt/redlock/include" \
-//	CGO_LDFLAGS="-L/opt/redlock/lib -Wl,-rpath,/opt/redlock/lib" go build
-//
-// To link libredlock.a instead of the shared library, so the program needs no
-// libredlock.so at run time, build with the redlock_static tag (CGO_LDFLAGS="-L..."
-// still chooses the directory):
-//
-//	go build -tags redlock_static
+// By default the package links an installed libredlock found through pkg-config
+// (redlock.pc, from scripts/install in the redlock repository). The build tag
+// redlock_static links libredlock.a instead; redlock_inrepo links the repository's own
+// ../../target/release (after cargo build --release), as its tests do. The first New
+// checks that the library loaded at run time matches the header the package was built
+// against (ErrVersion). See README.md.
 package redlock

@@ -27,8 +27,15 @@ var (
 	ErrPanic = errors.New("redlock: panic in libredlock")
 	// ErrIO: the operating system refused a resource, such as a thread.
 	ErrIO = errors.New("redlock: operating system error")
-	// ErrClosed: the Client was closed.
+	// ErrClosed: the Client was closed, before the call or (wrapped with ErrCancelled) while
+	// it waited.
 	ErrClosed = errors.New("redlock: client is closed")
+	// ErrCancelled: an acquisition ended early because its context was done or its Client
+	// was closed; nothing of it is left on the nodes. The error also wraps the reason:
+	// context.Canceled, context.DeadlineExceeded (and the context's cause) or ErrClosed.
+	ErrCancelled = errors.New("redlock: acquisition cancelled")
+	// ErrVersion: the libredlock loaded at run time is not one this package works with.
+	ErrVersion = errors.New("redlock: libredlock version mismatch")
 )
 
 // Status is a status code of the C ABI (redlock_status).
@@ -44,6 +51,7 @@ const (
 	StatusExtensionLimit  Status = C.REDLOCK_EXTENSION_LIMIT
 	StatusPanic           Status = C.REDLOCK_PANIC
 	StatusIO              Status = C.REDLOCK_IO
+	StatusCancelled       Status = C.REDLOCK_CANCELLED
 )
 
 // String returns the C name of the status, such as "REDLOCK_NOT_ACQUIRED", or
@@ -57,6 +65,9 @@ func (s Status) String() string {
 type Error struct {
 	Status  Status
 	Message string
+	// causes are further errors it wraps: for StatusCancelled, why (context.Canceled,
+	// context.DeadlineExceeded, the context's cause or ErrClosed).
+	causes []error
 }
 
 func (e *Error) Error() string {
@@ -66,10 +77,19 @@ func (e *Error) Error() string {
 	return "redlock: " + e.Message
 }
 
-// Unwrap returns the sentinel error for e.Status, or nil for a status this version of the
-// package does not know.
-func (e *Error) Unwrap() error {
-	switch e.Status {
+// Unwrap returns the sentinel error for e.Status (none for a status this version of the
+// package does not know) and, for a cancelled acquisition, the reason it was cancelled, so
+// errors.Is(err, context.DeadlineExceeded) and errors.Is(err, ErrClosed) work.
+func (e *Error) Unwrap() []error {
+	var errs []error
+	if s := sentinel(e.Status); s != nil {
+		errs = append(errs, s)
+	}
+	return append(errs, e.causes...)
+}
+
+func sentinel(s Status) error {
+	switch s {
 	case StatusNotAcquired:
 		return ErrNotAcquired
 	case StatusNoQuorum:
@@ -84,6 +104,8 @@ func (e *Error) Unwrap() error {
 		return ErrPanic
 	case StatusIO:
 		return ErrIO
+	case StatusCancelled:
+		return ErrCancelled
 	}
 	return nil
 }

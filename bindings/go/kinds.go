@@ -1,16 +1,10 @@
 package redlock
 
-// #include <stdlib.h>
-// #include "redlock.h"
-import "C"
-
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"sort"
 	"strings"
 	"time"
-	"unsafe"
 )
 
 // MaxResources is the most resources one LockMany takes.
@@ -24,12 +18,12 @@ const MaxResources = 64
 // costs one more round to the nodes than Lock. A fenced lock is a plain lock on resource:
 // the two exclude each other.
 func (c *Client) LockFenced(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquireFenced(resource, ttl, true)
+	return c.Acquire(NewRequest(resource, ttl, WithFenced()))
 }
 
 // TryLockFenced is LockFenced with a single attempt and no retries.
 func (c *Client) TryLockFenced(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquireFenced(resource, ttl, false)
+	return c.Acquire(NewRequest(resource, ttl, WithFenced(), WithOnce()))
 }
 
 // ReentrantLock acquires one hold of a reentrant lock on resource for owner, retrying as
@@ -41,12 +35,12 @@ func (c *Client) TryLockFenced(resource string, ttl time.Duration) (*Lock, error
 // exclude each other. Extending a hold keeps the resource at least ttl from now; no hold
 // shortens it.
 func (c *Client) ReentrantLock(resource, owner string, ttl time.Duration) (*Lock, error) {
-	return c.acquireReentrant(resource, owner, ttl, true)
+	return c.Acquire(NewRequest(resource, ttl, WithReentrant(owner)))
 }
 
 // TryReentrantLock is ReentrantLock with a single attempt and no retries.
 func (c *Client) TryReentrantLock(resource, owner string, ttl time.Duration) (*Lock, error) {
-	return c.acquireReentrant(resource, owner, ttl, false)
+	return c.Acquire(NewRequest(resource, ttl, WithReentrant(owner), WithOnce()))
 }
 
 // LockMany acquires all resources at once or none of them, retrying as configured. Each
@@ -54,12 +48,12 @@ func (c *Client) TryReentrantLock(resource, owner string, ttl time.Duration) (*L
 // overlapping sets never deadlock. Extend and Unlock act on all of them. An empty list, an
 // empty name, a name given twice or more than MaxResources names is ErrInvalidArgument.
 func (c *Client) LockMany(resources []string, ttl time.Duration) (*Lock, error) {
-	return c.acquireMany(resources, ttl, true)
+	return c.acquireMany(resources, ttl)
 }
 
 // TryLockMany is LockMany with a single attempt and no retries.
 func (c *Client) TryLockMany(resources []string, ttl time.Duration) (*Lock, error) {
-	return c.acquireMany(resources, ttl, false)
+	return c.acquireMany(resources, ttl, WithOnce())
 }
 
 // NewOwner returns a fresh random owner name for ReentrantLock (40 hex characters).
@@ -72,14 +66,29 @@ func NewOwner() string {
 
 // Fence returns the fencing token of a lock from LockFenced or TryLockFenced, and false
 // for other locks.
-func (l *Lock) Fence() (uint64, bool) { return l.fence, l.hasFence }
+func (l *Lock) Fence() (uint64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	return l.fence, l.hasFence
+}
 
 // HoldCount returns, for a reentrant lock, how many holds its owner had once this one was
 // counted (1 for the outermost), and false for other locks.
-func (l *Lock) HoldCount() (uint64, bool) { return l.holds, l.hasHolds }
+func (l *Lock) HoldCount() (uint64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	return l.holds, l.hasHolds
+}
 
 // Resources returns the locked resources: one, or for LockMany all of them, sorted.
-func (l *Lock) Resources() []string { return append([]string(nil), l.resources...) }
+func (l *Lock) Resources() []string {
+	if l == nil {
+		return nil
+	}
+	return append([]string(nil), l.resources...)
+}
 
 func checkName(what, name string) error {
 	if name == "" {
@@ -91,79 +100,9 @@ func checkName(what, name string) error {
 	return nil
 }
 
-func (c *Client) acquireFenced(resource string, ttl time.Duration, retry bool) (*Lock, error) {
-	if err := checkName("resource name", resource); err != nil {
-		return nil, err
-	}
-	ms, err := ttlMillis(ttl)
-	if err != nil {
-		return nil, err
-	}
-	cresource := C.CString(resource)
-	defer C.free(unsafe.Pointer(cresource))
-	return c.call(func(ptr *C.redlock_client, out **C.redlock_lock, cerr **C.redlock_error) C.enum_redlock_status {
-		if retry {
-			return C.redlock_client_lock_fenced(ptr, cresource, ms, out, cerr)
-		}
-		return C.redlock_client_try_lock_fenced(ptr, cresource, ms, out, cerr)
-	})
-}
-
-func (c *Client) acquireReentrant(resource, owner string, ttl time.Duration, retry bool) (*Lock, error) {
-	if err := checkName("resource name", resource); err != nil {
-		return nil, err
-	}
-	if err := checkName("owner", owner); err != nil {
-		return nil, err
-	}
-	ms, err := ttlMillis(ttl)
-	if err != nil {
-		return nil, err
-	}
-	cresource := C.CString(resource)
-	defer C.free(unsafe.Pointer(cresource))
-	cowner := C.CString(owner)
-	defer C.free(unsafe.Pointer(cowner))
-	return c.call(func(ptr *C.redlock_client, out **C.redlock_lock, cerr **C.redlock_error) C.enum_redlock_status {
-		if retry {
-			return C.redlock_client_lock_reentrant(ptr, cresource, cowner, ms, out, cerr)
-		}
-		return C.redlock_client_try_lock_reentrant(ptr, cresource, cowner, ms, out, cerr)
-	})
-}
-
-func (c *Client) acquireMany(resources []string, ttl time.Duration, retry bool) (*Lock, error) {
+func (c *Client) acquireMany(resources []string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
 	if len(resources) == 0 {
 		return nil, invalidArgument("no resources")
 	}
-	if len(resources) > MaxResources {
-		return nil, invalidArgument("%d resources; at most %d are allowed", len(resources), MaxResources)
-	}
-	for _, r := range resources {
-		if err := checkName("resource name", r); err != nil {
-			return nil, err
-		}
-	}
-	ms, err := ttlMillis(ttl)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]*C.char, len(resources))
-	for i, r := range resources {
-		names[i] = C.CString(r)
-		defer C.free(unsafe.Pointer(names[i]))
-	}
-	n := C.size_t(len(names))
-	l, err := c.call(func(ptr *C.redlock_client, out **C.redlock_lock, cerr **C.redlock_error) C.enum_redlock_status {
-		if retry {
-			return C.redlock_client_lock_many(ptr, &names[0], n, ms, out, cerr)
-		}
-		return C.redlock_client_try_lock_many(ptr, &names[0], n, ms, out, cerr)
-	})
-	if err != nil {
-		return nil, err
-	}
-	l.resources = append([]string(nil), resources...)
-	sort.Strings(l.resources)
-	return l, nil
+	return c.Acquire(NewRequest(resources[0], ttl, append([]RequestOption{WithResources(resources[1:]...)}, opts...)...))
 }

@@ -21,7 +21,9 @@ import (
 // Lock is a held Redlock lock. Use it from one goroutine at a time; Unlock, and calls
 // that race with it, are still safe from any goroutine, since the methods take a mutex.
 // A Lock that is dropped without Unlock is released by a finalizer as a backstop; until
-// then it holds the resource for its TTL.
+// then it holds the resource for its TTL. A nil *Lock (what a failed acquisition returns)
+// holds nothing: Extend and Unlock return ErrInvalidArgument, Held is false, Validity 0,
+// Lost a closed channel; no method panics.
 type Lock struct {
 	mu       sync.Mutex
 	ptr      *C.redlock_lock // nil after Unlock
@@ -70,6 +72,9 @@ func newLock(ptr *C.redlock_lock, client *Client) *Lock {
 // left. For a lock taken with LockOptions.AutoExtend the library's extender thread keeps
 // it true while the lock is being extended. Cheap: poll it during long work.
 func (l *Lock) Held() bool {
+	if l == nil {
+		return false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ptr == nil {
@@ -84,18 +89,45 @@ func (l *Lock) Held() bool {
 // an extension (by the extender thread of an auto-extended lock, or Extend) found it no
 // longer ours on a quorum, or an auto-extended lock ran out of validity. It is not closed
 // by Unlock. Select on it next to your work to stop when the lock is gone.
-func (l *Lock) Lost() <-chan struct{} { return l.lost.ch }
+// For a nil *Lock it is a closed channel: there is no lock to hold.
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
+	return l.lost.ch
+}
+
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+var errNilLock = &Error{Status: StatusInvalidArgument, Message: "nil *Lock: the acquisition failed (check its error before using the lock)"}
 
 // Resource returns the name of the locked resource (the Redis key).
-func (l *Lock) Resource() string { return l.resource }
+func (l *Lock) Resource() string {
+	if l == nil {
+		return ""
+	}
+	return l.resource
+}
 
 // Token returns the random value stored under the key on each node; it is unique per
 // acquisition.
-func (l *Lock) Token() string { return l.token }
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Validity returns how long the lock is still guaranteed to be held: zero once it has
 // expired or been unlocked.
 func (l *Lock) Validity() time.Duration {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ptr == nil {
@@ -111,6 +143,9 @@ func (l *Lock) Validity() time.Duration {
 // Options.MaxExtensions extensions, in which case the lock is still held. A failed Extend
 // never releases the lock.
 func (l *Lock) Extend(ttl time.Duration) error {
+	if l == nil {
+		return errNilLock
+	}
 	ms, err := ttlMillis(ttl)
 	if err != nil {
 		return err
@@ -131,6 +166,9 @@ func (l *Lock) Extend(ttl time.Duration) error {
 // keys then expire with their TTL); either way the Lock is finished. Unlock is safe to
 // call more than once: later calls return nil.
 func (l *Lock) Unlock() error {
+	if l == nil {
+		return errNilLock
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ptr == nil {

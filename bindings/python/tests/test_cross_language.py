@@ -32,7 +32,9 @@ def go_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("go") is None:
         pytest.skip("go is not installed")
     out = tmp_path_factory.mktemp("go") / "redlock-cli"
-    return _build(["go", "build", "-o", str(out), "./cmd/redlock-cli"], ROOT / "bindings/go", out)
+    # redlock_inrepo: link the checkout's target/release, not an installed libredlock.
+    cmd = ["go", "build", "-tags", "redlock_inrepo", "-o", str(out), "./cmd/redlock-cli"]
+    return _build(cmd, ROOT / "bindings/go", out)
 
 
 @pytest.fixture(scope="module")

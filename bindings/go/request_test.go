@@ -1,0 +1,304 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	redlock "github.com/redlock-rs/redlock/bindings/go"
+)
+
+// The request API: kind × patience × auto-extension × cancel, scaled down, plus the
+// interplay of Lost, contexts and Close.
+
+type matrixKind struct {
+	name string
+	opts func(base string) (resources []string, opts []redlock.RequestOption)
+	// check inspects a granted lock.
+	check func(t *testing.T, l *redlock.Lock, resources []string)
+}
+
+var matrixKinds = []matrixKind{
+	{"plain", func(base string) ([]string, []redlock.RequestOption) { return []string{base}, nil },
+		func(t *testing.T, l *redlock.Lock, _ []string) {
+			if _, ok := l.Fence(); ok {
+				t.Error("a plain lock has a fence")
+			}
+		}},
+	{"fenced", func(base string) ([]string, []redlock.RequestOption) {
+		return []string{base}, []redlock.RequestOption{redlock.WithFenced()}
+	}, func(t *testing.T, l *redlock.Lock, _ []string) {
+		if f, ok := l.Fence(); !ok || f == 0 {
+			t.Errorf("Fence() = %d, %v, want a token", f, ok)
+		}
+	}},
+	{"reentrant", func(base string) ([]string, []redlock.RequestOption) {
+		return []string{base}, []redlock.RequestOption{redlock.WithReentrant("owner-" + base)}
+	}, func(t *testing.T, l *redlock.Lock, _ []string) {
+		if n, ok := l.HoldCount(); !ok || n != 1 {
+			t.Errorf("HoldCount() = %d, %v, want 1", n, ok)
+		}
+	}},
+	{"many", func(base string) ([]string, []redlock.RequestOption) {
+		return []string{base + ":b", base + ":a"}, []redlock.RequestOption{redlock.WithResources(base + ":a")}
+	}, func(t *testing.T, l *redlock.Lock, resources []string) {
+		want := append([]string(nil), resources...)
+		sort.Strings(want)
+		if got := l.Resources(); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("Resources() = %q, want %q", got, want)
+		}
+	}},
+}
+
+type matrixPatience struct {
+	name string
+	opts []redlock.RequestOption
+	// waits: on a held resource it keeps trying until cancelled (else it gives up at once).
+	waits bool
+}
+
+var matrixPatiences = []matrixPatience{
+	{"client's retries", nil, true}, // the matrix client retries 1000 times
+	{"retries", []redlock.RequestOption{redlock.WithRetries(500, 10*time.Millisecond, 5*time.Millisecond)}, true},
+	{"once", []redlock.RequestOption{redlock.WithOnce()}, false},
+	{"wait", []redlock.RequestOption{redlock.WithWait(time.Minute)}, true},
+}
+
+func TestRequestMatrix(t *testing.T) {
+	c := newClient(t, shared.urls(), redlock.Options{RetryCount: 1000, RetryDelay: 20 * time.Millisecond,
+		RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond})
+	for _, kind := range matrixKinds {
+		for _, pat := range matrixPatiences {
+			for _, auto := range []bool{false, true} {
+				for _, cancel := range []bool{false, true} {
+					name := fmt.Sprintf("%s/%s/auto=%v/cancel=%v", kind.name, pat.name, auto, cancel)
+					base := "go:matrix:" + strings.NewReplacer("/", ":", " ", "-", "'", "").Replace(name)
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						resources, opts := kind.opts(base)
+						opts = append(opts, pat.opts...)
+						if auto {
+							opts = append(opts, redlock.WithAutoExtend(redlock.AutoExtend{}))
+						}
+						req := redlock.NewRequest(resources[0], autoTTL, opts...)
+						if cancel {
+							matrixCancel(t, c, req, resources, pat)
+						} else {
+							matrixGrant(t, c, req, resources, kind, auto)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// matrixGrant acquires a free resource with req and checks the lock; an auto-extended one
+// must outlive its TTL.
+func matrixGrant(t *testing.T, c *redlock.Client, req *redlock.Request, resources []string, kind matrixKind, auto bool) {
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	l, err := c.AcquireContext(ctx, req)
+	if err != nil {
+		t.Fatalf("AcquireContext: %v", err)
+	}
+	defer l.Unlock()
+	kind.check(t, l, resources)
+	if v := l.Validity(); v <= 0 || v > autoTTL {
+		t.Errorf("Validity() = %v, want in (0, %v]", v, autoTTL)
+	}
+	for _, r := range resources {
+		assertHeld(t, r)
+	}
+	if auto {
+		time.Sleep(autoTTL + 500*time.Millisecond)
+		if !l.Held() {
+			t.Fatal("an auto-extended lock is no longer held after its TTL")
+		}
+		for _, r := range resources {
+			assertHeld(t, r)
+		}
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost() closed for a held lock")
+	default:
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	for _, r := range resources {
+		assertNoKey(t, r)
+	}
+}
+
+// matrixCancel acquires a resource held elsewhere with req and a context cancelled after
+// 150 ms: a patient request returns Canceled at once after that, a single attempt
+// NotAcquired before it; neither leaves a key.
+func matrixCancel(t *testing.T, c *redlock.Client, req *redlock.Request, resources []string, pat matrixPatience) {
+	holder := mustLock(t, observer, resources[len(resources)-1], 30*time.Second)
+	defer holder.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const after = 150 * time.Millisecond
+	time.AfterFunc(after, cancel)
+	start := time.Now()
+	l, err := c.AcquireContext(ctx, req)
+	elapsed := time.Since(start)
+	if l != nil {
+		l.Unlock()
+		t.Fatal("acquired a held resource")
+	}
+	if pat.waits {
+		assertCancelled(t, "AcquireContext", err, context.Canceled)
+		if elapsed < after || elapsed > after+cancelBound {
+			t.Errorf("cancelled after %v, returned after %v", after, elapsed)
+		}
+	} else if !errors.Is(err, redlock.ErrNotAcquired) || errors.Is(err, redlock.ErrCancelled) {
+		t.Errorf("a single attempt = %v, want ErrNotAcquired", err)
+	}
+	assertOnlyToken(t, resources[len(resources)-1], holder.Token())
+	for _, r := range resources[:len(resources)-1] {
+		assertNoKey(t, r)
+	}
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	assertNoKey(t, resources[len(resources)-1])
+}
+
+func TestRequestReuseAndInvalid(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	// One request serves many acquisitions, from many goroutines.
+	req := redlock.NewRequest("go:reuse", 5*time.Second, redlock.WithFenced(), redlock.WithWait(10*time.Second))
+	errs := make(chan error, 4)
+	fences := make(chan uint64, 4)
+	for range 4 {
+		go func() {
+			l, err := c.Acquire(req)
+			if err == nil {
+				f, _ := l.Fence()
+				fences <- f
+				err = l.Unlock()
+			}
+			errs <- err
+		}()
+	}
+	seen := map[uint64]bool{}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		f := <-fences
+		if seen[f] {
+			t.Errorf("fence %d given twice", f)
+		}
+		seen[f] = true
+	}
+
+	for name, r := range map[string]*redlock.Request{
+		"empty resource":          redlock.NewRequest("", time.Second),
+		"NUL in resource":         redlock.NewRequest("go:a\x00", time.Second),
+		"zero TTL":                redlock.NewRequest("go:x", 0),
+		"TTL over ten years":      redlock.NewRequest("go:x", 11*365*24*time.Hour),
+		"empty owner":             redlock.NewRequest("go:x", time.Second, redlock.WithReentrant("")),
+		"NUL in owner":            redlock.NewRequest("go:x", time.Second, redlock.WithReentrant("o\x00")),
+		"fenced and reentrant":    redlock.NewRequest("go:x", time.Second, redlock.WithFenced(), redlock.WithReentrant("o")),
+		"fenced many":             redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:y"), redlock.WithFenced()),
+		"reentrant many":          redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:y"), redlock.WithReentrant("o")),
+		"duplicate resources":     redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:x")),
+		"empty name in the list":  redlock.NewRequest("go:x", time.Second, redlock.WithResources("")),
+		"negative retries":        redlock.NewRequest("go:x", time.Second, redlock.WithRetries(-1, 0, 0)),
+		"negative retry delay":    redlock.NewRequest("go:x", time.Second, redlock.WithRetries(1, -time.Second, 0)),
+		"zero wait":               redlock.NewRequest("go:x", time.Second, redlock.WithWait(0)),
+		"negative wait":           redlock.NewRequest("go:x", time.Second, redlock.WithWait(-time.Second)),
+		"extend fraction 1":       redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{Fraction: 1})),
+		"negative MaxHold":        redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: -1})),
+		"negative MaxExtensions":  redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{MaxExtensions: -1})),
+		"TTL too short to extend": redlock.NewRequest("go:x", 100*time.Millisecond, redlock.WithAutoExtend(redlock.AutoExtend{})),
+		"over MaxResources":       redlock.NewRequest("go:x", time.Second, redlock.WithResources(manyNames(redlock.MaxResources)...)),
+		"delay over ten years":    redlock.NewRequest("go:x", time.Second, redlock.WithRetries(1, 11*365*24*time.Hour, 0)),
+		"MaxHold over ten years":  redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: 11 * 365 * 24 * time.Hour})),
+	} {
+		l, err := c.AcquireContext(context.Background(), r)
+		if l != nil {
+			l.Unlock()
+		}
+		assertInvalid(t, name, err)
+	}
+	assertNoKey(t, "go:x")
+}
+
+func manyNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("go:n%d", i)
+	}
+	return names
+}
+
+// Lost, contexts and Close together: a granted lock does not depend on its context or its
+// client; Lost still reports a loss after both are gone.
+func TestLostContextCloseInterplay(t *testing.T) {
+	c, err := redlock.New(shared.urls(), fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const resource = "go:interplay"
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := c.AcquireContext(ctx, redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{}), redlock.WithWait(5*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	// A waiter on the same client, cancelled by Close below.
+	waiterErr := make(chan error, 1)
+	go func() {
+		_, err := c.LockContext(context.Background(), resource, autoTTL)
+		waiterErr <- err
+	}()
+	cancel()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > cancelBound {
+		t.Errorf("Close took %v with a waiter pending", d)
+	}
+	select {
+	case err := <-waiterErr:
+		assertCancelled(t, "waiter when Close ran", err, redlock.ErrClosed)
+	case <-time.After(cancelBound):
+		t.Fatal("the waiter did not return after Close")
+	}
+	// The lock keeps being extended with its context cancelled and its client closed.
+	time.Sleep(autoTTL + 500*time.Millisecond)
+	if !l.Held() {
+		t.Fatal("the auto-extended lock was lost after its context was cancelled and its client closed")
+	}
+	assertHeld(t, resource)
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost() closed for a held lock")
+	default:
+	}
+	// Taking its keys away is still noticed.
+	deleteOnMajority(t, resource)
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * autoTTL):
+		t.Fatal("Lost() not closed after the keys vanished")
+	}
+	if l.Held() {
+		t.Error("Held() after Lost()")
+	}
+	if err := l.Unlock(); !errors.Is(err, redlock.ErrLost) {
+		t.Errorf("Unlock of a lost lock = %v, want ErrLost", err)
+	}
+	assertNoKey(t, resource)
+}
