@@ -6,6 +6,11 @@
  * freed while another thread uses it. Every fallible call returns a redlock_status, writes its
  * result to *out only on REDLOCK_OK and, when err is not NULL, a new redlock_error to *err only
  * on failure (set *err to NULL before the call; free it with redlock_error_free).
+ *
+ * Needs C99 or later (stdbool.h, stdint.h, // comments) or C++11 or later. Every type that
+ * crosses the ABI is an opaque handle or a scalar; settings are changed with functions, so a
+ * later minor version can add some without breaking programs built against this header. The
+ * contract and the version policy: docs/c-abi.md.
  */
 
 #ifndef REDLOCK_H
@@ -49,76 +54,22 @@ typedef struct redlock_error redlock_error;
 // A held (or released) lock.
 typedef struct redlock_lock redlock_lock;
 
-// Client settings; get the defaults from `redlock_options_default()` and change fields.
-typedef struct redlock_options {
-  // Retries after the first attempt in `redlock_client_lock` (default 3).
-  uint32_t retry_count;
-  // Base delay between attempts, ms (default 200).
-  uint64_t retry_delay_ms;
-  // Each delay is `retry_delay_ms ± a random part of this`, ms (default 100).
-  uint64_t retry_jitter_ms;
-  // Clock drift as a fraction of the TTL, in [0, 1) (default 0.01).
-  double drift_factor;
-  // How long a call waits for any one node, ms, > 0 (default 50).
-  uint64_t node_timeout_ms;
-  // Cap on `redlock_lock_extend` per lock; 0 = no cap (default).
-  uint32_t max_extensions;
-  // A node whose Redis process is younger than this many ms does not count toward acquire
-  // quorums; 0 = off (default). Set it to at least your largest TTL when nodes run without
-  // persistence: a restarted node has forgotten its locks. Needs the `INFO` command.
-  uint64_t restart_grace_ms;
-  // Path of a PEM file with the CA certificate(s) to trust for `rediss://` nodes, instead of
-  // the system's trusted roots; NULL = the system's roots (default). Certificates are always
-  // verified; only a URL ending in `#insecure` skips that (for tests only). Read during
-  // `redlock_client_new`: the string need not outlive the call.
-  const char *tls_ca_file;
-  // Path of a PEM client certificate (with its chain) for nodes that require one (mutual
-  // TLS, `tls-auth-clients yes`); set together with `tls_client_key_file`. NULL = none
-  // (default).
-  const char *tls_client_cert_file;
-  // Path of the PEM private key of `tls_client_cert_file`; NULL = none (default).
-  const char *tls_client_key_file;
-} redlock_options;
+// How one lock is taken and kept, for `redlock_client_lock_with`: create with
+// `redlock_lock_options_new`, change with the `redlock_lock_options_set_*` functions, free
+// with `redlock_lock_options_free`. Not thread-safe while being changed; may be reused for
+// many calls.
+typedef struct redlock_lock_options redlock_lock_options;
 
-// What a client's worker last saw of one node; see `redlock_client_node_status`.
-typedef struct redlock_node_status {
-  // `host:port` (never with credentials), owned by the client: valid until
-  // `redlock_client_free`.
-  const char *address;
-  // Whether the worker holds a working connection.
-  bool connected;
-  // Connections established so far.
-  uint64_t connects;
-  // Restarts seen: reconnects that found a different server `run_id`.
-  uint64_t restarts;
-  // The server's uptime in ms (whole seconds when reported, plus time since); `UINT64_MAX`
-  // when unknown (not connected yet, or `INFO` denied).
-  uint64_t uptime_ms;
-  // With `restart_grace_ms`: ms until the node counts toward acquire quorums again; 0 when it
-  // counts.
-  uint64_t grace_remaining_ms;
-  // The server's `run_id` (40 hex characters), NUL-terminated; empty when unknown.
-  char run_id[41];
-} redlock_node_status;
+// A snapshot of what a client's worker saw of one node, from `redlock_client_node_status`;
+// read it with the `redlock_node_status_*` accessors and free it with
+// `redlock_node_status_free`. It does not change after it was taken.
+typedef struct redlock_node_status redlock_node_status;
 
-// How one lock is taken and kept, for `redlock_client_lock_with`; start from
-// `redlock_lock_options_default()`.
-typedef struct redlock_lock_options {
-  // Keep the lock alive on the client's extender thread while it is held (default false).
-  bool auto_extend;
-  // Extend after this fraction of the TTL, in (0, 1) (default 1/3).
-  double extend_fraction;
-  // Stop auto-extending this many ms after acquisition; 0 = never (default).
-  uint64_t max_hold_ms;
-  // Wait for a busy resource up to `wait_timeout_ms` instead of `retry_count` attempts
-  // (default false).
-  bool wait;
-  // How long to wait when `wait` is set, ms; 0 = one attempt.
-  uint64_t wait_timeout_ms;
-  // While waiting, wake on the release notifications the nodes publish (default true);
-  // false polls at retry_delay_ms.
-  bool notifications;
-} redlock_lock_options;
+// Client settings for `redlock_client_new`: create with `redlock_options_new`, change with the
+// `redlock_options_set_*` functions, free with `redlock_options_free`. Not thread-safe while
+// being changed; a client keeps no reference to it, so it may be freed (or reused for another
+// client) right after `redlock_client_new`.
+typedef struct redlock_options redlock_options;
 
 // The callback type of `redlock_lock_on_lost`: `user` as given, and the resource name, valid
 // only during the call.
@@ -128,26 +79,20 @@ typedef void (*redlock_lost_callback)(void *user, const char *resource);
 extern "C" {
 #endif // __cplusplus
 
-// The default settings: retry_count 3, retry_delay_ms 200, retry_jitter_ms 100,
-// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off),
-// tls_ca_file, tls_client_cert_file and tls_client_key_file NULL (system roots, no client
-// certificate).
-struct redlock_options redlock_options_default(void);
-
 // Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs
-// (`rediss://` for TLS; see `redlock_options.tls_ca_file`).
+// (`rediss://` for TLS; see `redlock_options_set_tls_ca_file`).
 //
-// `opts` may be NULL for the defaults. On success writes a new client to `*out`; free it with
-// `redlock_client_free`. Unreachable nodes do not fail this call (their workers keep trying);
-// an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice or a bad
-// option (including an unreadable TLS file, or TLS files without any `rediss://` node) returns
-// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a
-// new error to free with `redlock_error_free`.
+// `opts` is NULL for the defaults, or options from `redlock_options_new`; the client copies
+// them, so they may be freed or changed afterwards. On success writes a new client to `*out`;
+// free it with `redlock_client_free`. Unreachable nodes do not fail this call (their workers
+// keep trying); an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice,
+// an unreadable TLS file, or TLS files without any `rediss://` node returns
+// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a new error to
+// free with `redlock_error_free`.
 //
 // # Safety
-// `urls` points to `n_urls` pointers, each NULL or a NUL-terminated string; `out` is NULL or
-// writable; `err` is NULL or writable; `opts` is NULL or points to a `redlock_options` whose
-// string fields are each NULL or a NUL-terminated string.
+// `urls` points to `n_urls` pointers, each NULL or a NUL-terminated string; `opts` is NULL or
+// live options; `out` and `err` are NULL or writable.
 enum redlock_status redlock_client_new(const char *const *urls,
                                        size_t n_urls,
                                        const struct redlock_options *opts,
@@ -168,17 +113,6 @@ void redlock_client_free(struct redlock_client *client);
 // # Safety
 // `client` is NULL or a live client.
 size_t redlock_client_node_count(const struct redlock_client *client);
-
-// Writes to `*out` what the client's worker last saw of node `index` (0-based, in the order
-// of the URLs): connection, server uptime and `run_id`, restarts seen, restart grace left.
-// `REDLOCK_INVALID_ARGUMENT` for a NULL argument or an index out of range.
-//
-// # Safety
-// `client` is NULL or a live client; `out` is NULL or writable; `err` is NULL or writable.
-enum redlock_status redlock_client_node_status(const struct redlock_client *client,
-                                               size_t index,
-                                               struct redlock_node_status *out,
-                                               struct redlock_error **err);
 
 // Acquires `resource` for `ttl_ms` milliseconds, retrying up to `retry_count` times after a
 // random delay. Blocks until acquired or given up.
@@ -208,28 +142,25 @@ enum redlock_status redlock_client_try_lock(struct redlock_client *client,
                                             struct redlock_lock **out,
                                             struct redlock_error **err);
 
-// The default lock options: no auto-extension, extend_fraction 1/3, max_hold_ms 0 (never),
-// no waiting (retry_count attempts), notifications on.
-struct redlock_lock_options redlock_lock_options_default(void);
-
-// Acquires `resource` for `ttl_ms` as `opts` says (NULL: the defaults, i.e. like
-// `redlock_client_lock`).
+// Acquires `resource` for `ttl_ms` as `opts` (from `redlock_lock_options_new`) say; NULL: the
+// defaults, i.e. like `redlock_client_lock`.
 //
-// With `auto_extend`, the client's extender thread (one per client, started with the first such
-// lock) extends the lock every `extend_fraction × ttl` while it is held; poll
-// `redlock_lock_is_held` / `redlock_lock_is_lost` or register `redlock_lock_on_lost` to learn
-// that it was lost. Extension stops for good when the lock is released or freed, after
-// `max_hold_ms`, or at `max_extensions`; the lock keeps its client's internals alive, so it
-// goes on after `redlock_client_free` while the lock is held.
+// With auto-extension (`redlock_lock_options_set_auto_extend`), the client's extender thread
+// (one per client, started with the first such lock) extends the lock every
+// `extend_fraction × ttl` while it is held; poll `redlock_lock_is_held` /
+// `redlock_lock_is_lost` or register `redlock_lock_on_lost` to learn that it was lost.
+// Extension stops for good when the lock is released or freed, after `max_hold_ms`, or at
+// `max_extensions`; the lock keeps its client's internals alive, so it goes on after
+// `redlock_client_free` while the lock is held.
 //
-// With `wait`, blocks up to `wait_timeout_ms` for a busy resource, woken by the release
-// notification the nodes publish (one subscriber connection per node per client), with a
-// jittered backoff as the fallback. Statuses as for `redlock_client_lock`;
-// `REDLOCK_INVALID_ARGUMENT` also for an `extend_fraction` outside (0, 1) or a TTL too short to
-// auto-extend (it must exceed extend_fraction × ttl + node_timeout).
+// With a wait (`redlock_lock_options_set_wait_timeout_ms`), blocks that long for a busy
+// resource, woken by the release notification the nodes publish (one subscriber connection
+// per node per client), with a jittered backoff as the fallback. Statuses as for
+// `redlock_client_lock`; `REDLOCK_INVALID_ARGUMENT` also for a TTL too short to auto-extend
+// (it must exceed extend_fraction × ttl + node_timeout).
 //
 // # Safety
-// As for `redlock_client_lock`; `opts` is NULL or points to a `redlock_lock_options`.
+// As for `redlock_client_lock`; `opts` is NULL or live lock options.
 enum redlock_status redlock_client_lock_with(struct redlock_client *client,
                                              const char *resource,
                                              uint64_t ttl_ms,
@@ -478,6 +409,282 @@ enum redlock_status redlock_lock_fence(const struct redlock_lock *lock,
 enum redlock_status redlock_lock_hold_count(const struct redlock_lock *lock,
                                             uint64_t *out,
                                             struct redlock_error **err);
+
+// Writes to `*out` a new snapshot of what the client's worker last saw of node `index`
+// (0-based, in the order of the URLs): connection, server uptime and `run_id`, restarts seen,
+// restart grace left. Free it with `redlock_node_status_free`. `REDLOCK_INVALID_ARGUMENT` for
+// a NULL argument or an index out of range.
+//
+// # Safety
+// `client` is NULL or a live client; `out` and `err` are NULL or writable.
+enum redlock_status redlock_client_node_status(const struct redlock_client *client,
+                                               size_t index,
+                                               struct redlock_node_status **out,
+                                               struct redlock_error **err);
+
+// Frees a node status. NULL is a no-op.
+//
+// # Safety
+// `status` is NULL or a pointer from `redlock_client_node_status`, not used again afterwards.
+void redlock_node_status_free(struct redlock_node_status *status);
+
+// The node's `host:port` (never with credentials), owned by the status: valid until
+// `redlock_node_status_free`. NULL for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_address(const struct redlock_node_status *status);
+
+// Whether the worker held a working connection; false for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+bool redlock_node_status_connected(const struct redlock_node_status *status);
+
+// Connections established so far; 0 for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+uint64_t redlock_node_status_connects(const struct redlock_node_status *status);
+
+// Restarts seen: reconnects that found a different server `run_id`; 0 for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+uint64_t redlock_node_status_restarts(const struct redlock_node_status *status);
+
+// The server's uptime in ms (whole seconds when reported, plus time since); `UINT64_MAX`
+// when unknown (not connected yet, or `INFO` denied) and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+uint64_t redlock_node_status_uptime_ms(const struct redlock_node_status *status);
+
+// With a restart grace set: ms until the node counts toward acquire quorums again; 0 when it
+// counts, and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+uint64_t redlock_node_status_grace_remaining_ms(const struct redlock_node_status *status);
+
+// The server's `run_id` (40 hex characters), owned by the status; empty when unknown, NULL
+// for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_run_id(const struct redlock_node_status *status);
+
+// The worker's last connection problem, owned by the status; NULL when there was none, and
+// for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_last_error(const struct redlock_node_status *status);
+
+// Writes new client options with the default settings to `*out`: retry_count 3,
+// retry_delay_ms 200, retry_jitter_ms 100, drift_factor 0.01, node_timeout_ms 50,
+// max_extensions 0 (no cap), restart_grace_ms 0 (off), the system's trusted roots and no
+// client certificate for TLS. Free them with `redlock_options_free`.
+//
+// # Safety
+// `out` and `err` are NULL or writable.
+enum redlock_status redlock_options_new(struct redlock_options **out, struct redlock_error **err);
+
+// Frees client options. NULL is a no-op.
+//
+// # Safety
+// `o` is NULL or a pointer from `redlock_options_new`, not used again afterwards.
+void redlock_options_free(struct redlock_options *o);
+
+// Retries after the first attempt in `redlock_client_lock` (default 3; 0 = one attempt).
+//
+// # Safety
+// `o` is NULL or live options not used by another thread during the call; `err` is NULL or
+// writable.
+enum redlock_status redlock_options_set_retry_count(struct redlock_options *o,
+                                                    uint32_t count,
+                                                    struct redlock_error **err);
+
+// Base delay between attempts, ms, at most 10 years (default 200).
+// `REDLOCK_INVALID_ARGUMENT` for a larger value; the options are then unchanged.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_retry_delay_ms(struct redlock_options *o,
+                                                       uint64_t ms,
+                                                       struct redlock_error **err);
+
+// Each delay is `retry_delay_ms ± a random part of this`, ms, at most 10 years (default 100).
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_retry_jitter_ms(struct redlock_options *o,
+                                                        uint64_t ms,
+                                                        struct redlock_error **err);
+
+// Clock drift as a fraction of the TTL, in [0, 1) (default 0.01). Validity is
+// `ttl − elapsed − (ttl × drift_factor + 2 ms)`. `REDLOCK_INVALID_ARGUMENT` outside [0, 1)
+// or for NaN.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_drift_factor(struct redlock_options *o,
+                                                     double factor,
+                                                     struct redlock_error **err);
+
+// How long a call waits for any one node, ms: more than 0, at most 10 years (default 50).
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_node_timeout_ms(struct redlock_options *o,
+                                                        uint64_t ms,
+                                                        struct redlock_error **err);
+
+// Cap on `redlock_lock_extend` calls per lock (and on auto-extensions); 0 = no cap (default).
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_max_extensions(struct redlock_options *o,
+                                                       uint32_t max,
+                                                       struct redlock_error **err);
+
+// A node whose Redis process is younger than this many ms does not count toward acquire
+// quorums; 0 = off (default), at most 10 years. Set it to at least your largest TTL when
+// nodes run without persistence: a restarted node has forgotten its locks. Needs the `INFO`
+// command.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_restart_grace_ms(struct redlock_options *o,
+                                                         uint64_t ms,
+                                                         struct redlock_error **err);
+
+// Trusts the CA certificate(s) in the PEM file at `path` for `rediss://` nodes, instead of the
+// system's trusted roots. The path is copied; the file is read by `redlock_client_new`, which
+// fails with `REDLOCK_INVALID_ARGUMENT` if it is unreadable or holds no certificate, or if no
+// node is `rediss://`. Certificates are always verified; only a URL ending in `#insecure`
+// skips that (for tests only). A NULL, empty or non-UTF-8 path is `REDLOCK_INVALID_ARGUMENT`.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`; `path` is NULL or a NUL-terminated string.
+enum redlock_status redlock_options_set_tls_ca_file(struct redlock_options *o,
+                                                    const char *path,
+                                                    struct redlock_error **err);
+
+// Presents the PEM client certificate (with its chain) at `cert_path` and its PEM private key
+// at `key_path` to `rediss://` nodes that require one (mutual TLS, `tls-auth-clients yes`).
+// Both paths are copied and read by `redlock_client_new`, like `redlock_options_set_tls_ca_file`.
+// A NULL, empty or non-UTF-8 path is `REDLOCK_INVALID_ARGUMENT`.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`; `cert_path` and `key_path` are NULL or
+// NUL-terminated strings.
+enum redlock_status redlock_options_set_tls_client_cert_file(struct redlock_options *o,
+                                                             const char *cert_path,
+                                                             const char *key_path,
+                                                             struct redlock_error **err);
+
+// The retry count of `o`; the default (3) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint32_t redlock_options_retry_count(const struct redlock_options *o);
+
+// The retry delay of `o`, ms; the default (200) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint64_t redlock_options_retry_delay_ms(const struct redlock_options *o);
+
+// The retry jitter of `o`, ms; the default (100) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint64_t redlock_options_retry_jitter_ms(const struct redlock_options *o);
+
+// The drift factor of `o`; the default (0.01) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+double redlock_options_drift_factor(const struct redlock_options *o);
+
+// The node timeout of `o`, ms; the default (50) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint64_t redlock_options_node_timeout_ms(const struct redlock_options *o);
+
+// The extension cap of `o`; 0 (no cap, the default) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint32_t redlock_options_max_extensions(const struct redlock_options *o);
+
+// The restart grace of `o`, ms; 0 (off, the default) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint64_t redlock_options_restart_grace_ms(const struct redlock_options *o);
+
+// Writes new lock options with the defaults to `*out`: no auto-extension, extend_fraction 1/3,
+// max_hold_ms 0 (never), no waiting (the client's retries), notifications on. Free them with
+// `redlock_lock_options_free`.
+//
+// # Safety
+// `out` and `err` are NULL or writable.
+enum redlock_status redlock_lock_options_new(struct redlock_lock_options **out,
+                                             struct redlock_error **err);
+
+// Frees lock options. NULL is a no-op.
+//
+// # Safety
+// `o` is NULL or a pointer from `redlock_lock_options_new`, not used again afterwards.
+void redlock_lock_options_free(struct redlock_lock_options *o);
+
+// Keep the lock alive on the client's extender thread while it is held (default false).
+//
+// # Safety
+// `o` is NULL or live lock options not used by another thread during the call; `err` is NULL
+// or writable.
+enum redlock_status redlock_lock_options_set_auto_extend(struct redlock_lock_options *o,
+                                                         bool on,
+                                                         struct redlock_error **err);
+
+// Extend after this fraction of the TTL, in (0, 1) (default 1/3). `REDLOCK_INVALID_ARGUMENT`
+// outside (0, 1) or for NaN.
+//
+// # Safety
+// As for `redlock_lock_options_set_auto_extend`.
+enum redlock_status redlock_lock_options_set_extend_fraction(struct redlock_lock_options *o,
+                                                             double fraction,
+                                                             struct redlock_error **err);
+
+// Stop auto-extending this many ms after acquisition; 0 = never (default); at most 10 years.
+//
+// # Safety
+// As for `redlock_lock_options_set_auto_extend`.
+enum redlock_status redlock_lock_options_set_max_hold_ms(struct redlock_lock_options *o,
+                                                         uint64_t ms,
+                                                         struct redlock_error **err);
+
+// Wait up to `ms` for a busy resource (0 = one attempt), woken by the release notifications
+// the nodes publish, instead of the client's `retry_count` attempts; at most 10 years. Waiting
+// cannot be turned off again on these options: use new ones.
+//
+// # Safety
+// As for `redlock_lock_options_set_auto_extend`.
+enum redlock_status redlock_lock_options_set_wait_timeout_ms(struct redlock_lock_options *o,
+                                                             uint64_t ms,
+                                                             struct redlock_error **err);
+
+// While waiting, wake on the release notifications the nodes publish (default true); false
+// polls at the client's retry delay.
+//
+// # Safety
+// As for `redlock_lock_options_set_auto_extend`.
+enum redlock_status redlock_lock_options_set_notifications(struct redlock_lock_options *o,
+                                                           bool on,
+                                                           struct redlock_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"
