@@ -320,3 +320,94 @@ fn exported_symbols_match_the_committed_list_and_the_soname() {
         "libredlock.so has no SONAME libredlock.so.{major}:\n{dynamic}"
     );
 }
+
+/// The README's C snippet, as printed: it compiles as strict C99 and frees everything on the
+/// success path and on the error path (checked by valgrind when it is installed).
+#[test]
+fn readme_c_snippet_is_leak_free_on_success_and_on_error() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = &readme[readme.find("\n## C\n").expect("README has a C section")..];
+    let start = section.find("```c\n").expect("a ```c block") + "```c\n".len();
+    let snippet = &section[start..start + section[start..].find("```").unwrap()];
+    assert!(snippet.contains("int lock_orders("), "{snippet}");
+    let program = format!(
+        "{snippet}\nint main(int argc, char **argv) {{\n    \
+         return lock_orders((const char *const *)&argv[1], (size_t)(argc - 1));\n}}\n"
+    );
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let source = dir.join("readme_snippet.c");
+    std::fs::write(&source, program).unwrap();
+    let binary = dir.join("readme_snippet");
+    let lib = library_dir();
+    let output = Command::new("cc")
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-pedantic",
+            "-Werror",
+            "-g",
+            "-I",
+        ])
+        .arg(root().join("include"))
+        .arg(&source)
+        .arg("-L")
+        .arg(lib)
+        .arg("-lredlock")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&binary)
+        .output()
+        .expect("run cc");
+    assert!(
+        output.status.success(),
+        "the README's C snippet does not compile:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let valgrind: &[&str] = if valgrind_available() {
+        &[
+            "valgrind",
+            "--quiet",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite",
+            "--error-exitcode=99",
+        ]
+    } else {
+        &[]
+    };
+    let run = |url: &str| {
+        let mut command = match valgrind.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&binary);
+                c
+            }
+            None => Command::new(&binary),
+        };
+        command
+            .env_remove("LD_LIBRARY_PATH")
+            .arg(url)
+            .output()
+            .unwrap()
+    };
+    let cluster = Cluster::start(1);
+    let ok = run(&cluster.urls()[0]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "success path:\n{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(cluster.nodes[0].get("orders:42"), None, "released");
+    // A node that is not there: the client is created, the lock fails with an error that the
+    // snippet prints and frees along with everything else (valgrind would exit with 99).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let failed = run(&format!("redis://127.0.0.1:{port}"));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "error path:\n{stderr}");
+    assert!(stderr.contains("redlock: "), "{stderr}");
+}
