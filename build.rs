@@ -70,6 +70,15 @@ fn dev_symlink(major: &str) {
     if !profile_dir.join("build").is_dir() {
         return;
     }
+    // Only where cargo puts the library itself: in this repository's target directory, not in
+    // that of a crate that depends on redlock (which gets no libredlock.so there).
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").unwrap_or_default();
+    let ours = profile_dir.starts_with(&manifest_dir)
+        || (!target_dir.is_empty() && profile_dir.starts_with(&target_dir));
+    if !ours {
+        return;
+    }
     let link = profile_dir.join(format!("libredlock.so.{major}"));
     if std::fs::read_link(&link).is_ok_and(|target| target == Path::new("libredlock.so")) {
         return;
