@@ -14,7 +14,7 @@ import (
 )
 
 // Options configures a Client. The zero value of every field means the libredlock
-// default (see redlock_options_default in redlock.h). Because zero means "default", a
+// default (see redlock_options_new in redlock.h). Because zero means "default", a
 // negative RetryCount, RetryDelay, RetryJitter or DriftFactor means zero: RetryCount: -1
 // is "one attempt, no retries". Durations are rounded up to whole milliseconds.
 type Options struct {
