@@ -186,3 +186,228 @@ fn c_example_builds_with_the_readme_line_and_runs() {
     assert!(stdout.starts_with("holding orders:42 for "), "{stdout}");
     assert_eq!(cluster.nodes[0].get("orders:42"), None, "released");
 }
+
+/// Compiles a file that includes the header as `standard` with strict warnings as errors.
+fn compile_header_as(compiler: &str, standard: &str, source: &Path) {
+    let object = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("header-{standard}.o"));
+    let output = Command::new(compiler)
+        .args([
+            standard,
+            "-Wall",
+            "-Wextra",
+            "-pedantic",
+            "-Werror",
+            "-c",
+            "-I",
+        ])
+        .arg(root().join("include"))
+        .arg(source)
+        .arg("-o")
+        .arg(&object)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {compiler} ({e}); scripts/test installs gcc and g++ when missing")
+        });
+    assert!(
+        output.status.success(),
+        "include/redlock.h does not compile cleanly with {compiler} {standard}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The header says it needs C99 or C++11: hold it to that, warnings included.
+#[test]
+fn header_compiles_as_strict_c99_and_cpp11() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let program = "#include \"redlock.h\"\n\
+        int main(void) {\n\
+            redlock_options *o = 0;\n\
+            redlock_status st = redlock_options_new(&o, 0);\n\
+            redlock_options_free(o);\n\
+            return st == REDLOCK_OK && redlock_version() != 0 ? 0 : 1;\n\
+        }\n";
+    let c = dir.join("header_c99.c");
+    let cpp = dir.join("header_cpp11.cpp");
+    std::fs::write(&c, program).unwrap();
+    std::fs::write(&cpp, program.replace("(void)", "()")).unwrap();
+    compile_header_as("cc", "-std=c99", &c);
+    compile_header_as("c++", "-std=c++11", &cpp);
+    // The example is what users copy: it must be plain C99 too.
+    compile_header_as("cc", "-std=c99", &root().join("examples/c/example.c"));
+}
+
+/// The names the shared library exports, from `nm -D --defined-only`.
+fn exported_symbols(library: &Path) -> Vec<String> {
+    let output = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(library)
+        .output()
+        .expect("run nm (binutils)");
+    assert!(
+        output.status.success(),
+        "nm failed on {}",
+        library.display()
+    );
+    let mut names: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2).map(str::to_owned))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// An accidental removal (or rename) of an exported function fails here, and so does an export
+/// that was added without being recorded in include/redlock.symbols; each exported function is
+/// declared in the header, and the library carries the SONAME of its major version.
+#[test]
+fn exported_symbols_match_the_committed_list_and_the_soname() {
+    let library = library_dir().join("libredlock.so");
+    let exported = exported_symbols(&library);
+    let listed_text = std::fs::read_to_string(root().join("include/redlock.symbols")).unwrap();
+    let listed: Vec<&str> = listed_text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let missing: Vec<&str> = listed
+        .iter()
+        .copied()
+        .filter(|name| !exported.iter().any(|e| e == name))
+        .collect();
+    let unlisted: Vec<&String> = exported
+        .iter()
+        .filter(|name| !listed.contains(&name.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "libredlock.so no longer exports {missing:?}: removing or renaming a function breaks \
+         every program linked against it (docs/c-abi.md, \"Versions\")"
+    );
+    assert!(
+        unlisted.is_empty(),
+        "libredlock.so exports {unlisted:?}, which include/redlock.symbols does not list: add \
+         them (sorted) if they are new API"
+    );
+    let mut sorted = listed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        listed, sorted,
+        "include/redlock.symbols: keep it sorted, no duplicates"
+    );
+    let header = std::fs::read_to_string(root().join("include/redlock.h")).unwrap();
+    for name in &listed {
+        let declared = header.match_indices(&format!("{name}(")).any(|(at, _)| {
+            let before = header[..at].chars().next_back();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        assert!(
+            declared,
+            "{name} is exported but not declared in include/redlock.h"
+        );
+    }
+
+    let output = Command::new("readelf")
+        .args(["-d"])
+        .arg(&library)
+        .output()
+        .expect("run readelf (binutils)");
+    let dynamic = String::from_utf8_lossy(&output.stdout);
+    let major = env!("CARGO_PKG_VERSION_MAJOR");
+    assert!(
+        dynamic.contains(&format!("Library soname: [libredlock.so.{major}]")),
+        "libredlock.so has no SONAME libredlock.so.{major}:\n{dynamic}"
+    );
+}
+
+/// The README's C snippet, as printed: it compiles as strict C99 and frees everything on the
+/// success path and on the error path (checked by valgrind when it is installed).
+#[test]
+fn readme_c_snippet_is_leak_free_on_success_and_on_error() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = &readme[readme.find("\n## C\n").expect("README has a C section")..];
+    let start = section.find("```c\n").expect("a ```c block") + "```c\n".len();
+    let snippet = &section[start..start + section[start..].find("```").unwrap()];
+    assert!(snippet.contains("int lock_orders("), "{snippet}");
+    let program = format!(
+        "{snippet}\nint main(int argc, char **argv) {{\n    \
+         return lock_orders((const char *const *)&argv[1], (size_t)(argc - 1));\n}}\n"
+    );
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let source = dir.join("readme_snippet.c");
+    std::fs::write(&source, program).unwrap();
+    let binary = dir.join("readme_snippet");
+    let lib = library_dir();
+    let output = Command::new("cc")
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-pedantic",
+            "-Werror",
+            "-g",
+            "-I",
+        ])
+        .arg(root().join("include"))
+        .arg(&source)
+        .arg("-L")
+        .arg(lib)
+        .arg("-lredlock")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&binary)
+        .output()
+        .expect("run cc");
+    assert!(
+        output.status.success(),
+        "the README's C snippet does not compile:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let valgrind: &[&str] = if valgrind_available() {
+        &[
+            "valgrind",
+            "--quiet",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite",
+            "--error-exitcode=99",
+        ]
+    } else {
+        &[]
+    };
+    let run = |url: &str| {
+        let mut command = match valgrind.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&binary);
+                c
+            }
+            None => Command::new(&binary),
+        };
+        command
+            .env_remove("LD_LIBRARY_PATH")
+            .arg(url)
+            .output()
+            .unwrap()
+    };
+    let cluster = Cluster::start(1);
+    let ok = run(&cluster.urls()[0]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "success path:\n{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(cluster.nodes[0].get("orders:42"), None, "released");
+    // A node that is not there: the client is created, the lock fails with an error that the
+    // snippet prints and frees along with everything else (valgrind would exit with 99).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let failed = run(&format!("redis://127.0.0.1:{port}"));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "error path:\n{stderr}");
+    assert!(stderr.contains("redlock: "), "{stderr}");
+}

@@ -14,7 +14,7 @@ import (
 )
 
 // Options configures a Client. The zero value of every field means the libredlock
-// default (see redlock_options_default in redlock.h). Because zero means "default", a
+// default (see redlock_options_new in redlock.h). Because zero means "default", a
 // negative RetryCount, RetryDelay, RetryJitter or DriftFactor means zero: RetryCount: -1
 // is "one attempt, no retries". Durations are rounded up to whole milliseconds.
 type Options struct {
@@ -45,45 +45,127 @@ type Options struct {
 	TLSClientKeyFile  string
 }
 
-func (o Options) toC() (C.redlock_options, error) {
-	opts := C.redlock_options_default()
+// toC builds libredlock options from o (the caller frees them with redlock_options_free).
+// The library checks each value as it is set.
+func (o Options) toC() (*C.redlock_options, error) {
+	var opts *C.redlock_options
+	var cerr *C.redlock_error
+	if err := statusError(C.redlock_options_new(&opts, &cerr), cerr); err != nil {
+		return nil, err
+	}
+	if err := o.setC(opts); err != nil {
+		C.redlock_options_free(opts)
+		return nil, err
+	}
+	return opts, nil
+}
+
+// set runs one redlock_*_set_* call and turns its status into an error.
+func set(call func(**C.redlock_error) C.enum_redlock_status) error {
+	var cerr *C.redlock_error
+	return statusError(call(&cerr), cerr)
+}
+
+func (o Options) setC(opts *C.redlock_options) error {
 	if o.RetryCount != 0 {
 		n, err := uint32Option("RetryCount", max(o.RetryCount, 0))
 		if err != nil {
-			return opts, err
+			return err
 		}
-		opts.retry_count = n
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_retry_count(opts, n, e)
+		}); err != nil {
+			return err
+		}
 	}
 	if o.RetryDelay != 0 {
-		opts.retry_delay_ms = optionMillis(o.RetryDelay)
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_retry_delay_ms(opts, optionMillis(o.RetryDelay), e)
+		}); err != nil {
+			return err
+		}
 	}
 	if o.RetryJitter != 0 {
-		opts.retry_jitter_ms = optionMillis(o.RetryJitter)
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_retry_jitter_ms(opts, optionMillis(o.RetryJitter), e)
+		}); err != nil {
+			return err
+		}
 	}
 	if o.DriftFactor != 0 {
-		opts.drift_factor = C.double(max(o.DriftFactor, 0))
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_drift_factor(opts, C.double(max(o.DriftFactor, 0)), e)
+		}); err != nil {
+			return err
+		}
 	}
 	if o.NodeTimeout < 0 {
-		return opts, invalidArgument("NodeTimeout %v is negative", o.NodeTimeout)
+		return invalidArgument("NodeTimeout %v is negative", o.NodeTimeout)
 	}
 	if o.NodeTimeout != 0 {
-		opts.node_timeout_ms = optionMillis(o.NodeTimeout)
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_node_timeout_ms(opts, optionMillis(o.NodeTimeout), e)
+		}); err != nil {
+			return err
+		}
 	}
 	if o.MaxExtensions < 0 {
-		return opts, invalidArgument("MaxExtensions %d is negative", o.MaxExtensions)
+		return invalidArgument("MaxExtensions %d is negative", o.MaxExtensions)
 	}
 	if o.MaxExtensions != 0 {
 		n, err := uint32Option("MaxExtensions", o.MaxExtensions)
 		if err != nil {
-			return opts, err
+			return err
 		}
-		opts.max_extensions = n
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_max_extensions(opts, n, e)
+		}); err != nil {
+			return err
+		}
 	}
 	if o.RestartGrace < 0 {
-		return opts, invalidArgument("RestartGrace %v is negative", o.RestartGrace)
+		return invalidArgument("RestartGrace %v is negative", o.RestartGrace)
 	}
-	opts.restart_grace_ms = optionMillis(o.RestartGrace)
-	return opts, nil
+	if o.RestartGrace != 0 {
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_restart_grace_ms(opts, optionMillis(o.RestartGrace), e)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, file := range []struct{ name, path string }{
+		{"TLSCAFile", o.TLSCAFile},
+		{"TLSClientCertFile", o.TLSClientCertFile},
+		{"TLSClientKeyFile", o.TLSClientKeyFile},
+	} {
+		if strings.IndexByte(file.path, 0) >= 0 {
+			return invalidArgument("%s %q contains a NUL byte", file.name, file.path)
+		}
+	}
+	if o.TLSCAFile != "" {
+		path := C.CString(o.TLSCAFile)
+		defer C.free(unsafe.Pointer(path))
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_tls_ca_file(opts, path, e)
+		}); err != nil {
+			return err
+		}
+	}
+	if (o.TLSClientCertFile == "") != (o.TLSClientKeyFile == "") {
+		return invalidArgument("TLSClientCertFile and TLSClientKeyFile go together: set both or neither")
+	}
+	if o.TLSClientCertFile != "" {
+		cert := C.CString(o.TLSClientCertFile)
+		defer C.free(unsafe.Pointer(cert))
+		key := C.CString(o.TLSClientKeyFile)
+		defer C.free(unsafe.Pointer(key))
+		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
+			return C.redlock_options_set_tls_client_cert_file(opts, cert, key, e)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func uint32Option(name string, n int) (C.uint32_t, error) {
@@ -137,23 +219,7 @@ func New(urls []string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, file := range []struct {
-		name, path string
-		field      **C.char
-	}{
-		{"TLSCAFile", opts.TLSCAFile, &copts.tls_ca_file},
-		{"TLSClientCertFile", opts.TLSClientCertFile, &copts.tls_client_cert_file},
-		{"TLSClientKeyFile", opts.TLSClientKeyFile, &copts.tls_client_key_file},
-	} {
-		if file.path == "" {
-			continue
-		}
-		if strings.IndexByte(file.path, 0) >= 0 {
-			return nil, invalidArgument("%s %q contains a NUL byte", file.name, file.path)
-		}
-		*file.field = C.CString(file.path)
-		defer C.free(unsafe.Pointer(*file.field))
-	}
+	defer C.redlock_options_free(copts)
 	curls := make([]*C.char, len(urls))
 	for i, u := range urls {
 		if strings.IndexByte(u, 0) >= 0 {
@@ -165,7 +231,7 @@ func New(urls []string, opts Options) (*Client, error) {
 	}
 	var ptr *C.redlock_client
 	var cerr *C.redlock_error
-	status := C.redlock_client_new(&curls[0], C.size_t(len(curls)), &copts, &ptr, &cerr)
+	status := C.redlock_client_new(&curls[0], C.size_t(len(curls)), copts, &ptr, &cerr)
 	if err := statusError(status, cerr); err != nil {
 		return nil, err
 	}
@@ -277,25 +343,26 @@ func (c *Client) NodeStatus() ([]NodeStatus, error) {
 	n := int(C.redlock_client_node_count(ptr))
 	result := make([]NodeStatus, 0, n)
 	for i := 0; i < n; i++ {
-		var raw C.redlock_node_status
+		var raw *C.redlock_node_status
 		var cerr *C.redlock_error
 		status := C.redlock_client_node_status(ptr, C.size_t(i), &raw, &cerr)
 		if err := statusError(status, cerr); err != nil {
 			return nil, err
 		}
 		uptime := time.Duration(-1)
-		if raw.uptime_ms != C.uint64_t(math.MaxUint64) {
-			uptime = time.Duration(raw.uptime_ms) * time.Millisecond
+		if ms := C.redlock_node_status_uptime_ms(raw); ms != C.uint64_t(math.MaxUint64) {
+			uptime = time.Duration(ms) * time.Millisecond
 		}
 		result = append(result, NodeStatus{
-			Address:        C.GoString(raw.address),
-			Connected:      bool(raw.connected),
-			Connects:       uint64(raw.connects),
-			Restarts:       uint64(raw.restarts),
-			RunID:          C.GoString(&raw.run_id[0]),
+			Address:        C.GoString(C.redlock_node_status_address(raw)),
+			Connected:      bool(C.redlock_node_status_connected(raw)),
+			Connects:       uint64(C.redlock_node_status_connects(raw)),
+			Restarts:       uint64(C.redlock_node_status_restarts(raw)),
+			RunID:          C.GoString(C.redlock_node_status_run_id(raw)),
 			Uptime:         uptime,
-			GraceRemaining: time.Duration(raw.grace_remaining_ms) * time.Millisecond,
+			GraceRemaining: time.Duration(C.redlock_node_status_grace_remaining_ms(raw)) * time.Millisecond,
 		})
+		C.redlock_node_status_free(raw)
 	}
 	runtime.KeepAlive(c)
 	return result, nil

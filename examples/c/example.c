@@ -1,8 +1,13 @@
-/* A first use of libredlock from C. Build and run from the repository root:
+/* A first use of libredlock from C (C99). Install the library, then build from anywhere:
  *
- *   cargo build --release
- *   cc -std=c11 -Iinclude examples/c/example.c -Ltarget/release -lredlock \
- *      -Wl,-rpath,$PWD/target/release -o example && ./example redis://127.0.0.1:6379
+ *   scripts/install "$HOME/.local"           # or sudo scripts/install /usr/local
+ *   export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig LD_LIBRARY_PATH=$HOME/.local/lib
+ *   cc example.c $(pkg-config --cflags --libs redlock) -o example
+ *   ./example redis://127.0.0.1:6379
+ *
+ * Or, inside the repository after `cargo build --release`:
+ *   cc -Iinclude examples/c/example.c -Ltarget/release -lredlock \
+ *      -Wl,-rpath,$PWD/target/release -o example
  */
 #include <stdio.h>
 

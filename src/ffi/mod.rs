@@ -15,7 +15,12 @@ use crate::lock::Shared;
 use crate::{Error, Lock, LockOptions, Redlock};
 
 mod kinds;
+mod node;
+mod options;
 mod request;
+
+pub use node::redlock_node_status;
+pub use options::{redlock_lock_options, redlock_options};
 
 /// What a call came to. The numbers are part of the ABI and never reused.
 #[repr(C)]
@@ -45,88 +50,11 @@ pub enum redlock_status {
 
 use redlock_status::*;
 
-/// Client settings; get the defaults from `redlock_options_default()` and change fields.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct redlock_options {
-    /// Retries after the first attempt in `redlock_client_lock` (default 3).
-    pub retry_count: u32,
-    /// Base delay between attempts, ms (default 200).
-    pub retry_delay_ms: u64,
-    /// Each delay is `retry_delay_ms ± a random part of this`, ms (default 100).
-    pub retry_jitter_ms: u64,
-    /// Clock drift as a fraction of the TTL, in [0, 1) (default 0.01).
-    pub drift_factor: f64,
-    /// How long a call waits for any one node, ms, > 0 (default 50).
-    pub node_timeout_ms: u64,
-    /// Cap on `redlock_lock_extend` per lock; 0 = no cap (default).
-    pub max_extensions: u32,
-    /// A node whose Redis process is younger than this many ms does not count toward acquire
-    /// quorums; 0 = off (default). Set it to at least your largest TTL when nodes run without
-    /// persistence: a restarted node has forgotten its locks. Needs the `INFO` command.
-    pub restart_grace_ms: u64,
-    /// Path of a PEM file with the CA certificate(s) to trust for `rediss://` nodes, instead of
-    /// the system's trusted roots; NULL = the system's roots (default). Certificates are always
-    /// verified; only a URL ending in `#insecure` skips that (for tests only). Read during
-    /// `redlock_client_new`: the string need not outlive the call.
-    pub tls_ca_file: *const c_char,
-    /// Path of a PEM client certificate (with its chain) for nodes that require one (mutual
-    /// TLS, `tls-auth-clients yes`); set together with `tls_client_key_file`. NULL = none
-    /// (default).
-    pub tls_client_cert_file: *const c_char,
-    /// Path of the PEM private key of `tls_client_cert_file`; NULL = none (default).
-    pub tls_client_key_file: *const c_char,
-}
-
 /// A client over N Redis nodes. Thread-safe: share one among all threads.
 pub struct redlock_client {
     client: Redlock,
-    /// The nodes' `host:port`, for `redlock_node_status.address`.
-    addresses: Vec<CString>,
-}
-
-/// What a client's worker last saw of one node; see `redlock_client_node_status`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct redlock_node_status {
-    /// `host:port` (never with credentials), owned by the client: valid until
-    /// `redlock_client_free`.
-    pub address: *const c_char,
-    /// Whether the worker holds a working connection.
-    pub connected: bool,
-    /// Connections established so far.
-    pub connects: u64,
-    /// Restarts seen: reconnects that found a different server `run_id`.
-    pub restarts: u64,
-    /// The server's uptime in ms (whole seconds when reported, plus time since); `UINT64_MAX`
-    /// when unknown (not connected yet, or `INFO` denied).
-    pub uptime_ms: u64,
-    /// With `restart_grace_ms`: ms until the node counts toward acquire quorums again; 0 when it
-    /// counts.
-    pub grace_remaining_ms: u64,
-    /// The server's `run_id` (40 hex characters), NUL-terminated; empty when unknown.
-    pub run_id: [c_char; 41],
-}
-
-/// How one lock is taken and kept, for `redlock_client_lock_with`; start from
-/// `redlock_lock_options_default()`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct redlock_lock_options {
-    /// Keep the lock alive on the client's extender thread while it is held (default false).
-    pub auto_extend: bool,
-    /// Extend after this fraction of the TTL, in (0, 1) (default 1/3).
-    pub extend_fraction: f64,
-    /// Stop auto-extending this many ms after acquisition; 0 = never (default).
-    pub max_hold_ms: u64,
-    /// Wait for a busy resource up to `wait_timeout_ms` instead of `retry_count` attempts
-    /// (default false).
-    pub wait: bool,
-    /// How long to wait when `wait` is set, ms; 0 = one attempt.
-    pub wait_timeout_ms: u64,
-    /// While waiting, wake on the release notifications the nodes publish (default true);
-    /// false polls at retry_delay_ms.
-    pub notifications: bool,
+    /// How many nodes it was created with.
+    nodes: usize,
 }
 
 /// A held (or released) lock.
@@ -240,40 +168,20 @@ fn locked(lock: &redlock_lock) -> MutexGuard<'_, Lock> {
     lock.lock.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The default settings: retry_count 3, retry_delay_ms 200, retry_jitter_ms 100,
-/// drift_factor 0.01, node_timeout_ms 50, max_extensions 0 (no cap), restart_grace_ms 0 (off),
-/// tls_ca_file, tls_client_cert_file and tls_client_key_file NULL (system roots, no client
-/// certificate).
-#[unsafe(no_mangle)]
-pub extern "C" fn redlock_options_default() -> redlock_options {
-    redlock_options {
-        retry_count: crate::DEFAULT_RETRY_COUNT,
-        retry_delay_ms: crate::DEFAULT_RETRY_DELAY.as_millis() as u64,
-        retry_jitter_ms: crate::DEFAULT_RETRY_JITTER.as_millis() as u64,
-        drift_factor: crate::DEFAULT_DRIFT_FACTOR,
-        node_timeout_ms: crate::DEFAULT_NODE_TIMEOUT.as_millis() as u64,
-        max_extensions: 0,
-        restart_grace_ms: 0,
-        tls_ca_file: std::ptr::null(),
-        tls_client_cert_file: std::ptr::null(),
-        tls_client_key_file: std::ptr::null(),
-    }
-}
-
 /// Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs
-/// (`rediss://` for TLS; see `redlock_options.tls_ca_file`).
+/// (`rediss://` for TLS; see `redlock_options_set_tls_ca_file`).
 ///
-/// `opts` may be NULL for the defaults. On success writes a new client to `*out`; free it with
-/// `redlock_client_free`. Unreachable nodes do not fail this call (their workers keep trying);
-/// an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice or a bad
-/// option (including an unreadable TLS file, or TLS files without any `rediss://` node) returns
-/// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a
-/// new error to free with `redlock_error_free`.
+/// `opts` is NULL for the defaults, or options from `redlock_options_new`; the client copies
+/// them, so they may be freed or changed afterwards. On success writes a new client to `*out`;
+/// free it with `redlock_client_free`. Unreachable nodes do not fail this call (their workers
+/// keep trying); an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice,
+/// an unreadable TLS file, or TLS files without any `rediss://` node returns
+/// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a new error to
+/// free with `redlock_error_free`.
 ///
 /// # Safety
-/// `urls` points to `n_urls` pointers, each NULL or a NUL-terminated string; `out` is NULL or
-/// writable; `err` is NULL or writable; `opts` is NULL or points to a `redlock_options` whose
-/// string fields are each NULL or a NUL-terminated string.
+/// `urls` points to `n_urls` pointers, each NULL or a NUL-terminated string; `opts` is NULL or
+/// live options; `out` and `err` are NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_client_new(
     urls: *const *const c_char,
@@ -301,55 +209,19 @@ pub unsafe extern "C" fn redlock_client_new(
             // SAFETY: each entry is NULL or a C string per the contract.
             list.push(unsafe { str_arg(p, &format!("urls[{i}]")) }?);
         }
-        // SAFETY: NULL or a valid `redlock_options` per the contract.
-        let opts = unsafe { opts.as_ref() }
-            .copied()
-            .unwrap_or_else(|| redlock_options_default());
-        let mut builder = Redlock::builder()
-            .nodes(list)
-            .retry_count(opts.retry_count)
-            .retry_delay(Duration::from_millis(opts.retry_delay_ms))
-            .retry_jitter(Duration::from_millis(opts.retry_jitter_ms))
-            .drift_factor(opts.drift_factor)
-            .node_timeout(Duration::from_millis(opts.node_timeout_ms))
-            .restart_grace(Duration::from_millis(opts.restart_grace_ms));
-        if opts.max_extensions > 0 {
-            builder = builder.max_extensions(opts.max_extensions);
-        }
-        if !opts.tls_ca_file.is_null() {
-            // SAFETY: a C string per the contract (NULL checked above).
-            builder = builder.tls_ca_file(unsafe { str_arg(opts.tls_ca_file, "tls_ca_file") }?);
-        }
-        match (
-            opts.tls_client_cert_file.is_null(),
-            opts.tls_client_key_file.is_null(),
-        ) {
-            (true, true) => {}
-            (false, false) => {
-                // SAFETY: C strings per the contract (NULL checked above).
-                let (cert, key) = unsafe {
-                    (
-                        str_arg(opts.tls_client_cert_file, "tls_client_cert_file")?,
-                        str_arg(opts.tls_client_key_file, "tls_client_key_file")?,
-                    )
-                };
-                builder = builder.tls_client_cert_file(cert, key);
-            }
-            _ => {
-                return Err(invalid(
-                    "tls_client_cert_file and tls_client_key_file go together: set both or \
-                     neither",
-                ));
-            }
-        }
-        let client = builder.build()?;
-        let addresses = client
-            .node_status()
-            .into_iter()
-            .map(|s| CString::new(s.address).unwrap_or_default())
-            .collect();
+        // SAFETY: NULL or live options per the contract.
+        let builder = match unsafe { opts.as_ref() } {
+            Some(o) => o.builder.clone(),
+            None => crate::Builder::default(),
+        };
+        let client = builder.nodes(list).build()?;
         // SAFETY: `out` is writable (checked non-NULL above).
-        unsafe { *out = Box::into_raw(Box::new(redlock_client { client, addresses })) };
+        unsafe {
+            *out = Box::into_raw(Box::new(redlock_client {
+                client,
+                nodes: n_urls,
+            }))
+        };
         Ok(())
     })
 }
@@ -378,54 +250,7 @@ pub unsafe extern "C" fn redlock_client_free(client: *mut redlock_client) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_client_node_count(client: *const redlock_client) -> usize {
     // SAFETY: NULL or a live client per the contract.
-    unsafe { client.as_ref() }.map_or(0, |c| c.addresses.len())
-}
-
-/// Writes to `*out` what the client's worker last saw of node `index` (0-based, in the order
-/// of the URLs): connection, server uptime and `run_id`, restarts seen, restart grace left.
-/// `REDLOCK_INVALID_ARGUMENT` for a NULL argument or an index out of range.
-///
-/// # Safety
-/// `client` is NULL or a live client; `out` is NULL or writable; `err` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn redlock_client_node_status(
-    client: *const redlock_client,
-    index: usize,
-    out: *mut redlock_node_status,
-    err: *mut *mut redlock_error,
-) -> redlock_status {
-    guard(err, || {
-        // SAFETY: NULL or a live client per the contract.
-        let client = unsafe { handle(client, "client") }?;
-        if out.is_null() {
-            return Err(invalid("out is NULL"));
-        }
-        let n = client.addresses.len();
-        let status = client
-            .client
-            .node_status()
-            .into_iter()
-            .nth(index)
-            .ok_or_else(|| invalid(format!("node index {index} is out of range (0..{n})")))?;
-        let mut run_id = [0 as c_char; 41];
-        let id = status.run_id.as_deref().unwrap_or("").as_bytes();
-        for (dst, &src) in run_id.iter_mut().zip(id.iter().take(40)) {
-            *dst = src as c_char;
-        }
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let result = redlock_node_status {
-            address: client.addresses[index].as_ptr(),
-            connected: status.connected,
-            connects: status.connects,
-            restarts: status.restarts,
-            uptime_ms: status.uptime.map_or(u64::MAX, ms),
-            grace_remaining_ms: status.grace_remaining.map_or(0, ms),
-            run_id,
-        };
-        // SAFETY: `out` is writable (checked non-NULL above).
-        unsafe { *out = result };
-        Ok(())
-    })
+    unsafe { client.as_ref() }.map_or(0, |c| c.nodes)
 }
 
 /// How an export acquires.
@@ -520,55 +345,25 @@ pub unsafe extern "C" fn redlock_client_try_lock(
     unsafe { acquire(client, resource, ttl_ms, out, err, How::Once) }
 }
 
-/// The default lock options: no auto-extension, extend_fraction 1/3, max_hold_ms 0 (never),
-/// no waiting (retry_count attempts), notifications on.
-#[unsafe(no_mangle)]
-pub extern "C" fn redlock_lock_options_default() -> redlock_lock_options {
-    let d = LockOptions::default();
-    redlock_lock_options {
-        auto_extend: d.auto_extend,
-        extend_fraction: d.extend_fraction,
-        max_hold_ms: 0,
-        wait: false,
-        wait_timeout_ms: 0,
-        notifications: d.notifications,
-    }
-}
-
-impl From<redlock_lock_options> for LockOptions {
-    fn from(o: redlock_lock_options) -> Self {
-        let mut options = LockOptions::new()
-            .auto_extend(o.auto_extend)
-            .extend_fraction(o.extend_fraction)
-            .notifications(o.notifications);
-        if o.max_hold_ms > 0 {
-            options = options.max_hold(Duration::from_millis(o.max_hold_ms));
-        }
-        if o.wait {
-            options = options.wait_timeout(Duration::from_millis(o.wait_timeout_ms));
-        }
-        options
-    }
-}
-
-/// Acquires `resource` for `ttl_ms` as `opts` says (NULL: the defaults, i.e. like
-/// `redlock_client_lock`).
+/// Acquires `resource` for `ttl_ms` as `opts` (from `redlock_lock_options_new`) say; NULL: the
+/// defaults, i.e. like `redlock_client_lock`.
 ///
-/// With `auto_extend`, the client's extender thread (one per client, started with the first such
-/// lock) extends the lock every `extend_fraction × ttl` while it is held; poll
-/// `redlock_lock_is_held` / `redlock_lock_is_lost` or register `redlock_lock_on_lost` to learn
-/// that it was lost. Extension stops for good when the lock is released or freed, after
-/// `max_hold_ms`, or at `max_extensions`; the lock keeps its client's internals alive, so it
-/// goes on after `redlock_client_free` while the lock is held.
+/// With auto-extension (`redlock_lock_options_set_auto_extend`), the client's extender thread
+/// (one per client, started with the first such lock) extends the lock every
+/// `extend_fraction × ttl` while it is held; poll `redlock_lock_is_held` /
+/// `redlock_lock_is_lost` or register `redlock_lock_on_lost` to learn that it was lost.
+/// Extension stops for good when the lock is released or freed, after `max_hold_ms`, or at
+/// `max_extensions`; the lock keeps its client's internals alive, so it goes on after
+/// `redlock_client_free` while the lock is held.
 ///
-/// With `wait`, blocks up to `wait_timeout_ms` for a busy resource, woken by the release
-/// notification the nodes publish (one subscriber connection per node per client), with a
-/// jittered backoff as the fallback. Statuses as for `redlock_client_lock`;
-/// `REDLOCK_INVALID_ARGUMENT` also for an `extend_fraction` outside (0, 1) or a TTL too short to
-/// auto-extend (it must exceed extend_fraction × ttl + node_timeout).
+/// With a wait (`redlock_lock_options_set_wait_timeout_ms`), blocks that long for a busy
+/// resource, woken by the release notification the nodes publish (one subscriber connection
+/// per node per client), with a jittered backoff as the fallback. Statuses as for
+/// `redlock_client_lock`; `REDLOCK_INVALID_ARGUMENT` also for a TTL too short to auto-extend
+/// (it must exceed extend_fraction × ttl + node_timeout).
 ///
 /// # Safety
-/// As for `redlock_client_lock`; `opts` is NULL or points to a `redlock_lock_options`.
+/// As for `redlock_client_lock`; `opts` is NULL or live lock options.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_client_lock_with(
     client: *mut redlock_client,
@@ -578,21 +373,10 @@ pub unsafe extern "C" fn redlock_client_lock_with(
     out: *mut *mut redlock_lock,
     err: *mut *mut redlock_error,
 ) -> redlock_status {
-    // SAFETY: NULL or a valid `redlock_lock_options` per the contract.
-    let options = unsafe { opts.as_ref() }
-        .copied()
-        .unwrap_or_else(|| redlock_lock_options_default());
+    // SAFETY: NULL or live lock options per the contract.
+    let options = unsafe { opts.as_ref() }.map_or_else(LockOptions::default, |o| o.options);
     // SAFETY: same contract.
-    unsafe {
-        acquire(
-            client,
-            resource,
-            ttl_ms,
-            out,
-            err,
-            How::With(options.into()),
-        )
-    }
+    unsafe { acquire(client, resource, ttl_ms, out, err, How::With(options)) }
 }
 
 /// `redlock_client_lock_with` with only `auto_extend` set: acquires with retries, then keeps the

@@ -46,12 +46,36 @@ static void sleep_ms(long ms) {
  * REDLOCK_TEST_NODE_TIMEOUT_MS). */
 #define PATIENT_NODE_TIMEOUT_MS 1000
 
-static redlock_options test_options(void) {
-    redlock_options opts = redlock_options_default();
+static uint64_t node_timeout_ms(void) {
     const char *timeout = getenv("REDLOCK_TEST_NODE_TIMEOUT_MS");
-    opts.node_timeout_ms =
-        timeout != NULL ? strtoull(timeout, NULL, 10) : PATIENT_NODE_TIMEOUT_MS;
+    return timeout != NULL ? strtoull(timeout, NULL, 10) : PATIENT_NODE_TIMEOUT_MS;
+}
+
+/* New options with the suite's node timeout; the caller frees them. */
+static redlock_options *test_options(void) {
+    redlock_options *opts = NULL;
+    redlock_error *err = NULL;
+    if (redlock_options_new(&opts, &err) != REDLOCK_OK ||
+        redlock_options_set_node_timeout_ms(opts, node_timeout_ms(), &err) != REDLOCK_OK) {
+        fprintf(stderr, "test options: %s\n", redlock_error_message(err));
+        exit(2);
+    }
     return opts;
+}
+
+/* A client over the suite's nodes with `opts`, which it frees. */
+static redlock_client *client_with(redlock_options *opts) {
+    redlock_client *client = NULL;
+    redlock_error *err = NULL;
+    redlock_status st = redlock_client_new(urls, n_urls, opts, &client, &err);
+    redlock_options_free(opts);
+    if (st != REDLOCK_OK) {
+        fprintf(stderr, "redlock_client_new: %s: %s\n", redlock_status_str(st),
+                redlock_error_message(err));
+        redlock_error_free(err);
+        exit(2);
+    }
+    return client;
 }
 
 static uint64_t now_ms(void) {
@@ -61,20 +85,11 @@ static uint64_t now_ms(void) {
 }
 
 static redlock_client *new_client(void) {
-    redlock_options opts = test_options();
-    opts.retry_count = 100;
-    opts.retry_delay_ms = 5;
-    opts.retry_jitter_ms = 5;
-    redlock_client *client = NULL;
-    redlock_error *err = NULL;
-    redlock_status st = redlock_client_new(urls, n_urls, &opts, &client, &err);
-    if (st != REDLOCK_OK) {
-        fprintf(stderr, "redlock_client_new: %s: %s\n", redlock_status_str(st),
-                redlock_error_message(err));
-        redlock_error_free(err);
-        exit(2);
-    }
-    return client;
+    redlock_options *opts = test_options();
+    CHECK(redlock_options_set_retry_count(opts, 100, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_retry_delay_ms(opts, 5, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_retry_jitter_ms(opts, 5, NULL) == REDLOCK_OK);
+    return client_with(opts);
 }
 
 /* A failed call gives an error with its status and a non-empty message. The error is read
@@ -218,29 +233,24 @@ static void test_invalid_arguments(void) {
     }
     const char *twice[] = {urls[0], urls[0]};
     check_error(redlock_client_new(twice, 2, NULL, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
-    redlock_options opts = redlock_options_default();
-    opts.drift_factor = 1.5;
-    check_error(redlock_client_new(urls, n_urls, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
-    opts = redlock_options_default();
-    opts.node_timeout_ms = 0;
-    check_error(redlock_client_new(urls, n_urls, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
-    /* TLS files: unreadable, not UTF-8, a client certificate without its key, or given for
-     * nodes that do not use TLS. */
+    /* TLS files: unreadable, or given for nodes that do not use TLS, fail the client; the
+     * options are checked when they are set (see test_options_setters). */
     const char *tls_url[] = {"rediss://127.0.0.1:1"};
-    opts = redlock_options_default();
-    opts.tls_ca_file = "/nonexistent/redlock-ca.pem";
-    CHECK(redlock_client_new(tls_url, 1, &opts, &c2, &err) == REDLOCK_INVALID_ARGUMENT);
+    redlock_options *opts = NULL;
+    CHECK(redlock_options_new(&opts, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_tls_ca_file(opts, "/nonexistent/redlock-ca.pem", NULL) ==
+          REDLOCK_OK);
+    CHECK(redlock_client_new(tls_url, 1, opts, &c2, &err) == REDLOCK_INVALID_ARGUMENT);
     CHECK(err != NULL && strstr(redlock_error_message(err), "redlock-ca.pem") != NULL);
     redlock_error_free(err);
     err = NULL;
-    opts.tls_ca_file = "\xff\xfe";
-    check_error(redlock_client_new(tls_url, 1, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
-    opts = redlock_options_default();
-    opts.tls_client_cert_file = "/nonexistent/client.pem";
-    check_error(redlock_client_new(tls_url, 1, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
-    opts = redlock_options_default();
-    opts.tls_ca_file = "/nonexistent/redlock-ca.pem";
-    check_error(redlock_client_new(urls, n_urls, &opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_new(urls, n_urls, opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_options_free(opts);
+    CHECK(redlock_options_new(&opts, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_tls_client_cert_file(opts, "/nonexistent/client.pem",
+                                                   "/nonexistent/client.key", NULL) == REDLOCK_OK);
+    check_error(redlock_client_new(tls_url, 1, opts, &c2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_options_free(opts);
     CHECK(c2 == csentinel);
     /* A NULL err is allowed: only the status comes back. */
     CHECK(redlock_client_new(urls, 0, NULL, &c2, NULL) == REDLOCK_INVALID_ARGUMENT);
@@ -282,28 +292,184 @@ static void test_invalid_arguments(void) {
     redlock_client_free(client);
 }
 
+/* The options builders: defaults, every setter with good and bad input, and a failed setter
+ * changes nothing. */
+static void test_options_setters(void) {
+    redlock_error *err = NULL;
+    /* NULL options read as the defaults, like NULL options in redlock_client_new. */
+    CHECK(redlock_options_retry_count(NULL) == 3);
+    CHECK(redlock_options_retry_delay_ms(NULL) == 200);
+    CHECK(redlock_options_retry_jitter_ms(NULL) == 100);
+    CHECK(redlock_options_drift_factor(NULL) == 0.01);
+    CHECK(redlock_options_node_timeout_ms(NULL) == 50);
+    CHECK(redlock_options_max_extensions(NULL) == 0);
+    CHECK(redlock_options_restart_grace_ms(NULL) == 0);
+    check_error(redlock_options_new(NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+
+    redlock_options *o = NULL;
+    CHECK(redlock_options_new(&o, &err) == REDLOCK_OK && err == NULL && o != NULL);
+    CHECK(redlock_options_retry_count(o) == 3);
+    CHECK(redlock_options_node_timeout_ms(o) == 50);
+
+    /* Good values are taken. */
+    CHECK(redlock_options_set_retry_count(o, 7, &err) == REDLOCK_OK && err == NULL);
+    CHECK(redlock_options_set_retry_delay_ms(o, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_retry_jitter_ms(o, 315360000000ULL, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_drift_factor(o, 0.0, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_node_timeout_ms(o, 1, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_max_extensions(o, 9, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_restart_grace_ms(o, 1234, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_retry_count(o) == 7);
+    CHECK(redlock_options_retry_delay_ms(o) == 0);
+    CHECK(redlock_options_retry_jitter_ms(o) == 315360000000ULL);
+    CHECK(redlock_options_drift_factor(o) == 0.0);
+    CHECK(redlock_options_node_timeout_ms(o) == 1);
+    CHECK(redlock_options_max_extensions(o) == 9);
+    CHECK(redlock_options_restart_grace_ms(o) == 1234);
+    /* 0 turns the cap and the grace off again. */
+    CHECK(redlock_options_set_max_extensions(o, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_restart_grace_ms(o, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_max_extensions(o) == 0 && redlock_options_restart_grace_ms(o) == 0);
+
+    /* Bad values: REDLOCK_INVALID_ARGUMENT with a message, and nothing changes. */
+    check_error(redlock_options_set_retry_delay_ms(o, 315360000001ULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_retry_jitter_ms(o, UINT64_MAX, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_drift_factor(o, 1.0, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_drift_factor(o, -0.1, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_drift_factor(o, 0.0 / 0.0, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_drift_factor(o, 1.0 / 0.0, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_node_timeout_ms(o, 0, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_node_timeout_ms(o, UINT64_MAX, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_restart_grace_ms(o, UINT64_MAX, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    const char bad_utf8[] = {'\xff', '\xfe', 0};
+    check_error(redlock_options_set_tls_ca_file(o, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_tls_ca_file(o, "", &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_tls_ca_file(o, bad_utf8, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_tls_client_cert_file(o, "/c.pem", NULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_tls_client_cert_file(o, NULL, "/c.key", &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_tls_client_cert_file(o, "", "/c.key", &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_tls_client_cert_file(o, "/c.pem", bad_utf8, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(redlock_options_retry_delay_ms(o) == 0);
+    CHECK(redlock_options_retry_jitter_ms(o) == 315360000000ULL);
+    CHECK(redlock_options_drift_factor(o) == 0.0);
+    CHECK(redlock_options_node_timeout_ms(o) == 1);
+    /* The failed TLS setters left no TLS file behind: a redis:// client builds. */
+    CHECK(redlock_options_set_node_timeout_ms(o, node_timeout_ms(), NULL) == REDLOCK_OK);
+    redlock_client *client = NULL;
+    CHECK(redlock_client_new(urls, n_urls, o, &client, NULL) == REDLOCK_OK);
+    /* The client copied the options: changing or freeing them does not touch it. */
+    CHECK(redlock_options_set_retry_count(o, 0, NULL) == REDLOCK_OK);
+    redlock_client *second = NULL;
+    CHECK(redlock_client_new(urls, n_urls, o, &second, NULL) == REDLOCK_OK);
+    redlock_options_free(o);
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_try_lock(client, "c:options", 10000, &lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+    redlock_client_free(second);
+    redlock_client_free(client);
+
+    /* A NULL handle is an error for every setter, never a crash. */
+    check_error(redlock_options_set_retry_count(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_retry_delay_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_retry_jitter_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_drift_factor(NULL, 0.01, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_node_timeout_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_max_extensions(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_restart_grace_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_tls_ca_file(NULL, "/ca.pem", &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_tls_client_cert_file(NULL, "/c.pem", "/c.key", &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(redlock_options_set_retry_count(NULL, 1, NULL) == REDLOCK_INVALID_ARGUMENT);
+    redlock_options_free(NULL);
+
+    /* Lock options. */
+    check_error(redlock_lock_options_new(NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_lock_options *lo = NULL;
+    CHECK(redlock_lock_options_new(&lo, NULL) == REDLOCK_OK && lo != NULL);
+    CHECK(redlock_lock_options_set_auto_extend(lo, true, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_options_set_extend_fraction(lo, 0.5, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_options_set_max_hold_ms(lo, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_options_set_wait_timeout_ms(lo, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_options_set_notifications(lo, false, NULL) == REDLOCK_OK);
+    check_error(redlock_lock_options_set_extend_fraction(lo, 0.0, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_lock_options_set_extend_fraction(lo, 1.0, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_lock_options_set_extend_fraction(lo, 0.0 / 0.0, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_lock_options_set_max_hold_ms(lo, UINT64_MAX, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_lock_options_set_wait_timeout_ms(lo, UINT64_MAX, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_lock_options_set_auto_extend(NULL, true, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_lock_options_set_extend_fraction(NULL, 0.5, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_lock_options_set_max_hold_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_lock_options_set_wait_timeout_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_lock_options_set_notifications(NULL, true, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    /* The options still work after the failed setters: auto-extended at half the TTL, one
+     * attempt (a wait of 0). */
+    client = new_client();
+    uint64_t ttl = 5 * node_timeout_ms();
+    CHECK(redlock_client_lock_with(client, "c:lock-options", ttl, lo, &lock, NULL) == REDLOCK_OK);
+    redlock_lock *other = NULL;
+    check_error(redlock_client_lock_with(client, "c:lock-options", ttl, lo, &other, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    sleep_ms((long)(ttl + ttl / 2));
+    CHECK(redlock_lock_is_held(lock)); /* extended past its first TTL */
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+    redlock_lock_options_free(lo);
+    redlock_lock_options_free(NULL);
+    redlock_client_free(client);
+}
+
 /* Every node was started by the test moments ago, so a grace of an hour keeps all of them out
  * of acquire quorums; the status of each node says so, and nothing stays locked. */
 static void test_restart_grace_and_node_status(void) {
-    redlock_options opts = test_options();
-    opts.retry_count = 0;
-    opts.restart_grace_ms = 3600000;
-    redlock_client *guarded = NULL;
-    CHECK(redlock_client_new(urls, n_urls, &opts, &guarded, NULL) == REDLOCK_OK);
+    redlock_options *opts = test_options();
+    CHECK(redlock_options_set_retry_count(opts, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_restart_grace_ms(opts, 3600000, NULL) == REDLOCK_OK);
+    redlock_client *guarded = client_with(opts);
     CHECK(redlock_client_node_count(guarded) == n_urls);
     CHECK(redlock_client_node_count(NULL) == 0);
 
-    redlock_node_status status;
+    redlock_node_status *status = NULL;
     for (size_t i = 0; i < n_urls; i++) {
-        memset(&status, 0xff, sizeof status);
         CHECK(redlock_client_node_status(guarded, i, &status, NULL) == REDLOCK_OK);
-        CHECK(status.address != NULL && strstr(status.address, "127.0.0.1:") != NULL);
-        CHECK(status.connected);
-        CHECK(status.connects == 1);
-        CHECK(status.restarts == 0);
-        CHECK(strlen(status.run_id) == 40);
-        CHECK(status.uptime_ms != UINT64_MAX && status.uptime_ms < 3600000);
-        CHECK(status.grace_remaining_ms > 0 && status.grace_remaining_ms <= 3600000);
+        const char *address = redlock_node_status_address(status);
+        CHECK(address != NULL && strstr(address, "127.0.0.1:") != NULL);
+        CHECK(redlock_node_status_connected(status));
+        CHECK(redlock_node_status_connects(status) == 1);
+        CHECK(redlock_node_status_restarts(status) == 0);
+        CHECK(strlen(redlock_node_status_run_id(status)) == 40);
+        uint64_t uptime = redlock_node_status_uptime_ms(status);
+        CHECK(uptime != UINT64_MAX && uptime < 3600000);
+        uint64_t grace = redlock_node_status_grace_remaining_ms(status);
+        CHECK(grace > 0 && grace <= 3600000);
+        CHECK(redlock_node_status_last_error(status) == NULL);
+        redlock_node_status_free(status);
+        status = NULL;
     }
 
     redlock_lock *lock = NULL;
@@ -317,20 +483,32 @@ static void test_restart_grace_and_node_status(void) {
     /* The nodes' SETs were undone: a client without the grace gets the lock at once. */
     redlock_client *plain = new_client();
     CHECK(redlock_client_node_status(plain, 0, &status, NULL) == REDLOCK_OK);
-    CHECK(status.grace_remaining_ms == 0);
+    CHECK(redlock_node_status_grace_remaining_ms(status) == 0);
+    redlock_node_status_free(status);
     CHECK(redlock_client_lock(plain, "c:grace", 10000, &lock, NULL) == REDLOCK_OK);
     redlock_lock_free(lock);
     redlock_client_free(plain);
 
-    redlock_node_status untouched;
-    memset(&untouched, 0x5a, sizeof untouched);
+    redlock_node_status *untouched = (redlock_node_status *)&guarded;
+    redlock_node_status *const sentinel = untouched;
     check_error(redlock_client_node_status(guarded, n_urls, &untouched, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    CHECK(((unsigned char *)&untouched)[0] == 0x5a); /* out untouched on failure */
+    CHECK(untouched == sentinel); /* out untouched on failure */
     check_error(redlock_client_node_status(NULL, 0, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
     check_error(redlock_client_node_status(guarded, 0, NULL, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
+    CHECK(untouched == sentinel);
+    /* NULL-safe accessors. */
+    CHECK(redlock_node_status_address(NULL) == NULL);
+    CHECK(!redlock_node_status_connected(NULL));
+    CHECK(redlock_node_status_connects(NULL) == 0);
+    CHECK(redlock_node_status_restarts(NULL) == 0);
+    CHECK(redlock_node_status_uptime_ms(NULL) == UINT64_MAX);
+    CHECK(redlock_node_status_grace_remaining_ms(NULL) == 0);
+    CHECK(redlock_node_status_run_id(NULL) == NULL);
+    CHECK(redlock_node_status_last_error(NULL) == NULL);
+    redlock_node_status_free(NULL);
     redlock_client_free(guarded);
 }
 
@@ -488,8 +666,6 @@ static void test_many(void) {
 
 /* ---- auto-extension, the lost signal, waiting ---- */
 
-static uint64_t node_timeout_ms(void) { return test_options().node_timeout_ms; }
-
 /* A TTL that leaves room for an extension every third of it plus node_timeout. */
 static uint64_t auto_ttl_ms(void) { return 3 * node_timeout_ms() + 150; }
 
@@ -623,12 +799,13 @@ static void test_lost_callback_when_keys_vanish(void) {
 static void test_max_hold_ends_in_lost(void) {
     redlock_client *client = new_client();
     uint64_t ttl = auto_ttl_ms();
-    redlock_lock_options opts = redlock_lock_options_default();
-    CHECK(!opts.auto_extend && !opts.wait && opts.notifications);
-    opts.auto_extend = true;
-    opts.max_hold_ms = ttl;
+    redlock_lock_options *opts = NULL;
+    CHECK(redlock_lock_options_new(&opts, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_options_set_auto_extend(opts, true, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_options_set_max_hold_ms(opts, ttl, NULL) == REDLOCK_OK);
     struct lost_flag f = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, "", NULL};
-    CHECK(redlock_client_lock_with(client, "c:max-hold", ttl, &opts, &f.lock, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_lock_with(client, "c:max-hold", ttl, opts, &f.lock, NULL) == REDLOCK_OK);
+    redlock_lock_options_free(opts); /* the lock keeps what it needs */
     CHECK(redlock_lock_on_lost(f.lock, on_lost, &f, NULL) == REDLOCK_OK);
     CHECK(wait_lost(&f, 20 * (long)ttl) == 1);
     CHECK(redlock_lock_is_lost(f.lock));
@@ -654,10 +831,10 @@ static void *wait_for_lock(void *arg) {
 }
 
 static void test_waiters_get_the_lock_after_release(void) {
-    redlock_options o = test_options();
-    o.retry_delay_ms = 1000; /* the fallback would be slow: notifications wake the waiters */
-    redlock_client *client = NULL;
-    CHECK(redlock_client_new(urls, n_urls, &o, &client, NULL) == REDLOCK_OK);
+    redlock_options *o = test_options();
+    /* The fallback would be slow: notifications wake the waiters. */
+    CHECK(redlock_options_set_retry_delay_ms(o, 1000, NULL) == REDLOCK_OK);
+    redlock_client *client = client_with(o);
     redlock_lock *holder = NULL;
     CHECK(redlock_client_lock(client, "c:wait", 10000, &holder, NULL) == REDLOCK_OK);
     pthread_t threads[3];
@@ -690,14 +867,13 @@ static void test_lock_with_bad_arguments(void) {
     redlock_lock *lock = (redlock_lock *)&client;
     redlock_lock *const sentinel = lock;
     redlock_error *err = NULL;
-    redlock_lock_options opts = redlock_lock_options_default();
-    opts.auto_extend = true;
-    opts.extend_fraction = 0.0;
-    check_error(redlock_client_lock_with(client, "c:bad", 10000, &opts, &lock, &err),
+    redlock_lock_options *opts = NULL;
+    CHECK(redlock_lock_options_new(&opts, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_options_set_auto_extend(opts, true, NULL) == REDLOCK_OK);
+    /* A TTL too short to auto-extend: it must exceed fraction x ttl + node_timeout. */
+    check_error(redlock_client_lock_with(client, "c:bad", 3, opts, &lock, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    opts.extend_fraction = 1.0;
-    check_error(redlock_client_lock_with(client, "c:bad", 10000, &opts, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_lock_options_free(opts);
     check_error(redlock_client_lock_auto(client, "c:bad", 3, &lock, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
     check_error(redlock_client_lock_auto(NULL, "c:bad", 10000, &lock, &err),
@@ -721,12 +897,11 @@ static void test_lock_with_bad_arguments(void) {
 }
 
 static void test_no_quorum(void) {
-    redlock_options opts = test_options();
-    opts.retry_count = 1;
-    opts.retry_delay_ms = 10;
-    opts.retry_jitter_ms = 0;
-    redlock_client *client = NULL;
-    CHECK(redlock_client_new(urls, n_urls, &opts, &client, NULL) == REDLOCK_OK);
+    redlock_options *opts = test_options();
+    CHECK(redlock_options_set_retry_count(opts, 1, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_retry_delay_ms(opts, 10, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_retry_jitter_ms(opts, 0, NULL) == REDLOCK_OK);
+    redlock_client *client = client_with(opts);
     redlock_lock *lock = NULL;
     redlock_error *err = NULL;
     redlock_status st = redlock_client_lock(client, "c:no-quorum", 10000, &lock, &err);
@@ -753,6 +928,7 @@ int main(int argc, char **argv) {
         test_lock_outlives_client();
         test_threads_exclude_each_other();
         test_invalid_arguments();
+        test_options_setters();
         test_restart_grace_and_node_status();
         test_fenced();
         test_reentrant();

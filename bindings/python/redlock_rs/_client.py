@@ -59,6 +59,12 @@ def _path(name: str, value: object) -> bytes:
     return _c_string(name, path)
 
 
+def _set(setter: Callable[..., int], handle: Any, *args: Any) -> None:
+    """Call one ``redlock_*_set_*`` function of the C options builders; raise as ``check``."""
+    err = _ffi.ErrorPtr()
+    check(setter(handle, *args, byref(err)), err)
+
+
 def _ttl(ttl_ms: object) -> int:
     return _int("ttl_ms", ttl_ms, 1, _ffi.MAX_TTL_MS)
 
@@ -128,15 +134,15 @@ def _decode(raw: bytes | None) -> str:
 
 def default_options() -> dict[str, int | float | None]:
     """The library's default options, as the keyword arguments of :class:`Redlock` take them."""
-    defaults = lib.redlock_options_default()
+    # The getters read NULL options as the defaults.
     return {
-        "retry_count": defaults.retry_count,
-        "retry_delay_ms": defaults.retry_delay_ms,
-        "retry_jitter_ms": defaults.retry_jitter_ms,
-        "drift_factor": defaults.drift_factor,
-        "node_timeout_ms": defaults.node_timeout_ms,
-        "max_extensions": defaults.max_extensions or None,
-        "restart_grace_ms": defaults.restart_grace_ms or None,
+        "retry_count": lib.redlock_options_retry_count(None),
+        "retry_delay_ms": lib.redlock_options_retry_delay_ms(None),
+        "retry_jitter_ms": lib.redlock_options_retry_jitter_ms(None),
+        "drift_factor": lib.redlock_options_drift_factor(None),
+        "node_timeout_ms": lib.redlock_options_node_timeout_ms(None),
+        "max_extensions": lib.redlock_options_max_extensions(None) or None,
+        "restart_grace_ms": lib.redlock_options_restart_grace_ms(None) or None,
     }
 
 
@@ -406,36 +412,47 @@ class Redlock:
         urls: list[bytes] = [_c_string("node URL", url) for url in nodes]
         if not urls:
             raise ValueError("nodes must name at least one Redis node")
-        options = lib.redlock_options_default()
-        if retry_count is not None:
-            options.retry_count = _int("retry_count", retry_count, 0, _ffi.UINT32_MAX)
-        if retry_delay_ms is not None:
-            options.retry_delay_ms = _int("retry_delay_ms", retry_delay_ms, 0, _ffi.UINT64_MAX)
-        if retry_jitter_ms is not None:
-            options.retry_jitter_ms = _int("retry_jitter_ms", retry_jitter_ms, 0, _ffi.UINT64_MAX)
-        if drift_factor is not None:
-            options.drift_factor = _drift(drift_factor)
-        if node_timeout_ms is not None:
-            options.node_timeout_ms = _int("node_timeout_ms", node_timeout_ms, 1, _ffi.UINT64_MAX)
-        if max_extensions is not None:
-            # C spells "no cap" as 0; in Python that is None, so 0 cannot silently mean "unlimited".
-            options.max_extensions = _int("max_extensions", max_extensions, 1, _ffi.UINT32_MAX)
-        if restart_grace_ms is not None:
-            options.restart_grace_ms = _int(
-                "restart_grace_ms", restart_grace_ms, 0, _ffi.MAX_TTL_MS
-            )
-        # The structure keeps these bytes alive (ctypes holds them in its _objects).
-        if tls_ca_file is not None:
-            options.tls_ca_file = _path("tls_ca_file", tls_ca_file)
         if (tls_client_cert_file is None) != (tls_client_key_file is None):
             raise ValueError("tls_client_cert_file and tls_client_key_file go together")
-        if tls_client_cert_file is not None:
-            options.tls_client_cert_file = _path("tls_client_cert_file", tls_client_cert_file)
-            options.tls_client_key_file = _path("tls_client_key_file", tls_client_key_file)
-        array = (c_char_p * len(urls))(*urls)
-        out = _ffi.ClientPtr()
+        options = _ffi.OptionsPtr()
         err = _ffi.ErrorPtr()
-        status = lib.redlock_client_new(array, len(urls), byref(options), byref(out), byref(err))
+        check(lib.redlock_options_new(byref(options), byref(err)), err)
+        try:
+            if retry_count is not None:
+                count = _int("retry_count", retry_count, 0, _ffi.UINT32_MAX)
+                _set(lib.redlock_options_set_retry_count, options, count)
+            if retry_delay_ms is not None:
+                delay = _int("retry_delay_ms", retry_delay_ms, 0, _ffi.UINT64_MAX)
+                _set(lib.redlock_options_set_retry_delay_ms, options, delay)
+            if retry_jitter_ms is not None:
+                jitter = _int("retry_jitter_ms", retry_jitter_ms, 0, _ffi.UINT64_MAX)
+                _set(lib.redlock_options_set_retry_jitter_ms, options, jitter)
+            if drift_factor is not None:
+                _set(lib.redlock_options_set_drift_factor, options, _drift(drift_factor))
+            if node_timeout_ms is not None:
+                timeout = _int("node_timeout_ms", node_timeout_ms, 1, _ffi.UINT64_MAX)
+                _set(lib.redlock_options_set_node_timeout_ms, options, timeout)
+            if max_extensions is not None:
+                # C spells "no cap" as 0; in Python that is None, so 0 cannot mean "unlimited".
+                cap = _int("max_extensions", max_extensions, 1, _ffi.UINT32_MAX)
+                _set(lib.redlock_options_set_max_extensions, options, cap)
+            if restart_grace_ms is not None:
+                grace = _int("restart_grace_ms", restart_grace_ms, 0, _ffi.MAX_TTL_MS)
+                _set(lib.redlock_options_set_restart_grace_ms, options, grace)
+            if tls_ca_file is not None:
+                _set(lib.redlock_options_set_tls_ca_file, options, _path("tls_ca_file", tls_ca_file))
+            if tls_client_cert_file is not None:
+                _set(
+                    lib.redlock_options_set_tls_client_cert_file,
+                    options,
+                    _path("tls_client_cert_file", tls_client_cert_file),
+                    _path("tls_client_key_file", tls_client_key_file),
+                )
+            array = (c_char_p * len(urls))(*urls)
+            out = _ffi.ClientPtr()
+            status = lib.redlock_client_new(array, len(urls), options, byref(out), byref(err))
+        finally:
+            lib.redlock_options_free(options)
         check(status, err)
         if not out:
             raise RedlockError("redlock_client_new returned OK without a client", Status.PANIC)
@@ -552,20 +569,25 @@ class Redlock:
         try:
             result = []
             for index in range(lib.redlock_client_node_count(handle)):
-                raw = _ffi.NodeStatus()
+                raw = _ffi.NodeStatusPtr()
                 err = _ffi.ErrorPtr()
                 check(lib.redlock_client_node_status(handle, index, byref(raw), byref(err)), err)
-                result.append(
-                    NodeStatus(
-                        address=_decode(raw.address),
-                        connected=bool(raw.connected),
-                        connects=int(raw.connects),
-                        restarts=int(raw.restarts),
-                        run_id=raw.run_id.decode("ascii", "replace") or None,
-                        uptime_ms=None if raw.uptime_ms == _ffi.UINT64_MAX else int(raw.uptime_ms),
-                        grace_remaining_ms=int(raw.grace_remaining_ms),
+                try:
+                    uptime = lib.redlock_node_status_uptime_ms(raw)
+                    run_id = lib.redlock_node_status_run_id(raw) or b""
+                    result.append(
+                        NodeStatus(
+                            address=_decode(lib.redlock_node_status_address(raw)),
+                            connected=bool(lib.redlock_node_status_connected(raw)),
+                            connects=int(lib.redlock_node_status_connects(raw)),
+                            restarts=int(lib.redlock_node_status_restarts(raw)),
+                            run_id=run_id.decode("ascii", "replace") or None,
+                            uptime_ms=None if uptime == _ffi.UINT64_MAX else int(uptime),
+                            grace_remaining_ms=int(lib.redlock_node_status_grace_remaining_ms(raw)),
+                        )
                     )
-                )
+                finally:
+                    lib.redlock_node_status_free(raw)
             return result
         finally:
             self._leave()

@@ -15,7 +15,6 @@ from ctypes import (
     POINTER,
     Structure,
     c_bool,
-    c_char,
     c_char_p,
     c_double,
     c_int,
@@ -47,47 +46,15 @@ MAX_TTL_MS = 315_360_000_000
 
 
 class Options(Structure):
-    """``redlock_options``; field order and types must match the header exactly."""
-
-    _fields_ = [
-        ("retry_count", c_uint32),
-        ("retry_delay_ms", c_uint64),
-        ("retry_jitter_ms", c_uint64),
-        ("drift_factor", c_double),
-        ("node_timeout_ms", c_uint64),
-        ("max_extensions", c_uint32),
-        ("restart_grace_ms", c_uint64),
-        ("tls_ca_file", c_char_p),
-        ("tls_client_cert_file", c_char_p),
-        ("tls_client_key_file", c_char_p),
-    ]
-
-
-class NodeStatus(Structure):
-    """``redlock_node_status``; field order and types must match the header exactly."""
-
-    _fields_ = [
-        ("address", c_char_p),
-        ("connected", c_bool),
-        ("connects", c_uint64),
-        ("restarts", c_uint64),
-        ("uptime_ms", c_uint64),
-        ("grace_remaining_ms", c_uint64),
-        ("run_id", c_char * 41),
-    ]
+    """Opaque ``redlock_options`` (client settings, built with setters)."""
 
 
 class LockOptions(Structure):
-    """``redlock_lock_options``; field order and types must match the header exactly."""
+    """Opaque ``redlock_lock_options``."""
 
-    _fields_ = [
-        ("auto_extend", c_bool),
-        ("extend_fraction", c_double),
-        ("max_hold_ms", c_uint64),
-        ("wait", c_bool),
-        ("wait_timeout_ms", c_uint64),
-        ("notifications", c_bool),
-    ]
+
+class NodeStatus(Structure):
+    """Opaque ``redlock_node_status`` (a snapshot read with accessors)."""
 
 
 class Client(Structure):
@@ -105,6 +72,9 @@ class Error(Structure):
 # redlock_lost_callback: (user, resource); runs on the extender thread (ctypes takes the GIL).
 LostCallback = CFUNCTYPE(None, c_void_p, c_char_p)
 
+OptionsPtr = POINTER(Options)
+LockOptionsPtr = POINTER(LockOptions)
+NodeStatusPtr = POINTER(NodeStatus)
 ClientPtr = POINTER(Client)
 LockPtr = POINTER(Lock)
 ErrorPtr = POINTER(Error)
@@ -191,17 +161,48 @@ def _check_version(lib: ctypes.CDLL) -> None:
 
 def _declare(lib: ctypes.CDLL) -> None:
     signatures = {
-        "redlock_options_default": ([], Options),
+        "redlock_options_new": ([POINTER(OptionsPtr), POINTER(ErrorPtr)], Status),
+        "redlock_options_free": ([OptionsPtr], None),
+        "redlock_options_set_retry_count": ([OptionsPtr, c_uint32, POINTER(ErrorPtr)], Status),
+        "redlock_options_set_retry_delay_ms": ([OptionsPtr, c_uint64, POINTER(ErrorPtr)], Status),
+        "redlock_options_set_retry_jitter_ms": ([OptionsPtr, c_uint64, POINTER(ErrorPtr)], Status),
+        "redlock_options_set_drift_factor": ([OptionsPtr, c_double, POINTER(ErrorPtr)], Status),
+        "redlock_options_set_node_timeout_ms": ([OptionsPtr, c_uint64, POINTER(ErrorPtr)], Status),
+        "redlock_options_set_max_extensions": ([OptionsPtr, c_uint32, POINTER(ErrorPtr)], Status),
+        "redlock_options_set_restart_grace_ms": (
+            [OptionsPtr, c_uint64, POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_options_set_tls_ca_file": ([OptionsPtr, c_char_p, POINTER(ErrorPtr)], Status),
+        "redlock_options_set_tls_client_cert_file": (
+            [OptionsPtr, c_char_p, c_char_p, POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_options_retry_count": ([OptionsPtr], c_uint32),
+        "redlock_options_retry_delay_ms": ([OptionsPtr], c_uint64),
+        "redlock_options_retry_jitter_ms": ([OptionsPtr], c_uint64),
+        "redlock_options_drift_factor": ([OptionsPtr], c_double),
+        "redlock_options_node_timeout_ms": ([OptionsPtr], c_uint64),
+        "redlock_options_max_extensions": ([OptionsPtr], c_uint32),
+        "redlock_options_restart_grace_ms": ([OptionsPtr], c_uint64),
         "redlock_client_new": (
-            [POINTER(c_char_p), c_size_t, POINTER(Options), POINTER(ClientPtr), POINTER(ErrorPtr)],
+            [POINTER(c_char_p), c_size_t, OptionsPtr, POINTER(ClientPtr), POINTER(ErrorPtr)],
             Status,
         ),
         "redlock_client_free": ([ClientPtr], None),
         "redlock_client_node_count": ([ClientPtr], c_size_t),
         "redlock_client_node_status": (
-            [ClientPtr, c_size_t, POINTER(NodeStatus), POINTER(ErrorPtr)],
+            [ClientPtr, c_size_t, POINTER(NodeStatusPtr), POINTER(ErrorPtr)],
             Status,
         ),
+        "redlock_node_status_free": ([NodeStatusPtr], None),
+        "redlock_node_status_address": ([NodeStatusPtr], c_char_p),
+        "redlock_node_status_connected": ([NodeStatusPtr], c_bool),
+        "redlock_node_status_connects": ([NodeStatusPtr], c_uint64),
+        "redlock_node_status_restarts": ([NodeStatusPtr], c_uint64),
+        "redlock_node_status_uptime_ms": ([NodeStatusPtr], c_uint64),
+        "redlock_node_status_grace_remaining_ms": ([NodeStatusPtr], c_uint64),
+        "redlock_node_status_run_id": ([NodeStatusPtr], c_char_p),
         "redlock_client_lock": (
             [ClientPtr, c_char_p, c_uint64, POINTER(LockPtr), POINTER(ErrorPtr)],
             Status,
@@ -236,16 +237,30 @@ def _declare(lib: ctypes.CDLL) -> None:
         ),
         "redlock_lock_fence": ([LockPtr, POINTER(c_uint64), POINTER(ErrorPtr)], Status),
         "redlock_lock_hold_count": ([LockPtr, POINTER(c_uint64), POINTER(ErrorPtr)], Status),
-        "redlock_lock_options_default": ([], LockOptions),
+        "redlock_lock_options_new": ([POINTER(LockOptionsPtr), POINTER(ErrorPtr)], Status),
+        "redlock_lock_options_free": ([LockOptionsPtr], None),
+        "redlock_lock_options_set_auto_extend": (
+            [LockOptionsPtr, c_bool, POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_lock_options_set_extend_fraction": (
+            [LockOptionsPtr, c_double, POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_lock_options_set_max_hold_ms": (
+            [LockOptionsPtr, c_uint64, POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_lock_options_set_wait_timeout_ms": (
+            [LockOptionsPtr, c_uint64, POINTER(ErrorPtr)],
+            Status,
+        ),
+        "redlock_lock_options_set_notifications": (
+            [LockOptionsPtr, c_bool, POINTER(ErrorPtr)],
+            Status,
+        ),
         "redlock_client_lock_with": (
-            [
-                ClientPtr,
-                c_char_p,
-                c_uint64,
-                POINTER(LockOptions),
-                POINTER(LockPtr),
-                POINTER(ErrorPtr),
-            ],
+            [ClientPtr, c_char_p, c_uint64, LockOptionsPtr, POINTER(LockPtr), POINTER(ErrorPtr)],
             Status,
         ),
         "redlock_lock_is_held": ([LockPtr], c_bool),
