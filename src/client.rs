@@ -411,6 +411,11 @@ impl Redlock {
         self.inner.engine.node_status()
     }
 
+    /// The fan-out, for the operator's tools (`inspect.rs`).
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
     /// The client's settings, for the C ABI.
     #[allow(dead_code)]
     pub(crate) fn config(&self) -> &Config {

@@ -22,8 +22,8 @@ pub(crate) mod many;
 pub(crate) mod plain;
 pub(crate) mod reentrant;
 
-/// Every script of every kind, loaded on each connection.
-pub(crate) static SCRIPTS: [&Script; 11] = [
+/// Every script of every kind, and the operator's (`inspect.rs`), loaded on each connection.
+pub(crate) static SCRIPTS: [&Script; 13] = [
     &plain::RELEASE,
     &plain::EXTEND,
     &fenced::ACQUIRE,
@@ -35,6 +35,8 @@ pub(crate) static SCRIPTS: [&Script; 11] = [
     &many::EXTEND,
     &many::RELEASE,
     &REMAINING,
+    &crate::inspect::INSPECT,
+    &crate::inspect::FORCE_RELEASE,
 ];
 
 /// A lock being acquired.
