@@ -165,21 +165,18 @@ pub struct ForcedRelease {
 }
 
 impl ForcedRelease {
-    /// Nodes that confirmed the keys are gone: deleted or absent, and with a token given also
-    /// those where another token holds the key (that token's key is gone there).
+    /// Nodes that confirmed the resource's key is gone: deleted, or absent already. A node
+    /// where another token holds it (kept) does not count: the lock is still held there.
     pub fn confirmed(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|n| match n.outcome {
-                Ok(Released::Deleted | Released::Absent) => true,
-                Ok(Released::HeldByOther) => self.token.is_some(),
-                Err(_) => false,
-            })
+            .filter(|n| matches!(n.outcome, Ok(Released::Deleted | Released::Absent)))
             .count()
     }
 
-    /// Whether a quorum of nodes confirmed the keys are gone: the lock can no longer be held
-    /// by the released owner (or, without a token, by anyone until a new acquisition).
+    /// Whether a quorum of nodes confirmed the key is gone: nobody holds the lock until a new
+    /// acquisition. False when the nodes could not tell, or when another token holds it (the
+    /// holder changed since the token was read).
     pub fn on_quorum(&self) -> bool {
         self.confirmed() >= self.quorum
     }
