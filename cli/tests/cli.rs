@@ -331,8 +331,10 @@ fn a_partition_kills_the_command_before_the_validity_ends() {
     let (first, last) = (times[0], *times.last().unwrap());
     // The lock's validity ends at most `ttl` after the acquisition, which came before the first
     // beat; the command beat for the last time before that.
+    // SIGKILL is due half the grace (500 ms) before the end; a quarter second of that may go
+    // to a loaded machine's scheduling.
     assert!(
-        last - first < ttl.as_millis() as u64,
+        last - first < ttl.as_millis() as u64 - 250,
         "the command ran {} ms, past the lock's {} ms",
         last - first,
         ttl.as_millis()
