@@ -8,6 +8,7 @@ use crate::cancel::Cancel;
 use crate::config::{Builder, Config, MAX_TTL};
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Operation, Result};
+use crate::inspect::{self, ForcedRelease, Inspection};
 use crate::kinds::{SCRIPTS, free_in, remaining_command};
 use crate::lock::Lock;
 use crate::node::NodeStatus;
@@ -18,6 +19,10 @@ use crate::request::{AutoExtend, LockRequest, Patience};
 use crate::sync::relock;
 use crate::token::new_token;
 use crate::watchdog::{Job, Watchdog};
+use crate::wire::Script;
+
+/// What every connection loads: the kinds' scripts and the operator's.
+static SCRIPT_SETS: [&[&Script]; 2] = [&SCRIPTS, &crate::inspect::SCRIPTS];
 
 /// Longest fallback wait between two attempts of a waiter that gets no notification (or
 /// `retry_delay`, if that is longer).
@@ -74,7 +79,7 @@ impl Redlock {
     }
 
     fn start(clients: Vec<redis::Client>, config: Config) -> Result<Redlock> {
-        let engine = Engine::start(clients, config, &SCRIPTS)?;
+        let engine = Engine::start(clients, config, &SCRIPT_SETS)?;
         Ok(Redlock {
             inner: Arc::new(Inner {
                 engine: Arc::new(engine),
@@ -425,6 +430,40 @@ impl Redlock {
     /// What each node's worker last saw of its node.
     pub fn node_status(&self) -> Vec<NodeStatus> {
         self.inner.engine.node_status()
+    }
+
+    /// Reads `resource` on every node: what its key holds (a token, reentrant owners, another
+    /// type or nothing), its remaining TTL and the fence counter, plus whether a quorum holds it
+    /// and by which token.
+    ///
+    /// Read-only, and it never fails because of the nodes: a node that is down, times out or
+    /// answers with an error (a `NOPERM` for a user without read access to the keys) is
+    /// reported in its own entry. Waits for every node up to `node_timeout`. Errors only for an
+    /// empty resource name ([`Error::InvalidArgument`]).
+    ///
+    /// Each node is read at a slightly different moment: a lock being acquired or released
+    /// meanwhile may show on some nodes only.
+    pub fn inspect(&self, resource: &str) -> Result<Inspection> {
+        inspect::inspect(&self.inner.engine, resource)
+    }
+
+    /// **An operator's tool**: deletes the lock on `resource` on every node, while the key
+    /// still holds `token` (a plain or fenced lock's token, or a reentrant lock's owner) when one
+    /// is given, or whatever it holds when `token` is `None`. Each deletion is announced on the
+    /// resource's release channel, so waiters try at once.
+    ///
+    /// The danger: the holder is not told. Its lock is gone while it may still be working, and
+    /// the next acquirer overlaps it; its auto-extension finds the lock lost (and reports it
+    /// through [`Lock::lost`](crate::Lock::lost) and `on_lost`) at its next extension, not
+    /// before. Use it for a lock whose holder is known dead, and pass the token read with
+    /// [`inspect`](Redlock::inspect): a holder that took the lock after you looked is then left
+    /// alone. The fence counter is never touched, so fencing tokens stay monotonic.
+    ///
+    /// Reports every node (waiting for each up to `node_timeout`);
+    /// [`ForcedRelease::on_quorum`] says whether enough of them confirmed. Errors only for an
+    /// empty resource or token ([`Error::InvalidArgument`]).
+    pub fn force_release(&self, resource: &str, token: Option<&str>) -> Result<ForcedRelease> {
+        inspect::force_release(&self.inner.engine, resource, token)
     }
 
     /// The client's settings, for the C ABI.

@@ -73,7 +73,7 @@ impl Engine {
     pub(crate) fn start(
         clients: Vec<redis::Client>,
         config: Config,
-        scripts: &'static [&'static Script],
+        scripts: &'static [&'static [&'static Script]],
     ) -> Result<Engine> {
         let settings = Settings {
             connect_timeout: config.connect_timeout(),

@@ -64,7 +64,8 @@
 
 // Layers, bottom-up; nothing imports from a layer above it:
 // error, token, sync, quorum (pure rules) → wire (scripts, commands) → node (one worker per
-// node) → engine (fan-out and decision) → kinds (one file each) → cancel, request, lock →
+// node) → engine (fan-out and decision) → kinds (one file each), inspect (the operator's
+// reads and forced release) → cancel, request, lock →
 // watchdog, notify → client (the facade) → ffi.
 mod cancel;
 mod client;
@@ -74,6 +75,7 @@ mod error;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod ffi;
+mod inspect;
 mod kinds;
 mod lock;
 mod node;
@@ -93,6 +95,9 @@ pub use config::{
     DEFAULT_RETRY_JITTER, MAX_TTL,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
+pub use inspect::{
+    ForcedRelease, Inspection, KeyState, NodeInspection, NodeRelease, NodeState, Released,
+};
 pub use kinds::many::MAX_RESOURCES;
 pub use lock::Lock;
 pub use node::NodeStatus;

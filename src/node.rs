@@ -154,7 +154,7 @@ pub(crate) struct Settings {
     /// A node whose process is younger than this does not count toward acquire quorums.
     pub restart_grace: Option<Duration>,
     /// Loaded on every connection, so that `EVALSHA` finds them.
-    pub scripts: &'static [&'static Script],
+    pub scripts: &'static [&'static [&'static Script]],
 }
 
 /// The address a user sees for a node: `host:port`, plus `/db` when a database is selected.
@@ -644,13 +644,14 @@ fn pipeline<'a>(
 }
 
 /// Loads every script in one round trip.
-fn load_scripts(conn: &mut redis::Connection, scripts: &[&Script]) -> redis::RedisResult<()> {
+fn load_scripts(conn: &mut redis::Connection, sets: &[&[&Script]]) -> redis::RedisResult<()> {
+    let scripts = || sets.iter().flat_map(|set| set.iter());
     let mut pipe = redis::pipe();
-    for script in scripts {
+    for script in scripts() {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
     }
     let shas: Vec<String> = pipe.query(conn)?;
-    for (script, sha) in scripts.iter().zip(shas) {
+    for (script, sha) in scripts().zip(shas) {
         if sha != script.sha() {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::Client,

@@ -58,18 +58,21 @@ pub(crate) fn backoff_delay(base: Duration, round: u32, cap: Duration, unit: f64
 }
 
 /// One node's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Vote {
     Yes,
     /// A yes that carries a number: a fence counter after `INCR`, a reentrant hold count.
     Value(u64),
+    /// A yes that carries the node's reply as it came (a read of the inspection), for the
+    /// caller to decode.
+    Raw(redis::Value),
     No,
     Failed(NodeProblem),
 }
 
 impl Vote {
     fn is_yes(&self) -> bool {
-        matches!(self, Vote::Yes | Vote::Value(_))
+        matches!(self, Vote::Yes | Vote::Value(_) | Vote::Raw(_))
     }
 
     /// Whether the command took effect on the node: a yes, or a yes not counted because the
@@ -148,7 +151,7 @@ impl Tally {
             return;
         }
         match vote {
-            Vote::Yes => self.yes += 1,
+            Vote::Yes | Vote::Raw(_) => self.yes += 1,
             Vote::Value(v) => {
                 self.yes += 1;
                 self.max_value = Some(self.max_value.map_or(v, |m| m.max(v)));
@@ -200,8 +203,6 @@ impl Tally {
         self.max_value
     }
 
-    /// Which nodes applied the command (so far, counted toward the quorum or not): where a
-    /// reentrant hold was counted.
     /// The answers received so far.
     pub(crate) fn votes(&self) -> impl Iterator<Item = &Vote> {
         self.votes.iter().flatten()
@@ -216,6 +217,13 @@ impl Tally {
             .collect()
     }
 
+    /// Node `i`'s answer, if it has come.
+    pub(crate) fn vote(&self, i: usize) -> Option<&Vote> {
+        self.votes.get(i).and_then(Option::as_ref)
+    }
+
+    /// Which nodes applied the command (so far, counted toward the quorum or not): where a
+    /// reentrant hold was counted.
     pub(crate) fn applied_nodes(&self) -> Box<[bool]> {
         self.votes
             .iter()
@@ -238,7 +246,7 @@ impl Tally {
                 let problem = match vote {
                     Some(Vote::No) => NodeProblem::Refused,
                     Some(Vote::Failed(p)) => p.clone(),
-                    Some(Vote::Yes | Vote::Value(_)) | None => return None,
+                    Some(Vote::Yes | Vote::Value(_) | Vote::Raw(_)) | None => return None,
                 };
                 Some(NodeReport {
                     node: name.clone(),

@@ -91,6 +91,8 @@ pub(crate) enum Reply {
     Flag,
     /// A number ≥ 0 is a yes that carries it (a count of 0 stays a yes); nil is a no.
     Count,
+    /// Any reply but an error is a yes that carries it as it came ([`Vote::Raw`]).
+    Raw,
 }
 
 /// One command for a node, built by a lock kind.
@@ -293,6 +295,7 @@ impl Command {
                 Some(details) => format!("{} {details}", e.code()),
                 None => e.code().to_owned(),
             })),
+            (Reply::Raw, value) => Vote::Raw(value),
             (_, other) => Vote::Failed(NodeProblem::Server(format!("unexpected reply {other:?}"))),
         }
     }

@@ -1,0 +1,169 @@
+//! Reading arguments: nodes, durations, signals.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The options every command takes.
+#[derive(Debug, Default)]
+pub struct Common {
+    pub nodes: Option<String>,
+    pub nodes_file: Option<PathBuf>,
+    pub node_timeout: Option<Duration>,
+}
+
+impl Common {
+    /// The node URLs: `--nodes`, else `--nodes-file`, else `REDLOCK_NODES`.
+    pub fn urls(&self) -> Result<Vec<String>, String> {
+        let (text, from) = if let Some(n) = &self.nodes {
+            (n.clone(), "--nodes".to_owned())
+        } else if let Some(path) = &self.nodes_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --nodes-file {}: {e}", path.display()))?;
+            let text = text
+                .lines()
+                .map(|l| l.split('#').next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(",");
+            (text, format!("--nodes-file {}", path.display()))
+        } else {
+            match std::env::var("REDLOCK_NODES") {
+                Ok(v) => (v, "REDLOCK_NODES".to_owned()),
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err("REDLOCK_NODES is not valid UTF-8".to_owned());
+                }
+                Err(std::env::VarError::NotPresent) => {
+                    return Err(
+                        "no nodes given: pass --nodes URL,URL,... or set REDLOCK_NODES \
+                                (or use --nodes-file)"
+                            .to_owned(),
+                    );
+                }
+            }
+        };
+        let urls = split_urls(&text);
+        if urls.is_empty() {
+            return Err(format!("{from} lists no node URLs"));
+        }
+        Ok(urls)
+    }
+}
+
+/// URLs separated by commas or white space; empty entries are skipped.
+pub fn split_urls(text: &str) -> Vec<String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Longest duration accepted: the library's 10-year cap.
+const MAX: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// `500ms`, `30s`, `1.5s`, `5m`, `1h`; a bare number is seconds.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "'{text}' is not a duration (use a number with ms, s, m or h: 500ms, 30s)"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("'{text}' is not a duration (use e.g. 500ms, 30s, 5m)"))?;
+    let secs = value * scale;
+    if secs > MAX.as_secs_f64() {
+        return Err(format!("'{text}' is too long (at most 10 years)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A signal by name (`TERM`, `SIGTERM`, case-insensitive) or number.
+pub fn signal(text: &str) -> Result<i32, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let known = [
+        ("HUP", libc::SIGHUP),
+        ("INT", libc::SIGINT),
+        ("QUIT", libc::SIGQUIT),
+        ("KILL", libc::SIGKILL),
+        ("USR1", libc::SIGUSR1),
+        ("USR2", libc::SIGUSR2),
+        ("ALRM", libc::SIGALRM),
+        ("TERM", libc::SIGTERM),
+    ];
+    if let Some((_, n)) = known.iter().find(|(k, _)| *k == name) {
+        return Ok(*n);
+    }
+    match name.parse::<i32>() {
+        Ok(n) if (1..=64).contains(&n) && n != libc::SIGSTOP => Ok(n),
+        _ => Err(format!(
+            "'{text}' is not a signal to end a command with (use TERM, INT, HUP, QUIT, KILL, \
+             USR1, USR2, ALRM or a number)"
+        )),
+    }
+}
+
+/// The name of signal `n` for messages.
+pub fn signal_name(n: i32) -> String {
+    signal_hook::low_level::signal_name(n)
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("signal {n}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        for bad in [
+            "",
+            "s",
+            "-1s",
+            "1d",
+            "1.2.3s",
+            "abc",
+            "1e3s",
+            "99999999999h",
+        ] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn signals_by_name_or_number() {
+        assert_eq!(signal("TERM"), Ok(libc::SIGTERM));
+        assert_eq!(signal("sigint"), Ok(libc::SIGINT));
+        assert_eq!(signal("9"), Ok(9));
+        assert!(signal("STOP").is_err());
+        assert!(signal("0").is_err());
+        assert!(signal("nope").is_err());
+    }
+
+    #[test]
+    fn urls_split_on_commas_and_space() {
+        assert_eq!(
+            split_urls("redis://a:1, redis://b:2,,\nredis://c:3"),
+            ["redis://a:1", "redis://b:2", "redis://c:3"]
+        );
+    }
+}

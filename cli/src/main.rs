@@ -1,0 +1,217 @@
+//! `redlock`: the command line over the redlock library.
+//!
+//! `run` holds a lock while a command runs (and kills the command before the lock can end
+//! under it), `status` shows a lock on every node, `release --force` removes a stuck one and
+//! `nodes` shows the nodes. Exit codes follow sysexits: 64 bad usage, 69 no quorum, 70 the
+//! lock was lost, 75 the lock is busy.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+
+mod args;
+mod run;
+mod show;
+
+use args::Common;
+
+/// Bad arguments (EX_USAGE).
+pub const EXIT_USAGE: u8 = 64;
+/// No quorum of nodes reachable (EX_UNAVAILABLE).
+pub const EXIT_UNAVAILABLE: u8 = 69;
+/// The lock was lost while the command ran, or an internal error (EX_SOFTWARE).
+pub const EXIT_SOFTWARE: u8 = 70;
+/// The lock was not acquired in time (EX_TEMPFAIL).
+pub const EXIT_TEMPFAIL: u8 = 75;
+
+/// A failure that ends the program: a one-line message for stderr and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn usage(command: &str, message: impl std::fmt::Display) -> Failure {
+        let help = if command.is_empty() {
+            "redlock --help".to_owned()
+        } else {
+            format!("redlock {command} --help")
+        };
+        Failure {
+            code: EXIT_USAGE,
+            message: format!("{message} (see '{help}')"),
+        }
+    }
+
+    pub fn new(code: u8, message: impl std::fmt::Display) -> Failure {
+        Failure {
+            code,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// One line, whatever the text: errors of the library can span lines.
+pub fn one_line(text: &str) -> String {
+    text.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+const HELP: &str = "\
+redlock: the Redlock distributed lock from the command line
+
+Usage: redlock <COMMAND> [OPTIONS] ...
+
+Commands:
+  run      Run a command while holding a lock (like flock(1)); killed if the lock is lost
+  status   Show a lock on every node: token, owners, remaining TTL, fence counter
+  release  Force-release a stuck lock (--force; an operator's tool)
+  nodes    Show each node's status
+  help     Show this, or a command's help: redlock help <COMMAND>
+
+Nodes (every command):
+  --nodes URL,URL,...   Redis nodes (redis:// or rediss:// URLs), an odd number of
+                        independent masters
+  --nodes-file PATH     Read the URLs from a file (one per line or comma-separated; #
+                        comments)
+  REDLOCK_NODES         Environment variable used when neither option is given
+  --node-timeout DUR    How long to wait for any one node (default 50ms)
+  A password in --nodes shows in `ps`: for URLs with passwords use REDLOCK_NODES or
+  --nodes-file.
+
+Durations take a unit: 500ms, 30s, 5m, 1h (a bare number is seconds).
+
+Exit codes: 0 success (run: the command's own code), 64 bad arguments, 69 no quorum of
+nodes reachable, 70 the lock was lost while the command ran, 75 the lock is busy.
+Run 'redlock <COMMAND> --help' for a command's options.
+";
+
+fn main() -> ExitCode {
+    match dispatch() {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("redlock: {}", one_line(&f.message));
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn dispatch() -> Result<u8, Failure> {
+    let mut parser = lexopt::Parser::from_env();
+    let command = match parser.next() {
+        Ok(Some(Value(v))) => v,
+        Ok(Some(Long("help") | Short('h'))) => {
+            print!("{HELP}");
+            return Ok(0);
+        }
+        Ok(Some(Long("version") | Short('V'))) => {
+            println!("redlock {}", env!("CARGO_PKG_VERSION"));
+            return Ok(0);
+        }
+        Ok(Some(other)) => {
+            return Err(Failure::usage(
+                "",
+                format!("expected a command before {}", other.unexpected()),
+            ));
+        }
+        Ok(None) => {
+            return Err(Failure::usage(
+                "",
+                "missing command (run, status, release, nodes)",
+            ));
+        }
+        Err(e) => return Err(Failure::usage("", e)),
+    };
+    let command = command.to_string_lossy().into_owned();
+    match command.as_str() {
+        "run" => run::main(parser),
+        "status" => show::status(parser),
+        "release" => show::release(parser),
+        "nodes" => show::nodes(parser),
+        "help" => {
+            let topic = parser
+                .next()
+                .ok()
+                .flatten()
+                .and_then(|a| match a {
+                    Value(v) => Some(v),
+                    _ => None,
+                })
+                .map(|v: OsString| v.to_string_lossy().into_owned());
+            match topic.as_deref() {
+                None => print!("{HELP}"),
+                Some("run") => print!("{}", run::HELP),
+                Some("status") => print!("{}", show::STATUS_HELP),
+                Some("release") => print!("{}", show::RELEASE_HELP),
+                Some("nodes") => print!("{}", show::NODES_HELP),
+                Some(other) => {
+                    return Err(Failure::usage("", format!("unknown command '{other}'")));
+                }
+            }
+            Ok(0)
+        }
+        other => Err(Failure::usage(
+            "",
+            format!("unknown command '{other}' (expected run, status, release or nodes)"),
+        )),
+    }
+}
+
+/// Names of the options every command takes.
+pub const COMMON: [&str; 3] = ["nodes", "nodes-file", "node-timeout"];
+
+/// Sets the common option `name` (one of [`COMMON`]) to `value`.
+pub fn common_option(common: &mut Common, name: &str, value: OsString) -> Result<(), String> {
+    let text = || {
+        value
+            .clone()
+            .into_string()
+            .map_err(|_| format!("--{name} is not valid UTF-8"))
+    };
+    match name {
+        "nodes" => common.nodes = Some(text()?),
+        "nodes-file" => common.nodes_file = Some(value.into()),
+        _ => {
+            let t = text()?;
+            common.node_timeout =
+                Some(args::duration(&t).map_err(|m| format!("--node-timeout: {m}"))?);
+        }
+    }
+    Ok(())
+}
+
+/// Builds the client from the common options.
+pub fn client(common: &Common, command: &str) -> Result<redlock::Redlock, Failure> {
+    let urls = common.urls().map_err(|m| Failure::usage(command, m))?;
+    let mut builder = redlock::Redlock::builder().nodes(&urls);
+    if let Some(t) = common.node_timeout {
+        if t.is_zero() {
+            return Err(Failure::usage(command, "--node-timeout must be above zero"));
+        }
+        builder = builder.node_timeout(t);
+    }
+    builder.build().map_err(|e| match e {
+        redlock::Error::InvalidArgument { message } => Failure::usage(command, message),
+        other => Failure::new(EXIT_UNAVAILABLE, other),
+    })
+}
+
+/// `Duration` as a short text: `1.5s`, `250ms`.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60)
+    }
+}

@@ -1,0 +1,462 @@
+//! `redlock run`: a command under a lock, killed before the lock can end under it.
+
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use lexopt::prelude::*;
+use redlock::{AutoExtend, Cancel, DEFAULT_DRIFT_FACTOR, DEFAULT_EXTEND_FRACTION, LockRequest};
+
+use crate::args::{self, Common};
+use crate::{
+    COMMON, EXIT_SOFTWARE, EXIT_TEMPFAIL, EXIT_UNAVAILABLE, Failure, common_option, human, one_line,
+};
+
+pub const HELP: &str = "\
+Run a command while holding a lock, like flock(1) across machines
+
+Usage: redlock run [OPTIONS] RESOURCE -- COMMAND [ARGS...]
+
+Acquires RESOURCE (waiting for ever unless --wait says otherwise), runs COMMAND in its own
+process group, extends the lock while it runs, and releases it the moment COMMAND exits.
+Exits with COMMAND's exit code (128 + N if it died of signal N).
+
+The command must not outlive the lock: when an extension finds the lock gone, the command's
+process group gets --kill-signal at once; while extensions cannot reach a quorum (a partition)
+it gets --kill-signal no later than --kill-grace before the lock's validity ends, and SIGKILL
+before it ends. redlock then says the lock was lost and exits 70.
+SIGINT, SIGTERM and SIGHUP are forwarded to the command; Ctrl-C while waiting gives up and
+leaves nothing locked.
+
+The command's environment gets REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fenced,
+REDLOCK_FENCE (the fencing token: pass it with every write the lock protects).
+
+Options:
+  --ttl DUR                 Lock TTL, renewed every third of it (default 30s)
+  --wait DUR                Give up after this long (default: wait for ever; 0: one attempt)
+  --fenced                  Take a fenced lock and export REDLOCK_FENCE
+  --conflict-exit-code N    Exit code when the lock is busy after --wait (default 75)
+  --kill-signal SIG         Signal that ends the command when the lock is lost (default TERM)
+  --kill-grace DUR          Time the command gets between --kill-signal and the end of the
+                            lock's validity (default 5s; must fit in the TTL)
+  --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH; prefer those for
+                            URLs with passwords: --nodes shows in `ps`)
+  --node-timeout DUR        How long to wait for any one node (default 50ms)
+  -h, --help                Show this
+
+Exit codes: COMMAND's own; 64 bad arguments; 69 no quorum of nodes reachable; 70 the lock
+was lost while COMMAND ran; 75 (or --conflict-exit-code) the lock is busy; 126/127 COMMAND
+cannot be run; 128 + N when redlock itself got signal N while waiting.
+
+Example:
+  export REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379
+  redlock run --ttl 30s --wait 10m nightly-backup -- /usr/local/bin/backup.sh
+";
+
+/// The command's process group, once it runs (0 before): signals go there.
+static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
+/// A signal that came while no command ran (or just before it started): not yet forwarded.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+struct Options {
+    common: Common,
+    ttl: Duration,
+    wait: Option<Duration>,
+    fenced: bool,
+    conflict_exit_code: u8,
+    kill_signal: i32,
+    kill_grace: Duration,
+    resource: String,
+    command: Vec<OsString>,
+}
+
+fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
+    let usage = |m: &dyn std::fmt::Display| Failure::usage("run", m);
+    let mut o = Options {
+        common: Common::default(),
+        ttl: Duration::from_secs(30),
+        wait: None,
+        fenced: false,
+        conflict_exit_code: EXIT_TEMPFAIL,
+        kill_signal: libc::SIGTERM,
+        kill_grace: Duration::from_secs(5),
+        resource: String::new(),
+        command: Vec::new(),
+    };
+    let mut resource: Option<String> = None;
+    let duration = |name: &str, v: OsString| -> Result<Duration, Failure> {
+        let text = v.to_string_lossy();
+        args::duration(&text).map_err(|m| usage(&format!("{name}: {m}")))
+    };
+    loop {
+        let arg = parser.next().map_err(|e| usage(&e))?;
+        let Some(arg) = arg else { break };
+        match arg {
+            Long(name) if COMMON.contains(&name) => {
+                let name = name.to_owned();
+                let value = parser.value().map_err(|e| usage(&e))?;
+                common_option(&mut o.common, &name, value).map_err(|m| usage(&m))?;
+            }
+            Short('h') | Long("help") => {
+                print!("{HELP}");
+                return Ok(None);
+            }
+            Long("ttl") => o.ttl = duration("--ttl", parser.value().map_err(|e| usage(&e))?)?,
+            Long("wait") => {
+                o.wait = Some(duration("--wait", parser.value().map_err(|e| usage(&e))?)?)
+            }
+            Long("fenced") => o.fenced = true,
+            Long("conflict-exit-code") => {
+                let v = parser.value().map_err(|e| usage(&e))?;
+                o.conflict_exit_code = v
+                    .to_string_lossy()
+                    .parse::<u8>()
+                    .map_err(|_| usage(&"--conflict-exit-code: give a number from 0 to 255"))?;
+            }
+            Long("kill-signal") => {
+                let v = parser.value().map_err(|e| usage(&e))?;
+                o.kill_signal = args::signal(&v.to_string_lossy())
+                    .map_err(|m| usage(&format!("--kill-signal: {m}")))?;
+            }
+            Long("kill-grace") => {
+                o.kill_grace = duration("--kill-grace", parser.value().map_err(|e| usage(&e))?)?
+            }
+            Value(v) if resource.is_none() => {
+                resource = Some(
+                    v.into_string()
+                        .map_err(|_| usage(&"RESOURCE is not valid UTF-8"))?,
+                );
+            }
+            Value(v) => {
+                o.command.push(v);
+                o.command
+                    .extend(parser.raw_args().map_err(|e| usage(&e))?.by_ref());
+                break;
+            }
+            other => return Err(usage(&other.unexpected())),
+        }
+    }
+    let Some(resource) = resource else {
+        return Err(usage(&"missing RESOURCE and COMMAND"));
+    };
+    if resource.is_empty() {
+        return Err(usage(&"RESOURCE is empty"));
+    }
+    if o.command.is_empty() {
+        return Err(usage(
+            &"missing COMMAND: redlock run RESOURCE -- COMMAND [ARGS...]",
+        ));
+    }
+    o.resource = resource;
+    Ok(Some(o))
+}
+
+/// When, before the validity ends, the command gets SIGKILL if it is still running.
+fn kill_margin(grace: Duration) -> Duration {
+    (grace / 2).min(Duration::from_secs(1))
+}
+
+/// Refuses a `--kill-grace` that would fire during normal operation: right before a due
+/// extension, validity is the TTL less one extension period, the drift allowance and a node
+/// timeout for the extension itself.
+fn check_grace(o: &Options, node_timeout: Duration) -> Result<(), Failure> {
+    if o.kill_grace.is_zero() {
+        return Err(Failure::usage(
+            "run",
+            "--kill-grace must be above zero: the command needs time to stop before the lock ends",
+        ));
+    }
+    let ttl = o.ttl;
+    let drift = ttl.mul_f64(DEFAULT_DRIFT_FACTOR) + Duration::from_millis(2);
+    let low = ttl
+        .checked_sub(ttl.mul_f64(DEFAULT_EXTEND_FRACTION) + drift + node_timeout)
+        .unwrap_or_default();
+    if o.kill_grace >= low {
+        return Err(Failure::usage(
+            "run",
+            format!(
+                "--kill-grace {} does not fit in --ttl {}: the validity left before an extension \
+                 is about {}; use a longer --ttl or a shorter --kill-grace",
+                human(o.kill_grace),
+                human(ttl),
+                human(low)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
+    let Some(o) = parse(parser)? else {
+        return Ok(0);
+    };
+    let node_timeout = o
+        .common
+        .node_timeout
+        .unwrap_or(redlock::DEFAULT_NODE_TIMEOUT);
+    check_grace(&o, node_timeout)?;
+
+    let cancel = Cancel::new();
+    install_handlers(&cancel)?;
+    let client = crate::client(&o.common, "run")?;
+
+    let mut request = LockRequest::new(&o.resource, o.ttl)
+        .auto_extend(AutoExtend::new())
+        .cancel(&cancel);
+    if o.fenced {
+        request = request.fenced();
+    }
+    request = match o.wait {
+        Some(w) if w.is_zero() => request.once(),
+        Some(w) => request.wait(w),
+        None => request.wait(redlock::MAX_TTL),
+    };
+    let lock = match client.acquire(&request) {
+        Ok(lock) => lock,
+        Err(e) => return Err(acquire_failure(e, &o)),
+    };
+    let acquired = Instant::now();
+    // A signal that came too late to cancel the acquisition: give up the lock at once.
+    let early = PENDING.swap(0, Ordering::SeqCst);
+    if early != 0 {
+        let _ = lock.release();
+        return Err(Failure::new(
+            128 + early as u8,
+            format!(
+                "got {} while acquiring {}; released it without running the command",
+                args::signal_name(early),
+                o.resource
+            ),
+        ));
+    }
+
+    let mut command = Command::new(&o.command[0]);
+    command
+        .args(&o.command[1..])
+        .env("REDLOCK_RESOURCE", &o.resource)
+        .env("REDLOCK_TOKEN", lock.token())
+        .process_group(0);
+    if let Some(fence) = lock.fence() {
+        command.env("REDLOCK_FENCE", fence.to_string());
+    } else {
+        command.env_remove("REDLOCK_FENCE");
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = lock.release();
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            return Err(Failure::new(
+                code,
+                format!(
+                    "cannot run {}: {e} (the lock is released)",
+                    o.command[0].to_string_lossy()
+                ),
+            ));
+        }
+    };
+    let pid = child.id() as i32;
+    CHILD_GROUP.store(pid, Ordering::SeqCst);
+
+    let (exited_tx, exited) = crossbeam_channel::bounded::<std::io::Result<ExitStatus>>(1);
+    let mut child = child;
+    std::thread::Builder::new()
+        .name("redlock-child".into())
+        .spawn(move || {
+            let _ = exited_tx.send(child.wait());
+        })
+        .map_err(|e| Failure::new(EXIT_SOFTWARE, format!("cannot start a thread: {e}")))?;
+
+    // Disconnects when the lock ends; replaced by a channel that never fires once it did.
+    let mut lost_rx = lock.lost();
+    let tick = Duration::from_millis(10);
+    let margin = kill_margin(o.kill_grace);
+    // Why the command is being stopped, once it is: the lock is no longer safe to rely on.
+    let mut stopping: Option<String> = None;
+    let mut signalled_at: Option<Instant> = None;
+    let mut killed = false;
+    let status = loop {
+        let ended = crossbeam_channel::select! {
+            recv(exited) -> status => break status,
+            recv(lost_rx) -> _ => true,
+            default(tick) => false,
+        };
+        if ended {
+            lost_rx = crossbeam_channel::never();
+        }
+        // Signals redlock got before the command's group was known.
+        let pending = PENDING.swap(0, Ordering::SeqCst);
+        if pending != 0 {
+            signal_group(pid, pending);
+        }
+        let now = Instant::now();
+        let validity = lock.validity();
+        if stopping.is_none() {
+            if lock.is_lost() {
+                stopping = Some(format!(
+                    "lost the lock on {}: it is no longer held on a quorum of nodes \
+                     (deleted, expired or taken)",
+                    o.resource
+                ));
+            } else if validity <= o.kill_grace {
+                stopping = Some(format!(
+                    "cannot extend the lock on {}: no quorum of nodes answered, and its \
+                     validity ends in {}",
+                    o.resource,
+                    human(validity)
+                ));
+            }
+            if let Some(why) = &stopping {
+                eprintln!(
+                    "redlock: {why}; sending {} to the command",
+                    args::signal_name(o.kill_signal)
+                );
+                signal_group(pid, o.kill_signal);
+                signalled_at = Some(now);
+            }
+        }
+        if let Some(at) = signalled_at
+            && !killed
+            && (validity <= margin || now.duration_since(at) >= o.kill_grace)
+        {
+            eprintln!("redlock: the command is still running; sending SIGKILL");
+            signal_group(pid, libc::SIGKILL);
+            killed = true;
+        }
+    };
+    CHILD_GROUP.store(0, Ordering::SeqCst);
+    let held_for = acquired.elapsed();
+    let code = match status {
+        Ok(Ok(status)) => exit_code(status),
+        Ok(Err(e)) => {
+            let _ = lock.release();
+            return Err(Failure::new(
+                EXIT_SOFTWARE,
+                format!("lost track of the command: {e}"),
+            ));
+        }
+        Err(_) => {
+            let _ = lock.release();
+            return Err(Failure::new(EXIT_SOFTWARE, "lost track of the command"));
+        }
+    };
+    if let Some(why) = stopping {
+        let _ = lock.release();
+        return Err(Failure::new(
+            EXIT_SOFTWARE,
+            format!(
+                "{why}; the command was stopped after {} (its exit code was {code})",
+                human(held_for)
+            ),
+        ));
+    }
+    match lock.release() {
+        Ok(()) => Ok(code),
+        Err(e @ redlock::Error::Lost { .. }) => Err(Failure::new(
+            EXIT_SOFTWARE,
+            format!(
+                "the lock on {} was lost before the command ended (exit code {code}); its \
+                 work may have overlapped another holder's: {}",
+                o.resource,
+                one_line(&e.to_string())
+            ),
+        )),
+        Err(e) => {
+            // The command ran under the lock; its keys expire with the TTL.
+            eprintln!(
+                "redlock: releasing {} failed, its keys expire within {}: {}",
+                o.resource,
+                human(o.ttl),
+                one_line(&e.to_string())
+            );
+            Ok(code)
+        }
+    }
+}
+
+fn acquire_failure(e: redlock::Error, o: &Options) -> Failure {
+    let text = one_line(&e.to_string());
+    match e {
+        redlock::Error::NotAcquired { .. } => Failure::new(
+            o.conflict_exit_code,
+            format!(
+                "{} is held by another owner{}; the command was not run",
+                o.resource,
+                match o.wait {
+                    Some(w) if w.is_zero() => String::new(),
+                    Some(w) => format!(" (waited {})", human(w)),
+                    None => String::new(),
+                }
+            ),
+        ),
+        redlock::Error::NoQuorum { .. } => Failure::new(
+            EXIT_UNAVAILABLE,
+            format!("no quorum of nodes reachable: {text}; check the nodes with 'redlock nodes'"),
+        ),
+        redlock::Error::Cancelled { .. } => {
+            let sig = PENDING.swap(0, Ordering::SeqCst);
+            let sig = if sig == 0 { libc::SIGINT } else { sig };
+            Failure::new(
+                128 + sig as u8,
+                format!(
+                    "got {} while waiting for {}; gave up, nothing is locked",
+                    args::signal_name(sig),
+                    o.resource
+                ),
+            )
+        }
+        redlock::Error::InvalidArgument { message } => Failure::usage("run", message),
+        _ => Failure::new(EXIT_SOFTWARE, text),
+    }
+}
+
+/// The shell's convention: the code, or 128 + the signal that ended the command.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => 128u8.wrapping_add(s as u8),
+        (None, None) => EXIT_SOFTWARE,
+    }
+}
+
+fn signal_group(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with a negative pid signals the process group the command leads.
+    unsafe {
+        libc::kill(-pid, sig);
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP: forwarded to the command's group while it runs; before, they
+/// cancel the acquisition. Both are async-signal-safe (an atomic load, kill(2); the cancel's
+/// atomic flag and write(2)).
+fn install_handlers(cancel: &Cancel) -> Result<(), Failure> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let cancel = cancel.clone();
+        let action = move || {
+            let group = CHILD_GROUP.load(Ordering::SeqCst);
+            if group > 0 {
+                // SAFETY: kill(2) is async-signal-safe.
+                unsafe {
+                    libc::kill(-group, sig);
+                }
+            } else {
+                PENDING.store(sig, Ordering::SeqCst);
+                cancel.cancel();
+            }
+        };
+        // SAFETY: the action only does async-signal-safe things (see above).
+        unsafe { signal_hook::low_level::register(sig, action) }.map_err(|e| {
+            Failure::new(
+                EXIT_SOFTWARE,
+                format!("cannot handle {}: {e}", args::signal_name(sig)),
+            )
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,436 @@
+//! `status`, `release --force` and `nodes`: the operator's commands.
+
+use lexopt::prelude::*;
+use redlock::{Inspection, KeyState, NodeProblem, Released};
+use serde_json::{Value as Json, json};
+
+use crate::args::Common;
+use crate::{COMMON, EXIT_UNAVAILABLE, Failure, common_option, human, one_line};
+
+pub const STATUS_HELP: &str = "\
+Show a lock on every node
+
+Usage: redlock status [OPTIONS] RESOURCE
+
+For each node: whether it answered, what the key holds (a token, reentrant owners and their
+counts, another type, or nothing), the remaining TTL and the fence counter; then whether a
+quorum holds the lock and by which token. Read-only.
+
+Options:
+  --json                One JSON object: {\"resource\", \"held\", \"holder\", \"quorum\", \"fence\",
+                        \"nodes\": [{\"node\", \"error\", \"key\", \"token\", \"owners\", \"ttl_ms\",
+                        \"persistent\", \"fence\"}]}; ttl_ms is null when the key is absent and -1
+                        when it never expires; error is null when the node answered
+  --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
+  --node-timeout DUR    How long to wait for any one node (default 50ms)
+  -h, --help            Show this
+
+Exit codes: 0 when a quorum of nodes answered, 69 otherwise, 64 bad arguments.
+";
+
+pub const RELEASE_HELP: &str = "\
+Force-release a lock: an operator's tool
+
+Usage: redlock release --force [--token TOKEN] [OPTIONS] RESOURCE
+
+Deletes RESOURCE's lock key on every node, and announces the release so that waiters try at
+once. With --token, only where the key still holds TOKEN (a token or a reentrant owner, as
+'redlock status' shows it): a holder that took the lock after you looked is left alone.
+Without it, whatever holds the lock is removed. The fence counter is never touched.
+
+Danger: the holder is not told. If it is alive it keeps working without the lock while the
+next holder starts; its own extension finds the lock lost only at its next renewal (a
+'redlock run' holder then kills its command). Use it for a holder known to be dead.
+
+Options:
+  --force               Required: confirms you mean it
+  --token TOKEN         Release only this holder's keys
+  --json                Print the per-node results as JSON
+  --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
+  --node-timeout DUR    How long to wait for any one node (default 50ms)
+  -h, --help            Show this
+
+Exit codes: 0 when a quorum of nodes confirmed the keys are gone, 69 otherwise, 64 bad
+arguments.
+";
+
+pub const NODES_HELP: &str = "\
+Show each node's status
+
+Usage: redlock nodes [OPTIONS]
+
+For each node: whether it is reachable, the server's run id and uptime, restarts seen, the
+last connection error, and the restart grace left.
+
+Options:
+  --json                One JSON object per node in a list
+  --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
+  --node-timeout DUR    How long to wait for any one node (default 50ms)
+  -h, --help            Show this
+
+Exit codes: 0 when a quorum of nodes is reachable, 69 otherwise, 64 bad arguments.
+";
+
+/// What the operator's commands read from their arguments.
+struct Parsed {
+    common: Common,
+    json: bool,
+    force: bool,
+    token: Option<String>,
+    resource: Option<String>,
+}
+
+fn parse(
+    mut parser: lexopt::Parser,
+    command: &str,
+    help: &str,
+    takes_resource: bool,
+) -> Result<Option<Parsed>, Failure> {
+    let usage = |m: &dyn std::fmt::Display| Failure::usage(command, m);
+    let mut p = Parsed {
+        common: Common::default(),
+        json: false,
+        force: false,
+        token: None,
+        resource: None,
+    };
+    while let Some(arg) = parser.next().map_err(|e| usage(&e))? {
+        match arg {
+            Long(name) if COMMON.contains(&name) => {
+                let name = name.to_owned();
+                let value = parser.value().map_err(|e| usage(&e))?;
+                common_option(&mut p.common, &name, value).map_err(|m| usage(&m))?;
+            }
+            Short('h') | Long("help") => {
+                print!("{help}");
+                return Ok(None);
+            }
+            Long("json") => p.json = true,
+            Long("force") if command == "release" => p.force = true,
+            Long("token") if command == "release" => {
+                let t = parser
+                    .value()
+                    .map_err(|e| usage(&e))?
+                    .into_string()
+                    .map_err(|_| usage(&"--token is not valid UTF-8"))?;
+                if t.is_empty() {
+                    return Err(usage(&"--token is empty"));
+                }
+                p.token = Some(t);
+            }
+            Value(v) if takes_resource && p.resource.is_none() => {
+                let r = v
+                    .into_string()
+                    .map_err(|_| usage(&"RESOURCE is not valid UTF-8"))?;
+                if r.is_empty() {
+                    return Err(usage(&"RESOURCE is empty"));
+                }
+                p.resource = Some(r);
+            }
+            other => return Err(usage(&other.unexpected())),
+        }
+    }
+    if takes_resource && p.resource.is_none() {
+        return Err(usage(&"missing RESOURCE"));
+    }
+    Ok(Some(p))
+}
+
+fn problem(p: &NodeProblem) -> String {
+    let text = match p {
+        NodeProblem::TimedOut => "timed out".to_owned(),
+        NodeProblem::Unavailable(why) => format!("unreachable: {why}"),
+        NodeProblem::Server(e) => e.clone(),
+        other => format!("{other:?}"),
+    };
+    one_line(&text)
+}
+
+pub fn status(parser: lexopt::Parser) -> Result<u8, Failure> {
+    let Some(p) = parse(parser, "status", STATUS_HELP, true)? else {
+        return Ok(0);
+    };
+    let resource = p.resource.unwrap_or_default();
+    let client = crate::client(&p.common, "status")?;
+    let inspection = client
+        .inspect(&resource)
+        .map_err(|e| Failure::usage("status", e))?;
+    if p.json {
+        println!("{}", status_json(&inspection));
+    } else {
+        print_status(&inspection);
+    }
+    let answered = inspection.nodes.iter().filter(|n| n.state.is_ok()).count();
+    Ok(if answered >= inspection.quorum {
+        0
+    } else {
+        EXIT_UNAVAILABLE
+    })
+}
+
+fn status_json(i: &Inspection) -> Json {
+    let nodes: Vec<Json> = i
+        .nodes
+        .iter()
+        .map(|n| match &n.state {
+            Ok(s) => {
+                let (key, token, owners, kind) = match &s.key {
+                    KeyState::Absent => ("absent", Json::Null, Json::Null, Json::Null),
+                    KeyState::Token(t) => ("token", json!(t), Json::Null, Json::Null),
+                    KeyState::Owners(o) => (
+                        "owners",
+                        Json::Null,
+                        Json::Object(o.iter().map(|(k, v)| (k.clone(), json!(v))).collect()),
+                        Json::Null,
+                    ),
+                    KeyState::Other(t) => ("other", Json::Null, Json::Null, json!(t)),
+                    _ => ("unknown", Json::Null, Json::Null, Json::Null),
+                };
+                let ttl_ms = match (s.ttl, s.persistent) {
+                    (Some(t), _) => json!(t.as_millis() as u64),
+                    (None, true) => json!(-1),
+                    (None, false) => Json::Null,
+                };
+                json!({
+                    "node": n.node,
+                    "error": null,
+                    "key": key,
+                    "token": token,
+                    "owners": owners,
+                    "type": kind,
+                    "ttl_ms": ttl_ms,
+                    "persistent": s.persistent,
+                    "fence": s.fence,
+                })
+            }
+            Err(e) => json!({
+                "node": n.node,
+                "error": problem(e),
+                "key": null,
+                "token": null,
+                "owners": null,
+                "type": null,
+                "ttl_ms": null,
+                "persistent": null,
+                "fence": null,
+            }),
+        })
+        .collect();
+    json!({
+        "resource": i.resource,
+        "held": i.held,
+        "holder": i.holder,
+        "quorum": i.quorum,
+        "fence": i.fence,
+        "nodes": nodes,
+    })
+}
+
+fn print_status(i: &Inspection) {
+    let live = i
+        .nodes
+        .iter()
+        .filter(|n| n.state.as_ref().is_ok_and(|s| s.is_live()))
+        .count();
+    let held = if i.held { "held" } else { "not held" };
+    println!(
+        "{}: {held} (a live key on {live} of {} nodes, quorum {})",
+        i.resource,
+        i.nodes.len(),
+        i.quorum
+    );
+    if let Some(h) = &i.holder {
+        println!("holder: {h}");
+    }
+    if let Some(f) = i.fence {
+        println!("fence counter: {f}");
+    }
+    let rows: Vec<[String; 4]> = i
+        .nodes
+        .iter()
+        .map(|n| match &n.state {
+            Ok(s) => [
+                n.node.clone(),
+                match &s.key {
+                    KeyState::Absent => "-".to_owned(),
+                    KeyState::Token(t) => format!("token {t}"),
+                    KeyState::Owners(o) => {
+                        let list: Vec<String> =
+                            o.iter().map(|(k, c)| format!("{k} ×{c}")).collect();
+                        format!("reentrant {}", list.join(", "))
+                    }
+                    KeyState::Other(t) => format!("a {t} (not a lock)"),
+                    _ => "?".to_owned(),
+                },
+                match (s.ttl, s.persistent) {
+                    (Some(t), _) => human(t),
+                    (None, true) => "never".to_owned(),
+                    (None, false) => "-".to_owned(),
+                },
+                s.fence.map_or("-".to_owned(), |f| f.to_string()),
+            ],
+            Err(e) => [
+                n.node.clone(),
+                format!("error: {}", problem(e)),
+                String::new(),
+                String::new(),
+            ],
+        })
+        .collect();
+    print_table(&["NODE", "KEY", "TTL", "FENCE"], &rows);
+}
+
+fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (k, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if k + 1 == N {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+pub fn release(parser: lexopt::Parser) -> Result<u8, Failure> {
+    let Some(p) = parse(parser, "release", RELEASE_HELP, true)? else {
+        return Ok(0);
+    };
+    if !p.force {
+        return Err(Failure::usage(
+            "release",
+            "release needs --force: it removes the lock from under its holder (see the danger \
+             in the help)",
+        ));
+    }
+    let resource = p.resource.unwrap_or_default();
+    let client = crate::client(&p.common, "release")?;
+    let result = client
+        .force_release(&resource, p.token.as_deref())
+        .map_err(|e| Failure::usage("release", e))?;
+    let describe = |o: &Result<Released, NodeProblem>| match o {
+        Ok(Released::Deleted) => "deleted".to_owned(),
+        Ok(Released::Absent) => "absent".to_owned(),
+        Ok(Released::HeldByOther) => "kept: held by another token".to_owned(),
+        Ok(other) => format!("{other:?}"),
+        Err(e) => format!("error: {}", problem(e)),
+    };
+    if p.json {
+        let nodes: Vec<Json> = result
+            .nodes
+            .iter()
+            .map(|n| {
+                let (outcome, error) = match &n.outcome {
+                    Ok(Released::Deleted) => (json!("deleted"), Json::Null),
+                    Ok(Released::Absent) => (json!("absent"), Json::Null),
+                    Ok(Released::HeldByOther) => (json!("held_by_other"), Json::Null),
+                    Ok(_) => (json!("unknown"), Json::Null),
+                    Err(e) => (Json::Null, json!(problem(e))),
+                };
+                json!({"node": n.node, "outcome": outcome, "error": error})
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "resource": result.resource,
+                "token": result.token,
+                "confirmed": result.confirmed(),
+                "quorum": result.quorum,
+                "released": result.on_quorum(),
+                "nodes": nodes,
+            })
+        );
+    } else {
+        let rows: Vec<[String; 2]> = result
+            .nodes
+            .iter()
+            .map(|n| [n.node.clone(), describe(&n.outcome)])
+            .collect();
+        print_table(&["NODE", "RESULT"], &rows);
+    }
+    if result.on_quorum() {
+        Ok(0)
+    } else {
+        Err(Failure::new(
+            EXIT_UNAVAILABLE,
+            format!(
+                "only {} of {} nodes confirmed the keys of {resource} are gone (quorum {}); \
+                 the rest expire with their TTL",
+                result.confirmed(),
+                result.nodes.len(),
+                result.quorum
+            ),
+        ))
+    }
+}
+
+pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
+    let Some(p) = parse(parser, "nodes", NODES_HELP, false)? else {
+        return Ok(0);
+    };
+    let client = crate::client(&p.common, "nodes")?;
+    let statuses = client.node_status();
+    let reachable = statuses.iter().filter(|s| s.connected).count();
+    if p.json {
+        let list: Vec<Json> = statuses
+            .iter()
+            .map(|s| {
+                json!({
+                    "node": s.address,
+                    "reachable": s.connected,
+                    "run_id": s.run_id,
+                    "uptime_s": s.uptime.map(|u| u.as_secs()),
+                    "connects": s.connects,
+                    "restarts": s.restarts,
+                    "grace_remaining_ms": s.grace_remaining.map(|g| g.as_millis() as u64),
+                    "error": s.last_error.as_deref().map(one_line),
+                })
+            })
+            .collect();
+        println!("{}", Json::Array(list));
+    } else {
+        let rows: Vec<[String; 5]> = statuses
+            .iter()
+            .map(|s| {
+                [
+                    s.address.clone(),
+                    if s.connected { "yes" } else { "no" }.to_owned(),
+                    s.run_id.clone().unwrap_or_else(|| "-".into()),
+                    s.uptime.map_or("-".into(), human),
+                    if s.connected {
+                        s.restarts.to_string()
+                    } else {
+                        format!(
+                            "{} ({})",
+                            s.restarts,
+                            one_line(s.last_error.as_deref().unwrap_or("not connected"))
+                        )
+                    },
+                ]
+            })
+            .collect();
+        print_table(
+            &["NODE", "REACHABLE", "RUN ID", "UPTIME", "RESTARTS"],
+            &rows,
+        );
+    }
+    let quorum = statuses.len() / 2 + 1;
+    Ok(if reachable >= quorum {
+        0
+    } else {
+        EXIT_UNAVAILABLE
+    })
+}

@@ -1,0 +1,629 @@
+//! The built `redlock` binary against real redis-server nodes.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{Cluster, eventually};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlock");
+
+/// A patient node timeout for a loaded machine (the default 50 ms can miss a node).
+const NODE_TIMEOUT: &str = "500ms";
+
+fn tmp(name: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "redlock-cli-{}-{}-{name}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `redlock SUBCOMMAND --node-timeout … ARGS…` with the cluster in `REDLOCK_NODES`.
+fn redlock(cluster: &Cluster, sub: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg(sub)
+        .args(["--node-timeout", NODE_TIMEOUT])
+        .args(args)
+        .env("REDLOCK_NODES", cluster.urls().join(","))
+        .stdin(Stdio::null());
+    c
+}
+
+fn output(mut c: impl std::borrow::BorrowMut<Command>) -> Output {
+    let c = c.borrow_mut();
+    c.output().expect("run redlock")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn quorum(cluster: &Cluster) -> usize {
+    cluster.nodes.len() / 2 + 1
+}
+
+/// Nodes without the key (answering, as a string or any type).
+fn absent_on(cluster: &Cluster, key: &str) -> usize {
+    cluster.nodes.iter().filter(|n| n.pttl(key) == -2).count()
+}
+
+fn wait_for_file(path: &Path, limit: Duration) -> bool {
+    eventually(limit, || {
+        std::fs::read_to_string(path).is_ok_and(|s| !s.trim().is_empty())
+    })
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn four_shells_incrementing_one_counter_never_overlap() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("counter");
+    let counter = dir.join("n");
+    std::fs::write(&counter, "0").unwrap();
+    // Read, pause, write: two holders at once would lose an increment.
+    let script = format!(
+        "n=$(cat {0}); sleep 0.005; echo $((n + 1)) > {0}",
+        counter.display()
+    );
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..15 {
+                    let o = output(redlock(
+                        &cluster,
+                        "run",
+                        &["--ttl", "10s", "counter", "--", "sh", "-c", &script],
+                    ));
+                    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+                }
+            });
+        }
+    });
+    let n: u32 = std::fs::read_to_string(&counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(n, 60);
+    assert!(absent_on(&cluster, "counter") >= quorum(&cluster));
+}
+
+#[test]
+fn a_busy_lock_exits_75_without_running_the_command() {
+    let cluster = Cluster::start(3);
+    let client = cluster.client();
+    let held = client.lock("busy", Duration::from_secs(30)).unwrap();
+    let dir = tmp("busy");
+    let marker = dir.join("ran");
+    let touch = format!("touch {}", marker.display());
+
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &["--wait", "0", "busy", "--", "sh", "-c", &touch],
+    ));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("held by another owner"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "--conflict-exit-code",
+            "3",
+            "--wait",
+            "0",
+            "busy",
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+
+    let started = Instant::now();
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &["--wait", "300ms", "busy", "--", "sh", "-c", &touch],
+    ));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(!marker.exists(), "the command ran without the lock");
+    // The holder's key is untouched.
+    assert!(cluster.holding("busy", held.token()) >= quorum(&cluster));
+    held.release().unwrap();
+}
+
+#[test]
+fn the_commands_exit_code_passes_through_and_the_lock_is_released() {
+    let cluster = Cluster::start(3);
+    for (script, code) in [
+        ("exit 0", 0),
+        ("exit 7", 7),
+        ("kill -TERM $$", 128 + libc::SIGTERM),
+        ("kill -KILL $$", 128 + libc::SIGKILL),
+    ] {
+        let o = output(redlock(
+            &cluster,
+            "run",
+            &["--ttl", "30s", "codes", "--", "sh", "-c", script],
+        ));
+        assert_eq!(o.status.code(), Some(code), "{script}: {}", stderr(&o));
+        // Released at once, not left to its 30 s TTL.
+        assert!(absent_on(&cluster, "codes") >= quorum(&cluster), "{script}");
+    }
+    // A command that cannot be run: the shell's 127, and the lock released.
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &["codes", "--", "/nonexistent/redlock-test-command"],
+    ));
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(absent_on(&cluster, "codes") >= quorum(&cluster));
+}
+
+#[test]
+fn the_child_sees_the_resource_token_and_fence() {
+    let cluster = Cluster::start(3);
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "env-check",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$REDLOCK_RESOURCE ${REDLOCK_TOKEN:-none} ${REDLOCK_FENCE:-nofence}\"",
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let parts: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(parts[0], "env-check");
+    assert_eq!(parts[1].len(), 40, "{out}");
+    assert_eq!(parts[2], "nofence");
+}
+
+#[test]
+fn fenced_tokens_strictly_increase_across_runs() {
+    let cluster = Cluster::start(3);
+    let mut fences = Vec::new();
+    for _ in 0..5 {
+        let o = output(redlock(
+            &cluster,
+            "run",
+            &[
+                "--fenced",
+                "fenced",
+                "--",
+                "sh",
+                "-c",
+                "echo $REDLOCK_FENCE",
+            ],
+        ));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let fence: u64 = String::from_utf8(o.stdout).unwrap().trim().parse().unwrap();
+        fences.push(fence);
+    }
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+}
+
+#[test]
+fn keys_deleted_by_hand_kill_the_command_and_exit_70() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("deleted");
+    let started = dir.join("started");
+    let script = format!("echo $$ > {}; exec sleep 60", started.display());
+    let mut child = redlock(
+        &cluster,
+        "run",
+        &[
+            "--ttl",
+            "3s",
+            "--kill-grace",
+            "1s",
+            "gone",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(wait_for_file(&started, Duration::from_secs(10)));
+    for node in &cluster.nodes {
+        node.del("gone");
+    }
+    let deleted = Instant::now();
+    // The next extension (every 1 s) finds the key gone.
+    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("redlock ended");
+    assert!(deleted.elapsed() < Duration::from_secs(5));
+    assert_eq!(status.code(), Some(70));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("lost the lock"), "{err}");
+    let pid: i32 = std::fs::read_to_string(&started)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: probing a pid with signal 0.
+    assert!(unsafe { libc::kill(pid, 0) } != 0, "the command still runs");
+}
+
+#[test]
+fn a_partition_kills_the_command_before_the_validity_ends() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("partition");
+    let beats = dir.join("beats");
+    // Ignores SIGTERM, so only the SIGKILL before the end of the validity stops it. Each beat
+    // is a time in ms; the first comes after the acquisition.
+    let script = format!(
+        "trap '' TERM; while :; do echo $(($(date +%s%N) / 1000000)) >> {}; sleep 0.02; done",
+        beats.display()
+    );
+    let ttl = Duration::from_secs(3);
+    let mut child = redlock(
+        &cluster,
+        "run",
+        &[
+            "--ttl",
+            "3s",
+            "--kill-grace",
+            "1s",
+            "part",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .args(["--node-timeout", "200ms"])
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(wait_for_file(&beats, Duration::from_secs(10)));
+    // A majority hangs before the first extension (due 1 s after the acquisition).
+    cluster.nodes[0].hang();
+    cluster.nodes[1].hang();
+    let status = wait_timeout(&mut child, Duration::from_secs(15)).expect("redlock ended");
+    cluster.nodes[0].resume();
+    cluster.nodes[1].resume();
+    assert_eq!(status.code(), Some(70));
+    let text = std::fs::read_to_string(&beats).unwrap();
+    let times: Vec<u64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    let (first, last) = (times[0], *times.last().unwrap());
+    // The lock's validity ends at most `ttl` after the acquisition, which came before the first
+    // beat; the command beat for the last time before that.
+    // SIGKILL is due half the grace (500 ms) before the end; a quarter second of that may go
+    // to a loaded machine's scheduling.
+    assert!(
+        last - first < ttl.as_millis() as u64 - 250,
+        "the command ran {} ms, past the lock's {} ms",
+        last - first,
+        ttl.as_millis()
+    );
+    // And it was not killed at once: the watchdog waited for the grace period.
+    assert!(last - first > 1000, "killed after only {} ms", last - first);
+    // Nothing beats any more.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(std::fs::read_to_string(&beats).unwrap(), text);
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains("cannot extend") && err.contains("SIGKILL"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_forced_release_removes_the_keys_and_kills_the_holders_command() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("forced");
+    let started = dir.join("started");
+    let script = format!("echo $REDLOCK_TOKEN > {}; exec sleep 60", started.display());
+    let mut child = redlock(
+        &cluster,
+        "run",
+        &[
+            "--ttl",
+            "3s",
+            "--kill-grace",
+            "1s",
+            "stuck",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(wait_for_file(&started, Duration::from_secs(10)));
+    let token = std::fs::read_to_string(&started).unwrap().trim().to_owned();
+
+    // Another token: nothing is removed, and the exit code says so.
+    let o = output(redlock(
+        &cluster,
+        "release",
+        &["--force", "--token", "not-the-holder", "stuck"],
+    ));
+    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    assert!(cluster.holding("stuck", &token) >= quorum(&cluster));
+
+    let o = output(redlock(
+        &cluster,
+        "release",
+        &["--force", "--token", &token, "stuck"],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The forced release waits for every node.
+    assert_eq!(absent_on(&cluster, "stuck"), cluster.nodes.len());
+    let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("redlock ended");
+    assert_eq!(status.code(), Some(70));
+}
+
+#[test]
+fn sigint_is_forwarded_and_the_lock_released_at_once() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("sigint");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap 'exit 3' INT; echo ok > {}; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let mut child = redlock(
+        &cluster,
+        "run",
+        &["--ttl", "30s", "forward", "--", "sh", "-c", &script],
+    )
+    .spawn()
+    .unwrap();
+    assert!(wait_for_file(&ready, Duration::from_secs(10)));
+    assert!(absent_on(&cluster, "forward") < quorum(&cluster));
+    signal(&child, libc::SIGINT);
+    let status = wait_timeout(&mut child, Duration::from_secs(5)).expect("redlock ended");
+    assert_eq!(status.code(), Some(3));
+    // Released when redlock returned, not left to the 30 s TTL.
+    assert!(absent_on(&cluster, "forward") >= quorum(&cluster));
+}
+
+#[test]
+fn ctrl_c_while_waiting_gives_up_and_leaves_no_key() {
+    let cluster = Cluster::start(3);
+    let client = cluster.client();
+    let held = client.lock("waiting", Duration::from_secs(30)).unwrap();
+    let dir = tmp("waiting");
+    let marker = dir.join("ran");
+    let mut child = redlock(
+        &cluster,
+        "run",
+        &["waiting", "--", "touch", marker.to_str().unwrap()],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, libc::SIGINT);
+    let status = wait_timeout(&mut child, Duration::from_secs(5)).expect("redlock ended");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert!(!marker.exists());
+    // Only the holder's key is there; once it lets go, the resource is free.
+    assert!(cluster.holding("waiting", held.token()) >= quorum(&cluster));
+    held.release().unwrap();
+    assert!(absent_on(&cluster, "waiting") >= quorum(&cluster));
+}
+
+#[test]
+fn status_json_matches_the_nodes() {
+    let mut cluster = Cluster::start(3);
+    let client = cluster.client();
+    let lock = client
+        .acquire(&redlock::LockRequest::new("shown", Duration::from_secs(20)).fenced())
+        .unwrap();
+    let o = output(redlock(&cluster, "status", &["--json", "shown"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["resource"], "shown");
+    assert_eq!(v["held"], true);
+    assert_eq!(v["holder"], lock.token());
+    assert_eq!(v["fence"], lock.fence().unwrap());
+    let nodes = v["nodes"].as_array().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n["node"].as_str().unwrap()).collect();
+    let expected: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    assert_eq!(names, expected);
+    let with_token = nodes
+        .iter()
+        .filter(|n| {
+            n["error"].is_null()
+                && n["token"] == lock.token()
+                && n["ttl_ms"].as_u64().is_some_and(|t| t > 0 && t <= 20_000)
+        })
+        .count();
+    assert!(with_token >= quorum(&cluster), "{v}");
+
+    // A node down: its row has the error, the rest still answer.
+    cluster.nodes[2].kill();
+    let o = output(redlock(&cluster, "status", &["--json", "shown"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["nodes"][2]["error"].is_string(), "{v}");
+    assert!(v["nodes"][2]["ttl_ms"].is_null());
+    assert_eq!(v["held"], true);
+
+    // Released: not held, no TTL, the fence counter stays.
+    lock.release().unwrap();
+    let o = output(redlock(&cluster, "status", &["--json", "shown"]));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["held"], false);
+    assert!(v["holder"].is_null());
+    assert!(v["fence"].as_u64().is_some());
+    let absent = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["error"].is_null() && n["ttl_ms"].is_null() && n["key"] == "absent")
+        .count();
+    assert!(absent >= quorum(&cluster), "{v}");
+
+    // A password never shows.
+    let o = output(
+        redlock(&cluster, "status", &["--json", "shown"]).env(
+            "REDLOCK_NODES",
+            cluster
+                .nodes
+                .iter()
+                .map(|n| format!("redis://:hunter2@127.0.0.1:{}", n.port))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+    );
+    let text = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+    assert!(!text.contains("hunter2"), "{text}");
+}
+
+#[test]
+fn bad_arguments_exit_64_with_one_line() {
+    let cluster = Cluster::start(1);
+    let dir = tmp("bad");
+    let marker = dir.join("ran");
+    let touch = marker.to_str().unwrap().to_owned();
+    let cases: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["frobnicate"],
+        vec!["run"],
+        vec!["run", "r"],
+        vec!["run", "--bogus", "r", "--", "touch", &touch],
+        vec!["run", "--ttl", "abc", "r", "--", "touch", &touch],
+        vec!["run", "--ttl", "-3s", "r", "--", "touch", &touch],
+        vec!["run", "--ttl", "0", "r", "--", "touch", &touch],
+        vec!["run", "--wait", "5d", "r", "--", "touch", &touch],
+        vec![
+            "run",
+            "--ttl",
+            "10s",
+            "--kill-grace",
+            "9s",
+            "r",
+            "--",
+            "touch",
+            &touch,
+        ],
+        vec!["run", "--kill-grace", "0", "r", "--", "touch", &touch],
+        vec!["run", "--kill-signal", "NOPE", "r", "--", "touch", &touch],
+        vec![
+            "run",
+            "--conflict-exit-code",
+            "300",
+            "r",
+            "--",
+            "touch",
+            &touch,
+        ],
+        vec!["run", "--nodes", "http://x", "r", "--", "touch", &touch],
+        vec!["run", "--nodes", ",", "r", "--", "touch", &touch],
+        vec!["run", "", "--", "touch", &touch],
+        vec!["status"],
+        vec!["status", "a", "b"],
+        vec!["release", "r"],
+        vec!["release", "--force", "--token", "", "r"],
+        vec!["nodes", "extra"],
+    ];
+    for args in cases {
+        let mut c = Command::new(BIN);
+        c.args(&args)
+            .env("REDLOCK_NODES", cluster.urls().join(","))
+            .stdin(Stdio::null());
+        let o = output(c);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("redlock: "), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    // No nodes at all.
+    let o = output({
+        let mut c = Command::new(BIN);
+        c.args(["run", "r", "--", "touch", &touch])
+            .env_remove("REDLOCK_NODES");
+        c
+    });
+    assert_eq!(o.status.code(), Some(64));
+    assert!(stderr(&o).contains("REDLOCK_NODES"), "{}", stderr(&o));
+    assert!(!marker.exists(), "a bad invocation ran the command");
+
+    // Every subcommand has its help, on stdout with exit 0.
+    for sub in ["run", "status", "release", "nodes"] {
+        let o = output({
+            let mut c = Command::new(BIN);
+            c.args([sub, "--help"]);
+            c
+        });
+        assert_eq!(o.status.code(), Some(0), "{sub}");
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: redlock"));
+    }
+}
+
+#[test]
+fn no_quorum_exits_69() {
+    let mut cluster = Cluster::start(3);
+    cluster.nodes[0].kill();
+    cluster.nodes[1].kill();
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &["--wait", "0", "down", "--", "true"],
+    ));
+    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    let o = output(redlock(&cluster, "nodes", &["--json"]));
+    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reachable: Vec<bool> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["reachable"].as_bool().unwrap())
+        .collect();
+    assert_eq!(reachable, [false, false, true]);
+}
