@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
+use crate::clock::ClockBoard;
 use crate::config::{Builder, Config};
 use crate::error::{Error, NodeProblem, Operation, QuorumReport, Result};
 use crate::lock::{Kind, Lock, relock};
@@ -115,7 +116,10 @@ impl Redlock {
             connect_timeout: config.connect_timeout(),
             io_timeout: config.io_timeout(),
             restart_grace: config.restart_grace,
+            clock_guard: config.clock_limits(),
+            strict_servers: config.strict_servers,
         };
+        let board = Arc::new(ClockBoard::new(clients.len()));
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         // Built up in place, so that a failure half-way stops the workers already started.
         let mut inner = Inner {
@@ -129,11 +133,18 @@ impl Redlock {
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
-            let (node, worker) = node::spawn(i, client, settings, ready.clone(), exited_tx.clone())
-                .map_err(|source| Error::Io {
-                    context: format!("starting the worker thread for node {i}"),
-                    source,
-                })?;
+            let (node, worker) = node::spawn(
+                i,
+                client,
+                settings,
+                ready.clone(),
+                exited_tx.clone(),
+                Arc::clone(&board),
+            )
+            .map_err(|source| Error::Io {
+                context: format!("starting the worker thread for node {i}"),
+                source,
+            })?;
             inner.nodes.push(node);
             inner.workers.push(worker);
         }

@@ -56,6 +56,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod clock;
 mod config;
 mod error;
 mod fence;
@@ -65,14 +66,15 @@ mod lock;
 mod node;
 mod notify;
 mod options;
+mod probe;
 mod quorum;
 mod token;
 mod watchdog;
 
 pub use client::{MAX_RESOURCES, Redlock};
 pub use config::{
-    Builder, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY,
-    DEFAULT_RETRY_JITTER, MAX_TTL,
+    Builder, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
+    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 pub use lock::Lock;

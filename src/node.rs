@@ -10,13 +10,15 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
+use crate::clock::{self, ClockBoard, Detector, Offset};
 use crate::error::NodeProblem;
 use crate::fence::fence_key;
+use crate::probe::{self, Assessment, ServerReport};
 use crate::quorum::Vote;
 
 /// Lua: `owned(key)`, whether `key` holds our token (ARGV[1]). A key of another type (a
@@ -331,6 +333,26 @@ pub struct NodeStatus {
     /// With [`restart_grace`](crate::Builder::restart_grace) set: how much longer the node does
     /// not count toward an acquire quorum because its process started too recently.
     pub grace_remaining: Option<Duration>,
+    /// The server's `redis_version` at the last connect.
+    pub server_version: Option<String>,
+    /// The node's persistence as it reported it at the last connect, e.g. `"AOF (appendfsync
+    /// everysec), RDB (save 3600 1)"` or `"no AOF, no RDB snapshots"`; `None` when unknown.
+    /// Without persistence a restart forgets locks: consider
+    /// [`restart_grace`](crate::Builder::restart_grace).
+    pub persistence: Option<String>,
+    /// What the server probe and the clock guard found worth an operator's attention (replicas
+    /// of a master, an evicting `maxmemory-policy`, a clock that stepped back, a command the
+    /// ACL denies); each also went to the `log` crate as a warning. See
+    /// [`strict_servers`](crate::Builder::strict_servers).
+    pub warnings: Vec<String>,
+    /// The node's clock minus ours (`TIME` against our wall clock), in milliseconds, at the
+    /// last sample; `None` when the clock guard is off or `TIME` is denied.
+    pub clock_offset_ms: Option<i64>,
+    /// How much longer the node is kept out of acquire quorums because its clock jumped
+    /// forward ([`clock_quarantine`](crate::Builder::clock_quarantine)).
+    pub quarantine_remaining: Option<Duration>,
+    /// Why the node was last quarantined, while it is.
+    pub quarantine_reason: Option<String>,
 }
 
 #[derive(Default)]
@@ -349,7 +371,18 @@ struct Identity {
     uptime: Option<(Duration, Instant)>,
     restarts: u64,
     grace_until: Option<Instant>,
+    server_version: Option<String>,
+    persistence: Option<String>,
+    /// The server probe's warnings at the last connect.
+    server_warnings: Vec<String>,
+    /// The clock guard's latest warnings (a few).
+    clock_warnings: Vec<String>,
+    clock_offset_ms: Option<i64>,
+    quarantine: Option<(Instant, String)>,
 }
+
+/// Clock warnings kept for `node_status()`.
+const CLOCK_WARNINGS_KEPT: usize = 4;
 
 /// The caller's side of one node.
 pub(crate) struct Node {
@@ -392,6 +425,23 @@ impl Node {
                 .grace_until
                 .map(|until| until.saturating_duration_since(now))
                 .filter(|left| !left.is_zero()),
+            server_version: identity.server_version,
+            persistence: identity.persistence,
+            warnings: identity
+                .server_warnings
+                .into_iter()
+                .chain(identity.clock_warnings)
+                .collect(),
+            clock_offset_ms: identity.clock_offset_ms,
+            quarantine_remaining: identity
+                .quarantine
+                .as_ref()
+                .map(|(until, _)| until.saturating_duration_since(now))
+                .filter(|left| !left.is_zero()),
+            quarantine_reason: identity
+                .quarantine
+                .filter(|(until, _)| *until > now)
+                .map(|(_, why)| why),
         }
     }
 }
@@ -405,6 +455,10 @@ pub(crate) struct Settings {
     pub io_timeout: Duration,
     /// A node whose process is younger than this does not count toward acquire quorums.
     pub restart_grace: Option<Duration>,
+    /// The clock guard's limits, when it is on.
+    pub clock_guard: Option<clock::Limits>,
+    /// Server-probe warnings refuse the node.
+    pub strict_servers: bool,
 }
 
 /// The address a user sees for a node: `host:port`, plus `/db` when a database is selected.
@@ -426,6 +480,7 @@ pub(crate) fn spawn(
     settings: Settings,
     ready: Sender<()>,
     exited: Sender<()>,
+    board: Arc<ClockBoard>,
 ) -> io::Result<(Node, JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::unbounded();
     let health = Arc::new(Health::default());
@@ -437,6 +492,15 @@ pub(crate) fn spawn(
         rx,
         settings,
         grace_until: None,
+        index,
+        board,
+        clock: Detector::default(),
+        time_allowed: false,
+        offset: None,
+        cross_check_due: false,
+        quarantine_until: None,
+        jump: Duration::ZERO,
+        logged: Vec::new(),
         backoff: BACKOFF_MIN,
         retry_at: Instant::now(),
         down_reason: String::from("not connected yet"),
@@ -507,6 +571,24 @@ struct Worker {
     settings: Settings,
     /// Until then, with `restart_grace` set, this node's acquire successes do not count.
     grace_until: Option<Instant>,
+    index: usize,
+    /// What this client's workers share about clocks.
+    board: Arc<ClockBoard>,
+    /// The clock guard's previous sample of this node.
+    clock: Detector,
+    /// Whether the connection answers `TIME` (an ACL may deny it).
+    time_allowed: bool,
+    /// The node's clock offset at the last sample.
+    offset: Option<Offset>,
+    /// The first sample ever still has to be compared with the other nodes' (at the first
+    /// acquire, when they have connected too).
+    cross_check_due: bool,
+    /// Until then this node's acquire successes do not count: its clock jumped forward.
+    quarantine_until: Option<Instant>,
+    /// The forward jump that put the node in quarantine.
+    jump: Duration,
+    /// The warnings last logged, so that a reconnect every second does not repeat them.
+    logged: Vec<String>,
     backoff: Duration,
     /// While down: no connection attempt before this.
     retry_at: Instant,
@@ -602,20 +684,24 @@ impl Worker {
     /// idle spell still releases (or extends) instead of failing on every node at once.
     fn execute_and_answer(&mut self, batch: &mut Vec<Request>, resend: bool) {
         match self.execute(batch) {
-            Ok(votes) => {
+            Ok((votes, time)) => {
                 let now = Instant::now();
                 self.used_at = now;
-                let grace_left = self
-                    .grace_until
-                    .map(|until| until.saturating_duration_since(now))
-                    .filter(|left| !left.is_zero());
+                if let Some(time) = time {
+                    self.clock_sample(time, now);
+                }
+                if self.cross_check_due && batch.iter().any(|r| r.command.is_acquire()) {
+                    self.cross_check(now);
+                }
+                let held_out = self.held_out(now);
                 for (r, vote) in batch.drain(..).zip(votes) {
                     // The key stays on the node (and is released with the lock): it is only not
-                    // counted, since a young process may have lost another owner's key. (An
-                    // uncounted reentrant hold there is not released but expires with its TTL.)
-                    let vote = match (grace_left, vote) {
-                        (Some(remaining), Vote::Yes | Vote::Value(_)) if r.command.is_acquire() => {
-                            Vote::Failed(NodeProblem::InGrace { remaining })
+                    // counted, since a young process may have lost another owner's key, and a
+                    // clock that jumped may have expired one early. (An uncounted reentrant
+                    // hold there is not released but expires with its TTL.)
+                    let vote = match (&held_out, vote) {
+                        (Some(problem), Vote::Yes | Vote::Value(_)) if r.command.is_acquire() => {
+                            Vote::Failed(problem.clone())
                         }
                         (_, vote) => vote,
                     };
@@ -655,13 +741,22 @@ impl Worker {
     }
 
     /// Sends the batch as one pipeline; a `NOSCRIPT` reply (restart, `SCRIPT FLUSH`, failover)
-    /// reloads the scripts and resends those commands once.
-    fn execute(&mut self, batch: &[Request]) -> redis::RedisResult<Vec<Vote>> {
+    /// reloads the scripts and resends those commands once. With the clock guard on, a batch
+    /// that carries an acquire carries `TIME` too (last, so the node reads its clock after the
+    /// `SET`s), and its reading comes back with the votes.
+    #[allow(clippy::type_complexity)]
+    fn execute(
+        &mut self,
+        batch: &[Request],
+    ) -> redis::RedisResult<(Vec<Vote>, Option<TimeReading>)> {
+        let time = self.settings.clock_guard.is_some()
+            && self.time_allowed
+            && batch.iter().any(|r| r.command.is_acquire());
         let conn = self
             .conn
             .as_mut()
             .expect("execute is called with a connection");
-        let mut values = pipeline(conn, &mut self.buf, batch.iter())?;
+        let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), time)?;
         let noscript: Vec<usize> = values
             .iter()
             .enumerate()
@@ -670,22 +765,28 @@ impl Worker {
             .collect();
         if !noscript.is_empty() {
             load_scripts(conn)?;
-            let again = pipeline(conn, &mut self.buf, noscript.iter().map(|&i| &batch[i]))?;
+            let (again, _) = pipeline(
+                conn,
+                &mut self.buf,
+                noscript.iter().map(|&i| &batch[i]),
+                false,
+            )?;
             for (i, v) in noscript.into_iter().zip(again) {
                 values[i] = v;
             }
         }
-        Ok(values
+        let votes = values
             .into_iter()
             .zip(batch)
             .map(|(v, r)| interpret(&r.command, v))
-            .collect())
+            .collect();
+        Ok((votes, time))
     }
 
     fn connect(&mut self) {
         match self.open() {
-            Ok((conn, info)) => {
-                self.observe(info);
+            Ok((conn, probe)) => {
+                self.observe(probe);
                 self.conn = Some(conn);
                 self.used_at = Instant::now();
                 self.backoff = BACKOFF_MIN;
@@ -708,73 +809,238 @@ impl Worker {
         }
     }
 
-    fn open(&self) -> redis::RedisResult<(redis::Connection, Option<ServerInfo>)> {
+    /// Connects, probes the server (refusing it before any script runs if it cannot hold
+    /// locks safely: see `probe.rs`) and loads the scripts.
+    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe)> {
         let mut conn = self
             .client
             .get_connection_with_timeout(self.settings.connect_timeout)?;
         conn.set_read_timeout(Some(self.settings.io_timeout))?;
         conn.set_write_timeout(Some(self.settings.io_timeout))?;
-        load_scripts(&mut conn)?;
-        let info = match server_info(&mut conn) {
-            Ok(info) => Some(info),
-            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
-                return Err(e);
-            }
+        let mut probe = probe_server(&mut conn)?;
+        if self.settings.clock_guard.is_some()
+            && let Some(why) = &probe.time_error
+        {
+            probe.assessment.warnings.push(format!(
+                "TIME failed ({why}): the clock guard is off for this node; allow TIME for this \
+                 user (+time)"
+            ));
+        }
+        if let Some(refusal) = probe.assessment.refusal(self.settings.strict_servers) {
+            self.log_once(std::slice::from_ref(&refusal));
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "not a usable Redlock node",
+                refusal,
+            )));
+        }
+        let identified = probe.report.run_id.is_some() && probe.report.uptime.is_some();
+        if self.settings.restart_grace.is_some() && !identified {
             // Without a grace period the identity is only informative: a server that denies or
             // renames INFO (a tight ACL, a managed service) is still usable.
-            Err(e) if self.settings.restart_grace.is_none() => {
-                self.note_error(&e);
-                None
-            }
-            Err(e) => {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::Client,
-                    "restart_grace needs the node's uptime, but INFO server failed",
-                    format!("{e}; allow INFO for this user (+info), or unset restart_grace"),
-                )));
-            }
-        };
-        Ok((conn, info))
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "restart_grace needs the node's uptime, but INFO server failed",
+                format!(
+                    "{}; allow INFO for this user (+info), or unset restart_grace",
+                    probe
+                        .report
+                        .info_error
+                        .as_deref()
+                        .unwrap_or("no run_id or uptime_in_seconds")
+                ),
+            )));
+        }
+        load_scripts(&mut conn)?;
+        Ok((conn, probe))
     }
 
-    /// Records which server process this connection reached, and notices restarts.
-    fn observe(&mut self, info: Option<ServerInfo>) {
+    /// Logs `warnings` unless they are the ones logged last.
+    fn log_once(&mut self, warnings: &[String]) {
+        if self.logged != warnings {
+            for w in warnings {
+                log::warn!("redlock: node {}: {w}", self.address);
+            }
+            self.logged = warnings.to_vec();
+        }
+    }
+
+    /// Records which server process this connection reached and what it said about itself,
+    /// notices restarts, and takes the clock guard's sample.
+    fn observe(&mut self, probe: Probe) {
         let now = Instant::now();
-        let Ok(mut identity) = self.health.identity.lock() else {
-            return;
-        };
-        let Some(info) = info else {
-            identity.run_id = None;
-            identity.uptime = None;
-            return;
-        };
-        let previous = identity.run_id.take();
-        if let Some(old) = previous.filter(|old| *old != info.run_id) {
-            identity.restarts += 1;
-            log::warn!(
-                "redlock: node {} restarted (run_id {old} -> {}, up {} s){}",
-                self.address,
-                info.run_id,
-                info.uptime.as_secs(),
-                if self.settings.restart_grace.is_some() {
-                    ""
-                } else {
-                    "; if it runs without persistence it may have lost lock keys: \
-                     consider restart_grace"
+        self.log_once(&probe.assessment.warnings);
+        self.time_allowed = probe.time.is_some();
+        if let Ok(mut identity) = self.health.identity.lock() {
+            identity.server_version = probe.report.version.clone();
+            identity.persistence = probe::persistence(&probe.report);
+            identity.server_warnings = probe.assessment.warnings;
+            match (probe.report.run_id, probe.report.uptime) {
+                (Some(run_id), Some(uptime)) => {
+                    let previous = identity.run_id.take();
+                    if let Some(old) = previous.filter(|old| *old != run_id) {
+                        identity.restarts += 1;
+                        log::warn!(
+                            "redlock: node {} restarted (run_id {old} -> {run_id}, up {} s){}",
+                            self.address,
+                            uptime.as_secs(),
+                            if self.settings.restart_grace.is_some() {
+                                ""
+                            } else {
+                                "; if it runs without persistence it may have lost lock keys: \
+                                 consider restart_grace"
+                            }
+                        );
+                    }
+                    // The reported uptime is rounded down and a little old by now, so the
+                    // process started no later than `now - uptime`: the grace ends no earlier
+                    // than it should.
+                    self.grace_until = self
+                        .settings
+                        .restart_grace
+                        .and_then(|grace| grace.checked_sub(uptime))
+                        .filter(|left| !left.is_zero())
+                        .map(|left| now + left);
+                    identity.grace_until = self.grace_until;
+                    identity.uptime = Some((uptime, now));
+                    identity.run_id = Some(run_id);
                 }
+                _ => {
+                    identity.run_id = None;
+                    identity.uptime = None;
+                }
+            }
+        }
+        if let Some(time) = probe.time {
+            // The previous sample survives a reconnect (a restarted process still reads the
+            // same host clock), so a jump while disconnected is seen here.
+            self.clock_sample(time, now);
+        }
+    }
+
+    /// Feeds one `TIME` reading to the clock guard and acts on what it says.
+    fn clock_sample(&mut self, time: TimeReading, now: Instant) {
+        let Some(limits) = self.settings.clock_guard else {
+            return;
+        };
+        let Some(node) = parse_time(&time.value) else {
+            self.time_allowed = false;
+            self.clock_warning(format!(
+                "TIME answered {:?}: the clock guard is off for this node until it reconnects",
+                time.value
+            ));
+            return;
+        };
+        let sample = clock::Sample {
+            node,
+            sent: time.sent,
+            received: time.received,
+            wall: time.wall,
+            suspended: time.suspended,
+        };
+        let first = !self.clock.has_sample();
+        let seen = self.clock.observe(sample, &limits);
+        let offset = sample.offset();
+        self.offset = Some(offset);
+        self.board.post(self.index, offset);
+        if let Ok(mut identity) = self.health.identity.lock() {
+            identity.clock_offset_ms = Some(offset.micros / 1000);
+        }
+        if first {
+            self.cross_check_due = true;
+        }
+        if let Some(gap) = seen.host_suspended {
+            self.board.host_suspended(gap, now);
+        }
+        if let Some(jump) = seen.forward {
+            self.quarantine(
+                jump,
+                now,
+                format!(
+                    "its clock jumped forward by {} ms since the previous sample (lock keys on it \
+                     expired that much early)",
+                    jump.as_millis()
+                ),
             );
         }
-        // The reported uptime is rounded down and a little old by now, so the process started
-        // no later than `now - uptime`: the grace ends no earlier than it should.
-        self.grace_until = self
-            .settings
-            .restart_grace
-            .and_then(|grace| grace.checked_sub(info.uptime))
-            .filter(|left| !left.is_zero())
-            .map(|left| now + left);
-        identity.grace_until = self.grace_until;
-        identity.uptime = Some((info.uptime, now));
-        identity.run_id = Some(info.run_id);
+        if let Some(back) = seen.backward {
+            self.clock_warning(format!(
+                "its clock stepped back by {} ms: lock keys on it live that much longer than \
+                 asked",
+                back.as_millis()
+            ));
+        }
+    }
+
+    /// Compares this node's first clock offset with the other nodes' and ours: a node ahead of
+    /// them may have jumped forward before this client could see it.
+    fn cross_check(&mut self, now: Instant) {
+        self.cross_check_due = false;
+        let (Some(limits), Some(mine)) = (self.settings.clock_guard, self.offset) else {
+            return;
+        };
+        let others = self.board.others(self.index);
+        match clock::cross_check(mine, &others, limits.threshold) {
+            Some(skew) if skew > 0 => self.quarantine(
+                Duration::from_micros(skew as u64),
+                now,
+                format!(
+                    "at connect its clock was {} ms ahead of the other nodes' and ours: it may \
+                     have jumped forward",
+                    skew / 1000
+                ),
+            ),
+            Some(skew) => self.clock_warning(format!(
+                "at connect its clock was {} ms behind the other nodes' and ours",
+                -skew / 1000
+            )),
+            None => {}
+        }
+    }
+
+    /// Keeps the node out of acquire quorums for the clock quarantine.
+    fn quarantine(&mut self, jump: Duration, now: Instant, why: String) {
+        let Some(limits) = self.settings.clock_guard else {
+            return;
+        };
+        let until = now + limits.quarantine;
+        self.quarantine_until = Some(until);
+        self.jump = jump;
+        let why = format!(
+            "{why}; not counted toward acquire quorums for {} ms (clock_quarantine)",
+            limits.quarantine.as_millis()
+        );
+        log::warn!("redlock: node {}: {why}", self.address);
+        if let Ok(mut identity) = self.health.identity.lock() {
+            identity.quarantine = Some((until, why));
+        }
+    }
+
+    fn clock_warning(&mut self, warning: String) {
+        log::warn!("redlock: node {}: {warning}", self.address);
+        if let Ok(mut identity) = self.health.identity.lock() {
+            let w = &mut identity.clock_warnings;
+            if w.len() == CLOCK_WARNINGS_KEPT {
+                w.remove(0);
+            }
+            w.push(warning);
+        }
+    }
+
+    /// Why this node's acquire successes do not count now, if they do not.
+    fn held_out(&self, now: Instant) -> Option<NodeProblem> {
+        let left = |until: Option<Instant>| {
+            until
+                .map(|until| until.saturating_duration_since(now))
+                .filter(|left| !left.is_zero())
+        };
+        if let Some(remaining) = left(self.grace_until) {
+            return Some(NodeProblem::InGrace { remaining });
+        }
+        left(self.quarantine_until).map(|remaining| NodeProblem::ClockJump {
+            jump: self.jump,
+            remaining,
+        })
     }
 
     /// Drops a broken connection; the next request tries to reconnect at once.
@@ -793,36 +1059,96 @@ impl Worker {
     }
 }
 
-/// What `INFO server` tells about the server process.
-#[derive(Debug, PartialEq, Eq)]
-struct ServerInfo {
-    run_id: String,
-    uptime: Duration,
+/// What a connect learned: the server's report, the policy's verdict, and `TIME`.
+struct Probe {
+    report: ServerReport,
+    assessment: Assessment,
+    time: Option<TimeReading>,
+    /// Why `TIME` failed, if it did.
+    time_error: Option<String>,
 }
 
-fn server_info(conn: &mut redis::Connection) -> redis::RedisResult<ServerInfo> {
-    let text: String = redis::cmd("INFO").arg("server").query(conn)?;
-    parse_server_info(&text).ok_or_else(|| {
-        redis::RedisError::from((
-            redis::ErrorKind::Parse,
-            "INFO server lacks run_id or uptime_in_seconds",
-        ))
-    })
+/// A `TIME` reply, with when the pipeline carrying it was sent and the reply read.
+struct TimeReading {
+    value: Value,
+    sent: Instant,
+    received: Instant,
+    /// Our wall clock at `received`, since the Unix epoch.
+    wall: Duration,
+    suspended: Option<Duration>,
 }
 
-fn parse_server_info(text: &str) -> Option<ServerInfo> {
-    let mut run_id = None;
-    let mut uptime = None;
-    for line in text.lines() {
-        match line.trim_end().split_once(':') {
-            Some(("run_id", v)) if !v.is_empty() => run_id = Some(v.to_owned()),
-            Some(("uptime_in_seconds", v)) => uptime = v.parse().ok().map(Duration::from_secs),
-            _ => {}
+impl TimeReading {
+    fn new(value: Value, sent: Instant) -> Self {
+        TimeReading {
+            value,
+            sent,
+            received: Instant::now(),
+            wall: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default(),
+            suspended: clock::suspended_so_far(),
         }
     }
-    Some(ServerInfo {
-        run_id: run_id?,
-        uptime: uptime?,
+}
+
+/// `TIME` as one RESP command.
+const TIME_COMMAND: &[u8] = b"*1\r\n$4\r\nTIME\r\n";
+
+/// The `TIME` reply (seconds and microseconds) as time since the Unix epoch.
+fn parse_time(value: &Value) -> Option<Duration> {
+    let Value::Array(parts) = value else {
+        return None;
+    };
+    let number = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    match parts.as_slice() {
+        [secs, micros] => {
+            Some(Duration::from_secs(number(secs)?) + Duration::from_micros(number(micros)?))
+        }
+        _ => None,
+    }
+}
+
+/// Sends the probe's `INFO`s and `CONFIG GET`s and `TIME` as one pipeline. Replies that are
+/// errors (a `NOPERM`, a renamed command) are part of the report, not a failure.
+fn probe_server(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
+    let commands = probe::commands();
+    let mut buf = Vec::with_capacity(256);
+    for c in &commands {
+        c.write_packed_command(&mut buf);
+    }
+    buf.extend_from_slice(TIME_COMMAND);
+    let sent = Instant::now();
+    conn.send_packed_command(&buf)?;
+    let mut values = Vec::with_capacity(commands.len() + 1);
+    while values.len() < commands.len() + 1 {
+        match conn.recv_response()? {
+            Value::Push { .. } => {}
+            value => values.push(value),
+        }
+    }
+    let time_value = values.pop().unwrap_or(Value::Nil);
+    let (time, time_error) = match time_value {
+        Value::ServerError(e) => (
+            None,
+            Some(match e.details() {
+                Some(details) => format!("{} {details}", e.code()),
+                None => e.code().to_owned(),
+            }),
+        ),
+        value if parse_time(&value).is_some() => (Some(TimeReading::new(value, sent)), None),
+        other => (None, Some(format!("unexpected reply {other:?}"))),
+    };
+    let report = probe::report(&values);
+    Ok(Probe {
+        assessment: probe::assess(&report),
+        report,
+        time,
+        time_error,
     })
 }
 
@@ -907,13 +1233,19 @@ fn pipeline<'a>(
     conn: &mut redis::Connection,
     buf: &mut Vec<u8>,
     requests: impl Iterator<Item = &'a Request>,
-) -> redis::RedisResult<Vec<Value>> {
+    time: bool,
+) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>)> {
     buf.clear();
     let mut count = 0;
     for r in requests {
         command(r).write_packed_command(buf);
         count += 1;
     }
+    if time {
+        buf.extend_from_slice(TIME_COMMAND);
+        count += 1;
+    }
+    let sent = Instant::now();
     conn.send_packed_command(buf)?;
     let mut values = Vec::with_capacity(count);
     while values.len() < count {
@@ -922,7 +1254,12 @@ fn pipeline<'a>(
             value => values.push(value),
         }
     }
-    Ok(values)
+    let reading = if time {
+        values.pop().map(|value| TimeReading::new(value, sent))
+    } else {
+        None
+    };
+    Ok((values, reading))
 }
 
 /// Loads every script in one round trip.
@@ -986,21 +1323,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_info_server() {
-        let text = "# Server\r\nredis_version:7.0.15\r\nrun_id:4f1c0e\r\ntcp_port:7000\r\n\
-                    uptime_in_seconds:42\r\nuptime_in_days:0\r\n";
+    fn parses_time() {
+        let v = Value::Array(vec![
+            Value::BulkString(b"1700000000".to_vec()),
+            Value::BulkString(b"250000".to_vec()),
+        ]);
         assert_eq!(
-            parse_server_info(text),
-            Some(ServerInfo {
-                run_id: "4f1c0e".into(),
-                uptime: Duration::from_secs(42)
-            })
+            parse_time(&v),
+            Some(Duration::from_millis(1_700_000_000_250))
         );
-        assert_eq!(parse_server_info("# Server\r\nrun_id:x\r\n"), None);
-        assert_eq!(
-            parse_server_info("uptime_in_seconds:1\r\nrun_id:\r\n"),
-            None
-        );
-        assert_eq!(parse_server_info(""), None);
+        assert_eq!(parse_time(&Value::Nil), None);
+        assert_eq!(parse_time(&Value::Array(vec![Value::Int(1)])), None);
+        let mut buf = Vec::new();
+        redis::cmd("TIME").write_packed_command(&mut buf);
+        assert_eq!(buf, TIME_COMMAND);
     }
 }
