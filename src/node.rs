@@ -744,7 +744,6 @@ impl Worker {
     /// reloads the scripts and resends those commands once. With the clock guard on, a batch
     /// that carries an acquire carries `TIME` too (last, so the node reads its clock after the
     /// `SET`s), and its reading comes back with the votes.
-    #[allow(clippy::type_complexity)]
     fn execute(
         &mut self,
         batch: &[Request],
