@@ -829,7 +829,7 @@ impl Worker {
             self.log_once(std::slice::from_ref(&refusal));
             return Err(redis::RedisError::from((
                 redis::ErrorKind::Client,
-                "not a usable Redlock node",
+                "refused by the server probe",
                 refusal,
             )));
         }

@@ -205,7 +205,7 @@ impl Assessment {
         if reasons.is_empty() {
             return None;
         }
-        let mut text = format!("node refused: {}", reasons.join("; "));
+        let mut text = reasons.join("; ");
         if strict && !self.warnings.is_empty() {
             text.push_str(" (strict_servers turns warnings into errors)");
         }

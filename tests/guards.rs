@@ -526,3 +526,33 @@ fn node_whose_clock_jumps_forward_is_kept_out_of_acquire_quorums() {
     drop(held);
     assert_no_worker_panicked();
 }
+
+#[test]
+fn clock_settings_are_validated() {
+    let url = "redis://127.0.0.1:1";
+    let err = Redlock::builder()
+        .node(url)
+        .clock_quarantine(Duration::ZERO)
+        .build()
+        .expect_err("a zero quarantine with the guard on is refused");
+    assert!(
+        matches!(err, Error::InvalidArgument { .. })
+            && err.to_string().contains("clock_quarantine"),
+        "{err}"
+    );
+    let err = Redlock::builder()
+        .node(url)
+        .clock_jump_threshold(Duration::from_secs(11 * 365 * 24 * 3600))
+        .build()
+        .expect_err("a huge threshold is refused");
+    assert!(err.to_string().contains("clock_jump_threshold"), "{err}");
+    // Off, the quarantine does not matter.
+    Redlock::builder()
+        .node(url)
+        .clock_quarantine(Duration::ZERO)
+        .clock_guard(false)
+        .build()
+        .expect("guard off");
+    assert_eq!(redlock::DEFAULT_CLOCK_JUMP, Duration::from_millis(50));
+    assert_eq!(redlock::DEFAULT_CLOCK_QUARANTINE, Duration::from_secs(60));
+}

@@ -710,7 +710,10 @@ fn replica_is_refused_and_outvoted() {
     let err = no_quorum(result);
     match problem_at(&err, &addr) {
         NodeProblem::Unavailable(why) => {
-            assert!(why.contains("replica") && why.contains("role:slave"), "{err}");
+            assert!(
+                why.contains("replica") && why.contains("role:slave"),
+                "{err}"
+            );
         }
         other => panic!("expected the replica to be refused, got {other:?}: {err}"),
     }
