@@ -48,9 +48,11 @@
 //! - A node that loses keys for other reasons (restart without persistence: `restart_grace`;
 //!   eviction: the server probe warns; failover to a replica: the probe warns).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::error::NodeProblem;
 
 /// Default clock-guard threshold: the largest step of a node's clock tolerated between two
 /// samples, beyond the rate difference `drift_factor` allows.
@@ -297,6 +299,233 @@ pub(crate) fn suspended_so_far() -> Option<Duration> {
     None
 }
 
+/// `TIME` as one RESP command.
+pub(crate) const TIME_COMMAND: &[u8] = b"*1\r\n$4\r\nTIME\r\n";
+
+/// A `TIME` reply, with when the pipeline carrying it was sent and the reply read.
+pub(crate) struct TimeReading {
+    value: redis::Value,
+    sent: Instant,
+    received: Instant,
+    /// Our wall clock at `received`, since the Unix epoch.
+    wall: Duration,
+    suspended: Option<Duration>,
+}
+
+impl TimeReading {
+    /// Records `value` as read just now, from a pipeline sent at `sent`.
+    pub(crate) fn new(value: redis::Value, sent: Instant) -> Self {
+        TimeReading {
+            value,
+            sent,
+            received: Instant::now(),
+            wall: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default(),
+            suspended: suspended_so_far(),
+        }
+    }
+
+    /// The reply as time since the Unix epoch, if it is a `TIME` reply.
+    pub(crate) fn node_time(&self) -> Option<Duration> {
+        parse_time(&self.value)
+    }
+}
+
+/// The `TIME` reply (seconds and microseconds) as time since the Unix epoch.
+pub(crate) fn parse_time(value: &redis::Value) -> Option<Duration> {
+    use redis::Value;
+    let Value::Array(parts) = value else {
+        return None;
+    };
+    let number = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    match parts.as_slice() {
+        [secs, micros] => {
+            Some(Duration::from_secs(number(secs)?) + Duration::from_micros(number(micros)?))
+        }
+        _ => None,
+    }
+}
+
+/// What a worker's guard reports for `node_status()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The node's clock offset from ours at the latest sample, in ms.
+    Offset(i64),
+    /// The node is out of acquire quorums until then, for this reason.
+    Quarantined(Instant, String),
+    /// Something worth an operator's attention.
+    Warning(String),
+}
+
+/// One worker's clock guard: its detector, its part of the board, and its quarantine.
+pub(crate) struct Guard {
+    limits: Option<Limits>,
+    /// The node's `host:port`, for the log.
+    address: String,
+    index: usize,
+    board: Arc<ClockBoard>,
+    detector: Detector,
+    /// Whether the connection answers `TIME` (an ACL may deny it).
+    time_allowed: bool,
+    /// The node's clock offset at the last sample.
+    offset: Option<Offset>,
+    /// The first sample ever still has to be compared with the other nodes' (at the first
+    /// acquire, by when they have connected too).
+    cross_check_due: bool,
+    /// Until then the node's acquire successes do not count, and the jump that caused it.
+    quarantine: Option<(Instant, Duration)>,
+}
+
+impl Guard {
+    /// `limits`: `None` when the guard is off.
+    pub(crate) fn new(
+        limits: Option<Limits>,
+        address: String,
+        index: usize,
+        board: Arc<ClockBoard>,
+    ) -> Self {
+        Guard {
+            limits,
+            address,
+            index,
+            board,
+            detector: Detector::default(),
+            time_allowed: false,
+            offset: None,
+            cross_check_due: false,
+            quarantine: None,
+        }
+    }
+
+    pub(crate) fn is_on(&self) -> bool {
+        self.limits.is_some()
+    }
+
+    /// Whether a batch should carry `TIME`: the guard is on, the node answers it, and the
+    /// batch takes a lock.
+    pub(crate) fn wants_time(&self, has_acquire: bool) -> bool {
+        has_acquire && self.time_allowed && self.limits.is_some()
+    }
+
+    /// A new connection: whether it answers `TIME` (its first reading then follows).
+    pub(crate) fn connected(&mut self, time_allowed: bool) {
+        self.time_allowed = time_allowed;
+    }
+
+    /// Feeds one `TIME` reading to the detector and acts on what it says.
+    pub(crate) fn sample(&mut self, time: TimeReading, now: Instant) -> Vec<Event> {
+        let mut events = Vec::new();
+        let Some(limits) = self.limits else {
+            return events;
+        };
+        let Some(node) = time.node_time() else {
+            self.time_allowed = false;
+            events.push(self.warning(format!(
+                "TIME answered {:?}: the clock guard is off for this node until it reconnects",
+                time.value
+            )));
+            return events;
+        };
+        let sample = Sample {
+            node,
+            sent: time.sent,
+            received: time.received,
+            wall: time.wall,
+            suspended: time.suspended,
+        };
+        let first = !self.detector.has_sample();
+        let seen = self.detector.observe(sample, &limits);
+        let offset = sample.offset();
+        self.offset = Some(offset);
+        self.board.post(self.index, offset);
+        events.push(Event::Offset(offset.micros / 1000));
+        if first {
+            self.cross_check_due = true;
+        }
+        if let Some(gap) = seen.host_suspended {
+            self.board.host_suspended(gap, now);
+        }
+        if let Some(jump) = seen.forward {
+            events.push(self.quarantine(
+                jump,
+                now,
+                format!(
+                    "its clock jumped forward by {} ms since the previous sample (lock keys on it \
+                     expired that much early)",
+                    jump.as_millis()
+                ),
+            ));
+        }
+        if let Some(back) = seen.backward {
+            events.push(self.warning(format!(
+                "its clock stepped back by {} ms: lock keys on it live that much longer than \
+                 asked",
+                back.as_millis()
+            )));
+        }
+        events
+    }
+
+    /// Before the votes of a batch are counted: at the first acquire, compares this node's
+    /// first clock offset with the other nodes' and ours, since a node ahead of them may have
+    /// jumped forward before this client could see it.
+    pub(crate) fn before_votes(&mut self, has_acquire: bool, now: Instant) -> Vec<Event> {
+        if !(self.cross_check_due && has_acquire) {
+            return Vec::new();
+        }
+        self.cross_check_due = false;
+        let (Some(limits), Some(mine)) = (self.limits, self.offset) else {
+            return Vec::new();
+        };
+        let others = self.board.others(self.index);
+        match cross_check(mine, &others, limits.threshold) {
+            Some(skew) if skew > 0 => vec![self.quarantine(
+                Duration::from_micros(skew as u64),
+                now,
+                format!(
+                    "at connect its clock was {} ms ahead of the other nodes' and ours: it may \
+                     have jumped forward",
+                    skew / 1000
+                ),
+            )],
+            Some(skew) => vec![self.warning(format!(
+                "at connect its clock was {} ms behind the other nodes' and ours",
+                -skew / 1000
+            ))],
+            None => Vec::new(),
+        }
+    }
+
+    /// Why the node's acquire successes do not count now, if they do not.
+    pub(crate) fn held_out(&self, now: Instant) -> Option<NodeProblem> {
+        let (until, jump) = self.quarantine?;
+        let remaining = until.saturating_duration_since(now);
+        (!remaining.is_zero()).then_some(NodeProblem::ClockJump { jump, remaining })
+    }
+
+    fn quarantine(&mut self, jump: Duration, now: Instant, why: String) -> Event {
+        let quarantine = self.limits.map_or(Duration::ZERO, |l| l.quarantine);
+        let until = now + quarantine;
+        self.quarantine = Some((until, jump));
+        let why = format!(
+            "{why}; not counted toward acquire quorums for {} ms (clock_quarantine)",
+            quarantine.as_millis()
+        );
+        log::warn!("redlock: node {}: {why}", self.address);
+        Event::Quarantined(until, why)
+    }
+
+    fn warning(&self, warning: String) -> Event {
+        log::warn!("redlock: node {}: {warning}", self.address);
+        Event::Warning(warning)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,5 +733,78 @@ mod tests {
         let o = s.offset();
         assert_eq!(o.micros, 1_000_000);
         assert_eq!(o.error, 5_001);
+    }
+
+    #[test]
+    fn parses_time() {
+        use redis::Value;
+        let v = Value::Array(vec![
+            Value::BulkString(b"1700000000".to_vec()),
+            Value::BulkString(b"250000".to_vec()),
+        ]);
+        assert_eq!(
+            parse_time(&v),
+            Some(Duration::from_millis(1_700_000_000_250))
+        );
+        assert_eq!(parse_time(&Value::Nil), None);
+        assert_eq!(parse_time(&Value::Array(vec![Value::Int(1)])), None);
+        let mut buf = Vec::new();
+        redis::cmd("TIME").write_packed_command(&mut buf);
+        assert_eq!(buf, TIME_COMMAND);
+    }
+
+    #[test]
+    fn guard_quarantines_on_a_forward_jump_and_cross_checks_once() {
+        use redis::Value;
+        let time = |at: Duration| {
+            Value::Array(vec![
+                Value::BulkString(at.as_secs().to_string().into_bytes()),
+                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
+            ])
+        };
+        let now_secs = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap();
+        let board = Arc::new(ClockBoard::new(2));
+        let mut g = Guard::new(Some(LIMITS), "n:1".into(), 0, Arc::clone(&board));
+        assert!(!g.wants_time(true), "not before a connection answered TIME");
+        g.connected(true);
+        assert!(g.wants_time(true) && !g.wants_time(false));
+        let t = Instant::now();
+        let events = g.sample(TimeReading::new(time(now_secs), t), t);
+        assert!(matches!(events[..], [Event::Offset(_)]), "{events:?}");
+        // Alone on the board with our clock agreeing: the cross-check finds nothing, once.
+        assert_eq!(g.before_votes(false, t), vec![]);
+        assert_eq!(g.before_votes(true, t), vec![]);
+        assert!(!g.cross_check_due);
+        // 120 s more on the node than on our clock: quarantined.
+        let t = Instant::now();
+        let events = g.sample(
+            TimeReading::new(time(now_secs + Duration::from_secs(120)), t),
+            t,
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Quarantined(_, why) if why.contains("jumped forward"))),
+            "{events:?}"
+        );
+        match g.held_out(t) {
+            Some(NodeProblem::ClockJump { jump, remaining }) => {
+                assert!(jump > Duration::from_secs(100));
+                assert_eq!(remaining, LIMITS.quarantine);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(g.held_out(t + LIMITS.quarantine), None);
+        // A reply that is not TIME's turns the guard off for the connection.
+        let events = g.sample(TimeReading::new(Value::Nil, t), t);
+        assert!(matches!(events[..], [Event::Warning(_)]));
+        assert!(!g.wants_time(true));
+        // Off: nothing.
+        let mut off = Guard::new(None, "n:1".into(), 1, board);
+        off.connected(true);
+        assert!(!off.wants_time(true) && !off.is_on());
+        assert_eq!(off.sample(TimeReading::new(time(now_secs), t), t), vec![]);
     }
 }

@@ -10,15 +10,15 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
-use crate::clock::{self, ClockBoard, Detector, Offset};
+use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
 use crate::error::NodeProblem;
 use crate::fence::fence_key;
-use crate::probe::{self, Assessment, ServerReport};
+use crate::probe::{self, Probe};
 use crate::quorum::Vote;
 
 /// Lua: `owned(key)`, whether `key` holds our token (ARGV[1]). A key of another type (a
@@ -492,14 +492,7 @@ pub(crate) fn spawn(
         rx,
         settings,
         grace_until: None,
-        index,
-        board,
-        clock: Detector::default(),
-        time_allowed: false,
-        offset: None,
-        cross_check_due: false,
-        quarantine_until: None,
-        jump: Duration::ZERO,
+        guard: Guard::new(settings.clock_guard, address.clone(), index, board),
         logged: Vec::new(),
         backoff: BACKOFF_MIN,
         retry_at: Instant::now(),
@@ -571,22 +564,8 @@ struct Worker {
     settings: Settings,
     /// Until then, with `restart_grace` set, this node's acquire successes do not count.
     grace_until: Option<Instant>,
-    index: usize,
-    /// What this client's workers share about clocks.
-    board: Arc<ClockBoard>,
-    /// The clock guard's previous sample of this node.
-    clock: Detector,
-    /// Whether the connection answers `TIME` (an ACL may deny it).
-    time_allowed: bool,
-    /// The node's clock offset at the last sample.
-    offset: Option<Offset>,
-    /// The first sample ever still has to be compared with the other nodes' (at the first
-    /// acquire, when they have connected too).
-    cross_check_due: bool,
-    /// Until then this node's acquire successes do not count: its clock jumped forward.
-    quarantine_until: Option<Instant>,
-    /// The forward jump that put the node in quarantine.
-    jump: Duration,
+    /// The clock guard (see `clock.rs`).
+    guard: Guard,
     /// The warnings last logged, so that a reconnect every second does not repeat them.
     logged: Vec<String>,
     backoff: Duration,
@@ -688,11 +667,12 @@ impl Worker {
                 let now = Instant::now();
                 self.used_at = now;
                 if let Some(time) = time {
-                    self.clock_sample(time, now);
+                    let events = self.guard.sample(time, now);
+                    self.record(events);
                 }
-                if self.cross_check_due && batch.iter().any(|r| r.command.is_acquire()) {
-                    self.cross_check(now);
-                }
+                let has_acquire = batch.iter().any(|r| r.command.is_acquire());
+                let events = self.guard.before_votes(has_acquire, now);
+                self.record(events);
                 let held_out = self.held_out(now);
                 for (r, vote) in batch.drain(..).zip(votes) {
                     // The key stays on the node (and is released with the lock): it is only not
@@ -748,9 +728,9 @@ impl Worker {
         &mut self,
         batch: &[Request],
     ) -> redis::RedisResult<(Vec<Vote>, Option<TimeReading>)> {
-        let time = self.settings.clock_guard.is_some()
-            && self.time_allowed
-            && batch.iter().any(|r| r.command.is_acquire());
+        let time = self
+            .guard
+            .wants_time(batch.iter().any(|r| r.command.is_acquire()));
         let conn = self
             .conn
             .as_mut()
@@ -816,8 +796,8 @@ impl Worker {
             .get_connection_with_timeout(self.settings.connect_timeout)?;
         conn.set_read_timeout(Some(self.settings.io_timeout))?;
         conn.set_write_timeout(Some(self.settings.io_timeout))?;
-        let mut probe = probe_server(&mut conn)?;
-        if self.settings.clock_guard.is_some()
+        let mut probe = probe::run(&mut conn)?;
+        if self.guard.is_on()
             && let Some(why) = &probe.time_error
         {
             probe.assessment.warnings.push(format!(
@@ -869,7 +849,7 @@ impl Worker {
     fn observe(&mut self, probe: Probe) {
         let now = Instant::now();
         self.log_once(&probe.assessment.warnings);
-        self.time_allowed = probe.time.is_some();
+        self.guard.connected(probe.time.is_some());
         if let Ok(mut identity) = self.health.identity.lock() {
             identity.server_version = probe.report.version.clone();
             identity.persistence = probe::persistence(&probe.report);
@@ -913,116 +893,31 @@ impl Worker {
         if let Some(time) = probe.time {
             // The previous sample survives a reconnect (a restarted process still reads the
             // same host clock), so a jump while disconnected is seen here.
-            self.clock_sample(time, now);
+            let events = self.guard.sample(time, now);
+            self.record(events);
         }
     }
 
-    /// Feeds one `TIME` reading to the clock guard and acts on what it says.
-    fn clock_sample(&mut self, time: TimeReading, now: Instant) {
-        let Some(limits) = self.settings.clock_guard else {
+    /// Shows what the clock guard reported in `node_status()`.
+    fn record(&self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let Ok(mut identity) = self.health.identity.lock() else {
             return;
         };
-        let Some(node) = parse_time(&time.value) else {
-            self.time_allowed = false;
-            self.clock_warning(format!(
-                "TIME answered {:?}: the clock guard is off for this node until it reconnects",
-                time.value
-            ));
-            return;
-        };
-        let sample = clock::Sample {
-            node,
-            sent: time.sent,
-            received: time.received,
-            wall: time.wall,
-            suspended: time.suspended,
-        };
-        let first = !self.clock.has_sample();
-        let seen = self.clock.observe(sample, &limits);
-        let offset = sample.offset();
-        self.offset = Some(offset);
-        self.board.post(self.index, offset);
-        if let Ok(mut identity) = self.health.identity.lock() {
-            identity.clock_offset_ms = Some(offset.micros / 1000);
-        }
-        if first {
-            self.cross_check_due = true;
-        }
-        if let Some(gap) = seen.host_suspended {
-            self.board.host_suspended(gap, now);
-        }
-        if let Some(jump) = seen.forward {
-            self.quarantine(
-                jump,
-                now,
-                format!(
-                    "its clock jumped forward by {} ms since the previous sample (lock keys on it \
-                     expired that much early)",
-                    jump.as_millis()
-                ),
-            );
-        }
-        if let Some(back) = seen.backward {
-            self.clock_warning(format!(
-                "its clock stepped back by {} ms: lock keys on it live that much longer than \
-                 asked",
-                back.as_millis()
-            ));
-        }
-    }
-
-    /// Compares this node's first clock offset with the other nodes' and ours: a node ahead of
-    /// them may have jumped forward before this client could see it.
-    fn cross_check(&mut self, now: Instant) {
-        self.cross_check_due = false;
-        let (Some(limits), Some(mine)) = (self.settings.clock_guard, self.offset) else {
-            return;
-        };
-        let others = self.board.others(self.index);
-        match clock::cross_check(mine, &others, limits.threshold) {
-            Some(skew) if skew > 0 => self.quarantine(
-                Duration::from_micros(skew as u64),
-                now,
-                format!(
-                    "at connect its clock was {} ms ahead of the other nodes' and ours: it may \
-                     have jumped forward",
-                    skew / 1000
-                ),
-            ),
-            Some(skew) => self.clock_warning(format!(
-                "at connect its clock was {} ms behind the other nodes' and ours",
-                -skew / 1000
-            )),
-            None => {}
-        }
-    }
-
-    /// Keeps the node out of acquire quorums for the clock quarantine.
-    fn quarantine(&mut self, jump: Duration, now: Instant, why: String) {
-        let Some(limits) = self.settings.clock_guard else {
-            return;
-        };
-        let until = now + limits.quarantine;
-        self.quarantine_until = Some(until);
-        self.jump = jump;
-        let why = format!(
-            "{why}; not counted toward acquire quorums for {} ms (clock_quarantine)",
-            limits.quarantine.as_millis()
-        );
-        log::warn!("redlock: node {}: {why}", self.address);
-        if let Ok(mut identity) = self.health.identity.lock() {
-            identity.quarantine = Some((until, why));
-        }
-    }
-
-    fn clock_warning(&mut self, warning: String) {
-        log::warn!("redlock: node {}: {warning}", self.address);
-        if let Ok(mut identity) = self.health.identity.lock() {
-            let w = &mut identity.clock_warnings;
-            if w.len() == CLOCK_WARNINGS_KEPT {
-                w.remove(0);
+        for event in events {
+            match event {
+                Event::Offset(ms) => identity.clock_offset_ms = Some(ms),
+                Event::Quarantined(until, why) => identity.quarantine = Some((until, why)),
+                Event::Warning(w) => {
+                    let kept = &mut identity.clock_warnings;
+                    if kept.len() == CLOCK_WARNINGS_KEPT {
+                        kept.remove(0);
+                    }
+                    kept.push(w);
+                }
             }
-            w.push(warning);
         }
     }
 
@@ -1033,13 +928,10 @@ impl Worker {
                 .map(|until| until.saturating_duration_since(now))
                 .filter(|left| !left.is_zero())
         };
-        if let Some(remaining) = left(self.grace_until) {
-            return Some(NodeProblem::InGrace { remaining });
+        match left(self.grace_until) {
+            Some(remaining) => Some(NodeProblem::InGrace { remaining }),
+            None => self.guard.held_out(now),
         }
-        left(self.quarantine_until).map(|remaining| NodeProblem::ClockJump {
-            jump: self.jump,
-            remaining,
-        })
     }
 
     /// Drops a broken connection; the next request tries to reconnect at once.
@@ -1056,99 +948,6 @@ impl Worker {
             *last = Some(e.to_string());
         }
     }
-}
-
-/// What a connect learned: the server's report, the policy's verdict, and `TIME`.
-struct Probe {
-    report: ServerReport,
-    assessment: Assessment,
-    time: Option<TimeReading>,
-    /// Why `TIME` failed, if it did.
-    time_error: Option<String>,
-}
-
-/// A `TIME` reply, with when the pipeline carrying it was sent and the reply read.
-struct TimeReading {
-    value: Value,
-    sent: Instant,
-    received: Instant,
-    /// Our wall clock at `received`, since the Unix epoch.
-    wall: Duration,
-    suspended: Option<Duration>,
-}
-
-impl TimeReading {
-    fn new(value: Value, sent: Instant) -> Self {
-        TimeReading {
-            value,
-            sent,
-            received: Instant::now(),
-            wall: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default(),
-            suspended: clock::suspended_so_far(),
-        }
-    }
-}
-
-/// `TIME` as one RESP command.
-const TIME_COMMAND: &[u8] = b"*1\r\n$4\r\nTIME\r\n";
-
-/// The `TIME` reply (seconds and microseconds) as time since the Unix epoch.
-fn parse_time(value: &Value) -> Option<Duration> {
-    let Value::Array(parts) = value else {
-        return None;
-    };
-    let number = |v: &Value| match v {
-        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
-    };
-    match parts.as_slice() {
-        [secs, micros] => {
-            Some(Duration::from_secs(number(secs)?) + Duration::from_micros(number(micros)?))
-        }
-        _ => None,
-    }
-}
-
-/// Sends the probe's `INFO`s and `CONFIG GET`s and `TIME` as one pipeline. Replies that are
-/// errors (a `NOPERM`, a renamed command) are part of the report, not a failure.
-fn probe_server(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
-    let commands = probe::commands();
-    let mut buf = Vec::with_capacity(256);
-    for c in &commands {
-        c.write_packed_command(&mut buf);
-    }
-    buf.extend_from_slice(TIME_COMMAND);
-    let sent = Instant::now();
-    conn.send_packed_command(&buf)?;
-    let mut values = Vec::with_capacity(commands.len() + 1);
-    while values.len() < commands.len() + 1 {
-        match conn.recv_response()? {
-            Value::Push { .. } => {}
-            value => values.push(value),
-        }
-    }
-    let time_value = values.pop().unwrap_or(Value::Nil);
-    let (time, time_error) = match time_value {
-        Value::ServerError(e) => (
-            None,
-            Some(match e.details() {
-                Some(details) => format!("{} {details}", e.code()),
-                None => e.code().to_owned(),
-            }),
-        ),
-        value if parse_time(&value).is_some() => (Some(TimeReading::new(value, sent)), None),
-        other => (None, Some(format!("unexpected reply {other:?}"))),
-    };
-    let report = probe::report(&values);
-    Ok(Probe {
-        assessment: probe::assess(&report),
-        report,
-        time,
-        time_error,
-    })
 }
 
 /// `EVALSHA script numkeys keys... token [number]`
@@ -1314,27 +1113,5 @@ fn interpret(command: &Command, value: Value) -> Vote {
             None => e.code().to_owned(),
         })),
         (_, other) => Vote::Failed(NodeProblem::Server(format!("unexpected reply {other:?}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_time() {
-        let v = Value::Array(vec![
-            Value::BulkString(b"1700000000".to_vec()),
-            Value::BulkString(b"250000".to_vec()),
-        ]);
-        assert_eq!(
-            parse_time(&v),
-            Some(Duration::from_millis(1_700_000_000_250))
-        );
-        assert_eq!(parse_time(&Value::Nil), None);
-        assert_eq!(parse_time(&Value::Array(vec![Value::Int(1)])), None);
-        let mut buf = Vec::new();
-        redis::cmd("TIME").write_packed_command(&mut buf);
-        assert_eq!(buf, TIME_COMMAND);
     }
 }

@@ -20,9 +20,11 @@
 //! refused: what could not be read is reported as unknown (and, for `INFO`, as a warning, since
 //! the role could not be checked).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Value;
+
+use crate::clock::{TIME_COMMAND, TimeReading};
 
 /// The oldest server accepted: ACL users (the documented least-privilege setup) and the
 /// scripts' error handling (`redis.pcall` error tables re-raised with `error()`) are what the
@@ -300,6 +302,49 @@ pub(crate) fn persistence(r: &ServerReport) -> Option<String> {
         (None, Some(b)) => Some(b),
         (Some(a), Some(b)) => Some(format!("{a}, {b}")),
     }
+}
+
+/// What a connect learned: the server's report, the policy's verdict, and `TIME`.
+pub(crate) struct Probe {
+    pub report: ServerReport,
+    pub assessment: Assessment,
+    pub time: Option<TimeReading>,
+    /// Why `TIME` failed, if it did.
+    pub time_error: Option<String>,
+}
+
+/// Sends the probe's `INFO`s and `CONFIG GET`s and `TIME` as one pipeline. Replies that are
+/// errors (a `NOPERM`, a renamed command) are part of the report, not a failure.
+pub(crate) fn run(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
+    let commands = commands();
+    let mut buf = Vec::with_capacity(256);
+    for c in &commands {
+        c.write_packed_command(&mut buf);
+    }
+    buf.extend_from_slice(TIME_COMMAND);
+    let sent = Instant::now();
+    conn.send_packed_command(&buf)?;
+    let mut values = Vec::with_capacity(commands.len() + 1);
+    while values.len() < commands.len() + 1 {
+        match conn.recv_response()? {
+            Value::Push { .. } => {}
+            value => values.push(value),
+        }
+    }
+    let (time, time_error) = match values.pop().unwrap_or(Value::Nil) {
+        Value::ServerError(e) => (None, Some(error_text(&e))),
+        value if crate::clock::parse_time(&value).is_some() => {
+            (Some(TimeReading::new(value, sent)), None)
+        }
+        other => (None, Some(format!("unexpected reply {other:?}"))),
+    };
+    let report = report(&values);
+    Ok(Probe {
+        assessment: assess(&report),
+        report,
+        time,
+        time_error,
+    })
 }
 
 #[cfg(test)]
