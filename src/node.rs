@@ -845,57 +845,54 @@ impl Worker {
     }
 
     /// Records which server process this connection reached and what it said about itself,
-    /// notices restarts, and takes the clock guard's sample.
+    /// notices restarts, and gives the clock guard its sample.
     fn observe(&mut self, probe: Probe) {
         let now = Instant::now();
         self.log_once(&probe.assessment.warnings);
         self.guard.connected(probe.time.is_some());
-        if let Ok(mut identity) = self.health.identity.lock() {
-            identity.server_version = probe.report.version.clone();
-            identity.persistence = probe::persistence(&probe.report);
-            identity.server_warnings = probe.assessment.warnings;
-            match (probe.report.run_id, probe.report.uptime) {
-                (Some(run_id), Some(uptime)) => {
-                    let previous = identity.run_id.take();
-                    if let Some(old) = previous.filter(|old| *old != run_id) {
-                        identity.restarts += 1;
-                        log::warn!(
-                            "redlock: node {} restarted (run_id {old} -> {run_id}, up {} s){}",
-                            self.address,
-                            uptime.as_secs(),
-                            if self.settings.restart_grace.is_some() {
-                                ""
-                            } else {
-                                "; if it runs without persistence it may have lost lock keys: \
-                                 consider restart_grace"
-                            }
-                        );
-                    }
-                    // The reported uptime is rounded down and a little old by now, so the
-                    // process started no later than `now - uptime`: the grace ends no earlier
-                    // than it should.
-                    self.grace_until = self
-                        .settings
-                        .restart_grace
-                        .and_then(|grace| grace.checked_sub(uptime))
-                        .filter(|left| !left.is_zero())
-                        .map(|left| now + left);
-                    identity.grace_until = self.grace_until;
-                    identity.uptime = Some((uptime, now));
-                    identity.run_id = Some(run_id);
-                }
-                _ => {
-                    identity.run_id = None;
-                    identity.uptime = None;
-                }
-            }
-        }
         if let Some(time) = probe.time {
             // The previous sample survives a reconnect (a restarted process still reads the
             // same host clock), so a jump while disconnected is seen here.
             let events = self.guard.sample(time, now);
             self.record(events);
         }
+        let Ok(mut identity) = self.health.identity.lock() else {
+            return;
+        };
+        identity.persistence = probe::persistence(&probe.report);
+        identity.server_version = probe.report.version;
+        identity.server_warnings = probe.assessment.warnings;
+        let (Some(run_id), Some(uptime)) = (probe.report.run_id, probe.report.uptime) else {
+            identity.run_id = None;
+            identity.uptime = None;
+            return;
+        };
+        let previous = identity.run_id.take();
+        if let Some(old) = previous.filter(|old| *old != run_id) {
+            identity.restarts += 1;
+            log::warn!(
+                "redlock: node {} restarted (run_id {old} -> {run_id}, up {} s){}",
+                self.address,
+                uptime.as_secs(),
+                if self.settings.restart_grace.is_some() {
+                    ""
+                } else {
+                    "; if it runs without persistence it may have lost lock keys: \
+                     consider restart_grace"
+                }
+            );
+        }
+        // The reported uptime is rounded down and a little old by now, so the process started
+        // no later than `now - uptime`: the grace ends no earlier than it should.
+        self.grace_until = self
+            .settings
+            .restart_grace
+            .and_then(|grace| grace.checked_sub(uptime))
+            .filter(|left| !left.is_zero())
+            .map(|left| now + left);
+        identity.grace_until = self.grace_until;
+        identity.uptime = Some((uptime, now));
+        identity.run_id = Some(run_id);
     }
 
     /// Shows what the clock guard reported in `node_status()`.
