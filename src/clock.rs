@@ -354,8 +354,6 @@ pub(crate) fn parse_time(value: &redis::Value) -> Option<Duration> {
 /// What a worker's guard reports for `node_status()`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// The node's clock offset from ours at the latest sample, in ms.
-    Offset(i64),
     /// The node is out of acquire quorums until then, for this reason.
     Quarantined(Instant, String),
     /// Something worth an operator's attention.
@@ -374,6 +372,9 @@ pub(crate) struct Guard {
     time_allowed: bool,
     /// The node's clock offset at the last sample.
     offset: Option<Offset>,
+    /// The next sample is the first of a connection: the other workers' cross-checks compare
+    /// with it.
+    post_due: bool,
     /// The first sample ever still has to be compared with the other nodes' (at the first
     /// acquire, by when they have connected too).
     cross_check_due: bool,
@@ -397,6 +398,7 @@ impl Guard {
             detector: Detector::default(),
             time_allowed: false,
             offset: None,
+            post_due: false,
             cross_check_due: false,
             quarantine: None,
         }
@@ -415,6 +417,12 @@ impl Guard {
     /// A new connection: whether it answers `TIME` (its first reading then follows).
     pub(crate) fn connected(&mut self, time_allowed: bool) {
         self.time_allowed = time_allowed;
+        self.post_due = true;
+    }
+
+    /// The node's clock minus ours at the last sample, in ms.
+    pub(crate) fn offset_ms(&self) -> Option<i64> {
+        self.offset.map(|o| o.micros / 1000)
     }
 
     /// Feeds one `TIME` reading to the detector and acts on what it says.
@@ -442,8 +450,9 @@ impl Guard {
         let seen = self.detector.observe(sample, &limits);
         let offset = sample.offset();
         self.offset = Some(offset);
-        self.board.post(self.index, offset);
-        events.push(Event::Offset(offset.micros / 1000));
+        if std::mem::take(&mut self.post_due) {
+            self.board.post(self.index, offset);
+        }
         if first {
             self.cross_check_due = true;
         }
@@ -772,7 +781,8 @@ mod tests {
         assert!(g.wants_time(true) && !g.wants_time(false));
         let t = Instant::now();
         let events = g.sample(TimeReading::new(time(now_secs), t), t);
-        assert!(matches!(events[..], [Event::Offset(_)]), "{events:?}");
+        assert_eq!(events, vec![]);
+        assert!(g.offset_ms().is_some_and(|o| o.abs() < 1000));
         // Alone on the board with our clock agreeing: the cross-check finds nothing, once.
         assert_eq!(g.before_votes(false, t), vec![]);
         assert_eq!(g.before_votes(true, t), vec![]);

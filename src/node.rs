@@ -7,7 +7,7 @@
 //! so callers never wait on it.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -361,6 +361,8 @@ struct Health {
     connects: AtomicU64,
     last_error: Mutex<Option<String>>,
     identity: Mutex<Identity>,
+    /// The clock guard's latest offset of the node, ms (an atomic: it changes on every acquire).
+    clock_offset_ms: AtomicI64,
 }
 
 /// Which server process the worker is talking to, as of the last connect.
@@ -377,9 +379,11 @@ struct Identity {
     server_warnings: Vec<String>,
     /// The clock guard's latest warnings (a few).
     clock_warnings: Vec<String>,
-    clock_offset_ms: Option<i64>,
     quarantine: Option<(Instant, String)>,
 }
+
+/// `Health::clock_offset_ms` before the first sample.
+const NO_OFFSET: i64 = i64::MIN;
 
 /// Clock warnings kept for `node_status()`.
 const CLOCK_WARNINGS_KEPT: usize = 4;
@@ -432,7 +436,8 @@ impl Node {
                 .into_iter()
                 .chain(identity.clock_warnings)
                 .collect(),
-            clock_offset_ms: identity.clock_offset_ms,
+            clock_offset_ms: Some(self.health.clock_offset_ms.load(Ordering::Relaxed))
+                .filter(|ms| *ms != NO_OFFSET),
             quarantine_remaining: identity
                 .quarantine
                 .as_ref()
@@ -483,7 +488,10 @@ pub(crate) fn spawn(
     board: Arc<ClockBoard>,
 ) -> io::Result<(Node, JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::unbounded();
-    let health = Arc::new(Health::default());
+    let health = Arc::new(Health {
+        clock_offset_ms: AtomicI64::new(NO_OFFSET),
+        ..Health::default()
+    });
     let address = address(client.get_connection_info());
     let worker = Worker {
         address: address.clone(),
@@ -897,6 +905,9 @@ impl Worker {
 
     /// Shows what the clock guard reported in `node_status()`.
     fn record(&self, events: Vec<Event>) {
+        if let Some(ms) = self.guard.offset_ms() {
+            self.health.clock_offset_ms.store(ms, Ordering::Relaxed);
+        }
         if events.is_empty() {
             return;
         }
@@ -905,7 +916,6 @@ impl Worker {
         };
         for event in events {
             match event {
-                Event::Offset(ms) => identity.clock_offset_ms = Some(ms),
                 Event::Quarantined(until, why) => identity.quarantine = Some((until, why)),
                 Event::Warning(w) => {
                     let kept = &mut identity.clock_warnings;
