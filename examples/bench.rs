@@ -15,6 +15,9 @@
 //! - `node-redlock`: when `node` and `npm` are on PATH, the same uncontended cycle with
 //!   node-redlock v5 and ioredis (installed into a scratch directory on first use) against the
 //!   same five nodes, so the ratios to it come out of one run; skipped with a message otherwise.
+//! - `clock-guard-on-vs-off`: N = 5, 1000 sequential `try_lock` + `release` cycles with the
+//!   clock guard on (the default: `TIME` in each acquire's pipeline) interleaved with 1000 with
+//!   it off, as a difference of medians.
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 
@@ -275,6 +278,37 @@ fn main() {
 
     held_10k(&five);
     let node = node_redlock(&five, length);
+
+    // The clock guard (TIME in every acquire's pipeline) on vs off, interleaved likewise.
+    let guarded = client(&five);
+    let unguarded = Redlock::builder()
+        .nodes(five.urls())
+        .clock_guard(false)
+        .build()
+        .unwrap();
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    for i in 0..1000 {
+        // Each goes first every other round, so that neither gets the warmer caches.
+        let mut pair = [(&guarded, &mut on), (&unguarded, &mut off)];
+        if i % 2 == 1 {
+            pair.reverse();
+        }
+        for (rl, times) in pair {
+            let start = Instant::now();
+            rl.try_lock("bench-clock", Duration::from_secs(10))
+                .unwrap()
+                .release()
+                .unwrap();
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let (on_p50, off_p50) = (median(&mut on), median(&mut off));
+    println!(
+        "{{\"config\":\"clock-guard-on-vs-off\",\"nodes\":5,\"cycles\":1000,\"off_p50_us\":{off_p50:.1},\
+         \"on_p50_us\":{on_p50:.1},\"extra_p50_us\":{:.1},\"ratio\":{:.2}}}",
+        on_p50 - off_p50,
+        on_p50 / off_p50
+    );
 
     let find = |n: usize, t: usize| {
         results

@@ -8,6 +8,8 @@ use redis::{ClientTlsConfig, ConnectionAddr, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::clock::Limits;
+pub use crate::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::error::{Error, Result};
 use crate::quorum::drift_allowance;
 
@@ -66,6 +68,10 @@ pub(crate) struct Config {
     pub node_timeout: Duration,
     pub max_extensions: Option<u32>,
     pub restart_grace: Option<Duration>,
+    /// The clock guard's jump threshold; `None`: the guard is off.
+    pub clock_jump: Option<Duration>,
+    pub clock_quarantine: Duration,
+    pub strict_servers: bool,
 }
 
 impl Default for Builder {
@@ -80,6 +86,9 @@ impl Default for Builder {
                 node_timeout: DEFAULT_NODE_TIMEOUT,
                 max_extensions: None,
                 restart_grace: None,
+                clock_jump: Some(DEFAULT_CLOCK_JUMP),
+                clock_quarantine: DEFAULT_CLOCK_QUARANTINE,
+                strict_servers: false,
             },
             tls: Tls::default(),
         }
@@ -163,6 +172,53 @@ impl Builder {
         self
     }
 
+    /// Turns the clock guard on or off (default: on). See
+    /// [`clock_jump_threshold`](Builder::clock_jump_threshold) for what it does.
+    pub fn clock_guard(mut self, on: bool) -> Self {
+        self.config.clock_jump = if on {
+            Some(self.config.clock_jump.unwrap_or(DEFAULT_CLOCK_JUMP))
+        } else {
+            None
+        };
+        self
+    }
+
+    /// The clock guard's threshold (default 50 ms; this also turns the guard on): the largest
+    /// step of a node's wall clock tolerated between two samples, beyond the rate difference
+    /// that `drift_factor` allows.
+    ///
+    /// A lock key expires on the node's own clock, so a node whose clock jumps forward (an NTP
+    /// step, a VM resume, `date -s`) frees locks early. With the guard on, `TIME` rides in the
+    /// pipeline of every acquire (no extra round trip) and the worker compares the node's clock
+    /// with our monotonic clock, the round trips being the error bar. A forward jump puts the
+    /// node in [`clock_quarantine`](Builder::clock_quarantine); a backward one is reported.
+    /// At connect, a node whose clock is ahead of the other nodes' and ours by more than the
+    /// threshold is quarantined too (it may have jumped before this client started). Needs the
+    /// `TIME` command (without it the guard is off for that node, with a warning). What it
+    /// cannot catch: see the README's "Clock guard" paragraph.
+    pub fn clock_jump_threshold(mut self, threshold: Duration) -> Self {
+        self.config.clock_jump = Some(threshold);
+        self
+    }
+
+    /// How long a node whose clock jumped forward is kept out of acquire quorums (default
+    /// 60 s). Make it at least your largest TTL: every key the jump shortened has then reached
+    /// its original expiry. It still takes part in extend and release, like a node in its
+    /// [`restart_grace`](Builder::restart_grace).
+    pub fn clock_quarantine(mut self, quarantine: Duration) -> Self {
+        self.config.clock_quarantine = quarantine;
+        self
+    }
+
+    /// Refuses nodes the server probe warns about (default: off, they are only logged and shown
+    /// in `node_status().warnings`): a master with connected replicas, a `maxmemory-policy`
+    /// that can evict lock keys, a server whose `INFO` or `TIME` is denied. Replicas, Redis
+    /// Cluster nodes and too-old servers are always refused.
+    pub fn strict_servers(mut self, strict: bool) -> Self {
+        self.config.strict_servers = strict;
+        self
+    }
+
     /// Trusts the CA certificate(s) in this PEM file for `rediss://` nodes, *instead of* the
     /// system's trusted roots (which are used when no CA is given). Use it for servers whose
     /// certificates come from a private CA. Read by [`build`](Builder::build), which fails when
@@ -228,10 +284,18 @@ impl Builder {
             || c.retry_delay > MAX_TTL
             || c.retry_jitter > MAX_TTL
             || c.restart_grace.is_some_and(|g| g > MAX_TTL)
+            || c.clock_jump.is_some_and(|j| j > MAX_TTL)
+            || c.clock_quarantine > MAX_TTL
         {
             return Err(Error::invalid(
-                "node_timeout, retry_delay, retry_jitter and restart_grace must each be at most \
-                 10 years",
+                "node_timeout, retry_delay, retry_jitter, restart_grace, clock_jump_threshold and \
+                 clock_quarantine must each be at most 10 years",
+            ));
+        }
+        if c.clock_jump.is_some() && c.clock_quarantine.is_zero() {
+            return Err(Error::invalid(
+                "clock_quarantine must be greater than zero while the clock guard is on (make it \
+                 at least your largest TTL), or turn the guard off with clock_guard(false)",
             ));
         }
         let mut clients = Vec::with_capacity(self.urls.len());
@@ -314,6 +378,15 @@ impl Config {
     /// never wait on it beyond their own `node_timeout` anyway.
     pub(crate) fn io_timeout(&self) -> Duration {
         (self.node_timeout * 2).max(Duration::from_millis(100))
+    }
+
+    /// The clock guard's limits, when it is on.
+    pub(crate) fn clock_limits(&self) -> Option<Limits> {
+        self.clock_jump.map(|threshold| Limits {
+            threshold,
+            rate: self.drift_factor,
+            quarantine: self.clock_quarantine,
+        })
     }
 
     pub(crate) fn connect_timeout(&self) -> Duration {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::cancel::Cancel;
+use crate::clock::ClockBoard;
 use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
 use crate::node::{self, Node, NodeStatus, ReplyTo, Request, Settings};
@@ -79,8 +80,11 @@ impl Engine {
             connect_timeout: config.connect_timeout(),
             io_timeout: config.io_timeout(),
             restart_grace: config.restart_grace,
+            clock_guard: config.clock_limits(),
+            strict_servers: config.strict_servers,
             scripts,
         };
+        let board = Arc::new(ClockBoard::new(clients.len()));
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         // Built up in place, so that a failure half-way stops the workers already started.
         let mut engine = Engine {
@@ -92,11 +96,18 @@ impl Engine {
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
-            let (node, worker) = node::spawn(i, client, settings, ready.clone(), exited_tx.clone())
-                .map_err(|source| Error::Io {
-                    context: format!("starting the worker thread for node {i}"),
-                    source,
-                })?;
+            let (node, worker) = node::spawn(
+                i,
+                client,
+                settings,
+                ready.clone(),
+                exited_tx.clone(),
+                Arc::clone(&board),
+            )
+            .map_err(|source| Error::Io {
+                context: format!("starting the worker thread for node {i}"),
+                source,
+            })?;
             engine.nodes.push(node);
             engine.workers.push(worker);
         }

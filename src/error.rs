@@ -28,6 +28,16 @@ pub enum NodeProblem {
     },
     /// The acquisition was cancelled before the node answered.
     Cancelled,
+    /// The node accepted the lock, but its wall clock was seen jumping forward (an NTP step, a
+    /// VM resume, `date -s`), which expires lock keys early, so it does not count toward
+    /// acquire quorums during its [`clock_quarantine`](crate::Builder::clock_quarantine).
+    ClockJump {
+        /// How far the clock jumped beyond what our clock and the drift allowance explain (or,
+        /// seen at connect, how far it was ahead of the other nodes).
+        jump: Duration,
+        /// How much longer the node is kept out of acquire quorums.
+        remaining: Duration,
+    },
 }
 
 /// One node's part in a failed quorum operation.
@@ -177,6 +187,12 @@ fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Res
                 remaining.as_millis()
             )?,
             NodeProblem::Cancelled => f.write_str("cancelled before it answered")?,
+            NodeProblem::ClockJump { jump, remaining } => write!(
+                f,
+                "clock jumped forward by {} ms, not counted for another {} ms (clock_quarantine)",
+                jump.as_millis(),
+                remaining.as_millis()
+            )?,
         }
     }
     if !report.failures.is_empty() {

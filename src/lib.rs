@@ -58,7 +58,13 @@
 //! Mutual exclusion holds only within [`Lock::validity`]; finish the work (or extend) before it
 //! runs out. Use independent masters, an odd number of them; a node restarted without
 //! persistence must stay out of quorums for longer than the largest TTL:
-//! [`Builder::restart_grace`] does that in the client.
+//! [`Builder::restart_grace`] does that in the client. A node whose wall clock jumps forward
+//! expires locks early; the clock guard ([`Builder::clock_jump_threshold`], on by default) keeps
+//! it out of acquire quorums for [`Builder::clock_quarantine`]. At each connect a server probe
+//! refuses replicas, Redis Cluster nodes and too-old servers, and warns about replicas of a
+//! master and evicting `maxmemory` policies ([`Builder::strict_servers`] refuses those too).
+//! What each guard can and cannot catch: the `clock` and `probe` modules' source documentation
+//! (`src/clock.rs`, `src/probe.rs`) and the README's production checklist.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -69,6 +75,7 @@
 // watchdog, notify → client (the facade) → ffi.
 mod cancel;
 mod client;
+mod clock;
 mod config;
 mod engine;
 mod error;
@@ -81,6 +88,7 @@ mod lock;
 mod node;
 mod notify;
 mod options;
+mod probe;
 mod quorum;
 mod request;
 mod sync;
@@ -91,8 +99,8 @@ mod wire;
 pub use cancel::Cancel;
 pub use client::Redlock;
 pub use config::{
-    Builder, DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY,
-    DEFAULT_RETRY_JITTER, MAX_TTL,
+    Builder, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
+    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 pub use inspect::{

@@ -7,7 +7,7 @@
 //! so callers never wait on it.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
+use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
 use crate::error::NodeProblem;
+use crate::probe::{self, Probe};
 use crate::quorum::Vote;
 use crate::wire::{Command, Script};
 
@@ -79,6 +81,26 @@ pub struct NodeStatus {
     /// With [`restart_grace`](crate::Builder::restart_grace) set: how much longer the node does
     /// not count toward an acquire quorum because its process started too recently.
     pub grace_remaining: Option<Duration>,
+    /// The server's `redis_version` at the last connect.
+    pub server_version: Option<String>,
+    /// The node's persistence as it reported it at the last connect, e.g. `"AOF (appendfsync
+    /// everysec), RDB (save 3600 1)"` or `"no AOF, no RDB snapshots"`; `None` when unknown.
+    /// Without persistence a restart forgets locks: consider
+    /// [`restart_grace`](crate::Builder::restart_grace).
+    pub persistence: Option<String>,
+    /// What the server probe and the clock guard found worth an operator's attention (replicas
+    /// of a master, an evicting `maxmemory-policy`, a clock that stepped back, a command the
+    /// ACL denies); each also went to the `log` crate as a warning. See
+    /// [`strict_servers`](crate::Builder::strict_servers).
+    pub warnings: Vec<String>,
+    /// The node's clock minus ours (`TIME` against our wall clock), in milliseconds, at the
+    /// last sample; `None` when the clock guard is off or `TIME` is denied.
+    pub clock_offset_ms: Option<i64>,
+    /// How much longer the node is kept out of acquire quorums because its clock jumped
+    /// forward ([`clock_quarantine`](crate::Builder::clock_quarantine)).
+    pub quarantine_remaining: Option<Duration>,
+    /// Why the node was last quarantined, while it is.
+    pub quarantine_reason: Option<String>,
 }
 
 #[derive(Default)]
@@ -87,6 +109,8 @@ struct Health {
     connects: AtomicU64,
     last_error: Mutex<Option<String>>,
     identity: Mutex<Identity>,
+    /// The clock guard's latest offset of the node, ms (an atomic: it changes on every acquire).
+    clock_offset_ms: AtomicI64,
 }
 
 /// Which server process the worker is talking to, as of the last connect.
@@ -97,7 +121,20 @@ struct Identity {
     uptime: Option<(Duration, Instant)>,
     restarts: u64,
     grace_until: Option<Instant>,
+    server_version: Option<String>,
+    persistence: Option<String>,
+    /// The server probe's warnings at the last connect.
+    server_warnings: Vec<String>,
+    /// The clock guard's latest warnings (a few).
+    clock_warnings: Vec<String>,
+    quarantine: Option<(Instant, String)>,
 }
+
+/// `Health::clock_offset_ms` before the first sample.
+const NO_OFFSET: i64 = i64::MIN;
+
+/// Clock warnings kept for `node_status()`.
+const CLOCK_WARNINGS_KEPT: usize = 4;
 
 /// The caller's side of one node.
 pub(crate) struct Node {
@@ -140,6 +177,24 @@ impl Node {
                 .grace_until
                 .map(|until| until.saturating_duration_since(now))
                 .filter(|left| !left.is_zero()),
+            server_version: identity.server_version,
+            persistence: identity.persistence,
+            warnings: identity
+                .server_warnings
+                .into_iter()
+                .chain(identity.clock_warnings)
+                .collect(),
+            clock_offset_ms: Some(self.health.clock_offset_ms.load(Ordering::Relaxed))
+                .filter(|ms| *ms != NO_OFFSET),
+            quarantine_remaining: identity
+                .quarantine
+                .as_ref()
+                .map(|(until, _)| until.saturating_duration_since(now))
+                .filter(|left| !left.is_zero()),
+            quarantine_reason: identity
+                .quarantine
+                .filter(|(until, _)| *until > now)
+                .map(|(_, why)| why),
         }
     }
 }
@@ -155,6 +210,10 @@ pub(crate) struct Settings {
     pub restart_grace: Option<Duration>,
     /// Loaded on every connection, so that `EVALSHA` finds them.
     pub scripts: &'static [&'static [&'static Script]],
+    /// The clock guard's limits, when it is on.
+    pub clock_guard: Option<clock::Limits>,
+    /// Server-probe warnings refuse the node.
+    pub strict_servers: bool,
 }
 
 /// The address a user sees for a node: `host:port`, plus `/db` when a database is selected.
@@ -176,9 +235,13 @@ pub(crate) fn spawn(
     settings: Settings,
     ready: Sender<()>,
     exited: Sender<()>,
+    board: Arc<ClockBoard>,
 ) -> io::Result<(Node, JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::unbounded();
-    let health = Arc::new(Health::default());
+    let health = Arc::new(Health {
+        clock_offset_ms: AtomicI64::new(NO_OFFSET),
+        ..Health::default()
+    });
     let address = address(client.get_connection_info());
     let worker = Worker {
         address: address.clone(),
@@ -187,6 +250,8 @@ pub(crate) fn spawn(
         rx,
         settings,
         grace_until: None,
+        guard: Guard::new(settings.clock_guard, address.clone(), index, board),
+        logged: Vec::new(),
         backoff: BACKOFF_MIN,
         retry_at: Instant::now(),
         down_reason: String::from("not connected yet"),
@@ -269,6 +334,10 @@ struct Worker {
     settings: Settings,
     /// Until then, with `restart_grace` set, this node's acquire successes do not count.
     grace_until: Option<Instant>,
+    /// The clock guard (see `clock.rs`).
+    guard: Guard,
+    /// The warnings last logged, so that a reconnect every second does not repeat them.
+    logged: Vec<String>,
     backoff: Duration,
     /// While down: no connection attempt before this.
     retry_at: Instant,
@@ -383,20 +452,25 @@ impl Worker {
     /// idle spell still releases (or extends) instead of failing on every node at once.
     fn execute_and_answer(&mut self, batch: &mut Vec<Request>, resend: bool) {
         match self.execute(batch) {
-            Ok(votes) => {
+            Ok((votes, time)) => {
                 let now = Instant::now();
                 self.used_at = now;
-                let grace_left = self
-                    .grace_until
-                    .map(|until| until.saturating_duration_since(now))
-                    .filter(|left| !left.is_zero());
+                if let Some(time) = time {
+                    let events = self.guard.sample(time, now);
+                    self.record(events);
+                }
+                let has_acquire = batch.iter().any(|r| r.command.acquire);
+                let events = self.guard.before_votes(has_acquire, now);
+                self.record(events);
+                let held_out = self.held_out(now);
                 for (r, vote) in batch.drain(..).zip(votes) {
                     // The key stays on the node (and is released with the lock): it is only not
-                    // counted, since a young process may have lost another owner's key. (An
-                    // uncounted reentrant hold there is not released but expires with its TTL.)
-                    let vote = match (grace_left, vote) {
-                        (Some(remaining), Vote::Yes | Vote::Value(_)) if r.command.acquire => {
-                            Vote::Failed(NodeProblem::InGrace { remaining })
+                    // counted, since a young process may have lost another owner's key, and a
+                    // clock that jumped may have expired one early. (An uncounted reentrant
+                    // hold there is not released but expires with its TTL.)
+                    let vote = match (&held_out, vote) {
+                        (Some(problem), Vote::Yes | Vote::Value(_)) if r.command.acquire => {
+                            Vote::Failed(problem.clone())
                         }
                         // Resent after the connection dropped: a refusal may be our own first
                         // copy's key, so it is no definite "no" (which would skip the undo).
@@ -447,13 +521,21 @@ impl Worker {
     }
 
     /// Sends the batch as one pipeline; a `NOSCRIPT` reply (restart, `SCRIPT FLUSH`, failover)
-    /// reloads the scripts and resends those commands once.
-    fn execute(&mut self, batch: &[Request]) -> redis::RedisResult<Vec<Vote>> {
+    /// reloads the scripts and resends those commands once. With the clock guard on, a batch
+    /// that carries an acquire carries `TIME` too (last, so the node reads its clock after the
+    /// `SET`s), and its reading comes back with the votes.
+    fn execute(
+        &mut self,
+        batch: &[Request],
+    ) -> redis::RedisResult<(Vec<Vote>, Option<TimeReading>)> {
+        let time = self
+            .guard
+            .wants_time(batch.iter().any(|r| r.command.acquire));
         let conn = self
             .conn
             .as_mut()
             .expect("execute is called with a connection");
-        let mut values = pipeline(conn, &mut self.buf, batch.iter())?;
+        let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), time)?;
         let noscript: Vec<usize> = values
             .iter()
             .enumerate()
@@ -462,22 +544,28 @@ impl Worker {
             .collect();
         if !noscript.is_empty() {
             load_scripts(conn, self.settings.scripts)?;
-            let again = pipeline(conn, &mut self.buf, noscript.iter().map(|&i| &batch[i]))?;
+            let (again, _) = pipeline(
+                conn,
+                &mut self.buf,
+                noscript.iter().map(|&i| &batch[i]),
+                false,
+            )?;
             for (i, v) in noscript.into_iter().zip(again) {
                 values[i] = v;
             }
         }
-        Ok(values
+        let votes = values
             .into_iter()
             .zip(batch)
             .map(|(v, r)| r.command.interpret(v))
-            .collect())
+            .collect();
+        Ok((votes, time))
     }
 
     fn connect(&mut self) {
         match self.open() {
-            Ok((conn, info)) => {
-                self.observe(info);
+            Ok((conn, probe)) => {
+                self.observe(probe);
                 self.conn = Some(conn);
                 self.used_at = Instant::now();
                 self.backoff = BACKOFF_MIN;
@@ -500,54 +588,92 @@ impl Worker {
         }
     }
 
-    fn open(&self) -> redis::RedisResult<(redis::Connection, Option<ServerInfo>)> {
+    /// Connects, probes the server (refusing it before any script runs if it cannot hold
+    /// locks safely: see `probe.rs`) and loads the scripts.
+    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe)> {
         let mut conn = self
             .client
             .get_connection_with_timeout(self.settings.connect_timeout)?;
         conn.set_read_timeout(Some(self.settings.io_timeout))?;
         conn.set_write_timeout(Some(self.settings.io_timeout))?;
-        load_scripts(&mut conn, self.settings.scripts)?;
-        let info = match server_info(&mut conn) {
-            Ok(info) => Some(info),
-            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
-                return Err(e);
-            }
+        let mut probe = probe::run(&mut conn)?;
+        if self.guard.is_on()
+            && let Some(why) = &probe.time_error
+        {
+            probe.assessment.warnings.push(format!(
+                "TIME failed ({why}): the clock guard is off for this node; allow TIME for this \
+                 user (+time)"
+            ));
+        }
+        if let Some(refusal) = probe.assessment.refusal(self.settings.strict_servers) {
+            self.log_once(std::slice::from_ref(&refusal));
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "refused by the server probe",
+                refusal,
+            )));
+        }
+        let identified = probe.report.run_id.is_some() && probe.report.uptime.is_some();
+        if self.settings.restart_grace.is_some() && !identified {
             // Without a grace period the identity is only informative: a server that denies or
             // renames INFO (a tight ACL, a managed service) is still usable.
-            Err(e) if self.settings.restart_grace.is_none() => {
-                self.note_error(&e);
-                None
-            }
-            Err(e) => {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::Client,
-                    "restart_grace needs the node's uptime, but INFO server failed",
-                    format!("{e}; allow INFO for this user (+info), or unset restart_grace"),
-                )));
-            }
-        };
-        Ok((conn, info))
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "restart_grace needs the node's uptime, but INFO server failed",
+                format!(
+                    "{}; allow INFO for this user (+info), or unset restart_grace",
+                    probe
+                        .report
+                        .info_error
+                        .as_deref()
+                        .unwrap_or("no run_id or uptime_in_seconds")
+                ),
+            )));
+        }
+        load_scripts(&mut conn, self.settings.scripts)?;
+        Ok((conn, probe))
     }
 
-    /// Records which server process this connection reached, and notices restarts.
-    fn observe(&mut self, info: Option<ServerInfo>) {
+    /// Logs `warnings` unless they are the ones logged last.
+    fn log_once(&mut self, warnings: &[String]) {
+        if self.logged != warnings {
+            for w in warnings {
+                log::warn!("redlock: node {}: {w}", self.address);
+            }
+            self.logged = warnings.to_vec();
+        }
+    }
+
+    /// Records which server process this connection reached and what it said about itself,
+    /// notices restarts, and gives the clock guard its sample.
+    fn observe(&mut self, probe: Probe) {
         let now = Instant::now();
+        self.log_once(&probe.assessment.warnings);
+        self.guard.connected(probe.time.is_some());
+        if let Some(time) = probe.time {
+            // The previous sample survives a reconnect (a restarted process still reads the
+            // same host clock), so a jump while disconnected is seen here.
+            let events = self.guard.sample(time, now);
+            self.record(events);
+        }
         let Ok(mut identity) = self.health.identity.lock() else {
             return;
         };
-        let Some(info) = info else {
+        identity.persistence = probe::persistence(&probe.report);
+        identity.server_version = probe.report.version;
+        identity.server_warnings = probe.assessment.warnings;
+        let (Some(run_id), Some(uptime)) = (probe.report.run_id, probe.report.uptime) else {
             identity.run_id = None;
             identity.uptime = None;
             return;
         };
         let previous = identity.run_id.take();
-        if let Some(old) = previous.filter(|old| *old != info.run_id) {
+        if let Some(old) = previous.filter(|old| *old != run_id) {
             identity.restarts += 1;
             log::warn!(
-                "redlock: node {} restarted (run_id {old} -> {}, up {} s){}",
+                "redlock: node {} restarted (run_id {old} -> {run_id}, up {} s){}",
                 self.address,
-                info.run_id,
-                info.uptime.as_secs(),
+                uptime.as_secs(),
                 if self.settings.restart_grace.is_some() {
                     ""
                 } else {
@@ -561,12 +687,50 @@ impl Worker {
         self.grace_until = self
             .settings
             .restart_grace
-            .and_then(|grace| grace.checked_sub(info.uptime))
+            .and_then(|grace| grace.checked_sub(uptime))
             .filter(|left| !left.is_zero())
             .map(|left| now + left);
         identity.grace_until = self.grace_until;
-        identity.uptime = Some((info.uptime, now));
-        identity.run_id = Some(info.run_id);
+        identity.uptime = Some((uptime, now));
+        identity.run_id = Some(run_id);
+    }
+
+    /// Shows what the clock guard reported in `node_status()`.
+    fn record(&self, events: Vec<Event>) {
+        if let Some(ms) = self.guard.offset_ms() {
+            self.health.clock_offset_ms.store(ms, Ordering::Relaxed);
+        }
+        if events.is_empty() {
+            return;
+        }
+        let Ok(mut identity) = self.health.identity.lock() else {
+            return;
+        };
+        for event in events {
+            match event {
+                Event::Quarantined(until, why) => identity.quarantine = Some((until, why)),
+                Event::Warning(w) => {
+                    let kept = &mut identity.clock_warnings;
+                    if kept.len() == CLOCK_WARNINGS_KEPT {
+                        kept.remove(0);
+                    }
+                    kept.push(w);
+                }
+            }
+        }
+    }
+
+    /// Why this node's acquire successes do not count now, if they do not.
+    fn held_out(&self, now: Instant) -> Option<NodeProblem> {
+        let left = |until: Option<Instant>| {
+            until
+                .map(|until| until.saturating_duration_since(now))
+                .filter(|left| !left.is_zero())
+        };
+        match left(self.grace_until) {
+            Some(remaining) => Some(NodeProblem::InGrace { remaining }),
+            None => self.guard.held_out(now),
+        }
     }
 
     /// Drops a broken connection; the next request tries to reconnect at once.
@@ -585,39 +749,6 @@ impl Worker {
     }
 }
 
-/// What `INFO server` tells about the server process.
-#[derive(Debug, PartialEq, Eq)]
-struct ServerInfo {
-    run_id: String,
-    uptime: Duration,
-}
-
-fn server_info(conn: &mut redis::Connection) -> redis::RedisResult<ServerInfo> {
-    let text: String = redis::cmd("INFO").arg("server").query(conn)?;
-    parse_server_info(&text).ok_or_else(|| {
-        redis::RedisError::from((
-            redis::ErrorKind::Parse,
-            "INFO server lacks run_id or uptime_in_seconds",
-        ))
-    })
-}
-
-fn parse_server_info(text: &str) -> Option<ServerInfo> {
-    let mut run_id = None;
-    let mut uptime = None;
-    for line in text.lines() {
-        match line.trim_end().split_once(':') {
-            Some(("run_id", v)) if !v.is_empty() => run_id = Some(v.to_owned()),
-            Some(("uptime_in_seconds", v)) => uptime = v.parse().ok().map(Duration::from_secs),
-            _ => {}
-        }
-    }
-    Some(ServerInfo {
-        run_id: run_id?,
-        uptime: uptime?,
-    })
-}
-
 /// Sends the requests as one pipeline and reads their replies. The first failed read ends it:
 /// after a timeout the connection is out of step and gets dropped, and reading on (as
 /// redis-rs's `req_packed_commands` does) would cost one more timeout per queued request.
@@ -625,13 +756,19 @@ fn pipeline<'a>(
     conn: &mut redis::Connection,
     buf: &mut Vec<u8>,
     requests: impl Iterator<Item = &'a Request>,
-) -> redis::RedisResult<Vec<Value>> {
+    time: bool,
+) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>)> {
     buf.clear();
     let mut count = 0;
     for r in requests {
         r.command.write_resp(&r.key, &r.token, buf);
         count += 1;
     }
+    if time {
+        buf.extend_from_slice(TIME_COMMAND);
+        count += 1;
+    }
+    let sent = Instant::now();
     conn.send_packed_command(buf)?;
     let mut values = Vec::with_capacity(count);
     while values.len() < count {
@@ -640,7 +777,12 @@ fn pipeline<'a>(
             value => values.push(value),
         }
     }
-    Ok(values)
+    let reading = if time {
+        values.pop().map(|value| TimeReading::new(value, sent))
+    } else {
+        None
+    };
+    Ok((values, reading))
 }
 
 /// Loads every script in one round trip.
@@ -661,28 +803,4 @@ fn load_scripts(conn: &mut redis::Connection, sets: &[&[&Script]]) -> redis::Red
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_info_server() {
-        let text = "# Server\r\nredis_version:7.0.15\r\nrun_id:4f1c0e\r\ntcp_port:7000\r\n\
-                    uptime_in_seconds:42\r\nuptime_in_days:0\r\n";
-        assert_eq!(
-            parse_server_info(text),
-            Some(ServerInfo {
-                run_id: "4f1c0e".into(),
-                uptime: Duration::from_secs(42)
-            })
-        );
-        assert_eq!(parse_server_info("# Server\r\nrun_id:x\r\n"), None);
-        assert_eq!(
-            parse_server_info("uptime_in_seconds:1\r\nrun_id:\r\n"),
-            None
-        );
-        assert_eq!(parse_server_info(""), None);
-    }
 }

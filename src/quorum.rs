@@ -76,9 +76,13 @@ impl Vote {
     }
 
     /// Whether the command took effect on the node: a yes, or a yes not counted because the
-    /// node is in its restart grace.
+    /// node is in its restart grace or clock quarantine.
     pub(crate) fn applied(&self) -> bool {
-        self.is_yes() || matches!(self, Vote::Failed(NodeProblem::InGrace { .. }))
+        self.is_yes()
+            || matches!(
+                self,
+                Vote::Failed(NodeProblem::InGrace { .. } | NodeProblem::ClockJump { .. })
+            )
     }
 }
 

@@ -69,6 +69,7 @@ pub struct RedisNode {
     dir: PathBuf,
     child: Option<Child>,
     extra_args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 fn server_binary() -> String {
@@ -90,6 +91,12 @@ impl RedisNode {
 
     /// Starts a node with extra `redis-server` arguments (e.g. `["--requirepass", "x"]`).
     pub fn start_with(extra_args: &[&str]) -> RedisNode {
+        Self::start_with_env(extra_args, &[])
+    }
+
+    /// Like [`start_with`](RedisNode::start_with), with extra environment variables for the
+    /// server process (e.g. an `LD_PRELOAD` shim).
+    pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> RedisNode {
         let dir = std::env::temp_dir().join(format!(
             "redlock-test-{}-{}",
             std::process::id(),
@@ -104,6 +111,10 @@ impl RedisNode {
                 dir: dir.clone(),
                 child: None,
                 extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
             };
             match node.spawn() {
                 Ok(()) => return node,
@@ -120,6 +131,7 @@ impl RedisNode {
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra_args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

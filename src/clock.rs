@@ -1,0 +1,820 @@
+//! The clock guard: notices a node whose wall clock jumps, free of I/O so that it can be tested
+//! with injected times (like `quorum.rs`).
+//!
+//! # Why
+//! A lock key expires on the node's own wall clock. Redlock assumes that clock advances at about
+//! the rate of ours; the drift allowance (`ttl × drift_factor + 2 ms`) covers a difference in
+//! *rate*, not a *step*. A node whose clock jumps forward by `J` (an NTP step, a VM resumed from
+//! a pause, an operator's `date -s`) expires every key it holds `J` early, which is the seed's
+//! delayed-restart hole again: a second client can then take a lock the first one still holds
+//! on a bare majority.
+//!
+//! # How
+//! `TIME` rides in the same pipeline as every batch that carries an acquire, so it costs no
+//! extra round trip. Each worker keeps its previous sample `(node time, sent, received)`. Between
+//! two samples the node's clock may advance by at most what our monotonic clock did from the
+//! first send to the second reply, times `1 + rate`, plus the threshold; by at least what it did
+//! from the first reply to the second send, times `1 − rate`, minus the threshold. The round trips
+//! are the error bar, so a loaded machine widens the bounds instead of raising false alarms.
+//!
+//! - **Forward jump**: the node is put in *clock quarantine*: like a node in its
+//!   `restart_grace`, its acquire successes do not count toward a quorum for
+//!   `clock_quarantine` (make it at least your largest TTL: every key the jump shortened has
+//!   then reached its original expiry).
+//! - **Backward jump**: reported (log and `node_status()`); keys live longer than asked, which
+//!   hurts liveness, not safety.
+//! - **Our own host was suspended** (laptop sleep, VM pause): our monotonic clock (`Instant`)
+//!   stood still while every node's clock moved on. The nodes are fine, but *our* held locks'
+//!   validity is wrong. Seen as the kernel's suspend counter (`CLOCK_BOOTTIME` −
+//!   `CLOCK_MONOTONIC`, Linux) growing, or, where that is not available, as our own wall clock
+//!   having moved together with the node's. The node is not quarantined for it;
+//!   [`ClockBoard::host_suspended`] records it for the held locks.
+//! - **At connect** a client has no earlier sample, so it cannot see a jump that happened before
+//!   it started. It compares each node's clock offset (node `TIME` − our wall clock) with the
+//!   other nodes' offsets and ours ([`cross_check`]): a node ahead of the (lower) median by more
+//!   than the threshold is quarantined, since it may have jumped recently; one behind is
+//!   reported.
+//!
+//! # What it cannot catch
+//! - A jump between two samples smaller than `threshold + rate × time between them`: with rare
+//!   acquires the samples are far apart, and a slow slew looks like drift.
+//! - A jump on a node this client has not sampled since (it only samples on acquire), seen only
+//!   on the next acquire: a lock acquired by *another* client in between was voted for by that
+//!   client's own guard, not ours.
+//! - A node whose clock jumped before this client connected and that agrees with a majority of
+//!   the others (several nodes jumped together), or a node that was always ahead by a constant
+//!   amount (it is quarantined at each client's start though harmless).
+//! - Clock *rate* errors beyond `drift_factor`: those are the drift allowance's business.
+//! - A node that loses keys for other reasons (restart without persistence: `restart_grace`;
+//!   eviction: the server probe warns; failover to a replica: the probe warns).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::error::NodeProblem;
+
+/// Default clock-guard threshold: the largest step of a node's clock tolerated between two
+/// samples, beyond the rate difference `drift_factor` allows.
+pub const DEFAULT_CLOCK_JUMP: Duration = Duration::from_millis(50);
+/// Default time a node whose clock jumped forward is kept out of acquire quorums.
+pub const DEFAULT_CLOCK_QUARANTINE: Duration = Duration::from_secs(60);
+
+/// The guard's thresholds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Limits {
+    /// A step larger than this (beyond `rate × elapsed`) is a jump.
+    pub threshold: Duration,
+    /// Rate difference allowed between the node's clock and our monotonic clock (the client's
+    /// `drift_factor`).
+    pub rate: f64,
+    /// How long a node whose clock jumped forward stays out of acquire quorums.
+    pub quarantine: Duration,
+}
+
+/// One reading of a node's `TIME`, with when we sent and got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sample {
+    /// The node's wall clock, since the Unix epoch.
+    pub node: Duration,
+    /// When the pipeline carrying `TIME` was sent.
+    pub sent: Instant,
+    /// When `TIME`'s reply had been read.
+    pub received: Instant,
+    /// Our wall clock at `received`, since the Unix epoch.
+    pub wall: Duration,
+    /// Time this host spent suspended so far (`CLOCK_BOOTTIME − CLOCK_MONOTONIC`), where known.
+    pub suspended: Option<Duration>,
+}
+
+impl Sample {
+    /// The node's clock minus ours, in microseconds, taking the node's reading as made halfway
+    /// through the round trip; and the error of that (half the round trip).
+    pub(crate) fn offset(&self) -> Offset {
+        let rtt = self.received.saturating_duration_since(self.sent);
+        let wall_mid = self.wall.saturating_sub(rtt / 2);
+        Offset {
+            micros: signed_micros(self.node) - signed_micros(wall_mid),
+            error: (rtt / 2).as_micros() as i64 + 1,
+        }
+    }
+}
+
+/// A node's clock offset from ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Offset {
+    /// Node minus us, µs.
+    pub micros: i64,
+    /// Uncertainty, µs.
+    pub error: i64,
+}
+
+/// What a new sample says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Observation {
+    /// The node's clock stepped forward by at least this beyond what we allow.
+    pub forward: Option<Duration>,
+    /// The node's clock stepped back by at least this.
+    pub backward: Option<Duration>,
+    /// Our own host was suspended this long since the previous sample (our monotonic clock
+    /// stood still).
+    pub host_suspended: Option<Duration>,
+}
+
+/// A worker's clock-jump detector: its previous sample.
+#[derive(Debug, Default)]
+pub(crate) struct Detector {
+    last: Option<Sample>,
+}
+
+fn signed_micros(d: Duration) -> i64 {
+    d.as_micros().min(i64::MAX as u128) as i64
+}
+
+fn micros(d: Duration) -> i64 {
+    signed_micros(d)
+}
+
+fn duration(micros: i64) -> Duration {
+    Duration::from_micros(micros.max(0) as u64)
+}
+
+impl Detector {
+    /// Whether a sample has been taken yet (a new worker has none: see [`cross_check`]).
+    pub(crate) fn has_sample(&self) -> bool {
+        self.last.is_some()
+    }
+
+    /// Compares `s` with the previous sample and keeps it as the next one's base.
+    pub(crate) fn observe(&mut self, s: Sample, limits: &Limits) -> Observation {
+        let Some(p) = self.last.replace(s) else {
+            return Observation::default();
+        };
+        if s.sent < p.received {
+            // Out of order (cannot happen with one worker per node): nothing to compare.
+            return Observation::default();
+        }
+        let mut seen = Observation::default();
+        let threshold = micros(limits.threshold);
+        // What our monotonic clock allows between the two readings, widened by a suspension of
+        // our host (during which `Instant` stood still but every wall clock ran on).
+        let suspended = match (p.suspended, s.suspended) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        let slept = suspended.map_or(0, micros);
+        let longest = micros(s.received - p.sent) + slept;
+        let shortest = micros(s.sent - p.received) + slept;
+        let high = longest + (longest as f64 * limits.rate).ceil() as i64 + threshold;
+        let low = shortest - (shortest as f64 * limits.rate).ceil() as i64 - threshold;
+        let moved = signed_micros(s.node) - signed_micros(p.node);
+        if suspended.is_some_and(|d| micros(d) > threshold) {
+            seen.host_suspended = suspended;
+        }
+        if moved > high {
+            let excess = moved - high + threshold;
+            // Without the kernel's suspend counter: if our own wall clock moved with the node's,
+            // it is our monotonic clock that stood still (a suspended host), not the node that
+            // jumped.
+            let wall = signed_micros(s.wall) - signed_micros(p.wall);
+            let ours_too = wall > high && (wall - moved).abs() <= threshold + (longest - shortest);
+            if suspended.is_none() && ours_too {
+                seen.host_suspended = Some(duration(wall - longest));
+            } else {
+                seen.forward = Some(duration(excess));
+            }
+        } else if moved < low {
+            seen.backward = Some(duration(low + threshold - moved));
+        }
+        seen
+    }
+}
+
+/// The connect-time cross-check: how far `mine` is ahead of the reference, the lower median of
+/// the other nodes' offsets and our own clock's (zero), when that is more than the threshold
+/// and both errors. Negative: behind by that much.
+pub(crate) fn cross_check(mine: Offset, others: &[Offset], threshold: Duration) -> Option<i64> {
+    let mut values: Vec<(i64, i64)> = others.iter().map(|o| (o.micros, o.error)).collect();
+    values.push((0, 0));
+    values.sort_unstable();
+    let (reference, error) = values[(values.len() - 1) / 2];
+    let skew = mine.micros - reference;
+    (skew.abs() > micros(threshold) + mine.error + error).then_some(skew)
+}
+
+/// What the workers of one client share about clocks: each node's offset at its last connect
+/// (for [`cross_check`]) and our host's suspensions.
+#[derive(Debug)]
+pub(crate) struct ClockBoard {
+    offsets: Mutex<Vec<Option<Offset>>>,
+    suspensions: AtomicU64,
+    /// When the last suspension was seen, to count one suspension once and not per node.
+    last_suspension: Mutex<Option<Instant>>,
+}
+
+impl ClockBoard {
+    pub(crate) fn new(nodes: usize) -> Self {
+        ClockBoard {
+            offsets: Mutex::new(vec![None; nodes]),
+            suspensions: AtomicU64::new(0),
+            last_suspension: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn post(&self, node: usize, offset: Offset) {
+        if let Ok(mut offsets) = self.offsets.lock()
+            && let Some(slot) = offsets.get_mut(node)
+        {
+            *slot = Some(offset);
+        }
+    }
+
+    /// The other nodes' offsets.
+    pub(crate) fn others(&self, node: usize) -> Vec<Offset> {
+        self.offsets.lock().map_or_else(
+            |_| Vec::new(),
+            |offsets| {
+                offsets
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != node)
+                    .filter_map(|(_, o)| *o)
+                    .collect()
+            },
+        )
+    }
+
+    /// A worker saw our host suspended for `gap` (our `Instant` stood still): the validity of
+    /// every lock this client holds is overstated by up to that much. Counted once per
+    /// suspension (the other workers see the same one within `gap`).
+    ///
+    /// HOOK FOR THE LEAD: held locks are not tracked per client yet; wire this to mark them
+    /// lost (e.g. a lock remembers [`suspensions`](ClockBoard::suspensions) at acquire and
+    /// `is_held`/`extend` report it lost once the count moved).
+    pub(crate) fn host_suspended(&self, gap: Duration, now: Instant) {
+        let Ok(mut last) = self.last_suspension.lock() else {
+            return;
+        };
+        if last.is_some_and(|t| now.saturating_duration_since(t) < gap.max(Duration::from_secs(1)))
+        {
+            return;
+        }
+        *last = Some(now);
+        self.suspensions.fetch_add(1, Ordering::Relaxed);
+        log::warn!(
+            "redlock: this host seems to have been suspended for {} ms (the nodes' clocks moved \
+             on, our monotonic clock did not): locks held across it may have expired on the \
+             nodes",
+            gap.as_millis()
+        );
+    }
+
+    /// Suspensions of our host seen so far.
+    #[allow(dead_code)] // for the lead's held-locks wiring
+    pub(crate) fn suspensions(&self) -> u64 {
+        self.suspensions.load(Ordering::Relaxed)
+    }
+}
+
+/// Time this host has spent suspended since boot, where the OS tells.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[allow(unsafe_code)]
+pub(crate) fn suspended_so_far() -> Option<Duration> {
+    let read = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+        let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+        (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    };
+    let boot = read(libc::CLOCK_BOOTTIME)?;
+    let mono = read(libc::CLOCK_MONOTONIC)?;
+    Some(boot.saturating_sub(mono))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn suspended_so_far() -> Option<Duration> {
+    None
+}
+
+/// `TIME` as one RESP command.
+pub(crate) const TIME_COMMAND: &[u8] = b"*1\r\n$4\r\nTIME\r\n";
+
+/// A `TIME` reply, with when the pipeline carrying it was sent and the reply read.
+pub(crate) struct TimeReading {
+    value: redis::Value,
+    sent: Instant,
+    received: Instant,
+    /// Our wall clock at `received`, since the Unix epoch.
+    wall: Duration,
+    suspended: Option<Duration>,
+}
+
+impl TimeReading {
+    /// Records `value` as read just now, from a pipeline sent at `sent`.
+    pub(crate) fn new(value: redis::Value, sent: Instant) -> Self {
+        TimeReading {
+            value,
+            sent,
+            received: Instant::now(),
+            wall: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default(),
+            suspended: suspended_so_far(),
+        }
+    }
+
+    /// The reply as time since the Unix epoch, if it is a `TIME` reply.
+    pub(crate) fn node_time(&self) -> Option<Duration> {
+        parse_time(&self.value)
+    }
+}
+
+/// The `TIME` reply (seconds and microseconds) as time since the Unix epoch.
+pub(crate) fn parse_time(value: &redis::Value) -> Option<Duration> {
+    use redis::Value;
+    let Value::Array(parts) = value else {
+        return None;
+    };
+    let number = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    match parts.as_slice() {
+        [secs, micros] => {
+            Some(Duration::from_secs(number(secs)?) + Duration::from_micros(number(micros)?))
+        }
+        _ => None,
+    }
+}
+
+/// What a worker's guard reports for `node_status()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The node is out of acquire quorums until then, for this reason.
+    Quarantined(Instant, String),
+    /// Something worth an operator's attention.
+    Warning(String),
+}
+
+/// One worker's clock guard: its detector, its part of the board, and its quarantine.
+pub(crate) struct Guard {
+    limits: Option<Limits>,
+    /// The node's `host:port`, for the log.
+    address: String,
+    index: usize,
+    board: Arc<ClockBoard>,
+    detector: Detector,
+    /// Whether the connection answers `TIME` (an ACL may deny it).
+    time_allowed: bool,
+    /// The node's clock offset at the last sample.
+    offset: Option<Offset>,
+    /// The next sample is the first of a connection: the other workers' cross-checks compare
+    /// with it.
+    post_due: bool,
+    /// The first sample ever still has to be compared with the other nodes' (at the first
+    /// acquire, by when they have connected too).
+    cross_check_due: bool,
+    /// Until then the node's acquire successes do not count, and the jump that caused it.
+    quarantine: Option<(Instant, Duration)>,
+}
+
+impl Guard {
+    /// `limits`: `None` when the guard is off.
+    pub(crate) fn new(
+        limits: Option<Limits>,
+        address: String,
+        index: usize,
+        board: Arc<ClockBoard>,
+    ) -> Self {
+        Guard {
+            limits,
+            address,
+            index,
+            board,
+            detector: Detector::default(),
+            time_allowed: false,
+            offset: None,
+            post_due: false,
+            cross_check_due: false,
+            quarantine: None,
+        }
+    }
+
+    pub(crate) fn is_on(&self) -> bool {
+        self.limits.is_some()
+    }
+
+    /// Whether a batch should carry `TIME`: the guard is on, the node answers it, and the
+    /// batch takes a lock.
+    pub(crate) fn wants_time(&self, has_acquire: bool) -> bool {
+        has_acquire && self.time_allowed && self.limits.is_some()
+    }
+
+    /// A new connection: whether it answers `TIME` (its first reading then follows).
+    pub(crate) fn connected(&mut self, time_allowed: bool) {
+        self.time_allowed = time_allowed;
+        self.post_due = true;
+    }
+
+    /// The node's clock minus ours at the last sample, in ms.
+    pub(crate) fn offset_ms(&self) -> Option<i64> {
+        self.offset.map(|o| o.micros / 1000)
+    }
+
+    /// Feeds one `TIME` reading to the detector and acts on what it says.
+    pub(crate) fn sample(&mut self, time: TimeReading, now: Instant) -> Vec<Event> {
+        let mut events = Vec::new();
+        let Some(limits) = self.limits else {
+            return events;
+        };
+        let Some(node) = time.node_time() else {
+            self.time_allowed = false;
+            events.push(self.warning(format!(
+                "TIME answered {:?}: the clock guard is off for this node until it reconnects",
+                time.value
+            )));
+            return events;
+        };
+        let sample = Sample {
+            node,
+            sent: time.sent,
+            received: time.received,
+            wall: time.wall,
+            suspended: time.suspended,
+        };
+        let first = !self.detector.has_sample();
+        let seen = self.detector.observe(sample, &limits);
+        let offset = sample.offset();
+        self.offset = Some(offset);
+        if std::mem::take(&mut self.post_due) {
+            self.board.post(self.index, offset);
+        }
+        if first {
+            self.cross_check_due = true;
+        }
+        if let Some(gap) = seen.host_suspended {
+            self.board.host_suspended(gap, now);
+        }
+        if let Some(jump) = seen.forward {
+            events.push(self.quarantine(
+                jump,
+                now,
+                format!(
+                    "its clock jumped forward by {} ms since the previous sample (lock keys on it \
+                     expired that much early)",
+                    jump.as_millis()
+                ),
+            ));
+        }
+        if let Some(back) = seen.backward {
+            events.push(self.warning(format!(
+                "its clock stepped back by {} ms: lock keys on it live that much longer than \
+                 asked",
+                back.as_millis()
+            )));
+        }
+        events
+    }
+
+    /// Before the votes of a batch are counted: at the first acquire, compares this node's
+    /// first clock offset with the other nodes' and ours, since a node ahead of them may have
+    /// jumped forward before this client could see it.
+    pub(crate) fn before_votes(&mut self, has_acquire: bool, now: Instant) -> Vec<Event> {
+        if !(self.cross_check_due && has_acquire) {
+            return Vec::new();
+        }
+        self.cross_check_due = false;
+        let (Some(limits), Some(mine)) = (self.limits, self.offset) else {
+            return Vec::new();
+        };
+        let others = self.board.others(self.index);
+        match cross_check(mine, &others, limits.threshold) {
+            Some(skew) if skew > 0 => vec![self.quarantine(
+                Duration::from_micros(skew as u64),
+                now,
+                format!(
+                    "at connect its clock was {} ms ahead of the other nodes' and ours: it may \
+                     have jumped forward",
+                    skew / 1000
+                ),
+            )],
+            Some(skew) => vec![self.warning(format!(
+                "at connect its clock was {} ms behind the other nodes' and ours",
+                -skew / 1000
+            ))],
+            None => Vec::new(),
+        }
+    }
+
+    /// Why the node's acquire successes do not count now, if they do not.
+    pub(crate) fn held_out(&self, now: Instant) -> Option<NodeProblem> {
+        let (until, jump) = self.quarantine?;
+        let remaining = until.saturating_duration_since(now);
+        (!remaining.is_zero()).then_some(NodeProblem::ClockJump { jump, remaining })
+    }
+
+    fn quarantine(&mut self, jump: Duration, now: Instant, why: String) -> Event {
+        let quarantine = self.limits.map_or(Duration::ZERO, |l| l.quarantine);
+        let until = now + quarantine;
+        self.quarantine = Some((until, jump));
+        let why = format!(
+            "{why}; not counted toward acquire quorums for {} ms (clock_quarantine)",
+            quarantine.as_millis()
+        );
+        log::warn!("redlock: node {}: {why}", self.address);
+        Event::Quarantined(until, why)
+    }
+
+    fn warning(&self, warning: String) -> Event {
+        log::warn!("redlock: node {}: {warning}", self.address);
+        Event::Warning(warning)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        threshold: Duration::from_millis(50),
+        rate: 0.01,
+        quarantine: Duration::from_secs(60),
+    };
+    const EPOCH: Duration = Duration::from_secs(1_700_000_000);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A sample sent at `at` ms after `t`, answered `rtt` ms later, the node reading `node` ms
+    /// after EPOCH and our wall clock `wall` ms after EPOCH.
+    fn sample(t: Instant, at: u64, rtt: u64, node: u64, wall: u64) -> Sample {
+        Sample {
+            node: EPOCH + ms(node),
+            sent: t + ms(at),
+            received: t + ms(at + rtt),
+            wall: EPOCH + ms(wall),
+            suspended: Some(Duration::ZERO),
+        }
+    }
+
+    #[test]
+    fn first_sample_says_nothing() {
+        let t = Instant::now();
+        let mut d = Detector::default();
+        assert!(!d.has_sample());
+        assert_eq!(
+            d.observe(sample(t, 0, 1, 0, 0), &LIMITS),
+            Observation::default()
+        );
+        assert!(d.has_sample());
+    }
+
+    #[test]
+    fn steady_clock_and_slow_round_trips_raise_nothing() {
+        let t = Instant::now();
+        let mut d = Detector::default();
+        d.observe(sample(t, 0, 1, 0, 0), &LIMITS);
+        // 10 s later; a 900 ms round trip whose node reading came at its very end.
+        assert_eq!(
+            d.observe(sample(t, 10_000, 900, 10_900, 10_900), &LIMITS),
+            Observation::default()
+        );
+        // ... or at its very start.
+        assert_eq!(
+            d.observe(sample(t, 20_000, 900, 20_000, 20_900), &LIMITS),
+            Observation::default()
+        );
+        // 1% drift over 100 s plus 40 ms of step: within the limits.
+        assert_eq!(
+            d.observe(sample(t, 120_000, 1, 121_040, 120_000), &LIMITS),
+            Observation::default()
+        );
+    }
+
+    #[test]
+    fn forward_jump_is_seen_with_its_size() {
+        let t = Instant::now();
+        let mut d = Detector::default();
+        d.observe(sample(t, 0, 2, 0, 0), &LIMITS);
+        let seen = d.observe(sample(t, 1_000, 2, 61_000, 1_000), &LIMITS);
+        let jump = seen.forward.expect("a forward jump");
+        // 60 s, less the round trips and the 1% rate allowance.
+        assert!(jump > ms(59_900) && jump <= ms(60_000), "{jump:?}");
+        assert_eq!(seen.backward, None);
+        assert_eq!(seen.host_suspended, None);
+        // The jumped clock is the new base: it steadies again.
+        assert_eq!(
+            d.observe(sample(t, 2_000, 2, 62_000, 2_000), &LIMITS),
+            Observation::default()
+        );
+    }
+
+    #[test]
+    fn just_over_the_threshold_is_a_jump_and_just_under_is_not() {
+        let t = Instant::now();
+        let mut d = Detector::default();
+        d.observe(sample(t, 0, 0, 0, 0), &LIMITS);
+        // 1 s elapsed allows 1 s + 10 ms (rate) + 50 ms.
+        assert_eq!(
+            d.observe(sample(t, 1_000, 0, 1_000 + 59, 1_000), &LIMITS),
+            Observation::default()
+        );
+        let mut d = Detector::default();
+        d.observe(sample(t, 0, 0, 0, 0), &LIMITS);
+        assert!(
+            d.observe(sample(t, 1_000, 0, 1_000 + 62, 1_000), &LIMITS)
+                .forward
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn backward_jump_is_reported_not_forward() {
+        let t = Instant::now();
+        let mut d = Detector::default();
+        d.observe(sample(t, 10_000, 1, 10_000, 10_000), &LIMITS);
+        let seen = d.observe(sample(t, 11_000, 1, 5_000, 11_000), &LIMITS);
+        assert_eq!(seen.forward, None);
+        let back = seen.backward.expect("a backward jump");
+        assert!(back >= ms(5_900) && back <= ms(6_000), "{back:?}");
+    }
+
+    #[test]
+    fn our_suspension_is_not_a_node_jump() {
+        let t = Instant::now();
+        // The kernel says we slept 30 s: the node's clock moving 30 s more is expected.
+        let mut d = Detector::default();
+        d.observe(sample(t, 0, 1, 0, 0), &LIMITS);
+        let mut s = sample(t, 1_000, 1, 31_000, 31_000);
+        s.suspended = Some(ms(30_000));
+        let seen = d.observe(s, &LIMITS);
+        assert_eq!(seen.forward, None);
+        assert_eq!(seen.host_suspended, Some(ms(30_000)));
+
+        // ... and a node that jumped further still is caught across our sleep.
+        let mut d = Detector::default();
+        d.observe(sample(t, 0, 1, 0, 0), &LIMITS);
+        let mut s = sample(t, 1_000, 1, 91_000, 31_000);
+        s.suspended = Some(ms(30_000));
+        let seen = d.observe(s, &LIMITS);
+        assert!(seen.forward.is_some_and(|j| j > ms(59_000)), "{seen:?}");
+
+        // Without the kernel's counter: our wall clock moved with the node's.
+        let mut d = Detector::default();
+        let mut a = sample(t, 0, 1, 0, 0);
+        a.suspended = None;
+        d.observe(a, &LIMITS);
+        let mut b = sample(t, 1_000, 1, 31_000, 31_000);
+        b.suspended = None;
+        let seen = d.observe(b, &LIMITS);
+        assert_eq!(seen.forward, None, "{seen:?}");
+        assert!(seen.host_suspended.is_some_and(|g| g > ms(29_900)));
+        // ... while a node that jumped alone is a jump.
+        let mut d = Detector::default();
+        d.observe(a, &LIMITS);
+        let mut b = sample(t, 1_000, 1, 31_000, 1_000);
+        b.suspended = None;
+        assert!(d.observe(b, &LIMITS).forward.is_some());
+    }
+
+    #[test]
+    fn cross_check_finds_the_node_ahead_of_the_others() {
+        let o = |ms: i64| Offset {
+            micros: ms * 1000,
+            error: 500,
+        };
+        let th = ms(50);
+        // Everyone agrees (also when our own clock is off by the same for all nodes).
+        assert_eq!(cross_check(o(3), &[o(1), o(-2)], th), None);
+        assert_eq!(cross_check(o(5_000), &[o(5_010), o(4_990)], th), None);
+        // One node 60 s ahead of the others and us.
+        let skew = cross_check(o(60_000), &[o(0), o(2)], th).expect("ahead");
+        assert!(skew > 59_000_000, "{skew}");
+        // One node behind: negative.
+        assert!(cross_check(o(-10_000), &[o(0), o(2)], th).is_some_and(|s| s < 0));
+        // Alone, only our clock to go by.
+        assert!(cross_check(o(60_000), &[], th).is_some());
+        assert_eq!(cross_check(o(10), &[], th), None);
+    }
+
+    #[test]
+    fn board_counts_one_suspension_once() {
+        let board = ClockBoard::new(3);
+        let now = Instant::now();
+        board.host_suspended(ms(30_000), now);
+        board.host_suspended(ms(30_000), now + ms(5));
+        assert_eq!(board.suspensions(), 1);
+        board.host_suspended(ms(10), now + ms(60_000));
+        assert_eq!(board.suspensions(), 2);
+        board.post(
+            0,
+            Offset {
+                micros: 1,
+                error: 1,
+            },
+        );
+        board.post(
+            2,
+            Offset {
+                micros: 2,
+                error: 1,
+            },
+        );
+        assert_eq!(board.others(0).len(), 1);
+        assert_eq!(board.others(1).len(), 2);
+    }
+
+    #[test]
+    fn offset_takes_the_middle_of_the_round_trip() {
+        let t = Instant::now();
+        let s = Sample {
+            node: EPOCH + ms(1_005),
+            sent: t,
+            received: t + ms(10),
+            wall: EPOCH + ms(10),
+            suspended: None,
+        };
+        let o = s.offset();
+        assert_eq!(o.micros, 1_000_000);
+        assert_eq!(o.error, 5_001);
+    }
+
+    #[test]
+    fn parses_time() {
+        use redis::Value;
+        let v = Value::Array(vec![
+            Value::BulkString(b"1700000000".to_vec()),
+            Value::BulkString(b"250000".to_vec()),
+        ]);
+        assert_eq!(
+            parse_time(&v),
+            Some(Duration::from_millis(1_700_000_000_250))
+        );
+        assert_eq!(parse_time(&Value::Nil), None);
+        assert_eq!(parse_time(&Value::Array(vec![Value::Int(1)])), None);
+        let mut buf = Vec::new();
+        redis::cmd("TIME").write_packed_command(&mut buf);
+        assert_eq!(buf, TIME_COMMAND);
+    }
+
+    #[test]
+    fn guard_quarantines_on_a_forward_jump_and_cross_checks_once() {
+        use redis::Value;
+        let time = |at: Duration| {
+            Value::Array(vec![
+                Value::BulkString(at.as_secs().to_string().into_bytes()),
+                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
+            ])
+        };
+        let now_secs = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap();
+        let board = Arc::new(ClockBoard::new(2));
+        let mut g = Guard::new(Some(LIMITS), "n:1".into(), 0, Arc::clone(&board));
+        assert!(!g.wants_time(true), "not before a connection answered TIME");
+        g.connected(true);
+        assert!(g.wants_time(true) && !g.wants_time(false));
+        let t = Instant::now();
+        let events = g.sample(TimeReading::new(time(now_secs), t), t);
+        assert_eq!(events, vec![]);
+        assert!(g.offset_ms().is_some_and(|o| o.abs() < 1000));
+        // Alone on the board with our clock agreeing: the cross-check finds nothing, once.
+        assert_eq!(g.before_votes(false, t), vec![]);
+        assert_eq!(g.before_votes(true, t), vec![]);
+        assert!(!g.cross_check_due);
+        // 120 s more on the node than on our clock: quarantined.
+        let t = Instant::now();
+        let events = g.sample(
+            TimeReading::new(time(now_secs + Duration::from_secs(120)), t),
+            t,
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Quarantined(_, why) if why.contains("jumped forward"))),
+            "{events:?}"
+        );
+        match g.held_out(t) {
+            Some(NodeProblem::ClockJump { jump, remaining }) => {
+                assert!(jump > Duration::from_secs(100));
+                assert_eq!(remaining, LIMITS.quarantine);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(g.held_out(t + LIMITS.quarantine), None);
+        // A reply that is not TIME's turns the guard off for the connection.
+        let events = g.sample(TimeReading::new(Value::Nil, t), t);
+        assert!(matches!(events[..], [Event::Warning(_)]));
+        assert!(!g.wants_time(true));
+        // Off: nothing.
+        let mut off = Guard::new(None, "n:1".into(), 1, board);
+        off.connected(true);
+        assert!(!off.wants_time(true) && !off.is_on());
+        assert_eq!(off.sample(TimeReading::new(time(now_secs), t), t), vec![]);
+    }
+}

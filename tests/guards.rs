@@ -1,0 +1,558 @@
+//! Guards against nodes that silently lose locks (issue 18), on real servers:
+//!
+//! - the server probe: replicas and Cluster-mode nodes are refused before any script runs; a
+//!   master with replicas and an evicting `maxmemory-policy` are warned about (and refused with
+//!   `strict_servers`); persistence shows in `node_status()`; a user whose ACL denies `CONFIG`
+//!   or `TIME` still locks;
+//! - the clock guard: a node whose wall clock jumps forward (moved at run time by our
+//!   `LD_PRELOAD` shim, `tests/support/clockshift.c`) is kept out of acquire quorums, so a
+//!   second client cannot take a lock the first still holds on a bare majority, which it does
+//!   without the guard.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use redlock::{Error, NodeProblem, NodeStatus, Redlock};
+use support::{NODE_TIMEOUT, RedisNode, assert_no_worker_panicked, eventually, watch_workers};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn address(node: &RedisNode) -> String {
+    format!("127.0.0.1:{}", node.port)
+}
+
+fn builder(urls: &[String]) -> redlock::Builder {
+    Redlock::builder()
+        .nodes(urls)
+        .node_timeout(NODE_TIMEOUT)
+        .retry_count(0)
+}
+
+fn client(urls: &[String]) -> Redlock {
+    builder(urls).build().expect("build client")
+}
+
+fn status(rl: &Redlock, node: &RedisNode) -> NodeStatus {
+    let addr = address(node);
+    rl.node_status()
+        .into_iter()
+        .find(|s| s.address == addr)
+        .expect("the node is in the status")
+}
+
+/// The problem the failed call reports for `node`.
+fn problem_at(err: &Error, node: &RedisNode) -> NodeProblem {
+    let report = match err {
+        Error::NoQuorum { report, .. } | Error::NotAcquired { report, .. } => report,
+        other => panic!("expected a quorum error, got {other:?}"),
+    };
+    let addr = address(node);
+    report
+        .failures
+        .iter()
+        .find(|f| f.node == addr)
+        .map(|f| f.problem.clone())
+        .unwrap_or_else(|| panic!("{addr} is not among the failures: {err}"))
+}
+
+fn unavailable_reason(err: &Error, node: &RedisNode) -> String {
+    match problem_at(err, node) {
+        NodeProblem::Unavailable(why) => why,
+        other => panic!("expected the node to be refused, got {other:?}: {err}"),
+    }
+}
+
+fn info(node: &RedisNode, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(&mut node.conn())
+        .expect("INFO")
+}
+
+fn start_replica_of(master: &RedisNode) -> RedisNode {
+    let replica = RedisNode::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            info(&replica, "replication").contains("master_link_status:up")
+                && info(master, "replication").contains("connected_slaves:1")
+        }),
+        "the replica connected to its master"
+    );
+    replica
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server probe
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn replica_is_refused_before_any_script_runs() {
+    watch_workers();
+    let master = RedisNode::start();
+    let replica = start_replica_of(&master);
+    let rl = client(&[replica.url()]);
+    let err = rl.try_lock("probe:replica", TTL).unwrap_err();
+    let why = unavailable_reason(&err, &replica);
+    assert!(
+        why.contains("replica")
+            && why.contains("role:slave")
+            && why.contains(&master.port.to_string()),
+        "says it is a replica, and of which master: {err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains(&address(&replica)), "names the node: {text}");
+    let s = status(&rl, &replica);
+    assert!(!s.connected);
+    assert!(
+        s.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("replica")),
+        "{s:?}"
+    );
+    // Refused before any script was loaded on it.
+    assert!(
+        !info(&replica, "commandstats").contains("cmdstat_script"),
+        "no SCRIPT LOAD reached the replica"
+    );
+    drop(rl);
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn master_with_a_replica_is_warned_about_and_refused_when_strict() {
+    watch_workers();
+    let master = RedisNode::start();
+    let _replica = start_replica_of(&master);
+    let rl = client(&[master.url()]);
+    rl.try_lock("probe:master", TTL)
+        .expect("a master with a replica is usable")
+        .release()
+        .expect("release");
+    let s = status(&rl, &master);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("1 connected replica") && w.contains("failover")),
+        "{s:?}"
+    );
+
+    let strict = builder(&[master.url()])
+        .strict_servers(true)
+        .build()
+        .unwrap();
+    let err = strict.try_lock("probe:master", TTL).unwrap_err();
+    let why = unavailable_reason(&err, &master);
+    assert!(
+        why.contains("connected replica") && why.contains("strict_servers"),
+        "{err}"
+    );
+    assert_eq!(master.get("probe:master"), None, "nothing left locked");
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn evicting_maxmemory_policies_are_warned_about() {
+    watch_workers();
+    let allkeys =
+        RedisNode::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]);
+    let volatile =
+        RedisNode::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "volatile-ttl"]);
+    // A policy without a limit never evicts; a limit with noeviction refuses writes instead.
+    let unlimited = RedisNode::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let noeviction =
+        RedisNode::start_with(&["--maxmemory", "100mb", "--maxmemory-policy", "noeviction"]);
+    let nodes = [&allkeys, &volatile, &unlimited, &noeviction];
+    let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
+    let rl = client(&urls);
+    rl.try_lock("probe:evict", TTL)
+        .expect("warnings do not refuse")
+        .release()
+        .expect("release");
+
+    let w = status(&rl, &allkeys).warnings;
+    assert!(
+        w.iter().any(|w| w.contains("allkeys-lru")
+            && w.contains("evicted")
+            && w.contains("fence counters")),
+        "{w:?}"
+    );
+    let w = status(&rl, &volatile).warnings;
+    assert!(
+        w.iter()
+            .any(|w| w.contains("volatile-ttl") && w.contains("evicted") && !w.contains("fence")),
+        "{w:?}"
+    );
+    assert_eq!(status(&rl, &unlimited).warnings, Vec::<String>::new());
+    assert_eq!(status(&rl, &noeviction).warnings, Vec::<String>::new());
+
+    let strict = builder(&[allkeys.url()])
+        .strict_servers(true)
+        .build()
+        .unwrap();
+    let err = strict.try_lock("probe:evict", TTL).unwrap_err();
+    assert!(
+        unavailable_reason(&err, &allkeys).contains("allkeys-lru"),
+        "{err}"
+    );
+    // A strict client accepts a node with nothing to warn about.
+    let strict = builder(&[noeviction.url()])
+        .strict_servers(true)
+        .build()
+        .unwrap();
+    strict
+        .try_lock("probe:evict", TTL)
+        .expect("nothing to warn about")
+        .release()
+        .unwrap();
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn persistence_is_shown_in_node_status() {
+    watch_workers();
+    let aof = RedisNode::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let rdb = RedisNode::start_with(&["--save", "3600 1 60 1000"]);
+    let none = RedisNode::start();
+    let rl = client(&[aof.url(), rdb.url(), none.url()]);
+    assert_eq!(
+        status(&rl, &aof).persistence.as_deref(),
+        Some("AOF (appendfsync always), no RDB snapshots")
+    );
+    assert_eq!(
+        status(&rl, &rdb).persistence.as_deref(),
+        Some("no AOF, RDB (save 3600 1 60 1000)")
+    );
+    assert_eq!(
+        status(&rl, &none).persistence.as_deref(),
+        Some("no AOF, no RDB snapshots")
+    );
+    let s = status(&rl, &none);
+    assert!(
+        s.server_version.as_deref().is_some_and(|v| !v.is_empty()),
+        "{s:?}"
+    );
+    assert!(s.warnings.is_empty(), "{s:?}");
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn cluster_mode_node_is_refused() {
+    watch_workers();
+    let node = RedisNode::start_with(&["--cluster-enabled", "yes"]);
+    let rl = client(&[node.url()]);
+    let err = rl.try_lock("probe:cluster", TTL).unwrap_err();
+    let why = unavailable_reason(&err, &node);
+    assert!(
+        why.contains("Cluster mode") && why.contains("standalone"),
+        "{err}"
+    );
+    assert_no_worker_panicked();
+}
+
+/// The README's least-privilege `ACL SETUSER` line, split into arguments.
+fn documented_acl() -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let line = readme
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("ACL SETUSER "))
+        .expect("the README documents an `ACL SETUSER` line");
+    line.split_whitespace().skip(2).map(str::to_owned).collect()
+}
+
+fn acl_user_url(node: &RedisNode, without: &str) -> String {
+    let acl = documented_acl();
+    assert!(
+        acl.iter().any(|a| a == without),
+        "the documented ACL allows {without}"
+    );
+    let mut rules: Vec<String> = acl.iter().filter(|a| *a != without).cloned().collect();
+    rules.insert(1, "reset".to_owned());
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&rules)
+        .query(&mut node.conn())
+        .expect("ACL SETUSER");
+    let password = acl
+        .iter()
+        .find_map(|a| a.strip_prefix('>'))
+        .expect("a password");
+    format!("redis://{}:{password}@127.0.0.1:{}", acl[0], node.port)
+}
+
+#[test]
+fn acl_user_without_config_or_time_still_locks() {
+    watch_workers();
+    let node = RedisNode::start();
+
+    let url = acl_user_url(&node, "+config|get");
+    let rl = client(std::slice::from_ref(&url));
+    rl.try_lock("lock:acl", TTL)
+        .expect("CONFIG is not needed to lock")
+        .release()
+        .unwrap();
+    let s = status(&rl, &node);
+    // INFO persistence still tells AOF; the RDB save points need CONFIG GET.
+    assert_eq!(
+        s.persistence.as_deref(),
+        Some("no AOF, RDB unknown (CONFIG GET denied)")
+    );
+    assert!(s.warnings.is_empty(), "{s:?}");
+    drop(rl);
+
+    let url = acl_user_url(&node, "+time");
+    let rl = client(std::slice::from_ref(&url));
+    rl.try_lock("lock:acl", TTL)
+        .expect("TIME is not needed to lock")
+        .release()
+        .unwrap();
+    let s = status(&rl, &node);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("TIME failed") && w.contains("clock guard is off")),
+        "{s:?}"
+    );
+    assert_eq!(s.clock_offset_ms, None);
+    let strict = builder(std::slice::from_ref(&url))
+        .strict_servers(true)
+        .build()
+        .unwrap();
+    let err = strict.try_lock("lock:acl", TTL).unwrap_err();
+    assert!(unavailable_reason(&err, &node).contains("+time"), "{err}");
+    // With the guard off, TIME is not asked for: nothing to warn about.
+    let off = builder(std::slice::from_ref(&url))
+        .clock_guard(false)
+        .strict_servers(true)
+        .build()
+        .unwrap();
+    off.try_lock("lock:acl", TTL)
+        .expect("no guard, no TIME")
+        .release()
+        .unwrap();
+    assert_no_worker_panicked();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The clock guard
+// ---------------------------------------------------------------------------------------------
+
+/// Builds the clock shim into `dir` with the system's C compiler.
+fn build_shim(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/clockshift.c");
+    let out = dir.join("clockshift.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let status = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
+    assert!(status.success(), "building {} failed", source.display());
+    out
+}
+
+/// A node whose wall clock runs `offset_ms` (rewritten at run time) ahead of the real one.
+struct ShiftedNode {
+    node: RedisNode,
+    offset_file: PathBuf,
+    dir: PathBuf,
+}
+
+impl ShiftedNode {
+    fn start() -> ShiftedNode {
+        let dir = std::env::temp_dir().join(format!("redlock-clockshift-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let shim = build_shim(&dir);
+        let offset_file = dir.join("offset_ms");
+        std::fs::write(&offset_file, "0").unwrap();
+        let node = RedisNode::start_with_env(
+            &[],
+            &[
+                ("LD_PRELOAD", shim.to_str().unwrap()),
+                ("CLOCKSHIFT_FILE", offset_file.to_str().unwrap()),
+            ],
+        );
+        ShiftedNode {
+            node,
+            offset_file,
+            dir,
+        }
+    }
+
+    fn time(&self) -> Duration {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME")
+            .query(&mut self.node.conn())
+            .expect("TIME");
+        Duration::from_secs(secs) + Duration::from_micros(micros)
+    }
+
+    /// Moves the node's clock to `offset` ahead of the real one, and waits until it shows.
+    fn shift(&self, offset: Duration) {
+        std::fs::write(&self.offset_file, offset.as_millis().to_string()).unwrap();
+        let expected = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                + offset
+        };
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                let (t, e) = (self.time(), expected());
+                t.max(e) - t.min(e) < Duration::from_secs(1)
+            }),
+            "the node's clock moved"
+        );
+    }
+}
+
+impl Drop for ShiftedNode {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The seed's delayed-restart hole through a clock: A holds a lock on a bare majority {X, Y};
+/// X's clock jumps forward past the TTL, so A's key there expires early. Without the guard a
+/// second client then gets the lock on {X, Z} while A's is still valid; with the guard X's yes
+/// does not count and it does not. A client that connects after the jump catches it by
+/// comparing X's clock with the others' at connect.
+#[test]
+fn node_whose_clock_jumps_forward_is_kept_out_of_acquire_quorums() {
+    watch_workers();
+    let x = ShiftedNode::start();
+    let y = RedisNode::start();
+    let z = RedisNode::start();
+    let urls = vec![x.node.url(), y.url(), z.url()];
+    let quarantine = Duration::from_secs(30);
+    let a = builder(&urls).clock_guard(false).build().unwrap();
+    let unguarded = builder(&urls).clock_guard(false).build().unwrap();
+    let guarded = builder(&urls).clock_quarantine(quarantine).build().unwrap();
+    // The guarded client samples the clocks in an acquire before the jump: all is well then.
+    guarded
+        .try_lock("clock:warmup", TTL)
+        .expect("no jump yet")
+        .release()
+        .unwrap();
+    for s in guarded.node_status() {
+        assert_eq!(s.quarantine_remaining, None, "{s:?}");
+        assert!(s.clock_offset_ms.is_some_and(|o| o.abs() < 1000), "{s:?}");
+    }
+
+    // A holds the lock on X and Y only (Z's key removed behind its back).
+    let key = "clock:res";
+    let held = a.try_lock(key, TTL).expect("A locks");
+    let token = held.token().to_owned();
+    assert!(eventually(Duration::from_secs(5), || z.get(key).as_deref()
+        == Some(&token)));
+    z.del(key);
+    assert_eq!(x.node.get(key).as_deref(), Some(token.as_str()));
+    assert_eq!(y.get(key).as_deref(), Some(token.as_str()));
+
+    // X's clock jumps 30 s forward: A's key there expires at once, though A's lock is valid.
+    x.shift(Duration::from_secs(30));
+    assert!(
+        eventually(Duration::from_secs(5), || x.node.get(key).is_none()),
+        "the jump expired A's key on X"
+    );
+    assert!(held.validity() > Duration::from_secs(3), "A still holds it");
+
+    // Without the guard: a second holder (this is the hole the guard closes).
+    let stolen = unguarded
+        .try_lock(key, TTL)
+        .expect("without the guard, the jumped node's yes completes a quorum");
+    assert!(held.validity() > Duration::ZERO, "two holders at once");
+    stolen.release().expect("release the second holder");
+
+    // With the guard: X's yes does not count, Y refuses, Z alone is no quorum.
+    let err = guarded
+        .try_lock(key, TTL)
+        .expect_err("the guard keeps the jumped node out");
+    match problem_at(&err, &x.node) {
+        NodeProblem::ClockJump { jump, remaining } => {
+            assert!(jump > Duration::from_secs(25), "{jump:?}");
+            assert!(remaining > Duration::ZERO && remaining <= quarantine);
+        }
+        other => panic!("expected a clock jump on X, got {other:?}: {err}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains(&address(&x.node))
+            && text.contains("clock jumped forward")
+            && text.contains("clock_quarantine"),
+        "names the node, the reason and for how long: {text}"
+    );
+    let s = status(&guarded, &x.node);
+    assert!(s.quarantine_remaining.is_some(), "{s:?}");
+    assert!(
+        s.quarantine_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("jumped forward")),
+        "{s:?}"
+    );
+    assert!(s.clock_offset_ms.is_some_and(|o| o > 25_000), "{s:?}");
+    for other in [&y, &z] {
+        assert_eq!(status(&guarded, other).quarantine_remaining, None);
+    }
+    assert!(held.validity() > Duration::ZERO, "A held it all along");
+
+    // A client that connects after the jump has no earlier sample: it compares clocks.
+    let late = builder(&urls).clock_quarantine(quarantine).build().unwrap();
+    let err = late
+        .try_lock(key, TTL)
+        .expect_err("the late client keeps X out too");
+    assert!(
+        matches!(problem_at(&err, &x.node), NodeProblem::ClockJump { .. }),
+        "{err}"
+    );
+    let reason = status(&late, &x.node).quarantine_reason.unwrap_or_default();
+    assert!(reason.contains("ahead of the other nodes"), "{reason}");
+
+    // Other resources still lock on Y and Z; X's clock stepping back is reported.
+    x.shift(Duration::ZERO);
+    guarded
+        .try_lock("clock:other", TTL)
+        .expect("Y and Z are a quorum")
+        .release()
+        .unwrap();
+    let s = status(&guarded, &x.node);
+    assert!(
+        s.warnings.iter().any(|w| w.contains("stepped back")),
+        "{s:?}"
+    );
+    drop(held);
+    assert_no_worker_panicked();
+}
+
+#[test]
+fn clock_settings_are_validated() {
+    let url = "redis://127.0.0.1:1";
+    let err = Redlock::builder()
+        .node(url)
+        .clock_quarantine(Duration::ZERO)
+        .build()
+        .expect_err("a zero quarantine with the guard on is refused");
+    assert!(
+        matches!(err, Error::InvalidArgument { .. })
+            && err.to_string().contains("clock_quarantine"),
+        "{err}"
+    );
+    let err = Redlock::builder()
+        .node(url)
+        .clock_jump_threshold(Duration::from_secs(11 * 365 * 24 * 3600))
+        .build()
+        .expect_err("a huge threshold is refused");
+    assert!(err.to_string().contains("clock_jump_threshold"), "{err}");
+    // Off, the quarantine does not matter.
+    Redlock::builder()
+        .node(url)
+        .clock_quarantine(Duration::ZERO)
+        .clock_guard(false)
+        .build()
+        .expect("guard off");
+    assert_eq!(redlock::DEFAULT_CLOCK_JUMP, Duration::from_millis(50));
+    assert_eq!(redlock::DEFAULT_CLOCK_QUARANTINE, Duration::from_secs(60));
+}
