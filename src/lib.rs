@@ -94,6 +94,7 @@ pub use config::{
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 pub use kinds::many::MAX_RESOURCES;
+pub use kinds::semaphore::MAX_PERMITS;
 pub use lock::Lock;
 pub use node::NodeStatus;
 pub use options::LockOptions;

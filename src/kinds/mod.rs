@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::engine::{Engine, Outcome};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::quorum::Vote;
 use crate::token::new_token;
 use crate::wire::{Command, Keys, Reply, Script};
@@ -21,9 +21,11 @@ pub(crate) mod fenced;
 pub(crate) mod many;
 pub(crate) mod plain;
 pub(crate) mod reentrant;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
 
 /// Every script of every kind, loaded on each connection.
-pub(crate) static SCRIPTS: [&Script; 11] = [
+pub(crate) static SCRIPTS: [&Script; 16] = [
     &plain::RELEASE,
     &plain::EXTEND,
     &fenced::ACQUIRE,
@@ -34,6 +36,11 @@ pub(crate) static SCRIPTS: [&Script; 11] = [
     &many::ACQUIRE,
     &many::EXTEND,
     &many::RELEASE,
+    &rwlock::READ_ACQUIRE,
+    &rwlock::READ_EXTEND,
+    &rwlock::READ_RELEASE,
+    &semaphore::ACQUIRE,
+    &semaphore::EXTEND,
     &REMAINING,
 ];
 
@@ -67,6 +74,26 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
 
     /// The release command of this kind, announced with `nonce` (empty: not announced).
     fn release_command(&self, nonce: Arc<str>) -> Command;
+
+    /// For a kind that picks what each attempt takes (a semaphore's slots): the kinds one
+    /// attempt tries in turn, each a full quorum attempt, until one is granted; the attempt is
+    /// refused only when all of them refused. `None` (most kinds): the kind itself.
+    fn candidates(&self) -> Option<Vec<Box<dyn Kind>>> {
+        None
+    }
+
+    /// An error that ends the acquisition at once, read from a failed attempt (a semaphore
+    /// whose nodes store another number of permits); `None`: retry as patience allows.
+    fn conflict(&self, attempt: &Outcome) -> Option<Error> {
+        let _ = attempt;
+        None
+    }
+
+    /// Whether all waiters of this kind can get in after one release (readers): they then wake
+    /// on every announced release, instead of one waiter per release per client.
+    fn shared(&self) -> bool {
+        false
+    }
 }
 
 /// What [`Kind::grant`] came to.
@@ -114,6 +141,11 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
 
     /// The resources, when the lock holds several.
     fn resources(&self) -> Option<&[Arc<str>]> {
+        None
+    }
+
+    /// Which of a semaphore's permits (its slot) the lock holds.
+    fn permit(&self) -> Option<u32> {
         None
     }
 }
