@@ -253,8 +253,8 @@ fn a_writer_release_wakes_every_waiting_reader() {
                     )
                     .expect("read lock");
                 let at = Instant::now();
-                // Held until every reader is in: they must be in together.
-                std::thread::sleep(Duration::from_millis(500));
+                // Held long: a reader woken only by another's release would come 3 s late.
+                std::thread::sleep(Duration::from_millis(3000));
                 lock.release().unwrap();
                 at
             })
@@ -276,7 +276,7 @@ fn a_writer_release_wakes_every_waiting_reader() {
     for r in readers {
         let at = r.join().expect("reader");
         assert!(
-            at.duration_since(released) < Duration::from_secs(5),
+            at.duration_since(released) < Duration::from_millis(2500),
             "a reader waited {:?} after the writer's release: it was not woken",
             at.duration_since(released)
         );
