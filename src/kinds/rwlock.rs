@@ -183,8 +183,11 @@ pub(crate) enum Mode {
     Write,
 }
 
+/// A resource as held by one thread.
+type Holder = (Arc<str>, ThreadId);
+
 /// Locks of this kind held by each thread, by resource: what the self-deadlock check reads.
-type Holdings = HashMap<(Arc<str>, ThreadId), Vec<(u64, Mode)>>;
+type Holdings = HashMap<Holder, Vec<(u64, Mode)>>;
 
 fn holdings() -> &'static Mutex<Holdings> {
     static HOLDINGS: OnceLock<Mutex<Holdings>> = OnceLock::new();
@@ -293,7 +296,7 @@ impl Kind for ReadWrite {
 #[derive(Debug)]
 struct HeldReadWrite {
     mode: Mode,
-    holding: Mutex<Option<((Arc<str>, ThreadId), u64)>>,
+    holding: Mutex<Option<(Holder, u64)>>,
 }
 
 impl HeldReadWrite {
