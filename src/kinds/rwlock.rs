@@ -73,7 +73,7 @@
 //! A read lock is not upgraded to a write lock (two readers upgrading at once would wait for
 //! each other forever). A thread that holds a read or write lock of this kind on a resource
 //! and asks for the write lock on it, or holds the write lock and asks for a read lock, gets
-//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) at once instead of waiting for
+//! [`Error::InvalidArgument`] at once instead of waiting for
 //! itself. "Holds" is per thread of this process (like `std::sync::RwLock`), for locks taken
 //! with [`read`](crate::LockRequest::read) or [`write`](crate::LockRequest::write) through any
 //! client, from acquisition until release or drop (a lost lock still counts until then); locks
@@ -123,7 +123,7 @@ end
 }
 
 /// Read acquire: where the key is absent or a set of readers, prunes it and adds our entry
-/// scored now + ARGV[2] ms; any other value (a writer's string, a reentrant hash): 0.
+/// scored now + `ARGV[2]` ms; any other value (a writer's string, a reentrant hash): 0.
 pub(crate) static READ_ACQUIRE: Script = Script::new(concat!(
     readers_fns!(),
     r#"local t = redis.call("type", KEYS[1]).ok
@@ -136,7 +136,7 @@ expire_at_last(KEYS[1])
 return 1"#
 ));
 
-/// Read extend: prunes, and only if our entry is still live sets it to now + ARGV[2] ms. An
+/// Read extend: prunes, and only if our entry is still live sets it to now + `ARGV[2]` ms. An
 /// entry that expired is never revived.
 pub(crate) static READ_EXTEND: Script = Script::new(concat!(
     readers_fns!(),
@@ -153,7 +153,7 @@ return 1"#
 ));
 
 /// Read release: prunes and removes our entry (1 if it was live, else 0). When no reader is
-/// left the key goes and, unless the nonce (ARGV[2]) is empty (an undo), that is announced.
+/// left the key goes and, unless the nonce (`ARGV[2]`) is empty (an undo), that is announced.
 pub(crate) static READ_RELEASE: Script = Script::new(concat!(
     readers_fns!(),
     r#"if redis.call("type", KEYS[1]).ok ~= "zset" then

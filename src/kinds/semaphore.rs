@@ -72,7 +72,7 @@ pub const MAX_PERMITS: u32 = 1024;
 /// The prefix of the error a slot script replies with when the stored L differs.
 const MISMATCH: &str = "REDLOCK_PERMITS";
 
-/// Slot acquire (KEYS: the slot, the stored L; ARGV[3]: the request's L): fails with an error
+/// Slot acquire (KEYS: the slot, the stored L; `ARGV[3]`: the request's L): fails with an error
 /// naming the stored L when it differs, else `SET NX PX` of the slot and, if that succeeded,
 /// the stored L set or kept alive at least as long as the slot.
 pub(crate) static ACQUIRE: Script = Script::new(
@@ -91,7 +91,7 @@ end
 return 1"#,
 );
 
-/// Slot extend: while the slot holds our token, sets its TTL and keeps the stored L (ARGV[3])
+/// Slot extend: while the slot holds our token, sets its TTL and keeps the stored L (`ARGV[3]`)
 /// alive at least as long.
 pub(crate) static EXTEND: Script = Script::new(concat!(
     owned_fn!(),
