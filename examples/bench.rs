@@ -18,6 +18,9 @@
 //! - `clock-guard-on-vs-off`: N = 5, 1000 sequential `try_lock` + `release` cycles with the
 //!   clock guard on (the default: `TIME` in each acquire's pipeline) interleaved with 1000 with
 //!   it off, as a difference of medians.
+//! - `rw-sem-vs-plain`: N = 5, 500 rounds, each one uncontended plain `try_lock` + `release`,
+//!   one read lock and one semaphore permit (L = 4, all free) acquired once and released,
+//!   interleaved: medians side by side.
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 
@@ -308,6 +311,38 @@ fn main() {
          \"on_p50_us\":{on_p50:.1},\"extra_p50_us\":{:.1},\"ratio\":{:.2}}}",
         on_p50 - off_p50,
         on_p50 / off_p50
+    );
+
+    // Read lock and semaphore permit vs plain, interleaved alike.
+    let (mut plain, mut read, mut permit) = (Vec::new(), Vec::new(), Vec::new());
+    let read_request = LockRequest::new("bench-rw", Duration::from_secs(10))
+        .read()
+        .once();
+    let permit_request = LockRequest::new("bench-sem", Duration::from_secs(10))
+        .semaphore(4)
+        .once();
+    for _ in 0..500 {
+        let start = Instant::now();
+        rl.try_lock("bench-plain", Duration::from_secs(10))
+            .unwrap()
+            .release()
+            .unwrap();
+        plain.push(start.elapsed().as_secs_f64() * 1e6);
+        let start = Instant::now();
+        rl.acquire(&read_request).unwrap().release().unwrap();
+        read.push(start.elapsed().as_secs_f64() * 1e6);
+        let start = Instant::now();
+        rl.acquire(&permit_request).unwrap().release().unwrap();
+        permit.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    let (plain_p50, read_p50, permit_p50) =
+        (median(&mut plain), median(&mut read), median(&mut permit));
+    println!(
+        "{{\"config\":\"rw-sem-vs-plain\",\"nodes\":5,\"cycles\":500,\"plain_p50_us\":{plain_p50:.1},\
+         \"read_p50_us\":{read_p50:.1},\"permit_p50_us\":{permit_p50:.1},\"read_ratio\":{:.2},\
+         \"permit_ratio\":{:.2}}}",
+        read_p50 / plain_p50,
+        permit_p50 / plain_p50
     );
 
     let find = |n: usize, t: usize| {

@@ -9,7 +9,7 @@ use crate::config::{Builder, Config, MAX_TTL};
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Operation, Result};
 use crate::inspect::{self, ForcedRelease, Inspection};
-use crate::kinds::{SCRIPTS, free_in, remaining_command};
+use crate::kinds::{Kind, SCRIPTS, free_in};
 use crate::lock::Lock;
 use crate::node::NodeStatus;
 use crate::notify::{Notifier, Wake};
@@ -143,45 +143,66 @@ impl Redlock {
                 return Err(cancelled());
             }
             attempt = attempt.saturating_add(1);
-            let token = kind.token()?;
-            let outcome = engine.fan_out(&kind.acquire(ttl_ms), resource, &token, None, cancel);
-            // The last quorum call of the attempt, if the kind made one after the acquire.
-            let mut last: Option<Outcome> = None;
-            if outcome.decision == Decision::Quorum && !outcome.cancelled {
-                let grant = kind.grant(engine, &outcome, &token);
-                last = grant.last;
-                let decided = last.as_ref().map_or(outcome.decided, |l| l.decided);
-                if let Some(held) = grant.held
-                    && let Some(deadline) =
-                        validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
-                {
-                    // A cancel that comes now is too late: the caller owns the lock.
-                    let max_extensions = request
-                        .auto_extend
-                        .and_then(|a| a.max_extensions)
-                        .or(config.max_extensions);
-                    let lock = Lock::new(
-                        Arc::clone(engine),
-                        Arc::clone(&self.inner) as _,
-                        Arc::clone(resource),
-                        token,
-                        deadline,
-                        held,
-                        max_extensions,
-                    );
-                    if let (Some(every), Some(auto)) = (every, request.auto_extend) {
-                        // Should the extender fail to start, dropping the lock releases it.
-                        self.watch(&lock, ttl, every, auto.max_hold)?;
+            // Most kinds try themselves; a semaphore tries its slots in turn.
+            let candidates = kind.candidates();
+            let tries: Vec<&dyn Kind> = match &candidates {
+                Some(c) if !c.is_empty() => c.iter().map(|k| &**k).collect(),
+                _ => vec![&**kind],
+            };
+            let mut failed = None;
+            for this in tries {
+                let token = this.token()?;
+                let outcome = engine.fan_out(&this.acquire(ttl_ms), resource, &token, None, cancel);
+                // The last quorum call of the attempt, if the kind made one after the acquire.
+                let mut last: Option<Outcome> = None;
+                if outcome.decision == Decision::Quorum && !outcome.cancelled {
+                    let grant = this.grant(engine, &outcome, &token);
+                    last = grant.last;
+                    let decided = last.as_ref().map_or(outcome.decided, |l| l.decided);
+                    if let Some(held) = grant.held
+                        && let Some(deadline) =
+                            validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
+                    {
+                        // A cancel that comes now is too late: the caller owns the lock.
+                        let max_extensions = request
+                            .auto_extend
+                            .and_then(|a| a.max_extensions)
+                            .or(config.max_extensions);
+                        let lock = Lock::new(
+                            Arc::clone(engine),
+                            Arc::clone(&self.inner) as _,
+                            Arc::clone(resource),
+                            token,
+                            deadline,
+                            held,
+                            max_extensions,
+                        );
+                        if let (Some(every), Some(auto)) = (every, request.auto_extend) {
+                            // Should the extender fail to start, dropping the lock releases it.
+                            self.watch(&lock, ttl, every, auto.max_hold)?;
+                        }
+                        return Ok(lock);
                     }
-                    return Ok(lock);
+                }
+                // A SET may have landed where the reply was lost, late or cut short by a
+                // cancel: undo it everywhere before anything else.
+                this.undo(engine, &outcome, &token, ttl);
+                if outcome.cancelled {
+                    return Err(cancelled());
+                }
+                if let Some(e) = this.conflict(&outcome) {
+                    return Err(e);
+                }
+                // Only a plain refusal moves on to the next candidate.
+                let next = outcome.decision == Decision::Refused && last.is_none();
+                failed = Some((token, outcome, last));
+                if !next {
+                    break;
                 }
             }
-            // A SET may have landed where the reply was lost, late or cut short by a cancel:
-            // undo it everywhere before anything else.
-            kind.undo(engine, &outcome, &token, ttl);
-            if outcome.cancelled {
-                return Err(cancelled());
-            }
+            let Some((token, outcome, last)) = failed else {
+                unreachable!("an attempt tries at least one candidate")
+            };
             let refused = outcome.decision == Decision::Refused;
             let pause = match wait_until {
                 None => (attempt <= retries).then(|| retry_delay(delay, jitter, rand::random())),
@@ -226,14 +247,17 @@ impl Redlock {
             if notify && refused && subscription.is_none() {
                 // Subscribed from now on: a release from here is heard. One that came before
                 // the subscription was active shows in the remaining TTLs read next.
-                subscription = Some(self.notifier()?.subscribe(kind.keys(), config.node_timeout));
+                subscription = Some(self.notifier()?.subscribe(
+                    kind.keys(),
+                    config.node_timeout,
+                    kind.shared(),
+                ));
                 just_subscribed = true;
             }
             if wait_until.is_some() && refused {
                 // Never sleep past the moment the holder's keys expire on a quorum: a lost
                 // notification then costs at most the holder's TTL.
-                let read =
-                    engine.fan_out(&remaining_command(&**kind), resource, &token, None, cancel);
+                let read = engine.fan_out(&kind.remaining(), resource, &token, None, cancel);
                 let free = free_in(&read, quorum(engine.node_count()));
                 if just_subscribed && free.is_none() {
                     // No TTLs to go by (a key without one, or PTTL not allowed): try again at

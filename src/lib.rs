@@ -107,6 +107,7 @@ pub use inspect::{
     ForcedRelease, Inspection, KeyState, NodeInspection, NodeRelease, NodeState, Released,
 };
 pub use kinds::many::MAX_RESOURCES;
+pub use kinds::semaphore::MAX_PERMITS;
 pub use lock::Lock;
 pub use node::NodeStatus;
 pub use options::LockOptions;

@@ -272,6 +272,13 @@ impl Lock {
         self.shared.kind.hold_count()
     }
 
+    /// For a permit of a [`LockRequest::semaphore`](crate::LockRequest::semaphore): which slot
+    /// it holds, from 0 to the number of permits minus 1 (no two valid holders share one).
+    /// `None` for other kinds of lock.
+    pub fn permit(&self) -> Option<u32> {
+        self.shared.kind.permit()
+    }
+
     /// The resources this lock holds: one, or for [`LockRequest::many`](crate::LockRequest::many) all of them, sorted.
     pub fn resources(&self) -> Vec<&str> {
         match self.shared.kind.resources() {

@@ -45,13 +45,31 @@ struct Slot {
     ready: Condvar,
 }
 
-#[derive(Default)]
 struct SlotState {
     /// Recent releases (nonce, nodes that announced it so far): each node announces the same
     /// release, which should wake one waiter once, not N times.
     recent: VecDeque<(String, usize)>,
     /// Nodes on which the subscription is active.
     subscribed: usize,
+    /// Releases announced by a quorum so far: a shared waiter (a reader) wakes when it moved.
+    epoch: u64,
+    /// Replaced at each such release: dropping the sender wakes every shared waiter selecting
+    /// on a clone of the receiver (a disconnect is seen by all, a message by one).
+    all_tx: Sender<()>,
+    all_rx: Receiver<()>,
+}
+
+impl Default for SlotState {
+    fn default() -> Self {
+        let (all_tx, all_rx) = crossbeam_channel::bounded(0);
+        SlotState {
+            recent: VecDeque::new(),
+            subscribed: 0,
+            epoch: 0,
+            all_tx,
+            all_rx,
+        }
+    }
 }
 
 /// How many recent release tokens a slot remembers.
@@ -114,8 +132,13 @@ impl Registry {
             if count != self.quorum {
                 return;
             }
+            // Every shared waiter retries: all of them can get in at once.
+            state.epoch += 1;
+            let (all_tx, all_rx) = crossbeam_channel::bounded(0);
+            drop(std::mem::replace(&mut state.all_tx, all_tx));
+            state.all_rx = all_rx;
         }
-        // One waiter of this client retries; should it lose to another client, the resource is
+        // One exclusive waiter of this client retries; should it lose to another client, the resource is
         // held again and its next release wakes the next waiter. Waking all of them would make
         // every release a burst of doomed attempts. (Full: a wake-up is already pending.)
         let _ = slot.released_tx.try_send(());
@@ -184,11 +207,13 @@ impl Notifier {
 
     /// Registers a waiter on `resources`, subscribing each on every node if it is the first
     /// waiter there, and waits up to `ready_within` for the subscriptions to be active, so that
-    /// a release right after this returns is not missed.
+    /// a release right after this returns is not missed. A `shared` waiter wakes on every
+    /// release (see [`Subscription::wait`]).
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         resources: &[Arc<str>],
         ready_within: Duration,
+        shared: bool,
     ) -> Subscription {
         let mut slots = Vec::with_capacity(resources.len());
         for resource in resources {
@@ -230,9 +255,11 @@ impl Notifier {
                     .map_or_else(|e| e.into_inner().0, |r| r.0);
             }
         }
+        let seen = slots.iter().map(|(_, s)| relock(&s.state).epoch).collect();
         Subscription {
             notifier: Arc::clone(self),
             slots,
+            shared: shared.then(|| Mutex::new(seen)),
         }
     }
 
@@ -254,6 +281,9 @@ impl Notifier {
 pub(crate) struct Subscription {
     notifier: Arc<Notifier>,
     slots: Vec<(Arc<str>, Arc<Slot>)>,
+    /// A shared waiter's: per slot, the releases it has seen (the epoch when it subscribed or
+    /// last woke). Any release after that wakes it, even one announced while it was trying.
+    shared: Option<Mutex<Vec<u64>>>,
 }
 
 /// Why a wait ended.
@@ -278,7 +308,13 @@ impl Subscription {
     /// Waits until a release is announced, `timeout` passes or `cancel` fires. A release
     /// announced while no waiter was waiting is kept for the next one, so a waiter that
     /// subscribed, tried and was refused does not miss a release that came meanwhile.
+    ///
+    /// A shared waiter (a reader) does not take that one message: it wakes on every release
+    /// announced since it subscribed or last woke, along with every other shared waiter.
     pub(crate) fn wait(&self, timeout: Duration, cancel: Option<&Cancel>) -> Wake {
+        if let Some(seen) = &self.shared {
+            return self.wait_shared(seen, timeout, cancel);
+        }
         let mut select = Select::new();
         for (_, slot) in &self.slots {
             select.recv(&slot.released);
@@ -294,6 +330,47 @@ impl Subscription {
         }
         // The slots' senders live as long as the slots, so this is the release message.
         let _ = op.recv(&self.slots[index].1.released);
+        Wake::Released
+    }
+
+    fn wait_shared(
+        &self,
+        seen: &Mutex<Vec<u64>>,
+        timeout: Duration,
+        cancel: Option<&Cancel>,
+    ) -> Wake {
+        let mut seen = relock(seen);
+        let mut receivers = Vec::with_capacity(self.slots.len());
+        let mut moved = false;
+        for ((_, slot), seen) in self.slots.iter().zip(seen.iter_mut()) {
+            // Under the slot's lock: a release after this drops the sender of this receiver.
+            let state = relock(&slot.state);
+            if state.epoch != *seen {
+                *seen = state.epoch;
+                moved = true;
+            }
+            receivers.push(state.all_rx.clone());
+        }
+        if moved {
+            return Wake::Released;
+        }
+        let mut select = Select::new();
+        for rx in &receivers {
+            select.recv(rx);
+        }
+        let cancel_index = cancel.map(|c| select.recv(c.fired()));
+        let Ok(op) = select.select_timeout(timeout) else {
+            return Wake::TimedOut;
+        };
+        let index = op.index();
+        if Some(index) == cancel_index {
+            let _ = op.recv(cancel.map(Cancel::fired).expect("selected the cancel"));
+            return Wake::Cancelled;
+        }
+        let _ = op.recv(&receivers[index]);
+        for ((_, slot), seen) in self.slots.iter().zip(seen.iter_mut()) {
+            *seen = relock(&slot.state).epoch;
+        }
         Wake::Released
     }
 }

@@ -11,6 +11,8 @@ use crate::kinds::fenced::Fenced;
 use crate::kinds::many::Many;
 use crate::kinds::plain::Plain;
 use crate::kinds::reentrant::Reentrant;
+use crate::kinds::rwlock::{Mode, ReadWrite};
+use crate::kinds::semaphore::Semaphore;
 
 /// Default fraction of the TTL after which an auto-extended lock is extended.
 pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
@@ -19,8 +21,10 @@ pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
 /// Its parts are independent and every combination is valid:
 ///
 /// - **kind**: plain ([`new`](LockRequest::new)), [`fenced`](LockRequest::fenced),
-///   [`reentrant`](LockRequest::reentrant) for an owner, or several resources at once
-///   ([`many`](LockRequest::many));
+///   [`reentrant`](LockRequest::reentrant) for an owner, several resources at once
+///   ([`many`](LockRequest::many)), the [`read`](LockRequest::read) or
+///   [`write`](LockRequest::write) side of a read-write lock, or one permit of a
+///   [`semaphore`](LockRequest::semaphore);
 /// - **patience**: the client's retries (default), [`retries`](LockRequest::retries) with
 ///   their own delay and jitter, a single attempt ([`once`](LockRequest::once)), or
 ///   [`wait`](LockRequest::wait) up to a deadline, woken by release notifications;
@@ -169,6 +173,52 @@ impl LockRequest {
     pub fn reentrant(mut self, owner: &str) -> Self {
         self.kind = self.single("reentrant").and_then(|r| {
             Reentrant::new(r, owner)
+                .map(|k| Arc::new(k) as Arc<dyn Kind>)
+                .map_err(message)
+        });
+        self
+    }
+
+    /// Makes it a read lock: any number of readers hold the resource at once, while no writer
+    /// does. A writer is a [`write`](LockRequest::write) lock, and also any plain or fenced
+    /// lock on the resource (of this or another Redlock client): readers and they exclude each
+    /// other. The readers live in a sorted set at the resource's key, each with its own expiry
+    /// (Redis 7.0+ for the scripts' commands); extension and release touch only this reader.
+    /// Waiting readers all wake when a writer releases. Writers can starve under a steady
+    /// stream of overlapping readers. A thread asking for the read lock while it holds the
+    /// write lock of the resource gets [`Error::InvalidArgument`] instead of waiting for
+    /// itself. No fencing token.
+    pub fn read(mut self) -> Self {
+        self.kind = self
+            .single("read")
+            .map(|r| Arc::new(ReadWrite::new(r, Mode::Read)) as Arc<dyn Kind>);
+        self
+    }
+
+    /// Makes it the write lock of a read-write lock: excludes readers and other writers. On the
+    /// nodes it is exactly a plain lock ([`new`](LockRequest::new)); what it adds is the
+    /// check that the calling thread holds no read or write lock of the resource itself,
+    /// which would make it wait for itself: that is [`Error::InvalidArgument`] at once (there is
+    /// no upgrade from read to write). For a fenced writer use [`fenced`](LockRequest::fenced)
+    /// instead (it excludes readers the same way, without the check).
+    pub fn write(mut self) -> Self {
+        self.kind = self
+            .single("write")
+            .map(|r| Arc::new(ReadWrite::new(r, Mode::Write)) as Arc<dyn Kind>);
+        self
+    }
+
+    /// Makes it one of `permits` permits of a counting semaphore on the resource: at most
+    /// `permits` holders at once (1 to [`MAX_PERMITS`](crate::MAX_PERMITS)). Each permit is a
+    /// slot, an ordinary Redlock mutex on its own key (`redlock:sem:{<resource>}:<i>`, next to
+    /// the stored number at `redlock:sem:{<resource>}`); an attempt tries the slots in random
+    /// order. Every caller of one semaphore must pass the same `permits`: the nodes store it
+    /// and a caller with another number gets [`Error::InvalidArgument`] (it can change once
+    /// every permit is released and its TTL has run out). [`Lock::permit`](crate::Lock::permit)
+    /// says which slot is held. No fencing token. Not to be combined with other kinds.
+    pub fn semaphore(mut self, permits: u32) -> Self {
+        self.kind = self.single("semaphore").and_then(|r| {
+            Semaphore::new(r, permits)
                 .map(|k| Arc::new(k) as Arc<dyn Kind>)
                 .map_err(message)
         });

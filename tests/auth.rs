@@ -314,6 +314,42 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     many.extend(TTL).expect("extend many");
     many.release().expect("release many");
 
+    let read = redlock::LockRequest::new("lock:rw", TTL).read().once();
+    let mut reader = rl.acquire(&read).expect("read lock");
+    let other = rl.acquire(&read).expect("second reader");
+    reader.extend(TTL).expect("reader extend");
+    other.release().expect("reader release");
+    reader.release().expect("last reader release");
+    let writer = rl
+        .acquire(&redlock::LockRequest::new("lock:rw", TTL).write().once())
+        .expect("write lock");
+    writer.release().expect("writer release");
+
+    let permit = redlock::LockRequest::new("lock:s", TTL).semaphore(2).once();
+    let mut a = rl.acquire(&permit).expect("a permit");
+    let b = rl.acquire(&permit).expect("another permit");
+    a.extend(TTL).expect("permit extend");
+    // A waiter for a permit subscribes to every slot's channel.
+    let waiter = {
+        let rl = rl.clone();
+        let request = permit.clone().wait(Duration::from_secs(10));
+        std::thread::spawn(move || rl.acquire(&request).map(|l| l.release()))
+    };
+    assert!(support::eventually(Duration::from_secs(5), || {
+        nodes.iter().all(|n| {
+            let (_, count): (String, u64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redlock:released:redlock:sem:{lock:s}:1")
+                .query(&mut n.conn())
+                .expect("PUBSUB NUMSUB");
+            count == 1
+        })
+    }));
+    b.release().expect("permit release");
+    let got = waiter.join().expect("permit waiter");
+    assert!(matches!(got, Ok(Ok(()))), "permit waiter: {got:?}");
+    a.release().expect("permit release");
+
     // A waiter subscribes to the release notification and wakes when the holder lets go.
     let held = rl.lock("lock:w", TTL).expect("held");
     let waiter = {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::engine::{Engine, Outcome};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::quorum::Vote;
 use crate::token::new_token;
 use crate::wire::{Command, Keys, Reply, Script};
@@ -21,9 +21,11 @@ pub(crate) mod fenced;
 pub(crate) mod many;
 pub(crate) mod plain;
 pub(crate) mod reentrant;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
 
 /// Every script of every kind, loaded on each connection.
-pub(crate) static SCRIPTS: [&Script; 11] = [
+pub(crate) static SCRIPTS: [&Script; 17] = [
     &plain::RELEASE,
     &plain::EXTEND,
     &fenced::ACQUIRE,
@@ -34,7 +36,13 @@ pub(crate) static SCRIPTS: [&Script; 11] = [
     &many::ACQUIRE,
     &many::EXTEND,
     &many::RELEASE,
+    &rwlock::READ_ACQUIRE,
+    &rwlock::READ_EXTEND,
+    &rwlock::READ_RELEASE,
+    &semaphore::ACQUIRE,
+    &semaphore::EXTEND,
     &REMAINING,
+    &REMAINING_ANY,
 ];
 
 /// A lock being acquired.
@@ -83,6 +91,32 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
 
     /// The release command of this kind, announced with `nonce` (empty: not announced).
     fn release_command(&self, nonce: Arc<str>) -> Command;
+
+    /// For a kind that picks what each attempt takes (a semaphore's slots): the kinds one
+    /// attempt tries in turn, each a full quorum attempt, until one is granted; the attempt is
+    /// refused only when all of them refused. `None` (most kinds): the kind itself.
+    fn candidates(&self) -> Option<Vec<Box<dyn Kind>>> {
+        None
+    }
+
+    /// An error that ends the acquisition at once, read from a failed attempt (a semaphore
+    /// whose nodes store another number of permits); `None`: retry as patience allows.
+    fn conflict(&self, attempt: &Outcome) -> Option<Error> {
+        let _ = attempt;
+        None
+    }
+
+    /// Whether all waiters of this kind can get in after one release (readers): they then wake
+    /// on every announced release, instead of one waiter per release per client.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Reads, on one node, how long until this kind could be acquired there by itself (its
+    /// keys' remaining TTL, in ms); a waiter sleeps no longer than that on a quorum.
+    fn remaining(&self) -> Command {
+        Command::script(&REMAINING, Reply::Count).keys(Keys::List(self.keys().into()))
+    }
 }
 
 /// What [`Kind::grant`] came to.
@@ -132,6 +166,11 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
     fn resources(&self) -> Option<&[Arc<str>]> {
         None
     }
+
+    /// Which of a semaphore's permits (its slot) the lock holds.
+    fn permit(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Lua: the longest remaining TTL of KEYS in ms (0 when none exists); nil when one has no TTL
@@ -150,9 +189,25 @@ end
 return m"#,
 );
 
-/// Reads how long the keys of `kind` stay on each node.
-pub(crate) fn remaining_command(kind: &dyn Kind) -> Command {
-    Command::script(&REMAINING, Reply::Count).keys(Keys::List(kind.keys().into()))
+/// Lua: the shortest remaining TTL of KEYS in ms (0 when one is absent): when the first of
+/// several alternatives (a semaphore's slots) frees; nil when none ever expires.
+static REMAINING_ANY: Script = Script::new(
+    r#"local m = false
+for _, k in ipairs(KEYS) do
+    local t = redis.call("pttl", k)
+    if t == -2 then
+        return 0
+    end
+    if t >= 0 and (not m or t < m) then
+        m = t
+    end
+end
+return m"#,
+);
+
+/// [`Kind::remaining`] for a kind that any one of its keys freeing lets in.
+pub(crate) fn remaining_any(keys: &[Arc<str>]) -> Command {
+    Command::script(&REMAINING_ANY, Reply::Count).keys(Keys::List(keys.into()))
 }
 
 /// When a quorum of nodes will have let the keys go, from the answers of
