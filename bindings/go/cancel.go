@@ -123,14 +123,17 @@ func (c *Client) enter(own *callCancel) (*C.redlock_client, *C.redlock_cancel, e
 	return c.ptr, c.cancel, nil
 }
 
-// leave ends a call begun by enter and lets a waiting Close go on after the last one.
+// leave ends a call begun by enter; after a Close, the last call out frees the client.
 func (c *Client) leave(own *callCancel) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	delete(c.pending, own)
 	c.inflight--
-	if c.inflight == 0 && c.idle != nil {
-		close(c.idle)
-		c.idle = nil
+	if c.inflight > 0 || !c.freeOnIdle {
+		c.mu.Unlock()
+		return
 	}
+	c.freeOnIdle = false
+	ptr, cancel := c.take()
+	c.mu.Unlock()
+	freeHandles(ptr, cancel)
 }

@@ -203,7 +203,8 @@ type Client struct {
 	closed   bool
 	inflight int                      // calls between enter and leave
 	pending  map[*callCancel]struct{} // the own cancel handles of calls in flight
-	idle     chan struct{}            // made by Close, closed when inflight drops to 0
+	// freeOnIdle: Close came while calls were in flight; the last of them frees the client.
+	freeOnIdle bool
 }
 
 // New connects to the Redis nodes at urls ("redis://[user:password@]host:port", or
@@ -369,8 +370,9 @@ func (c *Client) NodeStatus() ([]NodeStatus, error) {
 }
 
 // Close cancels the acquisitions in progress on other goroutines (they return at once an
-// error wrapping ErrClosed and ErrCancelled, leaving nothing on the nodes), waits for them
-// to unwind and frees the client; later calls return ErrClosed. Locks taken from it stay
+// error wrapping ErrClosed and ErrCancelled, leaving nothing on the nodes) and frees the
+// client, or leaves that to the last call still in flight (a release finishing, say) without
+// waiting for it; later calls return ErrClosed. Locks taken from it stay
 // usable (Extend, Unlock, auto-extension) until they are unlocked. Close never makes other
 // goroutines wait, is safe to call more than once and returns nil (ErrInvalidArgument for
 // a nil *Client).
@@ -388,26 +390,37 @@ func (c *Client) Close() error {
 	for k := range c.pending {
 		k.fire(reasonClosed)
 	}
-	var idle chan struct{}
-	if c.inflight > 0 {
-		c.idle = make(chan struct{})
-		idle = c.idle
-	}
-	c.mu.Unlock()
-	if idle != nil {
-		<-idle
-	}
 	runtime.SetFinalizer(c, nil)
-	c.free()
+	if c.inflight > 0 {
+		c.freeOnIdle = true
+		c.mu.Unlock()
+		return nil
+	}
+	ptr, cancel := c.take()
+	c.mu.Unlock()
+	freeHandles(ptr, cancel)
 	return nil
 }
 
-// free frees the C client and the shared cancel handle; Close calls it once no call is in
-// flight, the finalizer once the Client is unreachable.
+// free frees the C client and the shared cancel handle; the finalizer calls it once the
+// Client is unreachable (no call can be in flight then).
 func (c *Client) free() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	C.redlock_client_free(c.ptr)
-	C.redlock_cancel_free(c.cancel)
+	ptr, cancel := c.take()
+	c.mu.Unlock()
+	freeHandles(ptr, cancel)
+}
+
+// take hands over the C handles for freeing; c.mu is held.
+func (c *Client) take() (*C.redlock_client, *C.redlock_cancel) {
+	ptr, cancel := c.ptr, c.cancel
 	c.ptr, c.cancel = nil, nil
+	return ptr, cancel
+}
+
+// freeHandles frees what take handed over, outside c.mu: freeing the client waits (boundedly)
+// for its node workers, and other goroutines must not wait behind that.
+func freeHandles(ptr *C.redlock_client, cancel *C.redlock_cancel) {
+	C.redlock_client_free(ptr)    // NULL is ignored
+	C.redlock_cancel_free(cancel) // NULL is ignored
 }

@@ -72,14 +72,7 @@ func TestOutOfTreeBuild(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	prefix := filepath.Join(tmp, "prefix")
-	if install := filepath.Join(root, "scripts", "install"); fileExists(install) {
-		run(t, root, nil, install, prefix)
-	} else {
-		// TODO(lead): scripts/install is not on this branch yet; once it is, the branch above
-		// runs and this fallback (with fallbackInstallFromTargetRelease) should be deleted.
-		t.Log("scripts/install not found: FALLBACK install from target/release")
-		fallbackInstallFromTargetRelease(t, root, prefix)
-	}
+	run(t, root, nil, filepath.Join(root, "scripts", "install"), prefix)
 
 	// The module alone, away from the repository (no ../../include, no ../../target).
 	mod := filepath.Join(tmp, "gomod", "redlock")
@@ -165,38 +158,6 @@ func holdWithProgram(t *testing.T, bin string, env []string, resource string) {
 		t.Fatal("the program did not exit")
 	}
 	assertNoKey(t, resource)
-}
-
-// fallbackInstallFromTargetRelease lays out PREFIX as `scripts/install PREFIX` will (lib/
-// libredlock.so.X.Y.Z with its symlinks, lib/libredlock.a, include/redlock.h,
-// lib/pkgconfig/redlock.pc) from the repository's cargo build --release output. A stand-in
-// only until scripts/install is on main.
-func fallbackInstallFromTargetRelease(t *testing.T, root, prefix string) {
-	version := strings.TrimSpace(run(t, root, nil, "sed", "-n", `s/^#define REDLOCK_VERSION "\(.*\)"$/\1/p`, "include/redlock.h"))
-	if version == "" {
-		t.Fatal("no REDLOCK_VERSION in include/redlock.h")
-	}
-	major := strings.SplitN(version, ".", 2)[0]
-	lib := filepath.Join(prefix, "lib")
-	for _, dir := range []string{filepath.Join(lib, "pkgconfig"), filepath.Join(prefix, "include")} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	release := filepath.Join(root, "target", "release")
-	copyFile(t, filepath.Join(release, "libredlock.so"), filepath.Join(lib, "libredlock.so."+version))
-	copyFile(t, filepath.Join(release, "libredlock.a"), filepath.Join(lib, "libredlock.a"))
-	copyFile(t, filepath.Join(root, "include", "redlock.h"), filepath.Join(prefix, "include", "redlock.h"))
-	for _, link := range []string{"libredlock.so." + major, "libredlock.so"} {
-		if err := os.Symlink("libredlock.so."+version, filepath.Join(lib, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeFile(t, filepath.Join(lib, "pkgconfig", "redlock.pc"), "prefix="+prefix+"\n"+
-		"libdir=${prefix}/lib\nincludedir=${prefix}/include\n\n"+
-		"Name: redlock\nDescription: Redlock distributed lock (fallback .pc of the Go out-of-tree test)\n"+
-		"Version: "+version+"\nLibs: -L${libdir} -lredlock\nLibs.private: -lm -ldl -lpthread\n"+
-		"Cflags: -I${includedir}\n")
 }
 
 // run runs name in dir with the environment cleaned of build settings plus env, and returns
