@@ -156,6 +156,33 @@ impl Engine {
         targets: Option<&[bool]>,
         cancel: Option<&Cancel>,
     ) -> Outcome {
+        self.call(command, key, token, targets, cancel, None)
+    }
+
+    /// A release, waited for like [`fan_out`](Engine::fan_out), but never dropped: a worker
+    /// that reaches it after the caller stopped waiting still sends it, and one whose node is
+    /// down sends it after the reconnect while the keys may be live (`live_until`).
+    pub(crate) fn release_call(
+        &self,
+        command: &Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+        targets: Option<&[bool]>,
+        live_until: Option<Instant>,
+    ) -> Outcome {
+        self.call(command, key, token, targets, None, Some(live_until))
+    }
+
+    /// `release`: `Some(live_until)` for a release (no deadline on the requests).
+    fn call(
+        &self,
+        command: &Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+        targets: Option<&[bool]>,
+        cancel: Option<&Cancel>,
+        release: Option<Option<Instant>>,
+    ) -> Outcome {
         let nodes = &self.nodes;
         let t0 = Instant::now();
         let deadline = t0 + self.config.node_timeout;
@@ -170,12 +197,12 @@ impl Engine {
                 command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),
-                deadline: Some(deadline),
+                deadline: release.is_none().then_some(deadline),
                 reply: Some(ReplyTo {
                     node: i,
                     tx: tx.clone(),
                 }),
-                live_until: None,
+                live_until: release.flatten(),
             });
         }
         drop(tx);

@@ -375,12 +375,16 @@ impl Lock {
         }
         let kind = &self.shared.kind;
         kind.settle();
-        let outcome = self.engine.fan_out(
+        let live_until = self
+            .shared
+            .deadline()
+            .checked_add(self.engine.config.node_timeout + RELEASE_SLACK);
+        let outcome = self.engine.release_call(
             &kind.release(release_nonce()),
             &self.resource,
             &self.token,
             kind.release_targets().as_deref(),
-            None,
+            live_until,
         );
         match outcome.decision {
             Decision::Quorum => Ok(()),

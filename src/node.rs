@@ -41,7 +41,8 @@ pub(crate) struct Request {
     pub key: Arc<str>,
     pub token: Arc<str>,
     /// When the caller stops waiting. An acquire or extend still queued then is dropped unsent,
-    /// since nobody would count it. Releases carry none: they are always worth doing.
+    /// since nobody would count it. Releases carry none: they are always worth doing (see
+    /// `Engine::release_call`).
     pub deadline: Option<Instant>,
     pub reply: Option<ReplyTo>,
     /// For a cleanup (an undo or a release, sent without waiting for the answer): until when
@@ -54,7 +55,7 @@ pub(crate) struct Request {
 impl Request {
     fn worth_keeping(&self, now: Instant) -> bool {
         // A reentrant release counts a hold: one that may have run already is not sent again.
-        self.reply.is_none() && self.command.resendable && self.live_until.is_some_and(|t| t > now)
+        self.command.resendable && self.live_until.is_some_and(|t| t > now)
     }
 }
 
@@ -278,8 +279,14 @@ pub(crate) fn spawn(
 
 impl Worker {
     /// Answers a request that could not be sent, or keeps it for after the reconnect.
-    fn fail(&mut self, r: Request, problem: &NodeProblem, now: Instant) {
+    /// A caller waiting for the answer hears of the failure now either way.
+    fn fail(&mut self, mut r: Request, problem: &NodeProblem, now: Instant) {
         if r.worth_keeping(now) && !self.closing {
+            if let Some(reply) = r.reply.take() {
+                let _ = reply
+                    .tx
+                    .try_send((reply.node, Vote::Failed(problem.clone())));
+            }
             self.deferred.push(r);
         } else {
             answer(r, Vote::Failed(problem.clone()));
