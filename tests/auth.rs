@@ -51,9 +51,7 @@ fn user_url(node: &RedisNode, user: &str, password: &str) -> String {
 }
 
 fn client(urls: &[String]) -> Redlock {
-    Redlock::builder()
-        .nodes(urls)
-        .node_timeout(Duration::from_secs(1))
+    support::builder(urls)
         .retry_count(0)
         .build()
         .expect("build client")

@@ -5,15 +5,11 @@ mod support;
 
 use std::time::Duration;
 
-fn count(dir: &str) -> usize {
-    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
-}
-
 #[test]
 fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
     let cluster = support::Cluster::start(5);
-    let threads = count("/proc/self/task");
-    let fds = count("/proc/self/fd");
+    let threads = support::entries("/proc/self/task");
+    let fds = support::entries("/proc/self/fd");
     for round in 0..20 {
         let rl = cluster.client();
         let mut locks = Vec::new();
@@ -36,12 +32,12 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
         // Joined on the last drop, which waits up to one I/O timeout (2 × the patient node
         // timeout of the test client) for the workers: counts are back at once.
         assert_eq!(
-            count("/proc/self/task"),
+            support::entries("/proc/self/task"),
             threads,
             "round {round}: worker threads leaked"
         );
         assert_eq!(
-            count("/proc/self/fd"),
+            support::entries("/proc/self/fd"),
             fds,
             "round {round}: connections leaked"
         );

@@ -7,15 +7,11 @@ use std::time::Duration;
 
 use redlock::LockOptions;
 
-fn count(dir: &str) -> usize {
-    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
-}
-
 #[test]
 fn extender_and_subscriber_threads_end_with_the_client() {
     let cluster = support::Cluster::start(3);
-    let threads = count("/proc/self/task");
-    let fds = count("/proc/self/fd");
+    let threads = support::entries("/proc/self/task");
+    let fds = support::entries("/proc/self/fd");
     // Auto-extension needs `ttl / 3 + node_timeout < ttl`; with the test client's patient node
     // timeout, a TTL that a stalled extension or two cannot outrun.
     let ttl = Duration::from_secs(2);
@@ -48,12 +44,14 @@ fn extender_and_subscriber_threads_end_with_the_client() {
         drop(rl);
         // Joined on the last drop, bounded: allow a moment on a loaded machine.
         assert!(
-            support::eventually(Duration::from_secs(3), || count("/proc/self/task")
-                == threads),
+            support::eventually(Duration::from_secs(3), || support::entries(
+                "/proc/self/task"
+            ) == threads),
             "round {round}: threads leaked"
         );
         assert!(
-            support::eventually(Duration::from_secs(3), || count("/proc/self/fd") == fds),
+            support::eventually(Duration::from_secs(3), || support::entries("/proc/self/fd")
+                == fds),
             "round {round}: connections leaked"
         );
     }

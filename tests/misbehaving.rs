@@ -6,32 +6,18 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redlock::{Error, Lock, NodeProblem, QuorumReport, Redlock};
-use support::{Cluster, RedisNode, assert_no_worker_panicked, eventually, watch_workers};
+use support::fake_server::{Behaviour, DeadPort, FakeServer};
+use support::{Cluster, RedisNode, assert_no_worker_panicked, eventually, timed, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);
-/// No call may take longer than this, whatever the nodes do (generous: a noisy 2-core machine).
-const BOUND: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// Runs `f`, asserting it returns within [`BOUND`]; gives its result and how long it took.
-fn timed<T>(what: &str, f: impl FnOnce() -> T) -> (T, Duration) {
-    let started = Instant::now();
-    let out = f();
-    let took = started.elapsed();
-    assert!(took < BOUND, "{what} took {took:?}: it must never hang");
-    (out, took)
-}
 
 /// `127.0.0.1:port`, as the library names a node.
 fn local(port: u16) -> String {
@@ -40,11 +26,8 @@ fn local(port: u16) -> String {
 
 /// A client with fast retries.
 fn client(urls: &[String], node_timeout: Duration) -> Redlock {
-    Redlock::builder()
-        .nodes(urls)
+    support::builder(urls)
         .node_timeout(node_timeout)
-        .retry_delay(Duration::from_millis(20))
-        .retry_jitter(Duration::from_millis(10))
         .build()
         .expect("build client")
 }
@@ -118,54 +101,6 @@ fn assert_empty<'a>(nodes: impl IntoIterator<Item = &'a RedisNode> + Clone) {
     );
 }
 
-/// A port nothing listens on, for as long as it lives: its socket stays bound without
-/// listening, so connecting is refused, and without `SO_REUSEADDR`, so no other process (a
-/// redis-server another test starts on a "free" port, say) can take the port meanwhile.
-struct DeadPort {
-    fd: libc::c_int,
-    port: u16,
-}
-
-impl DeadPort {
-    fn bind() -> DeadPort {
-        // SAFETY: plain socket calls on a socket we own, with a correctly sized address.
-        unsafe {
-            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-            let mut addr: libc::sockaddr_in = std::mem::zeroed();
-            addr.sin_family = libc::AF_INET as libc::sa_family_t;
-            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            let at = &mut addr as *mut libc::sockaddr_in as *mut libc::sockaddr;
-            assert_eq!(
-                libc::bind(fd, at, len),
-                0,
-                "bind: {}",
-                std::io::Error::last_os_error()
-            );
-            assert_eq!(
-                libc::getsockname(fd, at, &mut len),
-                0,
-                "getsockname: {}",
-                std::io::Error::last_os_error()
-            );
-            DeadPort {
-                fd,
-                port: u16::from_be(addr.sin_port),
-            }
-        }
-    }
-}
-
-impl Drop for DeadPort {
-    fn drop(&mut self) {
-        // SAFETY: closing the socket this guard owns, once.
-        unsafe {
-            libc::close(self.fd);
-        }
-    }
-}
-
 /// The bad node between two healthy ones: locks, extends and releases still work on the
 /// quorum, without waiting out the bad node's `node_timeout`, and leave nothing behind.
 fn quorum_ignores(bad_url: &str) {
@@ -215,181 +150,6 @@ fn quorum_ignores(bad_url: &str) {
     timed("dropping the other client", || drop(other));
     assert_empty(&healthy.nodes);
     assert_no_worker_panicked();
-}
-
-// ---------------------------------------------------------------------------------------------
-// A fake server: holds connections open silently, or speaks just enough RESP for the
-// connection handshake and then misbehaves.
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug)]
-enum Behaviour {
-    /// Accepts connections and holds them open, never reading or writing a byte.
-    Silent,
-    /// Answers the handshake (`CLIENT SETINFO`, `SCRIPT LOAD`, `PING`) properly; to anything
-    /// else writes `reply`, then closes the connection when `close`.
-    Answer { reply: &'static [u8], close: bool },
-}
-
-struct FakeServer {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    /// Commands that got the misbehaving answer.
-    misbehaved: Arc<AtomicUsize>,
-    acceptor: Option<JoinHandle<()>>,
-}
-
-impl FakeServer {
-    fn start(behaviour: Behaviour) -> FakeServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        listener.set_nonblocking(true).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let misbehaved = Arc::new(AtomicUsize::new(0));
-        let acceptor = {
-            let stop = Arc::clone(&stop);
-            let misbehaved = Arc::clone(&misbehaved);
-            std::thread::spawn(move || {
-                let mut held = Vec::new();
-                while !stop.load(Ordering::SeqCst) {
-                    let Ok((stream, _)) = listener.accept() else {
-                        std::thread::sleep(Duration::from_millis(2));
-                        continue;
-                    };
-                    stream.set_nonblocking(false).unwrap();
-                    match behaviour {
-                        Behaviour::Silent => held.push(stream),
-                        Behaviour::Answer { reply, close } => {
-                            let stop = Arc::clone(&stop);
-                            let misbehaved = Arc::clone(&misbehaved);
-                            std::thread::spawn(move || {
-                                serve(stream, reply, close, &stop, &misbehaved)
-                            });
-                        }
-                    }
-                }
-            })
-        };
-        FakeServer {
-            port,
-            stop,
-            misbehaved,
-            acceptor: Some(acceptor),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
-        }
-    }
-}
-
-fn serve(
-    mut stream: TcpStream,
-    reply: &[u8],
-    close: bool,
-    stop: &AtomicBool,
-    misbehaved: &AtomicUsize,
-) {
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !stop.load(Ordering::SeqCst) {
-        while let Some((args, used)) = parse_command(&buf) {
-            buf.drain(..used);
-            if let Some(answer) = handshake(&args) {
-                if stream.write_all(&answer).is_err() {
-                    return;
-                }
-                continue;
-            }
-            misbehaved.fetch_add(1, Ordering::SeqCst);
-            if stream.write_all(reply).is_err() {
-                return;
-            }
-            if close {
-                // FIN after the partial reply (not a reset that could discard it), then wait
-                // for the client to hang up.
-                let _ = stream.shutdown(Shutdown::Write);
-                while !stop.load(Ordering::SeqCst) {
-                    match stream.read(&mut chunk) {
-                        Ok(0) => return,
-                        Ok(_) => {}
-                        Err(e) if is_tick(&e) => {}
-                        Err(_) => return,
-                    }
-                }
-                return;
-            }
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if is_tick(&e) => {}
-            Err(_) => return,
-        }
-    }
-}
-
-fn is_tick(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
-}
-
-/// Proper answers to what redis-rs and the library send when they connect.
-fn handshake(args: &[Vec<u8>]) -> Option<Vec<u8>> {
-    let name = |i: usize| {
-        args.get(i)
-            .map(|a| String::from_utf8_lossy(a).to_ascii_uppercase())
-    };
-    match (name(0)?.as_str(), name(1).as_deref()) {
-        ("CLIENT", _) => Some(b"+OK\r\n".to_vec()),
-        ("PING", _) => Some(b"+PONG\r\n".to_vec()),
-        ("SCRIPT", Some("LOAD")) => {
-            let source = std::str::from_utf8(args.get(2)?).ok()?;
-            let sha = redis::Script::new(source).get_hash().to_owned();
-            Some(format!("${}\r\n{sha}\r\n", sha.len()).into_bytes())
-        }
-        _ => None,
-    }
-}
-
-/// One command (a RESP array of bulk strings) from the front of `buf`, and its length.
-fn parse_command(buf: &[u8]) -> Option<(Vec<Vec<u8>>, usize)> {
-    let (n, mut at) = parse_header(buf, 0, b'*')?;
-    let mut args = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (len, start) = parse_header(buf, at, b'$')?;
-        let end = start + len;
-        if buf.len() < end + 2 {
-            return None;
-        }
-        args.push(buf[start..end].to_vec());
-        at = end + 2;
-    }
-    Some((args, at))
-}
-
-/// `<prefix><number>\r\n` at `at`: the number and where the line ends.
-fn parse_header(buf: &[u8], at: usize, prefix: u8) -> Option<(usize, usize)> {
-    let rest = buf.get(at..)?;
-    if rest.is_empty() {
-        return None;
-    }
-    assert_eq!(rest[0], prefix, "unexpected RESP from the client");
-    let line = rest.windows(2).position(|w| w == b"\r\n")?;
-    let number = std::str::from_utf8(&rest[1..line]).ok()?.parse().ok()?;
-    Some((number, at + line + 2))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redlock::{AutoExtend, Cancel, Error, Lock, LockRequest, Redlock};
-use support::{Cluster, RedisNode, eventually};
+use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -170,18 +170,6 @@ fn slow_polling(cluster: &Cluster) -> Redlock {
         .unwrap()
 }
 
-/// Subscribers of `resource`'s release channel on `node`.
-fn subscribers(node: &RedisNode, resource: &str) -> i64 {
-    let (_, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("redlock:released:{resource}"))
-        .query::<Vec<(String, i64)>>(&mut node.conn())
-        .unwrap()
-        .pop()
-        .unwrap();
-    n
-}
-
 #[test]
 fn waiters_of_every_kind_wake_on_the_release_of_every_kind() {
     let cluster = Cluster::start(3);
@@ -206,7 +194,7 @@ fn waiters_of_every_kind_wake_on_the_release_of_every_kind() {
                 eventually(Duration::from_secs(5), || cluster
                     .nodes
                     .iter()
-                    .all(|n| subscribers(n, &first) == 1)),
+                    .all(|n| n.release_subscribers(&first) == 1)),
                 "{holder_kind:?} → {waiter_kind:?}: the waiter did not subscribe"
             );
             std::thread::sleep(Duration::from_millis(300));
@@ -248,7 +236,7 @@ fn two_successive_reentrant_releases_by_one_owner_each_wake_a_waiter() {
         assert!(eventually(Duration::from_secs(5), || cluster
             .nodes
             .iter()
-            .all(|n| subscribers(n, "rr") == 1)));
+            .all(|n| n.release_subscribers("rr") == 1)));
         std::thread::sleep(Duration::from_millis(300));
         inner.release().unwrap();
         // One hold is left: the waiter must not get in.

@@ -14,11 +14,8 @@ const TTL: Duration = Duration::from_secs(5);
 const GRACE: Duration = TTL;
 
 fn client(urls: &[String], grace: Option<Duration>) -> Redlock {
-    let mut b = Redlock::builder()
-        .nodes(urls)
-        .retry_count(0)
-        // Single attempts that must succeed: patient.
-        .node_timeout(support::NODE_TIMEOUT);
+    // Single attempts that must succeed: patient (the support client's node timeout).
+    let mut b = support::builder(urls).retry_count(0);
     if let Some(grace) = grace {
         b = b.restart_grace(grace);
     }

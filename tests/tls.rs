@@ -7,18 +7,15 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, NodeProblem, Redlock};
-use support::RedisNode;
+use redlock::{Error, NodeProblem};
+use support::{RedisNode, builder, free_port, server_binary, timed};
 
 const TTL: Duration = Duration::from_secs(10);
-/// No call may take longer than this, whatever the nodes do (generous: a noisy 2-core machine).
-const BOUND: Duration = Duration::from_secs(5);
 
 /// A CA, a server certificate for 127.0.0.1/localhost and a client certificate signed by it,
 /// plus a second CA that signed nothing here.
@@ -139,13 +136,6 @@ impl Drop for Pki {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port")
-}
-
 fn tls_args(pki: &Pki, tls_port: u16, auth_clients: bool) -> Vec<String> {
     vec![
         "--tls-port".into(),
@@ -165,7 +155,7 @@ fn tls_args(pki: &Pki, tls_port: u16, auth_clients: bool) -> Vec<String> {
 /// listens (or exits, saying why).
 fn probe_redis_tls(pki: &Pki) -> Result<(), String> {
     let port = free_port();
-    let server = std::env::var("REDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let server = server_binary();
     let log = pki.path("probe.log");
     let mut child = Command::new(&server)
         .args([
@@ -250,23 +240,6 @@ impl TlsNode {
     }
 }
 
-fn builder<S: AsRef<str>>(urls: &[S]) -> redlock::Builder {
-    Redlock::builder()
-        .nodes(urls)
-        .node_timeout(Duration::from_secs(1))
-        .retry_delay(Duration::from_millis(20))
-        .retry_jitter(Duration::from_millis(10))
-}
-
-/// Runs `f`, asserting it returns within [`BOUND`].
-fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    let started = Instant::now();
-    let out = f();
-    let took = started.elapsed();
-    assert!(took < BOUND, "{what} took {took:?}: it must never hang");
-    out
-}
-
 /// The problem a failed single-node acquire reports for `address`.
 fn failure_at(result: redlock::Result<redlock::Lock>, address: &str) -> (Error, String) {
     let err = match result {
@@ -338,8 +311,8 @@ fn system_roots_reject_a_private_ca_with_a_clear_error() {
             builder(&[node.url()]).tls_ca_file(pki.path("other-ca.crt")),
         ),
     ] {
-        let rl = timed("build", || builder.build().unwrap());
-        let result = timed("try_lock", || rl.try_lock("tls:unverified", TTL));
+        let rl = timed("build", || builder.build().unwrap()).0;
+        let result = timed("try_lock", || rl.try_lock("tls:unverified", TTL)).0;
         let (err, why) = failure_at(result, &node.address());
         assert!(
             why.to_lowercase().contains("certificate"),
@@ -364,8 +337,8 @@ fn plain_url_to_a_tls_port_fails_clearly() {
     let pki = &pki;
     let node = TlsNode::start(pki, false, &[]);
     let url = format!("redis://127.0.0.1:{}", node.tls_port);
-    let rl = timed("build", || builder(&[url]).build().unwrap());
-    let result = timed("try_lock", || rl.try_lock("tls:plain", TTL));
+    let rl = timed("build", || builder(&[url]).build().unwrap()).0;
+    let result = timed("try_lock", || rl.try_lock("tls:plain", TTL)).0;
     let (err, why) = failure_at(result, &node.address());
     assert!(why.contains("rediss://"), "suggests TLS: {err}");
     assert_eq!(node.node.get("tls:plain"), None);
@@ -436,7 +409,7 @@ fn mutual_tls_presents_the_client_certificate() {
         .build()
         .unwrap();
     let (err, why) = failure_at(
-        timed("try_lock", || rl.try_lock("tls:mutual", TTL)),
+        timed("try_lock", || rl.try_lock("tls:mutual", TTL)).0,
         &node.address(),
     );
     assert!(why.contains("client certificate"), "{err}");

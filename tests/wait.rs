@@ -8,24 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock::{Error, LockOptions};
-use support::{Cluster, RedisNode, eventually};
+use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 
 fn waiting(d: Duration) -> LockOptions {
     LockOptions::new().wait_timeout(d)
-}
-
-/// Subscribers of `resource`'s release channel on `node`.
-fn subscribers(node: &RedisNode, resource: &str) -> i64 {
-    let (_, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("redlock:released:{resource}"))
-        .query::<Vec<(String, i64)>>(&mut node.conn())
-        .unwrap()
-        .pop()
-        .unwrap();
-    n
 }
 
 #[test]
@@ -55,7 +43,7 @@ fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
         assert!(eventually(Duration::from_secs(5), || cluster
             .nodes
             .iter()
-            .all(|n| subscribers(n, "wake") == 1)));
+            .all(|n| n.release_subscribers("wake") == 1)));
         std::thread::sleep(Duration::from_millis(200));
         let released = Instant::now();
         holder.release().unwrap();
@@ -84,7 +72,7 @@ fn a_waiter_gives_up_at_its_deadline_and_unsubscribes() {
     assert!(eventually(Duration::from_secs(3), || cluster
         .nodes
         .iter()
-        .all(|n| subscribers(n, "deadline") == 0)));
+        .all(|n| n.release_subscribers("deadline") == 0)));
     holder.release().unwrap();
     // A zero wait is one attempt.
     let _h = rl.lock("deadline", TTL).unwrap();
@@ -118,7 +106,7 @@ fn waiters_share_one_subscriber_connection_per_node_and_leave_none_behind() {
         .nodes
         .iter()
         .all(|n| {
-            subscribers(n, "shared-a") == 1 && subscribers(n, "shared-b") == 1
+            n.release_subscribers("shared-a") == 1 && n.release_subscribers("shared-b") == 1
         })));
     for node in &cluster.nodes {
         assert_eq!(
@@ -137,7 +125,7 @@ fn waiters_share_one_subscriber_connection_per_node_and_leave_none_behind() {
         .nodes
         .iter()
         .all(|n| {
-            subscribers(n, "shared-a") == 0 && subscribers(n, "shared-b") == 0
+            n.release_subscribers("shared-a") == 0 && n.release_subscribers("shared-b") == 0
         })));
 }
 

@@ -4,6 +4,8 @@
 //! The binary is `$REDLOCK_REDIS_SERVER`, or `redis-server` on PATH.
 #![allow(dead_code)]
 
+pub mod fake_server;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -49,6 +51,37 @@ pub fn assert_no_worker_panicked() {
     );
 }
 
+/// No call may take longer than this, whatever the nodes do (generous: a noisy 2-core machine).
+pub const CALL_BOUND: Duration = Duration::from_secs(5);
+
+/// Runs `f`, asserting it returns within [`CALL_BOUND`]; gives its result and how long it took.
+pub fn timed<T>(what: &str, f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let out = f();
+    let took = started.elapsed();
+    assert!(
+        took < CALL_BOUND,
+        "{what} took {took:?}: it must never hang"
+    );
+    (out, took)
+}
+
+/// Entries of a directory: `/proc/self/task` counts this process's threads, `/proc/self/fd`
+/// its open descriptors.
+pub fn entries(dir: &str) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+/// A builder for a client of `urls` with fast retries and the patient [`NODE_TIMEOUT`], for
+/// tests that set something more.
+pub fn builder<S: AsRef<str>>(urls: &[S]) -> redlock::Builder {
+    redlock::Redlock::builder()
+        .nodes(urls)
+        .node_timeout(NODE_TIMEOUT)
+        .retry_delay(Duration::from_millis(20))
+        .retry_jitter(Duration::from_millis(10))
+}
+
 /// Polls `f` until it holds or `limit` passes; returns whether it held.
 pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
@@ -72,11 +105,13 @@ pub struct RedisNode {
     env: Vec<(String, String)>,
 }
 
-fn server_binary() -> String {
+/// The `redis-server` binary tests run: `$REDLOCK_REDIS_SERVER`, or `redis-server` on PATH.
+pub fn server_binary() -> String {
     std::env::var("REDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
-fn free_port() -> u16 {
+/// A port free on 127.0.0.1 a moment ago (someone else may take it first).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -302,6 +337,18 @@ impl RedisNode {
             .expect("SET");
     }
 
+    /// Subscribers of `resource`'s release channel on this node.
+    pub fn release_subscribers(&self, resource: &str) -> i64 {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(format!("redlock:released:{resource}"))
+            .query::<Vec<(String, i64)>>(&mut self.conn())
+            .expect("PUBSUB NUMSUB")
+            .pop()
+            .expect("one channel asked, one answered");
+        n
+    }
+
     pub fn del(&self, key: &str) {
         let _: i64 = redis::cmd("DEL")
             .arg(key)
@@ -341,11 +388,7 @@ impl Cluster {
     /// A builder for a client of these nodes with fast retries and the patient
     /// [`NODE_TIMEOUT`], for tests that set something more.
     pub fn builder(&self) -> redlock::Builder {
-        redlock::Redlock::builder()
-            .nodes(self.urls())
-            .node_timeout(NODE_TIMEOUT)
-            .retry_delay(Duration::from_millis(20))
-            .retry_jitter(Duration::from_millis(10))
+        builder(&self.urls())
     }
 
     /// A client with fast retries and the patient [`NODE_TIMEOUT`], for tests.

@@ -1,0 +1,776 @@
+//! The checker: reads the client processes' logs and the driver's record of outages, and
+//! reports every violation of the rules in the test's module docs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::client::OPS;
+use crate::schedule::{Action, Fault, Outage, majority_down};
+use crate::{
+    CALL_MARGIN_MS, CANCEL_BOUND_MS, CLIENTS, MS, NODE_TIMEOUT, NODES, RETRY_COUNT, RETRY_DELAY,
+    RETRY_JITTER, STALL_MIN_NS_MS, WAIT_MS, resource,
+};
+
+pub fn lock_bound_ms() -> u64 {
+    let attempts = u64::from(RETRY_COUNT) + 1;
+    attempts * NODE_TIMEOUT.as_millis() as u64
+        + u64::from(RETRY_COUNT) * (RETRY_DELAY + RETRY_JITTER).as_millis() as u64
+}
+
+/// A wait sleeps no later than its deadline; past it come at most one attempt, the reading of
+/// the holder's TTL, the subscription and a reentrant undo's wait for late answers, each
+/// bounded by `node_timeout`.
+pub fn wait_bound_ms() -> u64 {
+    WAIT_MS + 4 * NODE_TIMEOUT.as_millis() as u64
+}
+
+/// Bound on one call, from the configuration: the decision waits at most `node_timeout` per
+/// attempt, and `lock` sleeps at most `retry_delay + retry_jitter` between attempts.
+pub fn bound_ms(op: &str) -> u64 {
+    match op {
+        "lock" => lock_bound_ms(),
+        "wait" => wait_bound_ms(),
+        _ => NODE_TIMEOUT.as_millis() as u64,
+    }
+}
+
+/// A cancellable wait (an `A` line): a reentrant request whose owner is its token.
+pub struct Wait {
+    pub client: usize,
+    pub resource: String,
+    pub token: String,
+    pub mode: String,
+    /// When its cancel fired (0: not yet when the call returned, or never).
+    pub fired: u64,
+    pub start: u64,
+    pub end: u64,
+    pub outcome: String,
+}
+
+/// A key of a finished acquisition that a client's key probe found on a node `NODE_TIMEOUT`
+/// after the call returned (a `K` line), and how it went: `removed` before it expired,
+/// `expired`, `stayed` (still there long after any TTL), or `unreachable` (the node stopped
+/// answering while watched).
+pub struct Sighting {
+    pub client: usize,
+    pub kind: String,
+    pub resource: String,
+    pub token: String,
+    pub node: usize,
+    /// The acquisition's start and the end of the call that finished it.
+    pub start: u64,
+    pub end: u64,
+    pub first_seen: u64,
+    pub first_pttl: i64,
+    pub gone: u64,
+    pub how: String,
+    /// The call that finished the acquisition, and its outcome.
+    pub call: String,
+}
+
+/// What a sighting amounts to (rule (f)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFate {
+    /// The node was down or hung while the key could be set or removed: Redlock lets it keep
+    /// the key until its TTL.
+    NodeWasDown,
+    /// Removed, later than `NODE_TIMEOUT`: a slow cleanup (a starved machine), not a leak.
+    Late,
+    /// The client process was measurably not running for at least `NODE_TIMEOUT / 2` between
+    /// the acquisition's start and the sighting: its workers may have taken a node's answer, or
+    /// the cleanup, after the caller's `node_timeout`, which the library's contract does not
+    /// cover (a reentrant hold answered late stays until its TTL; a release a worker picks up
+    /// after its caller's deadline is dropped, see the report of this change). Printed, counted,
+    /// not failed.
+    Starved,
+    /// The node stopped answering while watched, without a recorded outage: unknown.
+    Unknown,
+    /// Nothing removed it: a leak.
+    Leak,
+}
+
+/// Margin around a recorded outage, which is never longer than the real one.
+const OUTAGE_SLACK_NS: u64 = 5 * MS;
+
+pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
+    let down = outages.iter().any(|o| {
+        o.node == s.node
+            && o.down_ns <= s.gone + OUTAGE_SLACK_NS
+            && o.up_ns + OUTAGE_SLACK_NS >= s.start
+    });
+    let starved = logs.stalled(s.client, s.start, s.gone) >= NODE_TIMEOUT.as_nanos() as u64 / 2;
+    match s.how.as_str() {
+        _ if down => KeyFate::NodeWasDown,
+        "removed" => KeyFate::Late,
+        _ if starved => KeyFate::Starved,
+        "unreachable" => KeyFate::Unknown,
+        _ => KeyFate::Leak,
+    }
+}
+
+pub struct Call {
+    pub client: usize,
+    pub op: String,
+    pub resource: String,
+    pub start: u64,
+    pub end: u64,
+    pub outcome: String,
+}
+
+pub struct Hold {
+    pub client: usize,
+    pub resource: String,
+    pub token: String,
+    pub acquired: u64,
+    pub deadline: u64,
+    pub end: u64,
+    pub abandoned: bool,
+    pub wrote: Option<u64>,
+    pub set_done: u64,
+}
+
+impl Hold {
+    /// The window runs from `acquired` (after `lock`/`try_lock` returned: a call that started
+    /// while someone else held the lock merely waited, which is no overlap) to the last known
+    /// deadline, or to the start of the release if that came first (the holder relies on the
+    /// lock no more; its keys may be gone, and a new owner in, before `release` returns).
+    pub fn window_end(&self) -> u64 {
+        self.deadline.min(self.end)
+    }
+}
+
+pub struct Status {
+    pub connected: usize,
+    pub acquired: bool,
+    pub detail: String,
+}
+
+#[derive(Default)]
+pub struct Logs {
+    pub calls: Vec<Call>,
+    pub holds: Vec<Hold>,
+    pub status: BTreeMap<usize, Status>,
+    /// Per client process: intervals during which it did not get to run (the stall probe).
+    pub stalls: BTreeMap<usize, Vec<(u64, u64)>>,
+    pub waits: Vec<Wait>,
+    pub sightings: Vec<Sighting>,
+    /// Per client process: calls its key probe looked after, and node looks that got no answer.
+    pub probes: BTreeMap<usize, (u64, u64)>,
+}
+
+impl Logs {
+    /// How long `client` was stalled within `[start, end]`.
+    pub fn stalled(&self, client: usize, start: u64, end: u64) -> u64 {
+        self.stalls.get(&client).map_or(0, |stalls| {
+            stalls
+                .iter()
+                .map(|&(from, to)| to.min(end).saturating_sub(from.max(start)))
+                .sum()
+        })
+    }
+}
+
+pub fn read_logs(paths: &[PathBuf]) -> Logs {
+    let mut logs = Logs::default();
+    for path in paths {
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let num =
+                |i: usize| -> u64 { f[i].parse().unwrap_or_else(|_| panic!("bad line {line:?}")) };
+            match f[0] {
+                "C" => logs.calls.push(Call {
+                    client: num(1) as usize,
+                    op: f[3].to_owned(),
+                    resource: f[4].to_owned(),
+                    start: num(5),
+                    end: num(6),
+                    outcome: f[7].to_owned(),
+                }),
+                "H" => logs.holds.push(Hold {
+                    client: num(1) as usize,
+                    resource: f[3].to_owned(),
+                    token: f[4].to_owned(),
+                    acquired: num(6),
+                    deadline: num(7),
+                    end: num(8),
+                    abandoned: f[9] == "abandoned",
+                    wrote: f[10].parse().ok(),
+                    set_done: num(11),
+                }),
+                "S" => {
+                    logs.status.insert(
+                        num(1) as usize,
+                        Status {
+                            connected: num(2) as usize,
+                            acquired: f[3] == "1",
+                            detail: f.get(4).unwrap_or(&"").to_string(),
+                        },
+                    );
+                }
+                "L" => logs
+                    .stalls
+                    .entry(num(1) as usize)
+                    .or_default()
+                    .push((num(2), num(3))),
+                "A" => logs.waits.push(Wait {
+                    client: num(1) as usize,
+                    resource: f[3].to_owned(),
+                    token: f[4].to_owned(),
+                    mode: f[5].to_owned(),
+                    fired: num(6),
+                    start: num(7),
+                    end: num(8),
+                    outcome: f[9].to_owned(),
+                }),
+                "K" => logs.sightings.push(Sighting {
+                    client: num(1) as usize,
+                    kind: f[2].to_owned(),
+                    resource: f[3].to_owned(),
+                    token: f[4].to_owned(),
+                    node: num(5) as usize,
+                    start: num(6),
+                    end: num(7),
+                    first_seen: num(8),
+                    first_pttl: f[9].parse().unwrap_or(-3),
+                    gone: num(11),
+                    how: f[12].to_owned(),
+                    call: f[13].to_owned(),
+                }),
+                "P" => {
+                    logs.probes.insert(num(1) as usize, (num(2), num(3)));
+                }
+                _ => panic!("bad line {line:?}"),
+            }
+        }
+    }
+    logs
+}
+
+pub struct Verdict {
+    pub violations: Vec<String>,
+}
+
+impl Verdict {
+    pub fn fail(&mut self, what: String) {
+        self.violations.push(what);
+    }
+}
+
+/// The first 8 characters of a token (a reentrant owner may be shorter).
+fn short(token: &str) -> &str {
+    token.get(..8).unwrap_or(token)
+}
+
+pub fn ms(ns: u64, origin: u64) -> String {
+    format!("{:.3}s", ns.saturating_sub(origin) as f64 / 1e9)
+}
+
+pub fn check(
+    logs: &Logs,
+    outages: &[Outage],
+    counters: &BTreeMap<String, u64>,
+    origin: u64,
+    verdict: &mut Verdict,
+) {
+    // (a) Validity windows on one resource never overlap.
+    let mut by_resource: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for h in &logs.holds {
+        by_resource.entry(&h.resource).or_default().push(h);
+    }
+    for (res, holds) in &mut by_resource {
+        holds.sort_by_key(|h| h.acquired);
+        let mut latest: Option<&Hold> = None;
+        for &h in holds.iter() {
+            if let Some(prev) = latest
+                && h.acquired < prev.window_end()
+            {
+                verdict.fail(format!(
+                    "(a) {res}: holder {} (client {}) acquired at {} while holder {} (client {}) \
+                     held it [{} .. {}]: overlap {:.3} ms",
+                    short(&h.token),
+                    h.client,
+                    ms(h.acquired, origin),
+                    short(&prev.token),
+                    prev.client,
+                    ms(prev.acquired, origin),
+                    ms(prev.window_end(), origin),
+                    (prev.window_end().min(h.window_end()) - h.acquired) as f64 / 1e6
+                ));
+            }
+            if latest.is_none_or(|p| h.window_end() > p.window_end()) {
+                latest = Some(h);
+            }
+        }
+    }
+
+    // (b) No lost update: the writes made inside validity account for the counter exactly.
+    for (res, holds) in &by_resource {
+        if res.starts_with("chaos:final") {
+            continue;
+        }
+        let late: Vec<&&Hold> = holds
+            .iter()
+            .filter(|h| h.wrote.is_some() && h.set_done > h.deadline)
+            .collect();
+        let mut written: Vec<u64> = holds.iter().filter_map(|h| h.wrote).collect();
+        written.sort_unstable();
+        let final_value = counters.get(*res).copied().unwrap_or(0);
+        if !late.is_empty() {
+            // The thread stalled for longer than MIN_VALIDITY_TO_WRITE between its validity
+            // check and its SET: the write left the lock, which promises nothing past validity.
+            println!(
+                "NOTE {res}: {} write(s) landed after their lock's validity (client stalled {} ms \
+                 at most); exact counter check skipped for this resource",
+                late.len(),
+                late.iter()
+                    .map(|h| (h.set_done - h.deadline) / MS)
+                    .max()
+                    .unwrap_or(0)
+            );
+            continue;
+        }
+        let expected: Vec<u64> = (1..=written.len() as u64).collect();
+        if final_value != written.len() as u64 || written != expected {
+            let dups = written.windows(2).filter(|w| w[0] == w[1]).count();
+            verdict.fail(format!(
+                "(b) {res}: counter is {final_value} after {} writes inside the lock \
+                 ({dups} value(s) written twice): lost update",
+                written.len()
+            ));
+        }
+    }
+
+    // (c) Every call returned within its bound (plus the time its process was not running).
+    for c in &logs.calls {
+        let took = (c.end - c.start) / MS;
+        let stalled = logs.stalled(c.client, c.start, c.end) / MS;
+        let bound = bound_ms(&c.op) + CALL_MARGIN_MS + stalled;
+        if took > bound {
+            verdict.fail(format!(
+                "(c) client {} {} {} took {took} ms at {} (bound {bound} ms, of which {stalled} \
+                 ms the process was stalled)",
+                c.client,
+                c.op,
+                c.resource,
+                ms(c.start, origin)
+            ));
+        }
+        let cancelled = c.op == "wait" && c.outcome == "cancelled";
+        if !cancelled
+            && !matches!(
+                c.outcome.as_str(),
+                "ok" | "not_acquired" | "no_quorum" | "lost"
+            )
+        {
+            verdict.fail(format!(
+                "client {} {} {} failed unexpectedly: {}",
+                c.client, c.op, c.resource, c.outcome
+            ));
+        }
+    }
+
+    // (d) Recovery: after the last fault, every client acquired again and is connected to all.
+    let last_heal = outages.iter().map(|o| o.up_ns).max().unwrap_or(0);
+    for client in 0..CLIENTS {
+        let recovered = logs.calls.iter().any(|c| {
+            c.client == client
+                && !c.resource.starts_with("chaos:final")
+                && c.start >= last_heal
+                && matches!(c.op.as_str(), "lock" | "try_lock" | "wait")
+                && c.outcome == "ok"
+        });
+        if !recovered {
+            verdict.fail(format!(
+                "(d) client {client} did not acquire any resource after the last fault healed \
+                 at {}",
+                ms(last_heal, origin)
+            ));
+        }
+        match logs.status.get(&client) {
+            Some(s) if s.connected == NODES && s.acquired => {}
+            Some(s) => verdict.fail(format!(
+                "(d) client {client}: {} of {NODES} workers connected, final lock {}: {}",
+                s.connected,
+                if s.acquired {
+                    "acquired"
+                } else {
+                    "NOT acquired"
+                },
+                s.detail
+            )),
+            None => verdict.fail(format!("(d) client {client} reported no status")),
+        }
+    }
+
+    // (e) Nobody acquired while a majority of the nodes was down (5 ms after the last signal,
+    // for it to take hold).
+    for (down, up) in majority_down(outages) {
+        for c in &logs.calls {
+            if matches!(c.op.as_str(), "lock" | "try_lock" | "wait")
+                && c.outcome == "ok"
+                && c.start >= down + 5 * MS
+                && c.end <= up
+            {
+                verdict.fail(format!(
+                    "(e) client {} acquired {} at {} while a majority was down [{} .. {}]",
+                    c.client,
+                    c.resource,
+                    ms(c.end, origin),
+                    ms(down, origin),
+                    ms(up, origin)
+                ));
+            }
+        }
+    }
+
+    // (f) No key of a finished acquisition outlives its call: NODE_TIMEOUT after a wait that
+    // gave no lock (failed or cancelled) or a release returned, no node holds a key with its
+    // token, except a node that was down or hung meanwhile (it keeps the key until its TTL).
+    for s in &logs.sightings {
+        let fate = judge(s, outages, logs);
+        if fate == KeyFate::Starved {
+            println!(
+                "NOTE (f) client {} was starved for {} ms: {} key {} of {} stayed on n{} after \
+                 its call ({}) ended at {}, {} at {}",
+                s.client,
+                logs.stalled(s.client, s.start, s.gone) / MS,
+                s.kind,
+                s.resource,
+                s.token,
+                s.node,
+                s.call,
+                ms(s.end, origin),
+                s.how,
+                ms(s.gone, origin)
+            );
+        }
+        if fate == KeyFate::Leak {
+            verdict.fail(format!(
+                "(f) client {}: {} key {} of {} stayed on n{} after its call ({}) ended at {} \
+                 ({} ms stalled since the acquisition began): seen {:.1} ms after it with PTTL \
+                 {} ms, then {} at {}",
+                s.client,
+                s.kind,
+                s.resource,
+                s.token,
+                s.node,
+                s.call,
+                ms(s.end, origin),
+                logs.stalled(s.client, s.start, s.first_seen) / MS,
+                s.first_seen.saturating_sub(s.end) as f64 / 1e6,
+                s.first_pttl,
+                s.how,
+                ms(s.gone, origin)
+            ));
+        }
+    }
+
+    // (g) Cancellation: a wait ends with `Cancelled` only after its cancel fired, within
+    // CANCEL_BOUND_MS of it (plus the time its process was stalled); a cancel fired before the
+    // call makes it fail at once.
+    for w in &logs.waits {
+        let cancelled = w.outcome == "cancelled";
+        if cancelled && (w.fired == 0 || w.fired > w.end) {
+            verdict.fail(format!(
+                "(g) client {} wait {} for {} at {} returned Cancelled, but its cancel had not \
+                 fired",
+                w.client,
+                w.token,
+                w.resource,
+                ms(w.start, origin)
+            ));
+        }
+        if cancelled && w.fired != 0 && w.fired <= w.end {
+            let took = (w.end - w.fired.max(w.start)) / MS;
+            let stalled = logs.stalled(w.client, w.fired.max(w.start), w.end) / MS;
+            if took > CANCEL_BOUND_MS + stalled {
+                verdict.fail(format!(
+                    "(g) client {} wait for {} returned {took} ms after its cancel fired at {} \
+                     (bound {CANCEL_BOUND_MS} ms + {stalled} ms stalled)",
+                    w.client,
+                    w.resource,
+                    ms(w.fired, origin)
+                ));
+            }
+        }
+        if w.mode == "before" && !cancelled {
+            verdict.fail(format!(
+                "(g) client {} wait for {} with a cancel fired before the call ended {}",
+                w.client, w.resource, w.outcome
+            ));
+        }
+    }
+}
+
+pub fn summarize(logs: &Logs, outages: &[Outage], faults: &[Fault], verdict: &Verdict) {
+    let count = |op: &str, outcome: &str| {
+        logs.calls
+            .iter()
+            .filter(|c| c.op == op && c.outcome == outcome)
+            .count()
+    };
+    let acquired = count("lock", "ok") + count("try_lock", "ok");
+    let refused = count("lock", "not_acquired") + count("try_lock", "not_acquired");
+    let no_quorum = count("lock", "no_quorum") + count("try_lock", "no_quorum");
+    let writes = logs.holds.iter().filter(|h| h.wrote.is_some()).count();
+    let skipped = logs.holds.iter().filter(|h| h.wrote.is_none()).count();
+    let abandoned = logs.holds.iter().filter(|h| h.abandoned).count();
+    let hangs = outages.iter().filter(|o| o.action == Action::Hang).count();
+    let kills = outages.iter().filter(|o| o.action == Action::Kill).count();
+    let majorities = faults.iter().filter(|f| f.is_majority()).count();
+    let down_ms: u64 = majority_down(outages)
+        .iter()
+        .map(|(d, u)| (u - d) / MS)
+        .sum();
+    println!("totals");
+    println!(
+        "  calls             {} (lock/try_lock {}, extend {}, release {})",
+        logs.calls.len(),
+        logs.calls
+            .iter()
+            .filter(|c| c.op == "lock" || c.op == "try_lock")
+            .count(),
+        logs.calls.iter().filter(|c| c.op == "extend").count(),
+        logs.calls.iter().filter(|c| c.op == "release").count()
+    );
+    println!("  acquisitions      {acquired}");
+    println!("  refusals          {refused}");
+    println!("  no quorum         {no_quorum}");
+    println!(
+        "  extend            ok {}, lost {}, no quorum {}",
+        count("extend", "ok"),
+        count("extend", "lost"),
+        count("extend", "no_quorum")
+    );
+    println!(
+        "  release           ok {}, lost {}, no quorum {}",
+        count("release", "ok"),
+        count("release", "lost"),
+        count("release", "no_quorum")
+    );
+    println!(
+        "  writes            {writes} (skipped for lack of validity: {skipped}; abandoned locks: {abandoned})"
+    );
+    println!(
+        "  faults injected   {} ({hangs} node hangs, {kills} node crashes+restarts; {majorities} majority outages, {down_ms} ms in all)",
+        faults.len()
+    );
+    let per_node: Vec<String> = (0..NODES)
+        .map(|n| {
+            let down: u64 = outages
+                .iter()
+                .filter(|o| o.node == n)
+                .map(|o| (o.up_ns - o.down_ns) / MS)
+                .sum();
+            format!("n{n} {down} ms")
+        })
+        .collect();
+    println!("  downtime          {}", per_node.join(", "));
+    for op in OPS {
+        let max = logs
+            .calls
+            .iter()
+            .filter(|c| c.op == op)
+            .max_by_key(|c| c.end - c.start);
+        if let Some(c) = max {
+            println!(
+                "  max {op:<9}     {:.1} ms, {:.1} ms of it stalled (bound {} ms + {CALL_MARGIN_MS} ms margin + stalls)",
+                (c.end - c.start) as f64 / 1e6,
+                logs.stalled(c.client, c.start, c.end) as f64 / 1e6,
+                bound_ms(op)
+            );
+        }
+    }
+    let longest = logs
+        .stalls
+        .values()
+        .flatten()
+        .map(|(from, to)| to - from)
+        .max()
+        .unwrap_or(0);
+    println!(
+        "  process stalls    {} over {STALL_MIN_NS_MS} ms, longest {:.1} ms",
+        logs.stalls.values().map(Vec::len).sum::<usize>(),
+        longest as f64 / 1e6
+    );
+    let waits = |mode: &str, outcome: &str| {
+        logs.waits
+            .iter()
+            .filter(|w| (mode.is_empty() || w.mode == mode) && w.outcome == outcome)
+            .count()
+    };
+    println!(
+        "  waits             {} (ok {}, cancelled {}, not acquired {}, no quorum {})",
+        logs.waits.len(),
+        waits("", "ok"),
+        waits("", "cancelled"),
+        waits("", "not_acquired"),
+        waits("", "no_quorum")
+    );
+    for mode in ["before", "during", "release"] {
+        let of_mode: Vec<&Wait> = logs.waits.iter().filter(|w| w.mode == mode).collect();
+        let fired = of_mode
+            .iter()
+            .filter(|w| w.fired != 0 && w.fired <= w.end)
+            .count();
+        let raced = of_mode
+            .iter()
+            .filter(|w| w.fired != 0 && w.fired <= w.end && w.outcome != "cancelled")
+            .count();
+        println!(
+            "  cancels {mode:<9} {} waits, {fired} fired during the call: {} cancelled, {raced} \
+             too late (the lock or the wait's end came first)",
+            of_mode.len(),
+            waits(mode, "cancelled")
+        );
+    }
+    let slowest = logs
+        .waits
+        .iter()
+        .filter(|w| w.outcome == "cancelled" && w.fired != 0)
+        .map(|w| w.end.saturating_sub(w.fired.max(w.start)))
+        .max()
+        .unwrap_or(0);
+    println!(
+        "  cancel latency    at most {:.1} ms from firing to return (bound {CANCEL_BOUND_MS} ms)",
+        slowest as f64 / 1e6
+    );
+    let probed: u64 = logs.probes.values().map(|p| p.0).sum();
+    let unanswered: u64 = logs.probes.values().map(|p| p.1).sum();
+    let judged = |v: KeyFate| {
+        logs.sightings
+            .iter()
+            .filter(|s| judge(s, outages, logs) == v)
+            .count()
+    };
+    println!(
+        "  keys after calls  {probed} finished calls probed on every node ({unanswered} node looks \
+         unanswered); keys found: {} on a node down meanwhile, {} removed late, {} with the client \
+         starved, {} unknown, {} LEAKED",
+        judged(KeyFate::NodeWasDown),
+        judged(KeyFate::Late),
+        judged(KeyFate::Starved),
+        judged(KeyFate::Unknown),
+        judged(KeyFate::Leak)
+    );
+    if let Some(late) = logs
+        .sightings
+        .iter()
+        .filter(|s| judge(s, outages, logs) == KeyFate::Late)
+        .map(|s| s.gone - s.end)
+        .max()
+    {
+        println!(
+            "  latest cleanup    {:.1} ms after its call returned",
+            late as f64 / 1e6
+        );
+    }
+    println!("  violations        {}", verdict.violations.len());
+}
+
+/// The checker must be able to fail: it is fed one made-up violation of each kind.
+pub fn checker_catches_made_up_violations() {
+    let t = 1_000 * 1_000 * MS;
+    let hold = |client: usize, at: u64, end: u64| Hold {
+        client,
+        resource: resource(0),
+        token: format!("token-of-{client}"),
+        acquired: t + at * MS,
+        deadline: t + (at + 300) * MS,
+        end: t + end * MS,
+        abandoned: false,
+        wrote: Some(1),
+        set_done: t + (at + 1) * MS,
+    };
+    let call = |client: usize, op: &str, start: u64, end: u64| Call {
+        client,
+        op: op.to_owned(),
+        resource: resource(0),
+        start: t + start * MS,
+        end: t + end * MS,
+        outcome: "ok".to_owned(),
+    };
+    let logs = Logs {
+        // A lock call far over its bound; a try_lock that succeeded with a majority down.
+        calls: vec![call(0, "lock", 0, 2_000), call(1, "try_lock", 5_010, 5_020)],
+        // Overlapping windows, both writing 1 (a lost update); no status from any client.
+        holds: vec![hold(0, 0, 100), hold(1, 50, 150)],
+        status: BTreeMap::new(),
+        stalls: BTreeMap::new(),
+        // A Cancelled with no cancel fired; a cancel fired before the call that did nothing.
+        waits: vec![
+            Wait {
+                client: 2,
+                resource: resource(1),
+                token: "w2.0.1".to_owned(),
+                mode: "during".to_owned(),
+                fired: 0,
+                start: t + 100 * MS,
+                end: t + 150 * MS,
+                outcome: "cancelled".to_owned(),
+            },
+            Wait {
+                client: 2,
+                resource: resource(1),
+                token: "w2.0.2".to_owned(),
+                mode: "before".to_owned(),
+                fired: t + 199 * MS,
+                start: t + 200 * MS,
+                end: t + 250 * MS,
+                outcome: "not_acquired".to_owned(),
+            },
+        ],
+        // A key left to expire on a node that was up; the same on a node hung meanwhile (no
+        // violation).
+        sightings: [3, 0]
+            .into_iter()
+            .map(|node| Sighting {
+                client: 2,
+                kind: "reentrant".to_owned(),
+                resource: resource(1),
+                token: "w2.0.1".to_owned(),
+                node,
+                start: t + 4_900 * MS,
+                end: t + 5_000 * MS,
+                first_seen: t + 5_050 * MS,
+                first_pttl: 200,
+                gone: t + 5_250 * MS,
+                how: "expired".to_owned(),
+                call: "wait:cancelled".to_owned(),
+            })
+            .collect(),
+        probes: BTreeMap::new(),
+    };
+    let outages: Vec<Outage> = (0..3)
+        .map(|node| Outage {
+            node,
+            action: Action::Hang,
+            down_ns: t + 5_000 * MS,
+            up_ns: t + 6_000 * MS,
+        })
+        .collect();
+    let counters = BTreeMap::from([(resource(0), 1)]);
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check(&logs, &outages, &counters, t, &mut verdict);
+    let leaks = verdict
+        .violations
+        .iter()
+        .filter(|v| v.starts_with("(f)"))
+        .count();
+    assert_eq!(
+        leaks, 1,
+        "exactly the key on the node that was up is a leak: {:?}",
+        verdict.violations
+    );
+    for kind in ["(a)", "(b)", "(c)", "(d)", "(e)", "(f)", "(g)"] {
+        assert!(
+            verdict.violations.iter().any(|v| v.starts_with(kind)),
+            "the checker missed a made-up {kind} violation: {:?}",
+            verdict.violations
+        );
+    }
+}

@@ -1,0 +1,504 @@
+//! Child mode: one client process. Its threads contend for the resources through the public
+//! API, do a non-atomic read-modify-write of the resource's counter inside each lock, and log
+//! every call and every hold for the checker; a probe thread logs when the process did not get
+//! to run.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use redlock::{Cancel, Error, Lock, LockRequest, Redlock};
+
+use crate::checker::{lock_bound_ms, wait_bound_ms};
+use crate::keys::{KeyKind, Probe};
+use crate::{
+    MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES, PROBE_SLEEP, RESOURCES, RETRY_COUNT,
+    RETRY_DELAY, RETRY_JITTER, Rng, STALL_MIN_NS, THREADS, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS,
+    counter_key, now_ns, resource,
+};
+
+pub struct ChildArgs {
+    pub id: usize,
+    pub nodes: Vec<String>,
+    pub data: String,
+    pub end_ns: u64,
+    pub seed: u64,
+    pub log: PathBuf,
+}
+
+pub fn outcome<T>(result: &redlock::Result<T>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(Error::NotAcquired { .. }) => "not_acquired",
+        Err(Error::NoQuorum { .. }) => "no_quorum",
+        Err(Error::Lost { .. }) => "lost",
+        Err(Error::ExtensionLimit { .. }) => "extension_limit",
+        Err(Error::InvalidArgument { .. }) => "invalid_argument",
+        Err(Error::Cancelled { .. }) => "cancelled",
+        Err(_) => "other",
+    }
+}
+
+/// Which call a thread is in, and since when (0: none), for the hang watchdog.
+#[derive(Default)]
+pub struct Busy {
+    pub since_ns: AtomicU64,
+    pub op: AtomicU64,
+}
+
+pub const OPS: [&str; 5] = ["lock", "try_lock", "extend", "release", "wait"];
+
+/// When a cancellable wait is cancelled: before the call (it must fail at once), at a random
+/// moment during it (often within its first attempt), or around a release of its resource by
+/// another thread of the process (the instant it may be granted the lock: the race that leaves
+/// keys stuck when a cancel skips the undo).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelMode {
+    Before,
+    During,
+    Release,
+}
+
+impl CancelMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            CancelMode::Before => "before",
+            CancelMode::During => "during",
+            CancelMode::Release => "release",
+        }
+    }
+}
+
+/// A cancel to fire at `at`; `fired` notes when it was (just before firing).
+struct Fire {
+    at: u64,
+    cancel: Cancel,
+    fired: Arc<AtomicU64>,
+}
+
+/// A wait registered to be cancelled around the next release of its resource.
+struct Waiter {
+    id: u64,
+    resource: String,
+    cancel: Cancel,
+    fired: Arc<AtomicU64>,
+}
+
+/// What the threads of one client process share besides the client.
+pub struct Shared {
+    canceller: Sender<Fire>,
+    waiters: Mutex<Vec<Waiter>>,
+    probes: Sender<Probe>,
+}
+
+/// Fires scheduled cancels on time, until every sender is gone.
+fn canceller(fires: Receiver<Fire>) {
+    let mut pending: Vec<Fire> = Vec::new();
+    loop {
+        let next = pending.iter().map(|f| f.at).min();
+        let wait = next.map_or(Duration::from_millis(50), |at| {
+            Duration::from_nanos(at.saturating_sub(now_ns()))
+        });
+        match fires.recv_timeout(wait) {
+            Ok(f) => pending.push(f),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let now = now_ns();
+        pending.retain(|f| {
+            if f.at > now {
+                return true;
+            }
+            f.fired.store(now_ns(), Ordering::SeqCst);
+            f.cancel.cancel();
+            false
+        });
+    }
+}
+
+pub struct Worker {
+    pub client: usize,
+    pub thread: usize,
+    pub rl: Redlock,
+    pub data: redis::Connection,
+    pub rng: Rng,
+    pub busy: Arc<Busy>,
+    pub shared: Arc<Shared>,
+    pub log: Vec<String>,
+    /// Cancellable waits made so far (their owners are unique).
+    pub waits: u64,
+}
+
+impl Worker {
+    fn call<T>(
+        &mut self,
+        op: usize,
+        res: &str,
+        f: impl FnOnce() -> redlock::Result<T>,
+    ) -> (u64, u64, redlock::Result<T>) {
+        let start = now_ns();
+        self.busy.op.store(op as u64, Ordering::Relaxed);
+        self.busy.since_ns.store(start, Ordering::Relaxed);
+        let result = f();
+        let end = now_ns();
+        self.busy.since_ns.store(0, Ordering::Relaxed);
+        self.log.push(format!(
+            "C {} {} {} {res} {start} {end} {}",
+            self.client,
+            self.thread,
+            OPS[op],
+            outcome(&result)
+        ));
+        (start, end, result)
+    }
+
+    fn run(mut self, end_ns: u64) -> Vec<String> {
+        while now_ns() < end_ns {
+            let res = resource(self.rng.below(RESOURCES as u64) as usize);
+            let ttl = Duration::from_millis(self.rng.range(TTL_MIN_MS, TTL_MAX_MS));
+            let rl = self.rl.clone();
+            let pick = self.rng.below(100);
+            if pick < 25 {
+                self.wait(&res, ttl);
+            } else {
+                let (call_start, _, result) = if pick < 75 {
+                    self.call(0, &res, || rl.lock(&res, ttl))
+                } else {
+                    self.call(1, &res, || rl.try_lock(&res, ttl))
+                };
+                if let Ok(lock) = result {
+                    self.hold(lock, &res, ttl, call_start, KeyKind::Plain);
+                }
+            }
+            std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
+        }
+        self.log
+    }
+
+    /// A reentrant wait whose owner (its token) is unique to this call, with a cancel fired as
+    /// `mode` says; logged as an `A` line. A call that gives no lock is probed for keys left.
+    fn wait(&mut self, res: &str, ttl: Duration) {
+        self.waits += 1;
+        let owner = format!("w{}.{}.{}", self.client, self.thread, self.waits);
+        let cancel = Cancel::new();
+        let fired = Arc::new(AtomicU64::new(0));
+        let request = LockRequest::new(res, ttl)
+            .reentrant(&owner)
+            .wait(Duration::from_millis(WAIT_MS))
+            .cancel(&cancel);
+        let mode = match self.rng.below(10) {
+            0 => CancelMode::Before,
+            1..=4 => CancelMode::During,
+            _ => CancelMode::Release,
+        };
+        let id = (self.client * THREADS + self.thread) as u64 * 1_000_000_000 + self.waits;
+        match mode {
+            CancelMode::Before => {
+                fired.store(now_ns(), Ordering::SeqCst);
+                cancel.cancel();
+            }
+            CancelMode::During => {
+                // Half within the first attempt or two, half anywhere in the wait.
+                let offset_us = if self.rng.chance(0.5) {
+                    self.rng.range(0, 2_000)
+                } else {
+                    self.rng.range(0, WAIT_MS * 1_000)
+                };
+                let fire = Fire {
+                    at: now_ns() + offset_us * 1_000,
+                    cancel: cancel.clone(),
+                    fired: Arc::clone(&fired),
+                };
+                self.shared.canceller.send(fire).expect("canceller");
+            }
+            CancelMode::Release => self.shared.waiters.lock().unwrap().push(Waiter {
+                id,
+                resource: res.to_owned(),
+                cancel: cancel.clone(),
+                fired: Arc::clone(&fired),
+            }),
+        }
+        let rl = self.rl.clone();
+        let (start, end, result) = self.call(4, res, || rl.acquire(&request));
+        self.shared.waiters.lock().unwrap().retain(|w| w.id != id);
+        self.log.push(format!(
+            "A {} {} {res} {owner} {} {} {start} {end} {}",
+            self.client,
+            self.thread,
+            mode.name(),
+            fired.load(Ordering::SeqCst),
+            outcome(&result)
+        ));
+        match result {
+            Ok(lock) => self.hold(lock, res, ttl, start, KeyKind::Reentrant),
+            Err(e) => self.probe(
+                KeyKind::Reentrant,
+                res,
+                &owner,
+                (start, end),
+                format!("wait:{}", outcome::<()>(&Err(e))),
+            ),
+        }
+    }
+
+    fn probe(&self, kind: KeyKind, res: &str, token: &str, span: (u64, u64), call: String) {
+        let probe = Probe {
+            kind,
+            resource: res.to_owned(),
+            token: token.to_owned(),
+            start: span.0,
+            end: span.1,
+            call,
+        };
+        self.shared.probes.send(probe).expect("key probe");
+    }
+
+    /// Before releasing `res`: sometimes cancel a wait for it in this process, at a random
+    /// moment around the release (from before it takes effect to after the waiter woke).
+    fn cancel_a_waiter(&mut self, res: &str) {
+        if !self.rng.chance(0.7) {
+            return;
+        }
+        let waiter = {
+            let mut waiters = self.shared.waiters.lock().unwrap();
+            let at = waiters.iter().position(|w| w.resource == res);
+            at.map(|i| waiters.swap_remove(i))
+        };
+        if let Some(w) = waiter {
+            let fire = Fire {
+                at: now_ns() + self.rng.range(0, 2_000) * 1_000,
+                cancel: w.cancel,
+                fired: w.fired,
+            };
+            self.shared.canceller.send(fire).expect("canceller");
+        }
+    }
+
+    /// The critical section: a non-atomic increment of the resource's counter.
+    fn hold(&mut self, mut lock: Lock, res: &str, ttl: Duration, call_start: u64, kind: KeyKind) {
+        // The clock first, then validity: the deadline logged is never later than the lock's, so
+        // a stall in between shortens the window checked instead of making a false overlap (or
+        // hiding a write made after validity).
+        let acquired = now_ns();
+        let validity = lock.validity();
+        let mut deadline = acquired + validity.as_nanos() as u64;
+        let key = counter_key(res);
+        let seen: Option<u64> = redis::cmd("GET")
+            .arg(&key)
+            .query(&mut self.data)
+            .expect("GET on the data node");
+        std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
+        if self.rng.chance(0.1) {
+            let _ = self.call(2, res, || lock.extend(ttl));
+            let before = now_ns();
+            deadline = before + lock.validity().as_nanos() as u64;
+        }
+        let mut wrote = String::from("-");
+        let mut set_done = 0;
+        if lock.validity() >= MIN_VALIDITY_TO_WRITE {
+            let value = seen.unwrap_or(0) + 1;
+            let _: () = redis::cmd("SET")
+                .arg(&key)
+                .arg(value)
+                .query(&mut self.data)
+                .expect("SET on the data node");
+            set_done = now_ns();
+            wrote = value.to_string();
+        }
+        std::thread::sleep(Duration::from_micros(self.rng.range(0, 1_000)));
+        let token = lock.token().to_owned();
+        let (end, how) = if self.rng.chance(0.03) {
+            // A holder that vanishes without releasing: the lock must free itself at its TTL.
+            std::mem::forget(lock);
+            (deadline, "abandoned")
+        } else {
+            self.cancel_a_waiter(res);
+            let (start, end, result) = self.call(3, res, || lock.release());
+            // Whatever the release said, no node may keep the key past node_timeout.
+            let call = format!("release:{}", outcome(&result));
+            self.probe(kind, res, &token, (call_start, end), call);
+            (start, "released")
+        };
+        self.log.push(format!(
+            "H {} {} {res} {token} {call_start} {acquired} {deadline} {end} {how} {wrote} {set_done}",
+            self.client, self.thread
+        ));
+    }
+}
+
+pub fn build_client(nodes: &[String]) -> Redlock {
+    Redlock::builder()
+        .nodes(nodes)
+        .node_timeout(NODE_TIMEOUT)
+        .retry_count(RETRY_COUNT)
+        .retry_delay(RETRY_DELAY)
+        .retry_jitter(RETRY_JITTER)
+        .build()
+        .expect("build client")
+}
+
+pub fn child(args: ChildArgs) {
+    let rl = build_client(&args.nodes);
+    let data_client = redis::Client::open(args.data.as_str()).expect("data url");
+    let busy: Vec<Arc<Busy>> = (0..THREADS).map(|_| Arc::default()).collect();
+    let (fires_tx, fires) = crossbeam_channel::unbounded();
+    let canceller = std::thread::spawn(move || canceller(fires));
+    let (probes_tx, probes) = crossbeam_channel::unbounded();
+    let key_probe = {
+        let (id, urls) = (args.id, args.nodes.clone());
+        std::thread::spawn(move || crate::keys::run(id, urls, probes))
+    };
+    let shared = Arc::new(Shared {
+        canceller: fires_tx,
+        waiters: Mutex::new(Vec::new()),
+        probes: probes_tx,
+    });
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let data = data_client
+                .get_connection_with_timeout(Duration::from_secs(5))
+                .expect("connect to the data node");
+            data.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let worker = Worker {
+                client: args.id,
+                thread: t,
+                rl: rl.clone(),
+                data,
+                rng: Rng::new(
+                    args.seed
+                        ^ ((args.id * THREADS + t + 1) as u64).wrapping_mul(0xA24B_AED4_963E_E407),
+                ),
+                busy: Arc::clone(&busy[t]),
+                shared: Arc::clone(&shared),
+                log: Vec::new(),
+                waits: 0,
+            };
+            let end_ns = args.end_ns;
+            std::thread::spawn(move || worker.run(end_ns))
+        })
+        .collect();
+
+    // The stall probe: when the machine is too busy to run this process for a while, calls
+    // take longer by as much; the checker adds these stalls to each call's bound.
+    let probe_end = Arc::new(AtomicU64::new(0));
+    let probe = {
+        let (id, probe_end) = (args.id, Arc::clone(&probe_end));
+        std::thread::spawn(move || {
+            let mut stalls = Vec::new();
+            let mut last = now_ns();
+            while probe_end.load(Ordering::Relaxed) == 0 {
+                std::thread::sleep(PROBE_SLEEP);
+                let now = now_ns();
+                let expected = last + PROBE_SLEEP.as_nanos() as u64;
+                if now > expected + STALL_MIN_NS {
+                    stalls.push(format!("L {id} {expected} {now}"));
+                }
+                last = now;
+            }
+            stalls
+        })
+    };
+
+    // The watchdog: every call is bounded, so every thread ends soon after end_ns.
+    let give_up = args.end_ns + (lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS;
+    while !handles.iter().all(|h| h.is_finished()) {
+        if now_ns() > give_up {
+            for (t, b) in busy.iter().enumerate() {
+                let since = b.since_ns.load(Ordering::Relaxed);
+                if since != 0 {
+                    eprintln!(
+                        "chaos client {}: HUNG: thread {t} in {} for {} ms",
+                        args.id,
+                        OPS[b.op.load(Ordering::Relaxed) as usize],
+                        (now_ns() - since) / MS
+                    );
+                }
+            }
+            eprintln!("chaos client {}: threads did not finish", args.id);
+            std::process::exit(3);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut log: Vec<String> = Vec::new();
+    for h in handles {
+        log.extend(h.join().expect("client thread panicked"));
+    }
+    // The last sender goes: the canceller ends, the key probe once its last probe is done (and
+    // closes its connections before the parent counts them).
+    drop(shared);
+    canceller.join().expect("canceller panicked");
+    log.extend(key_probe.join().expect("key probe panicked"));
+
+    // Every worker reconnects once it has work: give it some until all are connected.
+    let final_res = format!("chaos:final:{}", args.id);
+    let ttl = Duration::from_millis(TTL_MAX_MS);
+    let status_deadline = now_ns() + 10_000 * MS;
+    let mut acquired_after = None;
+    loop {
+        let start = now_ns();
+        let result = rl.try_lock(&final_res, ttl);
+        let end = now_ns();
+        log.push(format!(
+            "C {} final try_lock {final_res} {start} {end} {}",
+            args.id,
+            outcome(&result)
+        ));
+        if let Ok(lock) = result {
+            acquired_after.get_or_insert(end);
+            let start = now_ns();
+            let result = lock.release();
+            log.push(format!(
+                "C {} final release {final_res} {start} {} {}",
+                args.id,
+                now_ns(),
+                outcome(&result)
+            ));
+        }
+        let connected = rl.node_status().iter().filter(|s| s.connected).count();
+        if (connected == NODES && acquired_after.is_some()) || now_ns() > status_deadline {
+            let status: Vec<String> = rl
+                .node_status()
+                .iter()
+                .map(|s| format!("{}:{}:{}", s.address, s.connected, s.connects))
+                .collect();
+            log.push(format!(
+                "S {} {connected} {} {}",
+                args.id,
+                u8::from(acquired_after.is_some()),
+                status.join(",")
+            ));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    probe_end.store(1, Ordering::Relaxed);
+    log.extend(probe.join().expect("stall probe panicked"));
+
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&args.log).expect("log file"));
+    for line in &log {
+        writeln!(file, "{line}").expect("write log");
+    }
+    file.flush().expect("write log");
+    drop(file);
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    // Stay connected until the parent has counted the connections on the nodes (stdin closes).
+    let mut sink = String::new();
+    while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
+    drop(rl);
+}
+
+pub fn parse_child(args: &[String]) -> ChildArgs {
+    ChildArgs {
+        id: args[0].parse().expect("child id"),
+        nodes: args[1].split(',').map(str::to_owned).collect(),
+        data: args[2].clone(),
+        end_ns: args[3].parse().expect("end time"),
+        seed: args[4].parse().expect("seed"),
+        log: Path::new(&args[5]).to_path_buf(),
+    }
+}

@@ -1,0 +1,242 @@
+//! The key probe of a client process: after each acquisition call that gave no lock (failed or
+//! cancelled) and after each release, it looks behind the library's back, with connections of
+//! its own, for a key of that acquisition on every lock node, `NODE_TIMEOUT` after the call
+//! returned. A key it finds is watched until it goes: removed while it still had time to live (a
+//! cleanup that came late, say on a starved machine), or left to expire (a leak: nothing removed
+//! it). Each sighting is logged as a `K` line for the checker, which excuses nodes that were down
+//! or hung during the call.
+//!
+//! Tokens are known exactly: a released lock's from [`Lock::token`](redlock::Lock::token), and a
+//! cancellable wait's because it is a reentrant request whose owner (its token) the client
+//! chooses, unique per call. A plain attempt that gives no lock returns no token, so its keys
+//! cannot be told from the next holder's; the reentrant waits stand in for it.
+
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use crate::{MS, NODE_TIMEOUT, TTL_MAX_MS, now_ns};
+
+/// How a lock's key holds its token on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// `GET resource == token`.
+    Plain,
+    /// `HEXISTS resource owner`.
+    Reentrant,
+}
+
+impl KeyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyKind::Plain => "plain",
+            KeyKind::Reentrant => "reentrant",
+        }
+    }
+}
+
+/// One finished call to look after.
+pub struct Probe {
+    pub kind: KeyKind,
+    pub resource: String,
+    pub token: String,
+    /// When the acquisition began (keys can have been set from then on) and when the call that
+    /// ended it (the failed acquire, or the release) returned.
+    pub start: u64,
+    pub end: u64,
+    /// The call that finished it and how it ended, e.g. `release:no_quorum`, `wait:cancelled`.
+    pub call: String,
+}
+
+/// A probe is answered within this long, or the node counts as unreachable for it.
+const IO_TIMEOUT: Duration = Duration::from_millis(40);
+/// How often a sighted key is looked at again.
+const WATCH_EVERY: Duration = Duration::from_millis(5);
+/// A key vanishing with at least this much of its PTTL left was removed, not expired.
+const REMOVED_MARGIN_MS: i64 = 15;
+/// A key still there this long after it was first seen never expires: a leak too.
+const WATCH_LIMIT_NS: u64 = (TTL_MAX_MS + 500) * MS;
+
+/// Connections of the probe's own to every lock node, rebuilt after an error.
+struct Nodes {
+    urls: Vec<String>,
+    conns: Vec<Option<redis::Connection>>,
+}
+
+/// What a node said about one token.
+enum Seen {
+    Absent,
+    /// Present, with this PTTL (ms).
+    Present(i64),
+    Unreachable,
+}
+
+impl Nodes {
+    fn conn(&mut self, n: usize) -> Option<&mut redis::Connection> {
+        if self.conns[n].is_none() {
+            let client = redis::Client::open(self.urls[n].as_str()).ok()?;
+            let conn = client.get_connection_with_timeout(IO_TIMEOUT).ok()?;
+            conn.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
+            conn.set_write_timeout(Some(IO_TIMEOUT)).ok()?;
+            self.conns[n] = Some(conn);
+        }
+        self.conns[n].as_mut()
+    }
+
+    fn look(&mut self, n: usize, kind: KeyKind, resource: &str, token: &str) -> Seen {
+        let Some(conn) = self.conn(n) else {
+            return Seen::Unreachable;
+        };
+        // One round trip: whether the key holds the token, and its PTTL.
+        let mut pipe = redis::pipe();
+        match kind {
+            KeyKind::Plain => pipe.cmd("GET").arg(resource),
+            KeyKind::Reentrant => pipe.cmd("HEXISTS").arg(resource).arg(token),
+        };
+        pipe.cmd("PTTL").arg(resource);
+        let answer: redis::RedisResult<(redis::Value, i64)> = pipe.query(conn);
+        match answer {
+            Ok((value, pttl)) => {
+                let holds = match (kind, value) {
+                    (KeyKind::Plain, redis::Value::BulkString(v)) => v == token.as_bytes(),
+                    (KeyKind::Reentrant, redis::Value::Int(1)) => true,
+                    _ => false,
+                };
+                if holds {
+                    Seen::Present(pttl)
+                } else {
+                    Seen::Absent
+                }
+            }
+            // The other kind's key (WRONGTYPE) is not ours.
+            Err(e) if e.code() == Some("WRONGTYPE") => Seen::Absent,
+            Err(_) => {
+                // A reply may still come on this connection: never reuse it.
+                self.conns[n] = None;
+                Seen::Unreachable
+            }
+        }
+    }
+}
+
+/// A key found after its call, being watched until it goes.
+struct Watch {
+    probe_at: usize,
+    node: usize,
+    first_seen: u64,
+    first_pttl: i64,
+    last_seen: u64,
+    last_pttl: i64,
+}
+
+/// Runs until `probes` closes and every probe is done; gives its log lines.
+pub fn run(client: usize, urls: Vec<String>, probes: Receiver<Probe>) -> Vec<String> {
+    let mut nodes = Nodes {
+        conns: urls.iter().map(|_| None).collect(),
+        urls,
+    };
+    let mut log = Vec::new();
+    let mut queue: std::collections::VecDeque<Probe> = std::collections::VecDeque::new();
+    let mut kept: Vec<Probe> = Vec::new();
+    let mut watches: Vec<Watch> = Vec::new();
+    let mut closed = false;
+    let (mut probed, mut unreachable) = (0u64, 0u64);
+    while !(closed && queue.is_empty() && watches.is_empty()) {
+        // Take new probes, waiting no longer than the next thing to do.
+        let next_due = queue
+            .front()
+            .map(|p| p.end + NODE_TIMEOUT.as_nanos() as u64);
+        let wait = if !watches.is_empty() {
+            WATCH_EVERY
+        } else if let Some(due) = next_due {
+            Duration::from_nanos(due.saturating_sub(now_ns()))
+        } else {
+            Duration::from_millis(50)
+        };
+        if !closed {
+            match probes.recv_timeout(wait) {
+                Ok(p) => queue.push_back(p),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => closed = true,
+            }
+            while let Ok(p) = probes.try_recv() {
+                queue.push_back(p);
+            }
+        } else {
+            std::thread::sleep(wait.min(WATCH_EVERY));
+        }
+        // Due probes: every node, once.
+        while let Some(p) = queue.front() {
+            if now_ns() < p.end + NODE_TIMEOUT.as_nanos() as u64 {
+                break;
+            }
+            let p = queue.pop_front().expect("front");
+            probed += 1;
+            for n in 0..nodes.urls.len() {
+                let at = now_ns();
+                match nodes.look(n, p.kind, &p.resource, &p.token) {
+                    Seen::Absent => {}
+                    Seen::Unreachable => unreachable += 1,
+                    Seen::Present(pttl) => watches.push(Watch {
+                        probe_at: kept.len(),
+                        node: n,
+                        first_seen: at,
+                        first_pttl: pttl,
+                        last_seen: at,
+                        last_pttl: pttl,
+                    }),
+                }
+            }
+            if watches.iter().any(|w| w.probe_at == kept.len()) {
+                kept.push(p);
+            }
+        }
+        // Watched keys: gone yet, and how?
+        watches.retain_mut(|w| {
+            let p = &kept[w.probe_at];
+            let at = now_ns();
+            let seen = nodes.look(w.node, p.kind, &p.resource, &p.token);
+            let (gone, how) = match seen {
+                Seen::Present(pttl) => {
+                    w.last_seen = at;
+                    w.last_pttl = pttl;
+                    if at - w.first_seen > WATCH_LIMIT_NS {
+                        (at, "stayed")
+                    } else {
+                        return true;
+                    }
+                }
+                Seen::Absent => {
+                    let left = w.last_pttl - ((at - w.last_seen) / MS) as i64;
+                    (
+                        at,
+                        if left >= REMOVED_MARGIN_MS {
+                            "removed"
+                        } else {
+                            "expired"
+                        },
+                    )
+                }
+                // Hung or down now: it may have been removed or not; the checker decides by the
+                // outages.
+                Seen::Unreachable => (at, "unreachable"),
+            };
+            log.push(format!(
+                "K {client} {} {} {} {} {} {} {} {} {} {gone} {how} {}",
+                p.kind.name(),
+                p.resource,
+                p.token,
+                w.node,
+                p.start,
+                p.end,
+                w.first_seen,
+                w.first_pttl,
+                w.last_pttl,
+                p.call,
+            ));
+            false
+        });
+    }
+    log.push(format!("P {client} {probed} {unreachable}"));
+    log
+}

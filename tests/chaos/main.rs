@@ -1,0 +1,451 @@
+//! Fault injection with a safety checker.
+//!
+//! Five lock nodes and one separate "data" node (holding one counter per resource) run as real
+//! `redis-server` processes. Several client processes (this binary, re-executed in child mode),
+//! each with several threads, contend for a few resources through the public API. Every holder
+//! does a deliberately non-atomic read-modify-write (GET, sleep, SET) of its resource's counter
+//! inside the lock and logs what it did, with times from `CLOCK_MONOTONIC`, which all processes
+//! on the machine share. Meanwhile a driver replays a seeded random schedule of faults on the
+//! lock nodes: hangs (SIGSTOP … SIGCONT), crashes (SIGKILL, then a restart with an empty
+//! dataset), and at least once a majority (3 of 5) down at the same time.
+//!
+//! Afterwards a checker reads the logs and asserts:
+//! - (a) safety: no two holders' windows `[lock() returned, min(validity deadline, release
+//!   started)]` overlap on one resource;
+//! - (b) no lost update: each resource's final counter equals the number of writes made inside
+//!   the lock, and the written values are exactly 1..=n;
+//! - (c) no hang: every call returned within its bound, computed from the configuration
+//!   (`node_timeout × (retries + 1) + retries × (retry_delay + retry_jitter)` for `lock`), plus a
+//!   generous margin, plus the time its process was measurably not running (a probe thread
+//!   logs every late wake-up), for a noisy machine;
+//! - (d) recovery: after the last fault healed, every client process acquired again, its workers
+//!   are all connected again (`node_status`), every lock node sees exactly one connection per
+//!   client process, and the data node none once the client threads ended: nothing wedged,
+//!   nothing leaked;
+//! - (e) no acquisition succeeded while a majority of the nodes was down;
+//! - (f) no key of a cancelled or finished acquisition outlives its call: `node_timeout` after a
+//!   wait that gave no lock (failed or cancelled) or a release returned, a key probe in the
+//!   client process finds no key with that acquisition's token on any node, or watches the one
+//!   it finds until it goes; a key left to expire is a leak, unless its node was down or hung
+//!   meanwhile (Redlock lets such a node keep it until its TTL) or the client process was
+//!   measurably not running for `node_timeout / 2` or more (its answers or cleanups then came
+//!   after the caller's `node_timeout`, which the library does not promise to cover; each such
+//!   key is printed as a NOTE); one removed late (a starved machine) is reported, not failed;
+//! - (g) cancellation: a wait returns `Cancelled` only after its cancel fired, within
+//!   `CANCEL_BOUND_MS` (plus stalls); one whose cancel fired before the call fails at once.
+//!
+//! A quarter of the calls are cancellable waits: reentrant requests (`wait`, with a `Cancel`)
+//! whose owner, and so whose token, the client chooses per call, so that even a cancelled
+//! attempt, which returns no lock, has a known token to look for. (A plain attempt that gives
+//! no lock has a random token nobody learns: its keys could not be told from the next
+//! holder's.) Their cancels fire before the call, at a random moment during it (half within the
+//! first 2 ms, when the first attempt is on its way), or around a release of the same resource
+//! by another thread of the process: the instant the waiter may be granted the lock, where a
+//! cancel that skipped the undo would leave keys behind.
+//!
+//! Parts: `schedule.rs` (the seeded faults and the driver), `client.rs` (child mode: the
+//! client processes, their workers and cancels), `keys.rs` (the key probe of each client
+//! process), `checker.rs` (the rules, and their self-test on made-up violations); this file
+//! holds the configuration, the parent and the command line.
+//!
+//! Short profile (about a minute; part of `cargo test --release` and so of `scripts/test`):
+//! ```sh
+//! cargo test --release --test chaos
+//! ```
+//! Soak for N minutes of faults, and replay of a run's schedule from its printed seed:
+//! ```sh
+//! cargo test --release --test chaos -- --minutes 30
+//! cargo test --release --test chaos -- --seed 1234 [--minutes 30]
+//! ```
+//!
+//! Restarted nodes come back empty (no persistence), and the seed on delayed restarts explains
+//! that a node that forgets a live lock can let a second owner in. The driver therefore keeps a
+//! crashed node down for longer than the largest TTL before restarting it, as the README advises
+//! operators to: every key it held has expired by then anyway, so the checker needs no exception
+//! for restarts and counts every overlap as a violation. `--eager-restarts` brings crashed
+//! minority nodes back within 100 ms instead, to watch the checker catch that hazard (expect it
+//! to fail). Before each run the checker is also fed made-up violations of each kind, which it
+//! must report.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod checker;
+mod client;
+mod keys;
+mod schedule;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use checker::{
+    Verdict, check, checker_catches_made_up_violations, lock_bound_ms, ms, read_logs, summarize,
+};
+use client::{child, parse_child};
+use schedule::{describe, drive, schedule};
+use support::{Cluster, RedisNode, eventually};
+
+const NODES: usize = 5;
+const CLIENTS: usize = 3;
+const THREADS: usize = 3;
+const RESOURCES: usize = 3;
+const TTL_MIN_MS: u64 = 250;
+const TTL_MAX_MS: u64 = 500;
+const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+const RETRY_COUNT: u32 = 3;
+const RETRY_DELAY: Duration = Duration::from_millis(40);
+const RETRY_JITTER: Duration = Duration::from_millis(20);
+/// How long a cancellable wait waits at most.
+const WAIT_MS: u64 = 300;
+/// A cancelled wait returns within this long of its cancel firing (plus the time its process
+/// was stalled); the goal is 50 ms, the bound generous for a noisy machine.
+const CANCEL_BOUND_MS: u64 = 1_000;
+/// A holder writes only with at least this much validity left, so that the SET lands well
+/// inside the lock even if the thread is descheduled for a while on a busy machine.
+const MIN_VALIDITY_TO_WRITE: Duration = Duration::from_millis(100);
+/// Slack on top of each call's computed bound: a hang is unbounded, scheduling noise is not.
+/// Stalls of the whole client process (measured by a probe thread) are added on top.
+const CALL_MARGIN_MS: u64 = 1_000;
+/// The stall probe sleeps this long in a loop; a wake-up later than `STALL_MIN` is a stall.
+const PROBE_SLEEP: Duration = Duration::from_millis(2);
+const STALL_MIN_NS_MS: u64 = 10;
+const STALL_MIN_NS: u64 = STALL_MIN_NS_MS * MS;
+/// A crashed node stays down at least this long: longer than any TTL (see the module docs).
+const MIN_DOWN_AFTER_KILL_MS: u64 = TTL_MAX_MS + 200;
+const SHORT_CHAOS_MS: u64 = 40_000;
+const WARMUP_MS: u64 = 2_000;
+/// Clients keep working this long after the last fault healed.
+const TAIL_MS: u64 = 5_000;
+const MS: u64 = 1_000_000;
+
+/// Nanoseconds on `CLOCK_MONOTONIC`: one clock for every process on the machine (it is also
+/// what `std::time::Instant`, and so `Lock::validity`, counts with on Linux).
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn sleep_until(t_ns: u64) {
+    let now = now_ns();
+    if t_ns > now {
+        std::thread::sleep(Duration::from_nanos(t_ns - now));
+    }
+}
+
+/// SplitMix64: a seeded generator whose sequence depends on nothing but the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+}
+
+fn resource(i: usize) -> String {
+    format!("chaos:r{i}")
+}
+
+fn counter_key(resource: &str) -> String {
+    format!("{resource}:count")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parent
+
+/// A lock node's client connections: (command connections, subscriber connections). A
+/// subscriber is in pub/sub mode or last (un)subscribed: one with no subscription left is
+/// "normal" to Redis again.
+fn connections(node: &RedisNode) -> (usize, usize) {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut node.conn())
+        .expect("CLIENT LIST");
+    let mut counts = (0, 0);
+    for line in list.lines().filter(|l| !l.trim().is_empty()) {
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix(name))
+                .unwrap_or("")
+        };
+        let subscriber = field("flags=").contains('P')
+            || matches!(field("cmd="), "subscribe" | "unsubscribe" | "psubscribe");
+        if subscriber {
+            counts.1 += 1;
+        } else {
+            counts.0 += 1;
+        }
+    }
+    counts
+}
+
+/// Kills the client processes, even when the test fails.
+struct Children(Vec<(Child, Option<ChildStdin>)>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for (child, stdin) in &mut self.0 {
+            drop(stdin.take());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Removes the log directory, unless the run failed (`keep`).
+struct TempDir(PathBuf, bool);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if self.1 {
+            println!("client logs kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
+    checker_catches_made_up_violations();
+    let faults = schedule(seed, chaos_ms, eager);
+    println!(
+        "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
+        chaos_ms / 1000,
+        if chaos_ms == SHORT_CHAOS_MS {
+            String::new()
+        } else {
+            format!(" --minutes {}", chaos_ms / 60_000)
+        },
+        if eager { " --eager-restarts" } else { "" }
+    );
+    if eager {
+        println!(
+            "EAGER RESTARTS: crashed minority nodes come back empty within 100 ms, while locks \
+             they held are live; the seed predicts violations, and the checker should find them"
+        );
+    }
+    println!(
+        "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms",
+        NODE_TIMEOUT.as_millis(),
+        RETRY_DELAY.as_millis(),
+        RETRY_JITTER.as_millis()
+    );
+    println!("schedule ({} faults):", faults.len());
+    for f in &faults {
+        println!("  {}", describe(f));
+    }
+
+    let mut cluster = Cluster::start(NODES);
+    let data = RedisNode::start();
+    let mut dir = TempDir(
+        std::env::temp_dir().join(format!("redlock-chaos-{}", std::process::id())),
+        false,
+    );
+    std::fs::create_dir_all(&dir.0).expect("log dir");
+    let logs: Vec<PathBuf> = (0..CLIENTS)
+        .map(|i| dir.0.join(format!("client-{i}.log")))
+        .collect();
+
+    let origin = now_ns();
+    let chaos_start = origin + WARMUP_MS * MS;
+    let last_fault_end = faults.iter().map(|f| f.at_ms + f.dur_ms).max().unwrap_or(0);
+    // Restarts take a moment each; the tail is counted from the planned end, generously.
+    let end_ns = chaos_start + (last_fault_end + TAIL_MS + 1_000) * MS;
+
+    let exe = std::env::current_exe().expect("current_exe");
+    let (lines_tx, lines) = crossbeam_channel::unbounded::<(usize, String)>();
+    let mut children = Children(Vec::new());
+    for (i, log) in logs.iter().enumerate() {
+        let mut child = Command::new(&exe)
+            .arg("--child")
+            .arg(i.to_string())
+            .arg(cluster.urls().join(","))
+            .arg(data.url())
+            .arg(end_ns.to_string())
+            .arg(seed.to_string())
+            .arg(log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start a client process");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let tx = lines_tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send((i, line));
+            }
+        });
+        let stdin = child.stdin.take();
+        children.0.push((child, stdin));
+    }
+    drop(lines_tx);
+
+    let outages = drive(&mut cluster, &faults, chaos_start);
+    let last_heal = outages.iter().map(|o| o.up_ns).max().unwrap_or(0);
+    println!("last fault healed at {}", ms(last_heal, origin));
+
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    let mut ready = [false; CLIENTS];
+    let ready_deadline = end_ns + (lock_bound_ms() + 25_000) * MS;
+    while !ready.iter().all(|&r| r) {
+        let left = ready_deadline.saturating_sub(now_ns());
+        match lines.recv_timeout(Duration::from_nanos(left)) {
+            Ok((i, line)) if line.trim() == "READY" => ready[i] = true,
+            Ok((i, line)) => println!("client {i}: {line}"),
+            Err(_) => break,
+        }
+    }
+    for (i, r) in ready.iter().enumerate() {
+        if !r {
+            verdict.fail(format!(
+                "(c) client {i} did not finish: a call hung or the process died"
+            ));
+        }
+    }
+    if !verdict.violations.is_empty() {
+        for v in &verdict.violations {
+            println!("VIOLATION {v}");
+        }
+        return false;
+    }
+
+    // (d) Connections: on each lock node one worker connection per client process, plus the
+    // one counting, and at most one subscriber connection per process (its waiters share it; it
+    // stays, idle, for the next waiter). Closed sockets (the key probes') leave the list once
+    // the server has seen them close.
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let mut seen = (0, 0);
+        if !eventually(Duration::from_secs(5), || {
+            seen = connections(node);
+            seen.0 == CLIENTS + 1 && seen.1 <= CLIENTS
+        }) {
+            verdict.fail(format!(
+                "(d) lock node n{i} has {} command and {} subscriber connections, expected {} \
+                 (one per client process plus this check) and at most {CLIENTS}",
+                seen.0,
+                seen.1,
+                CLIENTS + 1
+            ));
+        }
+    }
+    // Client threads closed their data connections when they ended: only the counting one is left.
+    let mut seen = 0;
+    if !eventually(Duration::from_secs(5), || {
+        seen = data.clients("");
+        seen == 1
+    }) {
+        verdict.fail(format!(
+            "(d) data node has {seen} client connections after the client threads ended, \
+             expected 1 (this check's)"
+        ));
+    }
+
+    for (child, stdin) in &mut children.0 {
+        drop(stdin.take());
+        let status = child.wait().expect("wait for a client process");
+        if !status.success() {
+            verdict.fail(format!("client process exited with {status}"));
+        }
+    }
+
+    let logs = read_logs(&logs);
+    let mut counters = BTreeMap::new();
+    for r in 0..RESOURCES {
+        let res = resource(r);
+        let value: Option<u64> = redis::cmd("GET")
+            .arg(counter_key(&res))
+            .query(&mut data.conn())
+            .expect("GET counter");
+        counters.insert(res, value.unwrap_or(0));
+    }
+    check(&logs, &outages, &counters, origin, &mut verdict);
+    if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
+        verdict.fail("no holder wrote anything: the run tested nothing".into());
+    }
+    summarize(&logs, &outages, &faults, &verdict);
+    for v in &verdict.violations {
+        println!("VIOLATION {v}");
+    }
+    dir.1 = !verdict.violations.is_empty();
+    verdict.violations.is_empty()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        child(parse_child(&args[1..]));
+        return;
+    }
+    let mut seed = None;
+    let mut minutes = None;
+    let mut eager = false;
+    let mut filters = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--seed" => {
+                seed = it.next().and_then(|s| s.parse::<u64>().ok()).or_else(|| {
+                    eprintln!("--seed needs a number");
+                    std::process::exit(2)
+                })
+            }
+            "--minutes" => {
+                minutes = it.next().and_then(|s| s.parse::<u64>().ok()).or_else(|| {
+                    eprintln!("--minutes needs a number");
+                    std::process::exit(2)
+                })
+            }
+            "--eager-restarts" => eager = true,
+            "--list" => {
+                println!("chaos: test");
+                return;
+            }
+            // libtest's own flags, passed along by `cargo test -- ...` to every test binary.
+            a if a.starts_with('-') => {}
+            filter => filters.push(filter.to_owned()),
+        }
+    }
+    // `cargo test <filter>` passes the filter to every test binary: run only when it matches.
+    if !filters.is_empty() && !filters.iter().any(|f| "chaos".contains(f.as_str())) {
+        println!("chaos: filtered out");
+        return;
+    }
+    let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
+    let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
+    if !run(seed, chaos_ms, eager) {
+        eprintln!("chaos: FAILED (seed {seed})");
+        std::process::exit(1);
+    }
+    println!("chaos: ok (seed {seed})");
+}
