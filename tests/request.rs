@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redlock::{AutoExtend, Cancel, Error, Lock, LockRequest, Redlock};
-use support::{Cluster, eventually};
+use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 
