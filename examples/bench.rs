@@ -22,6 +22,9 @@
 //!   one read lock and one semaphore permit (L = 4, all free) acquired once and released,
 //!   interleaved: medians side by side.
 //!
+//! - `cancel-latency`: N = 5, a waiter parked on a held resource is cancelled, 200 times: time
+//!   from `Cancel::cancel` to the acquisition's return.
+//!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 
 #[path = "../tests/support/mod.rs"]
@@ -343,6 +346,37 @@ fn main() {
          \"permit_ratio\":{:.2}}}",
         read_p50 / plain_p50,
         permit_p50 / plain_p50
+    );
+
+    // Cancel latency: a waiter parked on a held resource, cancelled; from cancel() to return.
+    let holder = rl.lock("bench-cancel", Duration::from_secs(60)).unwrap();
+    let mut latencies = Vec::new();
+    for _ in 0..200 {
+        let cancel = redlock::Cancel::new();
+        let request = LockRequest::new("bench-cancel", Duration::from_secs(10))
+            .wait(Duration::from_secs(30))
+            .cancel(&cancel);
+        let (rl, (tx, rx)) = (rl.clone(), std::sync::mpsc::channel());
+        let waiter = std::thread::spawn(move || {
+            let result = rl.acquire(&request);
+            tx.send(Instant::now()).unwrap();
+            result
+        });
+        std::thread::sleep(Duration::from_millis(5));
+        let fired = Instant::now();
+        cancel.cancel();
+        let returned = rx.recv().unwrap();
+        assert!(matches!(
+            waiter.join().unwrap(),
+            Err(redlock::Error::Cancelled { .. })
+        ));
+        latencies.push(returned.saturating_duration_since(fired).as_secs_f64() * 1e6);
+    }
+    holder.release().unwrap();
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "{{\"config\":\"cancel-latency\",\"nodes\":5,\"rounds\":200,\"p50_us\":{:.1},\"p99_us\":{:.1},\"max_us\":{:.1}}}",
+        latencies[100], latencies[197], latencies[199]
     );
 
     let find = |n: usize, t: usize| {

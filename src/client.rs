@@ -251,6 +251,7 @@ impl Redlock {
                     kind.keys(),
                     config.node_timeout,
                     kind.shared(),
+                    cancel,
                 ));
                 just_subscribed = true;
             }

@@ -27,6 +27,9 @@ use crate::cancel::Cancel;
 use crate::sync::relock;
 use crate::wire::CHANNEL_PREFIX;
 
+/// How often a waiter for its subscriptions to become active looks at its cancel.
+const CANCEL_SLICE: Duration = Duration::from_millis(1);
+
 /// How long a subscriber reads before it looks at new (un)subscriptions.
 const READ_SLICE: Duration = Duration::from_millis(20);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -214,6 +217,7 @@ impl Notifier {
         resources: &[Arc<str>],
         ready_within: Duration,
         shared: bool,
+        cancel: Option<&Cancel>,
     ) -> Subscription {
         let mut slots = Vec::with_capacity(resources.len());
         for resource in resources {
@@ -244,14 +248,15 @@ impl Notifier {
         let deadline = Instant::now() + ready_within;
         for (_, slot) in &slots {
             let mut state = relock(&slot.state);
-            while state.subscribed < self.nodes.len() {
+            while state.subscribed < self.nodes.len() && !cancel.is_some_and(Cancel::is_cancelled) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
                 }
+                // In short slices, so that a cancel is seen within one.
                 state = slot
                     .ready
-                    .wait_timeout(state, left)
+                    .wait_timeout(state, left.min(CANCEL_SLICE))
                     .map_or_else(|e| e.into_inner().0, |r| r.0);
             }
         }
