@@ -320,22 +320,9 @@ impl Subscription {
         if let Some(seen) = &self.shared {
             return self.wait_shared(seen, timeout, cancel);
         }
-        let mut select = Select::new();
-        for (_, slot) in &self.slots {
-            select.recv(&slot.released);
-        }
-        let cancel_index = cancel.map(|c| select.recv(c.fired()));
-        let Ok(op) = select.select_timeout(timeout) else {
-            return Wake::TimedOut;
-        };
-        let index = op.index();
-        if Some(index) == cancel_index {
-            let _ = op.recv(cancel.map(Cancel::fired).expect("selected the cancel"));
-            return Wake::Cancelled;
-        }
-        // The slots' senders live as long as the slots, so this is the release message.
-        let _ = op.recv(&self.slots[index].1.released);
-        Wake::Released
+        // The slots' senders live as long as the slots, so a message is a release.
+        let receivers: Vec<&Receiver<()>> = self.slots.iter().map(|(_, s)| &s.released).collect();
+        select(&receivers, timeout, cancel)
     }
 
     fn wait_shared(
@@ -359,24 +346,44 @@ impl Subscription {
         if moved {
             return Wake::Released;
         }
-        let mut select = Select::new();
-        for rx in &receivers {
-            select.recv(rx);
+        // A release drops the sender: the receiver disconnects.
+        let receivers: Vec<&Receiver<()>> = receivers.iter().collect();
+        let wake = select(&receivers, timeout, cancel);
+        if wake != Wake::Released {
+            return wake;
         }
-        let cancel_index = cancel.map(|c| select.recv(c.fired()));
-        let Ok(op) = select.select_timeout(timeout) else {
-            return Wake::TimedOut;
-        };
-        let index = op.index();
-        if Some(index) == cancel_index {
-            let _ = op.recv(cancel.map(Cancel::fired).expect("selected the cancel"));
-            return Wake::Cancelled;
-        }
-        let _ = op.recv(&receivers[index]);
         for ((_, slot), seen) in self.slots.iter().zip(seen.iter_mut()) {
             *seen = relock(&slot.state).epoch;
         }
         Wake::Released
+    }
+}
+
+/// Waits until one of `receivers` is ready (a message or a disconnection: a release), `timeout`
+/// passes or `cancel` fires, and takes what woke it.
+fn select(receivers: &[&Receiver<()>], timeout: Duration, cancel: Option<&Cancel>) -> Wake {
+    let mut select = Select::new();
+    for rx in receivers {
+        select.recv(rx);
+    }
+    let fired = cancel.map(Cancel::fired);
+    if let Some(rx) = fired {
+        select.recv(rx);
+    }
+    let Ok(op) = select.select_timeout(timeout) else {
+        return Wake::TimedOut;
+    };
+    // The operation must be completed on the receiver it was selected for.
+    match (receivers.get(op.index()), fired) {
+        (Some(rx), _) => {
+            let _ = op.recv(rx);
+            Wake::Released
+        }
+        (None, Some(rx)) => {
+            let _ = op.recv(rx);
+            Wake::Cancelled
+        }
+        (None, None) => Wake::TimedOut,
     }
 }
 
