@@ -48,6 +48,40 @@ typedef enum redlock_status {
   REDLOCK_CANCELLED = 8,
 } redlock_status;
 
+// What a node's lock key holds, from `redlock_inspection_node_key_kind`. The numbers are part
+// of the ABI; later versions append kinds (for new lock kinds), so a `switch` needs a
+// `default:` that treats an unknown kind as `REDLOCK_KEY_OTHER` (the key exists and blocks the
+// resource; `redlock_inspection_node_key_type` names its Redis type).
+typedef enum redlock_key_kind {
+  // The node did not answer (see `redlock_inspection_node_error`), or NULL / an index out of
+  // range was passed.
+  REDLOCK_KEY_UNKNOWN = 0,
+  // No key: the resource is free on this node.
+  REDLOCK_KEY_ABSENT = 1,
+  // A string: the token of a plain, fenced or multi-resource lock
+  // (`redlock_inspection_node_token`).
+  REDLOCK_KEY_TOKEN = 2,
+  // A hash of a reentrant lock: owners and their hold counts
+  // (`redlock_inspection_node_owner_count`, `redlock_inspection_node_owner`).
+  REDLOCK_KEY_OWNERS = 3,
+  // A key of a type no lock uses (`list`, `set`, …), which blocks the resource all the same.
+  REDLOCK_KEY_OTHER = 4,
+} redlock_key_kind;
+
+// What a forced release did on one node, from `redlock_forced_release_node_outcome`. The
+// numbers are part of the ABI and never reused.
+typedef enum redlock_release_outcome {
+  // The node could not tell (down, timed out, an error reply): see
+  // `redlock_forced_release_node_error`. Also for NULL or an index out of range.
+  REDLOCK_RELEASE_ERROR = 0,
+  // The key was deleted and its release announced to waiters.
+  REDLOCK_RELEASE_DELETED = 1,
+  // There was no key.
+  REDLOCK_RELEASE_ABSENT = 2,
+  // The key holds another token than the one given, so it was kept.
+  REDLOCK_RELEASE_HELD_BY_OTHER = 3,
+} redlock_release_outcome;
+
 // A cancel handle: ends the pending acquisitions whose request names it.
 typedef struct redlock_cancel redlock_cancel;
 
@@ -56,6 +90,15 @@ typedef struct redlock_client redlock_client;
 
 // An error: a status and a message naming the failing node(s) where known.
 typedef struct redlock_error redlock_error;
+
+// What `redlock_client_force_release` did, node by node; read it with the
+// `redlock_forced_release_*` accessors and free it with `redlock_forced_release_free`.
+typedef struct redlock_forced_release redlock_forced_release;
+
+// Every node's view of one resource, from `redlock_client_inspect`; read it with the
+// `redlock_inspection_*` accessors and free it with `redlock_inspection_free`. It does not
+// change after it was taken.
+typedef struct redlock_inspection redlock_inspection;
 
 // A held (or released) lock.
 typedef struct redlock_lock redlock_lock;
@@ -313,6 +356,258 @@ const char *redlock_status_str(int status);
 // The library version, e.g. "0.1.0" (static storage); equals `REDLOCK_VERSION` of a matching
 // header.
 const char *redlock_version(void);
+
+// Reads `resource` on every node and writes to `*out` a new inspection: per node, whether it
+// answered, what the lock key holds (a token, reentrant owners, another type, nothing), its
+// remaining TTL and the fence counter; overall, whether a quorum holds it and by which token.
+// Free it with `redlock_inspection_free`.
+//
+// Read-only. Waits for every node up to node_timeout. A node that is down, times out or
+// answers with an error (a `NOPERM` of a tight ACL) does not fail the call: its entry carries
+// the error (`redlock_inspection_node_error`). `REDLOCK_INVALID_ARGUMENT` for a NULL client,
+// resource or out, and an empty or non-UTF-8 resource. Each node is read at a slightly
+// different moment: a lock acquired or released meanwhile may show on some nodes only.
+//
+// # Safety
+// `client` is NULL or a live client; `resource` is NULL or a NUL-terminated string; `out` and
+// `err` are NULL or writable.
+enum redlock_status redlock_client_inspect(const struct redlock_client *client,
+                                           const char *resource,
+                                           struct redlock_inspection **out,
+                                           struct redlock_error **err);
+
+// Frees an inspection. NULL is a no-op.
+//
+// # Safety
+// `inspection` is NULL or a pointer from `redlock_client_inspect`, not used again afterwards.
+void redlock_inspection_free(struct redlock_inspection *inspection);
+
+// The inspected resource, owned by the inspection (valid until `redlock_inspection_free`);
+// NULL for NULL.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+const char *redlock_inspection_resource(const struct redlock_inspection *inspection);
+
+// Whether a quorum of nodes hold a live key for the resource (whatever it holds): then no one
+// can acquire it now. False for NULL.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+bool redlock_inspection_held(const struct redlock_inspection *inspection);
+
+// The token (plain and fenced locks) or owner (reentrant locks) found on a quorum of nodes,
+// owned by the inspection; NULL when no single value is on a quorum, and for NULL.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+const char *redlock_inspection_holder(const struct redlock_inspection *inspection);
+
+// The largest fence counter among the nodes that answered: true and `*fence` (when not NULL)
+// set when any node has one; false when none has, and for NULL.
+//
+// # Safety
+// `inspection` is NULL or a live inspection; `fence` is NULL or writable.
+bool redlock_inspection_fence(const struct redlock_inspection *inspection, uint64_t *fence);
+
+// Nodes needed for a quorum (N/2 + 1); 0 for NULL.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+size_t redlock_inspection_quorum(const struct redlock_inspection *inspection);
+
+// The number of nodes (one entry each, in the client's node order); 0 for NULL.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+size_t redlock_inspection_node_count(const struct redlock_inspection *inspection);
+
+// Node `index`'s `host:port` (never with credentials), owned by the inspection; NULL for NULL
+// or an index out of range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+const char *redlock_inspection_node_address(const struct redlock_inspection *inspection,
+                                            size_t index);
+
+// Why node `index` could not tell (down, timed out, an error reply such as `NOPERM`), owned by
+// the inspection; NULL when the node answered, and for NULL or an index out of range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+const char *redlock_inspection_node_error(const struct redlock_inspection *inspection,
+                                          size_t index);
+
+// What node `index`'s lock key holds; `REDLOCK_KEY_UNKNOWN` when the node did not answer, and
+// for NULL or an index out of range. Treat a value this header does not name (a later
+// version's kind) like `REDLOCK_KEY_OTHER`.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+enum redlock_key_kind redlock_inspection_node_key_kind(const struct redlock_inspection *inspection,
+                                                       size_t index);
+
+// The Redis type of node `index`'s lock key (`"none"`, `"string"`, `"hash"`, `"list"`, …),
+// owned by the inspection; NULL when the node did not answer, and for NULL or an index out of
+// range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+const char *redlock_inspection_node_key_type(const struct redlock_inspection *inspection,
+                                             size_t index);
+
+// The token in node `index`'s key when its kind is `REDLOCK_KEY_TOKEN`, owned by the
+// inspection; NULL for any other kind, and for NULL or an index out of range. A value that is
+// not UTF-8 (another client's) shows with replacement characters.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+const char *redlock_inspection_node_token(const struct redlock_inspection *inspection,
+                                          size_t index);
+
+// How many reentrant owners node `index`'s key lists (kind `REDLOCK_KEY_OWNERS`); 0 for any
+// other kind, and for NULL or an index out of range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+size_t redlock_inspection_node_owner_count(const struct redlock_inspection *inspection,
+                                           size_t index);
+
+// Reentrant owner `owner` (0-based, below `redlock_inspection_node_owner_count`) of node
+// `index`: its name, owned by the inspection, and its hold count in `*holds` (when not NULL).
+// NULL (and `*holds` untouched) for NULL or an index out of range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection; `holds` is NULL or writable.
+const char *redlock_inspection_node_owner(const struct redlock_inspection *inspection,
+                                          size_t index,
+                                          size_t owner,
+                                          uint64_t *holds);
+
+// Node `index`'s remaining TTL: true and `*ttl_ms` (when not NULL) set when its key exists and
+// expires; false when the key is absent, has no expiry (`redlock_inspection_node_persistent`),
+// the node did not answer, and for NULL or an index out of range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection; `ttl_ms` is NULL or writable.
+bool redlock_inspection_node_ttl_ms(const struct redlock_inspection *inspection,
+                                    size_t index,
+                                    uint64_t *ttl_ms);
+
+// Whether node `index`'s key exists but never expires (nothing frees it but a deletion;
+// Redlock never sets such a key, another program did). False for NULL or an index out of
+// range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection.
+bool redlock_inspection_node_persistent(const struct redlock_inspection *inspection, size_t index);
+
+// Node `index`'s fence counter (`redlock:fence:{resource}`): true and `*fence` (when not NULL)
+// set when it has one that reads as a number; false otherwise, and for NULL or an index out of
+// range.
+//
+// # Safety
+// `inspection` is NULL or a live inspection; `fence` is NULL or writable.
+bool redlock_inspection_node_fence(const struct redlock_inspection *inspection,
+                                   size_t index,
+                                   uint64_t *fence);
+
+// **An operator's tool**: deletes the lock on `resource` on every node, only where the key
+// still holds `token` (a plain or fenced lock's token, or a reentrant owner) when `token` is
+// not NULL, or whatever it holds when `token` is NULL. Each deletion is announced, so waiters
+// try at once. The fence counter is never touched (fencing tokens stay monotonic). Writes to
+// `*out` a new report, to free with `redlock_forced_release_free`.
+//
+// The danger: a live holder is not told. Its lock is gone while it may still be working, and
+// the next acquirer overlaps it; its auto-extension reports it lost at its next extension.
+// Use it for a lock whose holder is known dead, with the token read by
+// `redlock_client_inspect`, so that a holder that took the lock after you looked is left
+// alone.
+//
+// Waits for every node up to node_timeout; a node that fails is reported in its entry, not as
+// the call's status. Check `redlock_forced_release_on_quorum`: true when a quorum confirmed the
+// key is gone. `REDLOCK_INVALID_ARGUMENT` for a NULL client, resource or out, an empty or
+// non-UTF-8 resource, and an empty or non-UTF-8 token.
+//
+// # Safety
+// `client` is NULL or a live client; `resource` and `token` are NULL or NUL-terminated
+// strings; `out` and `err` are NULL or writable.
+enum redlock_status redlock_client_force_release(const struct redlock_client *client,
+                                                 const char *resource,
+                                                 const char *token,
+                                                 struct redlock_forced_release **out,
+                                                 struct redlock_error **err);
+
+// Frees a forced-release report. NULL is a no-op.
+//
+// # Safety
+// `release` is NULL or a pointer from `redlock_client_force_release`, not used again
+// afterwards.
+void redlock_forced_release_free(struct redlock_forced_release *release);
+
+// The released resource, owned by the report; NULL for NULL.
+//
+// # Safety
+// `release` is NULL or a live report.
+const char *redlock_forced_release_resource(const struct redlock_forced_release *release);
+
+// The token the release was limited to, owned by the report; NULL when none was given, and
+// for NULL.
+//
+// # Safety
+// `release` is NULL or a live report.
+const char *redlock_forced_release_token(const struct redlock_forced_release *release);
+
+// Nodes that confirmed the key is gone (deleted, or absent already); a node where another
+// token holds it does not count. 0 for NULL.
+//
+// # Safety
+// `release` is NULL or a live report.
+size_t redlock_forced_release_confirmed(const struct redlock_forced_release *release);
+
+// Whether a quorum of nodes confirmed the key is gone: nobody holds the lock until a new
+// acquisition. False when too few nodes could tell, when another token holds it (the holder
+// changed since the token was read), and for NULL.
+//
+// # Safety
+// `release` is NULL or a live report.
+bool redlock_forced_release_on_quorum(const struct redlock_forced_release *release);
+
+// Nodes needed for a quorum (N/2 + 1); 0 for NULL.
+//
+// # Safety
+// `release` is NULL or a live report.
+size_t redlock_forced_release_quorum(const struct redlock_forced_release *release);
+
+// The number of nodes (one entry each, in the client's node order); 0 for NULL.
+//
+// # Safety
+// `release` is NULL or a live report.
+size_t redlock_forced_release_node_count(const struct redlock_forced_release *release);
+
+// Node `index`'s `host:port` (never with credentials), owned by the report; NULL for NULL or
+// an index out of range.
+//
+// # Safety
+// `release` is NULL or a live report.
+const char *redlock_forced_release_node_address(const struct redlock_forced_release *release,
+                                                size_t index);
+
+// What the release did on node `index`; `REDLOCK_RELEASE_ERROR` when the node could not tell,
+// and for NULL or an index out of range.
+//
+// # Safety
+// `release` is NULL or a live report.
+enum redlock_release_outcome redlock_forced_release_node_outcome(const struct redlock_forced_release *release,
+                                                                 size_t index);
+
+// Why node `index` could not tell (down, timed out, an error reply), owned by the report;
+// NULL when it answered, and for NULL or an index out of range.
+//
+// # Safety
+// `release` is NULL or a live report.
+const char *redlock_forced_release_node_error(const struct redlock_forced_release *release,
+                                              size_t index);
 
 // Acquires `resource` like `redlock_client_lock`, with a fencing token: read it with
 // `redlock_lock_fence`. The token is strictly greater than that of every fenced lock of the

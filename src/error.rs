@@ -172,28 +172,34 @@ impl Error {
     }
 }
 
-fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Result {
-    for (i, r) in report.failures.iter().enumerate() {
-        f.write_str(if i == 0 { " [" } else { "; " })?;
-        write!(f, "{}: ", r.node)?;
-        match &r.problem {
-            NodeProblem::Refused => f.write_str("refused")?,
-            NodeProblem::TimedOut => f.write_str("no answer in time")?,
-            NodeProblem::Unavailable(why) => write!(f, "unavailable: {why}")?,
-            NodeProblem::Server(reply) => write!(f, "error reply: {reply}")?,
+/// How a node failed, in words: "no answer in time", "error reply: NOPERM …".
+impl fmt::Display for NodeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeProblem::Refused => f.write_str("refused"),
+            NodeProblem::TimedOut => f.write_str("no answer in time"),
+            NodeProblem::Unavailable(why) => write!(f, "unavailable: {why}"),
+            NodeProblem::Server(reply) => write!(f, "error reply: {reply}"),
             NodeProblem::InGrace { remaining } => write!(
                 f,
                 "restarted recently, not counted for another {} ms (restart_grace)",
                 remaining.as_millis()
-            )?,
-            NodeProblem::Cancelled => f.write_str("cancelled before it answered")?,
+            ),
+            NodeProblem::Cancelled => f.write_str("cancelled before it answered"),
             NodeProblem::ClockJump { jump, remaining } => write!(
                 f,
                 "clock jumped forward by {} ms, not counted for another {} ms (clock_quarantine)",
                 jump.as_millis(),
                 remaining.as_millis()
-            )?,
+            ),
         }
+    }
+}
+
+fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Result {
+    for (i, r) in report.failures.iter().enumerate() {
+        f.write_str(if i == 0 { " [" } else { "; " })?;
+        write!(f, "{}: {}", r.node, r.problem)?;
     }
     if !report.failures.is_empty() {
         f.write_str("]")?;

@@ -14,11 +14,15 @@ use std::time::Duration;
 use crate::lock::Shared;
 use crate::{Error, Lock, LockOptions, Redlock};
 
+mod inspect;
 mod kinds;
 mod node;
 mod options;
 mod request;
 
+pub use inspect::{
+    redlock_forced_release, redlock_inspection, redlock_key_kind, redlock_release_outcome,
+};
 pub use node::redlock_node_status;
 pub use options::{redlock_lock_options, redlock_options};
 

@@ -913,6 +913,331 @@ static void test_no_quorum(void) {
     redlock_client_free(client);
 }
 
+/* ---- Inspection and forced release (redlock_client_inspect, redlock_client_force_release) ---- */
+
+/* Nodes whose key is a token equal to `token` with a TTL in (0, max_ttl] ms. */
+static size_t nodes_with_token(const redlock_inspection *insp, const char *token, uint64_t max_ttl) {
+    size_t found = 0;
+    for (size_t i = 0; i < redlock_inspection_node_count(insp); i++) {
+        uint64_t ttl = 0;
+        const char *t = redlock_inspection_node_token(insp, i);
+        if (redlock_inspection_node_key_kind(insp, i) == REDLOCK_KEY_TOKEN && t != NULL &&
+            strcmp(t, token) == 0 && redlock_inspection_node_error(insp, i) == NULL &&
+            redlock_inspection_node_ttl_ms(insp, i, &ttl) && ttl > 0 && ttl <= max_ttl &&
+            !redlock_inspection_node_persistent(insp, i) &&
+            strcmp(redlock_inspection_node_key_type(insp, i), "string") == 0)
+            found++;
+    }
+    return found;
+}
+
+static size_t nodes_of_kind(const redlock_inspection *insp, redlock_key_kind kind) {
+    size_t found = 0;
+    for (size_t i = 0; i < redlock_inspection_node_count(insp); i++)
+        if (redlock_inspection_node_key_kind(insp, i) == kind)
+            found++;
+    return found;
+}
+
+static size_t outcomes(const redlock_forced_release *r, redlock_release_outcome outcome) {
+    size_t found = 0;
+    for (size_t i = 0; i < redlock_forced_release_node_count(r); i++)
+        if (redlock_forced_release_node_outcome(r, i) == outcome)
+            found++;
+    return found;
+}
+
+static redlock_inspection *inspect(redlock_client *client, const char *resource) {
+    redlock_inspection *insp = NULL;
+    redlock_error *err = NULL;
+    redlock_status st = redlock_client_inspect(client, resource, &insp, &err);
+    CHECK(st == REDLOCK_OK && insp != NULL && err == NULL);
+    if (st != REDLOCK_OK) {
+        fprintf(stderr, "inspect %s: %s\n", resource, redlock_error_message(err));
+        redlock_error_free(err);
+        exit(2);
+    }
+    return insp;
+}
+
+static redlock_forced_release *force(redlock_client *client, const char *resource,
+                                     const char *token) {
+    redlock_forced_release *r = NULL;
+    redlock_error *err = NULL;
+    redlock_status st = redlock_client_force_release(client, resource, token, &r, &err);
+    CHECK(st == REDLOCK_OK && r != NULL && err == NULL);
+    if (st != REDLOCK_OK) {
+        fprintf(stderr, "force_release %s: %s\n", resource, redlock_error_message(err));
+        redlock_error_free(err);
+        exit(2);
+    }
+    return r;
+}
+
+static void test_inspect_plain_fenced_and_free(void) {
+    redlock_client *client = new_client();
+    size_t quorum = n_urls / 2 + 1;
+
+    redlock_inspection *insp = inspect(client, "c:insp-free");
+    CHECK(strcmp(redlock_inspection_resource(insp), "c:insp-free") == 0);
+    CHECK(!redlock_inspection_held(insp));
+    CHECK(redlock_inspection_holder(insp) == NULL);
+    uint64_t fence = 12345;
+    CHECK(!redlock_inspection_fence(insp, &fence) && fence == 12345);
+    CHECK(redlock_inspection_quorum(insp) == quorum);
+    CHECK(redlock_inspection_node_count(insp) == n_urls);
+    CHECK(nodes_of_kind(insp, REDLOCK_KEY_ABSENT) == n_urls);
+    for (size_t i = 0; i < n_urls; i++) {
+        const char *address = redlock_inspection_node_address(insp, i);
+        /* host:port of the URL, never the scheme (nor any credentials). */
+        CHECK(address != NULL && strstr(urls[i], address) != NULL &&
+              strstr(address, "redis://") == NULL);
+        CHECK(redlock_inspection_node_error(insp, i) == NULL);
+        CHECK(strcmp(redlock_inspection_node_key_type(insp, i), "none") == 0);
+        CHECK(!redlock_inspection_node_ttl_ms(insp, i, NULL));
+        CHECK(redlock_inspection_node_token(insp, i) == NULL);
+        CHECK(redlock_inspection_node_owner_count(insp, i) == 0);
+    }
+    redlock_inspection_free(insp);
+
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_try_lock(client, "c:insp", 20000, &lock, NULL) == REDLOCK_OK);
+    insp = inspect(client, "c:insp");
+    CHECK(redlock_inspection_held(insp));
+    CHECK(redlock_inspection_holder(insp) != NULL &&
+          strcmp(redlock_inspection_holder(insp), redlock_lock_token(lock)) == 0);
+    /* On a quorum: the lock's token with a TTL no longer than the one set. */
+    CHECK(nodes_with_token(insp, redlock_lock_token(lock), 20000) >= quorum);
+    CHECK(!redlock_inspection_fence(insp, NULL));
+    redlock_inspection_free(insp);
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+
+    lock = NULL;
+    CHECK(redlock_client_try_lock_fenced(client, "c:insp-fenced", 20000, &lock, NULL) ==
+          REDLOCK_OK);
+    uint64_t issued = 0;
+    CHECK(redlock_lock_fence(lock, &issued, NULL) == REDLOCK_OK);
+    insp = inspect(client, "c:insp-fenced");
+    CHECK(redlock_inspection_held(insp));
+    CHECK(nodes_with_token(insp, redlock_lock_token(lock), 20000) >= quorum);
+    CHECK(redlock_inspection_fence(insp, &fence) && fence >= issued);
+    size_t fenced_nodes = 0;
+    for (size_t i = 0; i < n_urls; i++) {
+        uint64_t f = 0;
+        if (redlock_inspection_node_fence(insp, i, &f) && f >= issued)
+            fenced_nodes++;
+    }
+    CHECK(fenced_nodes >= quorum);
+    redlock_inspection_free(insp);
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+    redlock_client_free(client);
+}
+
+static void test_inspect_reentrant_owners(void) {
+    redlock_client *client = new_client();
+    size_t quorum = n_urls / 2 + 1;
+    redlock_lock *outer = NULL, *inner = NULL;
+    CHECK(redlock_client_try_lock_reentrant(client, "c:insp-re", "alice", 20000, &outer, NULL) ==
+          REDLOCK_OK);
+    CHECK(redlock_client_try_lock_reentrant(client, "c:insp-re", "alice", 20000, &inner, NULL) ==
+          REDLOCK_OK);
+    redlock_inspection *insp = inspect(client, "c:insp-re");
+    CHECK(redlock_inspection_held(insp));
+    CHECK(redlock_inspection_holder(insp) != NULL &&
+          strcmp(redlock_inspection_holder(insp), "alice") == 0);
+    size_t twice = 0;
+    for (size_t i = 0; i < n_urls; i++) {
+        uint64_t holds = 0, ttl = 0;
+        if (redlock_inspection_node_key_kind(insp, i) != REDLOCK_KEY_OWNERS)
+            continue;
+        CHECK(redlock_inspection_node_token(insp, i) == NULL);
+        CHECK(strcmp(redlock_inspection_node_key_type(insp, i), "hash") == 0);
+        CHECK(redlock_inspection_node_owner(insp, i, 1, &holds) == NULL);
+        const char *owner = redlock_inspection_node_owner(insp, i, 0, &holds);
+        if (redlock_inspection_node_owner_count(insp, i) == 1 && owner != NULL &&
+            strcmp(owner, "alice") == 0 && holds == 2 &&
+            redlock_inspection_node_ttl_ms(insp, i, &ttl) && ttl > 0 && ttl <= 20000)
+            twice++;
+    }
+    CHECK(twice >= quorum);
+    redlock_inspection_free(insp);
+    CHECK(redlock_lock_release(inner, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(outer, NULL) == REDLOCK_OK);
+    redlock_lock_free(inner);
+    redlock_lock_free(outer);
+    redlock_client_free(client);
+}
+
+static void test_force_release(void) {
+    redlock_client *client = new_client();
+    size_t quorum = n_urls / 2 + 1;
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_try_lock_fenced(client, "c:insp-force", 20000, &lock, NULL) ==
+          REDLOCK_OK);
+    uint64_t issued = 0;
+    CHECK(redlock_lock_fence(lock, &issued, NULL) == REDLOCK_OK);
+
+    /* Another token: the key is kept wherever it is set. */
+    redlock_forced_release *r = force(client, "c:insp-force", "not-the-token");
+    CHECK(strcmp(redlock_forced_release_resource(r), "c:insp-force") == 0);
+    CHECK(strcmp(redlock_forced_release_token(r), "not-the-token") == 0);
+    CHECK(redlock_forced_release_node_count(r) == n_urls);
+    CHECK(redlock_forced_release_quorum(r) == quorum);
+    CHECK(outcomes(r, REDLOCK_RELEASE_HELD_BY_OTHER) >= quorum);
+    CHECK(!redlock_forced_release_on_quorum(r));
+    CHECK(redlock_forced_release_confirmed(r) < quorum);
+    redlock_forced_release_free(r);
+    redlock_inspection *insp = inspect(client, "c:insp-force");
+    CHECK(redlock_inspection_held(insp));
+    CHECK(nodes_with_token(insp, redlock_lock_token(lock), 20000) >= quorum);
+    redlock_inspection_free(insp);
+    CHECK(redlock_lock_is_held(lock));
+
+    /* The lock's own token: deleted on a quorum, fence counter kept. */
+    r = force(client, "c:insp-force", redlock_lock_token(lock));
+    CHECK(redlock_forced_release_on_quorum(r));
+    CHECK(redlock_forced_release_confirmed(r) >= quorum);
+    CHECK(outcomes(r, REDLOCK_RELEASE_DELETED) >= quorum);
+    for (size_t i = 0; i < n_urls; i++) {
+        const char *address = redlock_forced_release_node_address(r, i);
+        CHECK(address != NULL && strstr(urls[i], address) != NULL);
+        CHECK(redlock_forced_release_node_error(r, i) == NULL);
+    }
+    redlock_forced_release_free(r);
+    insp = inspect(client, "c:insp-force");
+    CHECK(!redlock_inspection_held(insp));
+    CHECK(nodes_of_kind(insp, REDLOCK_KEY_ABSENT) >= quorum);
+    uint64_t fence = 0;
+    CHECK(redlock_inspection_fence(insp, &fence) && fence >= issued);
+    redlock_inspection_free(insp);
+    /* The holder finds out at its next extension. */
+    redlock_error *err = NULL;
+    check_error(redlock_lock_extend(lock, 20000, &err), REDLOCK_LOST, &err);
+    redlock_lock_free(lock);
+
+    /* No token: whatever holds it goes, a reentrant lock included. */
+    lock = NULL;
+    CHECK(redlock_client_try_lock_reentrant(client, "c:insp-force", "bob", 20000, &lock, NULL) ==
+          REDLOCK_OK);
+    r = force(client, "c:insp-force", NULL);
+    CHECK(redlock_forced_release_token(r) == NULL);
+    CHECK(redlock_forced_release_on_quorum(r));
+    CHECK(outcomes(r, REDLOCK_RELEASE_DELETED) >= quorum);
+    redlock_forced_release_free(r);
+    redlock_lock *again = NULL;
+    CHECK(redlock_client_try_lock(client, "c:insp-force", 20000, &again, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(again, NULL) == REDLOCK_OK);
+    redlock_lock_free(again);
+    redlock_lock_free(lock);
+
+    /* Nothing there: absent on a quorum, which confirms it is free. */
+    r = force(client, "c:insp-never", NULL);
+    CHECK(outcomes(r, REDLOCK_RELEASE_ABSENT) >= quorum);
+    CHECK(redlock_forced_release_on_quorum(r));
+    redlock_forced_release_free(r);
+    redlock_client_free(client);
+}
+
+static void test_inspect_bad_input(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    const char bad_utf8[] = {'\xc3', '\x28', 0};
+    redlock_inspection *insp = NULL;
+    check_error(redlock_client_inspect(NULL, "c:x", &insp, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_inspect(client, NULL, &insp, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_client_inspect(client, "", &insp, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_inspect(client, bad_utf8, &insp, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_client_inspect(client, "c:x", NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(insp == NULL);
+    CHECK(redlock_client_inspect(client, "", &insp, NULL) == REDLOCK_INVALID_ARGUMENT);
+
+    redlock_forced_release *r = NULL;
+    check_error(redlock_client_force_release(NULL, "c:x", NULL, &r, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_force_release(client, NULL, NULL, &r, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_force_release(client, "", NULL, &r, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_force_release(client, "c:x", "", &r, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_force_release(client, "c:x", bad_utf8, &r, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_force_release(client, "c:x", "tok", NULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(r == NULL);
+
+    /* Accessors take NULL and indexes out of range. */
+    CHECK(redlock_inspection_resource(NULL) == NULL);
+    CHECK(!redlock_inspection_held(NULL));
+    CHECK(redlock_inspection_holder(NULL) == NULL);
+    CHECK(!redlock_inspection_fence(NULL, NULL));
+    CHECK(redlock_inspection_quorum(NULL) == 0);
+    CHECK(redlock_inspection_node_count(NULL) == 0);
+    CHECK(redlock_inspection_node_address(NULL, 0) == NULL);
+    CHECK(redlock_inspection_node_key_kind(NULL, 0) == REDLOCK_KEY_UNKNOWN);
+    CHECK(redlock_inspection_node_owner(NULL, 0, 0, NULL) == NULL);
+    redlock_inspection_free(NULL);
+    CHECK(redlock_forced_release_node_count(NULL) == 0);
+    CHECK(!redlock_forced_release_on_quorum(NULL));
+    CHECK(redlock_forced_release_node_outcome(NULL, 0) == REDLOCK_RELEASE_ERROR);
+    redlock_forced_release_free(NULL);
+    insp = inspect(client, "c:x");
+    CHECK(redlock_inspection_node_address(insp, n_urls) == NULL);
+    CHECK(redlock_inspection_node_error(insp, n_urls) == NULL);
+    CHECK(redlock_inspection_node_key_kind(insp, n_urls) == REDLOCK_KEY_UNKNOWN);
+    CHECK(redlock_inspection_node_key_type(insp, n_urls) == NULL);
+    CHECK(!redlock_inspection_node_ttl_ms(insp, n_urls, NULL));
+    CHECK(!redlock_inspection_node_fence(insp, n_urls, NULL));
+    redlock_inspection_free(insp);
+    r = force(client, "c:x", "tok");
+    CHECK(redlock_forced_release_node_outcome(r, n_urls) == REDLOCK_RELEASE_ERROR);
+    CHECK(redlock_forced_release_node_address(r, n_urls) == NULL);
+    CHECK(redlock_forced_release_node_error(r, n_urls) == NULL);
+    redlock_forced_release_free(r);
+    redlock_client_free(client);
+}
+
+/* With a majority of the nodes killed: both calls still succeed, and the dead nodes' entries
+ * carry their errors. */
+static void test_inspect_with_dead_nodes(void) {
+    redlock_options *opts = test_options();
+    redlock_client *client = client_with(opts);
+    size_t dead = n_urls / 2 + 1; /* the harness kills a majority */
+    redlock_inspection *insp = inspect(client, "c:insp-dead");
+    CHECK(redlock_inspection_node_count(insp) == n_urls);
+    CHECK(!redlock_inspection_held(insp));
+    size_t errors = 0;
+    for (size_t i = 0; i < n_urls; i++) {
+        const char *e = redlock_inspection_node_error(insp, i);
+        if (e != NULL) {
+            errors++;
+            CHECK(strlen(e) > 0);
+            CHECK(redlock_inspection_node_key_kind(insp, i) == REDLOCK_KEY_UNKNOWN);
+            CHECK(redlock_inspection_node_key_type(insp, i) == NULL);
+        } else {
+            CHECK(redlock_inspection_node_key_kind(insp, i) == REDLOCK_KEY_ABSENT);
+        }
+    }
+    CHECK(errors >= dead);
+    redlock_inspection_free(insp);
+
+    redlock_forced_release *r = force(client, "c:insp-dead", NULL);
+    CHECK(!redlock_forced_release_on_quorum(r));
+    CHECK(outcomes(r, REDLOCK_RELEASE_ERROR) >= dead);
+    for (size_t i = 0; i < n_urls; i++) {
+        const char *e = redlock_forced_release_node_error(r, i);
+        CHECK((e != NULL) == (redlock_forced_release_node_outcome(r, i) == REDLOCK_RELEASE_ERROR));
+    }
+    redlock_forced_release_free(r);
+    redlock_client_free(client);
+}
+
+/* ---- End of inspection and forced release ---- */
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s all|no-quorum URL...\n", argv[0]);
@@ -922,6 +1247,7 @@ int main(int argc, char **argv) {
     n_urls = (size_t)(argc - 2);
     if (strcmp(argv[1], "no-quorum") == 0) {
         test_no_quorum();
+        test_inspect_with_dead_nodes();
     } else {
         test_round_trip();
         test_not_acquired();
@@ -938,6 +1264,10 @@ int main(int argc, char **argv) {
         test_max_hold_ends_in_lost();
         test_waiters_get_the_lock_after_release();
         test_lock_with_bad_arguments();
+        test_inspect_plain_fenced_and_free();
+        test_inspect_reentrant_owners();
+        test_force_release();
+        test_inspect_bad_input();
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -29,6 +29,14 @@ from ._errors import (
     RedlockError,
     Status,
 )
+from ._inspect import (
+    ForcedRelease,
+    Inspection,
+    KeyKind,
+    NodeInspection,
+    NodeRelease,
+    ReleaseOutcome,
+)
 from ._request import AutoExtend, Cancel, Request
 from ._ffi import lib as _lib
 from ._version import __version__
@@ -40,6 +48,12 @@ __all__ = [
     "AutoExtend",
     "Cancel",
     "NodeStatus",
+    "Inspection",
+    "NodeInspection",
+    "KeyKind",
+    "ForcedRelease",
+    "NodeRelease",
+    "ReleaseOutcome",
     "Seconds",
     "RedlockError",
     "NotAcquired",

@@ -19,6 +19,7 @@ from ._errors import LockLost, RedlockError, Status, check
 from ._ffi import lib
 
 if TYPE_CHECKING:
+    from ._inspect import ForcedRelease, Inspection
     from ._request import AutoExtend, Cancel, Request
 
 __all__ = ["Redlock", "Lock", "NodeStatus", "Seconds", "default_options"]
@@ -592,6 +593,48 @@ class Redlock:
         finally:
             self._leave()
 
+    def inspect(self, resource: str) -> Inspection:
+        """Read ``resource`` on every node: what its key holds (a token, reentrant owners,
+        another type, nothing), its remaining TTL and the fence counter, plus whether a quorum
+        holds it and by which token (see :class:`Inspection`).
+
+        Read-only. Waits for every node up to ``node_timeout_ms``; a node that is down, times
+        out or answers with an error (a ``NOPERM`` of a tight ACL) is reported in its entry
+        (:attr:`NodeInspection.error`) instead of failing the call. Each node is read at a
+        slightly different moment. ``ValueError``/``TypeError`` for an empty or non-str
+        resource or a closed client.
+        """
+        name = _c_string("resource", resource)
+        handle = self._enter()
+        try:
+            return _inspect.inspect(handle, name)
+        finally:
+            self._leave()
+
+    def force_release(self, resource: str, token: str | None = None) -> ForcedRelease:
+        """**An operator's tool**: delete the lock on ``resource`` on every node, only where
+        its key still holds ``token`` (a lock's token or a reentrant owner, as
+        :meth:`inspect` shows it), or whatever it holds when ``token`` is ``None``.
+
+        Each deletion is announced, so waiters try at once; the fence counter is never
+        touched. The danger: a live holder is not told. Its lock is gone while it may still be
+        working, the next acquirer overlaps it, and its auto-extension reports it lost only at
+        its next extension. Use it for a lock whose holder is known dead, with the token read
+        by :meth:`inspect`, so that a holder that took the lock after you looked is left
+        alone.
+
+        Waits for every node up to ``node_timeout_ms``; node failures are reported per node.
+        Check :attr:`ForcedRelease.on_quorum`. ``ValueError``/``TypeError`` for an empty or
+        non-str resource or token, or a closed client.
+        """
+        name = _c_string("resource", resource)
+        only = None if token is None else _c_string("token", token)
+        handle = self._enter()
+        try:
+            return _inspect.force_release(handle, name, only)
+        finally:
+            self._leave()
+
     def lock_fenced(
         self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
     ) -> Lock:
@@ -796,4 +839,4 @@ def _drift(value: object) -> float:
 
 
 # At the end: these modules use the helpers above (and _blocking uses _request).
-from . import _blocking, _request  # noqa: E402
+from . import _blocking, _inspect, _request  # noqa: E402

@@ -357,7 +357,91 @@ def _declare_requests(lib: ctypes.CDLL) -> None:
         )
 
 
+# --- Inspection and forced release (redlock_client_inspect, redlock_client_force_release). ---
+# The operator's tools; results are opaque snapshots read by node index.
+
+# redlock_key_kind: later versions append kinds; an unknown number reads as "other".
+KEY_UNKNOWN = 0
+KEY_ABSENT = 1
+KEY_TOKEN = 2
+KEY_OWNERS = 3
+KEY_OTHER = 4
+
+# redlock_release_outcome
+RELEASE_ERROR = 0
+RELEASE_DELETED = 1
+RELEASE_ABSENT = 2
+RELEASE_HELD_BY_OTHER = 3
+
+
+class Inspection(Structure):
+    """Opaque ``redlock_inspection``."""
+
+
+class ForcedRelease(Structure):
+    """Opaque ``redlock_forced_release``."""
+
+
+InspectionPtr = POINTER(Inspection)
+ForcedReleasePtr = POINTER(ForcedRelease)
+
+
+def _declare_inspection(lib: ctypes.CDLL) -> None:
+    err = POINTER(ErrorPtr)
+    u64 = POINTER(c_uint64)
+    signatures = {
+        "redlock_client_inspect": ([ClientPtr, c_char_p, POINTER(InspectionPtr), err], Status),
+        "redlock_inspection_free": ([InspectionPtr], None),
+        "redlock_inspection_resource": ([InspectionPtr], c_char_p),
+        "redlock_inspection_held": ([InspectionPtr], c_bool),
+        "redlock_inspection_holder": ([InspectionPtr], c_char_p),
+        "redlock_inspection_fence": ([InspectionPtr, u64], c_bool),
+        "redlock_inspection_quorum": ([InspectionPtr], c_size_t),
+        "redlock_inspection_node_count": ([InspectionPtr], c_size_t),
+        "redlock_inspection_node_address": ([InspectionPtr, c_size_t], c_char_p),
+        "redlock_inspection_node_error": ([InspectionPtr, c_size_t], c_char_p),
+        "redlock_inspection_node_key_kind": ([InspectionPtr, c_size_t], c_int),
+        "redlock_inspection_node_key_type": ([InspectionPtr, c_size_t], c_char_p),
+        "redlock_inspection_node_token": ([InspectionPtr, c_size_t], c_char_p),
+        "redlock_inspection_node_owner_count": ([InspectionPtr, c_size_t], c_size_t),
+        "redlock_inspection_node_owner": ([InspectionPtr, c_size_t, c_size_t, u64], c_char_p),
+        "redlock_inspection_node_ttl_ms": ([InspectionPtr, c_size_t, u64], c_bool),
+        "redlock_inspection_node_persistent": ([InspectionPtr, c_size_t], c_bool),
+        "redlock_inspection_node_fence": ([InspectionPtr, c_size_t, u64], c_bool),
+        "redlock_client_force_release": (
+            [ClientPtr, c_char_p, c_char_p, POINTER(ForcedReleasePtr), err],
+            Status,
+        ),
+        "redlock_forced_release_free": ([ForcedReleasePtr], None),
+        "redlock_forced_release_resource": ([ForcedReleasePtr], c_char_p),
+        "redlock_forced_release_token": ([ForcedReleasePtr], c_char_p),
+        "redlock_forced_release_confirmed": ([ForcedReleasePtr], c_size_t),
+        "redlock_forced_release_on_quorum": ([ForcedReleasePtr], c_bool),
+        "redlock_forced_release_quorum": ([ForcedReleasePtr], c_size_t),
+        "redlock_forced_release_node_count": ([ForcedReleasePtr], c_size_t),
+        "redlock_forced_release_node_address": ([ForcedReleasePtr, c_size_t], c_char_p),
+        "redlock_forced_release_node_outcome": ([ForcedReleasePtr, c_size_t], c_int),
+        "redlock_forced_release_node_error": ([ForcedReleasePtr, c_size_t], c_char_p),
+    }
+    missing = []
+    for name, (argtypes, restype) in signatures.items():
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        function.argtypes = argtypes
+        function.restype = restype
+    if missing:
+        raise OSError(
+            "{} does not export {}; it is older than this binding".format(
+                lib._name, ", ".join(missing)
+            )
+        )
+
+
 lib = _load()
 _check_version(lib)
 _declare(lib)
 _declare_requests(lib)
+_declare_inspection(lib)

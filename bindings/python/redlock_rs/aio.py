@@ -30,6 +30,7 @@ from typing import Any, Callable, TypeVar
 from ._blocking import Call, link
 from ._client import Lock, NodeStatus, Redlock, Seconds, _lock_request, _ttl_of
 from ._errors import LockLost, Status
+from ._inspect import ForcedRelease, Inspection
 from ._request import Cancel, Request
 
 __all__ = ["AsyncRedlock", "AsyncLock"]
@@ -354,6 +355,19 @@ class AsyncRedlock:
     @staticmethod
     def new_owner() -> str:
         return Redlock.new_owner()
+
+    async def inspect(self, resource: str) -> Inspection:
+        """:meth:`Redlock.inspect` on a thread of its own (it waits up to ``node_timeout_ms``)."""
+        return await _run(lambda _cancel: self._client.inspect(resource), cancellable=False)
+
+    async def force_release(self, resource: str, token: str | None = None) -> ForcedRelease:
+        """:meth:`Redlock.force_release` on a thread of its own; it runs to completion even if
+        the task is cancelled meanwhile (the cancellation is re-raised afterwards)."""
+        return await _run(
+            lambda _cancel: self._client.force_release(resource, token),
+            cancellable=False,
+            complete=True,
+        )
 
     def node_status(self) -> list[NodeStatus]:
         """:meth:`Redlock.node_status` (it reads the worker's state; it does not block)."""
