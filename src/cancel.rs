@@ -26,7 +26,9 @@ use crate::sync::relock;
 /// An acquisition that sees the cancel returns [`Error::Cancelled`](crate::Error::Cancelled)
 /// after undoing what it had taken on the nodes, exactly as a failed attempt is undone. A cancel
 /// racing with success ends in exactly one of two ways: the caller gets the lock (and owns its
-/// release), or the undo has been sent to every node before `Cancelled` returns. A handle fires
+/// release), or the undo has been sent to every node before `Cancelled` returns (for a
+/// reentrant hold: to every node known to have counted it; see
+/// [`Redlock::acquire`](crate::Redlock::acquire)). A handle fires
 /// once and stays fired: every later acquisition with it fails at once. Cheap to clone; clones
 /// share the state.
 #[derive(Clone)]

@@ -10,7 +10,7 @@ use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Operation, Result};
 use crate::inspect::{self, ForcedRelease, Inspection};
 use crate::kinds::{Kind, SCRIPTS, free_in};
-use crate::lock::Lock;
+use crate::lock::{Acquired, Lock};
 use crate::node::NodeStatus;
 use crate::notify::{Notifier, Wake};
 use crate::options::LockOptions;
@@ -97,7 +97,10 @@ impl Redlock {
     /// fired first), [`Error::InvalidArgument`] (a bad part of the request: empty resource or
     /// owner, TTL zero, too small to leave any validity, or over 10 years, an `extend fraction`
     /// outside (0, 1) or a TTL too short to be extended in time). Every failed or cancelled
-    /// attempt is undone on every node before this returns.
+    /// attempt's undo is sent to every node that may hold its key before this returns. One
+    /// exception: a reentrant hold is undone only where it was counted (elsewhere the undo would
+    /// take away one of the owner's other holds), so a hold whose answer was lost (a dropped
+    /// connection after the node ran it) or came after `node_timeout` stays until its TTL.
     pub fn acquire(&self, request: &LockRequest) -> Result<Lock> {
         let kind = request.checked_kind()?;
         let engine = &self.inner.engine;
@@ -151,6 +154,9 @@ impl Redlock {
             };
             let mut failed = None;
             for this in tries {
+                if cancel.is_some_and(Cancel::is_cancelled) {
+                    return Err(cancelled());
+                }
                 let token = this.token()?;
                 let outcome = engine.fan_out(&this.acquire(ttl_ms), resource, &token, None, cancel);
                 // The last quorum call of the attempt, if the kind made one after the acquire.
@@ -172,10 +178,13 @@ impl Redlock {
                             Arc::clone(engine),
                             Arc::clone(&self.inner) as _,
                             Arc::clone(resource),
-                            token,
-                            deadline,
-                            held,
-                            max_extensions,
+                            Acquired {
+                                token,
+                                deadline,
+                                keys_until: outcome.t0 + ttl + config.node_timeout,
+                                kind: held,
+                                max_extensions,
+                            },
                         );
                         if let (Some(every), Some(auto)) = (every, request.auto_extend) {
                             // Should the extender fail to start, dropping the lock releases it.

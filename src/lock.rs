@@ -60,19 +60,24 @@ type LostCallback = Box<dyn FnOnce(&str) + Send>;
 struct State {
     /// Until when the lock is safe to rely on.
     deadline: Instant,
+    /// Until when its keys may live on some node: the latest `t0 + ttl + node_timeout` of the
+    /// acquire and of every extension sent, successful or not (a node may have applied it). A
+    /// release that finds a node down is kept for it until then.
+    keys_until: Instant,
     extensions: u32,
     released: bool,
     lost: bool,
 }
 
 impl Shared {
-    fn new(
-        resource: Arc<str>,
-        token: Arc<str>,
-        deadline: Instant,
-        kind: Box<dyn Held>,
-        max_extensions: Option<u32>,
-    ) -> Self {
+    fn new(resource: Arc<str>, acquired: Acquired) -> Self {
+        let Acquired {
+            token,
+            deadline,
+            keys_until,
+            kind,
+            max_extensions,
+        } = acquired;
         let (tx, rx) = crossbeam_channel::bounded(0);
         Shared {
             resource,
@@ -82,6 +87,7 @@ impl Shared {
             op: Mutex::new(()),
             state: Mutex::new(State {
                 deadline,
+                keys_until,
                 extensions: 0,
                 released: false,
                 lost: false,
@@ -120,6 +126,10 @@ impl Shared {
 
     pub(crate) fn deadline(&self) -> Instant {
         relock(&self.state).deadline
+    }
+
+    pub(crate) fn keys_until(&self) -> Instant {
+        relock(&self.state).keys_until
     }
 
     pub(crate) fn max_extensions(&self) -> Option<u32> {
@@ -176,6 +186,11 @@ impl Shared {
         if relock(&self.state).released {
             return (Err(self.lost_error(None)), false);
         }
+        // Past its validity another owner may have come and gone; a reentrant owner's name
+        // (reused by its other holds) could even make the extension succeed. Lost, not revived.
+        if Instant::now() >= self.deadline() {
+            return (Err(self.lost_error(None)), true);
+        }
         let config = &engine.config;
         let ttl_ms = match config.ttl_ms(ttl) {
             Ok(ms) => ms,
@@ -194,6 +209,11 @@ impl Shared {
         }
         let ttl = Duration::from_millis(ttl_ms);
         let outcome = engine.quorum_call(&self.kind.extend(ttl_ms), &self.resource, &self.token);
+        {
+            let sent_until = outcome.t0 + ttl + config.node_timeout;
+            let mut s = relock(&self.state);
+            s.keys_until = s.keys_until.max(sent_until);
+        }
         if outcome.decision == Decision::Quorum
             && let Some(deadline) =
                 validity_deadline(outcome.t0, outcome.decided, ttl, config.drift_factor)
@@ -228,23 +248,27 @@ impl Shared {
     }
 }
 
+/// What an acquisition got: the parts a [`Lock`] is made of.
+pub(crate) struct Acquired {
+    pub token: Arc<str>,
+    /// Until when the lock is safe to rely on.
+    pub deadline: Instant,
+    /// Until when its keys may live on some node.
+    pub keys_until: Instant,
+    pub kind: Box<dyn Held>,
+    /// Cap on extensions, from the request or the client.
+    pub max_extensions: Option<u32>,
+}
+
 impl Lock {
     pub(crate) fn new(
         engine: Arc<Engine>,
         client: Arc<dyn Any + Send + Sync>,
         resource: Arc<str>,
-        token: Arc<str>,
-        deadline: Instant,
-        kind: Box<dyn Held>,
-        max_extensions: Option<u32>,
+        acquired: Acquired,
     ) -> Self {
-        let shared = Arc::new(Shared::new(
-            Arc::clone(&resource),
-            Arc::clone(&token),
-            deadline,
-            kind,
-            max_extensions,
-        ));
+        let token = Arc::clone(&acquired.token);
+        let shared = Arc::new(Shared::new(Arc::clone(&resource), acquired));
         Lock {
             engine,
             _client: client,
@@ -375,10 +399,7 @@ impl Lock {
         }
         let kind = &self.shared.kind;
         kind.settle();
-        let live_until = self
-            .shared
-            .deadline()
-            .checked_add(self.engine.config.node_timeout + RELEASE_SLACK);
+        let live_until = Some(self.shared.keys_until());
         let outcome = self.engine.release_call(
             &kind.release(release_nonce()),
             &self.resource,
@@ -417,13 +438,12 @@ impl Drop for Lock {
         // Taking `op` waits for an extension in flight (at most node_timeout), so none reaches
         // a node after the release below.
         let _op = self.shared.op();
-        let deadline = self.shared.deadline();
         if self.mark_released() {
             let kind = &self.shared.kind;
             kind.settle();
-            // The keys live at most a drift allowance past the validity deadline; a node that
-            // is down meanwhile gets the release once it is back, until then.
-            let live_until = deadline.checked_add(self.engine.config.node_timeout + RELEASE_SLACK);
+            // A node that is down meanwhile gets the release once it is back, while the keys
+            // may still live there.
+            let live_until = Some(self.shared.keys_until());
             self.engine.send_nowait(
                 &kind.release(release_nonce()),
                 &self.resource,
@@ -434,10 +454,6 @@ impl Drop for Lock {
         }
     }
 }
-
-/// How long past its validity deadline a lock's keys are worth releasing on a node that comes
-/// back: the drift allowance and a late-applied command keep them a little longer.
-const RELEASE_SLACK: Duration = Duration::from_secs(1);
 
 impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

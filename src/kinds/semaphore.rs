@@ -249,12 +249,24 @@ impl Kind for Slot {
     }
 
     fn conflict(&self, attempt: &Outcome) -> Option<Error> {
-        let stored = attempt.tally.votes().find_map(|v| match v {
-            Vote::Failed(NodeProblem::Server(reply)) => reply
-                .strip_prefix(MISMATCH)
-                .map(|rest| rest.trim().to_owned()),
-            _ => None,
-        })?;
+        let mismatches: Vec<String> = attempt
+            .tally
+            .votes()
+            .filter_map(|v| match v {
+                Vote::Failed(NodeProblem::Server(reply)) => reply
+                    .strip_prefix(MISMATCH)
+                    .map(|rest| rest.trim().to_owned()),
+                _ => None,
+            })
+            .collect();
+        // Final only when the mismatches alone rule out a quorum: a few nodes may keep another
+        // number left by a misconfigured caller's failed attempt (until its TTL), and the other
+        // slots, or a later attempt, can still get in on the rest.
+        let nodes = attempt.tally.nodes();
+        if mismatches.len() <= nodes - crate::quorum::quorum(nodes) {
+            return None;
+        }
+        let stored = mismatches.into_iter().next()?;
         Some(Error::invalid(format!(
             "semaphore {:?} has {stored} permits on the nodes (set by its holders), not {}: \
              every caller of one semaphore must ask for the same number",
