@@ -156,16 +156,43 @@ fn c_suite_under_valgrind() {
         return;
     }
     let shared = compile("tests/c/test_redlock.c", "test_redlock_valgrind", false);
-    let valgrind = [
-        "valgrind",
-        "--quiet",
-        "--leak-check=full",
-        "--errors-for-leak-kinds=definite",
-        "--error-exitcode=1",
-    ];
-    // Valgrind slows everything down many times: give nodes time to answer.
-    let slow = [("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
-    run_suite(&valgrind, &shared, &slow);
+    run_suite(VALGRIND, &shared, SLOW);
+}
+
+/// How the C suites run under valgrind: any error or definite leak fails the run.
+const VALGRIND: &[&str] = &[
+    "valgrind",
+    "--quiet",
+    "--leak-check=full",
+    "--errors-for-leak-kinds=definite",
+    "--error-exitcode=1",
+];
+/// Valgrind slows everything down many times: give nodes time to answer.
+const SLOW: &[(&str, &str)] = &[("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
+
+/// tests/c/test_request.c: the request builders and the cancel handle (every setter with bad
+/// input, kind x patience x auto-extension through `redlock_client_acquire`, cancellation from
+/// a thread and from a signal handler), linked both ways.
+#[test]
+fn c_request_suite_shared_and_static() {
+    let shared = compile("tests/c/test_request.c", "test_request_shared", false);
+    let fixed = compile("tests/c/test_request.c", "test_request_static", true);
+    run_suite(&[], &shared, &[]);
+    run_suite(&[], &fixed, &[]);
+}
+
+#[test]
+fn c_request_suite_under_valgrind() {
+    if !valgrind_available() {
+        assert!(
+            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
+            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
+        );
+        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
+        return;
+    }
+    let shared = compile("tests/c/test_request.c", "test_request_valgrind", false);
+    run_suite(VALGRIND, &shared, SLOW);
 }
 
 #[test]
