@@ -438,3 +438,64 @@ fn readme_c_snippet_is_leak_free_on_success_and_on_error() {
     assert_eq!(failed.status.code(), Some(1), "error path:\n{stderr}");
     assert!(stderr.contains("redlock: "), "{stderr}");
 }
+
+/// The request + cancel example of docs/c-abi.md, as printed: strict C99, and it takes, reports
+/// and releases its fenced lock on a real node.
+#[test]
+fn c_abi_doc_request_example_compiles_and_runs() {
+    let doc = std::fs::read_to_string(root().join("docs/c-abi.md")).unwrap();
+    let section = &doc[doc
+        .find("\n## Requests and cancellation\n")
+        .expect("docs/c-abi.md has the requests section")..];
+    // The section's second ```c block: the first lists the declarations.
+    let mut blocks = section.split("```c\n").skip(1);
+    let example = blocks.nth(1).expect("a second ```c block");
+    let example = &example[..example.find("```").unwrap()];
+    assert!(
+        example.contains("int lock_orders_interruptibly("),
+        "{example}"
+    );
+    let program = format!(
+        "{example}\nint main(int argc, char **argv) {{\n    \
+         redlock_client *client = NULL;\n    \
+         if (argc != 2 || redlock_client_new((const char *const *)&argv[1], 1, NULL, &client, \
+         NULL) != REDLOCK_OK)\n        return 2;\n    \
+         int rc = lock_orders_interruptibly(client);\n    \
+         redlock_client_free(client);\n    return rc;\n}}\n"
+    );
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let source = dir.join("doc_request_example.c");
+    std::fs::write(&source, program).unwrap();
+    let lib = library_dir();
+    let binary = dir.join("doc_request_example");
+    let output = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I"])
+        .arg(root().join("include"))
+        .arg(&source)
+        .arg("-L")
+        .arg(lib)
+        .arg("-lredlock")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&binary)
+        .output()
+        .expect("run cc");
+    assert!(
+        output.status.success(),
+        "the request example of docs/c-abi.md does not compile:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cluster = Cluster::start(1);
+    let run = Command::new(&binary)
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(&cluster.urls()[0])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.starts_with("holding orders:42 with fence "),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(cluster.nodes[0].get("orders:42"), None, "released");
+}
