@@ -37,6 +37,19 @@ static int passed, failed;
         }                                                                              \
     } while (0)
 
+/* Like CHECK, and returns from the calling test when it fails (what follows would crash). */
+#define REQUIRE(cond)                                                                  \
+    do {                                                                               \
+        if (cond) {                                                                    \
+            passed++;                                                                  \
+        } else {                                                                       \
+            failed++;                                                                  \
+            fprintf(stderr, "%s:%d: %s: REQUIRE(%s) failed\n", __FILE__, __LINE__, __func__, \
+                    #cond);                                                            \
+            return;                                                                    \
+        }                                                                              \
+    } while (0)
+
 static const char *const *urls;
 static size_t n_urls;
 
@@ -86,18 +99,22 @@ static redlock_client *new_client(void) {
     return client;
 }
 
-/* A failed call gives an error with its status and a non-empty message. */
-static void check_error(redlock_status st, redlock_status want, redlock_error **errp) {
+/* A failed call gives an error with its status and a non-empty message; `line` is the
+ * caller's, for the report. */
+static void check_error_at(redlock_status st, redlock_status want, redlock_error **errp,
+                           int line) {
     redlock_error *err = *errp;
     CHECK(st == want);
     CHECK(err != NULL);
     CHECK(redlock_error_status(err) == want);
     CHECK(redlock_error_message(err) != NULL && strlen(redlock_error_message(err)) > 0);
     if (st != want)
-        fprintf(stderr, "  got %s: %s\n", redlock_status_str(st), redlock_error_message(err));
+        fprintf(stderr, "  line %d: got %s (%s), wanted %s\n", line, redlock_status_str(st),
+                err != NULL ? redlock_error_message(err) : "no error", redlock_status_str(want));
     redlock_error_free(err);
     *errp = NULL;
 }
+#define check_error(st, want, errp) check_error_at((st), (want), (errp), __LINE__)
 
 static redlock_request *request_one(const char *resource, uint64_t ttl_ms) {
     redlock_request *req = NULL;
@@ -394,7 +411,7 @@ static void test_bad_setters_change_nothing(void) {
     CHECK(redlock_request_set_retries(plain, 0, &err) == REDLOCK_OK && err == NULL);
     CHECK(redlock_request_set_auto_extend(plain, 0.0, 0, 1, &err) == REDLOCK_OK && err == NULL);
     apply_bad_setters(plain);
-    CHECK(redlock_client_acquire(client, plain, &lock, &err) == REDLOCK_OK);
+    REQUIRE(redlock_client_acquire(client, plain, &lock, &err) == REDLOCK_OK);
     CHECK(strcmp(redlock_lock_resource(lock), "cr:bad-plain") == 0);
     CHECK(strlen(redlock_lock_token(lock)) == 40); /* a random token, not an owner */
     check_error(redlock_lock_fence(lock, &n, &err), REDLOCK_INVALID_ARGUMENT, &err);
@@ -415,7 +432,7 @@ static void test_bad_setters_change_nothing(void) {
     redlock_request *fenced = request_one("cr:bad-fenced", 30000);
     CHECK(redlock_request_set_fenced(fenced, NULL) == REDLOCK_OK);
     apply_bad_setters(fenced);
-    CHECK(redlock_client_acquire(client, fenced, &lock, NULL) == REDLOCK_OK);
+    REQUIRE(redlock_client_acquire(client, fenced, &lock, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_fence(lock, &n, NULL) == REDLOCK_OK && n > 0);
     redlock_lock_free(lock);
 
@@ -423,7 +440,7 @@ static void test_bad_setters_change_nothing(void) {
     redlock_request *re = request_one("cr:bad-re", 30000);
     CHECK(redlock_request_set_reentrant(re, "alice", NULL) == REDLOCK_OK);
     apply_bad_setters(re);
-    CHECK(redlock_client_acquire(client, re, &lock, NULL) == REDLOCK_OK);
+    REQUIRE(redlock_client_acquire(client, re, &lock, NULL) == REDLOCK_OK);
     CHECK(strcmp(redlock_lock_token(lock), "alice") == 0);
     CHECK(redlock_lock_hold_count(lock, &n, NULL) == REDLOCK_OK && n == 1);
     redlock_lock_free(lock);
@@ -435,7 +452,7 @@ static void test_bad_setters_change_nothing(void) {
     check_error(redlock_request_set_reentrant(many, "alice", &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
     apply_bad_setters(many);
-    CHECK(redlock_client_acquire(client, many, &lock, NULL) == REDLOCK_OK);
+    REQUIRE(redlock_client_acquire(client, many, &lock, NULL) == REDLOCK_OK);
     CHECK(strcmp(redlock_lock_resource(lock), "cr:bad-m1,cr:bad-m2") == 0);
     check_error(redlock_lock_fence(lock, &n, &err), REDLOCK_INVALID_ARGUMENT, &err);
     check_error(redlock_client_try_lock(client, "cr:bad-m1", 10000, &second, &err),
