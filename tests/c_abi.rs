@@ -156,16 +156,43 @@ fn c_suite_under_valgrind() {
         return;
     }
     let shared = compile("tests/c/test_redlock.c", "test_redlock_valgrind", false);
-    let valgrind = [
-        "valgrind",
-        "--quiet",
-        "--leak-check=full",
-        "--errors-for-leak-kinds=definite",
-        "--error-exitcode=1",
-    ];
-    // Valgrind slows everything down many times: give nodes time to answer.
-    let slow = [("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
-    run_suite(&valgrind, &shared, &slow);
+    run_suite(VALGRIND, &shared, SLOW);
+}
+
+/// How the C suites run under valgrind: any error or definite leak fails the run.
+const VALGRIND: &[&str] = &[
+    "valgrind",
+    "--quiet",
+    "--leak-check=full",
+    "--errors-for-leak-kinds=definite",
+    "--error-exitcode=1",
+];
+/// Valgrind slows everything down many times: give nodes time to answer.
+const SLOW: &[(&str, &str)] = &[("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
+
+/// tests/c/test_request.c: the request builders and the cancel handle (every setter with bad
+/// input, kind x patience x auto-extension through `redlock_client_acquire`, cancellation from
+/// a thread and from a signal handler), linked both ways.
+#[test]
+fn c_request_suite_shared_and_static() {
+    let shared = compile("tests/c/test_request.c", "test_request_shared", false);
+    let fixed = compile("tests/c/test_request.c", "test_request_static", true);
+    run_suite(&[], &shared, &[]);
+    run_suite(&[], &fixed, &[]);
+}
+
+#[test]
+fn c_request_suite_under_valgrind() {
+    if !valgrind_available() {
+        assert!(
+            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
+            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
+        );
+        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
+        return;
+    }
+    let shared = compile("tests/c/test_request.c", "test_request_valgrind", false);
+    run_suite(VALGRIND, &shared, SLOW);
 }
 
 #[test]
@@ -410,4 +437,65 @@ fn readme_c_snippet_is_leak_free_on_success_and_on_error() {
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert_eq!(failed.status.code(), Some(1), "error path:\n{stderr}");
     assert!(stderr.contains("redlock: "), "{stderr}");
+}
+
+/// The request + cancel example of docs/c-abi.md, as printed: strict C99, and it takes, reports
+/// and releases its fenced lock on a real node.
+#[test]
+fn c_abi_doc_request_example_compiles_and_runs() {
+    let doc = std::fs::read_to_string(root().join("docs/c-abi.md")).unwrap();
+    let section = &doc[doc
+        .find("\n## Requests and cancellation\n")
+        .expect("docs/c-abi.md has the requests section")..];
+    // The section's second ```c block: the first lists the declarations.
+    let mut blocks = section.split("```c\n").skip(1);
+    let example = blocks.nth(1).expect("a second ```c block");
+    let example = &example[..example.find("```").unwrap()];
+    assert!(
+        example.contains("int lock_orders_interruptibly("),
+        "{example}"
+    );
+    let program = format!(
+        "{example}\nint main(int argc, char **argv) {{\n    \
+         redlock_client *client = NULL;\n    \
+         if (argc != 2 || redlock_client_new((const char *const *)&argv[1], 1, NULL, &client, \
+         NULL) != REDLOCK_OK)\n        return 2;\n    \
+         int rc = lock_orders_interruptibly(client);\n    \
+         redlock_client_free(client);\n    return rc;\n}}\n"
+    );
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let source = dir.join("doc_request_example.c");
+    std::fs::write(&source, program).unwrap();
+    let lib = library_dir();
+    let binary = dir.join("doc_request_example");
+    let output = Command::new("cc")
+        .args(["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I"])
+        .arg(root().join("include"))
+        .arg(&source)
+        .arg("-L")
+        .arg(lib)
+        .arg("-lredlock")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&binary)
+        .output()
+        .expect("run cc");
+    assert!(
+        output.status.success(),
+        "the request example of docs/c-abi.md does not compile:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cluster = Cluster::start(1);
+    let run = Command::new(&binary)
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(&cluster.urls()[0])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.starts_with("holding orders:42 with fence "),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(cluster.nodes[0].get("orders:42"), None, "released");
 }
