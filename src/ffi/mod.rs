@@ -18,6 +18,7 @@ mod kinds;
 mod node;
 mod options;
 mod request;
+mod rwsem;
 
 pub use node::redlock_node_status;
 pub use options::{redlock_lock_options, redlock_options};
