@@ -276,7 +276,9 @@ class Request:
                 else "a semaphore takes one resource, not resources=[...]"
             )
         if len(kinds) > 1:
-            raise ValueError(f"{' and '.join(kinds)} exclude each other: pick one kind")
+            raise ValueError(
+                f"{kinds[0]} and {kinds[1]} exclude each other: a lock has one kind, not both"
+            )
         self._fenced = fenced
         self._owner = reentrant
         self._mode = "read" if read else "write" if write else None
