@@ -823,3 +823,87 @@ fn permits_let_two_runs_in_and_not_a_third() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(touch.exists());
 }
+
+#[test]
+fn status_shows_the_readers_and_a_semaphores_slots() {
+    let cluster = Cluster::start(3);
+    let client = cluster.client();
+    let ttl = Duration::from_secs(20);
+    let a = client
+        .acquire(&redlock::LockRequest::new("readers", ttl).read())
+        .unwrap();
+    let b = client
+        .acquire(&redlock::LockRequest::new("readers", ttl).read())
+        .unwrap();
+    let o = output(redlock(&cluster, "status", &["--json", "readers"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["held"], true);
+    let with_both = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| {
+            let Some(readers) = n["readers"].as_array() else {
+                return false;
+            };
+            let mut tokens: Vec<&str> = readers
+                .iter()
+                .map(|r| r["token"].as_str().unwrap())
+                .collect();
+            tokens.sort_unstable();
+            let mut want = [a.token(), b.token()];
+            want.sort_unstable();
+            n["key"] == "readers"
+                && tokens == want
+                && readers
+                    .iter()
+                    .all(|r| r["ttl_ms"].as_u64().is_some_and(|t| t > 0 && t <= 20_000))
+        })
+        .count();
+    assert!(with_both >= quorum(&cluster), "{v}");
+    let o = output(redlock(&cluster, "status", &["readers"]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("readers ") && text.contains(a.token()) && text.contains(b.token()),
+        "{text}"
+    );
+    a.release().unwrap();
+    b.release().unwrap();
+
+    let permit = client
+        .acquire(&redlock::LockRequest::new("pool", ttl).semaphore(2))
+        .unwrap();
+    let slot = permit.permit().unwrap() as usize;
+    let o = output(redlock(
+        &cluster,
+        "status",
+        &["--permits", "2", "--json", "pool"],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["permits"], 2);
+    let slots = v["slots"].as_array().unwrap();
+    assert_eq!(slots.len(), 2);
+    assert_eq!(slots[slot]["holder"], permit.token(), "{v}");
+    assert_eq!(slots[1 - slot]["held"], false, "{v}");
+    let stored = v["stored_permits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| **l == 2)
+        .count();
+    assert!(stored >= quorum(&cluster), "{v}");
+    let o = output(redlock(&cluster, "status", &["--permits", "2", "pool"]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("1 of 2 permits held") && text.contains(permit.token()),
+        "{text}"
+    );
+    permit.release().unwrap();
+    // --permits is a number from 1 to 1024.
+    for bad in ["0", "1025", "x"] {
+        let o = output(redlock(&cluster, "status", &["--permits", bad, "pool"]));
+        assert_eq!(o.status.code(), Some(64), "{bad}");
+    }
+}
