@@ -66,6 +66,10 @@ typedef enum redlock_key_kind {
   REDLOCK_KEY_OWNERS = 3,
   // A key of a type no lock uses (`list`, `set`, …), which blocks the resource all the same.
   REDLOCK_KEY_OTHER = 4,
+  // A sorted set of a read-write lock's readers: each reader's token and the ms it has left
+  // come through `redlock_inspection_node_owner_count` and `redlock_inspection_node_owner`
+  // (the `holds` out-value is the ms left).
+  REDLOCK_KEY_READERS = 5,
 } redlock_key_kind;
 
 // What a forced release did on one node, from `redlock_forced_release_node_outcome`. The
@@ -1143,6 +1147,59 @@ enum redlock_status redlock_client_acquire(const struct redlock_client *client,
                                            const struct redlock_request *request,
                                            struct redlock_lock **out,
                                            struct redlock_error **err);
+
+// Makes it a read lock: any number of readers hold the resource at once while no writer does.
+// A writer is a `redlock_request_set_write` lock and also any plain or fenced lock of the
+// resource (of this or any other Redlock client). The readers live in a sorted set at the
+// resource's key, each with its own expiry; extension and release touch only this reader.
+// Waiting readers all wake when a writer releases; writers can starve under a steady stream of
+// overlapping readers. No fencing token. Replaces the request's kind (fenced, reentrant,
+// write, semaphore). `REDLOCK_INVALID_ARGUMENT` for a request of several resources (the
+// request is left unchanged). A thread that holds the write lock of the resource and acquires
+// its read lock gets `REDLOCK_INVALID_ARGUMENT` from `redlock_client_acquire` instead of
+// waiting for itself.
+//
+// # Safety
+// `request` is NULL or a live request not used elsewhere meanwhile; `err` NULL or writable.
+enum redlock_status redlock_request_set_read(struct redlock_request *request,
+                                             struct redlock_error **err);
+
+// Makes it the write lock of a read-write lock: excludes readers and other writers. On the
+// nodes it is exactly a plain lock; it adds the check that the calling thread holds no read or
+// write lock of the resource itself (there is no upgrade from read to write):
+// `redlock_client_acquire` returns `REDLOCK_INVALID_ARGUMENT` at once instead of waiting for
+// itself. For a fenced writer use `redlock_request_set_fenced` instead. Replaces the
+// request's kind. `REDLOCK_INVALID_ARGUMENT` for a request of several resources.
+//
+// # Safety
+// As for `redlock_request_set_read`.
+enum redlock_status redlock_request_set_write(struct redlock_request *request,
+                                              struct redlock_error **err);
+
+// Makes it one of `permits` permits (1 to 1024) of a counting semaphore on the resource: at
+// most `permits` holders at once. Each permit is a slot, an ordinary Redlock mutex on its own
+// key (`redlock:sem:{<resource>}:<i>`, next to the stored number at `redlock:sem:{<resource>}`);
+// an attempt tries the slots in random order, and a waiter wakes when any slot is released.
+// Every caller of one semaphore must pass the same `permits`: a caller with another number gets
+// `REDLOCK_INVALID_ARGUMENT` from `redlock_client_acquire` (it can change once every permit is
+// released and its TTL has run out). `redlock_lock_permit` says which slot is held. No
+// fencing token. Replaces the request's kind. `REDLOCK_INVALID_ARGUMENT` (request unchanged)
+// for 0 or more than 1024 permits, or a request of several resources.
+//
+// # Safety
+// As for `redlock_request_set_read`.
+enum redlock_status redlock_request_set_semaphore(struct redlock_request *request,
+                                                  uint32_t permits,
+                                                  struct redlock_error **err);
+
+// Writes to `*out` the slot (0 to permits - 1) a semaphore lock holds. `REDLOCK_INVALID_ARGUMENT`
+// for a NULL lock or out, or a lock of another kind. Stays readable after release.
+//
+// # Safety
+// `lock` is NULL or a live lock; `out` and `err` are NULL or writable.
+enum redlock_status redlock_lock_permit(const struct redlock_lock *lock,
+                                        uint32_t *out,
+                                        struct redlock_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

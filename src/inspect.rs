@@ -23,8 +23,10 @@ pub(crate) static SCRIPTS: [&Script; 2] = [&INSPECT, &FORCE_RELEASE];
 
 /// Lua, read-only: `{type, pttl, value, fence}` of KEYS[1] (the lock) and KEYS[2] (its fence
 /// counter). `value` is the string (plain and fenced locks, and each resource of a
-/// multi-resource lock), the flat `HGETALL` list (a reentrant lock's `{owner: count}`), or nil
-/// (absent, or a type no lock uses). A fence counter of another type reads as nil; any other
+/// multi-resource lock), the flat `HGETALL` list (a reentrant lock's `{owner: count}`), for
+/// a read-write lock's readers (a sorted set scored by expiry in the node's Unix ms) the flat
+/// list `{token, ms left}` of the entries still live by the node's clock (nothing is pruned:
+/// the script writes nothing), or nil (absent, or a type no lock uses). A fence counter of another type reads as nil; any other
 /// error (a `NOPERM`) fails the script, and so that node's row.
 pub(crate) static INSPECT: Script = Script::new(
     r#"local t = redis.call("type", KEYS[1]).ok
@@ -34,6 +36,18 @@ if t == "string" then
     value = redis.call("get", KEYS[1])
 elseif t == "hash" then
     value = redis.call("hgetall", KEYS[1])
+elseif t == "zset" then
+    local time = redis.call("time")
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local entries = redis.call("zrange", KEYS[1], 0, -1, "withscores")
+    value = {}
+    for i = 1, #entries, 2 do
+        local left = tonumber(entries[i + 1]) - now
+        if left > 0 then
+            value[#value + 1] = entries[i]
+            value[#value + 1] = string.format("%.0f", left)
+        end
+    end
 end
 local fence = redis.pcall("get", KEYS[2])
 if type(fence) == "table" and fence.err then
@@ -121,9 +135,14 @@ pub struct NodeState {
 }
 
 impl NodeState {
-    /// Whether the node holds a key for the resource that has not expired.
+    /// Whether the node holds a key for the resource that has not expired (for readers: with
+    /// at least one live entry).
     pub fn is_live(&self) -> bool {
-        !matches!(self.key, KeyState::Absent) && (self.persistent || self.ttl.is_some())
+        match &self.key {
+            KeyState::Absent => false,
+            KeyState::Readers(r) if r.is_empty() => false,
+            _ => self.persistent || self.ttl.is_some(),
+        }
     }
 
     /// The token or reentrant owner the key names, when it names exactly one.
@@ -148,6 +167,12 @@ pub enum KeyState {
     Token(String),
     /// A hash: a reentrant lock's owners and their hold counts.
     Owners(Vec<(String, u64)>),
+    /// A sorted set: the readers of a read-write lock
+    /// ([`LockRequest::read`](crate::LockRequest::read)), each token with the time its entry
+    /// has left by the node's clock, soonest to expire first. Entries whose time is up but
+    /// that no script has pruned yet are left out; an empty list is a set whose entries all
+    /// expired (it goes with them).
+    Readers(Vec<(String, Duration)>),
     /// A key of a type no lock uses (`list`, `set`, …): it blocks the resource all the same.
     Other(String),
 }
@@ -369,6 +394,20 @@ fn decode_state(value: &Value) -> std::result::Result<NodeState, NodeProblem> {
         ),
         // A map reply (RESP3) for HGETALL would land here; the scripts run under RESP2 rules.
         ("hash", _) => return Err(bad()),
+        ("zset", Value::Array(pairs)) => KeyState::Readers(
+            pairs
+                .chunks(2)
+                .map(|pair| match pair {
+                    [token, left] => Some((
+                        text(token)?,
+                        Duration::from_millis(text(left)?.parse::<u64>().ok()?),
+                    )),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(bad)?,
+        ),
+        ("zset", _) => return Err(bad()),
         (other, _) => KeyState::Other(other.to_owned()),
     };
     let absent = matches!(key, KeyState::Absent);
@@ -424,6 +463,30 @@ mod tests {
             (KeyState::Absent, None, false)
         );
         assert!(!s.is_live());
+
+        let readers = Value::Array(vec![
+            bulk("zset"),
+            Value::Int(900),
+            Value::Array(vec![bulk("r1"), bulk("400"), bulk("r2"), bulk("900")]),
+            Value::Nil,
+        ]);
+        let s = decode_state(&readers).unwrap();
+        assert_eq!(
+            s.key,
+            KeyState::Readers(vec![
+                ("r1".into(), Duration::from_millis(400)),
+                ("r2".into(), Duration::from_millis(900))
+            ])
+        );
+        assert!(s.is_live());
+        assert_eq!(s.holder(), None);
+        let expired = Value::Array(vec![
+            bulk("zset"),
+            Value::Int(5),
+            Value::Array(vec![]),
+            Value::Nil,
+        ]);
+        assert!(!decode_state(&expired).unwrap().is_live());
 
         let list = Value::Array(vec![bulk("list"), Value::Int(10), Value::Nil, Value::Nil]);
         assert_eq!(

@@ -35,6 +35,8 @@ type Lock struct {
 	hasFence  bool
 	holds     uint64
 	hasHolds  bool
+	permit    int
+	hasPermit bool
 	resources []string
 	lost      *lostSignal
 	lostID    uintptr
@@ -55,6 +57,7 @@ func newLock(ptr *C.redlock_lock, client *Client) *Lock {
 	if C.redlock_lock_hold_count(ptr, &n, nil) == C.REDLOCK_OK {
 		l.holds, l.hasHolds = uint64(n), true
 	}
+	l.readPermit(ptr)
 	l.resources = []string{l.resource}
 	l.lostID = registerLost(l.lost)
 	if C.redlock_go_on_lost(ptr, C.uintptr_t(l.lostID)) != C.REDLOCK_OK {

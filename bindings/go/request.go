@@ -26,6 +26,7 @@ type Request struct {
 	ttl       time.Duration
 	kind      requestKind
 	owner     string
+	permits   int // of a semaphore
 	patience  patience
 	retries   int
 	delay     time.Duration
@@ -43,6 +44,9 @@ const (
 	kindPlain requestKind = iota
 	kindFenced
 	kindReentrant
+	kindRead
+	kindWrite
+	kindSemaphore
 )
 
 type patience int
@@ -96,20 +100,15 @@ func (r *Request) fail(err error) {
 // every fenced lock of the resource whose holder came before (see LockFenced).
 func WithFenced() RequestOption {
 	return func(r *Request) {
-		if r.kind == kindReentrant {
-			r.fail(invalidArgument("a lock is fenced or reentrant, not both"))
-		}
-		r.kind = kindFenced
+		r.setKind(kindFenced)
 	}
 }
 
 // WithReentrant makes it one hold of a reentrant lock for owner (see ReentrantLock).
 func WithReentrant(owner string) RequestOption {
 	return func(r *Request) {
-		if r.kind == kindFenced {
-			r.fail(invalidArgument("a lock is fenced or reentrant, not both"))
-		}
-		r.kind, r.owner = kindReentrant, owner
+		r.setKind(kindReentrant)
+		r.owner = owner
 	}
 }
 
@@ -256,7 +255,7 @@ func (r *Request) toC(cancel *C.redlock_cancel) (*C.redlock_request, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps := []func(**C.redlock_error) C.enum_redlock_status{}
+	steps := r.kindSteps(req)
 	switch r.kind {
 	case kindFenced:
 		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {

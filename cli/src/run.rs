@@ -30,13 +30,23 @@ before it ends. redlock then says the lock was lost and exits 70.
 SIGINT, SIGTERM and SIGHUP are forwarded to the command; Ctrl-C while waiting gives up and
 leaves nothing locked.
 
-The command's environment gets REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fenced,
-REDLOCK_FENCE (the fencing token: pass it with every write the lock protects).
+With --shared the lock is the read side of a read-write lock: any number of --shared runs
+hold RESOURCE at once, while a plain run (the write side) excludes them and every other run.
+With --permits L the lock is one of L permits of a counting semaphore named RESOURCE: at most
+L runs at once (every run on RESOURCE must pass the same L; another L is refused with 64).
+
+The command's environment gets REDLOCK_RESOURCE, REDLOCK_TOKEN, with --fenced REDLOCK_FENCE
+(the fencing token: pass it with every write the lock protects) and with --permits
+REDLOCK_PERMIT (the slot held, 0 to L-1).
 
 Options:
   --ttl DUR                 Lock TTL, renewed every third of it (default 30s)
   --wait DUR                Give up after this long (default: wait for ever; 0: one attempt)
   --fenced                  Take a fenced lock and export REDLOCK_FENCE
+  --shared                  Take a read lock: shared with other --shared runs, excluded by
+                            plain runs (not with --fenced or --permits)
+  --permits L               Take one of L permits (1 to 1024) of the semaphore RESOURCE and
+                            export REDLOCK_PERMIT (not with --fenced or --shared)
   --conflict-exit-code N    Exit code when the lock is busy after --wait (default 75)
   --kill-signal SIG         Signal that ends the command when the lock is lost (default TERM)
   --kill-grace DUR          Time the command gets between --kill-signal and the end of the
@@ -65,6 +75,8 @@ struct Options {
     ttl: Duration,
     wait: Option<Duration>,
     fenced: bool,
+    shared: bool,
+    permits: Option<u32>,
     conflict_exit_code: u8,
     kill_signal: i32,
     kill_grace: Duration,
@@ -79,6 +91,8 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
         ttl: Duration::from_secs(30),
         wait: None,
         fenced: false,
+        shared: false,
+        permits: None,
         conflict_exit_code: EXIT_TEMPFAIL,
         kill_signal: libc::SIGTERM,
         kill_grace: Duration::from_secs(5),
@@ -108,6 +122,20 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
                 o.wait = Some(duration("--wait", parser.value().map_err(|e| usage(&e))?)?)
             }
             Long("fenced") => o.fenced = true,
+            Long("shared") => o.shared = true,
+            Long("permits") => {
+                let v = parser.value().map_err(|e| usage(&e))?;
+                let max = redlock::MAX_PERMITS;
+                o.permits = Some(
+                    v.to_string_lossy()
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=max).contains(n))
+                        .ok_or_else(|| {
+                            usage(&format!("--permits: give a number from 1 to {max}"))
+                        })?,
+                );
+            }
             Long("conflict-exit-code") => {
                 let v = parser.value().map_err(|e| usage(&e))?;
                 o.conflict_exit_code = v
@@ -148,6 +176,20 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
         return Err(usage(
             &"missing COMMAND: redlock run RESOURCE -- COMMAND [ARGS...]",
         ));
+    }
+    let kinds: Vec<&str> = [
+        ("--fenced", o.fenced),
+        ("--shared", o.shared),
+        ("--permits", o.permits.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    if kinds.len() > 1 {
+        return Err(usage(&format!(
+            "{} and {} exclude each other: a lock is fenced, shared or one of several permits",
+            kinds[0], kinds[1]
+        )));
     }
     o.resource = resource;
     Ok(Some(o))
@@ -208,6 +250,12 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     if o.fenced {
         request = request.fenced();
     }
+    if o.shared {
+        request = request.read();
+    }
+    if let Some(permits) = o.permits {
+        request = request.semaphore(permits);
+    }
     request = match o.wait {
         Some(w) if w.is_zero() => request.once(),
         Some(w) => request.wait(w),
@@ -242,6 +290,11 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         command.env("REDLOCK_FENCE", fence.to_string());
     } else {
         command.env_remove("REDLOCK_FENCE");
+    }
+    if let Some(permit) = lock.permit() {
+        command.env("REDLOCK_PERMIT", permit.to_string());
+    } else {
+        command.env_remove("REDLOCK_PERMIT");
     }
     let child = match command.spawn() {
         Ok(child) => child,

@@ -11,16 +11,27 @@ pub const STATUS_HELP: &str = "\
 Show a lock on every node
 
 Usage: redlock status [OPTIONS] RESOURCE
+       redlock status --permits L [OPTIONS] RESOURCE
 
 For each node: whether it answered, what the key holds (a token, reentrant owners and their
-counts, another type, or nothing), the remaining TTL and the fence counter; then whether a
-quorum holds the lock and by which token. Read-only.
+counts, the readers of a read lock ('run --shared') with the time each has left, another
+type, or nothing), the remaining TTL and the fence counter; then whether a quorum holds the
+lock and by which token. Read-only.
+
+With --permits L, RESOURCE is a semaphore ('run --permits L'): one row per slot (0 to L-1)
+with the token holding it on a quorum, the nodes it is live on and the least TTL left, and
+the number of permits the nodes have stored.
 
 Options:
+  --permits L           Show the L slots of the semaphore RESOURCE
   --json                One JSON object: {\"resource\", \"held\", \"holder\", \"quorum\", \"fence\",
-                        \"nodes\": [{\"node\", \"error\", \"key\", \"token\", \"owners\", \"ttl_ms\",
-                        \"persistent\", \"fence\"}]}; ttl_ms is null when the key is absent and -1
-                        when it never expires; error is null when the node answered
+                        \"nodes\": [{\"node\", \"error\", \"key\", \"token\", \"owners\", \"readers\",
+                        \"ttl_ms\", \"persistent\", \"fence\"}]}; key is absent, token, owners,
+                        readers or other; readers is a list of {\"token\", \"ttl_ms\"}; ttl_ms is
+                        null when the key is absent and -1 when it never expires; error is null
+                        when the node answered. With --permits: {\"resource\", \"permits\",
+                        \"stored_permits\": [per node, null if none], \"slots\": [one object as
+                        above per slot, its resource the slot's key]}
   --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR    How long to wait for any one node (default 50ms)
   -h, --help            Show this
@@ -77,6 +88,7 @@ struct Parsed {
     json: bool,
     force: bool,
     token: Option<String>,
+    permits: Option<u32>,
     resource: Option<String>,
 }
 
@@ -92,6 +104,7 @@ fn parse(
         json: false,
         force: false,
         token: None,
+        permits: None,
         resource: None,
     };
     while let Some(arg) = parser.next().map_err(|e| usage(&e))? {
@@ -107,6 +120,19 @@ fn parse(
             }
             Long("json") => p.json = true,
             Long("force") if command == "release" => p.force = true,
+            Long("permits") if command == "status" => {
+                let v = parser.value().map_err(|e| usage(&e))?;
+                let max = redlock::MAX_PERMITS;
+                p.permits = Some(
+                    v.to_string_lossy()
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=max).contains(n))
+                        .ok_or_else(|| {
+                            usage(&format!("--permits: give a number from 1 to {max}"))
+                        })?,
+                );
+            }
             Long("token") if command == "release" => {
                 let t = parser
                     .value()
@@ -152,6 +178,9 @@ pub fn status(parser: lexopt::Parser) -> Result<u8, Failure> {
     };
     let resource = p.resource.unwrap_or_default();
     let client = crate::client(&p.common, "status")?;
+    if let Some(permits) = p.permits {
+        return semaphore_status(&client, &resource, permits, p.json);
+    }
     let inspection = client
         .inspect(&resource)
         .map_err(|e| Failure::usage("status", e))?;
@@ -174,6 +203,7 @@ fn status_json(i: &Inspection) -> Json {
         .iter()
         .map(|n| match &n.state {
             Ok(s) => {
+                let mut readers = Json::Null;
                 let (key, token, owners, kind) = match &s.key {
                     KeyState::Absent => ("absent", Json::Null, Json::Null, Json::Null),
                     KeyState::Token(t) => ("token", json!(t), Json::Null, Json::Null),
@@ -183,6 +213,13 @@ fn status_json(i: &Inspection) -> Json {
                         Json::Object(o.iter().map(|(k, v)| (k.clone(), json!(v))).collect()),
                         Json::Null,
                     ),
+                    KeyState::Readers(r) => {
+                        readers = r
+                            .iter()
+                            .map(|(t, left)| json!({"token": t, "ttl_ms": left.as_millis() as u64}))
+                            .collect();
+                        ("readers", Json::Null, Json::Null, Json::Null)
+                    }
                     KeyState::Other(t) => ("other", Json::Null, Json::Null, json!(t)),
                     _ => ("unknown", Json::Null, Json::Null, Json::Null),
                 };
@@ -197,6 +234,7 @@ fn status_json(i: &Inspection) -> Json {
                     "key": key,
                     "token": token,
                     "owners": owners,
+                    "readers": readers,
                     "type": kind,
                     "ttl_ms": ttl_ms,
                     "persistent": s.persistent,
@@ -209,6 +247,7 @@ fn status_json(i: &Inspection) -> Json {
                 "key": null,
                 "token": null,
                 "owners": null,
+                "readers": null,
                 "type": null,
                 "ttl_ms": null,
                 "persistent": null,
@@ -259,6 +298,14 @@ fn print_status(i: &Inspection) {
                             o.iter().map(|(k, c)| format!("{k} ×{c}")).collect();
                         format!("reentrant {}", list.join(", "))
                     }
+                    KeyState::Readers(r) if r.is_empty() => "readers (all expired)".to_owned(),
+                    KeyState::Readers(r) => {
+                        let list: Vec<String> = r
+                            .iter()
+                            .map(|(t, left)| format!("{t} ({})", human(*left)))
+                            .collect();
+                        format!("readers {}", list.join(", "))
+                    }
                     KeyState::Other(t) => format!("a {t} (not a lock)"),
                     _ => "?".to_owned(),
                 },
@@ -278,6 +325,97 @@ fn print_status(i: &Inspection) {
         })
         .collect();
     print_table(&["NODE", "KEY", "TTL", "FENCE"], &rows);
+}
+
+/// `status --permits L`: the semaphore's slots, each an ordinary lock on its own key.
+fn semaphore_status(
+    client: &redlock::Redlock,
+    resource: &str,
+    permits: u32,
+    json: bool,
+) -> Result<u8, Failure> {
+    let inspect = |key: &str| client.inspect(key).map_err(|e| Failure::usage("status", e));
+    let stored = inspect(&format!("redlock:sem:{{{resource}}}"))?;
+    let slots = (0..permits)
+        .map(|i| inspect(&format!("redlock:sem:{{{resource}}}:{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stored_permits: Vec<Option<String>> = stored
+        .nodes
+        .iter()
+        .map(|n| match &n.state {
+            Ok(s) => match &s.key {
+                KeyState::Token(l) => Some(l.clone()),
+                _ => None,
+            },
+            Err(_) => None,
+        })
+        .collect();
+    if json {
+        println!(
+            "{}",
+            json!({
+                "resource": resource,
+                "permits": permits,
+                "stored_permits": stored_permits
+                    .iter()
+                    .map(|l| l.as_ref().and_then(|l| l.parse::<u64>().ok()))
+                    .collect::<Vec<_>>(),
+                "slots": slots.iter().map(status_json).collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        let held = slots.iter().filter(|s| s.held).count();
+        let mut stored_values: Vec<&str> = stored_permits
+            .iter()
+            .flatten()
+            .map(|s| s.as_str())
+            .collect();
+        stored_values.sort_unstable();
+        stored_values.dedup();
+        println!(
+            "{resource}: semaphore, {held} of {permits} permits held (quorum {}); stored permits: {}",
+            stored.quorum,
+            if stored_values.is_empty() {
+                "none".to_owned()
+            } else {
+                stored_values.join(", ")
+            }
+        );
+        let rows: Vec<[String; 4]> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let live: Vec<&redlock::NodeState> = s
+                    .nodes
+                    .iter()
+                    .filter_map(|n| n.state.as_ref().ok())
+                    .filter(|st| st.is_live())
+                    .collect();
+                let ttl = live
+                    .iter()
+                    .filter(|st| st.holder() == s.holder.as_deref())
+                    .filter_map(|st| st.ttl)
+                    .min();
+                [
+                    i.to_string(),
+                    match (&s.holder, s.held) {
+                        (Some(h), _) => h.clone(),
+                        (None, true) => "held (no single token on a quorum)".to_owned(),
+                        (None, false) => "-".to_owned(),
+                    },
+                    format!("{} of {}", live.len(), s.nodes.len()),
+                    ttl.map_or("-".to_owned(), human),
+                ]
+            })
+            .collect();
+        print_table(&["SLOT", "HOLDER", "LIVE ON", "TTL"], &rows);
+    }
+    let answered = |i: &Inspection| i.nodes.iter().filter(|n| n.state.is_ok()).count() >= i.quorum;
+    Ok(if answered(&stored) && slots.iter().all(answered) {
+        0
+    } else {
+        EXIT_UNAVAILABLE
+    })
 }
 
 fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {

@@ -564,6 +564,30 @@ fn bad_arguments_exit_64_with_one_line() {
         vec!["run", "--nodes", "http://x", "r", "--", "touch", &touch],
         vec!["run", "--nodes", ",", "r", "--", "touch", &touch],
         vec!["run", "", "--", "touch", &touch],
+        vec![
+            "run",
+            "--shared",
+            "--permits",
+            "2",
+            "r",
+            "--",
+            "touch",
+            &touch,
+        ],
+        vec!["run", "--shared", "--fenced", "r", "--", "touch", &touch],
+        vec![
+            "run",
+            "--fenced",
+            "--permits",
+            "2",
+            "r",
+            "--",
+            "touch",
+            &touch,
+        ],
+        vec!["run", "--permits", "0", "r", "--", "touch", &touch],
+        vec!["run", "--permits", "1025", "r", "--", "touch", &touch],
+        vec!["run", "--permits", "two", "r", "--", "touch", &touch],
         vec!["status"],
         vec!["status", "a", "b"],
         vec!["release", "r"],
@@ -626,4 +650,260 @@ fn no_quorum_exits_69() {
         .map(|n| n["reachable"].as_bool().unwrap())
         .collect();
     assert_eq!(reachable, [false, false, true]);
+}
+
+/// A `redlock run` in the background whose command writes `$REDLOCK_PERMIT` (or "held") to
+/// `marker`, then sleeps `hold`.
+fn background_run(
+    cluster: &Cluster,
+    flags: &[&str],
+    resource: &str,
+    marker: &Path,
+    hold: &str,
+) -> Child {
+    let script = format!(
+        "echo ${{REDLOCK_PERMIT:-held}} > {}; sleep {hold}",
+        marker.display()
+    );
+    let mut args: Vec<&str> = flags.to_vec();
+    args.extend([resource, "--", "sh", "-c", &script]);
+    redlock(cluster, "run", &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn shared_runs_overlap() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("shared");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    // Each run, while holding, waits to see the other one start: only overlapping holders can
+    // both succeed (excluding runs would leave the first waiting for the second until exit 3).
+    let script = |mine: &Path, theirs: &Path| {
+        format!(
+            "touch {0}; i=0; while [ ! -e {1} ]; do i=$((i + 1)); [ $i -gt 200 ] && exit 3; \
+             sleep 0.05; done",
+            mine.display(),
+            theirs.display()
+        )
+    };
+    let (sa, sb) = (script(&a, &b), script(&b, &a));
+    std::thread::scope(|s| {
+        for script in [&sa, &sb] {
+            s.spawn(|| {
+                let o = output(redlock(
+                    &cluster,
+                    "run",
+                    &[
+                        "--shared", "--ttl", "10s", "shared", "--", "sh", "-c", script,
+                    ],
+                ));
+                assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            });
+        }
+    });
+    assert!(absent_on(&cluster, "shared") >= quorum(&cluster));
+}
+
+#[test]
+fn a_plain_run_and_a_shared_run_exclude_each_other() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("rw");
+    let touch = dir.join("ran");
+    let touch_cmd = format!("touch {}", touch.display());
+    for (holder, other) in [(&[][..], &["--shared"][..]), (&["--shared"][..], &[][..])] {
+        let marker = dir.join(format!("held{}", holder.len()));
+        let mut child = background_run(&cluster, holder, "rw", &marker, "3");
+        assert!(
+            wait_for_file(&marker, Duration::from_secs(10)),
+            "the holder never ran"
+        );
+        let mut args: Vec<&str> = other.to_vec();
+        args.extend(["--wait", "0", "rw", "--", "sh", "-c", &touch_cmd]);
+        let o = output(redlock(&cluster, "run", &args));
+        assert_eq!(
+            o.status.code(),
+            Some(75),
+            "{holder:?} then {other:?}: {}",
+            stderr(&o)
+        );
+        assert!(!touch.exists(), "{other:?} ran beside {holder:?}");
+        let status = wait_timeout(&mut child, Duration::from_secs(30)).expect("holder ends");
+        assert!(status.success());
+    }
+    // Once free, a shared run gets in.
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "--shared", "--wait", "0", "rw", "--", "sh", "-c", &touch_cmd,
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(touch.exists());
+}
+
+#[test]
+fn permits_let_two_runs_in_and_not_a_third() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("permits");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let mut first = background_run(&cluster, &["--permits", "2"], "pool", &a, "4");
+    let mut second = background_run(&cluster, &["--permits", "2"], "pool", &b, "4");
+    assert!(
+        wait_for_file(&a, Duration::from_secs(10)) && wait_for_file(&b, Duration::from_secs(10))
+    );
+    let mut permits: Vec<String> = [&a, &b]
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap().trim().to_owned())
+        .collect();
+    permits.sort();
+    assert_eq!(permits, ["0", "1"]);
+    let touch = dir.join("ran");
+    let touch_cmd = format!("touch {}", touch.display());
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "--permits",
+            "2",
+            "--wait",
+            "0",
+            "pool",
+            "--",
+            "sh",
+            "-c",
+            &touch_cmd,
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
+    // Another number of permits for the same semaphore is a usage error, on one line.
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "--permits",
+            "3",
+            "--wait",
+            "0",
+            "pool",
+            "--",
+            "sh",
+            "-c",
+            &touch_cmd,
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(!touch.exists(), "a third permit ran");
+    for child in [&mut first, &mut second] {
+        assert!(
+            wait_timeout(child, Duration::from_secs(30))
+                .expect("holder ends")
+                .success()
+        );
+    }
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "--permits",
+            "2",
+            "--wait",
+            "0",
+            "pool",
+            "--",
+            "sh",
+            "-c",
+            &touch_cmd,
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(touch.exists());
+}
+
+#[test]
+fn status_shows_the_readers_and_a_semaphores_slots() {
+    let cluster = Cluster::start(3);
+    let client = cluster.client();
+    let ttl = Duration::from_secs(20);
+    let a = client
+        .acquire(&redlock::LockRequest::new("readers", ttl).read())
+        .unwrap();
+    let b = client
+        .acquire(&redlock::LockRequest::new("readers", ttl).read())
+        .unwrap();
+    let o = output(redlock(&cluster, "status", &["--json", "readers"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["held"], true);
+    let with_both = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| {
+            let Some(readers) = n["readers"].as_array() else {
+                return false;
+            };
+            let mut tokens: Vec<&str> = readers
+                .iter()
+                .map(|r| r["token"].as_str().unwrap())
+                .collect();
+            tokens.sort_unstable();
+            let mut want = [a.token(), b.token()];
+            want.sort_unstable();
+            n["key"] == "readers"
+                && tokens == want
+                && readers
+                    .iter()
+                    .all(|r| r["ttl_ms"].as_u64().is_some_and(|t| t > 0 && t <= 20_000))
+        })
+        .count();
+    assert!(with_both >= quorum(&cluster), "{v}");
+    let o = output(redlock(&cluster, "status", &["readers"]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("readers ") && text.contains(a.token()) && text.contains(b.token()),
+        "{text}"
+    );
+    a.release().unwrap();
+    b.release().unwrap();
+
+    let permit = client
+        .acquire(&redlock::LockRequest::new("pool", ttl).semaphore(2))
+        .unwrap();
+    let slot = permit.permit().unwrap() as usize;
+    let o = output(redlock(
+        &cluster,
+        "status",
+        &["--permits", "2", "--json", "pool"],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["permits"], 2);
+    let slots = v["slots"].as_array().unwrap();
+    assert_eq!(slots.len(), 2);
+    assert_eq!(slots[slot]["holder"], permit.token(), "{v}");
+    assert_eq!(slots[1 - slot]["held"], false, "{v}");
+    let stored = v["stored_permits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| **l == 2)
+        .count();
+    assert!(stored >= quorum(&cluster), "{v}");
+    let o = output(redlock(&cluster, "status", &["--permits", "2", "pool"]));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("1 of 2 permits held") && text.contains(permit.token()),
+        "{text}"
+    );
+    permit.release().unwrap();
+    // --permits is a number from 1 to 1024.
+    for bad in ["0", "1025", "x"] {
+        let o = output(redlock(&cluster, "status", &["--permits", bad, "pool"]));
+        assert_eq!(o.status.code(), Some(64), "{bad}");
+    }
 }

@@ -32,6 +32,10 @@ pub enum redlock_key_kind {
     REDLOCK_KEY_OWNERS = 3,
     /// A key of a type no lock uses (`list`, `set`, …), which blocks the resource all the same.
     REDLOCK_KEY_OTHER = 4,
+    /// A sorted set of a read-write lock's readers: each reader's token and the ms it has left
+    /// come through `redlock_inspection_node_owner_count` and `redlock_inspection_node_owner`
+    /// (the `holds` out-value is the ms left).
+    REDLOCK_KEY_READERS = 5,
 }
 
 /// What a forced release did on one node, from `redlock_forced_release_node_outcome`. The
@@ -104,6 +108,13 @@ impl InspectedNode {
                     KeyState::Owners(owners) => {
                         node.owners = owners.iter().map(|(o, n)| (c_string(o), *n)).collect();
                         (REDLOCK_KEY_OWNERS, "hash")
+                    }
+                    KeyState::Readers(readers) => {
+                        node.owners = readers
+                            .iter()
+                            .map(|(token, left)| (c_string(token), millis(*left)))
+                            .collect();
+                        (REDLOCK_KEY_READERS, "zset")
                     }
                     KeyState::Other(redis_type) => (REDLOCK_KEY_OTHER, redis_type.as_str()),
                 };

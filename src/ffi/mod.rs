@@ -19,6 +19,7 @@ mod kinds;
 mod node;
 mod options;
 mod request;
+mod rwsem;
 
 pub use inspect::{
     redlock_forced_release, redlock_inspection, redlock_key_kind, redlock_release_outcome,

@@ -20,7 +20,7 @@ pub struct redlock_cancel {
 /// (as often as you like: it is a description), free it with `redlock_request_free`. Not
 /// thread-safe while a setter runs; acquiring from many threads with one request is fine.
 pub struct redlock_request {
-    request: LockRequest,
+    pub(super) request: LockRequest,
 }
 
 /// Creates a cancel handle that has not fired. Free it with `redlock_cancel_free` (requests
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn redlock_request_new_many(
 ///
 /// # Safety
 /// `request` is NULL or a live request not used by another thread meanwhile.
-unsafe fn update(
+pub(super) unsafe fn update(
     request: *mut redlock_request,
     err: *mut *mut redlock_error,
     f: impl FnOnce(LockRequest) -> Result<LockRequest, Failure>,

@@ -1237,6 +1237,196 @@ static void test_inspect_with_dead_nodes(void) {
 }
 
 /* ---- End of inspection and forced release ---- */
+/* ---- Read-write locks and semaphores (issue 17): redlock_request_set_read/_write/_semaphore,
+ * redlock_lock_permit. ---- */
+
+/* A request for `resource` with a single attempt, made a read (kind 'r'), write ('w') or
+ * semaphore of `permits` ('s') request; the caller frees it. */
+static redlock_request *rw_request(const char *resource, char kind, uint32_t permits) {
+    redlock_request *req = NULL;
+    redlock_error *err = NULL;
+    redlock_status st = redlock_request_new(resource, 10000, &req, &err);
+    if (st == REDLOCK_OK) {
+        st = redlock_request_set_retries(req, 0, &err);
+    }
+    if (st == REDLOCK_OK) {
+        st = kind == 'r'   ? redlock_request_set_read(req, &err)
+             : kind == 'w' ? redlock_request_set_write(req, &err)
+                           : redlock_request_set_semaphore(req, permits, &err);
+    }
+    if (st != REDLOCK_OK) {
+        fprintf(stderr, "rw_request: %s\n", redlock_error_message(err));
+        exit(2);
+    }
+    return req;
+}
+
+struct acquirer {
+    redlock_client *client;
+    const redlock_request *request;
+    redlock_status status;
+};
+
+/* Acquires on another thread (so the calling thread's own holds do not count) and releases. */
+static void *acquire_elsewhere(void *arg) {
+    struct acquirer *a = arg;
+    redlock_lock *lock = NULL;
+    a->status = redlock_client_acquire(a->client, a->request, &lock, NULL);
+    if (a->status == REDLOCK_OK) {
+        redlock_lock_release(lock, NULL);
+        redlock_lock_free(lock);
+    }
+    return NULL;
+}
+
+static redlock_status acquire_on_a_thread(redlock_client *client, const redlock_request *req) {
+    struct acquirer a = {client, req, REDLOCK_PANIC};
+    pthread_t thread;
+    pthread_create(&thread, NULL, acquire_elsewhere, &a);
+    pthread_join(thread, NULL);
+    return a.status;
+}
+
+static void test_read_write(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    redlock_request *read = rw_request("c:rw", 'r', 0);
+    redlock_request *write = rw_request("c:rw", 'w', 0);
+
+    /* Two readers at once. */
+    redlock_lock *r1 = NULL, *r2 = NULL;
+    CHECK(redlock_client_acquire(client, read, &r1, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_acquire(client, read, &r2, NULL) == REDLOCK_OK);
+    CHECK(r1 != NULL && r2 != NULL && r1 != r2);
+    CHECK(redlock_lock_is_held(r1) && redlock_lock_is_held(r2));
+    /* A third reader on another thread gets in too. */
+    CHECK(acquire_on_a_thread(client, read) == REDLOCK_OK);
+    /* A writer elsewhere and a plain lock are refused while readers hold it. */
+    CHECK(acquire_on_a_thread(client, write) == REDLOCK_NOT_ACQUIRED);
+    redlock_lock *plain = NULL;
+    check_error(redlock_client_try_lock(client, "c:rw", 10000, &plain, &err), REDLOCK_NOT_ACQUIRED,
+                &err);
+    CHECK(plain == NULL);
+    /* This thread holds a read lock: asking for the write lock is an error, not a wait. */
+    redlock_lock *w = NULL;
+    check_error(redlock_client_acquire(client, write, &w, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(w == NULL);
+    /* Releasing one reader leaves the other: the writer is still refused. */
+    CHECK(redlock_lock_release(r1, NULL) == REDLOCK_OK);
+    CHECK(acquire_on_a_thread(client, write) == REDLOCK_NOT_ACQUIRED);
+    /* A reader extends only itself. */
+    CHECK(redlock_lock_extend(r2, 20000, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(r2, NULL) == REDLOCK_OK);
+    redlock_lock_free(r1);
+    redlock_lock_free(r2);
+
+    /* The last reader gone, a writer gets in and excludes readers elsewhere. */
+    CHECK(redlock_client_acquire(client, write, &w, NULL) == REDLOCK_OK);
+    CHECK(acquire_on_a_thread(client, read) == REDLOCK_NOT_ACQUIRED);
+    CHECK(acquire_on_a_thread(client, write) == REDLOCK_NOT_ACQUIRED);
+    /* Holding the write lock, this thread's read request is an error. */
+    redlock_lock *r3 = NULL;
+    check_error(redlock_client_acquire(client, read, &r3, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(r3 == NULL);
+    /* Read and write locks have no permit and no fencing token; out untouched. */
+    uint32_t permit = 77;
+    check_error(redlock_lock_permit(w, &permit, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(permit == 77);
+    CHECK(redlock_lock_release(w, NULL) == REDLOCK_OK);
+    redlock_lock_free(w);
+
+    /* A plain holder excludes readers. */
+    CHECK(redlock_client_try_lock(client, "c:rw", 10000, &plain, NULL) == REDLOCK_OK);
+    CHECK(acquire_on_a_thread(client, read) == REDLOCK_NOT_ACQUIRED);
+    CHECK(redlock_lock_release(plain, NULL) == REDLOCK_OK);
+    redlock_lock_free(plain);
+    CHECK(acquire_on_a_thread(client, read) == REDLOCK_OK);
+
+    redlock_request_free(read);
+    redlock_request_free(write);
+    redlock_client_free(client);
+}
+
+static void test_semaphore(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    redlock_request *sem = rw_request("c:sem", 's', 2);
+    redlock_lock *a = NULL, *b = NULL, *c = NULL;
+    CHECK(redlock_client_acquire(client, sem, &a, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_acquire(client, sem, &b, NULL) == REDLOCK_OK);
+    uint32_t pa = 77, pb = 77;
+    CHECK(redlock_lock_permit(a, &pa, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_permit(b, &pb, NULL) == REDLOCK_OK);
+    CHECK(pa < 2 && pb < 2 && pa != pb);
+    /* The third is refused. */
+    check_error(redlock_client_acquire(client, sem, &c, &err), REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(c == NULL);
+    /* Another number of permits for the same semaphore is an error while permits are held. */
+    redlock_request *three = rw_request("c:sem", 's', 3);
+    check_error(redlock_client_acquire(client, three, &c, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(c == NULL);
+    redlock_request_free(three);
+    /* Releasing one lets the next in, on the freed slot. */
+    CHECK(redlock_lock_release(a, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_acquire(client, sem, &c, NULL) == REDLOCK_OK);
+    uint32_t pc = 77;
+    CHECK(redlock_lock_permit(c, &pc, NULL) == REDLOCK_OK && pc == pa);
+    /* The permit stays readable after release; extension works on a slot. */
+    uint32_t again = 77;
+    CHECK(redlock_lock_permit(a, &again, NULL) == REDLOCK_OK && again == pa);
+    CHECK(redlock_lock_extend(b, 20000, NULL) == REDLOCK_OK);
+    /* Bad arguments to redlock_lock_permit; out untouched. */
+    uint32_t untouched = 77;
+    check_error(redlock_lock_permit(NULL, &untouched, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_lock_permit(c, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(untouched == 77);
+    redlock_lock_free(a);
+    redlock_lock_free(b);
+    redlock_lock_free(c);
+    redlock_request_free(sem);
+    redlock_client_free(client);
+}
+
+static void test_read_write_semaphore_bad_arguments(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    redlock_request *req = NULL;
+    CHECK(redlock_request_new("c:rw-bad", 10000, &req, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_retries(req, 0, NULL) == REDLOCK_OK);
+    check_error(redlock_request_set_semaphore(req, 0, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_semaphore(req, 1025, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_semaphore(req, UINT32_MAX, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    /* The request was left unchanged: still a plain lock, so no permit. */
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_acquire(client, req, &lock, NULL) == REDLOCK_OK);
+    uint32_t permit = 77;
+    check_error(redlock_lock_permit(lock, &permit, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(permit == 77);
+    redlock_lock_free(lock);
+    /* The limits themselves are fine. */
+    CHECK(redlock_request_set_semaphore(req, 1, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_semaphore(req, 1024, NULL) == REDLOCK_OK);
+    redlock_request_free(req);
+
+    /* Several resources: no read, write or semaphore. */
+    const char *names[] = {"c:rw-a", "c:rw-b"};
+    redlock_request *many = NULL;
+    CHECK(redlock_request_new_many(names, 2, 10000, &many, NULL) == REDLOCK_OK);
+    check_error(redlock_request_set_read(many, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_write(many, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_semaphore(many, 2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request_free(many);
+
+    check_error(redlock_request_set_read(NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_write(NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_semaphore(NULL, 2, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    /* NULL err is fine. */
+    CHECK(redlock_request_set_read(NULL, NULL) == REDLOCK_INVALID_ARGUMENT);
+    redlock_client_free(client);
+}
+
+/* ---- end of read-write locks and semaphores ---- */
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -1268,6 +1458,9 @@ int main(int argc, char **argv) {
         test_inspect_reentrant_owners();
         test_force_release();
         test_inspect_bad_input();
+        test_read_write();
+        test_semaphore();
+        test_read_write_semaphore_bad_arguments();
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -8,7 +8,7 @@ import secrets
 import threading
 import weakref
 from collections.abc import Iterable
-from ctypes import byref, c_char_p, c_uint64
+from ctypes import byref, c_char_p, c_uint32, c_uint64
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
@@ -190,6 +190,7 @@ class Lock:
         self._resources = [self._resource]
         self._fence = _number(lib.redlock_lock_fence, handle)
         self._hold_count = _number(lib.redlock_lock_hold_count, handle)
+        self._permit = _permit(handle)
 
     @property
     def resource(self) -> str:
@@ -221,6 +222,12 @@ class Lock:
     def hold_count(self) -> int | None:
         """For a reentrant lock: the owner's holds once this one was counted (1 = outermost)."""
         return self._hold_count
+
+    @property
+    def permit(self) -> int | None:
+        """For a semaphore permit (:meth:`Redlock.semaphore`): the slot held, 0 to permits - 1;
+        None for other locks."""
+        return self._permit
 
     @property
     def released(self) -> bool:
@@ -319,6 +326,7 @@ class Lock:
         if self._released:
             return
         _check_process(self._pid, "lock")
+        _main_thread_holds.forget(self)
         _blocking.run(lambda _cancel: self._release_now(), cancellable=False)
 
     def _release_now(self) -> None:
@@ -332,6 +340,7 @@ class Lock:
         """Free the C lock now, which releases it without waiting for the nodes: for a lock
         obtained in the instant its caller was interrupted, which nobody will ever see."""
         handle, self._handle = self._handle, None
+        _main_thread_holds.forget(self)
         if handle:
             self._released = True
             lib.redlock_lock_free(handle)
@@ -366,10 +375,49 @@ class Lock:
         return f"<redlock_rs.Lock resource={self._resource!r} released={self._released}>"
 
     def __del__(self, _free: Callable[..., None] = lib.redlock_lock_free) -> None:
+        _main_thread_holds.forget(self)
         handle = getattr(self, "_handle", None)
         if handle:
             self._handle = None
             _free(handle)
+
+
+class _MainThreadHolds:
+    """The read and write locks the main thread holds, by resource.
+
+    The library refuses at once a thread's read-write acquisition that would wait for that
+    thread's own lock (a write lock while it holds the read or write lock, a read lock while it
+    holds the write lock). It tells threads apart by OS thread, and the main thread's blocking
+    calls run on a helper thread each (see ``_blocking``), so for the main thread the check is
+    made here. Other threads call the library directly on their own thread, where it checks.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._held: dict[int, tuple[str, str]] = {}  # id(lock) -> (resource, "read"/"write")
+
+    def check(self, request: Request) -> str | None:
+        """The mode the main thread would wait for itself on; None when it would not."""
+        mode = "read" if request.read else "write" if request.write else None
+        if mode is None or not _blocking.in_main_thread():
+            return None
+        with self._mutex:
+            for resource, held in self._held.values():
+                if resource == request.resource and (mode == "write" or held == "write"):
+                    return held
+        return None
+
+    def add(self, lock: Lock, request: Request) -> None:
+        if (request.read or request.write) and _blocking.in_main_thread():
+            with self._mutex:
+                self._held[id(lock)] = (lock.resource, "read" if request.read else "write")
+
+    def forget(self, lock: Lock) -> None:
+        with self._mutex:
+            self._held.pop(id(lock), None)
+
+
+_main_thread_holds = _MainThreadHolds()
 
 
 class Redlock:
@@ -481,12 +529,22 @@ class Redlock:
         """
         if not isinstance(request, _request.Request):
             raise TypeError(f"request must be a redlock_rs.Request, not {type(request).__name__}")
-        return _blocking.run(
+        held = _main_thread_holds.check(request)
+        if held is not None:
+            wanted = "read" if request.read else "write"
+            raise ValueError(
+                f"invalid argument: this thread holds a {held} lock on {request.resource!r}: a "
+                f"{wanted} lock would wait for it forever (no upgrade or downgrade); release it "
+                "first"
+            )
+        lock = _blocking.run(
             lambda cancel: self._acquire_now(request, cancel),
             cancellable=True,
             user_cancel=request.cancel,
             dispose=Lock._discard,
         )
+        _main_thread_holds.add(lock, request)
+        return lock
 
     def _acquire_now(self, request: Request, cancel: Cancel | None) -> Lock:
         built = request._build(cancel)
@@ -704,6 +762,124 @@ class Redlock:
             _request.Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms, retries=0)
         )
 
+    def read_lock(
+        self,
+        resource: str,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+        auto_extend: bool = False,
+        wait_timeout_ms: int | None = None,
+        wait_timeout: Seconds | None = None,
+        max_hold_ms: int | None = None,
+        max_hold: Seconds | None = None,
+        extend_fraction: float | None = None,
+        notifications: bool = True,
+        cancel: Cancel | None = None,
+    ) -> Lock:
+        """The read side of a read-write lock on ``resource``; keywords as for :meth:`lock`.
+
+        Any number of readers hold the resource at once while no writer does; a writer is a
+        :meth:`write_lock` and also any plain or fenced lock of the resource (of any Redlock
+        client). Each reader has its own expiry; extension and release touch only it. Waiting
+        readers all wake when a writer releases. Writers can starve under a steady stream of
+        overlapping readers. A thread holding the write lock of ``resource`` gets
+        ``ValueError`` instead of waiting for itself. No fencing token.
+        """
+        return self.acquire(
+            _lock_request(
+                resource,
+                ttl_ms,
+                ttl=ttl,
+                auto_extend=auto_extend,
+                wait_timeout_ms=wait_timeout_ms,
+                wait_timeout=wait_timeout,
+                max_hold_ms=max_hold_ms,
+                max_hold=max_hold,
+                extend_fraction=extend_fraction,
+                notifications=notifications,
+                cancel=cancel,
+            ).replace(read=True)
+        )
+
+    def write_lock(
+        self,
+        resource: str,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+        auto_extend: bool = False,
+        wait_timeout_ms: int | None = None,
+        wait_timeout: Seconds | None = None,
+        max_hold_ms: int | None = None,
+        max_hold: Seconds | None = None,
+        extend_fraction: float | None = None,
+        notifications: bool = True,
+        cancel: Cancel | None = None,
+    ) -> Lock:
+        """The write side of a read-write lock on ``resource``; keywords as for :meth:`lock`.
+
+        Excludes readers and other writers. On the nodes it is exactly a plain lock; it adds a
+        check that this thread holds no read or write lock of ``resource`` itself (there is no
+        upgrade from read to write): ``ValueError`` instead of waiting for itself.
+        """
+        return self.acquire(
+            _lock_request(
+                resource,
+                ttl_ms,
+                ttl=ttl,
+                auto_extend=auto_extend,
+                wait_timeout_ms=wait_timeout_ms,
+                wait_timeout=wait_timeout,
+                max_hold_ms=max_hold_ms,
+                max_hold=max_hold,
+                extend_fraction=extend_fraction,
+                notifications=notifications,
+                cancel=cancel,
+            ).replace(write=True)
+        )
+
+    def semaphore(
+        self,
+        resource: str,
+        permits: int,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+        auto_extend: bool = False,
+        wait_timeout_ms: int | None = None,
+        wait_timeout: Seconds | None = None,
+        max_hold_ms: int | None = None,
+        max_hold: Seconds | None = None,
+        extend_fraction: float | None = None,
+        notifications: bool = True,
+        cancel: Cancel | None = None,
+    ) -> Lock:
+        """One of ``permits`` permits (1 to 1024) of a counting semaphore on ``resource``: at
+        most ``permits`` holders at once. Keywords as for :meth:`lock`.
+
+        Each permit is a slot, an ordinary Redlock mutex on its own key
+        (``redlock:sem:{resource}:<i>``); :attr:`Lock.permit` says which. Every caller of one
+        semaphore must pass the same ``permits``: the nodes store it, and another number raises
+        ``ValueError`` (it can change once every permit is released and its TTL has run out).
+        A waiter wakes when any slot is released. No fencing token.
+        """
+        return self.acquire(
+            _lock_request(
+                resource,
+                ttl_ms,
+                ttl=ttl,
+                auto_extend=auto_extend,
+                wait_timeout_ms=wait_timeout_ms,
+                wait_timeout=wait_timeout,
+                max_hold_ms=max_hold_ms,
+                max_hold=max_hold,
+                extend_fraction=extend_fraction,
+                notifications=notifications,
+                cancel=cancel,
+            ).replace(permits=permits)
+        )
+
     def _call(self, call: Callable[..., int]) -> Lock:
         handle = self._enter()
         out = _ffi.LockPtr()
@@ -816,6 +992,14 @@ def _number(function: Callable[..., int], handle: Any) -> int | None:
     """A number a lock of the right kind has (fence, hold count); None for other kinds."""
     value = c_uint64()
     if function(handle, byref(value), None) != Status.OK:
+        return None
+    return int(value.value)
+
+
+def _permit(handle: Any) -> int | None:
+    """The slot a semaphore permit holds; None for other kinds."""
+    value = c_uint32()
+    if lib.redlock_lock_permit(handle, byref(value), None) != Status.OK:
         return None
     return int(value.value)
 

@@ -440,8 +440,35 @@ def _declare_inspection(lib: ctypes.CDLL) -> None:
         )
 
 
+def _declare_rwsem(lib: ctypes.CDLL) -> None:
+    """Read-write locks and semaphores (issue 17)."""
+    err = POINTER(ErrorPtr)
+    signatures = {
+        "redlock_request_set_read": ([RequestPtr, err], Status),
+        "redlock_request_set_write": ([RequestPtr, err], Status),
+        "redlock_request_set_semaphore": ([RequestPtr, c_uint32, err], Status),
+        "redlock_lock_permit": ([LockPtr, POINTER(c_uint32), err], Status),
+    }
+    missing = []
+    for name, (argtypes, restype) in signatures.items():
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        function.argtypes = argtypes
+        function.restype = restype
+    if missing:
+        raise OSError(
+            "{} does not export {}; it is older than this binding".format(
+                lib._name, ", ".join(missing)
+            )
+        )
+
+
 lib = _load()
 _check_version(lib)
 _declare(lib)
 _declare_requests(lib)
 _declare_inspection(lib)
+_declare_rwsem(lib)

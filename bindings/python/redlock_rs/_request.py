@@ -22,6 +22,7 @@ from ._ffi import lib
 __all__ = ["AutoExtend", "Cancel", "Request"]
 
 MAX_RESOURCES = 64
+MAX_PERMITS = 1024
 
 
 class Cancel:
@@ -151,11 +152,20 @@ class Request:
         Request("orders:42", ttl=10, reentrant=owner, retries=0)
         Request(resources=["a", "b"], ttl=10, auto_extend=AutoExtend(max_hold=60),
                 cancel=cancel)
+        Request("report", ttl=10, read=True, wait_timeout=30)    # one of many readers
+        Request("pool", ttl=10, permits=3, auto_extend=True)      # one of 3 permits
 
     Kind: one ``resource`` (positional) or ``resources`` (all at once or none; at most 64, no
     name twice); ``fenced=True`` adds a fencing token (:attr:`Lock.fence`); ``reentrant=owner``
-    makes it one hold of a reentrant lock for ``owner`` (see :meth:`Redlock.new_owner`). Fenced
-    and reentrant take a single resource and exclude each other.
+    makes it one hold of a reentrant lock for ``owner`` (see :meth:`Redlock.new_owner`).
+    ``read=True`` and ``write=True`` are the two sides of a read-write lock: readers share the
+    resource, a writer excludes readers and writers (a writer is a plain lock on the nodes, so
+    plain and fenced locks exclude readers too; a thread holding the read lock that asks for
+    the write lock, or the other way round, gets ``ValueError`` instead of waiting for itself).
+    ``permits=L`` makes it one of L permits (1 to 1024) of a counting semaphore
+    (:attr:`Lock.permit` says which); every caller of one semaphore passes the same L, else
+    ``ValueError`` at acquisition. Fenced, reentrant, read, write and permits take a single
+    resource and exclude each other.
 
     Patience: by default the client's ``retry_count``; ``retries=N`` retries up to N times
     (0: a single attempt); ``wait_timeout`` waits up to that long, woken by the release
@@ -177,6 +187,8 @@ class Request:
         "_ttl_ms",
         "_fenced",
         "_owner",
+        "_mode",
+        "_permits",
         "_retries",
         "_retry_delay_ms",
         "_retry_jitter_ms",
@@ -195,6 +207,9 @@ class Request:
         resources: Iterable[str] | None = None,
         fenced: bool = False,
         reentrant: str | None = None,
+        read: bool = False,
+        write: bool = False,
+        permits: int | None = None,
         retries: int | None = None,
         retry_delay: Seconds | None = None,
         retry_delay_ms: int | None = None,
@@ -229,19 +244,45 @@ class Request:
             self._resources = names
             self._many = True
         self._ttl_ms = _ttl_of(ttl_ms, ttl)
-        for name, flag in (("fenced", fenced), ("notifications", notifications)):
+        for name, flag in (
+            ("fenced", fenced),
+            ("read", read),
+            ("write", write),
+            ("notifications", notifications),
+        ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
         if reentrant is not None:
             _c_string("reentrant (the owner)", reentrant)
             if len(reentrant.encode("utf-8")) > 1024:
                 raise ValueError("reentrant (the owner) must be at most 1024 UTF-8 bytes")
-        if (fenced or reentrant is not None) and self._many:
-            raise ValueError("a fenced or reentrant lock takes one resource, not resources=[...]")
-        if fenced and reentrant is not None:
-            raise ValueError("a lock is fenced or reentrant, not both")
+        if permits is not None:
+            permits = _int("permits", permits, 1, MAX_PERMITS)
+        kinds = [
+            name
+            for name, on in (
+                ("fenced", fenced),
+                ("reentrant", reentrant is not None),
+                ("read", read),
+                ("write", write),
+                ("permits", permits is not None),
+            )
+            if on
+        ]
+        if kinds and self._many:
+            raise ValueError(
+                f"a {kinds[0]} lock takes one resource, not resources=[...]"
+                if kinds[0] != "permits"
+                else "a semaphore takes one resource, not resources=[...]"
+            )
+        if len(kinds) > 1:
+            raise ValueError(
+                f"{kinds[0]} and {kinds[1]} exclude each other: a lock has one kind, not both"
+            )
         self._fenced = fenced
         self._owner = reentrant
+        self._mode = "read" if read else "write" if write else None
+        self._permits = permits
         self._retries = None if retries is None else _int("retries", retries, 0, _ffi.UINT32_MAX)
         self._wait_timeout_ms = _millis(
             "wait_timeout", wait_timeout, "wait_timeout_ms", wait_timeout_ms, 0, _ffi.MAX_TTL_MS
@@ -295,6 +336,21 @@ class Request:
         return self._owner
 
     @property
+    def read(self) -> bool:
+        """True for the read side of a read-write lock."""
+        return self._mode == "read"
+
+    @property
+    def write(self) -> bool:
+        """True for the write side of a read-write lock."""
+        return self._mode == "write"
+
+    @property
+    def permits(self) -> int | None:
+        """The number of permits of a semaphore request; None for other kinds."""
+        return self._permits
+
+    @property
     def retries(self) -> int | None:
         return self._retries
 
@@ -320,6 +376,9 @@ class Request:
             "ttl_ms": self._ttl_ms,
             "fenced": self._fenced,
             "reentrant": self._owner,
+            "read": self._mode == "read",
+            "write": self._mode == "write",
+            "permits": self._permits,
             "retries": self._retries,
             "retry_delay_ms": self._retry_delay_ms,
             "retry_jitter_ms": self._retry_jitter_ms,
@@ -344,6 +403,12 @@ class Request:
                 current.pop("wait_timeout_ms", None)
             elif base == "wait_timeout":
                 current.pop("retries", None)
+        # One kind: a new one replaces the other.
+        kinds = ("fenced", "reentrant", "read", "write", "permits")
+        if any(name in changes for name in kinds):
+            for name in kinds:
+                if name not in changes:
+                    current.pop(name, None)
         current.update(changes)
         return Request(**current)  # type: ignore[arg-type]
 
@@ -372,6 +437,12 @@ class Request:
             setter(lib.redlock_request_set_fenced(req, byref(err)))
         if self._owner is not None:
             setter(lib.redlock_request_set_reentrant(req, self._owner.encode("utf-8"), byref(err)))
+        if self._mode == "read":
+            setter(lib.redlock_request_set_read(req, byref(err)))
+        elif self._mode == "write":
+            setter(lib.redlock_request_set_write(req, byref(err)))
+        if self._permits is not None:
+            setter(lib.redlock_request_set_semaphore(req, self._permits, byref(err)))
         if self._retries is not None:
             setter(lib.redlock_request_set_retries(req, self._retries, byref(err)))
         if self._retry_delay_ms is not None and self._retry_jitter_ms is not None:
@@ -406,6 +477,10 @@ class Request:
             parts.append("fenced=True")
         if self._owner is not None:
             parts.append(f"reentrant={self._owner!r}")
+        if self._mode is not None:
+            parts.append(f"{self._mode}=True")
+        if self._permits is not None:
+            parts.append(f"permits={self._permits}")
         if self._retries is not None:
             parts.append(f"retries={self._retries}")
         if self._retry_delay_ms is not None:

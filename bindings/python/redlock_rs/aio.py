@@ -132,6 +132,10 @@ class AsyncLock:
         return self._lock.hold_count
 
     @property
+    def permit(self) -> int | None:
+        return self._lock.permit
+
+    @property
     def released(self) -> bool:
         return self._lock.released
 
@@ -350,6 +354,109 @@ class AsyncRedlock:
     ) -> _Acquiring:
         return _Acquiring(
             self, Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms, retries=0)
+        )
+
+    def read_lock(
+        self,
+        resource: str,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+        auto_extend: bool = False,
+        wait_timeout_ms: int | None = None,
+        wait_timeout: Seconds | None = None,
+        max_hold_ms: int | None = None,
+        max_hold: Seconds | None = None,
+        extend_fraction: float | None = None,
+        notifications: bool = True,
+        cancel: Cancel | None = None,
+    ) -> _Acquiring:
+        """:meth:`Redlock.read_lock`: ``await`` it or ``async with`` it."""
+        return _Acquiring(
+            self,
+            _lock_request(
+                resource,
+                ttl_ms,
+                ttl=ttl,
+                auto_extend=auto_extend,
+                wait_timeout_ms=wait_timeout_ms,
+                wait_timeout=wait_timeout,
+                max_hold_ms=max_hold_ms,
+                max_hold=max_hold,
+                extend_fraction=extend_fraction,
+                notifications=notifications,
+                cancel=cancel,
+            ).replace(read=True),
+        )
+
+    def write_lock(
+        self,
+        resource: str,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+        auto_extend: bool = False,
+        wait_timeout_ms: int | None = None,
+        wait_timeout: Seconds | None = None,
+        max_hold_ms: int | None = None,
+        max_hold: Seconds | None = None,
+        extend_fraction: float | None = None,
+        notifications: bool = True,
+        cancel: Cancel | None = None,
+    ) -> _Acquiring:
+        """:meth:`Redlock.write_lock`: ``await`` it or ``async with`` it. The "this thread holds
+        the read lock" check sees the helper thread that runs the call, not the task: an
+        ``asyncio`` task that holds a read lock and awaits the write lock of the same resource
+        waits (until its read lock is released or expires) instead of failing at once."""
+        return _Acquiring(
+            self,
+            _lock_request(
+                resource,
+                ttl_ms,
+                ttl=ttl,
+                auto_extend=auto_extend,
+                wait_timeout_ms=wait_timeout_ms,
+                wait_timeout=wait_timeout,
+                max_hold_ms=max_hold_ms,
+                max_hold=max_hold,
+                extend_fraction=extend_fraction,
+                notifications=notifications,
+                cancel=cancel,
+            ).replace(write=True),
+        )
+
+    def semaphore(
+        self,
+        resource: str,
+        permits: int,
+        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds | None = None,
+        auto_extend: bool = False,
+        wait_timeout_ms: int | None = None,
+        wait_timeout: Seconds | None = None,
+        max_hold_ms: int | None = None,
+        max_hold: Seconds | None = None,
+        extend_fraction: float | None = None,
+        notifications: bool = True,
+        cancel: Cancel | None = None,
+    ) -> _Acquiring:
+        """:meth:`Redlock.semaphore`: ``await`` it or ``async with`` it."""
+        return _Acquiring(
+            self,
+            _lock_request(
+                resource,
+                ttl_ms,
+                ttl=ttl,
+                auto_extend=auto_extend,
+                wait_timeout_ms=wait_timeout_ms,
+                wait_timeout=wait_timeout,
+                max_hold_ms=max_hold_ms,
+                max_hold=max_hold,
+                extend_fraction=extend_fraction,
+                notifications=notifications,
+                cancel=cancel,
+            ).replace(permits=permits),
         )
 
     @staticmethod

@@ -1,0 +1,335 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	redlock "github.com/redlock-rs/redlock/bindings/go"
+)
+
+// Read-write locks and semaphores (issue 17).
+
+func once(resource string, opts ...redlock.RequestOption) *redlock.Request {
+	return redlock.NewRequest(resource, 10*time.Second, append(opts, redlock.WithOnce())...)
+}
+
+// tryElsewhere acquires req once from another client and releases it: nil if it got in.
+func tryElsewhere(t *testing.T, req *redlock.Request) error {
+	t.Helper()
+	l, err := observer.Acquire(req)
+	if err == nil {
+		if err := l.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return err
+}
+
+func TestReadersShareWritersExclude(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:rw"
+	r1, err := c.RLock(resource, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.RLock(resource, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r1.Permit(); ok {
+		t.Error("a reader has no permit")
+	}
+	if _, ok := r1.Fence(); ok {
+		t.Error("a reader has no fence")
+	}
+	if err := tryElsewhere(t, once(resource, redlock.WithRead())); err != nil {
+		t.Errorf("a third reader: %v", err)
+	}
+	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a writer while readers hold it: %v, want ErrNotAcquired", err)
+	}
+	assertHeld(t, resource) // a plain lock is refused too
+	if err := r1.Extend(10 * time.Second); err != nil {
+		t.Errorf("a reader extends: %v", err)
+	}
+	r1.Unlock()
+	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a writer while one reader is left: %v", err)
+	}
+	r2.Unlock()
+	w, err := c.WLock(resource, 10*time.Second, redlock.WithOnce())
+	if err != nil {
+		t.Fatalf("a writer once the readers are gone: %v", err)
+	}
+	if err := tryElsewhere(t, once(resource, redlock.WithRead())); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a reader while a writer holds it: %v", err)
+	}
+	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a second writer: %v", err)
+	}
+	w.Unlock()
+	// A plain holder excludes readers.
+	p := mustLock(t, c, resource, 10*time.Second)
+	if err := tryElsewhere(t, once(resource, redlock.WithRead())); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a reader while a plain lock holds it: %v", err)
+	}
+	p.Unlock()
+	if err := tryElsewhere(t, once(resource, redlock.WithRead())); err != nil {
+		t.Errorf("a reader once all are gone: %v", err)
+	}
+}
+
+// Goroutines are not threads: a writer must not be refused because another goroutine,
+// which may have run on the same OS thread, holds a read lock; it waits for it.
+func TestWriterWaitsForAnotherGoroutinesReader(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // goroutines then share few threads
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:rw-goroutines"
+	for i := 0; i < 5; i++ {
+		r, err := c.RLock(resource, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(100*time.Millisecond, func() { r.Unlock() })
+		done := make(chan error, 1)
+		go func() {
+			w, err := c.WLock(resource, 10*time.Second, redlock.WithWait(20*time.Second))
+			if err == nil {
+				err = w.Unlock()
+			}
+			done <- err
+		}()
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: the writer: %v", i, err)
+		}
+	}
+}
+
+func TestReadersOverlapWritersNeverOverlapAnyone(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:rw-load"
+	var mu sync.Mutex
+	readers, writers, maxReaders, bad := 0, 0, 0, 0
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	work := func(write bool) {
+		defer wg.Done()
+		for i := 0; i < 3; i++ {
+			opt := redlock.WithRead()
+			if write {
+				opt = redlock.WithWrite()
+			}
+			l, err := c.Acquire(redlock.NewRequest(resource, 10*time.Second, opt, redlock.WithWait(60*time.Second)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			if write {
+				writers++
+			} else {
+				readers++
+			}
+			if writers > 1 || (writers > 0 && readers > 0) {
+				bad++
+			}
+			if readers > maxReaders {
+				maxReaders = readers
+			}
+			mu.Unlock()
+			if write {
+				time.Sleep(30 * time.Millisecond)
+			} else {
+				time.Sleep(200 * time.Millisecond)
+			}
+			mu.Lock()
+			if write {
+				writers--
+			} else {
+				readers--
+			}
+			mu.Unlock()
+			if err := l.Unlock(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go work(false)
+	}
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go work(true)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if bad != 0 {
+		t.Errorf("a writer overlapped another holder %d times", bad)
+	}
+	if maxReaders < 2 {
+		t.Errorf("readers never overlapped (at most %d at once)", maxReaders)
+	}
+}
+
+func TestSemaphoreLimit(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:sem"
+	a, err := c.Semaphore(resource, 2, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Semaphore(resource, 2, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, okA := a.Permit()
+	pb, okB := b.Permit()
+	if !okA || !okB || pa == pb || pa > 1 || pb > 1 {
+		t.Fatalf("permits %d %v, %d %v: want 0 and 1", pa, okA, pb, okB)
+	}
+	if _, ok := a.Fence(); ok {
+		t.Error("a permit has no fence")
+	}
+	if err := tryElsewhere(t, once(resource, redlock.WithSemaphore(2))); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a third permit of 2: %v, want ErrNotAcquired", err)
+	}
+	assertInvalid(t, "another number of permits", tryElsewhere(t, once(resource, redlock.WithSemaphore(3))))
+	a.Unlock()
+	cl, err := c.Acquire(once(resource, redlock.WithSemaphore(2)))
+	if err != nil {
+		t.Fatalf("a permit once one was released: %v", err)
+	}
+	if p, _ := cl.Permit(); p != pa {
+		t.Errorf("got slot %d, want the freed %d", p, pa)
+	}
+	if p, ok := a.Permit(); !ok || p != pa {
+		t.Error("the permit stays readable after Unlock")
+	}
+	cl.Unlock()
+	b.Unlock()
+	if _, ok := mustLock(t, c, "go:sem-plain", time.Second).Permit(); ok {
+		t.Error("a plain lock has no permit")
+	}
+}
+
+func TestSemaphoreReachesItsLimitAndNeverPassesIt(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:sem-load"
+	var mu sync.Mutex
+	in, most := 0, 0
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 7; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3; i++ {
+				l, err := c.Semaphore(resource, 3, 10*time.Second, redlock.WithWait(60*time.Second))
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				in++
+				if in > most {
+					most = in
+				}
+				mu.Unlock()
+				time.Sleep(100 * time.Millisecond)
+				mu.Lock()
+				in--
+				mu.Unlock()
+				if err := l.Unlock(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if most != 3 {
+		t.Errorf("at most %d holders at once, want exactly 3", most)
+	}
+}
+
+func TestReaderAndPermitAutoExtended(t *testing.T) {
+	c := newClient(t, shared.urls(), redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	const resource = "go:rw-auto"
+	ttl := 900 * time.Millisecond
+	r, err := c.RLock(resource, ttl, redlock.WithAutoExtend(redlock.AutoExtend{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Semaphore(resource+":sem", 1, ttl, redlock.WithAutoExtend(redlock.AutoExtend{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if !r.Held() || !s.Held() {
+		t.Fatalf("held after 2.5 TTLs: reader %v, permit %v", r.Held(), s.Held())
+	}
+	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a writer over an auto-extended reader: %v", err)
+	}
+	if err := tryElsewhere(t, once(resource+":sem", redlock.WithSemaphore(1))); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a permit over an auto-extended one: %v", err)
+	}
+	r.Unlock()
+	s.Unlock()
+	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); err != nil {
+		t.Errorf("a writer once the reader is gone: %v", err)
+	}
+}
+
+func TestContextCancelsAWaitingWriter(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:rw-ctx"
+	r, err := c.RLock(resource, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.AcquireContext(ctx, redlock.NewRequest(resource, 10*time.Second, redlock.WithWrite(), redlock.WithWait(time.Minute)))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a writer waiting past its context: %v", err)
+	}
+}
+
+func TestReadWriteSemaphoreInvalidArguments(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	for _, n := range []int{0, -1, redlock.MaxPermits + 1} {
+		_, err := c.Semaphore("go:sem-bad", n, time.Second)
+		assertInvalid(t, "Semaphore with bad permits", err)
+	}
+	for name, opts := range map[string][]redlock.RequestOption{
+		"read+write":      {redlock.WithRead(), redlock.WithWrite()},
+		"read+fenced":     {redlock.WithRead(), redlock.WithFenced()},
+		"semaphore+read":  {redlock.WithSemaphore(2), redlock.WithRead()},
+		"reentrant+write": {redlock.WithReentrant("o"), redlock.WithWrite()},
+		"read+many":       {redlock.WithResources("b"), redlock.WithRead()},
+		"write+many":      {redlock.WithResources("b"), redlock.WithWrite()},
+		"semaphore+many":  {redlock.WithResources("b"), redlock.WithSemaphore(2)},
+	} {
+		_, err := c.Acquire(redlock.NewRequest("go:rw-bad", time.Second, opts...))
+		assertInvalid(t, name, err)
+	}
+	var nilLock *redlock.Lock
+	if _, ok := nilLock.Permit(); ok {
+		t.Error("a nil lock has no permit")
+	}
+}
