@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::client::OPS;
+use crate::kinds::{self, KindHold};
 use crate::schedule::{Action, Fault, Outage, majority_down};
 use crate::{
     CALL_MARGIN_MS, CANCEL_BOUND_MS, CLIENTS, MS, NODE_TIMEOUT, NODES, RETRY_COUNT, RETRY_DELAY,
@@ -30,6 +31,8 @@ pub fn bound_ms(op: &str) -> u64 {
     match op {
         "lock" => lock_bound_ms(),
         "wait" => wait_bound_ms(),
+        // One attempt on each of the L + 1 slots.
+        "overask" => (u64::from(kinds::PERMITS) + 1) * NODE_TIMEOUT.as_millis() as u64,
         _ => NODE_TIMEOUT.as_millis() as u64,
     }
 }
@@ -156,6 +159,8 @@ pub struct Logs {
     pub sightings: Vec<Sighting>,
     /// Per client process: calls its key probe looked after, and node looks that got no answer.
     pub probes: BTreeMap<usize, (u64, u64)>,
+    /// Holds of the read-write lock and the semaphore (`R` lines; see `kinds.rs`).
+    pub kinds: Vec<KindHold>,
 }
 
 impl Logs {
@@ -241,6 +246,7 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                 "P" => {
                     logs.probes.insert(num(1) as usize, (num(2), num(3)));
                 }
+                "R" => logs.kinds.push(kinds::parse(&f)),
                 _ => panic!("bad line {line:?}"),
             }
         }
@@ -346,7 +352,8 @@ pub fn check(
     for c in &logs.calls {
         let took = (c.end - c.start) / MS;
         let stalled = logs.stalled(c.client, c.start, c.end) / MS;
-        let bound = bound_ms(&c.op) + CALL_MARGIN_MS + stalled;
+        let bound =
+            bound_ms(&c.op) + kinds::extra_bound_ms(&c.op, &c.resource) + CALL_MARGIN_MS + stalled;
         if took > bound {
             verdict.fail(format!(
                 "(c) client {} {} {} took {took} ms at {} (bound {bound} ms, of which {stalled} \
@@ -359,6 +366,7 @@ pub fn check(
         }
         let cancelled = c.op == "wait" && c.outcome == "cancelled";
         if !cancelled
+            && !kinds::judged_here(&c.op, &c.resource, &c.outcome)
             && !matches!(
                 c.outcome.as_str(),
                 "ok" | "not_acquired" | "no_quorum" | "lost"
@@ -408,7 +416,7 @@ pub fn check(
     // for it to take hold).
     for (down, up) in majority_down(outages) {
         for c in &logs.calls {
-            if matches!(c.op.as_str(), "lock" | "try_lock" | "wait")
+            if matches!(c.op.as_str(), "lock" | "try_lock" | "wait" | "overask")
                 && c.outcome == "ok"
                 && c.start >= down + 5 * MS
                 && c.end <= up
@@ -742,6 +750,7 @@ pub fn checker_catches_made_up_violations() {
             })
             .collect(),
         probes: BTreeMap::new(),
+        kinds: Vec::new(),
     };
     let outages: Vec<Outage> = (0..3)
         .map(|node| Outage {

@@ -14,6 +14,7 @@ use redlock::{Cancel, Error, Lock, LockRequest, Redlock};
 
 use crate::checker::{lock_bound_ms, wait_bound_ms};
 use crate::keys::{KeyKind, Probe};
+use crate::kinds::{RW_THREADS, SEM_THREADS};
 use crate::{
     MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES, PROBE_SLEEP, RESOURCES, RETRY_COUNT,
     RETRY_DELAY, RETRY_JITTER, Rng, STALL_MIN_NS, THREADS, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS,
@@ -49,7 +50,7 @@ pub struct Busy {
     pub op: AtomicU64,
 }
 
-pub const OPS: [&str; 5] = ["lock", "try_lock", "extend", "release", "wait"];
+pub const OPS: [&str; 6] = ["lock", "try_lock", "extend", "release", "wait", "overask"];
 
 /// When a cancellable wait is cancelled: before the call (it must fail at once), at a random
 /// moment during it (often within its first attempt), or around a release of its resource by
@@ -133,7 +134,7 @@ pub struct Worker {
 }
 
 impl Worker {
-    fn call<T>(
+    pub fn call<T>(
         &mut self,
         op: usize,
         res: &str,
@@ -155,7 +156,15 @@ impl Worker {
         (start, end, result)
     }
 
-    fn run(mut self, end_ns: u64) -> Vec<String> {
+    fn run(self, end_ns: u64) -> Vec<String> {
+        match self.thread {
+            t if t < THREADS => self.run_mutex(end_ns),
+            t if t < THREADS + RW_THREADS => self.run_rw(end_ns),
+            _ => self.run_sem(end_ns),
+        }
+    }
+
+    fn run_mutex(mut self, end_ns: u64) -> Vec<String> {
         while now_ns() < end_ns {
             let res = resource(self.rng.below(RESOURCES as u64) as usize);
             let ttl = Duration::from_millis(self.rng.range(TTL_MIN_MS, TTL_MAX_MS));
@@ -244,7 +253,7 @@ impl Worker {
         }
     }
 
-    fn probe(&self, kind: KeyKind, res: &str, token: &str, span: (u64, u64), call: String) {
+    pub fn probe(&self, kind: KeyKind, res: &str, token: &str, span: (u64, u64), call: String) {
         let probe = Probe {
             kind,
             resource: res.to_owned(),
@@ -343,7 +352,8 @@ pub fn build_client(nodes: &[String]) -> Redlock {
 pub fn child(args: ChildArgs) {
     let rl = build_client(&args.nodes);
     let data_client = redis::Client::open(args.data.as_str()).expect("data url");
-    let busy: Vec<Arc<Busy>> = (0..THREADS).map(|_| Arc::default()).collect();
+    let threads = THREADS + RW_THREADS + SEM_THREADS;
+    let busy: Vec<Arc<Busy>> = (0..threads).map(|_| Arc::default()).collect();
     let (fires_tx, fires) = crossbeam_channel::unbounded();
     let canceller = std::thread::spawn(move || canceller(fires));
     let (probes_tx, probes) = crossbeam_channel::unbounded();
@@ -356,7 +366,7 @@ pub fn child(args: ChildArgs) {
         waiters: Mutex::new(Vec::new()),
         probes: probes_tx,
     });
-    let handles: Vec<_> = (0..THREADS)
+    let handles: Vec<_> = (0..threads)
         .map(|t| {
             let data = data_client
                 .get_connection_with_timeout(Duration::from_secs(5))
@@ -369,7 +379,7 @@ pub fn child(args: ChildArgs) {
                 data,
                 rng: Rng::new(
                     args.seed
-                        ^ ((args.id * THREADS + t + 1) as u64).wrapping_mul(0xA24B_AED4_963E_E407),
+                        ^ ((args.id * threads + t + 1) as u64).wrapping_mul(0xA24B_AED4_963E_E407),
                 ),
                 busy: Arc::clone(&busy[t]),
                 shared: Arc::clone(&shared),

@@ -24,6 +24,8 @@ pub enum KeyKind {
     Plain,
     /// `HEXISTS resource owner`.
     Reentrant,
+    /// `ZSCORE resource token`: a reader of a read-write lock.
+    Reader,
 }
 
 impl KeyKind {
@@ -31,6 +33,7 @@ impl KeyKind {
         match self {
             KeyKind::Plain => "plain",
             KeyKind::Reentrant => "reentrant",
+            KeyKind::Reader => "reader",
         }
     }
 }
@@ -92,6 +95,7 @@ impl Nodes {
         match kind {
             KeyKind::Plain => pipe.cmd("GET").arg(resource),
             KeyKind::Reentrant => pipe.cmd("HEXISTS").arg(resource).arg(token),
+            KeyKind::Reader => pipe.cmd("ZSCORE").arg(resource).arg(token),
         };
         pipe.cmd("PTTL").arg(resource);
         let answer: redis::RedisResult<(redis::Value, i64)> = pipe.query(conn);
@@ -100,6 +104,7 @@ impl Nodes {
                 let holds = match (kind, value) {
                     (KeyKind::Plain, redis::Value::BulkString(v)) => v == token.as_bytes(),
                     (KeyKind::Reentrant, redis::Value::Int(1)) => true,
+                    (KeyKind::Reader, v) => v != redis::Value::Nil,
                     _ => false,
                 };
                 if holds {

@@ -43,10 +43,19 @@
 //! by another thread of the process: the instant the waiter may be granted the lock, where a
 //! cancel that skipped the undo would leave keys behind.
 //!
+//! The read-write lock and the counting semaphore run alongside, on resources of their own
+//! (`chaos-rw`, `chaos-sem`) under the same faults, each client process giving them threads of
+//! their own; `kinds.rs` describes their clients and rules (rw1-rw4: no writer or plain holder
+//! overlaps anyone, readers do overlap, no lost update or torn read, no revived reader; sem1-sem4:
+//! at most L valid permits, one holder per permit, L reached, no holder of L + 1 among those of
+//! L). Their releases are probed for keys left behind like the mutex's (f), and their calls are
+//! bounded (c) and refused while a majority is down (e) like the others.
+//!
 //! Parts: `schedule.rs` (the seeded faults and the driver), `client.rs` (child mode: the
 //! client processes, their workers and cancels), `keys.rs` (the key probe of each client
-//! process), `checker.rs` (the rules, and their self-test on made-up violations); this file
-//! holds the configuration, the parent and the command line.
+//! process), `checker.rs` (the rules, and their self-test on made-up violations), `kinds.rs`
+//! (the read-write lock and the semaphore: clients, rules, self-test); this file holds the
+//! configuration, the parent and the command line.
 //!
 //! Short profile (about a minute; part of `cargo test --release` and so of `scripts/test`):
 //! ```sh
@@ -73,6 +82,7 @@ mod support;
 mod checker;
 mod client;
 mod keys;
+mod kinds;
 mod schedule;
 
 use std::collections::BTreeMap;
@@ -236,6 +246,7 @@ impl Drop for TempDir {
 
 fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
     checker_catches_made_up_violations();
+    kinds::checker_catches_made_up_violations();
     let faults = schedule(seed, chaos_ms, eager);
     println!(
         "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
@@ -390,10 +401,22 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
         counters.insert(res, value.unwrap_or(0));
     }
     check(&logs, &outages, &counters, origin, &mut verdict);
+    let rw_counter: Option<u64> = redis::cmd("GET")
+        .arg(counter_key(kinds::RW_RESOURCE))
+        .query(&mut data.conn())
+        .expect("GET counter");
+    let kind_stats = kinds::check(
+        &logs,
+        &outages,
+        rw_counter.unwrap_or(0),
+        origin,
+        &mut verdict,
+    );
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
     }
     summarize(&logs, &outages, &faults, &verdict);
+    kinds::summarize(&logs, &kind_stats);
     for v in &verdict.violations {
         println!("VIOLATION {v}");
     }
