@@ -13,16 +13,20 @@ use support::{Cluster, RedisNode, assert_no_worker_panicked, eventually, watch_w
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// The reader tokens in the set at `key` on `node` (empty when the key is not a set).
+/// The live reader tokens in the set at `key` on `node` (empty when the key is not a set).
 fn readers(node: &RedisNode, key: &str) -> HashSet<String> {
     let kind: String = redis::cmd("TYPE").arg(key).query(&mut node.conn()).unwrap();
     if kind != "zset" {
         return HashSet::new();
     }
-    let members: Vec<String> = redis::cmd("ZRANGE")
+    // Live entries only: scored by their expiry in the node's own clock. (An expired entry
+    // stays in the set until the next script prunes it, and a refused extension sends none.)
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut node.conn()).unwrap();
+    let now_ms = secs * 1000 + micros / 1000;
+    let members: Vec<String> = redis::cmd("ZRANGEBYSCORE")
         .arg(key)
-        .arg(0)
-        .arg(-1)
+        .arg(format!("({now_ms}"))
+        .arg("+inf")
         .query(&mut node.conn())
         .unwrap();
     members.into_iter().collect()
