@@ -10,7 +10,7 @@ use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Operation, Result};
 use crate::inspect::{self, ForcedRelease, Inspection};
 use crate::kinds::{Kind, SCRIPTS, free_in};
-use crate::lock::Lock;
+use crate::lock::{Acquired, Lock};
 use crate::node::NodeStatus;
 use crate::notify::{Notifier, Wake};
 use crate::options::LockOptions;
@@ -152,6 +152,9 @@ impl Redlock {
             let mut failed = None;
             for this in tries {
                 let token = this.token()?;
+                // Our host's suspensions before the batch: one during it makes the validity
+                // measured on our monotonic clock wrong, so the attempt fails and is undone.
+                let epoch = engine.board.epoch();
                 let outcome = engine.fan_out(&this.acquire(ttl_ms), resource, &token, None, cancel);
                 // The last quorum call of the attempt, if the kind made one after the acquire.
                 let mut last: Option<Outcome> = None;
@@ -162,6 +165,7 @@ impl Redlock {
                     if let Some(held) = grant.held
                         && let Some(deadline) =
                             validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
+                        && engine.board.epoch() == epoch
                     {
                         // A cancel that comes now is too late: the caller owns the lock.
                         let max_extensions = request
@@ -173,7 +177,7 @@ impl Redlock {
                             Arc::clone(&self.inner) as _,
                             Arc::clone(resource),
                             token,
-                            deadline,
+                            Acquired { deadline, epoch },
                             held,
                             max_extensions,
                         );
@@ -294,6 +298,14 @@ impl Redlock {
                 Wake::Cancelled => return Err(cancelled()),
             }
         }
+    }
+
+    /// Counts a suspension of this host, as the clock guard does when it sees one: every lock
+    /// this client holds is then reported lost. Only for tests, which cannot suspend the host
+    /// they run on; not part of the API.
+    #[doc(hidden)]
+    pub fn simulate_host_suspension(&self) {
+        self.inner.engine.board.simulate_suspension();
     }
 
     /// Acquires `resource` for `ttl`, retrying up to `retry_count` times after a random delay:
