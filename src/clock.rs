@@ -263,8 +263,9 @@ impl ClockBoard {
             let Ok(mut seen) = self.kernel_seen.lock() else {
                 return;
             };
-            if seen.is_some_and(|s| total <= s) {
-                // Already counted (by a lock's check or another worker).
+            if seen.is_some_and(|s| total <= s + self.floor()) {
+                // Already counted (by a lock's check or another worker), or within the
+                // counter's reading error.
                 return;
             }
             *seen = Some(total);
@@ -296,12 +297,12 @@ impl ClockBoard {
     /// at (where there is one and the guard is on). A lock remembers this at its acquisition
     /// and is lost once it moves: its validity, counted on our monotonic clock, is wrong.
     pub(crate) fn epoch(&self) -> u64 {
-        if let Some(threshold) = self.threshold
+        if self.threshold.is_some()
             && let Some(total) = suspended_so_far()
             && let Ok(mut seen) = self.kernel_seen.lock()
         {
             let base = seen.unwrap_or(total);
-            if total > base + threshold {
+            if total > base + self.floor() {
                 *seen = Some(total);
                 drop(seen);
                 self.count_suspension(total - base);
@@ -310,6 +311,14 @@ impl ClockBoard {
             }
         }
         self.suspensions()
+    }
+
+    /// Growth of the kernel's suspend counter that counts as a suspension: the threshold, and
+    /// never less than a few ms (a reading of the counter has up to 1 ms of error).
+    fn floor(&self) -> Duration {
+        self.threshold
+            .unwrap_or_default()
+            .max(Duration::from_millis(5))
     }
 
     /// Suspensions of our host seen so far.
@@ -337,9 +346,19 @@ pub(crate) fn suspended_so_far() -> Option<Duration> {
         let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
         (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
     };
-    let boot = read(libc::CLOCK_BOOTTIME)?;
-    let mono = read(libc::CLOCK_MONOTONIC)?;
-    Some(boot.saturating_sub(mono))
+    // Read between two monotonic readings, so that a preemption between the reads cannot pass
+    // for a suspension: only a tight bracket is used (the result then overstates the time
+    // suspended by less than `TIGHT`).
+    const TIGHT: Duration = Duration::from_millis(1);
+    for _ in 0..3 {
+        let before = read(libc::CLOCK_MONOTONIC)?;
+        let boot = read(libc::CLOCK_BOOTTIME)?;
+        let after = read(libc::CLOCK_MONOTONIC)?;
+        if after.saturating_sub(before) <= TIGHT {
+            return Some(boot.saturating_sub(before));
+        }
+    }
+    None
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
