@@ -158,6 +158,9 @@ impl Redlock {
                     return Err(cancelled());
                 }
                 let token = this.token()?;
+                // Our host's suspensions before the batch: one during it makes the validity
+                // measured on our monotonic clock wrong, so the attempt fails and is undone.
+                let epoch = engine.board.epoch();
                 let outcome = engine.fan_out(&this.acquire(ttl_ms), resource, &token, None, cancel);
                 // The last quorum call of the attempt, if the kind made one after the acquire.
                 let mut last: Option<Outcome> = None;
@@ -168,6 +171,7 @@ impl Redlock {
                     if let Some(held) = grant.held
                         && let Some(deadline) =
                             validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
+                        && engine.board.epoch() == epoch
                     {
                         // A cancel that comes now is too late: the caller owns the lock.
                         let max_extensions = request
@@ -184,6 +188,7 @@ impl Redlock {
                                 keys_until: outcome.t0 + ttl + config.node_timeout,
                                 kind: held,
                                 max_extensions,
+                                epoch,
                             },
                         );
                         if let (Some(every), Some(auto)) = (every, request.auto_extend) {
@@ -304,6 +309,14 @@ impl Redlock {
                 Wake::Cancelled => return Err(cancelled()),
             }
         }
+    }
+
+    /// Counts a suspension of this host, as the clock guard does when it sees one: every lock
+    /// this client holds is then reported lost. Only for tests, which cannot suspend the host
+    /// they run on; not part of the API.
+    #[doc(hidden)]
+    pub fn simulate_host_suspension(&self) {
+        self.inner.engine.board.simulate_suspension();
     }
 
     /// Acquires `resource` for `ttl`, retrying up to `retry_count` times after a random delay:

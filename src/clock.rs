@@ -208,16 +208,26 @@ pub(crate) fn cross_check(mine: Offset, others: &[Offset], threshold: Duration) 
 pub(crate) struct ClockBoard {
     offsets: Mutex<Vec<Option<Offset>>>,
     suspensions: AtomicU64,
-    /// When the last suspension was seen, to count one suspension once and not per node.
+    /// When the last suspension was seen, to count one suspension once and not per node
+    /// (where the kernel's suspend counter is not available).
     last_suspension: Mutex<Option<Instant>>,
+    /// The kernel's suspend counter when the last suspension was counted (or the board was
+    /// made), so that one suspension seen by a lock and later by each worker counts once.
+    kernel_seen: Mutex<Option<Duration>>,
+    /// The guard's threshold; `None`: the guard is off and [`epoch`](ClockBoard::epoch) does
+    /// not look at the kernel's counter.
+    threshold: Option<Duration>,
 }
 
 impl ClockBoard {
-    pub(crate) fn new(nodes: usize) -> Self {
+    /// `threshold`: the guard's jump threshold, `None` when the guard is off.
+    pub(crate) fn new(nodes: usize, threshold: Option<Duration>) -> Self {
         ClockBoard {
             offsets: Mutex::new(vec![None; nodes]),
             suspensions: AtomicU64::new(0),
             last_suspension: Mutex::new(None),
+            kernel_seen: Mutex::new(suspended_so_far()),
+            threshold,
         }
     }
 
@@ -246,33 +256,80 @@ impl ClockBoard {
 
     /// A worker saw our host suspended for `gap` (our `Instant` stood still): the validity of
     /// every lock this client holds is overstated by up to that much. Counted once per
-    /// suspension (the other workers see the same one within `gap`).
-    ///
-    /// HOOK FOR THE LEAD: held locks are not tracked per client yet; wire this to mark them
-    /// lost (e.g. a lock remembers [`suspensions`](ClockBoard::suspensions) at acquire and
-    /// `is_held`/`extend` report it lost once the count moved).
-    pub(crate) fn host_suspended(&self, gap: Duration, now: Instant) {
-        let Ok(mut last) = self.last_suspension.lock() else {
-            return;
-        };
-        if last.is_some_and(|t| now.saturating_duration_since(t) < gap.max(Duration::from_secs(1)))
-        {
-            return;
+    /// suspension: by the kernel's suspend counter `kernel` (the sample's) where known, else by
+    /// time (the other workers see the same one within `gap`).
+    pub(crate) fn host_suspended(&self, gap: Duration, now: Instant, kernel: Option<Duration>) {
+        if let Some(total) = kernel {
+            let Ok(mut seen) = self.kernel_seen.lock() else {
+                return;
+            };
+            if seen.is_some_and(|s| total <= s + self.floor()) {
+                // Already counted (by a lock's check or another worker), or within the
+                // counter's reading error.
+                return;
+            }
+            *seen = Some(total);
+        } else {
+            let Ok(mut last) = self.last_suspension.lock() else {
+                return;
+            };
+            if last
+                .is_some_and(|t| now.saturating_duration_since(t) < gap.max(Duration::from_secs(1)))
+            {
+                return;
+            }
+            *last = Some(now);
         }
-        *last = Some(now);
+        self.count_suspension(gap);
+    }
+
+    fn count_suspension(&self, gap: Duration) {
         self.suspensions.fetch_add(1, Ordering::Relaxed);
         log::warn!(
             "redlock: this host seems to have been suspended for {} ms (the nodes' clocks moved \
              on, our monotonic clock did not): locks held across it may have expired on the \
-             nodes",
+             nodes, this client reports them lost",
             gap.as_millis()
         );
     }
 
+    /// Suspensions of our host seen so far, once the kernel's suspend counter has been looked
+    /// at (where there is one and the guard is on). A lock remembers this at its acquisition
+    /// and is lost once it moves: its validity, counted on our monotonic clock, is wrong.
+    pub(crate) fn epoch(&self) -> u64 {
+        if self.threshold.is_some()
+            && let Some(total) = suspended_so_far()
+            && let Ok(mut seen) = self.kernel_seen.lock()
+        {
+            let base = seen.unwrap_or(total);
+            if total > base + self.floor() {
+                *seen = Some(total);
+                drop(seen);
+                self.count_suspension(total - base);
+            } else if seen.is_none() {
+                *seen = Some(total);
+            }
+        }
+        self.suspensions()
+    }
+
+    /// Growth of the kernel's suspend counter that counts as a suspension: the threshold, and
+    /// never less than a few ms (a reading of the counter has up to 1 ms of error).
+    fn floor(&self) -> Duration {
+        self.threshold
+            .unwrap_or_default()
+            .max(Duration::from_millis(5))
+    }
+
     /// Suspensions of our host seen so far.
-    #[allow(dead_code)] // for the lead's held-locks wiring
     pub(crate) fn suspensions(&self) -> u64 {
         self.suspensions.load(Ordering::Relaxed)
+    }
+
+    /// Counts a suspension as if a worker had seen one: for tests, which cannot suspend the
+    /// host they run on.
+    pub(crate) fn simulate_suspension(&self) {
+        self.count_suspension(Duration::ZERO);
     }
 }
 
@@ -289,9 +346,19 @@ pub(crate) fn suspended_so_far() -> Option<Duration> {
         let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
         (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
     };
-    let boot = read(libc::CLOCK_BOOTTIME)?;
-    let mono = read(libc::CLOCK_MONOTONIC)?;
-    Some(boot.saturating_sub(mono))
+    // Read between two monotonic readings, so that a preemption between the reads cannot pass
+    // for a suspension: only a tight bracket is used (the result then overstates the time
+    // suspended by less than `TIGHT`).
+    const TIGHT: Duration = Duration::from_millis(1);
+    for _ in 0..3 {
+        let before = read(libc::CLOCK_MONOTONIC)?;
+        let boot = read(libc::CLOCK_BOOTTIME)?;
+        let after = read(libc::CLOCK_MONOTONIC)?;
+        if after.saturating_sub(before) <= TIGHT {
+            return Some(boot.saturating_sub(before));
+        }
+    }
+    None
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -457,7 +524,7 @@ impl Guard {
             self.cross_check_due = true;
         }
         if let Some(gap) = seen.host_suspended {
-            self.board.host_suspended(gap, now);
+            self.board.host_suspended(gap, now, time.suspended);
         }
         if let Some(jump) = seen.forward {
             events.push(self.quarantine(
@@ -703,13 +770,31 @@ mod tests {
     }
 
     #[test]
-    fn board_counts_one_suspension_once() {
-        let board = ClockBoard::new(3);
+    fn board_counts_a_kernel_reported_suspension_once() {
+        let board = ClockBoard::new(3, Some(ms(50)));
         let now = Instant::now();
-        board.host_suspended(ms(30_000), now);
-        board.host_suspended(ms(30_000), now + ms(5));
+        let base = suspended_so_far().unwrap_or_default();
+        // Two workers and, minutes later, a third see the same suspension: counted once.
+        board.host_suspended(ms(30_000), now, Some(base + ms(30_000)));
+        board.host_suspended(ms(30_000), now, Some(base + ms(30_000)));
+        board.host_suspended(ms(30_000), now + ms(300_000), Some(base + ms(30_000)));
         assert_eq!(board.suspensions(), 1);
-        board.host_suspended(ms(10), now + ms(60_000));
+        // A second suspension counts again; the real counter has not moved past it.
+        board.host_suspended(ms(5_000), now, Some(base + ms(35_000)));
+        assert_eq!(board.suspensions(), 2);
+        assert_eq!(board.epoch(), 2);
+        board.simulate_suspension();
+        assert_eq!(board.epoch(), 3);
+    }
+
+    #[test]
+    fn board_counts_one_suspension_once() {
+        let board = ClockBoard::new(3, None);
+        let now = Instant::now();
+        board.host_suspended(ms(30_000), now, None);
+        board.host_suspended(ms(30_000), now + ms(5), None);
+        assert_eq!(board.suspensions(), 1);
+        board.host_suspended(ms(10), now + ms(60_000), None);
         assert_eq!(board.suspensions(), 2);
         board.post(
             0,
@@ -774,7 +859,7 @@ mod tests {
         let now_secs = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap();
-        let board = Arc::new(ClockBoard::new(2));
+        let board = Arc::new(ClockBoard::new(2, Some(LIMITS.threshold)));
         let mut g = Guard::new(Some(LIMITS), "n:1".into(), 0, Arc::clone(&board));
         assert!(!g.wants_time(true), "not before a connection answered TIME");
         g.connected(true);

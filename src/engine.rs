@@ -26,6 +26,9 @@ pub(crate) struct Engine {
     pub(crate) config: Config,
     /// For connections of other kinds (the subscribers of `notify.rs`).
     pub(crate) clients: Vec<redis::Client>,
+    /// What the workers learn about clocks; held locks watch its count of our host's
+    /// suspensions ([`ClockBoard::epoch`]).
+    pub(crate) board: Arc<ClockBoard>,
 }
 
 impl Drop for Engine {
@@ -84,7 +87,10 @@ impl Engine {
             strict_servers: config.strict_servers,
             scripts,
         };
-        let board = Arc::new(ClockBoard::new(clients.len()));
+        let board = Arc::new(ClockBoard::new(
+            clients.len(),
+            settings.clock_guard.map(|l| l.threshold),
+        ));
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         // Built up in place, so that a failure half-way stops the workers already started.
         let mut engine = Engine {
@@ -93,6 +99,7 @@ impl Engine {
             exited,
             config,
             clients: clients.clone(),
+            board: Arc::clone(&board),
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::clock::ClockBoard;
 use crate::engine::Engine;
 use crate::error::{Error, Operation, QuorumReport, Result};
 use crate::kinds::{Held, release_nonce};
@@ -53,6 +54,11 @@ pub(crate) struct Shared {
     ended: Mutex<Option<Sender<()>>>,
     ended_rx: Receiver<()>,
     on_lost: Mutex<Vec<LostCallback>>,
+    /// The client's clock board and its count of our host's suspensions before the
+    /// acquisition began: once that count moves, the validity (kept on our monotonic clock,
+    /// which stood still meanwhile) is wrong and the lock is reported lost.
+    board: Arc<ClockBoard>,
+    epoch: u64,
 }
 
 type LostCallback = Box<dyn FnOnce(&str) + Send>;
@@ -70,13 +76,14 @@ struct State {
 }
 
 impl Shared {
-    fn new(resource: Arc<str>, acquired: Acquired) -> Self {
+    fn new(resource: Arc<str>, acquired: Acquired, board: Arc<ClockBoard>) -> Self {
         let Acquired {
             token,
             deadline,
             keys_until,
             kind,
             max_extensions,
+            epoch,
         } = acquired;
         let (tx, rx) = crossbeam_channel::bounded(0);
         Shared {
@@ -95,6 +102,21 @@ impl Shared {
             ended: Mutex::new(Some(tx)),
             ended_rx: rx,
             on_lost: Mutex::new(Vec::new()),
+            board,
+            epoch,
+        }
+    }
+
+    /// Whether our host was suspended since the acquisition began (see the clock guard).
+    pub(crate) fn host_was_suspended(&self) -> bool {
+        self.board.epoch() != self.epoch
+    }
+
+    /// Marks the lock lost if our host was suspended since it was acquired. Call without
+    /// holding `op` or `on_lost`.
+    pub(crate) fn check_suspension(&self) {
+        if !self.is_over() && self.host_was_suspended() {
+            self.mark_lost();
         }
     }
 
@@ -102,12 +124,22 @@ impl Shared {
         relock(&self.op)
     }
 
+    /// Time left; zero once released or lost. Marks the lock lost if our host was suspended
+    /// since it was acquired, so call it without holding `op` (callbacks may run).
     pub(crate) fn validity(&self) -> Duration {
-        let s = relock(&self.state);
-        if s.released || s.lost {
+        {
+            let s = relock(&self.state);
+            if s.released || s.lost {
+                return Duration::ZERO;
+            }
+        }
+        if self.host_was_suspended() {
+            self.mark_lost();
             return Duration::ZERO;
         }
-        s.deadline.saturating_duration_since(Instant::now())
+        relock(&self.state)
+            .deadline
+            .saturating_duration_since(Instant::now())
     }
 
     pub(crate) fn is_held(&self) -> bool {
@@ -188,7 +220,9 @@ impl Shared {
         }
         // Past its validity another owner may have come and gone; a reentrant owner's name
         // (reused by its other holds) could even make the extension succeed. Lost, not revived.
-        if Instant::now() >= self.deadline() {
+        // After a suspension of our host the keys may have expired on the nodes while we slept,
+        // and another owner taken them: extending could stretch a lock no longer ours alone.
+        if Instant::now() >= self.deadline() || self.host_was_suspended() {
             return (Err(self.lost_error(None)), true);
         }
         let config = &engine.config;
@@ -258,6 +292,8 @@ pub(crate) struct Acquired {
     pub kind: Box<dyn Held>,
     /// Cap on extensions, from the request or the client.
     pub max_extensions: Option<u32>,
+    /// Our host's suspensions counted before the acquisition began ([`ClockBoard::epoch`]).
+    pub epoch: u64,
 }
 
 impl Lock {
@@ -268,7 +304,11 @@ impl Lock {
         acquired: Acquired,
     ) -> Self {
         let token = Arc::clone(&acquired.token);
-        let shared = Arc::new(Shared::new(Arc::clone(&resource), acquired));
+        let shared = Arc::new(Shared::new(
+            Arc::clone(&resource),
+            acquired,
+            Arc::clone(&engine.board),
+        ));
         Lock {
             engine,
             _client: client,
@@ -336,9 +376,16 @@ impl Lock {
     }
 
     /// Whether the lock was found lost: an extension (by the extender or by
-    /// [`extend`](Lock::extend)) found it no longer ours on a quorum, or an auto-extended lock's
-    /// validity ran out before it could be extended. A released lock is not lost.
+    /// [`extend`](Lock::extend)) found it no longer ours on a quorum, an auto-extended lock's
+    /// validity ran out before it could be extended, or (with the clock guard on) this host
+    /// was suspended while the lock was held, so its validity, measured on our monotonic clock
+    /// that stood still, is wrong. A released lock is not lost.
+    ///
+    /// A suspension is noticed by the extender's next tick (auto-extended locks), by this
+    /// call, [`is_held`](Lock::is_held), [`validity`](Lock::validity), [`lost`](Lock::lost)
+    /// and [`extend`](Lock::extend).
     pub fn is_lost(&self) -> bool {
+        self.shared.check_suspension();
         self.shared.is_lost()
     }
 
@@ -347,6 +394,7 @@ impl Lock {
     /// returns `Err` once it is not; [`is_lost`](Lock::is_lost) tells why. Cheap to poll
     /// (`try_recv`) and usable in `crossbeam_channel::select!`. Nothing is ever sent on it.
     pub fn lost(&self) -> Receiver<()> {
+        self.shared.check_suspension();
         self.shared.ended_rx.clone()
     }
 

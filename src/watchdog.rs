@@ -146,8 +146,9 @@ fn tick(engine: &Engine, job: &mut Job) -> Option<Instant> {
             || lock
                 .max_extensions()
                 .is_some_and(|max| lock.extensions() >= max);
-        if now >= deadline {
-            // Validity ran out before an extension succeeded.
+        if now >= deadline || lock.host_was_suspended() {
+            // Validity ran out before an extension succeeded, or our host was suspended (the
+            // validity, kept on our monotonic clock, overstates what is left on the nodes).
             (None, true)
         } else if job.capped {
             // Extending has ended; report the lock lost when it runs out, if still held then.

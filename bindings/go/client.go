@@ -43,6 +43,23 @@ type Options struct {
 	// certificate and its key, for nodes that require one (tls-auth-clients yes).
 	TLSClientCertFile string
 	TLSClientKeyFile  string
+	// DisableClockGuard turns the clock guard off; the zero value leaves it on (the
+	// default). With it on, TIME rides in every acquire's pipeline, a node whose clock
+	// jumps forward by more than ClockJumpThreshold is kept out of acquire quorums for
+	// ClockQuarantine, and a suspension of this host marks the locks held across it lost.
+	DisableClockGuard bool
+	// ClockJumpThreshold is the largest step of a node's clock tolerated between two
+	// samples beyond the drift; zero is the default (50ms). It must not be negative, nor
+	// set together with DisableClockGuard.
+	ClockJumpThreshold time.Duration
+	// ClockQuarantine is how long a node whose clock jumped forward is kept out of acquire
+	// quorums; zero is the default (60s). Make it at least your largest TTL. It must not be
+	// negative.
+	ClockQuarantine time.Duration
+	// StrictServers refuses the nodes the server probe only warns about (a master with
+	// replicas, a maxmemory-policy that can evict lock keys, INFO or TIME denied) instead of
+	// logging them and listing them in NodeStatus.Warnings.
+	StrictServers bool
 }
 
 // toC builds libredlock options from o (the caller frees them with redlock_options_free).
@@ -165,7 +182,7 @@ func (o Options) setC(opts *C.redlock_options) error {
 			return err
 		}
 	}
-	return nil
+	return o.setGuardC(opts)
 }
 
 func uint32Option(name string, n int) (C.uint32_t, error) {
@@ -328,6 +345,24 @@ type NodeStatus struct {
 	// GraceRemaining is, with Options.RestartGrace, how much longer the node does not count
 	// toward acquires.
 	GraceRemaining time.Duration
+	// ServerVersion is the server's redis_version at the last connect; empty when unknown.
+	ServerVersion string
+	// Persistence is the node's persistence as it reported it (e.g. "no AOF, no RDB
+	// snapshots"); empty when unknown. Without persistence a restart forgets locks:
+	// consider Options.RestartGrace.
+	Persistence string
+	// Warnings lists what the server probe and the clock guard found worth attention
+	// (replicas of a master, an evicting maxmemory-policy, a clock that stepped back, a
+	// command the ACL denies).
+	Warnings []string
+	// ClockOffset is the node's clock minus ours at the last TIME sample, valid when
+	// ClockOffsetKnown (not when the guard is off, TIME is denied or nothing sampled yet).
+	ClockOffset      time.Duration
+	ClockOffsetKnown bool
+	// QuarantineRemaining is how much longer the node is out of acquire quorums because
+	// its clock jumped forward; QuarantineReason says why (empty when it is not).
+	QuarantineRemaining time.Duration
+	QuarantineReason    string
 }
 
 // NodeStatus reports what the client's workers last saw of each node, in the order of
@@ -363,6 +398,7 @@ func (c *Client) NodeStatus() ([]NodeStatus, error) {
 			Uptime:         uptime,
 			GraceRemaining: time.Duration(C.redlock_node_status_grace_remaining_ms(raw)) * time.Millisecond,
 		})
+		fillGuardStatus(&result[len(result)-1], raw)
 		C.redlock_node_status_free(raw)
 	}
 	runtime.KeepAlive(c)

@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::lock::Shared;
 use crate::{Error, Lock, LockOptions, Redlock};
 
+mod guard;
 mod inspect;
 mod kinds;
 mod node;
@@ -443,7 +444,10 @@ pub unsafe extern "C" fn redlock_lock_is_held(lock: *const redlock_lock) -> bool
 pub unsafe extern "C" fn redlock_lock_is_lost(lock: *const redlock_lock) -> bool {
     quiet(false, || {
         // SAFETY: NULL or a live lock per the contract.
-        unsafe { lock.as_ref() }.is_some_and(|l| l.shared.is_lost())
+        unsafe { lock.as_ref() }.is_some_and(|l| {
+            l.shared.check_suspension();
+            l.shared.is_lost()
+        })
     })
 }
 

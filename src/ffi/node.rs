@@ -18,6 +18,8 @@ pub struct redlock_node_status {
     grace_remaining_ms: u64,
     run_id: CString,
     last_error: Option<CString>,
+    /// The clock guard's and server probe's part (read in `guard.rs`).
+    pub(super) guard: super::guard::GuardStatus,
 }
 
 fn c_string(s: &str) -> CString {
@@ -60,6 +62,7 @@ pub unsafe extern "C" fn redlock_client_node_status(
             grace_remaining_ms: status.grace_remaining.map_or(0, ms),
             run_id: c_string(status.run_id.as_deref().unwrap_or("")),
             last_error: status.last_error.as_deref().map(c_string),
+            guard: super::guard::GuardStatus::new(&status),
         });
         // SAFETY: `out` is writable (checked non-NULL above).
         unsafe { *out = Box::into_raw(boxed) };

@@ -28,7 +28,7 @@ pub struct redlock_lock_options {
 const MAX_TTL_MS: u64 = MAX_TTL.as_millis() as u64;
 
 /// `ms` as a Duration, at most 10 years.
-fn millis(ms: u64, what: &str) -> Result<Duration, Failure> {
+pub(super) fn millis(ms: u64, what: &str) -> Result<Duration, Failure> {
     if ms > MAX_TTL_MS {
         return Err(invalid(format!(
             "{what} of {ms} ms is larger than the maximum of {MAX_TTL_MS} ms (10 years)"
@@ -37,7 +37,7 @@ fn millis(ms: u64, what: &str) -> Result<Duration, Failure> {
     Ok(Duration::from_millis(ms))
 }
 
-fn as_millis(d: Duration) -> u64 {
+pub(super) fn as_millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -64,7 +64,7 @@ unsafe fn path_arg<'a>(p: *const c_char, what: &str) -> Result<&'a str, Failure>
 /// # Safety
 /// `o` is NULL or a live handle not used by another thread during the call; `err` is NULL or
 /// writable.
-unsafe fn set<T>(
+pub(super) unsafe fn set<T>(
     o: *mut T,
     what: &str,
     err: *mut *mut redlock_error,
@@ -81,7 +81,7 @@ unsafe fn set<T>(
 ///
 /// # Safety
 /// `o` is NULL or a live options handle.
-unsafe fn settings<'a>(o: *const redlock_options) -> std::borrow::Cow<'a, Builder> {
+pub(super) unsafe fn settings<'a>(o: *const redlock_options) -> std::borrow::Cow<'a, Builder> {
     // SAFETY: per the function's contract.
     match unsafe { o.as_ref() } {
         Some(o) => std::borrow::Cow::Borrowed(&o.builder),
@@ -91,8 +91,9 @@ unsafe fn settings<'a>(o: *const redlock_options) -> std::borrow::Cow<'a, Builde
 
 /// Writes new client options with the default settings to `*out`: retry_count 3,
 /// retry_delay_ms 200, retry_jitter_ms 100, drift_factor 0.01, node_timeout_ms 50,
-/// max_extensions 0 (no cap), restart_grace_ms 0 (off), the system's trusted roots and no
-/// client certificate for TLS. Free them with `redlock_options_free`.
+/// max_extensions 0 (no cap), restart_grace_ms 0 (off), the clock guard on with
+/// clock_jump_threshold_ms 50 and clock_quarantine_ms 60000, strict_servers false, the system's
+/// trusted roots and no client certificate for TLS. Free them with `redlock_options_free`.
 ///
 /// # Safety
 /// `out` and `err` are NULL or writable.

@@ -1428,6 +1428,113 @@ static void test_read_write_semaphore_bad_arguments(void) {
 
 /* ---- end of read-write locks and semaphores ---- */
 
+static void test_guard_settings(void) {
+    redlock_options *opts = NULL;
+    redlock_error *err = NULL;
+    CHECK(redlock_options_new(&opts, NULL) == REDLOCK_OK);
+    /* Defaults, and for NULL. */
+    CHECK(redlock_options_clock_guard(opts) && redlock_options_clock_guard(NULL));
+    CHECK(redlock_options_clock_jump_threshold_ms(opts) == 50);
+    CHECK(redlock_options_clock_quarantine_ms(opts) == 60000);
+    CHECK(!redlock_options_strict_servers(opts) && !redlock_options_strict_servers(NULL));
+
+    CHECK(redlock_options_set_clock_jump_threshold_ms(opts, 250, &err) == REDLOCK_OK);
+    CHECK(redlock_options_set_clock_quarantine_ms(opts, 120000, &err) == REDLOCK_OK);
+    CHECK(redlock_options_set_strict_servers(opts, true, &err) == REDLOCK_OK);
+    CHECK(err == NULL);
+    CHECK(redlock_options_clock_jump_threshold_ms(opts) == 250);
+    CHECK(redlock_options_clock_quarantine_ms(opts) == 120000);
+    CHECK(redlock_options_strict_servers(opts));
+    /* Off, then on again: the default threshold, as with the Rust builder; a threshold
+     * turns the guard on. */
+    CHECK(redlock_options_set_clock_guard(opts, false, NULL) == REDLOCK_OK);
+    CHECK(!redlock_options_clock_guard(opts));
+    CHECK(redlock_options_set_clock_guard(opts, true, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_clock_guard(opts));
+    CHECK(redlock_options_clock_jump_threshold_ms(opts) == 50);
+    CHECK(redlock_options_set_clock_guard(opts, false, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_clock_jump_threshold_ms(opts, 250, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_clock_guard(opts));
+    CHECK(redlock_options_clock_jump_threshold_ms(opts) == 250);
+
+    /* Bad input: refused with a message naming the setting, the old value kept. */
+    check_error(redlock_options_set_clock_quarantine_ms(opts, 0, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    CHECK(redlock_options_set_clock_quarantine_ms(opts, 0, &err) == REDLOCK_INVALID_ARGUMENT);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "clock_quarantine_ms") != NULL);
+    redlock_error_free(err);
+    err = NULL;
+    uint64_t eleven_years = 11ULL * 365 * 24 * 3600 * 1000;
+    check_error(redlock_options_set_clock_quarantine_ms(opts, eleven_years, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_clock_jump_threshold_ms(opts, eleven_years, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_clock_jump_threshold_ms(opts, UINT64_MAX, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(redlock_options_clock_quarantine_ms(opts) == 120000);
+    CHECK(redlock_options_clock_jump_threshold_ms(opts) == 250);
+    check_error(redlock_options_set_clock_guard(NULL, true, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_clock_jump_threshold_ms(NULL, 10, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_options_set_clock_quarantine_ms(NULL, 10, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_options_set_strict_servers(NULL, true, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    /* NULL err is allowed. */
+    CHECK(redlock_options_set_clock_quarantine_ms(opts, 0, NULL) == REDLOCK_INVALID_ARGUMENT);
+    redlock_options_free(opts);
+}
+
+static void test_guard_node_status(void) {
+    /* The test nodes are standalone masters without replicas or maxmemory. */
+    redlock_options *opts = test_options();
+    CHECK(redlock_options_set_strict_servers(opts, true, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_clock_quarantine_ms(opts, 30000, NULL) == REDLOCK_OK);
+    redlock_client *client = client_with(opts);
+    /* An acquire samples every node's TIME. */
+    redlock_lock *lock = NULL;
+    CHECK(redlock_client_lock(client, "c:guard-status", 10000, &lock, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    redlock_lock_free(lock);
+    size_t sampled = 0;
+    for (size_t i = 0; i < n_urls; i++) {
+        redlock_node_status *status = NULL;
+        CHECK(redlock_client_node_status(client, i, &status, NULL) == REDLOCK_OK);
+        const char *version = redlock_node_status_server_version(status);
+        CHECK(version != NULL && version[0] >= '1' && version[0] <= '9');
+        const char *persistence = redlock_node_status_persistence(status);
+        CHECK(persistence != NULL && strstr(persistence, "AOF") != NULL);
+        CHECK(redlock_node_status_warning_count(status) == 0);
+        CHECK(redlock_node_status_warning(status, 0) == NULL);
+        CHECK(redlock_node_status_quarantine_remaining_ms(status) == 0);
+        CHECK(redlock_node_status_quarantine_reason(status) == NULL);
+        int64_t offset = INT64_MIN;
+        if (redlock_node_status_clock_offset_ms(status, &offset)) {
+            /* Same host: the node's clock is ours, within a generous bound. */
+            CHECK(offset > -5000 && offset < 5000);
+            sampled++;
+        } else {
+            CHECK(offset == INT64_MIN);
+        }
+        CHECK(!redlock_node_status_clock_offset_ms(status, NULL));
+        redlock_node_status_free(status);
+    }
+    /* Calls return on a quorum: at least that many nodes have answered TIME. */
+    CHECK(sampled >= n_urls / 2 + 1);
+    /* NULL status. */
+    CHECK(redlock_node_status_server_version(NULL) == NULL);
+    CHECK(redlock_node_status_persistence(NULL) == NULL);
+    CHECK(redlock_node_status_warning_count(NULL) == 0);
+    CHECK(redlock_node_status_warning(NULL, 0) == NULL);
+    int64_t untouched = 7;
+    CHECK(!redlock_node_status_clock_offset_ms(NULL, &untouched) && untouched == 7);
+    CHECK(redlock_node_status_quarantine_remaining_ms(NULL) == 0);
+    CHECK(redlock_node_status_quarantine_reason(NULL) == NULL);
+    redlock_client_free(client);
+}
+
+/* ---- end of the clock guard block ---- */
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s all|no-quorum URL...\n", argv[0]);
@@ -1461,6 +1568,8 @@ int main(int argc, char **argv) {
         test_read_write();
         test_semaphore();
         test_read_write_semaphore_bad_arguments();
+        test_guard_settings();
+        test_guard_node_status();
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

@@ -8,7 +8,7 @@ import secrets
 import threading
 import weakref
 from collections.abc import Iterable
-from ctypes import byref, c_char_p, c_uint32, c_uint64
+from ctypes import byref, c_char_p, c_int64, c_uint32, c_uint64
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
@@ -133,7 +133,7 @@ def _decode(raw: bytes | None) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def default_options() -> dict[str, int | float | None]:
+def default_options() -> dict[str, int | float | bool | None]:
     """The library's default options, as the keyword arguments of :class:`Redlock` take them."""
     # The getters read NULL options as the defaults.
     return {
@@ -144,6 +144,10 @@ def default_options() -> dict[str, int | float | None]:
         "node_timeout_ms": lib.redlock_options_node_timeout_ms(None),
         "max_extensions": lib.redlock_options_max_extensions(None) or None,
         "restart_grace_ms": lib.redlock_options_restart_grace_ms(None) or None,
+        "clock_guard": bool(lib.redlock_options_clock_guard(None)),
+        "clock_jump_threshold_ms": lib.redlock_options_clock_jump_threshold_ms(None),
+        "clock_quarantine_ms": lib.redlock_options_clock_quarantine_ms(None),
+        "strict_servers": bool(lib.redlock_options_strict_servers(None)),
     }
 
 
@@ -164,6 +168,43 @@ class NodeStatus:
     """The server's uptime (whole seconds when reported, plus the time since)."""
     grace_remaining_ms: int
     """With ``restart_grace_ms``: how much longer the node does not count toward acquires."""
+    server_version: str | None = None
+    """The server's ``redis_version`` at the last connect; ``None`` when unknown."""
+    persistence: str | None = None
+    """The node's persistence as it reported it (e.g. ``"no AOF, no RDB snapshots"``);
+    ``None`` when unknown. Without persistence a restart forgets locks: consider
+    ``restart_grace_ms``."""
+    warnings: tuple[str, ...] = ()
+    """What the server probe and the clock guard found worth attention (replicas of a master,
+    an evicting ``maxmemory-policy``, a clock that stepped back, a command the ACL denies)."""
+    clock_offset_ms: int | None = None
+    """The node's clock minus ours at the last ``TIME`` sample; ``None`` when the guard is off,
+    ``TIME`` is denied or no acquire has sampled it yet."""
+    quarantine_remaining_ms: int = 0
+    """How much longer the node is out of acquire quorums because its clock jumped forward."""
+    quarantine_reason: str | None = None
+    """Why the node is in clock quarantine, while it is."""
+
+
+def _optional(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", "replace")
+
+
+def _guard_fields(raw: Any) -> dict[str, Any]:
+    """The clock guard's and server probe's fields of a C node status."""
+    offset = c_int64()
+    known = lib.redlock_node_status_clock_offset_ms(raw, byref(offset))
+    return {
+        "server_version": _optional(lib.redlock_node_status_server_version(raw)),
+        "persistence": _optional(lib.redlock_node_status_persistence(raw)),
+        "warnings": tuple(
+            _optional(lib.redlock_node_status_warning(raw, i)) or ""
+            for i in range(lib.redlock_node_status_warning_count(raw))
+        ),
+        "clock_offset_ms": int(offset.value) if known else None,
+        "quarantine_remaining_ms": int(lib.redlock_node_status_quarantine_remaining_ms(raw)),
+        "quarantine_reason": _optional(lib.redlock_node_status_quarantine_reason(raw)),
+    }
 
 
 class Lock:
@@ -431,7 +472,12 @@ class Redlock:
     has forgotten its locks. ``tls_ca_file`` is a PEM file of CA certificates to trust for
     ``rediss://`` nodes instead of the system's roots; ``tls_client_cert_file`` and
     ``tls_client_key_file`` (together) present a client certificate to nodes that require one.
-    Close the client with :meth:`close` or use it as a context manager; locks still alive keep
+    The clock guard is on unless ``clock_guard=False``: a node whose clock jumps forward by more
+    than ``clock_jump_threshold_ms`` (default 50) is kept out of acquire quorums for
+    ``clock_quarantine_ms`` (default 60000; make it at least your largest TTL), and a suspension
+    of this host marks the locks held across it lost. ``strict_servers=True`` refuses the nodes
+    the server probe only warns about (a master with replicas, an evicting
+    ``maxmemory-policy``). Close the client with :meth:`close` or use it as a context manager; locks still alive keep
     working after the client is closed. A client cannot be used in a child process after
     ``fork()`` (create one there instead).
     """
@@ -447,6 +493,10 @@ class Redlock:
         node_timeout_ms: int | None = None,
         max_extensions: int | None = None,
         restart_grace_ms: int | None = None,
+        clock_guard: bool | None = None,
+        clock_jump_threshold_ms: int | None = None,
+        clock_quarantine_ms: int | None = None,
+        strict_servers: bool | None = None,
         tls_ca_file: str | os.PathLike[str] | None = None,
         tls_client_cert_file: str | os.PathLike[str] | None = None,
         tls_client_key_file: str | os.PathLike[str] | None = None,
@@ -463,6 +513,16 @@ class Redlock:
             raise ValueError("nodes must name at least one Redis node")
         if (tls_client_cert_file is None) != (tls_client_key_file is None):
             raise ValueError("tls_client_cert_file and tls_client_key_file go together")
+        for name, flag in (("clock_guard", clock_guard), ("strict_servers", strict_servers)):
+            if flag is not None and not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+        if clock_guard is False and clock_jump_threshold_ms is not None:
+            raise ValueError("clock_jump_threshold_ms has no effect with clock_guard=False")
+        threshold = quarantine = None
+        if clock_jump_threshold_ms is not None:
+            threshold = _int("clock_jump_threshold_ms", clock_jump_threshold_ms, 0, _ffi.MAX_TTL_MS)
+        if clock_quarantine_ms is not None:
+            quarantine = _int("clock_quarantine_ms", clock_quarantine_ms, 1, _ffi.MAX_TTL_MS)
         options = _ffi.OptionsPtr()
         err = _ffi.ErrorPtr()
         check(lib.redlock_options_new(byref(options), byref(err)), err)
@@ -488,6 +548,14 @@ class Redlock:
             if restart_grace_ms is not None:
                 grace = _int("restart_grace_ms", restart_grace_ms, 0, _ffi.MAX_TTL_MS)
                 _set(lib.redlock_options_set_restart_grace_ms, options, grace)
+            if clock_guard is not None:
+                _set(lib.redlock_options_set_clock_guard, options, clock_guard)
+            if threshold is not None:
+                _set(lib.redlock_options_set_clock_jump_threshold_ms, options, threshold)
+            if quarantine is not None:
+                _set(lib.redlock_options_set_clock_quarantine_ms, options, quarantine)
+            if strict_servers is not None:
+                _set(lib.redlock_options_set_strict_servers, options, strict_servers)
             if tls_ca_file is not None:
                 _set(lib.redlock_options_set_tls_ca_file, options, _path("tls_ca_file", tls_ca_file))
             if tls_client_cert_file is not None:
@@ -643,6 +711,7 @@ class Redlock:
                             run_id=run_id.decode("ascii", "replace") or None,
                             uptime_ms=None if uptime == _ffi.UINT64_MAX else int(uptime),
                             grace_remaining_ms=int(lib.redlock_node_status_grace_remaining_ms(raw)),
+                            **_guard_fields(raw),
                         )
                     )
                 finally:

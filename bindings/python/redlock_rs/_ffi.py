@@ -18,6 +18,7 @@ from ctypes import (
     c_char_p,
     c_double,
     c_int,
+    c_int64,
     c_size_t,
     c_uint32,
     c_uint64,
@@ -466,9 +467,48 @@ def _declare_rwsem(lib: ctypes.CDLL) -> None:
         )
 
 
+def _declare_guards(lib: ctypes.CDLL) -> None:
+    """The clock guard's and server probe's settings and node status fields (issue 18)."""
+    err = POINTER(ErrorPtr)
+    status = NodeStatusPtr
+    signatures = {
+        "redlock_options_set_clock_guard": ([OptionsPtr, c_bool, err], Status),
+        "redlock_options_set_clock_jump_threshold_ms": ([OptionsPtr, c_uint64, err], Status),
+        "redlock_options_set_clock_quarantine_ms": ([OptionsPtr, c_uint64, err], Status),
+        "redlock_options_set_strict_servers": ([OptionsPtr, c_bool, err], Status),
+        "redlock_options_clock_guard": ([OptionsPtr], c_bool),
+        "redlock_options_clock_jump_threshold_ms": ([OptionsPtr], c_uint64),
+        "redlock_options_clock_quarantine_ms": ([OptionsPtr], c_uint64),
+        "redlock_options_strict_servers": ([OptionsPtr], c_bool),
+        "redlock_node_status_server_version": ([status], c_char_p),
+        "redlock_node_status_persistence": ([status], c_char_p),
+        "redlock_node_status_warning_count": ([status], c_size_t),
+        "redlock_node_status_warning": ([status, c_size_t], c_char_p),
+        "redlock_node_status_clock_offset_ms": ([status, POINTER(c_int64)], c_bool),
+        "redlock_node_status_quarantine_remaining_ms": ([status], c_uint64),
+        "redlock_node_status_quarantine_reason": ([status], c_char_p),
+    }
+    missing = []
+    for name, (argtypes, restype) in signatures.items():
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        function.argtypes = argtypes
+        function.restype = restype
+    if missing:
+        raise OSError(
+            "{} does not export {}; it is older than this binding".format(
+                lib._name, ", ".join(missing)
+            )
+        )
+
+
 lib = _load()
 _check_version(lib)
 _declare(lib)
 _declare_requests(lib)
 _declare_inspection(lib)
 _declare_rwsem(lib)
+_declare_guards(lib)

@@ -223,6 +223,10 @@ def test_default_options_come_from_the_library():
         "node_timeout_ms": 50,
         "max_extensions": None,
         "restart_grace_ms": None,
+        "clock_guard": True,
+        "clock_jump_threshold_ms": 50,
+        "clock_quarantine_ms": 60000,
+        "strict_servers": False,
     }
 
 

@@ -1,0 +1,93 @@
+package redlock_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	redlock "github.com/redlock-rs/redlock/bindings/go"
+)
+
+func TestGuardOptionsAreValidated(t *testing.T) {
+	cl := newCluster(t, 1)
+	for _, tc := range []struct {
+		name string
+		opts redlock.Options
+		want string
+	}{
+		{"negative threshold", redlock.Options{ClockJumpThreshold: -time.Millisecond}, "ClockJumpThreshold"},
+		{"negative quarantine", redlock.Options{ClockQuarantine: -time.Second}, "ClockQuarantine"},
+		{"threshold with the guard off", redlock.Options{DisableClockGuard: true, ClockJumpThreshold: time.Second}, "DisableClockGuard"},
+		{"huge threshold", redlock.Options{ClockJumpThreshold: 11 * 365 * 24 * time.Hour}, "clock_jump_threshold_ms"},
+		{"huge quarantine", redlock.Options{ClockQuarantine: 11 * 365 * 24 * time.Hour}, "clock_quarantine_ms"},
+	} {
+		c, err := redlock.New(cl.urls(), tc.opts)
+		if !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("%s: New = %v, want ErrInvalidArgument naming %s", tc.name, err, tc.want)
+		}
+	}
+	// Accepted settings still lock.
+	for _, opts := range []redlock.Options{
+		{DisableClockGuard: true, NodeTimeout: time.Second},
+		{ClockJumpThreshold: 250 * time.Millisecond, ClockQuarantine: 2 * time.Minute, StrictServers: true, NodeTimeout: time.Second},
+	} {
+		c := newClient(t, cl.urls(), opts)
+		l := mustLock(t, c, "go:guard-settings", 10*time.Second)
+		if err := l.Unlock(); err != nil {
+			t.Fatalf("%+v: Unlock: %v", opts, err)
+		}
+	}
+}
+
+func TestNodeStatusReportsTheGuards(t *testing.T) {
+	cl := newCluster(t, 3)
+	c := newClient(t, cl.urls(), redlock.Options{NodeTimeout: time.Second, StrictServers: true})
+	l := mustLock(t, c, "go:guard-status", 10*time.Second) // samples each node's TIME
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	statuses, err := c.NodeStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sampled := 0
+	for _, s := range statuses {
+		if s.ServerVersion == "" || s.ServerVersion[0] < '1' || s.ServerVersion[0] > '9' {
+			t.Errorf("%s: ServerVersion %q", s.Address, s.ServerVersion)
+		}
+		if !strings.Contains(s.Persistence, "AOF") {
+			t.Errorf("%s: Persistence %q", s.Address, s.Persistence)
+		}
+		if len(s.Warnings) != 0 || s.QuarantineRemaining != 0 || s.QuarantineReason != "" {
+			t.Errorf("%s: unexpected warnings or quarantine: %+v", s.Address, s)
+		}
+		if s.ClockOffsetKnown {
+			sampled++
+			// Same host: the nodes' clocks are ours, within a generous bound.
+			if s.ClockOffset < -5*time.Second || s.ClockOffset > 5*time.Second {
+				t.Errorf("%s: ClockOffset %v", s.Address, s.ClockOffset)
+			}
+		}
+	}
+	// Calls return on a quorum: at least that many nodes answered TIME.
+	if sampled < len(statuses)/2+1 {
+		t.Errorf("clock offset known for %d of %d nodes", sampled, len(statuses))
+	}
+
+	off := newClient(t, cl.urls(), redlock.Options{NodeTimeout: time.Second, DisableClockGuard: true})
+	l = mustLock(t, off, "go:guard-off", 10*time.Second)
+	l.Unlock()
+	statuses, err = off.NodeStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range statuses {
+		if s.ClockOffsetKnown {
+			t.Errorf("%s: clock offset %v with the guard off", s.Address, s.ClockOffset)
+		}
+	}
+}
