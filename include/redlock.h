@@ -361,6 +361,127 @@ const char *redlock_status_str(int status);
 // header.
 const char *redlock_version(void);
 
+// Turns the clock guard on (the default) or off. With it on, `TIME` rides in the pipeline of
+// every acquire and a node whose wall clock jumps forward is kept out of acquire quorums for
+// `clock_quarantine_ms`; a suspension of this host marks the client's held locks lost. Turning
+// it off forgets the threshold: turned on again, it is the default, 50 ms (as with the Rust
+// builder); `redlock_options_set_clock_jump_threshold_ms` turns it on with another.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_clock_guard(struct redlock_options *o,
+                                                    bool on,
+                                                    struct redlock_error **err);
+
+// The clock guard's threshold in ms (default 50; this also turns the guard on): the largest
+// step of a node's wall clock tolerated between two samples beyond the rate difference
+// `drift_factor` allows. 0 is allowed (only the round trips and the drift are tolerated); more
+// than 10 years is `REDLOCK_INVALID_ARGUMENT`.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_clock_jump_threshold_ms(struct redlock_options *o,
+                                                                uint64_t ms,
+                                                                struct redlock_error **err);
+
+// How long, in ms, a node whose clock jumped forward is kept out of acquire quorums (default
+// 60000). Make it at least your largest TTL. 0 and more than 10 years are
+// `REDLOCK_INVALID_ARGUMENT` (to do without the guard, use `redlock_options_set_clock_guard`).
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_clock_quarantine_ms(struct redlock_options *o,
+                                                            uint64_t ms,
+                                                            struct redlock_error **err);
+
+// Refuses the nodes the server probe warns about (default false: they are logged and shown
+// in the node status's warnings): a master with connected replicas, a `maxmemory-policy` that
+// can evict lock keys, a server whose `INFO` or `TIME` is denied. Replicas, Redis Cluster
+// nodes and too-old servers are always refused.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_strict_servers(struct redlock_options *o,
+                                                       bool strict,
+                                                       struct redlock_error **err);
+
+// Whether the clock guard is on in `o`; true (the default) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+bool redlock_options_clock_guard(const struct redlock_options *o);
+
+// The clock guard's threshold in `o`, ms; 50 (the default) while the guard is off, and for
+// NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint64_t redlock_options_clock_jump_threshold_ms(const struct redlock_options *o);
+
+// The clock quarantine in `o`, ms; 60000 (the default) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint64_t redlock_options_clock_quarantine_ms(const struct redlock_options *o);
+
+// Whether `o` refuses the servers the probe warns about; false (the default) for NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+bool redlock_options_strict_servers(const struct redlock_options *o);
+
+// The server's `redis_version` at the last connect, owned by the status; NULL when unknown
+// (not connected yet, `INFO` denied) and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_server_version(const struct redlock_node_status *status);
+
+// The node's persistence as it reported it at the last connect (e.g. `AOF (appendfsync
+// everysec), RDB (save 3600 1)` or `no AOF, no RDB snapshots`), owned by the status; NULL when
+// unknown and for NULL. Without persistence a restart forgets locks: consider
+// `redlock_options_set_restart_grace_ms`.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_persistence(const struct redlock_node_status *status);
+
+// How many warnings the server probe and the clock guard have for the node (replicas of a
+// master, an evicting `maxmemory-policy`, a clock that stepped back, a command the ACL
+// denies); 0 for NULL. Read them with `redlock_node_status_warning`.
+//
+// # Safety
+// `status` is NULL or a live node status.
+size_t redlock_node_status_warning_count(const struct redlock_node_status *status);
+
+// Warning `index` (0-based, below `redlock_node_status_warning_count`), owned by the status;
+// NULL for an index out of range and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_warning(const struct redlock_node_status *status, size_t index);
+
+// The node's clock minus ours (its `TIME` against our wall clock), ms, at the last sample:
+// writes it to `*out` and returns true when known; false, leaving `*out` alone, when the clock
+// guard is off, `TIME` is denied, no sample was taken yet, or for NULL arguments.
+//
+// # Safety
+// `status` is NULL or a live node status; `out` is NULL or writable.
+bool redlock_node_status_clock_offset_ms(const struct redlock_node_status *status, int64_t *out);
+
+// How much longer, in ms, the node is kept out of acquire quorums because its clock jumped
+// forward; 0 when it counts, and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+uint64_t redlock_node_status_quarantine_remaining_ms(const struct redlock_node_status *status);
+
+// Why the node is in clock quarantine, owned by the status; NULL when it is not, and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_quarantine_reason(const struct redlock_node_status *status);
+
 // Reads `resource` on every node and writes to `*out` a new inspection: per node, whether it
 // answered, what the lock key holds (a token, reentrant owners, another type, nothing), its
 // remaining TTL and the fence counter; overall, whether a quorum holds it and by which token.
@@ -612,127 +733,6 @@ enum redlock_release_outcome redlock_forced_release_node_outcome(const struct re
 // `release` is NULL or a live report.
 const char *redlock_forced_release_node_error(const struct redlock_forced_release *release,
                                               size_t index);
-
-// Turns the clock guard on (the default) or off. With it on, `TIME` rides in the pipeline of
-// every acquire and a node whose wall clock jumps forward is kept out of acquire quorums for
-// `clock_quarantine_ms`; a suspension of this host marks the client's held locks lost. Turning
-// it off forgets the threshold: turned on again, it is the default, 50 ms (as with the Rust
-// builder); `redlock_options_set_clock_jump_threshold_ms` turns it on with another.
-//
-// # Safety
-// As for `redlock_options_set_retry_count`.
-enum redlock_status redlock_options_set_clock_guard(struct redlock_options *o,
-                                                    bool on,
-                                                    struct redlock_error **err);
-
-// The clock guard's threshold in ms (default 50; this also turns the guard on): the largest
-// step of a node's wall clock tolerated between two samples beyond the rate difference
-// `drift_factor` allows. 0 is allowed (only the round trips and the drift are tolerated); more
-// than 10 years is `REDLOCK_INVALID_ARGUMENT`.
-//
-// # Safety
-// As for `redlock_options_set_retry_count`.
-enum redlock_status redlock_options_set_clock_jump_threshold_ms(struct redlock_options *o,
-                                                                uint64_t ms,
-                                                                struct redlock_error **err);
-
-// How long, in ms, a node whose clock jumped forward is kept out of acquire quorums (default
-// 60000). Make it at least your largest TTL. 0 and more than 10 years are
-// `REDLOCK_INVALID_ARGUMENT` (to do without the guard, use `redlock_options_set_clock_guard`).
-//
-// # Safety
-// As for `redlock_options_set_retry_count`.
-enum redlock_status redlock_options_set_clock_quarantine_ms(struct redlock_options *o,
-                                                            uint64_t ms,
-                                                            struct redlock_error **err);
-
-// Refuses the nodes the server probe warns about (default false: they are logged and shown
-// in the node status's warnings): a master with connected replicas, a `maxmemory-policy` that
-// can evict lock keys, a server whose `INFO` or `TIME` is denied. Replicas, Redis Cluster
-// nodes and too-old servers are always refused.
-//
-// # Safety
-// As for `redlock_options_set_retry_count`.
-enum redlock_status redlock_options_set_strict_servers(struct redlock_options *o,
-                                                       bool strict,
-                                                       struct redlock_error **err);
-
-// Whether the clock guard is on in `o`; true (the default) for NULL.
-//
-// # Safety
-// `o` is NULL or live options.
-bool redlock_options_clock_guard(const struct redlock_options *o);
-
-// The clock guard's threshold in `o`, ms; 50 (the default) while the guard is off, and for
-// NULL.
-//
-// # Safety
-// `o` is NULL or live options.
-uint64_t redlock_options_clock_jump_threshold_ms(const struct redlock_options *o);
-
-// The clock quarantine in `o`, ms; 60000 (the default) for NULL.
-//
-// # Safety
-// `o` is NULL or live options.
-uint64_t redlock_options_clock_quarantine_ms(const struct redlock_options *o);
-
-// Whether `o` refuses the servers the probe warns about; false (the default) for NULL.
-//
-// # Safety
-// `o` is NULL or live options.
-bool redlock_options_strict_servers(const struct redlock_options *o);
-
-// The server's `redis_version` at the last connect, owned by the status; NULL when unknown
-// (not connected yet, `INFO` denied) and for NULL.
-//
-// # Safety
-// `status` is NULL or a live node status.
-const char *redlock_node_status_server_version(const struct redlock_node_status *status);
-
-// The node's persistence as it reported it at the last connect (e.g. `AOF (appendfsync
-// everysec), RDB (save 3600 1)` or `no AOF, no RDB snapshots`), owned by the status; NULL when
-// unknown and for NULL. Without persistence a restart forgets locks: consider
-// `redlock_options_set_restart_grace_ms`.
-//
-// # Safety
-// `status` is NULL or a live node status.
-const char *redlock_node_status_persistence(const struct redlock_node_status *status);
-
-// How many warnings the server probe and the clock guard have for the node (replicas of a
-// master, an evicting `maxmemory-policy`, a clock that stepped back, a command the ACL
-// denies); 0 for NULL. Read them with `redlock_node_status_warning`.
-//
-// # Safety
-// `status` is NULL or a live node status.
-size_t redlock_node_status_warning_count(const struct redlock_node_status *status);
-
-// Warning `index` (0-based, below `redlock_node_status_warning_count`), owned by the status;
-// NULL for an index out of range and for NULL.
-//
-// # Safety
-// `status` is NULL or a live node status.
-const char *redlock_node_status_warning(const struct redlock_node_status *status, size_t index);
-
-// The node's clock minus ours (its `TIME` against our wall clock), ms, at the last sample:
-// writes it to `*out` and returns true when known; false, leaving `*out` alone, when the clock
-// guard is off, `TIME` is denied, no sample was taken yet, or for NULL arguments.
-//
-// # Safety
-// `status` is NULL or a live node status; `out` is NULL or writable.
-bool redlock_node_status_clock_offset_ms(const struct redlock_node_status *status, int64_t *out);
-
-// How much longer, in ms, the node is kept out of acquire quorums because its clock jumped
-// forward; 0 when it counts, and for NULL.
-//
-// # Safety
-// `status` is NULL or a live node status.
-uint64_t redlock_node_status_quarantine_remaining_ms(const struct redlock_node_status *status);
-
-// Why the node is in clock quarantine, owned by the status; NULL when it is not, and for NULL.
-//
-// # Safety
-// `status` is NULL or a live node status.
-const char *redlock_node_status_quarantine_reason(const struct redlock_node_status *status);
 
 // Acquires `resource` like `redlock_client_lock`, with a fencing token: read it with
 // `redlock_lock_fence`. The token is strictly greater than that of every fenced lock of the
