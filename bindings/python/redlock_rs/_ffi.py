@@ -25,6 +25,7 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+from typing import Any, Mapping
 
 from ._version import __version__
 
@@ -160,6 +161,26 @@ def _check_version(lib: ctypes.CDLL) -> None:
         )
 
 
+def _bind(lib: ctypes.CDLL, signatures: Mapping[str, tuple[Any, Any]]) -> None:
+    """Declares each function's argument and result types; a library that lacks any of them is
+    refused by name (it is another version than this binding)."""
+    missing = []
+    for name, (argtypes, restype) in signatures.items():
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        function.argtypes = argtypes
+        function.restype = restype
+    if missing:
+        raise OSError(
+            "{} does not export {}; it is older or newer than this binding".format(
+                lib._name, ", ".join(missing)
+            )
+        )
+
+
 def _declare(lib: ctypes.CDLL) -> None:
     signatures = {
         "redlock_options_new": ([POINTER(OptionsPtr), POINTER(ErrorPtr)], Status),
@@ -279,21 +300,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "redlock_status_str": ([c_int], c_char_p),
         "redlock_version": ([], c_char_p),
     }
-    missing = []
-    for name, (argtypes, restype) in signatures.items():
-        try:
-            function = getattr(lib, name)
-        except AttributeError:
-            missing.append(name)
-            continue
-        function.argtypes = argtypes
-        function.restype = restype
-    if missing:
-        raise OSError(
-            "{} does not export {}; it is older or newer than this binding".format(
-                lib._name, ", ".join(missing)
-            )
-        )
+    _bind(lib, signatures)
 
 
 # --- The acquisition request and the cancel handle (redlock_request_*, redlock_cancel_*). ---
@@ -341,21 +348,7 @@ def _declare_requests(lib: ctypes.CDLL) -> None:
             Status,
         ),
     }
-    missing = []
-    for name, (argtypes, restype) in signatures.items():
-        try:
-            function = getattr(lib, name)
-        except AttributeError:
-            missing.append(name)
-            continue
-        function.argtypes = argtypes
-        function.restype = restype
-    if missing:
-        raise OSError(
-            "{} does not export {}; it is older than this binding".format(
-                lib._name, ", ".join(missing)
-            )
-        )
+    _bind(lib, signatures)
 
 
 # --- Inspection and forced release (redlock_client_inspect, redlock_client_force_release). ---
@@ -424,21 +417,7 @@ def _declare_inspection(lib: ctypes.CDLL) -> None:
         "redlock_forced_release_node_outcome": ([ForcedReleasePtr, c_size_t], c_int),
         "redlock_forced_release_node_error": ([ForcedReleasePtr, c_size_t], c_char_p),
     }
-    missing = []
-    for name, (argtypes, restype) in signatures.items():
-        try:
-            function = getattr(lib, name)
-        except AttributeError:
-            missing.append(name)
-            continue
-        function.argtypes = argtypes
-        function.restype = restype
-    if missing:
-        raise OSError(
-            "{} does not export {}; it is older than this binding".format(
-                lib._name, ", ".join(missing)
-            )
-        )
+    _bind(lib, signatures)
 
 
 def _declare_rwsem(lib: ctypes.CDLL) -> None:
@@ -450,21 +429,7 @@ def _declare_rwsem(lib: ctypes.CDLL) -> None:
         "redlock_request_set_semaphore": ([RequestPtr, c_uint32, err], Status),
         "redlock_lock_permit": ([LockPtr, POINTER(c_uint32), err], Status),
     }
-    missing = []
-    for name, (argtypes, restype) in signatures.items():
-        try:
-            function = getattr(lib, name)
-        except AttributeError:
-            missing.append(name)
-            continue
-        function.argtypes = argtypes
-        function.restype = restype
-    if missing:
-        raise OSError(
-            "{} does not export {}; it is older than this binding".format(
-                lib._name, ", ".join(missing)
-            )
-        )
+    _bind(lib, signatures)
 
 
 def _declare_guards(lib: ctypes.CDLL) -> None:
@@ -488,21 +453,7 @@ def _declare_guards(lib: ctypes.CDLL) -> None:
         "redlock_node_status_quarantine_remaining_ms": ([status], c_uint64),
         "redlock_node_status_quarantine_reason": ([status], c_char_p),
     }
-    missing = []
-    for name, (argtypes, restype) in signatures.items():
-        try:
-            function = getattr(lib, name)
-        except AttributeError:
-            missing.append(name)
-            continue
-        function.argtypes = argtypes
-        function.restype = restype
-    if missing:
-        raise OSError(
-            "{} does not export {}; it is older than this binding".format(
-                lib._name, ", ".join(missing)
-            )
-        )
+    _bind(lib, signatures)
 
 
 lib = _load()
