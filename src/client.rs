@@ -9,7 +9,7 @@ use crate::config::{Builder, Config, MAX_TTL};
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Operation, Result};
 use crate::inspect::{self, ForcedRelease, Inspection};
-use crate::kinds::{Kind, SCRIPTS, free_in};
+use crate::kinds::{SCRIPTS, free_in};
 use crate::lock::{Acquired, Lock};
 use crate::node::NodeStatus;
 use crate::notify::{Notifier, Wake};
@@ -148,10 +148,12 @@ impl Redlock {
             attempt = attempt.saturating_add(1);
             // Most kinds try themselves; a semaphore tries its slots in turn.
             let candidates = kind.candidates();
-            let tries: Vec<&dyn Kind> = match &candidates {
-                Some(c) if !c.is_empty() => c.iter().map(|k| &**k).collect(),
-                _ => vec![&**kind],
-            };
+            // Without an allocation for the common case of the kind trying itself.
+            let itself = candidates
+                .as_ref()
+                .is_none_or(Vec::is_empty)
+                .then_some(&**kind);
+            let tries = candidates.iter().flatten().map(|k| &**k).chain(itself);
             let mut failed = None;
             for this in tries {
                 if cancel.is_some_and(Cancel::is_cancelled) {
