@@ -20,7 +20,7 @@ from ._ffi import lib
 
 if TYPE_CHECKING:
     from ._inspect import ForcedRelease, Inspection
-    from ._request import AutoExtend, Cancel, Request
+    from ._request import AutoExtend, Cancel, Request, _CancelHandle
 
 __all__ = ["Redlock", "Lock", "NodeStatus", "Seconds", "default_options"]
 
@@ -434,7 +434,9 @@ class _MainThreadHolds:
     """
 
     def __init__(self) -> None:
-        self._mutex = threading.Lock()
+        # No mutex: Lock.__del__ calls forget(), and the garbage collector may run it on a
+        # thread that is inside one of these methods already (a plain mutex would deadlock
+        # there). Each method makes one dict operation, atomic under the interpreter's lock.
         self._held: dict[int, tuple[str, str]] = {}  # id(lock) -> (resource, "read"/"write")
 
     def check(self, request: Request) -> str | None:
@@ -442,20 +444,17 @@ class _MainThreadHolds:
         mode = "read" if request.read else "write" if request.write else None
         if mode is None or not _blocking.in_main_thread():
             return None
-        with self._mutex:
-            for resource, held in self._held.values():
-                if resource == request.resource and (mode == "write" or held == "write"):
-                    return held
+        for resource, held in tuple(self._held.values()):
+            if resource == request.resource and (mode == "write" or held == "write"):
+                return held
         return None
 
     def add(self, lock: Lock, request: Request) -> None:
         if (request.read or request.write) and _blocking.in_main_thread():
-            with self._mutex:
-                self._held[id(lock)] = (lock.resource, "read" if request.read else "write")
+            self._held[id(lock)] = (lock.resource, "read" if request.read else "write")
 
     def forget(self, lock: Lock) -> None:
-        with self._mutex:
-            self._held.pop(id(lock), None)
+        self._held.pop(id(lock), None)
 
 
 _main_thread_holds = _MainThreadHolds()
@@ -614,7 +613,7 @@ class Redlock:
         _main_thread_holds.add(lock, request)
         return lock
 
-    def _acquire_now(self, request: Request, cancel: Cancel | None) -> Lock:
+    def _acquire_now(self, request: Request, cancel: _CancelHandle | None) -> Lock:
         built = request._build(cancel)
         lock = self._call(
             lambda handle, out, err: lib.redlock_client_acquire(handle, built.pointer, out, err)

@@ -463,3 +463,16 @@ _declare_requests(lib)
 _declare_inspection(lib)
 _declare_rwsem(lib)
 _declare_guards(lib)
+
+# The two cancel functions that read a handle another thread may free, bound so that they keep
+# the GIL (PyDLL) for their few instructions (an atomic load or store and a write to a pipe; they
+# never block): the thread that frees a handle clears the Python reference first, under the GIL,
+# so it cannot free the handle in the middle of one of these calls (see _request._CancelHandle).
+gil_lib = ctypes.PyDLL(lib._name, handle=lib._handle)
+_bind(
+    gil_lib,
+    {
+        "redlock_cancel_trigger": ([CancelPtr], None),
+        "redlock_cancel_is_triggered": ([CancelPtr], c_bool),
+    },
+)

@@ -25,13 +25,11 @@ MAX_RESOURCES = 64
 MAX_PERMITS = 1024
 
 
-class Cancel:
-    """A cancel handle: :meth:`cancel` ends every pending acquisition whose request names it.
-
-    A cancelled acquisition raises :class:`~redlock_rs.Cancelled` at once, after undoing what it
-    had taken on the nodes; one that already got its lock is not affected (release that as
-    usual). A handle fires once and for good: use a new one for the next acquisitions.
-    :meth:`cancel` may be called from any thread and from a signal handler.
+class _CancelHandle:
+    """A C ``redlock_cancel`` without a finaliser: the per-call handles of ``_blocking`` and
+    ``aio``, freed explicitly with :meth:`_free`. A ``__del__`` would run in whatever thread
+    drops the last reference, and a signal handler that raises while it runs in the main thread
+    has its exception printed and dropped ("Exception ignored in ...") instead of raised.
     """
 
     def __init__(self) -> None:
@@ -43,36 +41,51 @@ class Cancel:
         # carry their own handle, fired by this one too. A set mutated only by single C-level
         # operations (add, discard, list(...)), so no lock is needed, not even in a signal
         # handler that interrupts one of them.
-        self._children: set[Cancel] = set()
+        self._children: set[_CancelHandle] = set()
 
     def cancel(self) -> None:
         """Fire the handle. Idempotent; never blocks."""
-        lib.redlock_cancel_trigger(self._handle)
+        _ffi.gil_lib.redlock_cancel_trigger(self._handle)
         for child in list(self._children):
             child.cancel()
 
     @property
     def cancelled(self) -> bool:
         """True once :meth:`cancel` was called."""
-        return bool(lib.redlock_cancel_is_triggered(self._handle))
+        return bool(_ffi.gil_lib.redlock_cancel_is_triggered(self._handle))
 
-    def _link(self, child: Cancel) -> None:
+    def _link(self, child: _CancelHandle) -> None:
         # Add first, then look: a cancel() in between fires the child either way.
         self._children.add(child)
         if self.cancelled:
             child.cancel()
 
-    def _unlink(self, child: Cancel) -> None:
+    def _unlink(self, child: _CancelHandle) -> None:
         self._children.discard(child)
+
+    def _free(self) -> None:
+        # Once nothing uses the handle any more. Firing a freed handle does nothing; a thread
+        # firing it meanwhile holds the GIL through the C call (see _ffi.gil_lib), and the
+        # reference is cleared before the handle is freed.
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle:
+            lib.redlock_cancel_free(handle)
+
+
+class Cancel(_CancelHandle):
+    """A cancel handle: :meth:`cancel` ends every pending acquisition whose request names it.
+
+    A cancelled acquisition raises :class:`~redlock_rs.Cancelled` at once, after undoing what it
+    had taken on the nodes; one that already got its lock is not affected (release that as
+    usual). A handle fires once and for good: use a new one for the next acquisitions.
+    :meth:`cancel` may be called from any thread and from a signal handler.
+    """
 
     def __repr__(self) -> str:
         return f"<redlock_rs.Cancel cancelled={self.cancelled}>"
 
     def __del__(self) -> None:
-        handle = getattr(self, "_handle", None)
-        if handle:
-            self._handle = None
-            lib.redlock_cancel_free(handle)
+        self._free()
 
 
 class AutoExtend:
@@ -412,7 +425,7 @@ class Request:
         current.update(changes)
         return Request(**current)  # type: ignore[arg-type]
 
-    def _build(self, cancel: Cancel | None) -> _RequestHandle:
+    def _build(self, cancel: _CancelHandle | None) -> _RequestHandle:
         """A C request for one acquisition, naming ``cancel`` (or no handle)."""
         out = _ffi.RequestPtr()
         err = _ffi.ErrorPtr()

@@ -31,7 +31,7 @@ from ._blocking import Call, link
 from ._client import Lock, NodeStatus, Redlock, Seconds, _lock_request, _ttl_of
 from ._errors import LockLost, Status
 from ._inspect import ForcedRelease, Inspection
-from ._request import Cancel, Request
+from ._request import Cancel, Request, _CancelHandle
 
 __all__ = ["AsyncRedlock", "AsyncLock"]
 
@@ -39,7 +39,7 @@ T = TypeVar("T")
 
 
 async def _run(
-    function: Callable[[Cancel | None], T],
+    function: Callable[[_CancelHandle | None], T],
     *,
     cancellable: bool,
     user_cancel: Cancel | None = None,
@@ -54,7 +54,7 @@ async def _run(
     then). ``dispose`` frees a result nobody will see.
     """
     loop = asyncio.get_running_loop()
-    own = Cancel() if cancellable else None
+    own = _CancelHandle() if cancellable else None
     unlink = link(user_cancel, own)
     finished = asyncio.Event()
 
@@ -64,8 +64,8 @@ async def _run(
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
 
+    call: Call[T] = Call(lambda: function(own), dispose, notify)
     try:
-        call: Call[T] = Call(lambda: function(own), dispose, notify)
         call.start()  # no await before it: a task cannot be cancelled in between
         deferred: BaseException | None = None
         while True:
@@ -93,6 +93,8 @@ async def _run(
         return call.result()
     finally:
         unlink()
+        if own is not None:
+            call.free_when_finished(own)
 
 
 class AsyncLock:
