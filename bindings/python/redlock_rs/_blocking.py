@@ -16,7 +16,7 @@ can leave the Condition's lock held (the helper thread then hangs in ``Event.set
 twice (``RuntimeError: release unlocked lock``). Measured before this design: 5 of 24 runs of 200
 SIGALRM rounds hung or crashed that way. Instead the main thread only blocks in single C calls
 (``lock.acquire(timeout)`` of a raw lock, ``SimpleQueue.put``), which a handler interrupts
-cleanly, and a daemon spawner thread, which signals never interrupt, starts the helper threads.
+cleanly, and a spawner thread, which signals never interrupt, starts the helper threads.
 The per-call cancel handle has no finaliser (one running in the main thread would print and drop
 a handler's exception): it is freed explicitly once the call has ended; a handler raising in
 the few bytecodes before the call is handed over leaks it (a few dozen bytes) instead.
@@ -62,14 +62,17 @@ class Call(Generic[T]):
         self._abandoned = False
         self._value: Optional[T] = None
         self._error: BaseException | None = None
-        # Held until the call has ended; waiting for it is one C call.
+        # Held until the call has ended, and until its thread runs: waiting for either is one
+        # C call.
         self._done = _thread.allocate_lock()
         self._done.acquire()
+        self._running = _thread.allocate_lock()
+        self._running.acquire()
         self._leftover: _CancelHandle | None = None
 
     def start(self) -> None:
         """Hands the call to the spawner thread, which starts the call's own thread."""
-        _spawn_queue.put(self)
+        _spawner().put(self)
 
     def _start_thread(self) -> None:
         # On the spawner thread. Not a daemon: an interpreter that exits lets a release in
@@ -77,9 +80,11 @@ class Call(Generic[T]):
         try:
             threading.Thread(target=self._run, name="redlock-call", daemon=False).start()
         except BaseException as exc:  # e.g. "can't start new thread": the waiter gets it
+            self._running.release()
             self._finish(None, exc)
 
     def _run(self) -> None:
+        self._running.release()
         value: Optional[T] = None
         error: BaseException | None = None
         try:
@@ -94,13 +99,15 @@ class Call(Generic[T]):
             self._finished = True
             abandoned = self._abandoned
             leftover, self._leftover = self._leftover, None
-        if leftover is not None:
-            leftover._free()
-        if abandoned:
-            self._discard()
-        self._done.release()
-        if self._notify is not None:
-            self._notify()
+        try:
+            if leftover is not None:
+                leftover._free()
+            if abandoned:
+                self._discard()
+        finally:
+            self._done.release()
+            if self._notify is not None:
+                self._notify()
 
     @property
     def finished(self) -> bool:
@@ -111,6 +118,13 @@ class Call(Generic[T]):
         """True once the call has ended, False after ``timeout`` seconds. One C call, which a
         signal handler interrupts cleanly; True is returned once (the waiter takes the lock)."""
         return self._done.acquire(True, timeout)
+
+    def wait_running(self) -> None:
+        """Until the call's thread runs (a non-daemon thread, which interpreter exit waits for);
+        in slices, so that signals stay prompt."""
+        while not self._running.acquire(True, SLICE_S):
+            pass
+        self._running.release()
 
     def free_when_finished(self, handle: _CancelHandle) -> None:
         """Frees ``handle``, which the call may still use, once the call has ended."""
@@ -143,37 +157,54 @@ class Call(Generic[T]):
 
 
 def _spawn(calls: queue.SimpleQueue[Call[Any]]) -> None:
-    """The spawner: a daemon thread that starts the helper threads, so that the main thread
-    never runs ``Thread.start`` (Python code that a raising handler can break, see above)."""
+    """The spawner: starts the helper threads, so that the main thread never runs
+    ``Thread.start`` (Python code that a raising handler can break, see above)."""
     while True:
-        calls.get()._start_thread()
+        call = calls.get()
+        try:
+            call._start_thread()
+        except BaseException:  # _start_thread hands errors to the waiter; keep serving anyway
+            pass
 
 
-def _start_spawner() -> queue.SimpleQueue[Call[Any]]:
-    calls: queue.SimpleQueue[Call[Any]] = queue.SimpleQueue()
-    threading.Thread(target=_spawn, args=(calls,), name="redlock-spawn", daemon=True).start()
-    return calls
+# The calls waiting for their thread, and the spawner serving them: started by one C call
+# (_thread.start_new_thread, not threading.Thread.start), at import and again on first use in a
+# forked child, which does not inherit the parent's threads.
+_spawn_queue: queue.SimpleQueue[Call[Any]] | None = None
+_spawn_lock = _thread.allocate_lock()
 
 
-# The calls waiting for their thread. Putting one is a single C call.
-_spawn_queue = _start_spawner()
-
-
-def _after_fork_in_child() -> None:
-    # The parent's spawner thread does not exist in a child process.
+def _spawner() -> queue.SimpleQueue[Call[Any]]:
     global _spawn_queue
-    _spawn_queue = _start_spawner()
+    calls = _spawn_queue
+    if calls is not None:
+        return calls
+    with _spawn_lock:
+        if _spawn_queue is None:
+            calls = queue.SimpleQueue()
+            _thread.start_new_thread(_spawn, (calls,))
+            _spawn_queue = calls
+        return _spawn_queue
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+def _forget_spawner() -> None:
+    global _spawn_queue
+    _spawn_queue = None
 
 
-def link(user_cancel: Cancel | None, own: _CancelHandle | None) -> Callable[[], None]:
-    """Makes ``user_cancel`` fire ``own`` too; returns the undo."""
-    if user_cancel is None or own is None:
-        return lambda: None
-    user_cancel._link(own)
-    return lambda: user_cancel._unlink(own)
+_spawner()
+os.register_at_fork(after_in_child=_forget_spawner)
+
+
+def link(user_cancel: Cancel | None, own: _CancelHandle | None) -> None:
+    """Makes ``user_cancel`` fire ``own`` too (undo with :func:`unlink`)."""
+    if user_cancel is not None and own is not None:
+        user_cancel._link(own)
+
+
+def unlink(user_cancel: Cancel | None, own: _CancelHandle | None) -> None:
+    if user_cancel is not None and own is not None:
+        user_cancel._unlink(own)
 
 
 def in_main_thread() -> bool:
@@ -186,39 +217,55 @@ def run(
     cancellable: bool,
     user_cancel: Cancel | None = None,
     dispose: Callable[[T], None] | None = None,
+    accept: Callable[[T], None] | None = None,
 ) -> T:
     """Runs ``function(cancel)`` so that signals interrupt it (see the module docs).
 
     ``cancellable``: ``function`` acquires and honours ``cancel``, which is then a per-call
     handle (fired by ``user_cancel`` too) on the main thread, ``user_cancel`` elsewhere.
-    ``dispose`` frees a result the caller will never see.
+    ``dispose`` frees a result the caller will never see; ``accept`` takes the result over
+    before it is returned (if it is interrupted, the result is disposed of).
     """
     if not in_main_thread():
-        return function(user_cancel)
+        direct = function(user_cancel)
+        if accept is not None:
+            accept(direct)
+        return direct
     own = _CancelHandle() if cancellable else None
-    unlink = link(user_cancel, own)
     call: Call[T] = Call(lambda: function(own if cancellable else user_cancel), dispose)
     submitted = False
+    value: T | None = None
     try:
-        _spawn_queue.put(call)  # not call.start(): a handler may raise as a function begins
+        link(user_cancel, own)
+        # Not call.start(): a handler may raise as a Python function begins.
+        (_spawn_queue or _spawner()).put(call)
         submitted = True
         while not call.wait(SLICE_S):
             pass
+        unlink(user_cancel, own)
+        if own is not None:
+            call.free_when_finished(own)
+        value = call.result()
+        if accept is not None:
+            accept(value)
+        return value
     except BaseException:
-        call.abandon()
         if own is not None:
             own.cancel()
-            # A cancelled acquisition ends at once, having undone what it took; waiting for it
-            # means nothing of it is pending once the exception propagates. (Interrupted between
-            # submitting and noting it, the call still ends cancelled, and disposes, on its own.)
-            if submitted and not call.finished:
+        call.abandon()
+        unlink(user_cancel, own)
+        if submitted:
+            if own is not None and not call.finished:
+                # A cancelled acquisition ends at once, having undone what it took; waiting
+                # for it means nothing of it is pending once the exception propagates.
                 while not call.wait(SLICE_S):
                     pass
-        raise
-    finally:
-        unlink()
+            else:
+                # A release or extend runs to its end; once its (non-daemon) thread runs, an
+                # interpreter exiting on this exception waits for it.
+                call.wait_running()
         if own is not None:
-            # Explicitly, not in a __del__ at some later bytecode of this thread, where a
-            # signal handler's exception would be printed and dropped instead of raised.
             call.free_when_finished(own)
-    return call.result()
+        if value is not None and dispose is not None:
+            dispose(value)  # taken from the call, not handed on: nobody will see it
+        raise

@@ -381,10 +381,12 @@ class Lock:
         """Free the C lock now, which releases it without waiting for the nodes: for a lock
         obtained in the instant its caller was interrupted, which nobody will ever see."""
         handle, self._handle = self._handle, None
-        _main_thread_holds.forget(self)
         if handle:
-            self._released = True
+            # Before any Python call: a handler raising at its first bytecode must not lose
+            # the only reference to a lock that nobody else can release.
             lib.redlock_lock_free(handle)
+            self._released = True
+        _main_thread_holds.forget(self)
 
     def __enter__(self) -> Lock:
         return self
@@ -416,11 +418,11 @@ class Lock:
         return f"<redlock_rs.Lock resource={self._resource!r} released={self._released}>"
 
     def __del__(self, _free: Callable[..., None] = lib.redlock_lock_free) -> None:
-        _main_thread_holds.forget(self)
         handle = getattr(self, "_handle", None)
         if handle:
             self._handle = None
             _free(handle)
+        _main_thread_holds.forget(self)
 
 
 class _MainThreadHolds:
@@ -604,20 +606,22 @@ class Redlock:
                 f"{wanted} lock would wait for it forever (no upgrade or downgrade); release it "
                 "first"
             )
-        lock = _blocking.run(
+        return _blocking.run(
             lambda cancel: self._acquire_now(request, cancel),
             cancellable=True,
             user_cancel=request.cancel,
             dispose=Lock._discard,
+            accept=lambda lock: _main_thread_holds.add(lock, request),
         )
-        _main_thread_holds.add(lock, request)
-        return lock
 
     def _acquire_now(self, request: Request, cancel: _CancelHandle | None) -> Lock:
         built = request._build(cancel)
-        lock = self._call(
-            lambda handle, out, err: lib.redlock_client_acquire(handle, built.pointer, out, err)
-        )
+        try:
+            lock = self._call(
+                lambda handle, out, err: lib.redlock_client_acquire(handle, built.pointer, out, err)
+            )
+        finally:
+            built.free()
         if request.resource is None:
             lock._resources = sorted(request.resources)
         return lock

@@ -442,45 +442,49 @@ class Request:
         check(status, err)
         handle = _RequestHandle(out)
         req = handle.pointer
+        try:
 
-        def setter(status: int) -> None:
-            check(status, err)
+            def setter(status: int) -> None:
+                check(status, err)
 
-        if self._fenced:
-            setter(lib.redlock_request_set_fenced(req, byref(err)))
-        if self._owner is not None:
-            setter(lib.redlock_request_set_reentrant(req, self._owner.encode("utf-8"), byref(err)))
-        if self._mode == "read":
-            setter(lib.redlock_request_set_read(req, byref(err)))
-        elif self._mode == "write":
-            setter(lib.redlock_request_set_write(req, byref(err)))
-        if self._permits is not None:
-            setter(lib.redlock_request_set_semaphore(req, self._permits, byref(err)))
-        if self._retries is not None:
-            setter(lib.redlock_request_set_retries(req, self._retries, byref(err)))
-        if self._retry_delay_ms is not None and self._retry_jitter_ms is not None:
-            setter(
-                lib.redlock_request_set_retry_delay(
-                    req, self._retry_delay_ms, self._retry_jitter_ms, byref(err)
+            if self._fenced:
+                setter(lib.redlock_request_set_fenced(req, byref(err)))
+            if self._owner is not None:
+                setter(lib.redlock_request_set_reentrant(req, self._owner.encode("utf-8"), byref(err)))
+            if self._mode == "read":
+                setter(lib.redlock_request_set_read(req, byref(err)))
+            elif self._mode == "write":
+                setter(lib.redlock_request_set_write(req, byref(err)))
+            if self._permits is not None:
+                setter(lib.redlock_request_set_semaphore(req, self._permits, byref(err)))
+            if self._retries is not None:
+                setter(lib.redlock_request_set_retries(req, self._retries, byref(err)))
+            if self._retry_delay_ms is not None and self._retry_jitter_ms is not None:
+                setter(
+                    lib.redlock_request_set_retry_delay(
+                        req, self._retry_delay_ms, self._retry_jitter_ms, byref(err)
+                    )
                 )
-            )
-        if self._wait_timeout_ms is not None:
-            setter(lib.redlock_request_set_wait(req, self._wait_timeout_ms, byref(err)))
-        if not self._notifications:
-            setter(lib.redlock_request_set_notifications(req, False, byref(err)))
-        auto = self._auto_extend
-        if auto is not None:
-            setter(
-                lib.redlock_request_set_auto_extend(
-                    req,
-                    auto.fraction or 0.0,
-                    auto.max_hold_ms or 0,
-                    auto.max_extensions or 0,
-                    byref(err),
+            if self._wait_timeout_ms is not None:
+                setter(lib.redlock_request_set_wait(req, self._wait_timeout_ms, byref(err)))
+            if not self._notifications:
+                setter(lib.redlock_request_set_notifications(req, False, byref(err)))
+            auto = self._auto_extend
+            if auto is not None:
+                setter(
+                    lib.redlock_request_set_auto_extend(
+                        req,
+                        auto.fraction or 0.0,
+                        auto.max_hold_ms or 0,
+                        auto.max_extensions or 0,
+                        byref(err),
+                    )
                 )
-            )
-        if cancel is not None:
-            setter(lib.redlock_request_set_cancel(req, cancel._handle, byref(err)))
+            if cancel is not None:
+                setter(lib.redlock_request_set_cancel(req, cancel._handle, byref(err)))
+        except BaseException:
+            handle.free()
+            raise
         return handle
 
     def __repr__(self) -> str:
@@ -511,16 +515,17 @@ class Request:
 
 
 class _RequestHandle:
-    """Owns one C request; freed when this object goes."""
+    """Owns one C request until :meth:`free`. No ``__del__``: it would run wherever the last
+    reference goes, also in the main thread from a dropped traceback, where a signal handler's
+    exception would be printed and dropped (see ``_CancelHandle``)."""
 
     __slots__ = ("pointer",)
 
     def __init__(self, pointer: Any) -> None:
         self.pointer = pointer
 
-    def __del__(self) -> None:
-        pointer = getattr(self, "pointer", None)
+    def free(self) -> None:
+        pointer, self.pointer = self.pointer, None
         if pointer:
-            self.pointer = None
             lib.redlock_request_free(pointer)
 

@@ -27,7 +27,7 @@ from collections.abc import Generator, Iterable
 from types import TracebackType
 from typing import Any, Callable, TypeVar
 
-from ._blocking import Call, link
+from ._blocking import Call, link, unlink
 from ._client import Lock, NodeStatus, Redlock, Seconds, _lock_request, _ttl_of
 from ._errors import LockLost, Status
 from ._inspect import ForcedRelease, Inspection
@@ -55,7 +55,7 @@ async def _run(
     """
     loop = asyncio.get_running_loop()
     own = _CancelHandle() if cancellable else None
-    unlink = link(user_cancel, own)
+    link(user_cancel, own)
     finished = asyncio.Event()
 
     def notify() -> None:  # on the call's thread
@@ -92,7 +92,7 @@ async def _run(
             raise deferred
         return call.result()
     finally:
-        unlink()
+        unlink(user_cancel, own)
         if own is not None:
             call.free_when_finished(own)
 
