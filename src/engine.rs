@@ -7,15 +7,19 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use crate::cancel::Cancel;
 use crate::clock::ClockBoard;
 use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
 use crate::node::{self, Node, NodeStatus, ReplyTo, Request, Settings};
-use crate::quorum::{Decision, Tally, Vote};
+use crate::quorum::{Decision, Gate, Tally, Vote};
 use crate::wire::{Command, Script};
+
+/// Looks at the answers a caller takes spinning, then yielding, before it sleeps on the gate.
+const SPIN_LOOKS: u32 = 6;
+const YIELD_LOOKS: u32 = 4;
 
 /// The node workers of one client and its validated configuration.
 pub(crate) struct Engine {
@@ -195,8 +199,14 @@ impl Engine {
         let deadline = t0 + self.config.node_timeout;
         let (tx, rx) = crossbeam_channel::bounded(nodes.len());
         let mut tally = Tally::new(nodes.len());
+        let skipped = (0..nodes.len()).filter(|&i| !is_target(targets, i)).count();
+        // Without a cancel to watch, the caller sleeps until the answers can decide (one
+        // wake-up per fan-out); with one, it selects on the votes and the cancel.
+        let gate = cancel
+            .is_none()
+            .then(|| Arc::new(Gate::new(std::thread::current(), nodes.len(), skipped)));
         for (i, node) in nodes.iter().enumerate() {
-            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
+            if !is_target(targets, i) {
                 tally.record(i, Vote::No);
                 continue;
             }
@@ -208,23 +218,57 @@ impl Engine {
                 reply: Some(ReplyTo {
                     node: i,
                     tx: tx.clone(),
+                    gate: gate.clone(),
                 }),
                 live_until: release.flatten(),
             });
         }
         drop(tx);
+        // The workers hold the gate now: its last one going wakes this thread.
+        let gated = gate.is_some();
+        drop(gate);
         let mut cancelled = false;
+        let mut looks = 0u32;
         let decision = loop {
             if let Some(decision) = tally.decision() {
                 break decision;
             }
-            let received = match cancel {
-                None => rx.recv_deadline(deadline).map_err(|_| false),
-                Some(c) => crossbeam_channel::select! {
-                    recv(rx) -> msg => msg.map_err(|_| false),
-                    recv(c.fired()) -> _ => Err(true),
-                    default(deadline.saturating_duration_since(Instant::now())) => Err(false),
-                },
+            let received = if gated {
+                match rx.try_recv() {
+                    Ok(answer) => Ok(answer),
+                    Err(TryRecvError::Disconnected) => Err(false),
+                    Err(TryRecvError::Empty) => {
+                        let now = Instant::now();
+                        if now >= deadline {
+                            Err(false)
+                        } else {
+                            // First a few short looks (spinning, then yielding the core to the
+                            // workers, as crossbeam's own receive does), then sleep until the
+                            // gate wakes this thread. A wake-up that came before the park (or
+                            // a stray one) makes it return at once; the loop looks again.
+                            looks += 1;
+                            if looks <= SPIN_LOOKS {
+                                for _ in 0..1u32 << looks.min(6) {
+                                    std::hint::spin_loop();
+                                }
+                            } else if looks <= SPIN_LOOKS + YIELD_LOOKS {
+                                std::thread::yield_now();
+                            } else {
+                                std::thread::park_timeout(deadline - now);
+                            }
+                            continue;
+                        }
+                    }
+                }
+            } else {
+                match cancel {
+                    None => rx.recv_deadline(deadline).map_err(|_| false),
+                    Some(c) => crossbeam_channel::select! {
+                        recv(rx) -> msg => msg.map_err(|_| false),
+                        recv(c.fired()) -> _ => Err(true),
+                        default(deadline.saturating_duration_since(Instant::now())) => Err(false),
+                    },
+                }
             };
             match received {
                 Ok((i, vote)) => tally.record(i, vote),
@@ -232,8 +276,8 @@ impl Engine {
                     cancelled = true;
                     tally.fail_unanswered(NodeProblem::Cancelled);
                 }
-                // Every worker has answered or dropped the request: those that dropped it
-                // found the deadline already passed.
+                // Every worker has answered or dropped the request (those that dropped it
+                // found the deadline already passed), or the deadline has passed.
                 Err(false) => tally.fail_unanswered(NodeProblem::TimedOut),
             }
         };
@@ -259,7 +303,7 @@ impl Engine {
         live_until: Option<Instant>,
     ) {
         for (i, node) in self.nodes.iter().enumerate() {
-            if targets.is_some_and(|t| !t.get(i).copied().unwrap_or(false)) {
+            if !is_target(targets, i) {
                 continue;
             }
             node.send(Request {
@@ -277,4 +321,9 @@ impl Engine {
     pub(crate) fn live_until(&self, ttl: Duration) -> Option<Instant> {
         Instant::now().checked_add(ttl + self.config.node_timeout)
     }
+}
+
+/// Whether node `i` gets the command: all nodes when `targets` is `None`.
+fn is_target(targets: Option<&[bool]>, i: usize) -> bool {
+    targets.is_none_or(|t| t.get(i).copied().unwrap_or(false))
 }

@@ -18,7 +18,7 @@ use redis::Value;
 use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
 use crate::error::NodeProblem;
 use crate::probe::{self, Probe};
-use crate::quorum::Vote;
+use crate::quorum::{Gate, Vote};
 use crate::wire::{Command, Script};
 
 /// Most requests sent in one pipeline.
@@ -30,10 +30,25 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const IDLE_PROBE: Duration = Duration::from_secs(1);
 const WORKER_STACK: usize = 256 * 1024;
 
-/// Where a node's answer goes: the caller's channel, tagged with the node's index.
+/// Where a node's answer goes: the caller's channel, tagged with the node's index, and the
+/// gate that wakes the caller once the answers can decide (none: the caller waits on the
+/// channel itself).
 pub(crate) struct ReplyTo {
     pub node: usize,
     pub tx: Sender<(usize, Vote)>,
+    pub gate: Option<Arc<Gate>>,
+}
+
+impl ReplyTo {
+    /// Sends the vote, then counts it at the gate. A caller that stopped waiting needs no
+    /// answer, so a full or closed channel is fine.
+    fn send(self, vote: Vote) {
+        let kind = vote.kind();
+        let _ = self.tx.try_send((self.node, vote));
+        if let Some(gate) = &self.gate {
+            gate.count(kind);
+        }
+    }
 }
 
 pub(crate) struct Request {
@@ -283,9 +298,7 @@ impl Worker {
     fn fail(&mut self, mut r: Request, problem: &NodeProblem, now: Instant) {
         if r.worth_keeping(now) && !self.closing {
             if let Some(reply) = r.reply.take() {
-                let _ = reply
-                    .tx
-                    .try_send((reply.node, Vote::Failed(problem.clone())));
+                reply.send(Vote::Failed(problem.clone()));
             }
             self.deferred.push(r);
         } else {
@@ -296,8 +309,7 @@ impl Worker {
 
 fn answer(request: Request, vote: Vote) {
     if let Some(reply) = request.reply {
-        // The caller may have stopped waiting; then nobody needs this answer.
-        let _ = reply.tx.try_send((reply.node, vote));
+        reply.send(vote);
     }
 }
 

@@ -1,5 +1,7 @@
 //! The decision rules of Redlock, free of I/O so they can be tested with injected times.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::error::{NodeProblem, NodeReport, QuorumReport};
@@ -70,7 +72,23 @@ pub(crate) enum Vote {
     Failed(NodeProblem),
 }
 
+/// Which of the tally's three counts a vote goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VoteKind {
+    Yes,
+    No,
+    Failed,
+}
+
 impl Vote {
+    pub(crate) fn kind(&self) -> VoteKind {
+        match self {
+            Vote::Yes | Vote::Value(_) | Vote::Raw(_) => VoteKind::Yes,
+            Vote::No => VoteKind::No,
+            Vote::Failed(_) => VoteKind::Failed,
+        }
+    }
+
     fn is_yes(&self) -> bool {
         matches!(self, Vote::Yes | Vote::Value(_) | Vote::Raw(_))
     }
@@ -103,6 +121,68 @@ pub(crate) fn note_late(
         if let (true, Some(a)) = (vote.applied(), applied.get_mut(i)) {
             *a = true;
         }
+    }
+}
+
+/// When a caller waiting on a fan-out should look at the answers: the workers count their votes
+/// here and wake the caller (`Thread::unpark`) only once the answers so far can decide it (a
+/// quorum of yeses, more noes or more failures than a quorum leaves room for, or every node
+/// answered), and once more when the last worker lets go of the request, answered or dropped
+/// unsent (`Drop`). A fan-out then costs the caller one wake-up rather than one per answer.
+///
+/// It only times the caller's looks: the votes themselves travel on the caller's channel and
+/// the decision is [`Tally`]'s, so a gate that woke too early or too often would cost a look,
+/// never a wrong decision. Every condition under which [`Tally::decision`] decides is one
+/// where a count here crosses its threshold, so it never wakes too late.
+pub(crate) struct Gate {
+    caller: Thread,
+    nodes: usize,
+    quorum: usize,
+    yes: AtomicUsize,
+    no: AtomicUsize,
+    failed: AtomicUsize,
+    answered: AtomicUsize,
+}
+
+impl Gate {
+    /// For a fan-out to `nodes` nodes, `skipped` of which get no request (they count as noes).
+    pub(crate) fn new(caller: Thread, nodes: usize, skipped: usize) -> Gate {
+        Gate {
+            caller,
+            nodes,
+            quorum: quorum(nodes),
+            yes: AtomicUsize::new(0),
+            no: AtomicUsize::new(skipped),
+            failed: AtomicUsize::new(0),
+            answered: AtomicUsize::new(skipped),
+        }
+    }
+
+    /// Counts one vote, already sent to the caller's channel; wakes the caller if it decides.
+    pub(crate) fn count(&self, kind: VoteKind) {
+        if self.decides(kind) {
+            self.caller.unpark();
+        }
+    }
+
+    /// Counts one vote; true if the votes counted so far may now decide the call.
+    fn decides(&self, kind: VoteKind) -> bool {
+        let (counter, threshold) = match kind {
+            VoteKind::Yes => (&self.yes, self.quorum),
+            VoteKind::No => (&self.no, self.nodes - self.quorum + 1),
+            VoteKind::Failed => (&self.failed, self.nodes - self.quorum + 1),
+        };
+        // SeqCst: the vote was sent before, and the caller reads it after its wake-up.
+        let crossed = counter.fetch_add(1, Ordering::SeqCst) + 1 == threshold;
+        let all = self.answered.fetch_add(1, Ordering::SeqCst) + 1 == self.nodes;
+        crossed || all
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // The last request is gone: answered, or dropped unsent past its deadline.
+        self.caller.unpark();
     }
 }
 
@@ -429,6 +509,44 @@ mod tests {
 
     /// Exhaustive check over small clusters: whenever the tally decides, no later votes could
     /// have changed the outcome between "quorum" and "no quorum".
+    #[test]
+    fn the_gate_wakes_the_caller_no_later_than_the_tally_decides() {
+        // Every assignment of Yes/No/Failed to n nodes, some skipped (no request: a no), in
+        // node order: the gate must have woken the caller by the vote after which the tally
+        // first decides, and it wakes at most three times (one per count, and all answered).
+        for n in 1..=5usize {
+            for skipped in 0..n {
+                let sent = n - skipped;
+                for code in 0..3usize.pow(sent as u32) {
+                    let gate = Gate::new(std::thread::current(), n, skipped);
+                    let mut tally = Tally::new(n);
+                    for i in 0..skipped {
+                        tally.record(i, Vote::No);
+                    }
+                    let mut woken = tally.decision().is_some();
+                    let mut wakes = 0;
+                    for k in 0..sent {
+                        let vote = match (code / 3usize.pow(k as u32)) % 3 {
+                            0 => Vote::Yes,
+                            1 => Vote::No,
+                            _ => Vote::Failed(NodeProblem::TimedOut),
+                        };
+                        if gate.decides(vote.kind()) {
+                            woken = true;
+                            wakes += 1;
+                        }
+                        tally.record(skipped + k, vote);
+                        if tally.decision().is_some() {
+                            assert!(woken, "n={n} skipped={skipped} code={code} k={k}");
+                        }
+                    }
+                    assert!(tally.decision().is_some());
+                    assert!(wakes <= 3, "n={n} skipped={skipped} code={code}: {wakes}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn decisions_are_final() {
         for n in 1..=5usize {
