@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 import time
 
 import pytest
@@ -212,6 +214,39 @@ def test_a_forked_child_is_told_to_make_its_own_client(make_client, resource):
     assert outcome.startswith("ValueError") and "fork" in outcome, outcome
     assert lock.validity_ms > 0  # the parent's lock is untouched
     lock.release()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_can_lock_with_a_client_of_its_own(nodes, urls, make_client, resource):
+    # The main thread's blocking calls run on helper threads that a spawner thread starts; the
+    # child inherits none of the parent's threads, so it must get a spawner of its own.
+    make_client().try_lock(resource + ":parent", ttl_ms=10_000).release()  # parent's spawner ran
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            outcome = "no outcome"
+            try:
+                child = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
+                lock = child.lock(resource, ttl=10)
+                outcome = "locked " + lock.token
+                lock.release()
+                child.close()
+            except BaseException as exc:  # reported to the parent
+                outcome = f"{type(exc).__name__}: {exc}"
+            os.write(write_end, outcome.encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    ready, _, _ = select.select([read_end], [], [], 30)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    with os.fdopen(read_end) as pipe:
+        outcome = pipe.read() if ready else "the child hung"
+    os.waitpid(pid, 0)
+    assert outcome.startswith("locked "), outcome
+    assert_on_nodes(nodes, resource, None)  # and released it
 
 
 def test_default_options_come_from_the_library():
