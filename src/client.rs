@@ -12,7 +12,7 @@ use crate::inspect::{self, ForcedRelease, Inspection};
 use crate::kinds::{SCRIPTS, free_in};
 use crate::lock::{Acquired, Lock};
 use crate::node::NodeStatus;
-use crate::notify::{Notifier, Wake};
+use crate::notify::{Notifier, Turn, Wake};
 use crate::options::LockOptions;
 use crate::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
 use crate::request::{AutoExtend, LockRequest, Patience};
@@ -136,14 +136,53 @@ impl Redlock {
             resource: resource.to_string(),
         };
         let notify = wait_until.is_some() && request.notifications;
+        // A notified waiter's fallback wait after `round` of them, in case a release goes unheard.
+        let fallback = |round: u32| {
+            backoff_delay(
+                delay.max(Duration::from_millis(1)),
+                round,
+                WAIT_BACKOFF_CAP.max(delay),
+                rand::random(),
+            )
+        };
+        let queues = notify && kind.queues();
         let mut attempt: u32 = 0;
         // Waiters only: our subscription to release notifications, and how many fallback waits
         // have passed.
-        let mut subscription = None;
+        let mut subscription: Option<crate::notify::Subscription> = None;
         let mut round: u32 = 0;
+        if queues
+            && let Some(notifier) = self.started_notifier()
+            && notifier.queued(resource) > 0
+        {
+            // Another waiter of this client is ahead: queue behind it without trying, as the
+            // resource is held. The kind's own checks (a thread waiting for itself) come first.
+            kind.token()?;
+            subscription =
+                Some(notifier.subscribe(kind.keys(), config.node_timeout, false, true, cancel));
+        }
         loop {
             if cancel.is_some_and(Cancel::is_cancelled) {
                 return Err(cancelled());
+            }
+            if let (Some(sub), Some(deadline)) = (&subscription, wait_until) {
+                // A queued waiter tries once at the front of its queue (or at its deadline, a
+                // last time); it waits there for the lock of the one before to be released.
+                match sub.turn(deadline, cancel) {
+                    Turn::Now | Turn::TimedOut => {}
+                    Turn::Cancelled => return Err(cancelled()),
+                    Turn::HeldUntil(until) => {
+                        let now = Instant::now();
+                        let held = until.saturating_duration_since(now) + Duration::from_millis(1);
+                        let mut pause = held.min(deadline.saturating_duration_since(now));
+                        if !sub.healthy() {
+                            pause = pause.min(fallback(round));
+                        }
+                        if sub.wait(pause, cancel) == Wake::Cancelled {
+                            return Err(cancelled());
+                        }
+                    }
+                }
             }
             attempt = attempt.saturating_add(1);
             // Most kinds try themselves; a semaphore tries its slots in turn.
@@ -155,6 +194,9 @@ impl Redlock {
                 .then_some(&**kind);
             let tries = candidates.iter().flatten().map(|k| &**k).chain(itself);
             let mut failed = None;
+            // Whether a refused attempt of this round was granted by some node: the refusals
+            // may then come from other waiters' attempts rather than from a holder.
+            let mut contested = false;
             for this in tries {
                 if cancel.is_some_and(Cancel::is_cancelled) {
                     return Err(cancelled());
@@ -163,7 +205,8 @@ impl Redlock {
                 // Our host's suspensions before the batch: one during it makes the validity
                 // measured on our monotonic clock wrong, so the attempt fails and is undone.
                 let epoch = engine.board.epoch();
-                let outcome = engine.fan_out(&this.acquire(ttl_ms), resource, &token, None, cancel);
+                let mut outcome =
+                    engine.fan_out(&this.acquire(ttl_ms), resource, &token, None, cancel);
                 // The last quorum call of the attempt, if the kind made one after the acquire.
                 let mut last: Option<Outcome> = None;
                 if outcome.decision == Decision::Quorum && !outcome.cancelled {
@@ -176,6 +219,9 @@ impl Redlock {
                         && engine.board.epoch() == epoch
                     {
                         // A cancel that comes now is too late: the caller owns the lock.
+                        if let Some(sub) = &subscription {
+                            sub.acquired(outcome.t0 + ttl + config.node_timeout);
+                        }
                         let max_extensions = request
                             .auto_extend
                             .and_then(|a| a.max_extensions)
@@ -199,6 +245,16 @@ impl Redlock {
                         }
                         return Ok(lock);
                     }
+                }
+                if wait_until.is_some()
+                    && outcome.decision == Decision::Refused
+                    && !outcome.cancelled
+                {
+                    // Every node's answer (they come within the call's deadline): whether any
+                    // granted this attempt decides how long a waiter may sleep (below), and
+                    // the undo then goes only where it is needed.
+                    outcome.settle(outcome.t0 + config.node_timeout);
+                    contested |= outcome.tally.yes() > 0;
                 }
                 // A SET may have landed where the reply was lost, late or cut short by a
                 // cancel: undo it everywhere before anything else.
@@ -229,15 +285,7 @@ impl Redlock {
                     } else if !notify {
                         Some(retry_delay(delay, jitter, rand::random()).min(left))
                     } else {
-                        Some(
-                            backoff_delay(
-                                delay.max(Duration::from_millis(1)),
-                                round,
-                                WAIT_BACKOFF_CAP.max(delay),
-                                rand::random(),
-                            )
-                            .min(left),
-                        )
+                        Some(fallback(round).min(left))
                     }
                 }
             };
@@ -267,9 +315,16 @@ impl Redlock {
                     kind.keys(),
                     config.node_timeout,
                     kind.shared(),
+                    queues,
                     cancel,
                 ));
                 just_subscribed = true;
+            }
+            if let Some(sub) = &subscription
+                && !sub.at_front()
+            {
+                // Queued behind another waiter: its turn comes first (at the loop's top).
+                continue;
             }
             if wait_until.is_some() && refused {
                 // Never sleep past the moment the holder's keys expire on a quorum: a lost
@@ -285,9 +340,11 @@ impl Redlock {
                     let free = free + Duration::from_millis(1);
                     let left =
                         wait_until.map_or(free, |d| d.saturating_duration_since(Instant::now()));
-                    pause = if subscription.as_ref().is_some_and(|s| s.healthy()) {
+                    pause = if !contested && subscription.as_ref().is_some_and(|s| s.healthy()) {
                         // A release would be heard: no polling, only a look once the holder's
-                        // keys should be gone (it expired, or its release went unheard).
+                        // keys should be gone (it expired, or its release went unheard). Not
+                        // after a split vote: the keys of attempts that are being undone
+                        // (whose undo announces nothing) may be all there is.
                         free.min(left)
                     } else {
                         pause.min(free)
@@ -319,6 +376,13 @@ impl Redlock {
     #[doc(hidden)]
     pub fn simulate_host_suspension(&self) {
         self.inner.engine.board.simulate_suspension();
+    }
+
+    /// How many of this client's waiters are queued on `resource`, waiting for their turn or at
+    /// the front. Only for tests, which wait for a waiter to be queued; not part of the API.
+    #[doc(hidden)]
+    pub fn queued_waiters(&self, resource: &str) -> usize {
+        self.started_notifier().map_or(0, |n| n.queued(resource))
     }
 
     /// Acquires `resource` for `ttl`, retrying up to `retry_count` times after a random delay:
@@ -403,6 +467,11 @@ impl Redlock {
             });
         }
         Ok(())
+    }
+
+    /// The subscriber threads, if started.
+    fn started_notifier(&self) -> Option<Arc<Notifier>> {
+        relock(&self.inner.notifier).as_ref().map(Arc::clone)
     }
 
     /// The subscriber threads, started on first use.

@@ -67,6 +67,19 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// Takes in the votes that come after the decision, waiting for them until `by` (the
+    /// call's deadline), so that the tally says what every node answered.
+    pub(crate) fn settle(&mut self, by: Instant) {
+        loop {
+            let next = match self.late.recv_deadline(by) {
+                Ok(answer) => Ok(answer),
+                Err(_) => self.late.try_recv(),
+            };
+            let Ok((i, vote)) = next else { return };
+            self.tally.record(i, vote);
+        }
+    }
+
     pub(crate) fn report(&self, engine: &Engine) -> QuorumReport {
         let names: Vec<String> = engine.nodes.iter().map(|n| n.address.clone()).collect();
         self.tally.report(&names, self.decided - self.t0)

@@ -15,8 +15,16 @@
 //! A notification only wakes waiters early: a message can be lost (a node down, a connection
 //! rebuilt, a key that expired instead of being released), so every wait also has a timeout, the
 //! jittered exponential backoff in `client.rs`.
+//!
+//! Waiters of an exclusive kind on one key also queue here, in arrival order: only the one at
+//! the front listens for releases and tries; the others wait for their turn and send nothing.
+//! When the front leaves, the next becomes the front: told that the resource is held until a
+//! known time if the one before got the lock, else to try at once (it gave up, and may have taken
+//! a release notification with it). A release then costs the nodes one attempt per client, not one
+//! per waiting thread.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -60,6 +68,9 @@ struct SlotState {
     /// on a clone of the receiver (a disconnect is seen by all, a message by one).
     all_tx: Sender<()>,
     all_rx: Receiver<()>,
+    /// Queued exclusive waiters, in arrival order (see the module's doc): each one's place and
+    /// where to tell it that it is at the front.
+    queue: VecDeque<(u64, Sender<Turn>)>,
 }
 
 impl Default for SlotState {
@@ -71,8 +82,25 @@ impl Default for SlotState {
             epoch: 0,
             all_tx,
             all_rx,
+            queue: VecDeque::new(),
         }
     }
+}
+
+/// Places in the waiters' queues.
+static PLACES: AtomicU64 = AtomicU64::new(0);
+
+/// What a queued waiter learns when its turn comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Try now: it was already at the front, or the one before gave up.
+    Now,
+    /// The one before got the lock, whose keys live until then at most: wait for its release
+    /// (or that time) before trying.
+    HeldUntil(Instant),
+    /// The wait's deadline passed first.
+    TimedOut,
+    Cancelled,
 }
 
 /// How many recent release tokens a slot remembers.
@@ -208,15 +236,24 @@ impl Notifier {
         Ok(notifier)
     }
 
+    /// How many waiters are queued on `resource` (see the module's doc).
+    pub(crate) fn queued(&self, resource: &str) -> usize {
+        self.registry
+            .slot(resource)
+            .map_or(0, |slot| relock(&slot.state).queue.len())
+    }
+
     /// Registers a waiter on `resources`, subscribing each on every node if it is the first
     /// waiter there, and waits up to `ready_within` for the subscriptions to be active, so that
     /// a release right after this returns is not missed. A `shared` waiter wakes on every
-    /// release (see [`Subscription::wait`]).
+    /// release (see [`Subscription::wait`]). A waiter that `queue`s on its one resource takes
+    /// the last place in its queue (see [`Subscription::turn`]).
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         resources: &[Arc<str>],
         ready_within: Duration,
         shared: bool,
+        queue: bool,
         cancel: Option<&Cancel>,
     ) -> Subscription {
         let mut slots = Vec::with_capacity(resources.len());
@@ -245,6 +282,22 @@ impl Notifier {
             }
             slots.push((Arc::clone(resource), slot));
         }
+        let place = match &slots[..] {
+            [(_, slot)] if queue && !shared => {
+                let (tx, turn) = crossbeam_channel::bounded(1);
+                let id = PLACES.fetch_add(1, Ordering::Relaxed);
+                let mut state = relock(&slot.state);
+                let front = state.queue.is_empty();
+                state.queue.push_back((id, tx));
+                Some(Place {
+                    id,
+                    turn,
+                    front: AtomicBool::new(front),
+                    held_until: Mutex::new(None),
+                })
+            }
+            _ => None,
+        };
         let deadline = Instant::now() + ready_within;
         for (_, slot) in &slots {
             let mut state = relock(&slot.state);
@@ -265,6 +318,7 @@ impl Notifier {
             notifier: Arc::clone(self),
             slots,
             shared: shared.then(|| Mutex::new(seen)),
+            place,
         }
     }
 
@@ -289,6 +343,17 @@ pub(crate) struct Subscription {
     /// A shared waiter's: per slot, the releases it has seen (the epoch when it subscribed or
     /// last woke). Any release after that wakes it, even one announced while it was trying.
     shared: Option<Mutex<Vec<u64>>>,
+    /// A queued waiter's place in its resource's queue.
+    place: Option<Place>,
+}
+
+struct Place {
+    id: u64,
+    /// Where the one before says that this waiter is at the front.
+    turn: Receiver<Turn>,
+    front: AtomicBool,
+    /// Set once this waiter got the lock: until when its keys live, for the next one.
+    held_until: Mutex<Option<Instant>>,
 }
 
 /// Why a wait ended.
@@ -308,6 +373,53 @@ impl Subscription {
         self.slots
             .iter()
             .all(|(_, slot)| relock(&slot.state).subscribed >= quorum)
+    }
+
+    /// Waits until this waiter is at the front of its queue (at once if it is, or did not
+    /// queue), `deadline` passes or `cancel` fires.
+    pub(crate) fn turn(&self, deadline: Instant, cancel: Option<&Cancel>) -> Turn {
+        let Some(place) = &self.place else {
+            return Turn::Now;
+        };
+        if place.front.load(Ordering::Relaxed) {
+            return Turn::Now;
+        }
+        let mut select = Select::new();
+        select.recv(&place.turn);
+        let fired = cancel.map(Cancel::fired);
+        if let Some(rx) = fired {
+            select.recv(rx);
+        }
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let Ok(op) = select.select_timeout(timeout) else {
+            return Turn::TimedOut;
+        };
+        if op.index() == 0 {
+            // Sent once, by whoever made this waiter the front; it cannot be disconnected
+            // while this waiter is queued.
+            let turn = op.recv(&place.turn).unwrap_or(Turn::Now);
+            place.front.store(true, Ordering::Relaxed);
+            return turn;
+        }
+        if let Some(rx) = fired {
+            let _ = op.recv(rx);
+        }
+        Turn::Cancelled
+    }
+
+    /// Whether this waiter is at the front of its queue, or did not queue.
+    pub(crate) fn at_front(&self) -> bool {
+        self.place
+            .as_ref()
+            .is_none_or(|p| p.front.load(Ordering::Relaxed))
+    }
+
+    /// Records that this waiter got the lock, whose keys live until `keys_until` at most: the
+    /// next in its queue waits for that lock's release instead of trying at once.
+    pub(crate) fn acquired(&self, keys_until: Instant) {
+        if let Some(place) = &self.place {
+            *relock(&place.held_until) = Some(keys_until);
+        }
     }
 
     /// Waits until a release is announced, `timeout` passes or `cancel` fires. A release
@@ -389,6 +501,24 @@ fn select(receivers: &[&Receiver<()>], timeout: Duration, cancel: Option<&Cancel
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        if let (Some(place), [(_, slot)]) = (&self.place, &self.slots[..]) {
+            let held_until = *relock(&place.held_until);
+            let mut state = relock(&slot.state);
+            let at = state.queue.iter().position(|(id, _)| *id == place.id);
+            if let Some(at) = at {
+                state.queue.remove(at);
+                if at == 0
+                    && let Some((_, next)) = state.queue.front()
+                {
+                    let _ = next.try_send(held_until.map_or(Turn::Now, Turn::HeldUntil));
+                }
+            }
+            if held_until.is_some() {
+                // A release announced before this waiter got the lock would wake the next one
+                // only to be refused: while the lock is held, no one else can release it.
+                while slot.released.try_recv().is_ok() {}
+            }
+        }
         for (resource, _) in &self.slots {
             let last = {
                 let mut slots = relock(&self.notifier.registry.slots);

@@ -315,7 +315,6 @@ impl Tally {
             .collect()
     }
 
-    #[cfg(test)]
     pub(crate) fn yes(&self) -> usize {
         self.yes
     }

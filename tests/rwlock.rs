@@ -316,7 +316,16 @@ fn a_thread_cannot_wait_for_its_own_lock() {
         let write = write.clone();
         std::thread::spawn(move || rl.acquire(&write).map(|l| l.release()))
     };
-    std::thread::sleep(Duration::from_millis(200));
+    // With that writer queued, this thread still may not queue behind it for a write.
+    assert!(eventually(Duration::from_secs(10), || rl
+        .queued_waiters("self")
+        == 1));
+    let started = Instant::now();
+    assert!(matches!(
+        rl.acquire(&write),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(started.elapsed() < Duration::from_secs(10), "it waited");
     held.release().unwrap();
     drop(again); // a drop ends the claim like a release
     assert!(matches!(other.join().unwrap(), Ok(Ok(()))));

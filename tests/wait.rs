@@ -211,3 +211,189 @@ fn notifications_cut_the_commands_waiters_cause() {
         "with notifications {notified} commands, polling {polling}"
     );
 }
+
+/// Calls of `command` the nodes ran (`INFO commandstats`), summed.
+fn calls(cluster: &Cluster, command: &str) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut n.conn())
+                .expect("INFO commandstats");
+            let prefix = format!("cmdstat_{command}:calls=");
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Starts a thread that waits for `resource` and records `id` once it holds it, and returns
+/// once the waiter is queued in `rl` (the `queued`-th).
+fn queue_waiter(
+    rl: &redlock::Redlock,
+    resource: &'static str,
+    id: usize,
+    queued: usize,
+    order: &Arc<std::sync::Mutex<Vec<usize>>>,
+) -> std::thread::JoinHandle<()> {
+    let (rl2, order) = (rl.clone(), Arc::clone(order));
+    let t = std::thread::spawn(move || {
+        let lock = rl2
+            .lock_with(resource, TTL, waiting(Duration::from_secs(60)))
+            .unwrap();
+        order.lock().unwrap().push(id);
+        std::thread::sleep(Duration::from_millis(5));
+        lock.release().unwrap();
+    });
+    assert!(
+        eventually(Duration::from_secs(10), || rl.queued_waiters(resource)
+            == queued),
+        "waiter {id} did not queue"
+    );
+    t
+}
+
+#[test]
+fn local_waiters_get_the_lock_in_arrival_order() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let holder = rl.lock("fifo", TTL).unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..6)
+        .map(|i| queue_waiter(&rl, "fifo", i, i + 1, &order))
+        .collect();
+    holder.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(rl.queued_waiters("fifo"), 0);
+}
+
+#[test]
+fn waiters_queued_behind_another_send_nothing_until_their_turn() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let holder = rl.lock("quiet", TTL).unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // The first waiter tries, is refused and waits for the release at the front.
+    let mut threads = vec![queue_waiter(&rl, "quiet", 0, 1, &order)];
+    let (sets, scripts) = (calls(&cluster, "set"), calls(&cluster, "evalsha"));
+    for i in 1..11 {
+        threads.push(queue_waiter(&rl, "quiet", i, i + 1, &order));
+    }
+    // Ten more waiters, and not one attempt or read among them.
+    assert_eq!(calls(&cluster, "set"), sets);
+    assert_eq!(calls(&cluster, "evalsha"), scripts);
+    holder.release().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(order.lock().unwrap().len(), 11);
+}
+
+#[test]
+fn the_turn_passes_on_when_the_waiter_in_front_gives_up() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let holder = rl.lock("giveup", Duration::from_secs(60)).unwrap();
+    // In front: one that will be cancelled, one that times out; both leave without the lock.
+    let cancel = redlock::Cancel::new();
+    let cancelled = {
+        let (rl, cancel) = (rl.clone(), cancel.clone());
+        std::thread::spawn(move || {
+            let request = redlock::LockRequest::new("giveup", TTL)
+                .wait(Duration::from_secs(60))
+                .cancel(&cancel);
+            rl.acquire(&request)
+        })
+    };
+    assert!(eventually(Duration::from_secs(10), || rl
+        .queued_waiters("giveup")
+        == 1));
+    let timing_out = {
+        let rl = rl.clone();
+        std::thread::spawn(move || rl.lock_with("giveup", TTL, waiting(Duration::from_secs(1))))
+    };
+    assert!(eventually(Duration::from_secs(10), || rl
+        .queued_waiters("giveup")
+        == 2));
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let last = queue_waiter(&rl, "giveup", 2, 3, &order);
+    cancel.cancel();
+    assert!(matches!(
+        cancelled.join().unwrap(),
+        Err(Error::Cancelled { .. })
+    ));
+    assert!(matches!(
+        timing_out.join().unwrap(),
+        Err(Error::NotAcquired { .. })
+    ));
+    // The last waiter is at the front now: the release wakes it, long before its 60 s are up
+    // or the holder's 60 s TTL runs out.
+    let released = Instant::now();
+    holder.release().unwrap();
+    last.join().unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        released.elapsed()
+    );
+    assert_eq!(*order.lock().unwrap(), vec![2]);
+}
+
+#[test]
+fn a_split_vote_does_not_leave_a_waiter_asleep_until_the_keys_expire() {
+    let cluster = Cluster::start(5);
+    let rl = cluster.client();
+    // The keys of other clients' failed attempts on a quorum, about to be undone (an undo
+    // announces nothing): this waiter's own attempt gets two yes votes and three refusals.
+    for node in &cluster.nodes[..3] {
+        node.set("split", "another-attempt", 30_000);
+    }
+    let waiter = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            rl.lock_with("split", TTL, waiting(Duration::from_secs(25)))
+                .map(|l| l.release())
+        })
+    };
+    assert!(eventually(Duration::from_secs(10), || cluster
+        .nodes
+        .iter()
+        .all(|n| n.release_subscribers("split") == 1)));
+    std::thread::sleep(Duration::from_millis(300));
+    for node in &cluster.nodes[..3] {
+        node.del("split");
+    }
+    let undone = Instant::now();
+    waiter.join().unwrap().unwrap().unwrap();
+    // Its fallback retries (at most 1 s apart) find the keys gone, long before their 30 s.
+    assert!(
+        undone.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        undone.elapsed()
+    );
+}
+
+#[test]
+fn a_reentrant_owner_takes_its_lock_again_past_queued_waiters() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let outer = rl.reentrant_lock("owner", "alice", TTL).unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let waiter = queue_waiter(&rl, "owner", 0, 1, &order);
+    let request = redlock::LockRequest::new("owner", TTL)
+        .reentrant("alice")
+        .wait(Duration::from_secs(5));
+    let inner = rl.acquire(&request).unwrap();
+    inner.release().unwrap();
+    outer.release().unwrap();
+    waiter.join().unwrap();
+    assert_eq!(*order.lock().unwrap(), vec![0]);
+}

@@ -159,6 +159,10 @@ impl Kind for Fenced {
         &self.keys
     }
 
+    fn queues(&self) -> bool {
+        true
+    }
+
     fn acquire(&self, ttl_ms: u64) -> Command {
         // A repeat after a first run answers "held", never a false yes; an extra INCR only
         // skips a number.

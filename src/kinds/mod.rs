@@ -112,6 +112,12 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether this kind's waiters queue in arrival order in their client (one key, exclusive,
+    /// not reentrant: a holder taking its lock again must not wait behind its own waiters).
+    fn queues(&self) -> bool {
+        false
+    }
+
     /// Reads, on one node, how long until this kind could be acquired there by itself (its
     /// keys' remaining TTL, in ms); a waiter sleeps no longer than that on a quorum.
     fn remaining(&self) -> Command {

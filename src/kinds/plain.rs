@@ -68,6 +68,10 @@ impl Kind for Plain {
         &self.keys
     }
 
+    fn queues(&self) -> bool {
+        true
+    }
+
     fn acquire(&self, ttl_ms: u64) -> Command {
         Command::set_nx(ttl_ms)
     }

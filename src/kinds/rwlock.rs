@@ -290,6 +290,10 @@ impl Kind for ReadWrite {
     fn shared(&self) -> bool {
         self.mode == Mode::Read
     }
+
+    fn queues(&self) -> bool {
+        self.mode == Mode::Write
+    }
 }
 
 /// A granted read or write lock, registered as the acquiring thread's until released.
