@@ -2,8 +2,11 @@
 //! the lock after a release, with release notifications and with plain polling.
 //!
 //! 50 waiter threads (one client, as in one service) take turns on one resource: each holds it
-//! for `--hold-ms` (default 100), releases it, steps back for twice that and queues again, for `--seconds` (default 8) per
-//! mode, against 5 local redis-server nodes started here. Reported per mode, one JSON line each:
+//! for `--hold-ms` (default 100), releases it, steps back for 2⅓ times that and queues again, for
+//! `--seconds` (default 8) per mode, against 5 local redis-server nodes started here. (Not a
+//! whole multiple of the hold: a thread coming back exactly as another releases kept the cores
+//! awake at each release and made wake-ups look about 0.4 ms faster than they are on an idle
+//! machine.) Reported per mode, one JSON line each:
 //! commands per second the nodes ran (`INFO stats` `total_commands_processed` deltas, summed
 //! over the nodes), handovers, and the wake-up latency from a release to the next acquisition
 //! (median, p90), and per handover both the commands the nodes ran (`commands_per_handover`,
@@ -74,7 +77,7 @@ fn run(
                     let _ = lock.release();
                     // Step back, so that the next holder is one of the waiters, not the thread
                     // that just released; then queue again.
-                    std::thread::sleep(hold * 2);
+                    std::thread::sleep(hold * 2 + hold / 3);
                 }
             })
         })
