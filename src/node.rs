@@ -292,6 +292,9 @@ pub(crate) fn spawn(
     ))
 }
 
+/// How long a worker looks for a next request before it sleeps.
+const WORKER_SPIN: Duration = Duration::from_micros(50);
+
 impl Worker {
     /// Answers a request that could not be sent, or keeps it for after the reconnect.
     /// A caller waiting for the answer hears of the failure now either way.
@@ -383,7 +386,7 @@ impl Worker {
             // Receiving fails only once every sender is gone: the client was dropped, and its
             // deferred cleanups go with it (their keys expire with the TTL).
             let first = if self.deferred.is_empty() {
-                self.rx.recv().map_err(|_| ())
+                self.next_request()
             } else {
                 match self.rx.recv_deadline(self.retry_at) {
                     Ok(r) => Ok(r),
@@ -408,6 +411,21 @@ impl Worker {
             }
             self.serve(&mut batch);
             batch.clear();
+        }
+    }
+
+    /// The next request, looked for a short while before sleeping on the channel: a caller
+    /// often sends its next command (a release after an acquire) right after our answer, and
+    /// catching it awake saves the wake-up of a sleeping thread.
+    fn next_request(&self) -> Result<Request, ()> {
+        let until = Instant::now() + WORKER_SPIN;
+        loop {
+            match self.rx.try_recv() {
+                Ok(r) => return Ok(r),
+                Err(TryRecvError::Disconnected) => return Err(()),
+                Err(TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
+                Err(TryRecvError::Empty) => return self.rx.recv().map_err(|_| ()),
+            }
         }
     }
 
