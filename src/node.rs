@@ -273,6 +273,8 @@ pub(crate) fn spawn(
         down_reason: String::from("not connected yet"),
         closing: false,
         used_at: Instant::now(),
+        answered_at: Instant::now(),
+        spin: true,
         health: Arc::clone(&health),
         buf: Vec::with_capacity(4096),
         deferred: Vec::new(),
@@ -368,6 +370,10 @@ struct Worker {
     closing: bool,
     /// When the connection last carried a command (or was opened).
     used_at: Instant,
+    /// When the last batch was answered, and whether the next request came within
+    /// `WORKER_SPIN` of it last time: only then is it looked for awake (see `next_request`).
+    answered_at: Instant,
+    spin: bool,
     health: Arc<Health>,
     buf: Vec<u8>,
     /// Cleanups that found the node down, sent once it is back (see `Request::live_until`).
@@ -411,22 +417,29 @@ impl Worker {
             }
             self.serve(&mut batch);
             batch.clear();
+            self.answered_at = Instant::now();
         }
     }
 
-    /// The next request, looked for a short while before sleeping on the channel: a caller
-    /// often sends its next command (a release after an acquire) right after our answer, and
-    /// catching it awake saves the wake-up of a sleeping thread.
-    fn next_request(&self) -> Result<Request, ()> {
-        let until = Instant::now() + WORKER_SPIN;
-        loop {
+    /// The next request. A caller in a tight loop sends its next command (a release after an
+    /// acquire) right after our answer, and catching it awake saves waking a sleeping thread,
+    /// so while requests have been coming within `WORKER_SPIN` of the answers, the worker
+    /// looks for one that long before it sleeps on the channel; once one comes later, it
+    /// sleeps at once, so that a client holding its locks for longer burns no CPU looking.
+    fn next_request(&mut self) -> Result<Request, ()> {
+        let until = self.answered_at + WORKER_SPIN;
+        let next = loop {
             match self.rx.try_recv() {
-                Ok(r) => return Ok(r),
-                Err(TryRecvError::Disconnected) => return Err(()),
-                Err(TryRecvError::Empty) if Instant::now() < until => std::thread::yield_now(),
-                Err(TryRecvError::Empty) => return self.rx.recv().map_err(|_| ()),
+                Ok(r) => break Ok(r),
+                Err(TryRecvError::Disconnected) => break Err(()),
+                Err(TryRecvError::Empty) if self.spin && Instant::now() < until => {
+                    std::thread::yield_now()
+                }
+                Err(TryRecvError::Empty) => break self.rx.recv().map_err(|_| ()),
             }
-        }
+        };
+        self.spin = Instant::now() < until;
+        next
     }
 
     fn serve(&mut self, batch: &mut Vec<Request>) {
