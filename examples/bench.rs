@@ -25,6 +25,9 @@
 //! - `cancel-latency`: N = 5, a waiter parked on a held resource is cancelled, 200 times: time
 //!   from `Cancel::cancel` to the acquisition's return.
 //!
+//! Every timed configuration also reports `cpu_us_per_cycle`: the CPU time the whole process
+//! used per cycle (callers and node workers, not the redis servers), from /proc in 10 ms ticks.
+//!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 
 #[path = "../tests/support/mod.rs"]
@@ -70,6 +73,8 @@ struct Sample {
     elapsed: Duration,
     /// Per cycle (or per acquire), µs.
     latencies: Vec<f64>,
+    /// CPU time the whole process used meanwhile (callers and node workers), in ticks.
+    cpu_ticks: u64,
 }
 
 impl Sample {
@@ -81,11 +86,12 @@ impl Sample {
         };
         format!(
             "{{\"config\":\"{name}\",\"nodes\":{nodes},\"threads\":{threads},\"cycles\":{},\
-             \"cycles_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1}}}",
+             \"cycles_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"cpu_us_per_cycle\":{:.0}}}",
             self.cycles,
             self.cycles as f64 / self.elapsed.as_secs_f64(),
             pct(0.50),
-            pct(0.99)
+            pct(0.99),
+            self.cpu_ticks as f64 * 1e4 / self.cycles.max(1) as f64
         )
     }
 }
@@ -96,6 +102,7 @@ where
     F: FnMut(u64) -> f64 + Send + 'static,
 {
     let started = Instant::now();
+    let ticks = cpu_ticks();
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let mut cycle = make(t);
@@ -119,6 +126,7 @@ where
         cycles: latencies.len(),
         elapsed: started.elapsed(),
         latencies,
+        cpu_ticks: cpu_ticks() - ticks,
     }
 }
 
@@ -423,7 +431,8 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// CPU time this process has used, from /proc (utime + stime, in clock ticks of 10 ms).
+/// CPU time this process has used, from /proc (utime + stime, in clock ticks of 10 ms: 10,000
+/// µs).
 fn cpu_ticks() -> u64 {
     std::fs::read_to_string("/proc/self/stat")
         .ok()

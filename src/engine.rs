@@ -4,6 +4,7 @@
 //! Below the lock kinds and above the node workers: it knows commands and votes, not locks.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,13 @@ use crate::wire::{Command, Script};
 /// Looks at the answers a caller takes spinning, then yielding, before it sleeps on the gate.
 const SPIN_LOOKS: u32 = 6;
 const YIELD_LOOKS: u32 = 4;
+/// How long a caller looks (yielding) before it sleeps, while its recent calls have been
+/// deciding within `SPIN_WHILE_UNDER` on average: on a fast network, catching the answers
+/// awake saves a wake-up per call; on a slower one the looking would mostly be in vain and burn
+/// CPU, so the caller sleeps after the few looks above. (Twice the spin: a call that sleeps
+/// also pays for its wake-up, which must not keep a fast network counted as slow.)
+const CALLER_SPIN: Duration = Duration::from_micros(100);
+const SPIN_WHILE_UNDER: Duration = Duration::from_micros(200);
 
 /// The node workers of one client and its validated configuration.
 pub(crate) struct Engine {
@@ -33,6 +41,8 @@ pub(crate) struct Engine {
     /// What the workers learn about clocks; held locks watch its count of our host's
     /// suspensions ([`ClockBoard::epoch`]).
     pub(crate) board: Arc<ClockBoard>,
+    /// How long recent calls took to decide, in ns (a moving average), for `CALLER_SPIN`.
+    recent_ns: AtomicU64,
 }
 
 impl Drop for Engine {
@@ -117,6 +127,7 @@ impl Engine {
             config,
             clients: clients.clone(),
             board: Arc::clone(&board),
+            recent_ns: AtomicU64::new(0),
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
@@ -242,6 +253,7 @@ impl Engine {
         drop(gate);
         let mut cancelled = false;
         let mut looks = 0u32;
+        let fast = self.recent_ns.load(Ordering::Relaxed) < SPIN_WHILE_UNDER.as_nanos() as u64;
         let decision = loop {
             if let Some(decision) = tally.decision() {
                 break decision;
@@ -264,7 +276,9 @@ impl Engine {
                                 for _ in 0..1u32 << looks.min(6) {
                                     std::hint::spin_loop();
                                 }
-                            } else if looks <= SPIN_LOOKS + YIELD_LOOKS {
+                            } else if looks <= SPIN_LOOKS + YIELD_LOOKS
+                                || (fast && now < t0 + CALLER_SPIN)
+                            {
                                 std::thread::yield_now();
                             } else {
                                 std::thread::park_timeout(deadline - now);
@@ -294,11 +308,18 @@ impl Engine {
                 Err(false) => tally.fail_unanswered(NodeProblem::TimedOut),
             }
         };
+        let decided = Instant::now();
+        if gated {
+            let took = u64::try_from((decided - t0).as_nanos()).unwrap_or(u64::MAX);
+            let recent = self.recent_ns.load(Ordering::Relaxed);
+            let average = recent - recent / 8 + took / 8;
+            self.recent_ns.store(average, Ordering::Relaxed);
+        }
         Outcome {
             decision,
             tally,
             t0,
-            decided: Instant::now(),
+            decided,
             late: rx,
             cancelled,
         }
