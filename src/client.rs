@@ -250,11 +250,14 @@ impl Redlock {
                     && outcome.decision == Decision::Refused
                     && !outcome.cancelled
                 {
-                    // Every node's answer (they come within the call's deadline): whether any
-                    // granted this attempt decides how long a waiter may sleep (below), and
-                    // the undo then goes only where it is needed.
-                    outcome.settle(outcome.t0 + config.node_timeout);
-                    contested |= outcome.tally.yes() > 0;
+                    // The answers that came just after the decision: whether any granted this
+                    // attempt decides how long a waiter may sleep (below), and the undo then
+                    // goes only where it is needed.
+                    outcome.settle();
+                    // A node still silent (slow or hung) may have granted it too: better one
+                    // needless retry on the backoff than a waiter asleep until keys expire.
+                    contested |= outcome.tally.yes() > 0
+                        || outcome.tally.votes().count() < outcome.tally.nodes();
                 }
                 // A SET may have landed where the reply was lost, late or cut short by a
                 // cancel: undo it everywhere before anything else.

@@ -77,9 +77,20 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
-    /// Takes in the votes that come after the decision, waiting for them until `by` (the
-    /// call's deadline), so that the tally says what every node answered.
-    pub(crate) fn settle(&mut self, by: Instant) {
+    /// Takes in the votes that come after the decision, waiting for them until as long again
+    /// as the decision took (they are usually that close behind), so that the tally says what
+    /// the nodes answered; a node that has not answered by then (hung) stays unknown. Not after
+    /// a decision that timed some node out: a late answer from one cannot be recorded, and the
+    /// kinds' undo reads it from `late` (a reentrant hold counted there).
+    pub(crate) fn settle(&mut self) {
+        if self
+            .tally
+            .votes()
+            .any(|v| matches!(v, Vote::Failed(NodeProblem::TimedOut)))
+        {
+            return;
+        }
+        let by = self.decided + (self.decided - self.t0);
         loop {
             let next = match self.late.recv_deadline(by) {
                 Ok(answer) => Ok(answer),

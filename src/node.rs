@@ -274,7 +274,7 @@ pub(crate) fn spawn(
         closing: false,
         used_at: Instant::now(),
         answered_at: Instant::now(),
-        spin: true,
+        quick: 0,
         health: Arc::clone(&health),
         buf: Vec::with_capacity(4096),
         deferred: Vec::new(),
@@ -294,8 +294,12 @@ pub(crate) fn spawn(
     ))
 }
 
-/// How long a worker looks for a next request before it sleeps.
+/// How long a worker looks for a next request before it sleeps, once `QUICK_TO_SPIN` requests
+/// in a row came that soon after the answer before them. Not after one: in a lock, release,
+/// pause loop the quick and the slow gaps alternate, and the look would come after each
+/// release's answer, always in vain.
 const WORKER_SPIN: Duration = Duration::from_micros(50);
+const QUICK_TO_SPIN: u8 = 2;
 
 impl Worker {
     /// Answers a request that could not be sent, or keeps it for after the reconnect.
@@ -370,10 +374,10 @@ struct Worker {
     closing: bool,
     /// When the connection last carried a command (or was opened).
     used_at: Instant,
-    /// When the last batch was answered, and whether the next request came within
-    /// `WORKER_SPIN` of it last time: only then is it looked for awake (see `next_request`).
+    /// When the last batch was answered, and how many requests in a row came within
+    /// `WORKER_SPIN` of the answer before them (see `next_request`).
     answered_at: Instant,
-    spin: bool,
+    quick: u8,
     health: Arc<Health>,
     buf: Vec<u8>,
     /// Cleanups that found the node down, sent once it is back (see `Request::live_until`).
@@ -432,13 +436,19 @@ impl Worker {
             match self.rx.try_recv() {
                 Ok(r) => break Ok(r),
                 Err(TryRecvError::Disconnected) => break Err(()),
-                Err(TryRecvError::Empty) if self.spin && Instant::now() < until => {
+                Err(TryRecvError::Empty)
+                    if self.quick >= QUICK_TO_SPIN && Instant::now() < until =>
+                {
                     std::thread::yield_now()
                 }
                 Err(TryRecvError::Empty) => break self.rx.recv().map_err(|_| ()),
             }
         };
-        self.spin = Instant::now() < until;
+        self.quick = if Instant::now() < until {
+            self.quick.saturating_add(1)
+        } else {
+            0
+        };
         next
     }
 
