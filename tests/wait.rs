@@ -397,3 +397,30 @@ fn a_reentrant_owner_takes_its_lock_again_past_queued_waiters() {
     waiter.join().unwrap();
     assert_eq!(*order.lock().unwrap(), vec![0]);
 }
+
+#[test]
+fn a_hung_node_does_not_stretch_a_wait_past_its_deadline() {
+    let cluster = Cluster::start(5);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let permits = redlock::LockRequest::new("hung-wait", TTL).semaphore(4);
+    let held: Vec<_> = (0..4)
+        .map(|_| rl.acquire(&permits.clone().once()).unwrap())
+        .collect();
+    cluster.nodes[4].hang();
+    // Every slot is refused by a quorum at once; the hung node's answer must not be awaited
+    // for each of them (4 slots x 1 s).
+    let start = Instant::now();
+    let result = rl.acquire(&permits.clone().wait(Duration::from_millis(1500)));
+    let waited = start.elapsed();
+    cluster.nodes[4].resume();
+    assert!(
+        matches!(result, Err(Error::NotAcquired { .. })),
+        "{result:?}"
+    );
+    assert!(waited < Duration::from_secs(3), "returned after {waited:?}");
+    drop(held);
+}
