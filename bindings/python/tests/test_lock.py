@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from redis_nodes import PATIENT_MS, assert_on_nodes
+from redis_nodes import PATIENT_MS, assert_on_nodes, values
 
 import redlock_rs
 
@@ -246,7 +246,10 @@ def test_a_forked_child_can_lock_with_a_client_of_its_own(nodes, urls, make_clie
         outcome = pipe.read() if ready else "the child hung"
     os.waitpid(pid, 0)
     assert outcome.startswith("locked "), outcome
-    assert_on_nodes(nodes, resource, None)  # and released it
+    # And released it, on a quorum: the release returns once a quorum answered, and the child's
+    # os._exit may cut off what was still queued for the last nodes (their keys then expire).
+    found = values(nodes, resource)
+    assert sum(value is None for value in found) >= len(nodes) // 2 + 1, found
 
 
 def test_default_options_come_from_the_library():
