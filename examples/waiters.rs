@@ -134,30 +134,7 @@ fn sent(cluster: &Cluster) -> u64 {
         "ping",
         "script|load",
     ];
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let stats: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut n.conn())
-                .unwrap();
-            stats
-                .lines()
-                .filter_map(|l| {
-                    let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-                    if !WIRE.contains(&name) {
-                        return None;
-                    }
-                    rest.strip_prefix("calls=")?
-                        .split(',')
-                        .next()?
-                        .parse::<u64>()
-                        .ok()
-                })
-                .sum::<u64>()
-        })
-        .sum()
+    WIRE.iter().map(|c| cluster.calls(c)).sum()
 }
 
 fn main() {

@@ -212,26 +212,6 @@ fn notifications_cut_the_commands_waiters_cause() {
     );
 }
 
-/// Calls of `command` the nodes ran (`INFO commandstats`), summed.
-fn calls(cluster: &Cluster, command: &str) -> u64 {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let stats: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut n.conn())
-                .expect("INFO commandstats");
-            let prefix = format!("cmdstat_{command}:calls=");
-            stats
-                .lines()
-                .find_map(|l| l.strip_prefix(&prefix))
-                .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
-}
-
 /// Starts a thread that waits for `resource` and records `id` once it holds it, and returns
 /// once the waiter is queued in `rl` (the `queued`-th).
 fn queue_waiter(
@@ -283,13 +263,13 @@ fn waiters_queued_behind_another_send_nothing_until_their_turn() {
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     // The first waiter tries, is refused and waits for the release at the front.
     let mut threads = vec![queue_waiter(&rl, "quiet", 0, 1, &order)];
-    let (sets, scripts) = (calls(&cluster, "set"), calls(&cluster, "evalsha"));
+    let (sets, scripts) = (cluster.calls("set"), cluster.calls("evalsha"));
     for i in 1..11 {
         threads.push(queue_waiter(&rl, "quiet", i, i + 1, &order));
     }
     // Ten more waiters, and not one attempt or read among them.
-    assert_eq!(calls(&cluster, "set"), sets);
-    assert_eq!(calls(&cluster, "evalsha"), scripts);
+    assert_eq!(cluster.calls("set"), sets);
+    assert_eq!(cluster.calls("evalsha"), scripts);
     holder.release().unwrap();
     for t in threads {
         t.join().unwrap();

@@ -413,6 +413,26 @@ impl Cluster {
             .sum()
     }
 
+    /// Calls of `command` the nodes have run (`INFO commandstats`; `script|load` style for
+    /// subcommands), summed: unlike [`Cluster::commands_processed`], not what scripts call.
+    pub fn calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.nodes
+            .iter()
+            .map(|n| {
+                let stats: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query(&mut n.conn())
+                    .expect("INFO commandstats");
+                stats
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&prefix))
+                    .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+
     /// How many nodes hold `key` with `value` (as a string: see [`RedisNode::get`]).
     pub fn holding(&self, key: &str, value: &str) -> usize {
         self.nodes
