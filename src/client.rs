@@ -12,7 +12,7 @@ use crate::inspect::{self, ForcedRelease, Inspection};
 use crate::kinds::{SCRIPTS, free_in};
 use crate::lock::{Acquired, Lock};
 use crate::node::NodeStatus;
-use crate::notify::{Notifier, Turn, Wake};
+use crate::notify::{Notifier, Subscription, Turn, Wake};
 use crate::options::LockOptions;
 use crate::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
 use crate::request::{AutoExtend, LockRequest, Patience};
@@ -149,7 +149,7 @@ impl Redlock {
         let mut attempt: u32 = 0;
         // Waiters only: our subscription to release notifications, and how many fallback waits
         // have passed.
-        let mut subscription: Option<crate::notify::Subscription> = None;
+        let mut subscription: Option<Subscription> = None;
         let mut round: u32 = 0;
         if queues
             && let Some(notifier) = self.started_notifier()

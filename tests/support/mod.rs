@@ -398,37 +398,34 @@ impl Cluster {
 
     /// Commands the nodes have processed so far, summed (`INFO stats`), the asking ones included.
     pub fn commands_processed(&self) -> u64 {
+        self.info_sum("stats", |l| {
+            l.strip_prefix("total_commands_processed:")?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
+
+    /// Calls of `command` the nodes have run, summed (`INFO commandstats`; subcommands are
+    /// named like `script|load`). A script's own calls of it count too.
+    pub fn calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.info_sum("commandstats", |l| {
+            l.strip_prefix(&prefix)?.split(',').next()?.parse().ok()
+        })
+    }
+
+    /// Over the nodes, the sum of the number `read` finds in a line of `INFO section` (0 where
+    /// it finds none).
+    fn info_sum(&self, section: &str, read: impl Fn(&str) -> Option<u64>) -> u64 {
         self.nodes
             .iter()
             .map(|n| {
                 let info: String = redis::cmd("INFO")
-                    .arg("stats")
+                    .arg(section)
                     .query(&mut n.conn())
-                    .expect("INFO stats");
-                info.lines()
-                    .find_map(|l| l.strip_prefix("total_commands_processed:"))
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .expect("total_commands_processed in INFO stats")
-            })
-            .sum()
-    }
-
-    /// Calls of `command` the nodes have run (`INFO commandstats`; `script|load` style for
-    /// subcommands), summed: unlike [`Cluster::commands_processed`], not what scripts call.
-    pub fn calls(&self, command: &str) -> u64 {
-        let prefix = format!("cmdstat_{command}:calls=");
-        self.nodes
-            .iter()
-            .map(|n| {
-                let stats: String = redis::cmd("INFO")
-                    .arg("commandstats")
-                    .query(&mut n.conn())
-                    .expect("INFO commandstats");
-                stats
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&prefix))
-                    .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
-                    .unwrap_or(0)
+                    .unwrap_or_else(|e| panic!("INFO {section}: {e}"));
+                info.lines().find_map(&read).unwrap_or(0)
             })
             .sum()
     }
