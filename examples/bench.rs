@@ -1,8 +1,10 @@
 //! The benchmark: one JSON line per configuration, all measured in one run against local
 //! redis-server nodes it starts itself, so ratios compare like with like on a noisy machine.
 //!
-//! - `floor`: a plain redis-rs connection on one node doing `SET NX PX` + `EVALSHA` release:
-//!   what one uncontended lock cycle costs without redlock.
+//! - `floor`: one thread with a plain redis-rs connection per node doing `SET NX PX` +
+//!   `EVALSHA` release, sent to every node and every answer read, on one node and on five:
+//!   what one uncontended lock cycle costs without redlock (no token, quorum logic or
+//!   workers), on blocking sockets.
 //! - `redlock`: uncontended `try_lock` + `release` cycles (each thread its own resource) for
 //!   N = 1 and N = 5 nodes at 1 and 4 caller threads.
 //! - `hung`: N = 5 with 2 nodes hung (SIGSTOP): acquire latency.
@@ -130,45 +132,66 @@ where
     }
 }
 
+/// One thread with a bare redis-rs connection to each node: each cycle sends `SET NX PX` to
+/// every node, reads every answer, then does the same with the `EVALSHA` release. What one
+/// thread does on blocking sockets with nothing around it: no token, no quorum logic, no
+/// workers.
 fn floor(cluster: &Cluster, length: Duration) -> Sample {
-    let url = cluster.urls()[0].clone();
+    const RELEASE: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end"#;
+    let urls = cluster.urls();
     measure(1, length, move |t| {
-        let mut conn = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let release = redis::Script::new(
-            r#"if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end"#,
-        );
-        let _: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(
-                r#"if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end"#,
-            )
-            .query(&mut conn)
-            .unwrap();
-        let sha = release.get_hash().to_owned();
+        let mut conns: Vec<redis::Connection> = urls
+            .iter()
+            .map(|url| {
+                let mut conn = redis::Client::open(url.as_str())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let _: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(RELEASE)
+                    .query(&mut conn)
+                    .unwrap();
+                conn
+            })
+            .collect();
+        let sha = redis::Script::new(RELEASE).get_hash().to_owned();
         let key = format!("floor-{t}");
+        let quorum = conns.len() / 2 + 1;
         move |i| {
             let start = Instant::now();
             let token = format!("{i:040}");
-            let ok: Option<String> = redis::cmd("SET")
+            let set = redis::cmd("SET")
                 .arg(&key)
                 .arg(&token)
                 .arg("NX")
                 .arg("PX")
                 .arg(10_000)
-                .query(&mut conn)
-                .unwrap();
-            assert!(ok.is_some());
-            let deleted: i64 = redis::cmd("EVALSHA")
+                .get_packed_command();
+            for conn in &mut conns {
+                conn.send_packed_command(&set).unwrap();
+            }
+            let granted = conns
+                .iter_mut()
+                .map(|conn| conn.recv_response().unwrap())
+                .filter(|v| *v == redis::Value::Okay)
+                .count();
+            assert!(granted >= quorum);
+            let release = redis::cmd("EVALSHA")
                 .arg(&sha)
                 .arg(1)
                 .arg(&key)
                 .arg(&token)
-                .query(&mut conn)
-                .unwrap();
-            assert_eq!(deleted, 1);
+                .get_packed_command();
+            for conn in &mut conns {
+                conn.send_packed_command(&release).unwrap();
+            }
+            let deleted = conns
+                .iter_mut()
+                .map(|conn| conn.recv_response().unwrap())
+                .filter(|v| *v == redis::Value::Int(1))
+                .count();
+            assert!(deleted >= quorum);
             start.elapsed().as_secs_f64() * 1e6
         }
     })
@@ -208,8 +231,10 @@ fn main() {
         nodes: vec![support::RedisNode::start()],
     };
 
-    let mut floor = floor(&one, length);
-    println!("{}", floor.json("floor", 1, 1));
+    let mut floor1 = floor(&one, length);
+    println!("{}", floor1.json("floor", 1, 1));
+    let mut floor5 = floor(&five, length);
+    println!("{}", floor5.json("floor", 5, 1));
     let mut results = Vec::new();
     for (cluster, n) in [(&one, 1), (&five, 5)] {
         let rl = client(cluster);
@@ -399,22 +424,26 @@ fn main() {
     println!(
         "{{\"ratios\":{{\"n5_t1_p50_over_floor_p50\":{:.2},\"n5_t4_over_n5_t1_cycles\":{:.2},\
          \"n1_t1_p50_over_floor_p50\":{:.2},\"hung_acquire_p50_ms\":{:.3}}}}}",
-        p50(find(5, 1)) / p50(&floor),
+        p50(find(5, 1)) / p50(&floor5),
         rate(find(5, 4)) / rate(find(5, 1)),
-        p50(find(1, 1)) / p50(&floor),
+        p50(find(1, 1)) / p50(&floor1),
         p50(&hung) / 1000.0
     );
     if let Some(node) = node {
         println!(
-            "{{\"ratios_to_node_redlock\":{{\"n5_t1\":{:.2},\"n5_t4\":{:.2},\"n5_t16\":{:.2}}}}}",
+            "{{\"ratios_to_node_redlock\":{{\"n5_t1\":{:.2},\"n5_t4\":{:.2},\"n5_t16\":{:.2},\
+             \"floor_n5\":{:.2}}}}}",
             rate(find(5, 1)) / node,
             rate(find(5, 4)) / node,
-            rate(find(5, 16)) / node
+            rate(find(5, 16)) / node,
+            rate(&floor5) / node
         );
     }
     println!(
-        "{{\"ratios\":{{\"n1_t1_cycles_over_floor_cycles\":{:.2},\"n5_t16_over_n5_t4_cycles\":{:.2}}}}}",
-        rate(find(1, 1)) / rate(&floor),
+        "{{\"ratios\":{{\"n1_t1_cycles_over_floor_cycles\":{:.2},\
+         \"n5_t1_cycles_over_floor_cycles\":{:.2},\"n5_t16_over_n5_t4_cycles\":{:.2}}}}}",
+        rate(find(1, 1)) / rate(&floor1),
+        rate(find(5, 1)) / rate(&floor5),
         rate(find(5, 16)) / rate(find(5, 4))
     );
 }
