@@ -168,33 +168,29 @@ fn floor(cluster: &Cluster, length: Duration) -> Sample {
                 .arg("PX")
                 .arg(10_000)
                 .get_packed_command();
-            for conn in &mut conns {
-                conn.send_packed_command(&set).unwrap();
-            }
-            let granted = conns
-                .iter_mut()
-                .map(|conn| conn.recv_response().unwrap())
-                .filter(|v| *v == redis::Value::Okay)
-                .count();
-            assert!(granted >= quorum);
+            assert!(everywhere(&mut conns, &set, redis::Value::Okay) >= quorum);
             let release = redis::cmd("EVALSHA")
                 .arg(&sha)
                 .arg(1)
                 .arg(&key)
                 .arg(&token)
                 .get_packed_command();
-            for conn in &mut conns {
-                conn.send_packed_command(&release).unwrap();
-            }
-            let deleted = conns
-                .iter_mut()
-                .map(|conn| conn.recv_response().unwrap())
-                .filter(|v| *v == redis::Value::Int(1))
-                .count();
-            assert!(deleted >= quorum);
+            assert!(everywhere(&mut conns, &release, redis::Value::Int(1)) >= quorum);
             start.elapsed().as_secs_f64() * 1e6
         }
     })
+}
+
+/// Sends `command` on every connection, then reads every answer: how many were `expected`.
+fn everywhere(conns: &mut [redis::Connection], command: &[u8], expected: redis::Value) -> usize {
+    for conn in conns.iter_mut() {
+        conn.send_packed_command(command).unwrap();
+    }
+    conns
+        .iter_mut()
+        .map(|conn| conn.recv_response().unwrap())
+        .filter(|answer| *answer == expected)
+        .count()
 }
 
 fn client(cluster: &Cluster) -> Redlock {
