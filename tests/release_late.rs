@@ -18,7 +18,8 @@ fn a_release_queued_behind_a_slow_command_still_reaches_the_nodes() {
     let ttl = Duration::from_secs(30);
     let lock = rl.lock("held", ttl).unwrap();
     let token = lock.token().to_owned();
-    assert_eq!(cluster.holding("held", &token), 3);
+    // A quorum holds it; the third SET may still be on its way (the lock returns on a quorum).
+    assert!(cluster.holding("held", &token) >= 2);
     // The nodes stall for 150 ms while another call is on its way to them: the release is
     // queued behind it on each node's worker.
     for n in &cluster.nodes {
