@@ -263,7 +263,19 @@ fn waiters_queued_behind_another_send_nothing_until_their_turn() {
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     // The first waiter tries, is refused and waits for the release at the front.
     let mut threads = vec![queue_waiter(&rl, "quiet", 0, 1, &order)];
-    let (sets, scripts) = (cluster.calls("set"), cluster.calls("evalsha"));
+    // It queues before its last commands land (the refused attempt's third SET, the TTL read
+    // once its subscriptions are up): count from when the nodes' counts stand still.
+    let calls = || (cluster.calls("set"), cluster.calls("evalsha"));
+    let mut last = calls();
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = calls();
+            std::mem::replace(&mut last, now) == now
+        }),
+        "the waiter in front keeps sending commands"
+    );
+    let (sets, scripts) = last;
     for i in 1..11 {
         threads.push(queue_waiter(&rl, "quiet", i, i + 1, &order));
     }
