@@ -201,7 +201,10 @@ impl Redlock {
                 if cancel.is_some_and(Cancel::is_cancelled) {
                     return Err(cancelled());
                 }
-                let token = this.token()?;
+                let mut token = this.token()?;
+                if let Some(t) = &request.test_token {
+                    token = Arc::clone(t);
+                }
                 // Our host's suspensions before the batch: one during it makes the validity
                 // measured on our monotonic clock wrong, so the attempt fails and is undone.
                 let epoch = engine.board.epoch();

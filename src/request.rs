@@ -60,6 +60,8 @@ pub struct LockRequest {
     pub(crate) notifications: bool,
     pub(crate) auto_extend: Option<AutoExtend>,
     pub(crate) cancel: Option<Cancel>,
+    /// Every attempt's token instead of a random one: tests only (see `token_for_tests`).
+    pub(crate) test_token: Option<Arc<str>>,
 }
 
 /// How long an acquisition keeps trying.
@@ -137,6 +139,7 @@ impl LockRequest {
             notifications: true,
             auto_extend: None,
             cancel: None,
+            test_token: None,
         }
     }
 
@@ -294,6 +297,16 @@ impl LockRequest {
     /// The resource (for several, the sorted names joined with `,`), if the request is valid.
     pub fn resource(&self) -> Option<&str> {
         self.kind.as_ref().ok().map(|k| &**k.resource())
+    }
+
+    /// Gives every attempt of this request `token` instead of a fresh random one, so that a
+    /// test can look for the keys of an attempt that returned no lock (a cancelled wait). Only
+    /// for tests: one token for many attempts, or for many requests, defeats the point of a
+    /// token. Not for reentrant requests, whose token is their owner. Not part of the API.
+    #[doc(hidden)]
+    pub fn token_for_tests(mut self, token: &str) -> Self {
+        self.test_token = Some(token.into());
+        self
     }
 
     pub(crate) fn checked_kind(&self) -> Result<&Arc<dyn Kind>> {
