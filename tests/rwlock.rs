@@ -156,7 +156,7 @@ fn a_reader_release_touches_only_its_own_entry_and_the_last_frees_the_key() {
     let rl = cluster.client();
     let read = LockRequest::new("own", TTL).read().once();
     let short = rl.acquire(&read).unwrap();
-    let mut long = rl
+    let long = rl
         .acquire(
             &LockRequest::new("own", Duration::from_secs(60))
                 .read()
@@ -213,7 +213,7 @@ fn an_expired_reader_is_not_revived_by_an_extension() {
     let keeper = rl
         .acquire(&LockRequest::new("revive", Duration::from_secs(30)).read())
         .unwrap();
-    let mut brief = rl
+    let brief = rl
         .acquire(&LockRequest::new("revive", Duration::from_millis(400)).read())
         .unwrap();
     let token = brief.token().to_owned();
@@ -225,7 +225,7 @@ fn an_expired_reader_is_not_revived_by_an_extension() {
     assert!(reading(&cluster, "revive", keeper.token()) >= 2);
 
     // Without another reader, the key itself expired: refused as well.
-    let mut alone = rl
+    let alone = rl
         .acquire(&LockRequest::new("revive2", Duration::from_millis(400)).read())
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));

@@ -67,7 +67,7 @@ fn auto_extended_lock_is_lost_after_a_host_suspension() {
 fn plain_lock_reports_the_suspension_to_its_holder() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut lock = rl
+    let lock = rl
         .lock("susp-plain", Duration::from_secs(30))
         .expect("lock");
     let fired = Arc::new(AtomicUsize::new(0));

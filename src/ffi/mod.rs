@@ -548,7 +548,7 @@ pub unsafe extern "C" fn redlock_lock_release(
     guard(err, || {
         // SAFETY: NULL or a live lock per the contract.
         let lock = unsafe { handle(lock, "lock") }?;
-        locked(lock).release_in_place()?;
+        locked(lock).release()?;
         Ok(())
     })
 }
