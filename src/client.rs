@@ -15,7 +15,6 @@ use crate::kinds::SCRIPTS;
 use crate::lock::Lock;
 use crate::node::NodeStatus;
 use crate::notify::Notifier;
-use crate::options::LockOptions;
 use crate::request::{AutoExtend, LockRequest};
 
 use crate::sync::relock;
@@ -128,12 +127,6 @@ impl Redlock {
     /// Like [`lock`](Redlock::lock), with a single attempt.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
         self.acquire(&LockRequest::new(resource, ttl).once())
-    }
-
-    /// Acquires `resource` for `ttl` as [`options`](LockOptions) say; the request form of
-    /// the same is [`LockOptions::request`].
-    pub fn lock_with(&self, resource: &str, ttl: Duration, options: LockOptions) -> Result<Lock> {
-        self.acquire(&options.request(resource, ttl)?)
     }
 
     /// Runs `f` under an auto-extended lock on `resource` and releases it afterwards (also when
@@ -318,9 +311,8 @@ impl Redlock {
         inspect::force_release(&self.inner.engine, resource, token)
     }
 
-    /// The client's settings, for the C ABI.
-    #[allow(dead_code)]
-    pub(crate) fn config(&self) -> &Config {
+    /// The settings the client runs with.
+    pub fn settings(&self) -> &Config {
         &self.inner.engine.config
     }
 }

@@ -330,6 +330,14 @@ impl LockRequest {
         self
     }
 
+    /// Checks the parts of the request that do not depend on a client (an empty resource or
+    /// owner, kinds that do not combine): [`Error::InvalidArgument`] for the first bad one, as
+    /// [`acquire`](crate::Redlock::acquire) would report it. The TTL and the patience are
+    /// checked against the client's settings when it acquires.
+    pub fn check(&self) -> Result<()> {
+        self.checked_kind().map(|_| ())
+    }
+
     pub(crate) fn checked_kind(&self) -> Result<&Arc<dyn Kind>> {
         self.kind.as_ref().map_err(|m| Error::invalid(m.clone()))
     }

@@ -353,12 +353,8 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     let waiter = {
         let rl = rl.clone();
         std::thread::spawn(move || {
-            rl.lock_with(
-                "lock:w",
-                TTL,
-                redlock::LockOptions::new().wait_timeout(Duration::from_secs(10)),
-            )
-            .map(|l| l.release())
+            rl.acquire(&redlock::LockRequest::new("lock:w", TTL).wait(Duration::from_secs(10)))
+                .map(|l| l.release())
         })
     };
     let subscribed = support::eventually(Duration::from_secs(5), || {
