@@ -1,5 +1,6 @@
-//! Every crossing between C and Rust, once: the panic boundary, the readers of arguments, the
-//! writers of results, the freeing of handles. An export is its own logic plus these calls.
+//! Every crossing between C and Rust, once: what a call comes to (`redlock_status`, and
+//! `redlock_error` for the message), the panic boundary, the readers of arguments, the writers of
+//! results, the freeing of handles. An export is its own logic plus these calls.
 //!
 //! The contract they implement (`docs/c-abi.md`): no panic unwinds into C (it becomes
 //! `REDLOCK_PANIC`, or a getter's "nothing" value); a NULL, non-UTF-8 or otherwise bad argument
@@ -10,9 +11,99 @@ use std::ffi::{CStr, CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use redlock::MAX_TTL;
+use redlock::{Error, MAX_TTL};
 
-use crate::status::{Failure, invalid, redlock_error, redlock_status};
+/// What a call came to. The numbers are part of the ABI and never reused.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum redlock_status {
+    /// Success.
+    REDLOCK_OK = 0,
+    /// The resource is held by another owner.
+    REDLOCK_NOT_ACQUIRED = 1,
+    /// Too few nodes answered in time (down, hung or erroring), or so late that no validity was
+    /// left.
+    REDLOCK_NO_QUORUM = 2,
+    /// extend/release: the lock is no longer ours on a quorum (it expired or was released).
+    REDLOCK_LOST = 3,
+    /// NULL, non-UTF-8 or empty string, zero or huge TTL, bad URL, no nodes, bad option.
+    REDLOCK_INVALID_ARGUMENT = 4,
+    /// extend: `max_extensions` reached; the lock stays held until its validity runs out.
+    REDLOCK_EXTENSION_LIMIT = 5,
+    /// A bug in redlock was caught at the boundary; please report it.
+    REDLOCK_PANIC = 6,
+    /// The operating system refused a resource (a worker thread, say).
+    REDLOCK_IO = 7,
+    /// The acquisition was cancelled through its `redlock_cancel` handle; nothing of it is left
+    /// on the nodes.
+    REDLOCK_CANCELLED = 8,
+}
+
+use redlock_status::*;
+
+/// An error: a status and a message naming the failing node(s) where known.
+pub struct redlock_error {
+    pub(crate) status: redlock_status,
+    pub(crate) message: CString,
+}
+
+/// A failed call, before it is handed to C.
+pub(crate) struct Failure {
+    pub(crate) status: redlock_status,
+    message: String,
+}
+
+impl Failure {
+    pub(crate) fn panic(payload: &(dyn std::any::Any + Send)) -> Failure {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Failure {
+            status: REDLOCK_PANIC,
+            message: format!("redlock panicked: {what}; please report this bug"),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        let status = match &e {
+            Error::InvalidArgument { .. } => REDLOCK_INVALID_ARGUMENT,
+            Error::NotAcquired { .. } => REDLOCK_NOT_ACQUIRED,
+            Error::NoQuorum { .. } => REDLOCK_NO_QUORUM,
+            Error::Lost { .. } => REDLOCK_LOST,
+            Error::ExtensionLimit { .. } => REDLOCK_EXTENSION_LIMIT,
+            Error::Io { .. } => REDLOCK_IO,
+            Error::Cancelled { .. } => REDLOCK_CANCELLED,
+            // A kind of error added to the library later reads as "too few nodes" until it
+            // gets a status of its own.
+            _ => REDLOCK_NO_QUORUM,
+        };
+        Failure {
+            status,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<Failure> for redlock_error {
+    fn from(f: Failure) -> Self {
+        redlock_error {
+            status: f.status,
+            message: c_string(&f.message),
+        }
+    }
+}
+
+/// `REDLOCK_INVALID_ARGUMENT` with what is wrong.
+pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+    Failure {
+        status: REDLOCK_INVALID_ARGUMENT,
+        message: format!("invalid argument: {}", message.into()),
+    }
+}
 
 /// Runs a fallible export: its failure, or a panic, becomes the status it returns and, when
 /// `err` is not NULL, a new `redlock_error` in `*err`.

@@ -2,8 +2,7 @@
 
 use redlock::Cancel;
 
-use crate::boundary::{fallible, free_box, out, read};
-use crate::status::{redlock_error, redlock_status};
+use crate::boundary::{fallible, free_box, out, read, redlock_error, redlock_status};
 
 /// A cancel handle: ends the pending acquisitions it is passed to.
 pub struct redlock_cancel {

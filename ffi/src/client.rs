@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use redlock::{LockRequest, Redlock};
 
-use crate::boundary::{arg, arg_str, arg_strs, fallible, free_box, out, read};
+use crate::boundary::{
+    arg, arg_str, arg_strs, fallible, free_box, invalid, out, read, redlock_error, redlock_status,
+};
 use crate::lock::redlock_lock;
 use crate::options::redlock_options;
-use crate::status::{invalid, redlock_error, redlock_status};
 
 /// A client over N Redis nodes. Thread-safe: share one among all threads.
 pub struct redlock_client {

@@ -8,11 +8,10 @@ use std::ffi::{CString, c_char};
 use redlock::{ForcedRelease, Inspection, KeyState, NodeProblem, NodeState, Released};
 
 use crate::boundary::{
-    Nothing, arg, arg_opt_str, arg_str, c_ptr, c_string, fallible, free_box, out, read, to_ms,
-    write_opt,
+    Nothing, arg, arg_opt_str, arg_str, c_ptr, c_string, fallible, free_box, out, read,
+    redlock_error, redlock_status, to_ms, write_opt,
 };
 use crate::client::redlock_client;
-use crate::status::{redlock_error, redlock_status};
 
 /// What a node's lock key holds, from `redlock_inspection_node_key_kind`. The numbers are part
 /// of the ABI; later versions append kinds (for new lock kinds), so a `switch` needs a

@@ -16,6 +16,7 @@ mod options;
 mod request;
 mod status;
 
+pub use boundary::{redlock_error, redlock_status};
 pub use cancel::redlock_cancel;
 pub use client::redlock_client;
 pub use inspect::{
@@ -25,4 +26,3 @@ pub use lock::{redlock_lock, redlock_lost_callback};
 pub use node::redlock_node_status;
 pub use options::redlock_options;
 pub use request::redlock_request;
-pub use status::{redlock_error, redlock_status};

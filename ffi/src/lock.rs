@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use redlock::Lock;
 
-use crate::boundary::{arg, c_string, fallible, free_box, out_value, read, to_ms};
-use crate::status::{Failure, invalid, redlock_error, redlock_status};
+use crate::boundary::{
+    Failure, arg, c_string, fallible, free_box, invalid, out_value, read, redlock_error,
+    redlock_status, to_ms,
+};
 
 /// A held (or released) lock. Its calls may come from any thread; the lock serializes its
 /// network operations itself (a release waits for an extension in flight).

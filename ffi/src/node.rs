@@ -8,10 +8,10 @@ use std::ffi::{CString, c_char};
 use redlock::NodeStatus;
 
 use crate::boundary::{
-    arg, c_ptr, c_string, fallible, free_box, infallible, out, read, to_ms, write_opt,
+    arg, c_ptr, c_string, fallible, free_box, infallible, invalid, out, read, redlock_error,
+    redlock_status, to_ms, write_opt,
 };
 use crate::client::redlock_client;
-use crate::status::{invalid, redlock_error, redlock_status};
 
 /// A snapshot of what a client's worker saw of one node, from `redlock_client_node_status`;
 /// read it with the `redlock_node_status_*` accessors and free it with

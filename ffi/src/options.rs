@@ -7,9 +7,9 @@ use std::ffi::c_char;
 use redlock::{Builder, Config, DEFAULT_CLOCK_JUMP};
 
 use crate::boundary::{
-    Nothing, arg_ms, arg_mut, arg_str, fallible, free_box, infallible, out, to_ms,
+    Failure, Nothing, arg_ms, arg_mut, arg_str, fallible, free_box, infallible, invalid, out,
+    redlock_error, redlock_status, to_ms,
 };
-use crate::status::{Failure, invalid, redlock_error, redlock_status};
 
 /// Client settings for `redlock_client_new`: create with `redlock_options_new`, change with the
 /// `redlock_options_set_*` functions, free with `redlock_options_free`. Not thread-safe while

@@ -8,12 +8,12 @@ use std::time::Duration;
 use redlock::{AutoExtend, LockRequest, MAX_RESOURCES, MAX_TTL};
 
 use crate::boundary::{
-    arg, arg_ms, arg_mut, arg_opt_str, arg_str, arg_strs, fallible, free_box, out, to_ms,
+    Failure, arg, arg_ms, arg_mut, arg_opt_str, arg_str, arg_strs, fallible, free_box, invalid,
+    out, redlock_error, redlock_status, to_ms,
 };
 use crate::cancel::redlock_cancel;
 use crate::client::redlock_client;
 use crate::lock::redlock_lock;
-use crate::status::{Failure, invalid, redlock_error, redlock_status};
 
 /// One acquisition's description: kind, patience and auto-extension. Build it with
 /// `redlock_request_new` (or `_new_many`) and the setters, acquire it with
