@@ -669,12 +669,20 @@ const char *redlock_node_status_run_id(const struct redlock_node_status *status)
 // `status` is NULL or a live node status.
 const char *redlock_node_status_last_error(const struct redlock_node_status *status);
 
-// The server's `redis_version` at the last connect, owned by the status; NULL when unknown
-// (not connected yet, `INFO` denied) and for NULL.
+// The server's own version at the last connect (`redis_version`, or `valkey_version` on
+// Valkey), owned by the status; NULL when unknown (not connected yet, `INFO` denied) and for
+// NULL.
 //
 // # Safety
 // `status` is NULL or a live node status.
 const char *redlock_node_status_server_version(const struct redlock_node_status *status);
+
+// Which server the node is, by what it says of itself: `"redis"`, `"valkey"`, or the
+// `server_name` another one reports; owned by the status; NULL when unknown and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_server_name(const struct redlock_node_status *status);
 
 // The node's persistence as it reported it at the last connect (e.g. `AOF (appendfsync
 // everysec), RDB (save 3600 1)` or `no AOF, no RDB snapshots`), owned by the status; NULL when

@@ -99,8 +99,13 @@ pub struct NodeStatus {
     /// With [`restart_grace`](crate::Builder::restart_grace) set: how much longer the node does
     /// not count toward an acquire quorum because its process started too recently.
     pub grace_remaining: Option<Duration>,
-    /// The server's `redis_version` at the last connect.
+    /// The server's own version at the last connect: `redis_version`, or `valkey_version` on
+    /// Valkey (whose `redis_version` is the Redis version it is compatible with).
     pub server_version: Option<String>,
+    /// Which server it is, by what it says of itself: `"redis"`, `"valkey"`, or the
+    /// `server_name` another one reports; `None` before the first connect or when `INFO` is
+    /// denied.
+    pub server_name: Option<String>,
     /// The node's persistence as it reported it at the last connect, e.g. `"AOF (appendfsync
     /// everysec), RDB (save 3600 1)"` or `"no AOF, no RDB snapshots"`; `None` when unknown.
     /// Without persistence a restart forgets locks: consider
@@ -140,6 +145,7 @@ struct Identity {
     restarts: u64,
     grace_until: Option<Instant>,
     server_version: Option<String>,
+    server_name: Option<String>,
     persistence: Option<String>,
     /// The server probe's warnings at the last connect.
     server_warnings: Vec<String>,
@@ -196,6 +202,7 @@ impl Node {
                 .map(|until| until.saturating_duration_since(now))
                 .filter(|left| !left.is_zero()),
             server_version: identity.server_version,
+            server_name: identity.server_name,
             persistence: identity.persistence,
             warnings: identity
                 .server_warnings
@@ -742,7 +749,7 @@ impl Worker {
             return;
         };
         identity.persistence = probe::persistence(&probe.report);
-        identity.server_version = probe.report.version;
+        (identity.server_name, identity.server_version) = probe::server(&probe.report);
         identity.server_warnings = probe.assessment.warnings;
         let (Some(run_id), Some(uptime)) = (probe.report.run_id, probe.report.uptime) else {
             identity.run_id = None;

@@ -45,7 +45,12 @@ const CONFIG_PARAMS: [&str; 5] = [
 /// What a node told about itself; `None` where it did not say (or denied the command).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ServerReport {
+    /// `redis_version`: on Valkey, the Redis version it is compatible with.
     pub version: Option<String>,
+    /// `server_name` (`valkey`, …); Redis itself reports none.
+    pub server_name: Option<String>,
+    /// `valkey_version`, on Valkey.
+    pub valkey_version: Option<String>,
     pub run_id: Option<String>,
     pub uptime: Option<Duration>,
     pub role: Option<String>,
@@ -154,6 +159,8 @@ pub(crate) fn parse_info(r: &mut ServerReport, text: &str) {
         let value = value.to_owned();
         match key {
             "redis_version" if !value.is_empty() => r.version = Some(value),
+            "server_name" if !value.is_empty() => r.server_name = Some(value),
+            "valkey_version" if !value.is_empty() => r.valkey_version = Some(value),
             "run_id" if !value.is_empty() => r.run_id = Some(value),
             "uptime_in_seconds" => r.uptime = value.parse().ok().map(Duration::from_secs),
             "role" => r.role = Some(value),
@@ -224,6 +231,14 @@ pub(crate) fn assess(r: &ServerReport) -> Assessment {
              INFO for this user (+info)"
         ));
     }
+    if r.role.as_deref() == Some("active-replica") {
+        a.errors.push(
+            "it is an active replica (role:active-replica, KeyDB's multi-master replication): \
+             each of its masters accepts writes, so two clients' SET NX can both succeed and \
+             both get the lock; point the client at a standalone master"
+                .to_owned(),
+        );
+    }
     if r.role.as_deref() == Some("slave") {
         a.errors.push(format!(
             "it is a replica (role:slave{}): Redlock needs independent masters; point the client \
@@ -244,7 +259,8 @@ pub(crate) fn assess(r: &ServerReport) -> Assessment {
     if let Some(v) = &r.version {
         match parse_version(v) {
             Some(version) if version < MIN_VERSION => a.errors.push(format!(
-                "it is Redis {v}, older than {}.{}.{} which the library needs",
+                "it is Redis {v} (or compatible with it), older than {}.{}.{} which the library \
+                 needs",
                 MIN_VERSION.0, MIN_VERSION.1, MIN_VERSION.2
             )),
             Some(_) => {}
@@ -280,6 +296,21 @@ pub(crate) fn assess(r: &ServerReport) -> Assessment {
         }
     }
     a
+}
+
+/// The server's name and its own version, for `node_status()`: `("valkey", "8.1.8")`, or
+/// `("redis", "7.0.15")` for a server that names no other (Redis reports no `server_name`).
+pub(crate) fn server(r: &ServerReport) -> (Option<String>, Option<String>) {
+    match (&r.server_name, &r.valkey_version) {
+        (Some(name), _) if name != "valkey" => (Some(name.clone()), r.version.clone()),
+        (Some(_), version) | (None, version @ Some(_)) => {
+            (Some("valkey".into()), version.clone().or(r.version.clone()))
+        }
+        (None, None) => (
+            r.version.as_ref().map(|_| "redis".into()),
+            r.version.clone(),
+        ),
+    }
 }
 
 /// Persistence in a few words, for `node_status()`; `None` when nothing is known.
@@ -411,6 +442,41 @@ mod tests {
         assert!(refusal.contains("5.0.7"), "{refusal}");
         assert_eq!(parse_version("6.0"), Some((6, 0, 0)));
         assert_eq!(parse_version("x"), None);
+    }
+
+    #[test]
+    fn valkey_is_named_with_its_own_version_and_redis_by_default() {
+        let r = report(&master_replies());
+        assert_eq!(server(&r), (Some("redis".into()), Some("7.0.15".into())));
+        let mut replies = master_replies();
+        replies[0] = bulk(
+            "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.8\r\n\
+             run_id:abc\r\nuptime_in_seconds:3\r\n",
+        );
+        let r = report(&replies);
+        assert_eq!(server(&r), (Some("valkey".into()), Some("8.1.8".into())));
+        assert_eq!(
+            assess(&r),
+            Assessment::default(),
+            "7.2.4-compatible is new enough"
+        );
+        let mut replies = master_replies();
+        replies[0] = bulk("# Server\r\nredis_version:6.2.0\r\nserver_name:keydb\r\n");
+        assert_eq!(
+            server(&report(&replies)),
+            (Some("keydb".into()), Some("6.2.0".into()))
+        );
+    }
+
+    #[test]
+    fn an_active_replica_is_refused_saying_why() {
+        let mut replies = master_replies();
+        replies[1] = bulk("# Replication\r\nrole:active-replica\r\nconnected_slaves:1\r\n");
+        let refusal = assess(&report(&replies)).refusal(false).expect("refused");
+        assert!(
+            refusal.contains("active-replica") && refusal.contains("SET NX"),
+            "{refusal}"
+        );
     }
 
     #[test]

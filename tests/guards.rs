@@ -12,6 +12,7 @@
 mod support;
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use redlock::{Error, NodeProblem, NodeStatus, Redlock};
@@ -235,6 +236,60 @@ fn persistence_is_shown_in_node_status() {
     );
     assert!(s.warnings.is_empty(), "{s:?}");
     assert_no_worker_panicked();
+}
+
+/// KeyDB's active replication makes every replica a master that takes writes: two clients'
+/// `SET NX` can both succeed. A node that says so is refused before any script runs, with the
+/// reason, and counts as unavailable.
+#[test]
+fn an_active_replica_is_refused_with_the_reason() {
+    use support::fake_server::{Behaviour, FakeServer};
+    let fake = FakeServer::start(Behaviour::Node {
+        phase: Duration::ZERO,
+        role: "active-replica",
+    });
+    let rl = builder(&[fake.url()]).retry_count(0).build().unwrap();
+    let err = rl
+        .try_lock("lock:active", TTL)
+        .expect_err("an active replica cannot hold locks");
+    let text = err.to_string();
+    assert!(
+        text.contains("active-replica") && text.contains("SET NX"),
+        "says why: {text}"
+    );
+    let status = &rl.node_status()[0];
+    assert!(!status.connected, "{status:?}");
+}
+
+/// Node status names the server by what it says of itself, with its own version: the matrix
+/// runs this on Redis and on Valkey (whose `redis_version` is only the Redis it matches).
+#[test]
+fn node_status_names_the_server_and_its_own_version() {
+    let out = Command::new(support::server_binary())
+        .arg("--version")
+        .output()
+        .expect("server --version");
+    let banner = String::from_utf8_lossy(&out.stdout).to_string();
+    // "Redis server v=7.0.15 sha=…" or "Valkey server v=8.1.8 sha=…".
+    let name = banner.split_whitespace().next().unwrap().to_lowercase();
+    let version = banner
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap()
+        .to_owned();
+    let node = RedisNode::start();
+    let rl = builder(&[node.url()]).build().unwrap();
+    let status = &rl.node_status()[0];
+    assert_eq!(
+        status.server_name.as_deref(),
+        Some(name.as_str()),
+        "{banner}"
+    );
+    assert_eq!(
+        status.server_version.as_deref(),
+        Some(version.as_str()),
+        "{banner}"
+    );
 }
 
 #[test]

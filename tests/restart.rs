@@ -243,6 +243,7 @@ fn the_grace_is_counted_from_the_earliest_start_the_uptime_allows() {
     const GRACE: Duration = Duration::from_secs(2);
     let node = FakeServer::start(Behaviour::Node {
         phase: Duration::from_millis(950),
+        role: "master",
     });
     let born = Instant::now();
     // Connected once the process is 0.1 s old, in the next wall-clock second of its own.

@@ -70,8 +70,8 @@ Show each node's status
 
 Usage: redlock nodes [OPTIONS]
 
-For each node: whether it is reachable, the server's run id and uptime, restarts seen, the
-last connection error, and the restart grace left.
+For each node: whether it is reachable, which server it is (name and version), its run id and
+uptime, restarts seen, the last connection error, and the restart grace left.
 
 Options:
   --json                One JSON object per node in a list
@@ -529,6 +529,8 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
                 json!({
                     "node": s.address,
                     "reachable": s.connected,
+                    "server": s.server_name,
+                    "server_version": s.server_version,
                     "run_id": s.run_id,
                     "uptime_s": s.uptime.map(|u| u.as_secs()),
                     "connects": s.connects,
@@ -540,12 +542,17 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
             .collect();
         println!("{}", Json::Array(list));
     } else {
-        let rows: Vec<[String; 5]> = statuses
+        let rows: Vec<[String; 6]> = statuses
             .iter()
             .map(|s| {
                 [
                     s.address.clone(),
                     if s.connected { "yes" } else { "no" }.to_owned(),
+                    match (&s.server_name, &s.server_version) {
+                        (Some(name), Some(version)) => format!("{name} {version}"),
+                        (Some(name), None) => name.clone(),
+                        _ => "-".into(),
+                    },
                     s.run_id.clone().unwrap_or_else(|| "-".into()),
                     s.uptime.map_or("-".into(), human),
                     if s.connected {
@@ -561,7 +568,14 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
             })
             .collect();
         print_table(
-            &["NODE", "REACHABLE", "RUN ID", "UPTIME", "RESTARTS"],
+            &[
+                "NODE",
+                "REACHABLE",
+                "SERVER",
+                "RUN ID",
+                "UPTIME",
+                "RESTARTS",
+            ],
             &rows,
         );
     }

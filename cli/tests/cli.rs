@@ -652,6 +652,15 @@ fn no_quorum_exits_69() {
         .map(|n| n["reachable"].as_bool().unwrap())
         .collect();
     assert_eq!(reachable, [false, false, true]);
+    // The live node says which server it is, on Redis and on Valkey alike.
+    let server = v[2]["server"].as_str().unwrap_or_default();
+    assert!(server == "redis" || server == "valkey", "{v}");
+    assert!(
+        v[2]["server_version"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "{v}"
+    );
 }
 
 /// A `redlock run` in the background whose command writes `$REDLOCK_PERMIT` (or "held") to

@@ -22,6 +22,7 @@ pub struct redlock_node_status {
     run_id: CString,
     last_error: Option<CString>,
     server_version: Option<CString>,
+    server_name: Option<CString>,
     persistence: Option<CString>,
     warnings: Vec<CString>,
     quarantine_reason: Option<CString>,
@@ -34,6 +35,7 @@ impl From<NodeStatus> for redlock_node_status {
             run_id: c_string(status.run_id.as_deref().unwrap_or("")),
             last_error: status.last_error.as_deref().map(c_string),
             server_version: status.server_version.as_deref().map(c_string),
+            server_name: status.server_name.as_deref().map(c_string),
             persistence: status.persistence.as_deref().map(c_string),
             warnings: status.warnings.iter().map(|w| c_string(w)).collect(),
             quarantine_reason: status.quarantine_reason.as_deref().map(c_string),
@@ -180,8 +182,9 @@ pub unsafe extern "C" fn redlock_node_status_last_error(
     unsafe { read(status, |s| c_ptr(s.last_error.as_ref())) }
 }
 
-/// The server's `redis_version` at the last connect, owned by the status; NULL when unknown
-/// (not connected yet, `INFO` denied) and for NULL.
+/// The server's own version at the last connect (`redis_version`, or `valkey_version` on
+/// Valkey), owned by the status; NULL when unknown (not connected yet, `INFO` denied) and for
+/// NULL.
 ///
 /// # Safety
 /// `status` is NULL or a live node status.
@@ -191,6 +194,19 @@ pub unsafe extern "C" fn redlock_node_status_server_version(
 ) -> *const c_char {
     // SAFETY: per the contract.
     unsafe { read(status, |s| c_ptr(s.server_version.as_ref())) }
+}
+
+/// Which server the node is, by what it says of itself: `"redis"`, `"valkey"`, or the
+/// `server_name` another one reports; owned by the status; NULL when unknown and for NULL.
+///
+/// # Safety
+/// `status` is NULL or a live node status.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_node_status_server_name(
+    status: *const redlock_node_status,
+) -> *const c_char {
+    // SAFETY: per the contract.
+    unsafe { read(status, |s| c_ptr(s.server_name.as_ref())) }
 }
 
 /// The node's persistence as it reported it at the last connect (e.g. `AOF (appendfsync

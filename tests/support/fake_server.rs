@@ -23,8 +23,9 @@ pub enum Behaviour {
     /// free key, any `EVALSHA` deletes its first key and answers 1 (a release), `TIME` tells
     /// the real time, and `INFO` reports `uptime_in_seconds` as Redis computes it,
     /// `floor(now) − floor(start)`, for a process that started `phase` into a wall-clock second
-    /// when this server was made: at 0.95 s, a process 0.1 s old reports 1 s.
-    Node { phase: Duration },
+    /// when this server was made: at 0.95 s, a process 0.1 s old reports 1 s. `INFO` reports
+    /// `role` (`master`, or `active-replica` to play a KeyDB active replica).
+    Node { phase: Duration, role: &'static str },
 }
 
 pub struct FakeServer {
@@ -64,11 +65,12 @@ impl FakeServer {
                                 serve(stream, reply, close, &stop, &misbehaved)
                             });
                         }
-                        Behaviour::Node { phase } => {
+                        Behaviour::Node { phase, role } => {
                             let stop = Arc::clone(&stop);
                             let node = FakeNode {
                                 started,
                                 phase,
+                                role,
                                 keys: Arc::clone(&keys),
                             };
                             std::thread::spawn(move || node.serve(stream, &stop));
@@ -150,6 +152,7 @@ fn serve(
 struct FakeNode {
     started: std::time::Instant,
     phase: Duration,
+    role: &'static str,
     keys: Arc<Mutex<HashMap<Vec<u8>, Vec<u8>>>>,
 }
 
@@ -184,9 +187,10 @@ impl FakeNode {
                 let uptime = age.as_secs(); // floor(start + age) − floor(start), start at `phase`
                 let text = format!(
                     "# Server\r\nredis_version:7.0.15\r\nrun_id:fake{:x}\r\n\
-                     uptime_in_seconds:{uptime}\r\nrole:master\r\nconnected_slaves:0\r\n\
+                     uptime_in_seconds:{uptime}\r\nrole:{}\r\nconnected_slaves:0\r\n\
                      cluster_enabled:0\r\n",
-                    self.phase.as_nanos()
+                    self.phase.as_nanos(),
+                    self.role
                 );
                 format!("${}\r\n{text}\r\n", text.len()).into_bytes()
             }
