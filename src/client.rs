@@ -375,6 +375,104 @@ mod tests {
         }
     }
 
+    /// The first argument of every command a script runs on a key (or publishes on) must be a
+    /// declared key: `KEYS[...]`, or a name bound to one (`for _, k in ipairs(KEYS)`,
+    /// `local k = KEYS[i]`, a helper's parameter). Proxies and some servers (Dragonfly, managed
+    /// services) refuse scripts that touch undeclared keys, and a cluster node can only run a
+    /// script whose keys it can see. Returns the offending calls.
+    fn undeclared(source: &str) -> Vec<String> {
+        const ON_KEYS: &[&str] = &[
+            "set",
+            "get",
+            "del",
+            "incr",
+            "pexpire",
+            "pexpireat",
+            "pttl",
+            "type",
+            "exists",
+            "hset",
+            "hget",
+            "hexists",
+            "hincrby",
+            "hlen",
+            "hgetall",
+            "zadd",
+            "zrem",
+            "zrange",
+            "zcard",
+            "zscore",
+            "zremrangebyscore",
+            "publish",
+        ];
+        let mut names: Vec<String> = Vec::new();
+        for line in source.lines() {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix("for _, ")
+                && let Some((name, range)) = rest.split_once(" in ")
+                && range.starts_with("ipairs(KEYS)")
+            {
+                names.push(name.trim().to_owned());
+            }
+            if let Some(rest) = line.strip_prefix("local ")
+                && let Some((name, value)) = rest.split_once(" = ")
+                && value.starts_with("KEYS[")
+            {
+                names.push(name.trim().to_owned());
+            }
+            if let Some(at) = line.find("function ")
+                && let Some(open) = line[at..].find('(')
+                && let Some(close) = line[at..].find(')')
+            {
+                let params = &line[at + open + 1..at + close];
+                names.extend(params.split(',').map(|p| p.trim().to_owned()));
+            }
+        }
+        let mut bad = Vec::new();
+        for call in source.split("redis.").skip(1) {
+            let Some(args) = call
+                .strip_prefix("call(")
+                .or_else(|| call.strip_prefix("pcall("))
+            else {
+                continue;
+            };
+            let Some((command, rest)) = args.split_once(',') else {
+                continue;
+            };
+            let command = command.trim().trim_matches('"').to_lowercase();
+            if !ON_KEYS.contains(&command.as_str()) {
+                continue;
+            }
+            let first = rest.split([',', ')']).next().unwrap_or_default().trim();
+            let declared = (first.starts_with("KEYS[") && first.ends_with(']'))
+                || names.iter().any(|n| n == first);
+            if !declared {
+                bad.push(format!("{command}({first}…)"));
+            }
+        }
+        bad
+    }
+
+    #[test]
+    fn every_script_declares_every_key_it_touches() {
+        let mut checked = 0;
+        for set in SCRIPT_SETS {
+            for script in set.iter() {
+                let bad = undeclared(script.source);
+                assert!(bad.is_empty(), "{bad:?} in:\n{}", script.source);
+                checked += 1;
+            }
+        }
+        assert!(checked >= 19, "{checked} scripts");
+        // The check can fail: a key built inside the script, a channel named in it.
+        let built = r#"redis.call("del", "redlock:x:" .. KEYS[1])"#;
+        assert_eq!(undeclared(built), ["del(\"redlock:x:\" .. KEYS[1]…)"]);
+        let published = r#"redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[2])"#;
+        assert_eq!(undeclared(published).len(), 1);
+        let fine = "for _, k in ipairs(KEYS) do\n    redis.call(\"del\", k)\nend";
+        assert!(undeclared(fine).is_empty());
+    }
+
     #[test]
     fn bad_url_errors_hide_the_password() {
         let err = Redlock::builder()

@@ -61,7 +61,7 @@ return {t, ttl, value, fence}"#,
 
 /// Lua: deletes KEYS[1] when it holds the token ARGV[1] (a string equal to it, or a hash with
 /// it as an owner), or whatever it holds when ARGV[1] is empty, and then announces the release
-/// with the nonce ARGV[2]. Replies 1 deleted, 0 absent, 2 held by another token (kept). The
+/// with the nonce ARGV[2] on the key's channel (KEYS[2]). Replies 1 deleted, 0 absent, 2 held by another token (kept). The
 /// fence counter is never touched: tokens must stay monotonic.
 pub(crate) static FORCE_RELEASE: Script = Script::new(
     r#"local t = redis.call("type", KEYS[1]).ok
@@ -80,7 +80,7 @@ if ARGV[1] ~= "" then
     end
 end
 redis.call("del", KEYS[1])
-redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[2])
+redis.call("publish", KEYS[2], ARGV[2])
 return 1"#,
 );
 
@@ -283,7 +283,9 @@ pub(crate) fn force_release(
         ));
     }
     let key: Arc<str> = resource.into();
-    let mut command = Command::script(&FORCE_RELEASE, Reply::Raw).text(release_nonce());
+    let mut command = Command::script(&FORCE_RELEASE, Reply::Raw)
+        .text(release_nonce())
+        .announcing();
     if token.is_none() {
         // Sent twice (after a dropped connection), "whatever is there" could be a new
         // holder's key.

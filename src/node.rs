@@ -287,6 +287,7 @@ pub(crate) fn spawn(
         health: Arc::clone(&health),
         buf: Vec::with_capacity(4096),
         deferred: Vec::new(),
+        inline_scripts: false,
         _exited: exited,
     };
     let handle = std::thread::Builder::new()
@@ -408,6 +409,9 @@ struct Worker {
     buf: Vec<u8>,
     /// Cleanups that found the node down, sent once it is back (see `Request::live_until`).
     deferred: Vec<Request>,
+    /// The connection's user may not run `SCRIPT LOAD` (a managed service, a tight ACL): its
+    /// scripts go whole with `EVAL` instead of by hash with `EVALSHA`.
+    inline_scripts: bool,
     /// Dropped when the thread ends, which the client's drop waits for.
     _exited: Sender<()>,
 }
@@ -624,7 +628,8 @@ impl Worker {
             .as_mut()
             .expect("execute is called with a connection");
         let sent = Instant::now();
-        let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), time)?;
+        let inline = self.inline_scripts;
+        let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), inline, time)?;
         let noscript: Vec<usize> = values
             .iter()
             .enumerate()
@@ -637,6 +642,7 @@ impl Worker {
                 conn,
                 &mut self.buf,
                 noscript.iter().map(|&i| &batch[i]),
+                inline,
                 false,
             )?;
             for (i, v) in noscript.into_iter().zip(again) {
@@ -653,8 +659,9 @@ impl Worker {
 
     fn connect(&mut self) {
         match self.open() {
-            Ok((conn, probe)) => {
+            Ok((conn, probe, inline_scripts)) => {
                 self.observe(probe);
+                self.inline_scripts = inline_scripts;
                 self.conn = Some(conn);
                 self.used_at = Instant::now();
                 self.backoff = BACKOFF_MIN;
@@ -678,8 +685,9 @@ impl Worker {
     }
 
     /// Connects, probes the server (refusing it before any script runs if it cannot hold
-    /// locks safely: see `probe.rs`) and loads the scripts.
-    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe)> {
+    /// locks safely: see `probe.rs`) and loads the scripts; says whether they must go whole
+    /// with `EVAL`, because `SCRIPT LOAD` was refused.
+    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe, bool)> {
         let mut conn = self
             .client
             .get_connection_with_timeout(self.settings.connect_timeout)?;
@@ -719,8 +727,19 @@ impl Worker {
                 ),
             )));
         }
-        load_scripts(&mut conn, self.settings.scripts)?;
-        Ok((conn, probe))
+        let inline_scripts = match load_scripts(&mut conn, self.settings.scripts) {
+            Ok(()) => false,
+            Err(e) if command_refused(&e) => {
+                probe.assessment.warnings.push(format!(
+                    "SCRIPT LOAD is refused ({e}): scripts go whole with EVAL on this node, each \
+                     call carrying its script's source; allow +script|load for this user to send \
+                     them by hash"
+                ));
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        Ok((conn, probe, inline_scripts))
     }
 
     /// Logs `warnings` unless they are the ones logged last.
@@ -837,12 +856,13 @@ fn pipeline<'a>(
     conn: &mut redis::Connection,
     buf: &mut Vec<u8>,
     requests: impl Iterator<Item = &'a Request>,
+    inline_scripts: bool,
     time: bool,
 ) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>)> {
     buf.clear();
     let mut count = 0;
     for r in requests {
-        r.command.write_resp(&r.key, &r.token, buf);
+        r.command.write_resp(&r.key, &r.token, inline_scripts, buf);
         count += 1;
     }
     if time {
@@ -864,6 +884,16 @@ fn pipeline<'a>(
         None
     };
     Ok((values, reading))
+}
+
+/// Whether a server error says the command is not for this user or not on this server (an
+/// ACL denial, a renamed or disabled command), rather than that something went wrong.
+fn command_refused(e: &redis::RedisError) -> bool {
+    let text = e.to_string();
+    crate::wire::is_denied(&text)
+        || text.contains("NoPerm")
+        || text.contains("unknown command")
+        || text.contains("unknown subcommand")
 }
 
 /// Loads every script in one round trip.

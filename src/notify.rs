@@ -1,8 +1,9 @@
 //! Release notifications: how waiters learn that a busy resource was freed without polling.
 //!
-//! Every kind's release script publishes on `redlock:released:<resource>` on each node where it
-//! let the key go (one message per resource for a multi-resource lock; a reentrant lock only when
-//! its last hold goes), with a nonce unique to that release. A client subscribes through one dedicated connection per node,
+//! Every kind's release script publishes on the resource's channel
+//! (`redlock:released:{…}:<resource>`, in the resource's hash slot: see `wire::channel`) on each
+//! node where it let the key go (one message per resource for a multi-resource lock; a
+//! reentrant lock only when its last hold goes), with a nonce unique to that release. A client subscribes through one dedicated connection per node,
 //! created on the first wait and shared by all of its waiters; each resource is subscribed once,
 //! however many threads wait on it (a reference count), and unsubscribed when its last waiter
 //! leaves, whether it got the lock or gave up.
@@ -33,7 +34,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError
 
 use crate::cancel::Cancel;
 use crate::sync::relock;
-use crate::wire::CHANNEL_PREFIX;
+use crate::wire::{channel, released_key};
 
 /// How often a waiter for its subscriptions to become active looks at its cancel.
 const CANCEL_SLICE: Duration = Duration::from_millis(1);
@@ -687,7 +688,7 @@ impl Subscriber {
             }
             match message {
                 Ok(msg) => {
-                    if let Some(res) = msg.get_channel_name().strip_prefix(CHANNEL_PREFIX) {
+                    if let Some(res) = released_key(msg.get_channel_name()) {
                         let nonce: String = msg.get_payload().unwrap_or_default();
                         self.registry.released(res, nonce);
                     }
@@ -697,8 +698,4 @@ impl Subscriber {
             }
         }
     }
-}
-
-fn channel(resource: &str) -> String {
-    format!("{CHANNEL_PREFIX}{resource}")
 }

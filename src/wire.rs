@@ -33,8 +33,52 @@ end
 }
 pub(crate) use owned_fn;
 
-/// The channel a release of `resource` is announced on (see `notify.rs`).
-pub(crate) const CHANNEL_PREFIX: &str = "redlock:released:";
+/// The prefix of every channel a release is announced on (see [`channel`]).
+const CHANNEL_PREFIX: &str = "redlock:released:";
+
+/// The hash tag of a key as Redis Cluster reads it: what lies between its first `{` and the
+/// first `}` after it, when that is not empty.
+pub(crate) fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let len = key[open + 1..].find('}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// The channel a release of `key` is announced on (see `notify.rs`), in the same hash slot as
+/// the key, so that a script may declare it among its keys and a cluster's sharded pub/sub can
+/// carry it: `redlock:released:{<tag>}:<key>`, where the tag is the key's own hash tag, or the
+/// whole key when it has none. A key with no tag of its own and a `}` in it cannot share its
+/// slot with any other name: its channel is `redlock:released:<key>`. One key, one channel,
+/// and [`released_key`] reads it back.
+pub(crate) fn channel(key: &str) -> String {
+    let mut out = String::with_capacity(CHANNEL_PREFIX.len() + 2 * key.len() + 3);
+    for part in channel_parts(key) {
+        out.push_str(part);
+    }
+    out
+}
+
+/// [`channel`] in pieces, to write without allocating.
+fn channel_parts(key: &str) -> [&str; 6] {
+    match hash_tag(key).or((!key.contains('}')).then_some(key)) {
+        Some(tag) => [CHANNEL_PREFIX, "{", tag, "}", ":", key],
+        None => [CHANNEL_PREFIX, key, "", "", "", ""],
+    }
+}
+
+/// The key whose release was announced on `channel`, if it is one of ours.
+pub(crate) fn released_key(channel: &str) -> Option<&str> {
+    let rest = channel.strip_prefix(CHANNEL_PREFIX)?;
+    // `{tag}:key`: the tag has no `}`, so its end is the first one.
+    if let Some(tagged) = rest.strip_prefix('{')
+        && let Some(end) = tagged.find('}')
+        && end > 0
+        && let Some(key) = tagged[end + 1..].strip_prefix(':')
+    {
+        return Some(key);
+    }
+    Some(rest)
+}
 
 /// A Lua script and its SHA1, which `EVALSHA` names it by.
 pub(crate) struct Script {
@@ -113,6 +157,9 @@ pub(crate) struct Command {
     /// Sending it twice is as good as once, so it can be resent when the connection turns out
     /// to be gone and the first send may or may not have run.
     pub resendable: bool,
+    /// It may announce releases: each of its keys' [`channel`]s follows its keys, in the same
+    /// order, so that the script declares every name it touches.
+    pub announces: bool,
 }
 
 impl Command {
@@ -127,6 +174,7 @@ impl Command {
             acquire: false,
             samples_clock: false,
             resendable: true,
+            announces: false,
         }
     }
 
@@ -148,6 +196,12 @@ impl Command {
     pub(crate) fn acquiring(mut self) -> Command {
         self.acquire = true;
         self.samples_clock = true;
+        self
+    }
+
+    /// A release: its keys' channels are declared after them.
+    pub(crate) fn announcing(mut self) -> Command {
+        self.announces = true;
         self
     }
 
@@ -175,12 +229,15 @@ impl Command {
             acquire: true,
             samples_clock: true,
             resendable: true,
+            announces: false,
         }
     }
 
     /// Appends the command for the request's `key` and `token` to `buf` in RESP, the way
     /// redis-rs would pack it, without allocating (the worker reuses `buf` for every batch).
-    pub(crate) fn write_resp(&self, key: &str, token: &str, buf: &mut Vec<u8>) {
+    /// `inline`: send a script whole with `EVAL` (on a connection whose user may not run
+    /// `SCRIPT LOAD`) rather than by its hash with `EVALSHA`.
+    pub(crate) fn write_resp(&self, key: &str, token: &str, inline: bool, buf: &mut Vec<u8>) {
         fn bulk(buf: &mut Vec<u8>, arg: &[u8]) {
             header(buf, b'$', arg.len());
             buf.extend_from_slice(arg);
@@ -219,20 +276,34 @@ impl Command {
                 bulk_number(buf, self.number.unwrap_or(0));
             }
             Op::Eval(script) => {
-                let keys: usize = match &self.keys {
-                    Keys::Key => 1,
-                    Keys::KeyAnd(_) => 2,
-                    Keys::List(keys) => keys.len(),
+                let (keys, lock_keys) = match &self.keys {
+                    Keys::Key => (1, 1),
+                    Keys::KeyAnd(_) => (2, 1),
+                    Keys::List(keys) => (keys.len(), keys.len()),
                 };
+                let keys = keys + if self.announces { lock_keys } else { 0 };
                 let args = 3
                     + keys
                     + 1
                     + usize::from(self.number.is_some())
                     + usize::from(self.text.is_some());
                 header(buf, b'*', args);
-                bulk(buf, b"EVALSHA");
-                bulk(buf, script.sha().as_bytes());
+                if inline {
+                    bulk(buf, b"EVAL");
+                    bulk(buf, script.source.as_bytes());
+                } else {
+                    bulk(buf, b"EVALSHA");
+                    bulk(buf, script.sha().as_bytes());
+                }
                 bulk_number(buf, keys as u64);
+                let channel = |buf: &mut Vec<u8>, key: &str| {
+                    let parts = channel_parts(key);
+                    header(buf, b'$', parts.iter().map(|p| p.len()).sum());
+                    for part in parts {
+                        buf.extend_from_slice(part.as_bytes());
+                    }
+                    buf.extend_from_slice(b"\r\n");
+                };
                 match &self.keys {
                     Keys::Key => bulk(buf, key.as_bytes()),
                     Keys::KeyAnd(other) => {
@@ -242,6 +313,16 @@ impl Command {
                     Keys::List(keys) => {
                         for k in keys.iter() {
                             bulk(buf, k.as_bytes());
+                        }
+                    }
+                }
+                if self.announces {
+                    match &self.keys {
+                        Keys::Key | Keys::KeyAnd(_) => channel(buf, key),
+                        Keys::List(keys) => {
+                            for k in keys.iter() {
+                                channel(buf, k);
+                            }
                         }
                     }
                 }
@@ -258,7 +339,7 @@ impl Command {
 
     /// The redis-rs command for the request's `key` and `token`.
     #[cfg(test)]
-    pub(crate) fn encode(&self, key: &str, token: &str) -> redis::Cmd {
+    pub(crate) fn encode(&self, key: &str, token: &str, inline: bool) -> redis::Cmd {
         let mut c = match self.op {
             Op::SetNx => {
                 let mut c = redis::cmd("SET");
@@ -269,23 +350,29 @@ impl Command {
                     .arg(self.number.unwrap_or(0));
                 return c;
             }
+            Op::Eval(script) if inline => {
+                let mut c = redis::cmd("EVAL");
+                c.arg(script.source);
+                c
+            }
             Op::Eval(script) => {
                 let mut c = redis::cmd("EVALSHA");
                 c.arg(script.sha());
                 c
             }
         };
-        match &self.keys {
-            Keys::Key => c.arg(1).arg(key),
-            Keys::KeyAnd(other) => c.arg(2).arg(key).arg(&**other),
-            Keys::List(keys) => {
-                c.arg(keys.len());
-                for k in keys.iter() {
-                    c.arg(&**k);
-                }
-                &mut c
+        let (mut keys, lock_keys): (Vec<String>, Vec<String>) = match &self.keys {
+            Keys::Key => (vec![key.into()], vec![key.into()]),
+            Keys::KeyAnd(other) => (vec![key.into(), other.to_string()], vec![key.into()]),
+            Keys::List(list) => {
+                let list: Vec<String> = list.iter().map(|k| k.to_string()).collect();
+                (list.clone(), list)
             }
         };
+        if self.announces {
+            keys.extend(lock_keys.iter().map(|k| channel(k)));
+        }
+        c.arg(keys.len()).arg(keys);
         c.arg(token);
         if let Some(n) = self.number {
             c.arg(n);
@@ -369,7 +456,7 @@ mod tests {
             .keys(Keys::KeyAnd("other".into()))
             .number(7)
             .text("n".into());
-        let packed = cmd.encode("k", "tok").get_packed_command();
+        let packed = cmd.encode("k", "tok", false).get_packed_command();
         let text = String::from_utf8_lossy(&packed);
         let args: Vec<&str> = text
             .split("\r\n")
@@ -396,16 +483,75 @@ mod tests {
                 .number(7)
                 .text("nonce".into()),
             Command::script(&ECHO, Reply::Flag).text("".into()),
+            Command::script(&ECHO, Reply::Flag)
+                .text("nonce".into())
+                .announcing(),
+            Command::script(&ECHO, Reply::Flag)
+                .keys(Keys::List(vec![Arc::from("{t}:a"), Arc::from("b}")].into()))
+                .announcing(),
         ];
         for cmd in commands {
-            let mut buf = Vec::new();
-            cmd.write_resp("k:é", "tok", &mut buf);
-            assert_eq!(
-                buf,
-                cmd.encode("k:é", "tok").get_packed_command(),
-                "{cmd:?}"
-            );
+            for inline in [false, true] {
+                let mut buf = Vec::new();
+                cmd.write_resp("k:é", "tok", inline, &mut buf);
+                assert_eq!(
+                    buf,
+                    cmd.encode("k:é", "tok", inline).get_packed_command(),
+                    "{cmd:?}"
+                );
+            }
         }
+    }
+
+    /// Redis Cluster's slot of a key: CRC16 (XMODEM) of its hash tag, or of the key.
+    fn slot(key: &str) -> u16 {
+        let tagged = hash_tag(key).unwrap_or(key);
+        let mut crc: u16 = 0;
+        for &b in tagged.as_bytes() {
+            crc ^= u16::from(b) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc % 16384
+    }
+
+    #[test]
+    fn a_release_channel_shares_its_keys_slot_and_reads_back() {
+        assert_eq!(slot("123456789"), 0x31c3, "CRC16/XMODEM check value");
+        assert_eq!(
+            channel("orders:42"),
+            "redlock:released:{orders:42}:orders:42"
+        );
+        assert_eq!(channel("{user}:1"), "redlock:released:{user}:{user}:1");
+        let names = [
+            "orders:42",
+            "{user}:1",
+            "a{b}c",
+            "{}x",
+            "{x",
+            "x}",
+            "a}b{c}",
+            "redlock:sem:{pool}:3",
+            "é{ü}",
+            "{x}",
+            "x",
+        ];
+        for name in names {
+            let ch = channel(name);
+            assert_eq!(released_key(&ch), Some(name), "{ch}");
+            // A key with a `}` and no tag of its own cannot share a slot with any other name.
+            if hash_tag(name).is_some() || !name.contains('}') {
+                assert_eq!(slot(&ch), slot(name), "{name} -> {ch}");
+            }
+        }
+        // One key, one channel: {x} and x differ.
+        assert_ne!(channel("{x}"), channel("x"));
+        assert_eq!(released_key("other:channel"), None);
     }
 
     #[test]

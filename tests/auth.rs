@@ -339,7 +339,7 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
         nodes.iter().all(|n| {
             let (_, count): (String, u64) = redis::cmd("PUBSUB")
                 .arg("NUMSUB")
-                .arg("redlock:released:redlock:sem:{lock:s}:1")
+                .arg("redlock:released:{lock:s}:redlock:sem:{lock:s}:1")
                 .query(&mut n.conn())
                 .expect("PUBSUB NUMSUB");
             count == 1
@@ -363,7 +363,7 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
         nodes.iter().all(|n| {
             let (_, count): (String, u64) = redis::cmd("PUBSUB")
                 .arg("NUMSUB")
-                .arg("redlock:released:lock:w")
+                .arg("redlock:released:{lock:w}:lock:w")
                 .query(&mut n.conn())
                 .expect("PUBSUB NUMSUB");
             count == 1
@@ -373,5 +373,74 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     held.release().expect("release for the waiter");
     let got = waiter.join().expect("waiter thread");
     assert!(matches!(got, Ok(Ok(()))), "waiter: {got:?}");
+    assert_no_worker_panicked();
+}
+
+/// Managed services refuse some commands. `SCRIPT LOAD` refused: the scripts go whole with
+/// `EVAL`, and every kind locks, waits and releases as usual (the node status says why).
+/// `CONFIG` and `CLIENT` refused: only informative, locking is unaffected.
+#[test]
+fn a_user_without_script_load_config_or_client_locks_normally() {
+    watch_workers();
+    let (user, password) = documented_user();
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start()).collect();
+    let mut rules: Vec<String> = documented_acl()
+        .into_iter()
+        .filter(|r| r != "+script|load" && r != "+config|get" && r != "+evalsha")
+        .collect();
+    rules.push("+eval".into());
+    for node in &nodes {
+        set_user(node, &rules);
+        // The additions of the README's second line, for the fenced lock and the waiter.
+        set_user(
+            node,
+            &[
+                user.clone(),
+                "~redlock:fence:{lock:*}".into(),
+                "+subscribe".into(),
+                "+unsubscribe".into(),
+                "+incr".into(),
+                "+pttl".into(),
+            ],
+        );
+    }
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| user_url(n, &user, &password))
+        .collect();
+    let rl = client(&urls);
+    for s in rl.node_status() {
+        assert!(s.connected, "{s:?}");
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("SCRIPT LOAD is refused")),
+            "{s:?}"
+        );
+    }
+    let lock = rl.lock("lock:eval", TTL).expect("lock without SCRIPT LOAD");
+    lock.extend(TTL).expect("extend with EVAL");
+    let fenced = rl
+        .try_lock_fenced("lock:eval:f", TTL)
+        .expect("fenced with EVAL");
+    assert!(fenced.fence().is_some());
+    let waiter = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            rl.acquire(&redlock::LockRequest::new("lock:eval", TTL).wait(Duration::from_secs(10)))
+                .map(|l| l.release())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    lock.release().expect("release with EVAL");
+    let got = waiter.join().expect("waiter");
+    assert!(
+        matches!(got, Ok(Ok(()))),
+        "the waiter got the lock: {got:?}"
+    );
+    fenced.release().expect("fenced release");
+    for node in &nodes {
+        assert_eq!(node.get("lock:eval"), None);
+    }
     assert_no_worker_panicked();
 }

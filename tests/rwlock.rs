@@ -265,14 +265,10 @@ fn a_writer_release_wakes_every_waiting_reader() {
         })
         .collect();
     assert!(eventually(Duration::from_secs(10), || {
-        cluster.nodes.iter().all(|n| {
-            let (_, count): (String, u64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg("redlock:released:wake")
-                .query(&mut n.conn())
-                .unwrap();
-            count == 1
-        })
+        cluster
+            .nodes
+            .iter()
+            .all(|n| n.release_subscribers("wake") == 1)
     }));
     std::thread::sleep(Duration::from_millis(300));
     let released = Instant::now();

@@ -42,20 +42,22 @@ return 1"#
 ));
 
 /// Deletes each key that holds our token and, unless the nonce (ARGV[2]) is empty, announces
-/// each one's release on its own channel; 1 only if all of them were ours.
+/// each one's release on its own channel (the second half of KEYS, in the same order); 1 only
+/// if all of them were ours.
 pub(crate) static RELEASE: Script = Script::new(concat!(
     owned_fn!(),
     r#"local n = 0
-for _, k in ipairs(KEYS) do
-    if owned(k) then
-        redis.call("del", k)
+local keys = #KEYS / 2
+for i = 1, keys do
+    if owned(KEYS[i]) then
+        redis.call("del", KEYS[i])
         if ARGV[2] ~= "" then
-            redis.call("publish", "redlock:released:" .. k, ARGV[2])
+            redis.call("publish", KEYS[keys + i], ARGV[2])
         end
         n = n + 1
     end
 end
-if n == #KEYS then
+if n == keys then
     return 1
 end
 return 0"#
@@ -111,6 +113,7 @@ impl Many {
         Command::script(&RELEASE, Reply::Flag)
             .keys(Keys::List(Arc::clone(&self.keys)))
             .text(nonce)
+            .announcing()
     }
 }
 

@@ -10,7 +10,7 @@ use crate::kinds::{Caller, Grant, Held, Kind};
 use crate::wire::{Command, Reply, Script, owned_fn};
 
 /// Compare-and-delete: removes the key only while it holds our token, and then, unless the
-/// nonce (ARGV[2]) is empty, announces the release on `redlock:released:<key>` so that waiters
+/// nonce (ARGV[2]) is empty, announces the release on the key's channel (KEYS[2]) so that waiters
 /// wake at once instead of polling (`notify.rs`; subscribers receive it only after the script
 /// has ended, so they never see the key yet). An undo of a failed attempt passes no nonce:
 /// waking a waiter for a resource still held by whoever refused us would start a chain of
@@ -19,7 +19,7 @@ pub(crate) static RELEASE: Script = Script::new(concat!(
     owned_fn!(),
     r#"if owned(KEYS[1]) then
     if ARGV[2] ~= "" then
-        redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[2])
+        redis.call("publish", KEYS[2], ARGV[2])
     end
     return redis.call("del", KEYS[1])
 else
@@ -42,7 +42,9 @@ pub(crate) fn extend(ttl_ms: u64) -> Command {
 }
 
 pub(crate) fn release(nonce: Arc<str>) -> Command {
-    Command::script(&RELEASE, Reply::Flag).text(nonce)
+    Command::script(&RELEASE, Reply::Flag)
+        .text(nonce)
+        .announcing()
 }
 
 #[derive(Debug)]

@@ -59,7 +59,8 @@ return 1"#,
 );
 
 /// Reentrant release: one hold less; the key goes when the count reaches 0, and then (unless
-/// the nonce, ARGV[2], is empty: an undo) the release is announced. Replies with the holds
+/// the nonce, ARGV[2], is empty: an undo) the release is announced on the key's channel
+/// (KEYS[2]). Replies with the holds
 /// left, or nil when the owner holds nothing here.
 pub(crate) static RELEASE: Script = Script::new(
     r#"if redis.call("type", KEYS[1]).ok ~= "hash"
@@ -70,7 +71,7 @@ local n = redis.call("hincrby", KEYS[1], ARGV[1], -1)
 if n <= 0 then
     redis.call("del", KEYS[1])
     if ARGV[2] ~= "" then
-        redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[2])
+        redis.call("publish", KEYS[2], ARGV[2])
     end
     return 0
 end
@@ -81,6 +82,7 @@ fn release(nonce: Arc<str>) -> Command {
     Command::script(&RELEASE, Reply::Count)
         .text(nonce)
         .not_resendable()
+        .announcing()
 }
 
 #[derive(Debug)]

@@ -58,7 +58,7 @@
 //! answers for both.
 //!
 //! # Waking waiters
-//! The last reader's release publishes on `redlock:released:<key>` (a release that leaves other
+//! The last reader's release publishes on the key's channel (a release that leaves other
 //! readers changes nothing for a waiting writer). A writer's release is a plain release and
 //! publishes. Waiting readers wake on **every** release announced for the key (see
 //! [`Kind::shared`]), since all of them can get in at once; writers and other exclusive
@@ -156,7 +156,8 @@ return 1"#
 ));
 
 /// Read release: prunes and removes our entry (1 if it was live, else 0). When no reader is
-/// left the key goes and, unless the nonce (`ARGV[2]`) is empty (an undo), that is announced.
+/// left the key goes and, unless the nonce (`ARGV[2]`) is empty (an undo), that is announced on
+/// the key's channel (KEYS[2]).
 pub(crate) static READ_RELEASE: Script = Script::new(concat!(
     readers_fns!(),
     r#"if redis.call("type", KEYS[1]).ok ~= "zset" then
@@ -167,7 +168,7 @@ local removed = redis.call("zrem", KEYS[1], ARGV[1])
 if redis.call("zcard", KEYS[1]) == 0 then
     redis.call("del", KEYS[1])
     if ARGV[2] ~= "" then
-        redis.call("publish", "redlock:released:" .. KEYS[1], ARGV[2])
+        redis.call("publish", KEYS[2], ARGV[2])
     end
 else
     expire_at_last(KEYS[1])
@@ -176,7 +177,9 @@ return removed"#
 ));
 
 fn read_release(nonce: Arc<str>) -> Command {
-    Command::script(&READ_RELEASE, Reply::Flag).text(nonce)
+    Command::script(&READ_RELEASE, Reply::Flag)
+        .text(nonce)
+        .announcing()
 }
 
 /// Read or write.

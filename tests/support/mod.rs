@@ -358,11 +358,19 @@ impl RedisNode {
             .expect("SET");
     }
 
-    /// Subscribers of `resource`'s release channel on this node.
+    /// Subscribers of `resource`'s release channel on this node (`redlock:released:{tag}:<key>`,
+    /// the tag being the resource's own hash tag or the whole resource).
     pub fn release_subscribers(&self, resource: &str) -> i64 {
+        let tag = resource
+            .find('{')
+            .and_then(|open| {
+                let len = resource[open + 1..].find('}')?;
+                (len > 0).then(|| &resource[open + 1..open + 1 + len])
+            })
+            .unwrap_or(resource);
         let (_, n): (String, i64) = redis::cmd("PUBSUB")
             .arg("NUMSUB")
-            .arg(format!("redlock:released:{resource}"))
+            .arg(format!("redlock:released:{{{tag}}}:{resource}"))
             .query::<Vec<(String, i64)>>(&mut self.conn())
             .expect("PUBSUB NUMSUB")
             .pop()
