@@ -337,6 +337,26 @@ fn acl_user_url(node: &RedisNode, without: &str) -> String {
     format!("redis://{}:{password}@127.0.0.1:{}", acl[0], node.port)
 }
 
+/// Managed services often rename `CONFIG` away. The probe reads `maxmemory_policy` from `INFO`
+/// and tolerates the unknown command: the node locks normally, its persistence is partly known.
+#[test]
+fn a_node_with_config_renamed_away_locks_normally() {
+    watch_workers();
+    let node = RedisNode::start_with(&["--rename-command", "CONFIG", ""]);
+    let rl = builder(&[node.url()]).build().unwrap();
+    rl.try_lock("lock:renamed", TTL)
+        .expect("CONFIG is not needed to lock")
+        .release()
+        .unwrap();
+    let s = status(&rl, &node);
+    assert!(s.connected && s.warnings.is_empty(), "{s:?}");
+    assert_eq!(
+        s.persistence.as_deref(),
+        Some("no AOF, RDB unknown (CONFIG GET denied)")
+    );
+    assert_no_worker_panicked();
+}
+
 #[test]
 fn acl_user_without_config_or_time_still_locks() {
     watch_workers();
