@@ -177,8 +177,10 @@ const VALGRIND: &[&str] = &[
 const SLOW: &[(&str, &str)] = &[("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
 
 /// ffi/tests/c/test_request.c: the request builders and the cancel handle (every setter with bad
-/// input, kind x patience x auto-extension through `redlock_client_acquire`, cancellation from
-/// a thread and from a signal handler), linked both ways.
+/// input, kind x patience x auto-extension through `redlock_request_acquire`, one request
+/// acquired again and again and from several threads at once with a cancel handle per call,
+/// cancellation from a thread and from a signal handler, a handle freed while a call with it
+/// waits), linked both ways.
 #[test]
 fn c_request_suite_shared_and_static() {
     let shared = compile("ffi/tests/c/test_request.c", "test_request_shared", false);

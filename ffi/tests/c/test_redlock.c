@@ -6,84 +6,9 @@
  *
  * Prints "N passed, M failed" and exits non-zero on any failure.
  */
-#define _POSIX_C_SOURCE 200809L
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+#include "harness.h"
 
-#include "redlock.h"
-
-static int passed, failed;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            passed++;                                                                  \
-        } else {                                                                       \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: %s: CHECK(%s) failed\n", __FILE__, __LINE__, __func__, \
-                    #cond);                                                            \
-        }                                                                              \
-    } while (0)
-
-static const char *const *urls;
-static size_t n_urls;
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* How long a call waits for one node. Most checks need a single attempt to get every node's
- * answer, and on a loaded machine a node (or this process) can stall for much longer than the
- * library's 50 ms default: a patient second by default, more under valgrind (the harness sets
- * REDLOCK_TEST_NODE_TIMEOUT_MS). */
-#define PATIENT_NODE_TIMEOUT_MS 1000
-
-static uint64_t node_timeout_ms(void) {
-    const char *timeout = getenv("REDLOCK_TEST_NODE_TIMEOUT_MS");
-    return timeout != NULL ? strtoull(timeout, NULL, 10) : PATIENT_NODE_TIMEOUT_MS;
-}
-
-/* New options with the suite's node timeout; the caller frees them. */
-static redlock_options *test_options(void) {
-    redlock_options *opts = NULL;
-    redlock_error *err = NULL;
-    if (redlock_options_new(&opts, &err) != REDLOCK_OK ||
-        redlock_options_set_node_timeout_ms(opts, node_timeout_ms(), &err) != REDLOCK_OK) {
-        fprintf(stderr, "test options: %s\n", redlock_error_message(err));
-        exit(2);
-    }
-    return opts;
-}
-
-/* A client over the suite's nodes with `opts`, which it frees. */
-static redlock_client *client_with(redlock_options *opts) {
-    redlock_client *client = NULL;
-    redlock_error *err = NULL;
-    redlock_status st = redlock_client_new(urls, n_urls, opts, &client, &err);
-    redlock_options_free(opts);
-    if (st != REDLOCK_OK) {
-        fprintf(stderr, "redlock_client_new: %s: %s\n", redlock_status_str(st),
-                redlock_error_message(err));
-        redlock_error_free(err);
-        exit(2);
-    }
-    return client;
-}
-
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
+/* A client that retries patiently (100 times, 5 ± 5 ms apart). */
 static redlock_client *new_client(void) {
     redlock_options *opts = test_options();
     CHECK(redlock_options_set_retry_count(opts, 100, NULL) == REDLOCK_OK);
@@ -92,16 +17,61 @@ static redlock_client *new_client(void) {
     return client_with(opts);
 }
 
-/* A failed call gives an error with its status and a non-empty message. The error is read
- * through a pointer because the call that writes it is an argument of this function. */
-static void check_error(redlock_status st, redlock_status want, redlock_error **errp) {
-    redlock_error *err = *errp;
-    CHECK(st == want);
-    CHECK(err != NULL);
-    CHECK(redlock_error_status(err) == want);
-    CHECK(redlock_error_message(err) != NULL && strlen(redlock_error_message(err)) > 0);
-    redlock_error_free(err);
-    *errp = NULL;
+/* Acquires `req` with no cancel handle, for the calling thread. */
+static redlock_status acquire(const redlock_request *req, const redlock_client *client,
+                              redlock_lock **out, redlock_error **err) {
+    return redlock_request_acquire(req, client, NULL, NULL, out, err);
+}
+
+/* Acquires `req` as `acquire` does, then frees it: a request used once. */
+static redlock_status acquire_and_free(redlock_request *req, const redlock_client *client,
+                                       redlock_lock **out, redlock_error **err) {
+    redlock_status st = acquire(req, client, out, err);
+    redlock_request_free(req);
+    return st;
+}
+
+enum patience { RETRY, ONCE };
+
+/* `req` with a single attempt for ONCE, the client's retries for RETRY. */
+static redlock_request *with_patience(redlock_request *req, enum patience patience) {
+    if (patience == ONCE && redlock_request_set_retries(req, 0, NULL) != REDLOCK_OK) {
+        fprintf(stderr, "redlock_request_set_retries failed\n");
+        exit(2);
+    }
+    return req;
+}
+
+/* A request for a fenced lock; the caller frees it. */
+static redlock_request *fenced(const char *resource, uint64_t ttl_ms, enum patience patience) {
+    redlock_request *req = request_one(resource, ttl_ms);
+    if (redlock_request_set_fenced(req, NULL) != REDLOCK_OK) {
+        fprintf(stderr, "redlock_request_set_fenced(%s) failed\n", resource);
+        exit(2);
+    }
+    return with_patience(req, patience);
+}
+
+/* A request for one hold of a reentrant lock of `owner`; the caller frees it. */
+static redlock_request *reentrant(const char *resource, const char *owner, uint64_t ttl_ms,
+                                  enum patience patience) {
+    redlock_request *req = request_one(resource, ttl_ms);
+    if (redlock_request_set_reentrant(req, owner, NULL) != REDLOCK_OK) {
+        fprintf(stderr, "redlock_request_set_reentrant(%s, %s) failed\n", resource, owner);
+        exit(2);
+    }
+    return with_patience(req, patience);
+}
+
+/* A request for all of `resources` at once; the caller frees it. */
+static redlock_request *many(const char *const *resources, size_t n, uint64_t ttl_ms,
+                             enum patience patience) {
+    redlock_request *req = NULL;
+    if (redlock_request_new_many(resources, n, ttl_ms, &req, NULL) != REDLOCK_OK) {
+        fprintf(stderr, "redlock_request_new_many failed\n");
+        exit(2);
+    }
+    return with_patience(req, patience);
 }
 
 static void test_round_trip(void) {
@@ -398,49 +368,44 @@ static void test_options_setters(void) {
     CHECK(redlock_options_set_retry_count(NULL, 1, NULL) == REDLOCK_INVALID_ARGUMENT);
     redlock_options_free(NULL);
 
-    /* Lock options. */
-    check_error(redlock_lock_options_new(NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
-    redlock_lock_options *lo = NULL;
-    CHECK(redlock_lock_options_new(&lo, NULL) == REDLOCK_OK && lo != NULL);
-    CHECK(redlock_lock_options_set_auto_extend(lo, true, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_options_set_extend_fraction(lo, 0.5, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_options_set_max_hold_ms(lo, 0, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_options_set_wait_timeout_ms(lo, 0, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_options_set_notifications(lo, false, NULL) == REDLOCK_OK);
-    check_error(redlock_lock_options_set_extend_fraction(lo, 0.0, &err), REDLOCK_INVALID_ARGUMENT,
+    /* The per-acquisition settings live on a request: auto-extension, waiting,
+     * notifications, each checked by its setter. */
+    redlock_request *req = request_one("c:lock-options", 5 * node_timeout_ms());
+    CHECK(redlock_request_set_auto_extend(req, 0.5, 0, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_wait(req, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_notifications(req, false, NULL) == REDLOCK_OK);
+    /* 0 asks for the default fraction (1/3), and a wait beyond 10 years is 10 years: neither
+     * is an error, and both are replaced by the next good call below. */
+    CHECK(redlock_request_set_auto_extend(req, 0.0, 0, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_wait(req, UINT64_MAX, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_auto_extend(req, 0.5, 0, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_wait(req, 0, NULL) == REDLOCK_OK);
+    check_error(redlock_request_set_auto_extend(req, 1.0, 0, 0, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
-    check_error(redlock_lock_options_set_extend_fraction(lo, 1.0, &err), REDLOCK_INVALID_ARGUMENT,
+    check_error(redlock_request_set_auto_extend(req, -0.5, 0, 0, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
-    check_error(redlock_lock_options_set_extend_fraction(lo, 0.0 / 0.0, &err),
+    check_error(redlock_request_set_auto_extend(req, 0.0 / 0.0, 0, 0, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_lock_options_set_max_hold_ms(lo, UINT64_MAX, &err),
+    check_error(redlock_request_set_auto_extend(req, 0.5, UINT64_MAX, 0, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_lock_options_set_wait_timeout_ms(lo, UINT64_MAX, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_lock_options_set_auto_extend(NULL, true, &err), REDLOCK_INVALID_ARGUMENT,
+    check_error(redlock_request_set_auto_extend(NULL, 0.5, 0, 0, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
-    check_error(redlock_lock_options_set_extend_fraction(NULL, 0.5, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_lock_options_set_max_hold_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT,
+    check_error(redlock_request_set_wait(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_notifications(NULL, true, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
-    check_error(redlock_lock_options_set_wait_timeout_ms(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT,
-                &err);
-    check_error(redlock_lock_options_set_notifications(NULL, true, &err), REDLOCK_INVALID_ARGUMENT,
-                &err);
-    /* The options still work after the failed setters: auto-extended at half the TTL, one
+    /* The request still works after the failed setters: auto-extended at half the TTL, one
      * attempt (a wait of 0). */
     client = new_client();
     uint64_t ttl = 5 * node_timeout_ms();
-    CHECK(redlock_client_lock_with(client, "c:lock-options", ttl, lo, &lock, NULL) == REDLOCK_OK);
+    CHECK(acquire(req, client, &lock, NULL) == REDLOCK_OK);
     redlock_lock *other = NULL;
-    check_error(redlock_client_lock_with(client, "c:lock-options", ttl, lo, &other, &err),
-                REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire(req, client, &other, &err), REDLOCK_NOT_ACQUIRED, &err);
     sleep_ms((long)(ttl + ttl / 2));
     CHECK(redlock_lock_is_held(lock)); /* extended past its first TTL */
     CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
     redlock_lock_free(lock);
-    redlock_lock_options_free(lo);
-    redlock_lock_options_free(NULL);
+    redlock_request_free(req);
+    redlock_request_free(NULL);
     redlock_client_free(client);
 }
 
@@ -512,17 +477,24 @@ static void test_restart_grace_and_node_status(void) {
     redlock_client_free(guarded);
 }
 
-/* Fenced locks: tokens grow from holder to holder; other kinds of lock have none. */
+/* Fenced locks: tokens grow from holder to holder and are about the acquisition's time in µs
+ * since the epoch; other kinds of lock have none. One request serves every acquisition. */
 static void test_fenced(void) {
     redlock_client *client = new_client();
     redlock_error *err = NULL;
+    redlock_request *req = fenced("c:fenced", 10000, RETRY);
     uint64_t previous = 0;
     for (int i = 0; i < 3; i++) {
         redlock_lock *lock = NULL;
-        CHECK(redlock_client_lock_fenced(client, "c:fenced", 10000, &lock, &err) == REDLOCK_OK);
+        uint64_t before = wall_us();
+        CHECK(acquire(req, client, &lock, &err) == REDLOCK_OK);
+        uint64_t after = wall_us();
         uint64_t fence = 0;
         CHECK(redlock_lock_fence(lock, &fence, NULL) == REDLOCK_OK);
         CHECK(fence > previous);
+        /* The nodes run on this host's clock: the token is the time of the acquisition (a
+         * second either way for a loaded machine), not a small count. */
+        CHECK(fence + 1000000 >= before && fence <= after + 1000000);
         previous = fence;
         /* A plain lock on the same resource is refused while the fenced one is held. */
         redlock_lock *plain = NULL;
@@ -535,8 +507,9 @@ static void test_fenced(void) {
         CHECK(redlock_lock_fence(lock, &again, NULL) == REDLOCK_OK && again == fence);
         redlock_lock_free(lock);
     }
+    redlock_request_free(req);
     redlock_lock *lock = NULL;
-    CHECK(redlock_client_try_lock_fenced(client, "c:fenced", 10000, &lock, NULL) == REDLOCK_OK);
+    CHECK(acquire_and_free(fenced("c:fenced", 10000, ONCE), client, &lock, NULL) == REDLOCK_OK);
     uint64_t fence = 0;
     CHECK(redlock_lock_fence(lock, &fence, NULL) == REDLOCK_OK && fence > previous);
     redlock_lock_free(lock);
@@ -554,16 +527,19 @@ static void test_fenced(void) {
     CHECK(untouched == 77);
     redlock_lock_free(plain);
 
+    /* Bad input: the resource is checked by redlock_request_new, the TTL, the client and the
+     * out-parameter by redlock_request_acquire. */
     lock = NULL;
-    check_error(redlock_client_lock_fenced(NULL, "c:fenced", 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_fenced(client, NULL, 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_try_lock_fenced(client, "", 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_fenced(client, "c:fenced", 0, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_fenced(client, "c:fenced", 10000, NULL, &err),
+    redlock_request *none = (redlock_request *)&err;
+    redlock_request *const sentinel = none;
+    check_error(redlock_request_new(NULL, 10000, &none, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_new("", 10000, &none, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(none == sentinel);
+    req = fenced("c:fenced", 10000, RETRY);
+    check_error(acquire(req, NULL, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(req, client, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request_free(req);
+    check_error(acquire_and_free(fenced("c:fenced", 0, RETRY), client, &lock, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(lock == NULL);
     redlock_client_free(client);
@@ -574,43 +550,47 @@ static void test_reentrant(void) {
     redlock_client *client = new_client();
     redlock_error *err = NULL;
     redlock_lock *outer = NULL, *inner = NULL, *other = NULL;
-    CHECK(redlock_client_lock_reentrant(client, "c:re", "alice", 10000, &outer, &err) ==
-          REDLOCK_OK);
-    CHECK(redlock_client_try_lock_reentrant(client, "c:re", "alice", 10000, &inner, &err) ==
+    redlock_request *alice = reentrant("c:re", "alice", 10000, RETRY);
+    redlock_request *bob = reentrant("c:re", "bob", 10000, ONCE);
+    CHECK(acquire(alice, client, &outer, &err) == REDLOCK_OK);
+    CHECK(acquire_and_free(reentrant("c:re", "alice", 10000, ONCE), client, &inner, &err) ==
           REDLOCK_OK);
     uint64_t holds = 0;
     CHECK(redlock_lock_hold_count(outer, &holds, NULL) == REDLOCK_OK && holds == 1);
     CHECK(redlock_lock_hold_count(inner, &holds, NULL) == REDLOCK_OK && holds == 2);
     CHECK(strcmp(redlock_lock_token(inner), "alice") == 0);
-    check_error(redlock_client_try_lock_reentrant(client, "c:re", "bob", 10000, &other, &err),
-                REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire(bob, client, &other, &err), REDLOCK_NOT_ACQUIRED, &err);
     check_error(redlock_client_try_lock(client, "c:re", 10000, &other, &err),
                 REDLOCK_NOT_ACQUIRED, &err);
     CHECK(redlock_lock_extend(inner, 20000, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_release(inner, NULL) == REDLOCK_OK);
-    check_error(redlock_client_try_lock_reentrant(client, "c:re", "bob", 10000, &other, &err),
-                REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire(bob, client, &other, &err), REDLOCK_NOT_ACQUIRED, &err);
     CHECK(other == NULL);
     CHECK(redlock_lock_release(outer, NULL) == REDLOCK_OK);
-    CHECK(redlock_client_try_lock_reentrant(client, "c:re", "bob", 10000, &other, NULL) ==
-          REDLOCK_OK);
+    CHECK(acquire(bob, client, &other, NULL) == REDLOCK_OK);
     /* Freeing an unreleased hold releases it. */
     redlock_lock_free(other);
     redlock_lock_free(inner);
     redlock_lock_free(outer);
+    redlock_request_free(alice);
+    redlock_request_free(bob);
 
+    /* Bad owners are refused by the setter, which leaves the request a plain one. */
     redlock_lock *lock = NULL;
     const char bad_utf8[] = {'\xc3', '\x28', 0};
-    check_error(redlock_client_lock_reentrant(client, "c:re2", NULL, 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_reentrant(client, "c:re2", "", 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_reentrant(client, "c:re2", bad_utf8, 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_try_lock_reentrant(client, NULL, "alice", 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_reentrant(client, "c:re2", "alice", 10000, NULL, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request *req = request_one("c:re2", 10000);
+    check_error(redlock_request_set_reentrant(req, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_reentrant(req, "", &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_reentrant(req, bad_utf8, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    CHECK(acquire(req, client, &lock, NULL) == REDLOCK_OK);
+    check_error(redlock_lock_hold_count(lock, &holds, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_lock_free(lock);
+    lock = NULL;
+    redlock_request_free(req);
+    req = reentrant("c:re2", "alice", 10000, ONCE);
+    check_error(acquire(req, client, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request_free(req);
     CHECK(lock == NULL);
     redlock_client_free(client);
 }
@@ -620,46 +600,51 @@ static void test_many(void) {
     redlock_client *client = new_client();
     redlock_error *err = NULL;
     const char *const set[] = {"c:m-b", "c:m-a"};
+    const char *const overlapping[] = {"c:m-b", "c:m-c"};
     redlock_lock *lock = NULL, *other = NULL;
-    CHECK(redlock_client_lock_many(client, set, 2, 10000, &lock, &err) == REDLOCK_OK);
+    redlock_request *overlapping_once = many(overlapping, 2, 10000, ONCE);
+    CHECK(acquire_and_free(many(set, 2, 10000, RETRY), client, &lock, &err) == REDLOCK_OK);
     CHECK(strcmp(redlock_lock_resource(lock), "c:m-a,c:m-b") == 0);
     check_error(redlock_client_try_lock(client, "c:m-b", 10000, &other, &err),
                 REDLOCK_NOT_ACQUIRED, &err);
-    const char *const overlapping[] = {"c:m-b", "c:m-c"};
-    check_error(redlock_client_try_lock_many(client, overlapping, 2, 10000, &other, &err),
-                REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire(overlapping_once, client, &other, &err), REDLOCK_NOT_ACQUIRED, &err);
     CHECK(redlock_lock_extend(lock, 20000, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
-    CHECK(redlock_client_try_lock_many(client, overlapping, 2, 10000, &other, NULL) ==
-          REDLOCK_OK);
+    CHECK(acquire(overlapping_once, client, &other, NULL) == REDLOCK_OK);
     redlock_lock_free(other);
     redlock_lock_free(lock);
+    redlock_request_free(overlapping_once);
 
+    /* Bad sets are refused by redlock_request_new_many (out untouched); the TTL, the client
+     * and the out-parameter by redlock_request_acquire. */
     lock = NULL;
+    redlock_request *none = (redlock_request *)&err;
+    redlock_request *const sentinel = none;
     const char *const twice[] = {"c:x", "c:x"};
     const char *const with_null[] = {"c:x", NULL};
     const char *const with_empty[] = {"c:x", ""};
-    const char *many[65];
+    const char *too_many[65];
     for (int i = 0; i < 65; i++)
-        many[i] = "c:same";
-    check_error(redlock_client_lock_many(client, set, 0, 10000, &lock, &err),
+        too_many[i] = "c:same";
+    check_error(redlock_request_new_many(set, 0, 10000, &none, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_request_new_many(NULL, 2, 10000, &none, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_request_new_many(twice, 2, 10000, &none, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_request_new_many(with_null, 2, 10000, &none, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_many(client, NULL, 2, 10000, &lock, &err),
+    check_error(redlock_request_new_many(with_empty, 2, 10000, &none, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_many(client, twice, 2, 10000, &lock, &err),
+    check_error(redlock_request_new_many(too_many, 65, 10000, &none, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_many(client, with_null, 2, 10000, &lock, &err),
+    CHECK(none == sentinel);
+    check_error(acquire_and_free(many(set, 2, 0, RETRY), client, &lock, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_try_lock_many(client, with_empty, 2, 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_many(client, many, 65, 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_many(client, set, 2, 0, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_many(NULL, set, 2, 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_many(client, set, 2, 10000, NULL, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request *req = many(set, 2, 10000, RETRY);
+    check_error(acquire(req, NULL, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(req, client, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request_free(req);
     CHECK(lock == NULL);
     redlock_client_free(client);
 }
@@ -668,29 +653,6 @@ static void test_many(void) {
 
 /* A TTL that leaves room for an extension every third of it plus node_timeout. */
 static uint64_t auto_ttl_ms(void) { return 3 * node_timeout_ms() + 150; }
-
-/* Deletes `key` on the node at `url` (redis://127.0.0.1:PORT) behind the library's back;
- * returns how many keys it deleted, or -1 when the node did not answer. */
-static int raw_del(const char *url, const char *key) {
-    const char *colon = strrchr(url, ':');
-    if (colon == NULL)
-        return -1;
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)atoi(colon + 1));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    char cmd[256];
-    int n = snprintf(cmd, sizeof cmd, "*2\r\n$3\r\nDEL\r\n$%zu\r\n%s\r\n", strlen(key), key);
-    char reply[64] = {0};
-    int ok = connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-             write(fd, cmd, (size_t)n) == n && read(fd, reply, sizeof reply - 1) > 0;
-    close(fd);
-    return ok && reply[0] == ':' ? atoi(reply + 1) : -1;
-}
 
 /* Deletes `key` on the node at `url` once it is there: a lock call returns on a quorum, so a
  * slow node may apply its SET a moment later, after a DEL sent at once. */
@@ -704,6 +666,17 @@ static int raw_del_when_set(const char *url, const char *key) {
     return 0;
 }
 
+/* A request auto-extended with the defaults (every third of the TTL) and the client's
+ * retries; the caller frees it. */
+static redlock_request *auto_extended(const char *resource, uint64_t ttl_ms) {
+    redlock_request *req = request_one(resource, ttl_ms);
+    if (redlock_request_set_auto_extend(req, 0.0, 0, 0, NULL) != REDLOCK_OK) {
+        fprintf(stderr, "redlock_request_set_auto_extend(%s) failed\n", resource);
+        exit(2);
+    }
+    return req;
+}
+
 static void test_auto_extend_outlives_ttl(void) {
     redlock_client *client = new_client();
     redlock_client *other = new_client();
@@ -712,7 +685,7 @@ static void test_auto_extend_outlives_ttl(void) {
      * valgrind run beside this one) lost the lock. */
     uint64_t ttl = 5 * node_timeout_ms();
     redlock_lock *lock = NULL;
-    CHECK(redlock_client_lock_auto(client, "c:auto", ttl, &lock, NULL) == REDLOCK_OK);
+    CHECK(acquire_and_free(auto_extended("c:auto", ttl), client, &lock, NULL) == REDLOCK_OK);
     /* The client handle may go: the lock keeps it alive and keeps being extended. */
     redlock_client_free(client);
     for (int i = 0; i < 3; i++) {
@@ -779,7 +752,7 @@ static void test_lost_callback_when_keys_vanish(void) {
     redlock_client *client = new_client();
     uint64_t ttl = auto_ttl_ms();
     struct lost_flag f = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, "", NULL};
-    CHECK(redlock_client_lock_auto(client, "c:vanish", ttl, &f.lock, NULL) == REDLOCK_OK);
+    CHECK(acquire_and_free(auto_extended("c:vanish", ttl), client, &f.lock, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_on_lost(f.lock, on_lost, &f, NULL) == REDLOCK_OK);
     /* Delete the keys on a majority of the nodes. */
     for (size_t i = 0; i < n_urls / 2 + 1; i++)
@@ -799,13 +772,11 @@ static void test_lost_callback_when_keys_vanish(void) {
 static void test_max_hold_ends_in_lost(void) {
     redlock_client *client = new_client();
     uint64_t ttl = auto_ttl_ms();
-    redlock_lock_options *opts = NULL;
-    CHECK(redlock_lock_options_new(&opts, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_options_set_auto_extend(opts, true, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_options_set_max_hold_ms(opts, ttl, NULL) == REDLOCK_OK);
+    redlock_request *req = request_one("c:max-hold", ttl);
+    CHECK(redlock_request_set_auto_extend(req, 0.0, ttl, 0, NULL) == REDLOCK_OK);
     struct lost_flag f = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1, "", NULL};
-    CHECK(redlock_client_lock_with(client, "c:max-hold", ttl, opts, &f.lock, NULL) == REDLOCK_OK);
-    redlock_lock_options_free(opts); /* the lock keeps what it needs */
+    CHECK(acquire(req, client, &f.lock, NULL) == REDLOCK_OK);
+    redlock_request_free(req); /* the lock keeps what it needs */
     CHECK(redlock_lock_on_lost(f.lock, on_lost, &f, NULL) == REDLOCK_OK);
     CHECK(wait_lost(&f, 20 * (long)ttl) == 1);
     CHECK(redlock_lock_is_lost(f.lock));
@@ -817,19 +788,7 @@ static void test_max_hold_ends_in_lost(void) {
     redlock_client_free(client);
 }
 
-struct waiter {
-    redlock_client *client;
-    redlock_status status;
-};
-
-static void *wait_for_lock(void *arg) {
-    struct waiter *w = arg;
-    redlock_lock *lock = NULL;
-    w->status = redlock_client_lock_wait(w->client, "c:wait", 10000, 60000, &lock, NULL);
-    redlock_lock_free(lock);
-    return NULL;
-}
-
+/* One waiting request, acquired by three threads at once: each gets the lock in turn. */
 static void test_waiters_get_the_lock_after_release(void) {
     redlock_options *o = test_options();
     /* The fallback would be slow: notifications wake the waiters. */
@@ -837,58 +796,68 @@ static void test_waiters_get_the_lock_after_release(void) {
     redlock_client *client = client_with(o);
     redlock_lock *holder = NULL;
     CHECK(redlock_client_lock(client, "c:wait", 10000, &holder, NULL) == REDLOCK_OK);
+    redlock_request *req = request_one("c:wait", 10000);
+    CHECK(redlock_request_set_wait(req, 60000, NULL) == REDLOCK_OK);
     pthread_t threads[3];
-    struct waiter waiters[3];
+    struct acquisition waiters[3];
     for (int i = 0; i < 3; i++) {
-        waiters[i].client = client;
-        waiters[i].status = REDLOCK_PANIC;
-        pthread_create(&threads[i], NULL, wait_for_lock, &waiters[i]);
+        waiters[i] = acquisition(req, client, NULL, NULL);
+        waiters[i].release = 1;
+        CHECK(pthread_create(&threads[i], NULL, acquire_in_thread, &waiters[i]) == 0);
     }
     sleep_ms(200);
     CHECK(redlock_lock_release(holder, NULL) == REDLOCK_OK);
     for (int i = 0; i < 3; i++) {
         pthread_join(threads[i], NULL);
         CHECK(waiters[i].status == REDLOCK_OK);
+        acquisition_free(&waiters[i]);
     }
     redlock_lock_free(holder);
+    redlock_request_free(req);
     /* Giving up at the deadline. */
     CHECK(redlock_client_lock(client, "c:wait", 10000, &holder, NULL) == REDLOCK_OK);
     redlock_lock *late = NULL;
     redlock_error *err = NULL;
-    check_error(redlock_client_lock_wait(client, "c:wait", 10000, 100, &late, &err),
-                REDLOCK_NOT_ACQUIRED, &err);
+    req = request_one("c:wait", 10000);
+    CHECK(redlock_request_set_wait(req, 100, NULL) == REDLOCK_OK);
+    check_error(acquire(req, client, &late, &err), REDLOCK_NOT_ACQUIRED, &err);
     CHECK(late == NULL);
+    redlock_request_free(req);
     redlock_lock_free(holder);
     redlock_client_free(client);
 }
 
-static void test_lock_with_bad_arguments(void) {
+static void test_auto_extend_and_wait_bad_arguments(void) {
     redlock_client *client = new_client();
     redlock_lock *lock = (redlock_lock *)&client;
     redlock_lock *const sentinel = lock;
     redlock_error *err = NULL;
-    redlock_lock_options *opts = NULL;
-    CHECK(redlock_lock_options_new(&opts, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_options_set_auto_extend(opts, true, NULL) == REDLOCK_OK);
     /* A TTL too short to auto-extend: it must exceed fraction x ttl + node_timeout. */
-    check_error(redlock_client_lock_with(client, "c:bad", 3, opts, &lock, &err),
+    redlock_request *req = request_one("c:bad", 3);
+    CHECK(redlock_request_set_auto_extend(req, 0.5, 0, 0, NULL) == REDLOCK_OK);
+    check_error(acquire(req, client, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request_free(req);
+    check_error(acquire_and_free(auto_extended("c:bad", 3), client, &lock, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    redlock_lock_options_free(opts);
-    check_error(redlock_client_lock_auto(client, "c:bad", 3, &lock, &err), REDLOCK_INVALID_ARGUMENT,
+    req = auto_extended("c:bad", 10000);
+    check_error(acquire(req, NULL, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request_free(req);
+    redlock_request *none = (redlock_request *)&client;
+    check_error(redlock_request_new(NULL, 10000, &none, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_new("\xc3\x28", 10000, &none, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
-    check_error(redlock_client_lock_auto(NULL, "c:bad", 10000, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_wait(client, NULL, 10000, 10, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_wait(client, "\xc3\x28", 10000, 10, &lock, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_client_lock_with(client, "c:bad", 10000, NULL, NULL, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(none == (redlock_request *)&client);
+    req = request_one("c:bad", 10000);
+    CHECK(redlock_request_set_wait(req, 10, NULL) == REDLOCK_OK);
+    check_error(acquire(req, client, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(NULL, client, &lock, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request_free(req);
     CHECK(lock == sentinel);
     check_error(redlock_lock_on_lost(NULL, on_lost, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
     redlock_lock *held = NULL;
-    /* NULL options: the defaults, like redlock_client_lock. */
-    CHECK(redlock_client_lock_with(client, "c:bad", 10000, NULL, &held, NULL) == REDLOCK_OK);
+    /* A request with no setter called: a plain lock with the client's retries, like
+     * redlock_client_lock. */
+    CHECK(acquire_and_free(request_one("c:bad", 10000), client, &held, NULL) == REDLOCK_OK);
     check_error(redlock_lock_on_lost(held, NULL, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
     redlock_lock_free(held);
     CHECK(!redlock_lock_is_held(NULL));
@@ -1014,7 +983,7 @@ static void test_inspect_plain_fenced_and_free(void) {
     redlock_lock_free(lock);
 
     lock = NULL;
-    CHECK(redlock_client_try_lock_fenced(client, "c:insp-fenced", 20000, &lock, NULL) ==
+    CHECK(acquire_and_free(fenced("c:insp-fenced", 20000, ONCE), client, &lock, NULL) ==
           REDLOCK_OK);
     uint64_t issued = 0;
     CHECK(redlock_lock_fence(lock, &issued, NULL) == REDLOCK_OK);
@@ -1039,10 +1008,10 @@ static void test_inspect_reentrant_owners(void) {
     redlock_client *client = new_client();
     size_t quorum = n_urls / 2 + 1;
     redlock_lock *outer = NULL, *inner = NULL;
-    CHECK(redlock_client_try_lock_reentrant(client, "c:insp-re", "alice", 20000, &outer, NULL) ==
-          REDLOCK_OK);
-    CHECK(redlock_client_try_lock_reentrant(client, "c:insp-re", "alice", 20000, &inner, NULL) ==
-          REDLOCK_OK);
+    redlock_request *alice = reentrant("c:insp-re", "alice", 20000, ONCE);
+    CHECK(acquire(alice, client, &outer, NULL) == REDLOCK_OK);
+    CHECK(acquire(alice, client, &inner, NULL) == REDLOCK_OK);
+    redlock_request_free(alice);
     redlock_inspection *insp = inspect(client, "c:insp-re");
     CHECK(redlock_inspection_held(insp));
     CHECK(redlock_inspection_holder(insp) != NULL &&
@@ -1074,7 +1043,7 @@ static void test_force_release(void) {
     redlock_client *client = new_client();
     size_t quorum = n_urls / 2 + 1;
     redlock_lock *lock = NULL;
-    CHECK(redlock_client_try_lock_fenced(client, "c:insp-force", 20000, &lock, NULL) ==
+    CHECK(acquire_and_free(fenced("c:insp-force", 20000, ONCE), client, &lock, NULL) ==
           REDLOCK_OK);
     uint64_t issued = 0;
     CHECK(redlock_lock_fence(lock, &issued, NULL) == REDLOCK_OK);
@@ -1119,7 +1088,7 @@ static void test_force_release(void) {
 
     /* No token: whatever holds it goes, a reentrant lock included. */
     lock = NULL;
-    CHECK(redlock_client_try_lock_reentrant(client, "c:insp-force", "bob", 20000, &lock, NULL) ==
+    CHECK(acquire_and_free(reentrant("c:insp-force", "bob", 20000, ONCE), client, &lock, NULL) ==
           REDLOCK_OK);
     r = force(client, "c:insp-force", NULL);
     CHECK(redlock_forced_release_token(r) == NULL);
@@ -1236,9 +1205,8 @@ static void test_inspect_with_dead_nodes(void) {
     redlock_client_free(client);
 }
 
-/* ---- End of inspection and forced release ---- */
-/* ---- Read-write locks and semaphores (issue 17): redlock_request_set_read/_write/_semaphore,
- * redlock_lock_permit. ---- */
+/* ---- Read-write locks and semaphores: redlock_request_set_read/_write/_semaphore,
+ * redlock_lock_permit, and the caller of redlock_request_acquire ---- */
 
 /* A request for `resource` with a single attempt, made a read (kind 'r'), write ('w') or
  * semaphore of `permits` ('s') request; the caller frees it. */
@@ -1261,32 +1229,6 @@ static redlock_request *rw_request(const char *resource, char kind, uint32_t per
     return req;
 }
 
-struct acquirer {
-    redlock_client *client;
-    const redlock_request *request;
-    redlock_status status;
-};
-
-/* Acquires on another thread (so the calling thread's own holds do not count) and releases. */
-static void *acquire_elsewhere(void *arg) {
-    struct acquirer *a = arg;
-    redlock_lock *lock = NULL;
-    a->status = redlock_client_acquire(a->client, a->request, &lock, NULL);
-    if (a->status == REDLOCK_OK) {
-        redlock_lock_release(lock, NULL);
-        redlock_lock_free(lock);
-    }
-    return NULL;
-}
-
-static redlock_status acquire_on_a_thread(redlock_client *client, const redlock_request *req) {
-    struct acquirer a = {client, req, REDLOCK_PANIC};
-    pthread_t thread;
-    pthread_create(&thread, NULL, acquire_elsewhere, &a);
-    pthread_join(thread, NULL);
-    return a.status;
-}
-
 static void test_read_write(void) {
     redlock_client *client = new_client();
     redlock_error *err = NULL;
@@ -1295,25 +1237,25 @@ static void test_read_write(void) {
 
     /* Two readers at once. */
     redlock_lock *r1 = NULL, *r2 = NULL;
-    CHECK(redlock_client_acquire(client, read, &r1, NULL) == REDLOCK_OK);
-    CHECK(redlock_client_acquire(client, read, &r2, NULL) == REDLOCK_OK);
+    CHECK(acquire(read, client, &r1, NULL) == REDLOCK_OK);
+    CHECK(acquire(read, client, &r2, NULL) == REDLOCK_OK);
     CHECK(r1 != NULL && r2 != NULL && r1 != r2);
     CHECK(redlock_lock_is_held(r1) && redlock_lock_is_held(r2));
     /* A third reader on another thread gets in too. */
-    CHECK(acquire_on_a_thread(client, read) == REDLOCK_OK);
+    CHECK(acquire_on_a_thread(client, read, NULL) == REDLOCK_OK);
     /* A writer elsewhere and a plain lock are refused while readers hold it. */
-    CHECK(acquire_on_a_thread(client, write) == REDLOCK_NOT_ACQUIRED);
+    CHECK(acquire_on_a_thread(client, write, NULL) == REDLOCK_NOT_ACQUIRED);
     redlock_lock *plain = NULL;
     check_error(redlock_client_try_lock(client, "c:rw", 10000, &plain, &err), REDLOCK_NOT_ACQUIRED,
                 &err);
     CHECK(plain == NULL);
     /* This thread holds a read lock: asking for the write lock is an error, not a wait. */
     redlock_lock *w = NULL;
-    check_error(redlock_client_acquire(client, write, &w, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(write, client, &w, &err), REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(w == NULL);
     /* Releasing one reader leaves the other: the writer is still refused. */
     CHECK(redlock_lock_release(r1, NULL) == REDLOCK_OK);
-    CHECK(acquire_on_a_thread(client, write) == REDLOCK_NOT_ACQUIRED);
+    CHECK(acquire_on_a_thread(client, write, NULL) == REDLOCK_NOT_ACQUIRED);
     /* A reader extends only itself. */
     CHECK(redlock_lock_extend(r2, 20000, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_release(r2, NULL) == REDLOCK_OK);
@@ -1321,12 +1263,12 @@ static void test_read_write(void) {
     redlock_lock_free(r2);
 
     /* The last reader gone, a writer gets in and excludes readers elsewhere. */
-    CHECK(redlock_client_acquire(client, write, &w, NULL) == REDLOCK_OK);
-    CHECK(acquire_on_a_thread(client, read) == REDLOCK_NOT_ACQUIRED);
-    CHECK(acquire_on_a_thread(client, write) == REDLOCK_NOT_ACQUIRED);
+    CHECK(acquire(write, client, &w, NULL) == REDLOCK_OK);
+    CHECK(acquire_on_a_thread(client, read, NULL) == REDLOCK_NOT_ACQUIRED);
+    CHECK(acquire_on_a_thread(client, write, NULL) == REDLOCK_NOT_ACQUIRED);
     /* Holding the write lock, this thread's read request is an error. */
     redlock_lock *r3 = NULL;
-    check_error(redlock_client_acquire(client, read, &r3, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(read, client, &r3, &err), REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(r3 == NULL);
     /* Read and write locks have no permit and no fencing token; out untouched. */
     uint32_t permit = 77;
@@ -1337,13 +1279,138 @@ static void test_read_write(void) {
 
     /* A plain holder excludes readers. */
     CHECK(redlock_client_try_lock(client, "c:rw", 10000, &plain, NULL) == REDLOCK_OK);
-    CHECK(acquire_on_a_thread(client, read) == REDLOCK_NOT_ACQUIRED);
+    CHECK(acquire_on_a_thread(client, read, NULL) == REDLOCK_NOT_ACQUIRED);
     CHECK(redlock_lock_release(plain, NULL) == REDLOCK_OK);
     redlock_lock_free(plain);
-    CHECK(acquire_on_a_thread(client, read) == REDLOCK_OK);
+    CHECK(acquire_on_a_thread(client, read, NULL) == REDLOCK_OK);
 
     redlock_request_free(read);
     redlock_request_free(write);
+    redlock_client_free(client);
+}
+
+/* Releases `lock` `after_ms` from its start; a pthread start routine. */
+struct later_release {
+    redlock_lock *lock;
+    long after_ms;
+    redlock_status status;
+};
+
+static void *release_later(void *arg) {
+    struct later_release *r = arg;
+    sleep_ms(r->after_ms);
+    r->status = redlock_lock_release(r->lock, NULL);
+    return NULL;
+}
+
+/* Acquires `req` on this thread for `caller`. */
+static redlock_status acquire_for(const redlock_request *req, const redlock_client *client,
+                                  const char *caller, redlock_lock **out, redlock_error **err) {
+    return redlock_request_acquire(req, client, NULL, caller, out, err);
+}
+
+/* The caller of redlock_request_acquire: whose holds the read-write self-wait check looks at.
+ * A named caller is the same caller on every OS thread; NULL (and "") is the calling OS
+ * thread; a caller that is not UTF-8 is refused before anything happens. */
+static void test_caller(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    redlock_request *read = rw_request("c:caller", 'r', 0);
+    redlock_request *write = rw_request("c:caller", 'w', 0);
+    redlock_request *write_waiting = rw_request("c:caller", 'w', 0);
+    CHECK(redlock_request_set_wait(write_waiting, 60000, NULL) == REDLOCK_OK);
+    redlock_lock *r = NULL, *w = NULL;
+
+    /* alice holds a read lock, taken on this thread. */
+    CHECK(acquire_for(read, client, "alice", &r, NULL) == REDLOCK_OK);
+    /* alice is refused her write lock on any thread: she would wait for herself. */
+    CHECK(acquire_on_a_thread(client, write, "alice") == REDLOCK_INVALID_ARGUMENT);
+    check_error(acquire_for(write, client, "alice", &w, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    /* The message names the caller. */
+    CHECK(acquire_for(write, client, "alice", &w, &err) == REDLOCK_INVALID_ARGUMENT);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "alice") != NULL);
+    redlock_error_free(err);
+    err = NULL;
+    /* Another caller on this same thread is refused by the nodes after its attempt, like
+     * anyone: alice's hold is not the thread's, nor bob's. */
+    check_error(acquire_for(write, client, "bob", &w, &err), REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire_for(write, client, NULL, &w, &err), REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(w == NULL);
+    /* alice's further read locks are fine, from anywhere. */
+    CHECK(acquire_on_a_thread(client, read, "alice") == REDLOCK_OK);
+    /* bob waits on this thread until alice's read lock goes (released from another thread),
+     * then gets the write lock. */
+    struct later_release later = {r, 300, REDLOCK_PANIC};
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, release_later, &later) == 0);
+    CHECK(acquire_for(write_waiting, client, "bob", &w, NULL) == REDLOCK_OK);
+    pthread_join(thread, NULL);
+    CHECK(later.status == REDLOCK_OK);
+    redlock_lock_free(r);
+    r = NULL;
+    /* bob holds the write lock: his read request is refused on any thread; alice's, now that
+     * she holds nothing, only by the nodes. */
+    CHECK(acquire_on_a_thread(client, read, "bob") == REDLOCK_INVALID_ARGUMENT);
+    CHECK(acquire_on_a_thread(client, read, "alice") == REDLOCK_NOT_ACQUIRED);
+    check_error(acquire_for(read, client, NULL, &r, &err), REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(redlock_lock_release(w, NULL) == REDLOCK_OK);
+    redlock_lock_free(w);
+    w = NULL;
+
+    /* NULL is the calling OS thread, and so is "". */
+    CHECK(acquire_for(read, client, NULL, &r, NULL) == REDLOCK_OK);
+    check_error(acquire_for(write, client, NULL, &w, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire_for(write, client, "", &w, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(acquire_on_a_thread(client, write, NULL) == REDLOCK_NOT_ACQUIRED);
+    check_error(acquire_for(write, client, "carol", &w, &err), REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(w == NULL);
+    CHECK(redlock_lock_release(r, NULL) == REDLOCK_OK);
+    redlock_lock_free(r);
+
+    /* A hold ends with its lock, also when the lock is freed without a release: then alice may
+     * wait for the write lock (until the freed reader is gone from the nodes). */
+    CHECK(acquire_for(read, client, "alice", &r, NULL) == REDLOCK_OK);
+    redlock_lock_free(r);
+    CHECK(acquire_for(write_waiting, client, "alice", &w, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(w, NULL) == REDLOCK_OK);
+    redlock_lock_free(w);
+    w = NULL;
+
+    /* A caller that is not UTF-8: REDLOCK_INVALID_ARGUMENT, out untouched, nothing taken, no
+     * hold recorded, whatever the kind. */
+    const char bad_utf8[] = {'\xff', 'a', 0};
+    redlock_lock *untouched = (redlock_lock *)&client;
+    redlock_lock *const sentinel = untouched;
+    check_error(acquire_for(read, client, bad_utf8, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(acquire_for(write_waiting, client, bad_utf8, &untouched, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_request *plain = request_one("c:caller", 10000);
+    check_error(acquire_for(plain, client, bad_utf8, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    CHECK(untouched == sentinel);
+    CHECK(gone_everywhere("c:caller"));
+    /* This thread holds nothing: its write lock comes at the first attempt, and so do the
+     * requests that were refused, unchanged. */
+    CHECK(acquire_for(write, client, NULL, &w, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(w, NULL) == REDLOCK_OK);
+    redlock_lock_free(w);
+    CHECK(acquire_for(read, client, "alice", &r, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(r, NULL) == REDLOCK_OK);
+    redlock_lock_free(r);
+    CHECK(acquire(plain, client, &w, NULL) == REDLOCK_OK);
+    redlock_lock_free(w);
+
+    /* Other kinds ignore the caller: a plain lock is no more the caller's than anyone's. */
+    CHECK(acquire_for(plain, client, "alice", &w, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_retries(plain, 0, NULL) == REDLOCK_OK);
+    check_error(acquire_for(plain, client, "alice", &r, &err), REDLOCK_NOT_ACQUIRED, &err);
+    redlock_lock_free(w);
+    redlock_request_free(plain);
+
+    redlock_request_free(read);
+    redlock_request_free(write);
+    redlock_request_free(write_waiting);
     redlock_client_free(client);
 }
 
@@ -1352,23 +1419,23 @@ static void test_semaphore(void) {
     redlock_error *err = NULL;
     redlock_request *sem = rw_request("c:sem", 's', 2);
     redlock_lock *a = NULL, *b = NULL, *c = NULL;
-    CHECK(redlock_client_acquire(client, sem, &a, NULL) == REDLOCK_OK);
-    CHECK(redlock_client_acquire(client, sem, &b, NULL) == REDLOCK_OK);
+    CHECK(acquire(sem, client, &a, NULL) == REDLOCK_OK);
+    CHECK(acquire(sem, client, &b, NULL) == REDLOCK_OK);
     uint32_t pa = 77, pb = 77;
     CHECK(redlock_lock_permit(a, &pa, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_permit(b, &pb, NULL) == REDLOCK_OK);
     CHECK(pa < 2 && pb < 2 && pa != pb);
     /* The third is refused. */
-    check_error(redlock_client_acquire(client, sem, &c, &err), REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire(sem, client, &c, &err), REDLOCK_NOT_ACQUIRED, &err);
     CHECK(c == NULL);
     /* Another number of permits for the same semaphore is an error while permits are held. */
     redlock_request *three = rw_request("c:sem", 's', 3);
-    check_error(redlock_client_acquire(client, three, &c, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(three, client, &c, &err), REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(c == NULL);
     redlock_request_free(three);
     /* Releasing one lets the next in, on the freed slot. */
     CHECK(redlock_lock_release(a, NULL) == REDLOCK_OK);
-    CHECK(redlock_client_acquire(client, sem, &c, NULL) == REDLOCK_OK);
+    CHECK(acquire(sem, client, &c, NULL) == REDLOCK_OK);
     uint32_t pc = 77;
     CHECK(redlock_lock_permit(c, &pc, NULL) == REDLOCK_OK && pc == pa);
     /* The permit stays readable after release; extension works on a slot. */
@@ -1399,7 +1466,7 @@ static void test_read_write_semaphore_bad_arguments(void) {
                 &err);
     /* The request was left unchanged: still a plain lock, so no permit. */
     redlock_lock *lock = NULL;
-    CHECK(redlock_client_acquire(client, req, &lock, NULL) == REDLOCK_OK);
+    CHECK(acquire(req, client, &lock, NULL) == REDLOCK_OK);
     uint32_t permit = 77;
     check_error(redlock_lock_permit(lock, &permit, &err), REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(permit == 77);
@@ -1535,42 +1602,37 @@ static void test_guard_node_status(void) {
 
 /* ---- end of the clock guard block ---- */
 
-int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s all|no-quorum URL...\n", argv[0]);
-        return 2;
-    }
-    urls = (const char *const *)&argv[2];
-    n_urls = (size_t)(argc - 2);
-    if (strcmp(argv[1], "no-quorum") == 0) {
-        test_no_quorum();
-        test_inspect_with_dead_nodes();
-    } else {
-        test_round_trip();
-        test_not_acquired();
-        test_lock_outlives_client();
-        test_threads_exclude_each_other();
-        test_invalid_arguments();
-        test_options_setters();
-        test_restart_grace_and_node_status();
-        test_fenced();
-        test_reentrant();
-        test_many();
-        test_auto_extend_outlives_ttl();
-        test_lost_callback_when_keys_vanish();
-        test_max_hold_ends_in_lost();
-        test_waiters_get_the_lock_after_release();
-        test_lock_with_bad_arguments();
-        test_inspect_plain_fenced_and_free();
-        test_inspect_reentrant_owners();
-        test_force_release();
-        test_inspect_bad_input();
-        test_read_write();
-        test_semaphore();
-        test_read_write_semaphore_bad_arguments();
-        test_guard_settings();
-        test_guard_node_status();
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+static void all(void) {
+    test_round_trip();
+    test_not_acquired();
+    test_lock_outlives_client();
+    test_threads_exclude_each_other();
+    test_invalid_arguments();
+    test_options_setters();
+    test_restart_grace_and_node_status();
+    test_fenced();
+    test_reentrant();
+    test_many();
+    test_auto_extend_outlives_ttl();
+    test_lost_callback_when_keys_vanish();
+    test_max_hold_ends_in_lost();
+    test_waiters_get_the_lock_after_release();
+    test_auto_extend_and_wait_bad_arguments();
+    test_inspect_plain_fenced_and_free();
+    test_inspect_reentrant_owners();
+    test_force_release();
+    test_inspect_bad_input();
+    test_read_write();
+    test_caller();
+    test_semaphore();
+    test_read_write_semaphore_bad_arguments();
+    test_guard_settings();
+    test_guard_node_status();
 }
+
+static void no_quorum(void) {
+    test_no_quorum();
+    test_inspect_with_dead_nodes();
+}
+
+int main(int argc, char **argv) { return suite_main(argc, argv, all, no_quorum); }

@@ -1,129 +1,32 @@
 /*
- * The acquisition request and the cancel handle of the C ABI (src/ffi/request.rs) end to end,
- * against real redis-server nodes started by ffi/tests/c_abi.rs.
+ * The acquisition request and the cancel handle of the C ABI (ffi/src/request.rs,
+ * ffi/src/cancel.rs) end to end, against real redis-server nodes started by ffi/tests/c_abi.rs:
+ * a request is built once and acquired as often as needed, each acquisition with its own
+ * cancel handle.
  *
  *   test_request all       URL...   every case that needs a healthy cluster
  *   test_request no-quorum URL...   run after the harness killed a majority of the nodes
  *
- * Prints "N passed, M failed" and exits non-zero on any failure. Plain C99 (POSIX for threads,
+ * Prints "N passed, M failed" and exits non-zero on any failure. Plain C11 (POSIX for threads,
  * sockets, signals and timers).
  */
-#define _POSIX_C_SOURCE 200809L
-#include <arpa/inet.h>
+#include "harness.h"
+
 #include <math.h>
-#include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "redlock.h"
-
-static int passed, failed;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            passed++;                                                                  \
-        } else {                                                                       \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: %s: CHECK(%s) failed\n", __FILE__, __LINE__, __func__, \
-                    #cond);                                                            \
-        }                                                                              \
-    } while (0)
-
-/* Like CHECK, and returns from the calling test when it fails (what follows would crash). */
-#define REQUIRE(cond)                                                                  \
-    do {                                                                               \
-        if (cond) {                                                                    \
-            passed++;                                                                  \
-        } else {                                                                       \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: %s: REQUIRE(%s) failed\n", __FILE__, __LINE__, __func__, \
-                    #cond);                                                            \
-            return;                                                                    \
-        }                                                                              \
-    } while (0)
-
-static const char *const *urls;
-static size_t n_urls;
-
-/* How long a cancelled call may take to return once its handle fired: generous, for valgrind
- * on a loaded machine; the library's own bound is a few milliseconds. */
-#define CANCEL_BOUND_MS 5000
-/* How long the nodes may take to apply what a call sent them after it returned on a quorum. */
-#define SETTLE_MS 10000
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* How long a call waits for one node: a patient second, more under valgrind (the harness sets
- * REDLOCK_TEST_NODE_TIMEOUT_MS). */
-static uint64_t node_timeout_ms(void) {
-    const char *timeout = getenv("REDLOCK_TEST_NODE_TIMEOUT_MS");
-    return timeout != NULL ? strtoull(timeout, NULL, 10) : 1000;
-}
-
-static size_t quorum(void) { return n_urls / 2 + 1; }
 
 /* A client over the suite's nodes: the suite's node timeout, 3 retries 20 ± 10 ms apart (so a
  * refused call with the client's patience ends quickly). */
 static redlock_client *new_client(void) {
-    redlock_options *o = NULL;
-    redlock_client *client = NULL;
+    redlock_options *o = test_options();
     redlock_error *err = NULL;
-    if (redlock_options_new(&o, &err) != REDLOCK_OK ||
-        redlock_options_set_node_timeout_ms(o, node_timeout_ms(), &err) != REDLOCK_OK ||
-        redlock_options_set_retry_count(o, 3, &err) != REDLOCK_OK ||
+    if (redlock_options_set_retry_count(o, 3, &err) != REDLOCK_OK ||
         redlock_options_set_retry_delay_ms(o, 20, &err) != REDLOCK_OK ||
-        redlock_options_set_retry_jitter_ms(o, 10, &err) != REDLOCK_OK ||
-        redlock_client_new(urls, n_urls, o, &client, &err) != REDLOCK_OK) {
-        fprintf(stderr, "client: %s\n", redlock_error_message(err));
+        redlock_options_set_retry_jitter_ms(o, 10, &err) != REDLOCK_OK) {
+        fprintf(stderr, "client options: %s\n", redlock_error_message(err));
         exit(2);
     }
-    redlock_options_free(o);
-    return client;
-}
-
-/* A failed call gives an error with its status and a non-empty message; `line` is the
- * caller's, for the report. */
-static void check_error_at(redlock_status st, redlock_status want, redlock_error **errp,
-                           int line) {
-    redlock_error *err = *errp;
-    CHECK(st == want);
-    CHECK(err != NULL);
-    CHECK(redlock_error_status(err) == want);
-    CHECK(redlock_error_message(err) != NULL && strlen(redlock_error_message(err)) > 0);
-    if (st != want)
-        fprintf(stderr, "  line %d: got %s (%s), wanted %s\n", line, redlock_status_str(st),
-                err != NULL ? redlock_error_message(err) : "no error", redlock_status_str(want));
-    redlock_error_free(err);
-    *errp = NULL;
-}
-#define check_error(st, want, errp) check_error_at((st), (want), (errp), __LINE__)
-
-static redlock_request *request_one(const char *resource, uint64_t ttl_ms) {
-    redlock_request *req = NULL;
-    redlock_error *err = NULL;
-    if (redlock_request_new(resource, ttl_ms, &req, &err) != REDLOCK_OK) {
-        fprintf(stderr, "redlock_request_new(%s): %s\n", resource, redlock_error_message(err));
-        exit(2);
-    }
-    return req;
+    return client_with(o);
 }
 
 static redlock_request *request_many(const char *const *resources, size_t n, uint64_t ttl_ms) {
@@ -136,117 +39,11 @@ static redlock_request *request_many(const char *const *resources, size_t n, uin
     return req;
 }
 
-/* ---- reading the nodes behind the library's back ---- */
-
-/* Sends one command (RESP array of `argc` strings) to the node at `url`
- * (redis://127.0.0.1:PORT) and reads the reply into `reply`; returns its length, or -1 when the
- * node did not answer. Replies here are short enough to come in one read. */
-static int raw_command(const char *url, int argc, const char *const *argv, char *reply,
-                       size_t cap) {
-    const char *colon = strrchr(url, ':');
-    if (colon == NULL || cap == 0)
-        return -1;
-    char cmd[512];
-    size_t len = (size_t)snprintf(cmd, sizeof cmd, "*%d\r\n", argc);
-    for (int i = 0; i < argc && len < sizeof cmd; i++)
-        len += (size_t)snprintf(cmd + len, sizeof cmd - len, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                                argv[i]);
-    if (len >= sizeof cmd)
-        return -1;
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)atoi(colon + 1));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct timeval limit = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-    ssize_t got = -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-        write(fd, cmd, len) == (ssize_t)len)
-        got = read(fd, reply, cap - 1);
-    close(fd);
-    if (got <= 0)
-        return -1;
-    reply[got] = 0;
-    return (int)got;
-}
-
-/* 1 if `key` exists on the node, 0 if not, -1 when the node did not answer. */
-static int raw_exists(const char *url, const char *key) {
-    const char *argv[] = {"EXISTS", key};
-    char reply[64];
-    if (raw_command(url, 2, argv, reply, sizeof reply) < 0 || reply[0] != ':')
-        return -1;
-    return atoi(reply + 1) > 0;
-}
-
-/* Whether the node holds `key` with the string `value`. */
-static int raw_has_value(const char *url, const char *key, const char *value) {
-    const char *argv[] = {"GET", key};
-    char reply[256], want[256];
-    snprintf(want, sizeof want, "$%zu\r\n%s\r\n", strlen(value), value);
-    return raw_command(url, 2, argv, reply, sizeof reply) > 0 && strcmp(reply, want) == 0;
-}
-
-static int raw_set_px(const char *url, const char *key, const char *value, const char *px) {
-    const char *argv[] = {"SET", key, value, "PX", px};
-    char reply[64];
-    return raw_command(url, 5, argv, reply, sizeof reply) > 0 && strncmp(reply, "+OK", 3) == 0;
-}
-
-static int raw_del(const char *url, const char *key) {
-    const char *argv[] = {"DEL", key};
-    char reply[64];
-    return raw_command(url, 2, argv, reply, sizeof reply) > 0 && reply[0] == ':';
-}
-
-/* Waits until no node among urls[from..n_urls) has `key`; 1 if so within SETTLE_MS. A call
- * returns on a quorum, so the last nodes may apply its commands a moment later. */
-static int gone_from(size_t from, const char *key) {
-    uint64_t until = now_ms() + SETTLE_MS;
-    for (;;) {
-        int present = 0;
-        for (size_t i = from; i < n_urls; i++)
-            if (raw_exists(urls[i], key) != 0)
-                present++;
-        if (present == 0)
-            return 1;
-        if (now_ms() > until) {
-            fprintf(stderr, "  %s still on %d node(s)\n", key, present);
-            return 0;
-        }
-        sleep_ms(20);
-    }
-}
-
-static int gone_everywhere(const char *key) { return gone_from(0, key); }
-
-/* On how many nodes `key` exists now. */
-static size_t on_nodes(const char *key) {
-    size_t count = 0;
-    for (size_t i = 0; i < n_urls; i++)
-        if (raw_exists(urls[i], key) == 1)
-            count++;
-    return count;
-}
-
-/* A plain lock with one attempt gets `resource` at once (then releases it): it is free. */
-static int free_now(redlock_client *client, const char *resource) {
-    redlock_lock *lock = NULL;
-    redlock_error *err = NULL;
-    redlock_status st = redlock_client_try_lock(client, resource, 10000, &lock, &err);
-    if (st != REDLOCK_OK) {
-        fprintf(stderr, "  try_lock(%s): %s: %s\n", resource, redlock_status_str(st),
-                redlock_error_message(err));
-        redlock_error_free(err);
-        return 0;
-    }
-    int released = redlock_lock_release(lock, NULL) == REDLOCK_OK;
-    redlock_lock_free(lock);
-    return released;
+/* Acquires `req` with the cancel handle `cancel` (NULL: none), for the calling thread. */
+static redlock_status acquire(const redlock_request *req, const redlock_client *client,
+                              const redlock_cancel *cancel, redlock_lock **out,
+                              redlock_error **err) {
+    return redlock_request_acquire(req, client, cancel, NULL, out, err);
 }
 
 /* ---- 1. every setter with bad input ---- */
@@ -296,7 +93,7 @@ static void test_constructors_and_null_handles(void) {
     redlock_request *all = NULL;
     CHECK(redlock_request_new_many(distinct, 64, 30000, &all, &err) == REDLOCK_OK && err == NULL);
     redlock_lock *lock = NULL;
-    CHECK(redlock_client_acquire(client, all, &lock, &err) == REDLOCK_OK);
+    CHECK(acquire(all, client, NULL, &lock, &err) == REDLOCK_OK);
     CHECK(on_nodes("cr:n0") >= quorum() && on_nodes("cr:n63") >= quorum());
     CHECK(on_nodes("cr:n64") == 0);
     CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
@@ -321,7 +118,6 @@ static void test_constructors_and_null_handles(void) {
                 &err);
     check_error(redlock_request_set_auto_extend(NULL, 0.0, 0, 0, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
-    check_error(redlock_request_set_cancel(NULL, cancel, &err), REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(redlock_request_set_fenced(NULL, NULL) == REDLOCK_INVALID_ARGUMENT);
     redlock_request_free(NULL);
 
@@ -336,28 +132,34 @@ static void test_constructors_and_null_handles(void) {
     redlock_cancel_free(cancel);
     redlock_cancel_free(NULL);
 
-    /* redlock_client_acquire's own arguments. */
+    /* redlock_request_acquire's own arguments: the request, the client and out must not be
+     * NULL, the TTL must suit the client, the caller must be UTF-8 (it may be NULL, as the
+     * cancel handle may). */
     redlock_request *ok = request_one("cr:acquire-args", 10000);
     redlock_lock *untouched = (redlock_lock *)&err;
     redlock_lock *const lsentinel = untouched;
-    check_error(redlock_client_acquire(NULL, ok, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
-                &err);
-    check_error(redlock_client_acquire(client, NULL, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
-                &err);
-    check_error(redlock_client_acquire(client, ok, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    const char bad_caller[] = {'a', '\xc3', 0};
+    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
+    check_error(acquire(ok, NULL, cancel, &untouched, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(NULL, client, cancel, &untouched, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(ok, client, cancel, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_acquire(ok, client, cancel, bad_caller, &untouched, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(redlock_request_acquire(NULL, NULL, NULL, NULL, NULL, NULL) ==
+          REDLOCK_INVALID_ARGUMENT);
+    CHECK(!redlock_cancel_is_triggered(cancel)); /* a refused call leaves the handle alone */
+    redlock_cancel_free(cancel);
     redlock_request *zero = request_one("cr:acquire-args", 0);
-    check_error(redlock_client_acquire(client, zero, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
-                &err);
+    check_error(acquire(zero, client, NULL, &untouched, &err), REDLOCK_INVALID_ARGUMENT, &err);
     redlock_request_free(zero);
     redlock_request *huge = request_one("cr:acquire-args", UINT64_MAX);
-    check_error(redlock_client_acquire(client, huge, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
-                &err);
+    check_error(acquire(huge, client, NULL, &untouched, &err), REDLOCK_INVALID_ARGUMENT, &err);
     redlock_request_free(huge);
     /* Too short to be auto-extended in time (it must exceed fraction x ttl + node timeout). */
     redlock_request *short_auto = request_one("cr:acquire-args", 10);
     CHECK(redlock_request_set_auto_extend(short_auto, 0.0, 0, 0, NULL) == REDLOCK_OK);
-    check_error(redlock_client_acquire(client, short_auto, &untouched, &err),
-                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(acquire(short_auto, client, NULL, &untouched, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
     redlock_request_free(short_auto);
     CHECK(untouched == lsentinel);
     /* None of it took the resource. */
@@ -367,8 +169,9 @@ static void test_constructors_and_null_handles(void) {
     redlock_client_free(client);
 }
 
-/* Applies every bad value to `req`; each must fail with a message and change nothing. */
-static void apply_bad_setters(redlock_request *req) {
+/* Applies every bad value to `req`, and acquires it for a caller that is not UTF-8; each must
+ * fail with a message and change nothing. */
+static void apply_bad_setters(redlock_request *req, const redlock_client *client) {
     redlock_error *err = NULL;
     const char bad_utf8[] = {'\xff', '\xfe', 0};
     static char long_owner[1026];
@@ -395,7 +198,10 @@ static void apply_bad_setters(redlock_request *req) {
                 REDLOCK_INVALID_ARGUMENT, &err);
     check_error(redlock_request_set_auto_extend(req, 0.0, 315360000001ULL, 0, &err),
                 REDLOCK_INVALID_ARGUMENT, &err);
-    check_error(redlock_request_set_cancel(req, NULL, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_lock *lock = NULL;
+    check_error(redlock_request_acquire(req, client, NULL, bad_utf8, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(lock == NULL);
 }
 
 /* Failed setters leave the request as it was: it still acquires the same kind, with the same
@@ -410,15 +216,15 @@ static void test_bad_setters_change_nothing(void) {
     redlock_request *plain = request_one("cr:bad-plain", 30000);
     CHECK(redlock_request_set_retries(plain, 0, &err) == REDLOCK_OK && err == NULL);
     CHECK(redlock_request_set_auto_extend(plain, 0.0, 0, 1, &err) == REDLOCK_OK && err == NULL);
-    apply_bad_setters(plain);
-    REQUIRE(redlock_client_acquire(client, plain, &lock, &err) == REDLOCK_OK);
+    apply_bad_setters(plain, client);
+    REQUIRE(acquire(plain, client, NULL, &lock, &err) == REDLOCK_OK);
     CHECK(strcmp(redlock_lock_resource(lock), "cr:bad-plain") == 0);
     CHECK(strlen(redlock_lock_token(lock)) == 40); /* a random token, not an owner */
     check_error(redlock_lock_fence(lock, &n, &err), REDLOCK_INVALID_ARGUMENT, &err);
     check_error(redlock_lock_hold_count(lock, &n, &err), REDLOCK_INVALID_ARGUMENT, &err);
     CHECK(redlock_lock_is_held(lock));
     /* Still a single attempt: refused while held. */
-    check_error(redlock_client_acquire(client, plain, &second, &err), REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire(plain, client, NULL, &second, &err), REDLOCK_NOT_ACQUIRED, &err);
     CHECK(second == NULL);
     /* Still capped at one extension (manual ones count; the first automatic one is 10 s
      * away): a reset auto-extension would have no cap. */
@@ -431,16 +237,16 @@ static void test_bad_setters_change_nothing(void) {
     /* A fenced request stays fenced. */
     redlock_request *fenced = request_one("cr:bad-fenced", 30000);
     CHECK(redlock_request_set_fenced(fenced, NULL) == REDLOCK_OK);
-    apply_bad_setters(fenced);
-    REQUIRE(redlock_client_acquire(client, fenced, &lock, NULL) == REDLOCK_OK);
+    apply_bad_setters(fenced, client);
+    REQUIRE(acquire(fenced, client, NULL, &lock, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_fence(lock, &n, NULL) == REDLOCK_OK && n > 0);
     redlock_lock_free(lock);
 
     /* A reentrant request keeps its owner. */
     redlock_request *re = request_one("cr:bad-re", 30000);
     CHECK(redlock_request_set_reentrant(re, "alice", NULL) == REDLOCK_OK);
-    apply_bad_setters(re);
-    REQUIRE(redlock_client_acquire(client, re, &lock, NULL) == REDLOCK_OK);
+    apply_bad_setters(re, client);
+    REQUIRE(acquire(re, client, NULL, &lock, NULL) == REDLOCK_OK);
     CHECK(strcmp(redlock_lock_token(lock), "alice") == 0);
     CHECK(redlock_lock_hold_count(lock, &n, NULL) == REDLOCK_OK && n == 1);
     redlock_lock_free(lock);
@@ -451,8 +257,8 @@ static void test_bad_setters_change_nothing(void) {
     check_error(redlock_request_set_fenced(many, &err), REDLOCK_INVALID_ARGUMENT, &err);
     check_error(redlock_request_set_reentrant(many, "alice", &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
-    apply_bad_setters(many);
-    REQUIRE(redlock_client_acquire(client, many, &lock, NULL) == REDLOCK_OK);
+    apply_bad_setters(many, client);
+    REQUIRE(acquire(many, client, NULL, &lock, NULL) == REDLOCK_OK);
     CHECK(strcmp(redlock_lock_resource(lock), "cr:bad-m1,cr:bad-m2") == 0);
     check_error(redlock_lock_fence(lock, &n, &err), REDLOCK_INVALID_ARGUMENT, &err);
     check_error(redlock_client_try_lock(client, "cr:bad-m1", 10000, &second, &err),
@@ -471,7 +277,7 @@ static void test_bad_setters_change_nothing(void) {
     CHECK(redlock_request_set_auto_extend(many, 1e-9, 0, 0, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_auto_extend(many, 0.0, 0, 0, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_notifications(many, false, NULL) == REDLOCK_OK);
-    CHECK(redlock_client_acquire(client, many, &lock, NULL) == REDLOCK_OK);
+    CHECK(acquire(many, client, NULL, &lock, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
     redlock_lock_free(lock);
 
@@ -534,7 +340,7 @@ static void run_combination(redlock_client *client, enum kind kind, enum patienc
 
     redlock_error *err = NULL;
     redlock_lock *lock = NULL, *other = NULL;
-    redlock_status st = redlock_client_acquire(client, req, &lock, &err);
+    redlock_status st = acquire(req, client, NULL, &lock, &err);
     CHECK(st == REDLOCK_OK && err == NULL && lock != NULL);
     if (st != REDLOCK_OK) {
         fprintf(stderr, "  %s: %s: %s\n", a, redlock_status_str(st), redlock_error_message(err));
@@ -569,7 +375,7 @@ static void run_combination(redlock_client *client, enum kind kind, enum patienc
         CHECK(redlock_lock_hold_count(lock, &n, NULL) == REDLOCK_OK && n == 1);
         /* The same owner gets it again at once, with any patience: a second hold. */
         redlock_lock *again = NULL;
-        CHECK(redlock_client_acquire(client, req, &again, NULL) == REDLOCK_OK);
+        CHECK(acquire(req, client, NULL, &again, NULL) == REDLOCK_OK);
         CHECK(redlock_lock_hold_count(again, &n, NULL) == REDLOCK_OK && n == 2);
         CHECK(redlock_lock_release(again, NULL) == REDLOCK_OK);
         redlock_lock_free(again);
@@ -595,7 +401,7 @@ static void run_combination(redlock_client *client, enum kind kind, enum patienc
     /* ... and so is the request itself when it is not reentrant, after its retries (a waiter
      * would wait the whole minute: that case is test_waiter_gets_the_lock_after_release). */
     if (kind != REENTRANT && patience != WAIT) {
-        check_error(redlock_client_acquire(client, req, &other, &err), REDLOCK_NOT_ACQUIRED,
+        check_error(acquire(req, client, NULL, &other, &err), REDLOCK_NOT_ACQUIRED,
                     &err);
         CHECK(other == NULL);
     }
@@ -632,22 +438,6 @@ static void test_every_combination(void) {
     redlock_client_free(client);
 }
 
-struct acquirer {
-    redlock_client *client;
-    const redlock_request *request;
-    redlock_status status;
-    redlock_error *err;
-    redlock_lock *lock;
-    uint64_t returned_ms;
-};
-
-static void *acquire_in_thread(void *arg) {
-    struct acquirer *w = arg;
-    w->status = redlock_client_acquire(w->client, w->request, &w->lock, &w->err);
-    w->returned_ms = now_ms();
-    return NULL;
-}
-
 /* A waiting request gets the lock when the holder releases, and gives up at its deadline. */
 static void test_waiter_gets_the_lock_after_release(void) {
     redlock_client *client = new_client();
@@ -656,7 +446,7 @@ static void test_waiter_gets_the_lock_after_release(void) {
     redlock_request *req = request_one("cr:wait", 30000);
     CHECK(redlock_request_set_fenced(req, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_wait(req, 60000, NULL) == REDLOCK_OK);
-    struct acquirer w = {client, req, REDLOCK_PANIC, NULL, NULL, 0};
+    struct acquisition w = acquisition(req, client, NULL, NULL);
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, acquire_in_thread, &w) == 0);
     sleep_ms(300);
@@ -671,9 +461,9 @@ static void test_waiter_gets_the_lock_after_release(void) {
     CHECK(redlock_request_set_wait(brief, 300, NULL) == REDLOCK_OK);
     redlock_lock *late = NULL;
     redlock_error *err = NULL;
-    check_error(redlock_client_acquire(client, brief, &late, &err), REDLOCK_NOT_ACQUIRED, &err);
+    check_error(acquire(brief, client, NULL, &late, &err), REDLOCK_NOT_ACQUIRED, &err);
     CHECK(late == NULL);
-    redlock_lock_free(w.lock); /* releases */
+    acquisition_free(&w); /* releases */
     CHECK(gone_everywhere("cr:wait"));
     CHECK(free_now(client, "cr:wait"));
     redlock_lock_free(holder);
@@ -684,8 +474,17 @@ static void test_waiter_gets_the_lock_after_release(void) {
 
 /* ---- 3. cancellation ---- */
 
-/* Checks what a cancelled call returned. */
-static void check_cancelled(struct acquirer *w, uint64_t fired_ms) {
+static redlock_cancel *new_cancel(void) {
+    redlock_cancel *cancel = NULL;
+    if (redlock_cancel_new(&cancel, NULL) != REDLOCK_OK) {
+        fprintf(stderr, "redlock_cancel_new failed\n");
+        exit(2);
+    }
+    return cancel;
+}
+
+/* Checks what a cancelled call returned, and frees it. */
+static void check_cancelled(struct acquisition *w, uint64_t fired_ms) {
     CHECK(w->status == REDLOCK_CANCELLED);
     CHECK(w->lock == NULL);
     CHECK(w->err != NULL && redlock_error_status(w->err) == REDLOCK_CANCELLED);
@@ -694,10 +493,7 @@ static void check_cancelled(struct acquirer *w, uint64_t fired_ms) {
         fprintf(stderr, "  got %s: %s\n", redlock_status_str(w->status),
                 redlock_error_message(w->err));
     CHECK(w->returned_ms >= fired_ms && w->returned_ms - fired_ms < CANCEL_BOUND_MS);
-    redlock_error_free(w->err);
-    redlock_lock_free(w->lock);
-    w->err = NULL;
-    w->lock = NULL;
+    acquisition_free(w);
 }
 
 /* A waiter cancelled from another thread. The "holder" is a key set directly on a majority of
@@ -710,13 +506,11 @@ static void test_cancel_from_another_thread(void) {
     for (size_t i = 0; i < quorum(); i++)
         CHECK(raw_set_px(urls[i], key, "raw-holder", "120000"));
 
-    redlock_cancel *cancel = NULL;
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
+    redlock_cancel *cancel = new_cancel();
     redlock_request *req = request_one(key, 30000);
     CHECK(redlock_request_set_wait(req, 60000, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_retry_delay(req, 20, 10, NULL) == REDLOCK_OK);
-    CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
-    struct acquirer w = {client, req, REDLOCK_PANIC, NULL, NULL, 0};
+    struct acquisition w = acquisition(req, client, cancel, NULL);
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, acquire_in_thread, &w) == 0);
     sleep_ms(500);
@@ -732,9 +526,9 @@ static void test_cancel_from_another_thread(void) {
     /* A fired handle ends the next call at once, before it sends anything. */
     redlock_lock *lock = NULL;
     redlock_error *err = NULL;
-    check_error(redlock_client_acquire(client, req, &lock, &err), REDLOCK_CANCELLED, &err);
+    check_error(acquire(req, client, cancel, &lock, &err), REDLOCK_CANCELLED, &err);
     for (size_t i = 0; i < quorum(); i++)
-        CHECK(raw_del(urls[i], key));
+        CHECK(raw_del(urls[i], key) == 1);
     CHECK(free_now(client, key));
     redlock_request_free(req);
     redlock_cancel_free(cancel);
@@ -743,12 +537,11 @@ static void test_cancel_from_another_thread(void) {
     const char *const pair[] = {"cr:cancel-retry-a", "cr:cancel-retry-b"};
     redlock_lock *holder = NULL;
     CHECK(redlock_client_lock(client, pair[1], 30000, &holder, NULL) == REDLOCK_OK);
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
+    cancel = new_cancel();
     req = request_many(pair, 2, 30000);
     CHECK(redlock_request_set_retries(req, UINT32_MAX, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_retry_delay(req, 50, 10, NULL) == REDLOCK_OK);
-    CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
-    struct acquirer r = {client, req, REDLOCK_PANIC, NULL, NULL, 0};
+    struct acquisition r = acquisition(req, client, cancel, NULL);
     CHECK(pthread_create(&thread, NULL, acquire_in_thread, &r) == 0);
     sleep_ms(300);
     fired = now_ms();
@@ -762,6 +555,16 @@ static void test_cancel_from_another_thread(void) {
     redlock_request_free(req);
     redlock_cancel_free(cancel);
     redlock_client_free(client);
+}
+
+/* The holder kept its lock through the cancelled calls; once it lets go (and is freed), `key`
+ * is free. */
+static void release_undisturbed(redlock_client *client, redlock_lock *holder, const char *key) {
+    CHECK(redlock_lock_is_held(holder));
+    CHECK(redlock_lock_release(holder, NULL) == REDLOCK_OK);
+    redlock_lock_free(holder);
+    CHECK(gone_everywhere(key));
+    CHECK(free_now(client, key));
 }
 
 /* The handler does what the header allows in a signal handler: redlock_cancel_trigger, nothing
@@ -781,12 +584,10 @@ static void test_cancel_from_a_signal_handler(void) {
     redlock_lock *holder = NULL;
     CHECK(redlock_client_lock(client, key, 60000, &holder, NULL) == REDLOCK_OK);
 
-    redlock_cancel *cancel = NULL;
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
+    redlock_cancel *cancel = new_cancel();
     signal_cancel = cancel;
     redlock_request *req = request_one(key, 30000);
     CHECK(redlock_request_set_wait(req, 60000, NULL) == REDLOCK_OK);
-    CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
 
     struct sigaction action, previous;
     memset(&action, 0, sizeof action);
@@ -801,7 +602,7 @@ static void test_cancel_from_a_signal_handler(void) {
     timer.it_value.tv_usec = (delay_ms % 1000) * 1000;
     uint64_t start = now_ms();
     CHECK(setitimer(ITIMER_REAL, &timer, NULL) == 0);
-    struct acquirer w = {client, req, REDLOCK_PANIC, NULL, NULL, 0};
+    struct acquisition w = acquisition(req, client, cancel, NULL);
     acquire_in_thread(&w);
     /* The signal came delay_ms after start, or later: bound the return from there. */
     check_cancelled(&w, start + (uint64_t)delay_ms);
@@ -811,12 +612,7 @@ static void test_cancel_from_a_signal_handler(void) {
     sigaction(SIGALRM, &previous, NULL);
     signal_cancel = NULL;
 
-    /* The holder was never disturbed; after its release the resource is free. */
-    CHECK(redlock_lock_is_held(holder));
-    CHECK(redlock_lock_release(holder, NULL) == REDLOCK_OK);
-    redlock_lock_free(holder);
-    CHECK(gone_everywhere(key));
-    CHECK(free_now(client, key));
+    release_undisturbed(client, holder, key);
     redlock_request_free(req);
     redlock_cancel_free(cancel);
     redlock_client_free(client);
@@ -826,8 +622,7 @@ static void test_cancel_from_a_signal_handler(void) {
  * without taking anything. */
 static void test_cancel_before_the_call(void) {
     redlock_client *client = new_client();
-    redlock_cancel *cancel = NULL;
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
+    redlock_cancel *cancel = new_cancel();
     redlock_cancel_trigger(cancel);
     for (int p = 0; p < PATIENCES; p++) {
         redlock_request *req = request_one("cr:cancel-before", 30000);
@@ -837,8 +632,7 @@ static void test_cancel_before_the_call(void) {
             CHECK(redlock_request_set_retries(req, 0, NULL) == REDLOCK_OK);
         if (p == WAIT)
             CHECK(redlock_request_set_wait(req, 60000, NULL) == REDLOCK_OK);
-        CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
-        struct acquirer w = {client, req, REDLOCK_PANIC, NULL, NULL, 0};
+        struct acquisition w = acquisition(req, client, cancel, NULL);
         uint64_t start = now_ms();
         acquire_in_thread(&w);
         check_cancelled(&w, start);
@@ -850,46 +644,184 @@ static void test_cancel_before_the_call(void) {
     redlock_client_free(client);
 }
 
-/* The request keeps its own reference to the handle: freeing the handle breaks nothing, and a
- * handle fired then freed still cancels. A handle fired after the lock was acquired changes
- * nothing: the caller owns the lock. */
-static void test_cancel_handle_lifetime(void) {
-    redlock_client *client = new_client();
-    redlock_cancel *cancel = NULL;
+/* Acquires `req` on this thread with `cancel`, then releases and frees the lock; the status. */
+static redlock_status acquire_and_release(const redlock_request *req,
+                                          const redlock_client *client,
+                                          const redlock_cancel *cancel) {
     redlock_lock *lock = NULL;
     redlock_error *err = NULL;
-
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
-    redlock_request *req = request_one("cr:cancel-life", 30000);
-    CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
-    redlock_cancel_free(cancel);
-    CHECK(redlock_client_acquire(client, req, &lock, NULL) == REDLOCK_OK);
-    CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
+    redlock_status st = acquire(req, client, cancel, &lock, &err);
+    if (st == REDLOCK_OK && redlock_lock_release(lock, NULL) != REDLOCK_OK)
+        st = REDLOCK_PANIC;
     redlock_lock_free(lock);
+    redlock_error_free(err);
+    return st;
+}
+
+#define SHARERS 4
+
+/* One request, acquired again and again and by several threads at once, each call with a
+ * handle of its own: a handle ends only the calls it is passed to, and the request stays as it
+ * was built. */
+static void test_one_request_many_cancel_handles(void) {
+    redlock_client *client = new_client();
+    const char *key = "cr:shared-request";
+    redlock_request *req = request_one(key, 30000);
+    CHECK(redlock_request_set_wait(req, 60000, NULL) == REDLOCK_OK);
+
+    /* One after another on this thread: none, a fired handle, a live one, none again. */
+    redlock_cancel *fired = new_cancel();
+    redlock_cancel *live = new_cancel();
+    redlock_cancel_trigger(fired);
+    CHECK(acquire_and_release(req, client, NULL) == REDLOCK_OK);
+    CHECK(acquire_and_release(req, client, fired) == REDLOCK_CANCELLED);
+    CHECK(acquire_and_release(req, client, live) == REDLOCK_OK);
+    CHECK(acquire_and_release(req, client, NULL) == REDLOCK_OK);
+    CHECK(acquire_and_release(req, client, fired) == REDLOCK_CANCELLED);
+    CHECK(!redlock_cancel_is_triggered(live));
+    redlock_cancel_free(fired);
+    redlock_cancel_free(live);
+    CHECK(gone_everywhere(key));
+
+    /* At once, from SHARERS threads, behind a holder: every other handle fires, and those calls
+     * alone return REDLOCK_CANCELLED; the others get the lock in turn once the holder lets go
+     * (each releases it as soon as it has it). */
+    redlock_lock *holder = NULL;
+    CHECK(redlock_client_lock(client, key, 30000, &holder, NULL) == REDLOCK_OK);
+    redlock_cancel *cancels[SHARERS];
+    struct acquisition waiters[SHARERS];
+    pthread_t threads[SHARERS];
+    for (int i = 0; i < SHARERS; i++) {
+        cancels[i] = new_cancel();
+        waiters[i] = acquisition(req, client, cancels[i], NULL);
+        waiters[i].release = 1;
+        CHECK(pthread_create(&threads[i], NULL, acquire_in_thread, &waiters[i]) == 0);
+    }
+    CHECK(waiting_for(key));
+    uint64_t fired_ms = now_ms();
+    for (int i = 0; i < SHARERS; i += 2)
+        redlock_cancel_trigger(cancels[i]);
+    for (int i = 0; i < SHARERS; i += 2) {
+        pthread_join(threads[i], NULL);
+        check_cancelled(&waiters[i], fired_ms);
+    }
+    CHECK(redlock_lock_is_held(holder)); /* nobody else had it meanwhile */
+    CHECK(redlock_lock_release(holder, NULL) == REDLOCK_OK);
+    redlock_lock_free(holder);
+    for (int i = 1; i < SHARERS; i += 2) {
+        pthread_join(threads[i], NULL);
+        CHECK(waiters[i].status == REDLOCK_OK && waiters[i].lock != NULL);
+        CHECK(!redlock_lock_is_held(waiters[i].lock)); /* released by its thread */
+        CHECK(!redlock_cancel_is_triggered(cancels[i]));
+        acquisition_free(&waiters[i]);
+    }
+    for (int i = 0; i < SHARERS; i++)
+        redlock_cancel_free(cancels[i]);
+    CHECK(gone_everywhere(key));
+    CHECK(free_now(client, key));
     redlock_request_free(req);
 
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
-    req = request_one("cr:cancel-life", 30000);
-    CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
-    redlock_cancel_trigger(cancel);
+    /* A read request shared by SHARERS threads at once, each with a live handle: they all hold
+     * it together. */
+    const char *readers_key = "cr:shared-readers";
+    redlock_request *read = request_one(readers_key, 30000);
+    CHECK(redlock_request_set_read(read, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_retries(read, 0, NULL) == REDLOCK_OK);
+    for (int i = 0; i < SHARERS; i++) {
+        cancels[i] = new_cancel();
+        waiters[i] = acquisition(read, client, cancels[i], NULL);
+        CHECK(pthread_create(&threads[i], NULL, acquire_in_thread, &waiters[i]) == 0);
+    }
+    for (int i = 0; i < SHARERS; i++)
+        pthread_join(threads[i], NULL);
+    for (int i = 0; i < SHARERS; i++)
+        CHECK(waiters[i].status == REDLOCK_OK && redlock_lock_is_held(waiters[i].lock));
+    CHECK(on_nodes(readers_key) >= quorum());
+    for (int i = 0; i < SHARERS; i++) {
+        CHECK(redlock_lock_release(waiters[i].lock, NULL) == REDLOCK_OK);
+        acquisition_free(&waiters[i]);
+        redlock_cancel_free(cancels[i]);
+    }
+    CHECK(gone_everywhere(readers_key));
+    redlock_request_free(read);
+    redlock_client_free(client);
+}
+
+/* A cancel handle belongs to the calls it is passed to, not to the request: freed, it leaves
+ * the request whole, and a call in progress keeps what it needs of it. A handle fired after
+ * the lock was acquired changes nothing: the caller owns the lock. */
+static void test_cancel_handle_lifetime(void) {
+    redlock_client *client = new_client();
+    redlock_lock *lock = NULL;
+    redlock_error *err = NULL;
+    redlock_request *req = request_one("cr:cancel-life", 30000);
+
+    /* Used, then freed: the request acquires on without it. */
+    redlock_cancel *cancel = new_cancel();
+    CHECK(acquire_and_release(req, client, cancel) == REDLOCK_OK);
     redlock_cancel_free(cancel);
-    check_error(redlock_client_acquire(client, req, &lock, &err), REDLOCK_CANCELLED, &err);
-    redlock_request_free(req);
+    CHECK(acquire_and_release(req, client, NULL) == REDLOCK_OK);
 
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
-    req = request_one("cr:cancel-life", 30000);
-    CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
-    CHECK(redlock_client_acquire(client, req, &lock, NULL) == REDLOCK_OK);
+    /* Fired, used and freed: that call was cancelled, the request is not. */
+    cancel = new_cancel();
+    redlock_cancel_trigger(cancel);
+    check_error(acquire(req, client, cancel, &lock, &err), REDLOCK_CANCELLED, &err);
+    redlock_cancel_free(cancel);
+    CHECK(acquire_and_release(req, client, NULL) == REDLOCK_OK);
+
+    /* Fired after the lock was acquired. */
+    cancel = new_cancel();
+    CHECK(acquire(req, client, cancel, &lock, NULL) == REDLOCK_OK);
     redlock_cancel_trigger(cancel);
     CHECK(redlock_lock_is_held(lock));
     CHECK(redlock_lock_extend(lock, 30000, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
     redlock_lock_free(lock);
-    redlock_request_free(req);
     redlock_cancel_free(cancel);
-
     CHECK(gone_everywhere("cr:cancel-life"));
     CHECK(free_now(client, "cr:cancel-life"));
+
+    /* Freed while a call with it waits: the call goes on and gets the lock once the holder
+     * lets go. (It is freed only once the call is seen waiting: before that, the call may not
+     * have read the handle yet.) */
+    const char *key = "cr:cancel-freed-waiting";
+    redlock_lock *holder = NULL;
+    CHECK(redlock_client_lock(client, key, 30000, &holder, NULL) == REDLOCK_OK);
+    redlock_request *waiting = request_one(key, 30000);
+    CHECK(redlock_request_set_wait(waiting, 60000, NULL) == REDLOCK_OK);
+    cancel = new_cancel();
+    struct acquisition w = acquisition(waiting, client, cancel, NULL);
+    w.release = 1;
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, acquire_in_thread, &w) == 0);
+    CHECK(waiting_for(key));
+    redlock_cancel_free(cancel);
+    CHECK(redlock_lock_release(holder, NULL) == REDLOCK_OK);
+    redlock_lock_free(holder);
+    pthread_join(thread, NULL);
+    CHECK(w.status == REDLOCK_OK);
+    acquisition_free(&w);
+    CHECK(gone_everywhere(key));
+    redlock_request_free(waiting);
+
+    /* Fired and freed at once while a call with it waits: the call is cancelled all the same. */
+    key = "cr:cancel-fired-freed";
+    CHECK(redlock_client_lock(client, key, 30000, &holder, NULL) == REDLOCK_OK);
+    waiting = request_one(key, 30000);
+    CHECK(redlock_request_set_wait(waiting, 60000, NULL) == REDLOCK_OK);
+    cancel = new_cancel();
+    w = acquisition(waiting, client, cancel, NULL);
+    CHECK(pthread_create(&thread, NULL, acquire_in_thread, &w) == 0);
+    CHECK(waiting_for(key));
+    uint64_t fired = now_ms();
+    redlock_cancel_trigger(cancel);
+    redlock_cancel_free(cancel);
+    pthread_join(thread, NULL);
+    check_cancelled(&w, fired);
+    release_undisturbed(client, holder, key);
+    redlock_request_free(waiting);
+
+    redlock_request_free(req);
     redlock_client_free(client);
 }
 
@@ -902,7 +834,7 @@ static void test_no_quorum(void) {
     redlock_request *req = request_one("cr:no-quorum", 30000);
     CHECK(redlock_request_set_retries(req, 1, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_retry_delay(req, 10, 0, NULL) == REDLOCK_OK);
-    redlock_status st = redlock_client_acquire(client, req, &lock, &err);
+    redlock_status st = acquire(req, client, NULL, &lock, &err);
     CHECK(st == REDLOCK_NO_QUORUM);
     CHECK(err != NULL && strstr(redlock_error_message(err), "127.0.0.1:") != NULL);
     redlock_error_free(err);
@@ -910,12 +842,10 @@ static void test_no_quorum(void) {
     redlock_request_free(req);
 
     /* A waiter facing too few nodes keeps trying until its deadline; a cancel ends it. */
-    redlock_cancel *cancel = NULL;
-    CHECK(redlock_cancel_new(&cancel, NULL) == REDLOCK_OK);
+    redlock_cancel *cancel = new_cancel();
     req = request_one("cr:no-quorum", 30000);
     CHECK(redlock_request_set_wait(req, 60000, NULL) == REDLOCK_OK);
-    CHECK(redlock_request_set_cancel(req, cancel, NULL) == REDLOCK_OK);
-    struct acquirer w = {client, req, REDLOCK_PANIC, NULL, NULL, 0};
+    struct acquisition w = acquisition(req, client, cancel, NULL);
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, acquire_in_thread, &w) == 0);
     sleep_ms(300);
@@ -928,25 +858,16 @@ static void test_no_quorum(void) {
     redlock_client_free(client);
 }
 
-int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s all|no-quorum URL...\n", argv[0]);
-        return 2;
-    }
-    urls = (const char *const *)&argv[2];
-    n_urls = (size_t)(argc - 2);
-    if (strcmp(argv[1], "no-quorum") == 0) {
-        test_no_quorum();
-    } else {
-        test_constructors_and_null_handles();
-        test_bad_setters_change_nothing();
-        test_every_combination();
-        test_waiter_gets_the_lock_after_release();
-        test_cancel_from_another_thread();
-        test_cancel_from_a_signal_handler();
-        test_cancel_before_the_call();
-        test_cancel_handle_lifetime();
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+static void all(void) {
+    test_constructors_and_null_handles();
+    test_bad_setters_change_nothing();
+    test_every_combination();
+    test_waiter_gets_the_lock_after_release();
+    test_cancel_from_another_thread();
+    test_cancel_from_a_signal_handler();
+    test_cancel_before_the_call();
+    test_one_request_many_cancel_handles();
+    test_cancel_handle_lifetime();
 }
+
+int main(int argc, char **argv) { return suite_main(argc, argv, all, test_no_quorum); }
