@@ -133,8 +133,9 @@ typedef void (*redlock_lost_callback)(void *user, const char *resource);
 extern "C" {
 #endif // __cplusplus
 
-// Creates a cancel handle that has not fired. Free it with `redlock_cancel_free` (an
-// acquisition in progress keeps what it needs: the handle may be freed before it returns).
+// Creates a cancel handle that has not fired. Free it with `redlock_cancel_free`, once no call
+// it was passed to is still running (a call takes what it needs when it starts, but one whose
+// start races the free would read a freed handle).
 //
 // # Safety
 // `out` and `err` are NULL or writable.
@@ -160,7 +161,8 @@ bool redlock_cancel_is_triggered(const struct redlock_cancel *cancel);
 // Frees a cancel handle; NULL is ignored.
 //
 // # Safety
-// `cancel` is NULL or a handle from `redlock_cancel_new`, freed once, not used afterwards.
+// `cancel` is NULL or a handle from `redlock_cancel_new`, freed once, not used afterwards and
+// not by a call still running.
 void redlock_cancel_free(struct redlock_cancel *cancel);
 
 // Creates a client over `n_urls` nodes given as `redis://[user:password@]host:port[/db]` URLs
@@ -211,7 +213,7 @@ size_t redlock_client_node_count(const struct redlock_client *client);
 // # Safety
 // `client` is NULL or a live client; `resource` is NULL or a NUL-terminated string; `out` and
 // `err` are NULL or writable.
-enum redlock_status redlock_client_lock(struct redlock_client *client,
+enum redlock_status redlock_client_lock(const struct redlock_client *client,
                                         const char *resource,
                                         uint64_t ttl_ms,
                                         struct redlock_lock **out,
@@ -221,7 +223,7 @@ enum redlock_status redlock_client_lock(struct redlock_client *client,
 //
 // # Safety
 // As for `redlock_client_lock`.
-enum redlock_status redlock_client_try_lock(struct redlock_client *client,
+enum redlock_status redlock_client_try_lock(const struct redlock_client *client,
                                             const char *resource,
                                             uint64_t ttl_ms,
                                             struct redlock_lock **out,
@@ -1086,19 +1088,22 @@ enum redlock_status redlock_request_set_auto_extend(struct redlock_request *requ
                                                     uint32_t max_extensions,
                                                     struct redlock_error **err);
 
-// Frees a request; NULL is ignored. Acquisitions in progress with it are not affected.
+// Frees a request; NULL is ignored. Free it once no `redlock_request_acquire` with it is still
+// running.
 //
 // # Safety
-// `request` is NULL or from `redlock_request_new*`, freed once, not used afterwards.
+// `request` is NULL or from `redlock_request_new*`, freed once, not used afterwards and not by
+// a call still running.
 void redlock_request_free(struct redlock_request *request);
 
 // Acquires the lock `request` describes on `client`; blocks until acquired, given up or
 // cancelled. On success writes a new lock to `*out` (free it with `redlock_lock_free`).
 //
-// `cancel` (NULL: none) ends the acquisition once triggered. `caller` (NULL: the calling OS
-// thread) names who the acquisition is for, for the check that refuses a read-write lock its
-// caller would wait for forever: pass your language's notion of a thread (a Python thread, a
-// goroutine's owner) when it is not an OS thread.
+// `cancel` (NULL: none) ends the acquisition once triggered; it must stay alive until this
+// call returns. `caller` (NULL or empty: the calling OS thread) names who the acquisition is
+// for, for the check that refuses a read-write lock its caller would wait for forever: pass
+// your language's notion of a thread (a Python thread, a goroutine's owner) when it is not an
+// OS thread.
 //
 // `REDLOCK_NOT_ACQUIRED`: held by another owner through the last attempt or the wait.
 // `REDLOCK_NO_QUORUM`: too few nodes answered. `REDLOCK_CANCELLED`: `cancel` fired first;

@@ -9,8 +9,9 @@ pub struct redlock_cancel {
     pub(crate) cancel: Cancel,
 }
 
-/// Creates a cancel handle that has not fired. Free it with `redlock_cancel_free` (an
-/// acquisition in progress keeps what it needs: the handle may be freed before it returns).
+/// Creates a cancel handle that has not fired. Free it with `redlock_cancel_free`, once no call
+/// it was passed to is still running (a call takes what it needs when it starts, but one whose
+/// start races the free would read a freed handle).
 ///
 /// # Safety
 /// `out` and `err` are NULL or writable.
@@ -60,7 +61,8 @@ pub unsafe extern "C" fn redlock_cancel_is_triggered(cancel: *const redlock_canc
 /// Frees a cancel handle; NULL is ignored.
 ///
 /// # Safety
-/// `cancel` is NULL or a handle from `redlock_cancel_new`, freed once, not used afterwards.
+/// `cancel` is NULL or a handle from `redlock_cancel_new`, freed once, not used afterwards and
+/// not by a call still running.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_cancel_free(cancel: *mut redlock_cancel) {
     // SAFETY: per the contract.

@@ -126,7 +126,7 @@ unsafe fn lock(
 /// `err` are NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_client_lock(
-    client: *mut redlock_client,
+    client: *const redlock_client,
     resource: *const c_char,
     ttl_ms: u64,
     out: *mut *mut redlock_lock,
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn redlock_client_lock(
 /// As for `redlock_client_lock`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_client_try_lock(
-    client: *mut redlock_client,
+    client: *const redlock_client,
     resource: *const c_char,
     ttl_ms: u64,
     out: *mut *mut redlock_lock,

@@ -309,10 +309,12 @@ pub unsafe extern "C" fn redlock_request_set_auto_extend(
     }
 }
 
-/// Frees a request; NULL is ignored. Acquisitions in progress with it are not affected.
+/// Frees a request; NULL is ignored. Free it once no `redlock_request_acquire` with it is still
+/// running.
 ///
 /// # Safety
-/// `request` is NULL or from `redlock_request_new*`, freed once, not used afterwards.
+/// `request` is NULL or from `redlock_request_new*`, freed once, not used afterwards and not by
+/// a call still running.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_request_free(request: *mut redlock_request) {
     // SAFETY: per the contract.
@@ -322,10 +324,11 @@ pub unsafe extern "C" fn redlock_request_free(request: *mut redlock_request) {
 /// Acquires the lock `request` describes on `client`; blocks until acquired, given up or
 /// cancelled. On success writes a new lock to `*out` (free it with `redlock_lock_free`).
 ///
-/// `cancel` (NULL: none) ends the acquisition once triggered. `caller` (NULL: the calling OS
-/// thread) names who the acquisition is for, for the check that refuses a read-write lock its
-/// caller would wait for forever: pass your language's notion of a thread (a Python thread, a
-/// goroutine's owner) when it is not an OS thread.
+/// `cancel` (NULL: none) ends the acquisition once triggered; it must stay alive until this
+/// call returns. `caller` (NULL or empty: the calling OS thread) names who the acquisition is
+/// for, for the check that refuses a read-write lock its caller would wait for forever: pass
+/// your language's notion of a thread (a Python thread, a goroutine's owner) when it is not an
+/// OS thread.
 ///
 /// `REDLOCK_NOT_ACQUIRED`: held by another owner through the last attempt or the wait.
 /// `REDLOCK_NO_QUORUM`: too few nodes answered. `REDLOCK_CANCELLED`: `cancel` fired first;
