@@ -119,16 +119,23 @@ func (c *Client) AcquireContext(ctx context.Context, req *Request) (*Lock, error
 	}()
 	lp, err := h.acquire(ptr, cancel)
 	runtime.KeepAlive(c)
-	if e := (*Error)(nil); errors.As(err, &e) && e.Status == StatusCancelled {
-		if own != nil && own.reason() == reasonContext {
-			return nil, cancelledByContext(ctx, h.name, e.Message)
-		}
-		return nil, &Error{Status: StatusCancelled, Message: orDefault(e.Message, "acquiring "+h.name+" was cancelled") + ": the client was closed", causes: []error{ErrClosed}}
-	}
 	if err != nil {
-		return nil, err
+		return nil, whyCancelled(ctx, err, own, h.name)
 	}
 	return newLock(lp, c, h.resources), nil
+}
+
+// whyCancelled adds to a cancelled acquisition's error what cancelled it: its context or
+// Close. Other errors are returned as they are.
+func whyCancelled(ctx context.Context, err error, own *callCancel, name string) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Status != StatusCancelled {
+		return err
+	}
+	if own != nil && own.reason() == reasonContext {
+		return cancelledByContext(ctx, name, e.Message)
+	}
+	return &Error{Status: StatusCancelled, Message: orDefault(e.Message, "acquiring "+name+" was cancelled") + ": the client was closed", causes: []error{ErrClosed}}
 }
 
 // acquireNew acquires with a Request made for this one call.

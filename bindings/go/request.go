@@ -346,11 +346,15 @@ func (s *requestSpec) build() (*requestHandle, error) {
 		C.redlock_request_free(ptr)
 		return nil, err
 	}
-	caller := s.caller
-	if !s.hasCaller {
-		caller = fmt.Sprintf("Go Request %d", requestIDs.Add(1))
+	h := &requestHandle{_ptr: ptr, name: s.name()}
+	if s.kind == kindRead || s.kind == kindWrite {
+		// Only these kinds read the owner; the others get NULL and cost no string.
+		caller := s.caller
+		if !s.hasCaller {
+			caller = fmt.Sprintf("Go Request %d", requestIDs.Add(1))
+		}
+		h.caller = C.CString(caller)
 	}
-	h := &requestHandle{_ptr: ptr, caller: C.CString(caller), name: s.name()}
 	if s.many {
 		h.resources = append([]string(nil), s.resources...)
 		sort.Strings(h.resources)
@@ -437,7 +441,7 @@ func (s *requestSpec) name() string {
 type requestHandle struct {
 	mu     sync.Mutex
 	_ptr   *C.redlock_request // nil once freed
-	caller *C.char            // the owner passed to every acquisition; freed with _ptr
+	caller *C.char            // the owner of a read or write lock (else NULL); freed with _ptr
 	users  int                // acquisitions in flight, which keep _ptr alive past close
 	closed bool
 	// Read by Acquire for its messages and the Lock; never changed.
@@ -496,7 +500,7 @@ func (h *requestHandle) free() {
 }
 
 func (h *requestHandle) freeLocked() {
-	C.redlock_request_free(h._ptr) // NULL is ignored
-	C.free(unsafe.Pointer(h.caller))
+	C.redlock_request_free(h._ptr)   // NULL is ignored
+	C.free(unsafe.Pointer(h.caller)) // NULL is ignored
 	h._ptr, h.caller = nil, nil
 }

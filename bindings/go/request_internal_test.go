@@ -37,6 +37,20 @@ func TestRequestCopiesShareOneHandle(t *testing.T) {
 	}
 }
 
+// Only read and write locks carry an owner name to C.
+func TestOnlyReadWriteRequestsCarryAnOwner(t *testing.T) {
+	for _, tc := range []struct {
+		opt   RequestOption
+		owner bool
+	}{{nil, false}, {WithFenced(), false}, {WithRead(), true}, {WithWrite(), true}, {WithSemaphore(2), false}} {
+		req := NewRequest("go:internal-owner", time.Second, tc.opt)
+		if (req.h.caller != nil) != tc.owner {
+			t.Errorf("%v: owner name %v, want one: %v", tc.opt, req.h.caller, tc.owner)
+		}
+		req.Close()
+	}
+}
+
 // A failed build leaves no handle, only the error for Acquire.
 func TestRequestBuildFailureHasNoHandle(t *testing.T) {
 	req := NewRequest("go:internal-bad", time.Second, WithFenced(), WithResources("go:other"))
