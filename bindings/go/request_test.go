@@ -147,8 +147,8 @@ func matrixCancel(t *testing.T, c *redlock.Client, req *redlock.Request, resourc
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const after = 150 * time.Millisecond
+	start := time.Now() // before the timer starts: the cancel comes at least `after` later
 	time.AfterFunc(after, cancel)
-	start := time.Now()
 	l, err := c.AcquireContext(ctx, req)
 	elapsed := time.Since(start)
 	if l != nil {
