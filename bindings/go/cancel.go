@@ -47,7 +47,7 @@ func newCallCancel() (*callCancel, error) {
 	if k.ptr != nil {
 		return k, nil
 	}
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	if err := cCall(func(cerr cErr) cStatus {
 		return C.redlock_cancel_new(&k.ptr, cerr)
 	}); err != nil {
 		return nil, err

@@ -52,7 +52,7 @@ func New(urls []string, opts Options) (*Client, error) {
 	curls, freeURLs := cStrings(urls)
 	defer freeURLs()
 	var ptr *C.redlock_client
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	if err := cCall(func(cerr cErr) cStatus {
 		return C.redlock_client_new(&curls[0], C.size_t(len(curls)), copts, &ptr, cerr)
 	}); err != nil {
 		return nil, err
@@ -300,7 +300,7 @@ func (c *Client) enter(own *callCancel) (*C.redlock_client, *C.redlock_cancel, e
 		return nil, nil, ErrClosed
 	}
 	if c.cancel == nil {
-		if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+		if err := cCall(func(cerr cErr) cStatus {
 			return C.redlock_cancel_new(&c.cancel, cerr)
 		}); err != nil {
 			return nil, nil, err
@@ -329,6 +329,23 @@ func (c *Client) leave(own *callCancel) {
 	ptr, cancel := c.take()
 	c.mu.Unlock()
 	freeHandles(ptr, cancel)
+}
+
+// call runs f on the live client, for the calls that no cancel handle ends (they are
+// bounded by NodeTimeout): ErrClosed after Close, and the C client stays allocated until f
+// returns.
+func (c *Client) call(f func(ptr *C.redlock_client) error) error {
+	if c == nil {
+		return errNilClient
+	}
+	ptr, _, err := c.enter(nil)
+	if err != nil {
+		return err
+	}
+	defer c.leave(nil)
+	err = f(ptr)
+	runtime.KeepAlive(c)
+	return err
 }
 
 // free frees the C client and the shared cancel handle; the finalizer calls it once the

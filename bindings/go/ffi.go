@@ -33,10 +33,35 @@ import (
 //   - A fallible call goes through cCall, which turns the status and the error out-parameter
 //     into a Go error and frees the C error.
 
+// cErr and cStatus spell the signature of a fallible C call: it returns a status and writes
+// an error to its last argument.
+type (
+	cErr    = **C.redlock_error
+	cStatus = C.enum_redlock_status
+)
+
 // cCall runs one fallible C call and returns its failure as an *Error (nil on success).
-func cCall(call func(cerr **C.redlock_error) C.enum_redlock_status) error {
+func cCall(call func(cerr cErr) cStatus) error {
 	var cerr *C.redlock_error
 	return statusError(call(&cerr), cerr)
+}
+
+// cStep is one fallible C call of a list that configures a handle (options, a request).
+type cStep struct {
+	on   bool // whether the setting is given; the steps that are not are skipped
+	call func(cerr cErr) cStatus
+}
+
+// cSteps runs the steps that are on, in order, up to the first failure.
+func cSteps(steps ...cStep) error {
+	for _, s := range steps {
+		if s.on {
+			if err := cCall(s.call); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // goString copies a C string; NULL is "".

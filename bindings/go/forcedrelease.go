@@ -4,10 +4,7 @@ package redlock
 // #include "redlock.h"
 import "C"
 
-import (
-	"runtime"
-	"unsafe"
-)
+import "unsafe"
 
 // ReleaseOutcome is what Client.ForceRelease did on one node.
 type ReleaseOutcome int
@@ -75,9 +72,6 @@ type ForcedRelease struct {
 // not as the error. Check ForcedRelease.OnQuorum. The error wraps ErrInvalidArgument for an
 // empty resource, or a resource or token with a NUL byte, ErrClosed after Close.
 func (c *Client) ForceRelease(resource, token string) (*ForcedRelease, error) {
-	if c == nil {
-		return nil, errNilClient
-	}
 	if err := cName("resource name", resource); err != nil {
 		return nil, err
 	}
@@ -89,21 +83,17 @@ func (c *Client) ForceRelease(resource, token string) (*ForcedRelease, error) {
 		ctoken = C.CString(token)
 		defer C.free(unsafe.Pointer(ctoken))
 	}
-	ptr, _, err := c.enter(nil)
-	if err != nil {
-		return nil, err
-	}
-	defer c.leave(nil)
 	cres := C.CString(resource)
 	defer C.free(unsafe.Pointer(cres))
 	var raw *C.redlock_forced_release
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
-		return C.redlock_client_force_release(ptr, cres, ctoken, &raw, cerr)
+	if err := c.call(func(ptr *C.redlock_client) error {
+		return cCall(func(cerr cErr) cStatus {
+			return C.redlock_client_force_release(ptr, cres, ctoken, &raw, cerr)
+		})
 	}); err != nil {
 		return nil, err
 	}
 	defer C.redlock_forced_release_free(raw)
-	runtime.KeepAlive(c)
 
 	n := int(C.redlock_forced_release_node_count(raw))
 	result := &ForcedRelease{

@@ -5,7 +5,6 @@ package redlock
 import "C"
 
 import (
-	"runtime"
 	"time"
 	"unsafe"
 )
@@ -128,27 +127,20 @@ type Inspection struct {
 // read at a slightly different moment. The error wraps ErrInvalidArgument for an empty
 // resource or one with a NUL byte, ErrClosed after Close.
 func (c *Client) Inspect(resource string) (*Inspection, error) {
-	if c == nil {
-		return nil, errNilClient
-	}
 	if err := cName("resource name", resource); err != nil {
 		return nil, err
 	}
-	ptr, _, err := c.enter(nil)
-	if err != nil {
-		return nil, err
-	}
-	defer c.leave(nil)
 	cres := C.CString(resource)
 	defer C.free(unsafe.Pointer(cres))
 	var raw *C.redlock_inspection
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
-		return C.redlock_client_inspect(ptr, cres, &raw, cerr)
+	if err := c.call(func(ptr *C.redlock_client) error {
+		return cCall(func(cerr cErr) cStatus {
+			return C.redlock_client_inspect(ptr, cres, &raw, cerr)
+		})
 	}); err != nil {
 		return nil, err
 	}
 	defer C.redlock_inspection_free(raw)
-	runtime.KeepAlive(c)
 
 	n := int(C.redlock_inspection_node_count(raw))
 	result := &Inspection{

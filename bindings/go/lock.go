@@ -167,7 +167,7 @@ func (l *Lock) Extend(ttl time.Duration) error {
 	if l.ptr == nil {
 		return &Error{Status: StatusLost, Message: "the lock was unlocked"}
 	}
-	err = cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	err = cCall(func(cerr cErr) cStatus {
 		return C.redlock_lock_extend(l.ptr, ms, cerr)
 	})
 	runtime.KeepAlive(l)
@@ -215,7 +215,7 @@ func (l *Lock) release() (live, lost bool, err error) {
 	if l.ptr == nil {
 		return false, false, nil
 	}
-	err = cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	err = cCall(func(cerr cErr) cStatus {
 		return C.redlock_lock_release(l.ptr, cerr)
 	})
 	lost = bool(C.redlock_lock_is_lost(l.ptr))

@@ -5,7 +5,6 @@ import "C"
 
 import (
 	"math"
-	"runtime"
 	"time"
 )
 
@@ -49,27 +48,24 @@ type NodeStatus struct {
 // NodeStatus reports what the client's workers last saw of each node, in the order of
 // the URLs given to New.
 func (c *Client) NodeStatus() ([]NodeStatus, error) {
-	if c == nil {
-		return nil, errNilClient
-	}
-	ptr, _, err := c.enter(nil)
+	var result []NodeStatus
+	err := c.call(func(ptr *C.redlock_client) error {
+		result = make([]NodeStatus, int(C.redlock_client_node_count(ptr)))
+		for i := range result {
+			var raw *C.redlock_node_status
+			if err := cCall(func(cerr cErr) cStatus {
+				return C.redlock_client_node_status(ptr, C.size_t(i), &raw, cerr)
+			}); err != nil {
+				return err
+			}
+			result[i] = readNodeStatus(raw)
+			C.redlock_node_status_free(raw)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer c.leave(nil)
-	n := int(C.redlock_client_node_count(ptr))
-	result := make([]NodeStatus, n)
-	for i := range result {
-		var raw *C.redlock_node_status
-		if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_client_node_status(ptr, C.size_t(i), &raw, cerr)
-		}); err != nil {
-			return nil, err
-		}
-		result[i] = readNodeStatus(raw)
-		C.redlock_node_status_free(raw)
-	}
-	runtime.KeepAlive(c)
 	return result, nil
 }
 

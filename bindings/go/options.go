@@ -112,89 +112,43 @@ func (o Options) toC() (*C.redlock_options, error) {
 		return nil, err
 	}
 	var opts *C.redlock_options
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	if err := cCall(func(cerr cErr) cStatus {
 		return C.redlock_options_new(&opts, cerr)
 	}); err != nil {
 		return nil, err
 	}
-	type setter = func(cerr **C.redlock_error) C.enum_redlock_status
-	var set []setter
-	if o.RetryCount != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
+	ca, cert, key := C.CString(o.TLSCAFile), C.CString(o.TLSClientCertFile), C.CString(o.TLSClientKeyFile)
+	defer C.free(unsafe.Pointer(ca))
+	defer C.free(unsafe.Pointer(cert))
+	defer C.free(unsafe.Pointer(key))
+	err := cSteps(
+		cStep{o.RetryCount != 0, func(e cErr) cStatus {
 			return C.redlock_options_set_retry_count(opts, C.uint32_t(max(o.RetryCount, 0)), e)
-		})
-	}
-	if o.RetryDelay != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_retry_delay_ms(opts, millis(o.RetryDelay), e)
-		})
-	}
-	if o.RetryJitter != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_retry_jitter_ms(opts, millis(o.RetryJitter), e)
-		})
-	}
-	if o.DriftFactor != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
+		}},
+		cStep{o.RetryDelay != 0, func(e cErr) cStatus { return C.redlock_options_set_retry_delay_ms(opts, millis(o.RetryDelay), e) }},
+		cStep{o.RetryJitter != 0, func(e cErr) cStatus { return C.redlock_options_set_retry_jitter_ms(opts, millis(o.RetryJitter), e) }},
+		cStep{o.DriftFactor != 0, func(e cErr) cStatus {
 			return C.redlock_options_set_drift_factor(opts, C.double(max(o.DriftFactor, 0)), e)
-		})
-	}
-	if o.NodeTimeout != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_node_timeout_ms(opts, millis(o.NodeTimeout), e)
-		})
-	}
-	if o.MaxExtensions != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
+		}},
+		cStep{o.NodeTimeout != 0, func(e cErr) cStatus { return C.redlock_options_set_node_timeout_ms(opts, millis(o.NodeTimeout), e) }},
+		cStep{o.MaxExtensions != 0, func(e cErr) cStatus {
 			return C.redlock_options_set_max_extensions(opts, C.uint32_t(o.MaxExtensions), e)
-		})
-	}
-	if o.RestartGrace != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_restart_grace_ms(opts, millis(o.RestartGrace), e)
-		})
-	}
-	if o.TLSCAFile != "" {
-		path := C.CString(o.TLSCAFile)
-		defer C.free(unsafe.Pointer(path))
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_tls_ca_file(opts, path, e)
-		})
-	}
-	if o.TLSClientCertFile != "" {
-		cert := C.CString(o.TLSClientCertFile)
-		defer C.free(unsafe.Pointer(cert))
-		key := C.CString(o.TLSClientKeyFile)
-		defer C.free(unsafe.Pointer(key))
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_tls_client_cert_file(opts, cert, key, e)
-		})
-	}
-	if o.DisableClockGuard {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_clock_guard(opts, false, e)
-		})
-	}
-	if o.ClockJumpThreshold != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
+		}},
+		cStep{o.RestartGrace != 0, func(e cErr) cStatus { return C.redlock_options_set_restart_grace_ms(opts, millis(o.RestartGrace), e) }},
+		cStep{o.TLSCAFile != "", func(e cErr) cStatus { return C.redlock_options_set_tls_ca_file(opts, ca, e) }},
+		cStep{o.TLSClientCertFile != "", func(e cErr) cStatus { return C.redlock_options_set_tls_client_cert_file(opts, cert, key, e) }},
+		cStep{o.DisableClockGuard, func(e cErr) cStatus { return C.redlock_options_set_clock_guard(opts, false, e) }},
+		cStep{o.ClockJumpThreshold != 0, func(e cErr) cStatus {
 			return C.redlock_options_set_clock_jump_threshold_ms(opts, millis(o.ClockJumpThreshold), e)
-		})
-	}
-	if o.ClockQuarantine != 0 {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
+		}},
+		cStep{o.ClockQuarantine != 0, func(e cErr) cStatus {
 			return C.redlock_options_set_clock_quarantine_ms(opts, millis(o.ClockQuarantine), e)
-		})
-	}
-	if o.StrictServers {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_strict_servers(opts, true, e)
-		})
-	}
-	for _, s := range set {
-		if err := cCall(s); err != nil {
-			C.redlock_options_free(opts)
-			return nil, err
-		}
+		}},
+		cStep{o.StrictServers, func(e cErr) cStatus { return C.redlock_options_set_strict_servers(opts, true, e) }},
+	)
+	if err != nil {
+		C.redlock_options_free(opts)
+		return nil, err
 	}
 	return opts, nil
 }

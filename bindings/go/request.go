@@ -334,7 +334,7 @@ func (s *requestSpec) build() (*requestHandle, error) {
 	names, freeNames := cStrings(s.resources)
 	defer freeNames()
 	var ptr *C.redlock_request
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	if err := cCall(func(cerr cErr) cStatus {
 		if !s.many {
 			return C.redlock_request_new(names[0], ms, &ptr, cerr)
 		}
@@ -365,63 +365,32 @@ func (s *requestSpec) build() (*requestHandle, error) {
 
 // configure runs the setters of the kind, patience and auto-extension on a new request.
 func (s *requestSpec) configure(req *C.redlock_request) error {
-	type setter = func(cerr **C.redlock_error) C.enum_redlock_status
-	var set []setter
-	switch s.kind {
-	case kindFenced:
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_fenced(req, e)
-		})
-	case kindReentrant:
-		owner := C.CString(s.owner)
+	var owner *C.char
+	if s.kind == kindReentrant {
+		owner = C.CString(s.owner)
 		defer C.free(unsafe.Pointer(owner))
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_reentrant(req, owner, e)
-		})
-	case kindRead:
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_read(req, e)
-		})
-	case kindWrite:
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_write(req, e)
-		})
-	case kindSemaphore:
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_semaphore(req, C.uint32_t(s.permits), e)
-		})
 	}
-	if s.hasDelay {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
+	var auto AutoExtend
+	if s.auto != nil {
+		auto = *s.auto
+	}
+	fraction, maxHold, maxExtensions := C.double(auto.Fraction), millis(auto.MaxHold), C.uint32_t(auto.MaxExtensions)
+	return cSteps(
+		cStep{s.kind == kindFenced, func(e cErr) cStatus { return C.redlock_request_set_fenced(req, e) }},
+		cStep{s.kind == kindReentrant, func(e cErr) cStatus { return C.redlock_request_set_reentrant(req, owner, e) }},
+		cStep{s.kind == kindRead, func(e cErr) cStatus { return C.redlock_request_set_read(req, e) }},
+		cStep{s.kind == kindWrite, func(e cErr) cStatus { return C.redlock_request_set_write(req, e) }},
+		cStep{s.kind == kindSemaphore, func(e cErr) cStatus { return C.redlock_request_set_semaphore(req, C.uint32_t(s.permits), e) }},
+		cStep{s.hasDelay, func(e cErr) cStatus {
 			return C.redlock_request_set_retry_delay(req, millis(s.delay), millis(s.jitter), e)
-		})
-	}
-	switch s.patience {
-	case patienceRetries:
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_retries(req, C.uint32_t(s.retries), e)
-		})
-	case patienceWait:
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_wait(req, millis(s.wait), e)
-		})
-	}
-	if s.polling {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_notifications(req, false, e)
-		})
-	}
-	if a := s.auto; a != nil {
-		set = append(set, func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_auto_extend(req, C.double(a.Fraction), millis(a.MaxHold), C.uint32_t(a.MaxExtensions), e)
-		})
-	}
-	for _, step := range set {
-		if err := cCall(step); err != nil {
-			return err
-		}
-	}
-	return nil
+		}},
+		cStep{s.patience == patienceRetries, func(e cErr) cStatus { return C.redlock_request_set_retries(req, C.uint32_t(s.retries), e) }},
+		cStep{s.patience == patienceWait, func(e cErr) cStatus { return C.redlock_request_set_wait(req, millis(s.wait), e) }},
+		cStep{s.polling, func(e cErr) cStatus { return C.redlock_request_set_notifications(req, false, e) }},
+		cStep{s.auto != nil, func(e cErr) cStatus {
+			return C.redlock_request_set_auto_extend(req, fraction, maxHold, maxExtensions, e)
+		}},
+	)
 }
 
 // name is how errors name the request's resources: for several, sorted and joined with ','
@@ -462,7 +431,7 @@ func (h *requestHandle) acquire(client *C.redlock_client, cancel *C.redlock_canc
 	h.mu.Unlock()
 	defer h.leave()
 	var lock *C.redlock_lock
-	err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	err := cCall(func(cerr cErr) cStatus {
 		return C.redlock_request_acquire(ptr, client, cancel, caller, &lock, cerr)
 	})
 	runtime.KeepAlive(h)
