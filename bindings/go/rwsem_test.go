@@ -372,25 +372,9 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 	r2.Unlock()
 
 	// Another owner waits, and gets the write lock once the reader is gone.
-	got := make(chan error, 1)
-	go func() {
-		w, err := c.WLock(resource, 10*time.Second, redlock.WithOwner(bob), patient)
-		if err == nil {
-			err = w.Unlock()
-		}
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		t.Fatalf("bob's write lock returned while alice reads: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if err := r.Unlock(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("bob's write lock once alice released: %v", err)
-	}
+	waitsUntilReleased(t, "bob's write lock over alice's read lock", r, func() (*redlock.Lock, error) {
+		return c.WLock(resource, 10*time.Second, redlock.WithOwner(bob), patient)
+	})
 
 	// Holding the write lock: the same owner's read and write locks are refused.
 	w, err := c.WLock(resource, 10*time.Second, redlock.WithOwner(alice))
@@ -436,24 +420,33 @@ func TestRequestIsTheDefaultOwner(t *testing.T) {
 		}()
 		assertInvalid(t, name+" on another goroutine", <-refused)
 	}
+	waitsUntilReleased(t, "another Request's write lock", w, func() (*redlock.Lock, error) {
+		return c.WLock(resource, 10*time.Second, redlock.WithWait(time.Minute))
+	})
+	assertNoKey(t, resource)
+}
+
+// waitsUntilReleased runs acquire on another goroutine, checks that it is still waiting
+// after 300 ms, unlocks held, and checks that acquire then gets its lock (and unlocks it).
+func waitsUntilReleased(t *testing.T, what string, held *redlock.Lock, acquire func() (*redlock.Lock, error)) {
+	t.Helper()
 	got := make(chan error, 1)
 	go func() {
-		other, err := c.WLock(resource, 10*time.Second, redlock.WithWait(time.Minute))
+		l, err := acquire()
 		if err == nil {
-			err = other.Unlock()
+			err = l.Unlock()
 		}
 		got <- err
 	}()
 	select {
 	case err := <-got:
-		t.Fatalf("another Request's write lock returned while the first holds it: %v", err)
+		t.Fatalf("%s returned while the holder held: %v", what, err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	if err := w.Unlock(); err != nil {
+	if err := held.Unlock(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
-		t.Fatalf("another Request's write lock once the first released: %v", err)
+		t.Fatalf("%s once the holder released: %v", what, err)
 	}
-	assertNoKey(t, resource)
 }
