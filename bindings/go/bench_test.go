@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -66,5 +67,21 @@ func BenchmarkAcquireContextUnlock(b *testing.B) {
 	for range b.N {
 		l, err := c.AcquireContext(ctx, req)
 		benchUnlock(b, l, err)
+	}
+}
+
+// The binding's own cost per acquisition, without the network: a TTL too short to leave any
+// validity passes the binding's checks and is refused by libredlock's first step, after the
+// request has crossed into C.
+func BenchmarkAcquireRefusedInC(b *testing.B) {
+	c := benchClient(b)
+	req := redlock.NewRequest("go:bench", 2*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.AcquireContext(ctx, req); !errors.Is(err, redlock.ErrInvalidArgument) {
+			b.Fatalf("a 2 ms TTL: %v, want ErrInvalidArgument", err)
+		}
 	}
 }

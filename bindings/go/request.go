@@ -118,14 +118,15 @@ type AutoExtend struct {
 // least 1 ms): a plain lock with the client's retries unless opts say otherwise. It builds
 // the libredlock request; a problem with it is kept for Acquire to report.
 func NewRequest(resource string, ttl time.Duration, opts ...RequestOption) *Request {
-	b := &Request{spec: requestSpec{resources: []string{resource}, ttl: ttl}}
+	r := &Request{spec: requestSpec{resources: []string{resource}, ttl: ttl}}
 	for _, o := range opts {
 		if o != nil {
-			o(b)
+			o(r)
 		}
 	}
-	h, err := b.spec.build()
-	return &Request{h: h, err: err}
+	r.h, r.err = r.spec.build()
+	r.spec = requestSpec{} // the built request is all that counts from here on
+	return r
 }
 
 // Close frees the libredlock request; acquisitions in progress with it finish first, and
