@@ -19,8 +19,6 @@ const (
 	reasonClosed
 )
 
-var errNilClient = &Error{Status: StatusInvalidArgument, Message: "nil *Client"}
-
 // callCancel is the cancel handle of one acquisition.
 type callCancel struct {
 	mu    sync.Mutex
@@ -49,7 +47,7 @@ func newCallCancel() (*callCancel, error) {
 	if k.ptr != nil {
 		return k, nil
 	}
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
+	if err := cCall(func(cerr cErr) cStatus {
 		return C.redlock_cancel_new(&k.ptr, cerr)
 	}); err != nil {
 		return nil, err
@@ -95,45 +93,4 @@ func (k *callCancel) release(reusable bool) {
 		idleMu.Unlock()
 	}
 	C.redlock_cancel_free(ptr) // NULL is ignored
-}
-
-// enter starts a call on the live client: it returns the client and the client's shared
-// cancel handle, and registers own (if not nil) so that Close fires it. ErrClosed once
-// Close has begun. Every successful enter is paired with leave.
-func (c *Client) enter(own *callCancel) (*C.redlock_client, *C.redlock_cancel, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.ptr == nil {
-		return nil, nil, ErrClosed
-	}
-	if c.cancel == nil {
-		if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_cancel_new(&c.cancel, cerr)
-		}); err != nil {
-			return nil, nil, err
-		}
-	}
-	if own != nil {
-		if c.pending == nil {
-			c.pending = map[*callCancel]struct{}{}
-		}
-		c.pending[own] = struct{}{}
-	}
-	c.inflight++
-	return c.ptr, c.cancel, nil
-}
-
-// leave ends a call begun by enter; after a Close, the last call out frees the client.
-func (c *Client) leave(own *callCancel) {
-	c.mu.Lock()
-	delete(c.pending, own)
-	c.inflight--
-	if c.inflight > 0 || !c.freeOnIdle {
-		c.mu.Unlock()
-		return
-	}
-	c.freeOnIdle = false
-	ptr, cancel := c.take()
-	c.mu.Unlock()
-	freeHandles(ptr, cancel)
 }

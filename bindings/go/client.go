@@ -5,210 +5,13 @@ package redlock
 import "C"
 
 import (
-	"math"
+	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 )
-
-// Options configures a Client. The zero value of every field means the libredlock
-// default (see redlock_options_new in redlock.h). Because zero means "default", a
-// negative RetryCount, RetryDelay, RetryJitter or DriftFactor means zero: RetryCount: -1
-// is "one attempt, no retries". Durations are rounded up to whole milliseconds.
-type Options struct {
-	// RetryCount is the number of retries after the first attempt of Lock.
-	RetryCount int
-	// RetryDelay is the pause before each retry, ± a random part of RetryJitter.
-	RetryDelay  time.Duration
-	RetryJitter time.Duration
-	// DriftFactor is the share of the TTL set aside for clock drift; in [0, 1).
-	DriftFactor float64
-	// NodeTimeout is how long a call waits for one node. It must not be negative.
-	NodeTimeout time.Duration
-	// MaxExtensions caps the number of Extend calls per lock; zero is the default (no
-	// cap). It must not be negative.
-	MaxExtensions int
-	// RestartGrace keeps a node whose Redis process is younger than this out of acquire
-	// quorums; zero is the default (off). Set it to at least the largest TTL in use when
-	// nodes run without persistence: a restarted node has forgotten the locks it held.
-	// The nodes must allow the INFO command. It must not be negative.
-	RestartGrace time.Duration
-	// TLSCAFile is a PEM file of CA certificates to trust for "rediss://" nodes instead
-	// of the system's roots; empty means the system's roots. Certificates are always
-	// verified; only a URL ending in "#insecure" skips that (for tests only).
-	TLSCAFile string
-	// TLSClientCertFile and TLSClientKeyFile (both or neither) are the PEM client
-	// certificate and its key, for nodes that require one (tls-auth-clients yes).
-	TLSClientCertFile string
-	TLSClientKeyFile  string
-	// DisableClockGuard turns the clock guard off; the zero value leaves it on (the
-	// default). With it on, TIME rides in every acquire's pipeline, a node whose clock
-	// jumps forward by more than ClockJumpThreshold is kept out of acquire quorums for
-	// ClockQuarantine, and a suspension of this host marks the locks held across it lost.
-	DisableClockGuard bool
-	// ClockJumpThreshold is the largest step of a node's clock tolerated between two
-	// samples beyond the drift; zero is the default (50ms). It must not be negative, nor
-	// set together with DisableClockGuard.
-	ClockJumpThreshold time.Duration
-	// ClockQuarantine is how long a node whose clock jumped forward is kept out of acquire
-	// quorums; zero is the default (60s). Make it at least your largest TTL. It must not be
-	// negative.
-	ClockQuarantine time.Duration
-	// StrictServers refuses the nodes the server probe only warns about (a master with
-	// replicas, a maxmemory-policy that can evict lock keys, INFO or TIME denied) instead of
-	// logging them and listing them in NodeStatus.Warnings.
-	StrictServers bool
-}
-
-// toC builds libredlock options from o (the caller frees them with redlock_options_free).
-// The library checks each value as it is set.
-func (o Options) toC() (*C.redlock_options, error) {
-	var opts *C.redlock_options
-	var cerr *C.redlock_error
-	if err := statusError(C.redlock_options_new(&opts, &cerr), cerr); err != nil {
-		return nil, err
-	}
-	if err := o.setC(opts); err != nil {
-		C.redlock_options_free(opts)
-		return nil, err
-	}
-	return opts, nil
-}
-
-// set runs one redlock_*_set_* call and turns its status into an error.
-func set(call func(**C.redlock_error) C.enum_redlock_status) error {
-	var cerr *C.redlock_error
-	return statusError(call(&cerr), cerr)
-}
-
-func (o Options) setC(opts *C.redlock_options) error {
-	if o.RetryCount != 0 {
-		n, err := uint32Option("RetryCount", max(o.RetryCount, 0))
-		if err != nil {
-			return err
-		}
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_retry_count(opts, n, e)
-		}); err != nil {
-			return err
-		}
-	}
-	if o.RetryDelay != 0 {
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_retry_delay_ms(opts, optionMillis(o.RetryDelay), e)
-		}); err != nil {
-			return err
-		}
-	}
-	if o.RetryJitter != 0 {
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_retry_jitter_ms(opts, optionMillis(o.RetryJitter), e)
-		}); err != nil {
-			return err
-		}
-	}
-	if o.DriftFactor != 0 {
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_drift_factor(opts, C.double(max(o.DriftFactor, 0)), e)
-		}); err != nil {
-			return err
-		}
-	}
-	if o.NodeTimeout < 0 {
-		return invalidArgument("NodeTimeout %v is negative", o.NodeTimeout)
-	}
-	if o.NodeTimeout != 0 {
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_node_timeout_ms(opts, optionMillis(o.NodeTimeout), e)
-		}); err != nil {
-			return err
-		}
-	}
-	if o.MaxExtensions < 0 {
-		return invalidArgument("MaxExtensions %d is negative", o.MaxExtensions)
-	}
-	if o.MaxExtensions != 0 {
-		n, err := uint32Option("MaxExtensions", o.MaxExtensions)
-		if err != nil {
-			return err
-		}
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_max_extensions(opts, n, e)
-		}); err != nil {
-			return err
-		}
-	}
-	if o.RestartGrace < 0 {
-		return invalidArgument("RestartGrace %v is negative", o.RestartGrace)
-	}
-	if o.RestartGrace != 0 {
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_restart_grace_ms(opts, optionMillis(o.RestartGrace), e)
-		}); err != nil {
-			return err
-		}
-	}
-	for _, file := range []struct{ name, path string }{
-		{"TLSCAFile", o.TLSCAFile},
-		{"TLSClientCertFile", o.TLSClientCertFile},
-		{"TLSClientKeyFile", o.TLSClientKeyFile},
-	} {
-		if strings.IndexByte(file.path, 0) >= 0 {
-			return invalidArgument("%s %q contains a NUL byte", file.name, file.path)
-		}
-	}
-	if o.TLSCAFile != "" {
-		path := C.CString(o.TLSCAFile)
-		defer C.free(unsafe.Pointer(path))
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_tls_ca_file(opts, path, e)
-		}); err != nil {
-			return err
-		}
-	}
-	if (o.TLSClientCertFile == "") != (o.TLSClientKeyFile == "") {
-		return invalidArgument("TLSClientCertFile and TLSClientKeyFile go together: set both or neither")
-	}
-	if o.TLSClientCertFile != "" {
-		cert := C.CString(o.TLSClientCertFile)
-		defer C.free(unsafe.Pointer(cert))
-		key := C.CString(o.TLSClientKeyFile)
-		defer C.free(unsafe.Pointer(key))
-		if err := set(func(e **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_options_set_tls_client_cert_file(opts, cert, key, e)
-		}); err != nil {
-			return err
-		}
-	}
-	return o.setGuardC(opts)
-}
-
-func uint32Option(name string, n int) (C.uint32_t, error) {
-	if uint64(n) > math.MaxUint32 {
-		return 0, invalidArgument("%s %d does not fit in 32 bits", name, n)
-	}
-	return C.uint32_t(n), nil
-}
-
-// optionMillis converts d to whole milliseconds, rounding up so that a positive duration
-// never becomes zero; negative durations become zero.
-func optionMillis(d time.Duration) C.uint64_t {
-	if d <= 0 {
-		return 0
-	}
-	return C.uint64_t((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// ttlMillis converts a TTL to whole milliseconds, rounding down so that a lock never
-// lives longer than asked.
-func ttlMillis(ttl time.Duration) (C.uint64_t, error) {
-	if ttl < time.Millisecond {
-		return 0, invalidArgument("TTL %v is less than a millisecond", ttl)
-	}
-	return C.uint64_t(ttl / time.Millisecond), nil
-}
 
 // Client is a connection to the Redlock nodes. Its methods are safe for concurrent use
 // by multiple goroutines. Close it when done; a finalizer closes it as a backstop. The
@@ -224,6 +27,8 @@ type Client struct {
 	freeOnIdle bool
 }
 
+var errNilClient = &Error{Status: StatusInvalidArgument, Message: "nil *Client"}
+
 // New connects to the Redis nodes at urls ("redis://[user:password@]host:port", or
 // "rediss://..." for TLS; one per independent master; a lock needs a majority of them).
 func New(urls []string, opts Options) (*Client, error) {
@@ -233,24 +38,23 @@ func New(urls []string, opts Options) (*Client, error) {
 	if len(urls) == 0 {
 		return nil, invalidArgument("no node URLs")
 	}
-	copts, err := opts.toC()
-	if err != nil {
-		return nil, err
-	}
-	defer C.redlock_options_free(copts)
-	curls := make([]*C.char, len(urls))
 	for i, u := range urls {
 		if strings.IndexByte(u, 0) >= 0 {
 			// Not quoted: a URL may carry a password.
 			return nil, invalidArgument("node URL %d contains a NUL byte", i)
 		}
-		curls[i] = C.CString(u)
-		defer C.free(unsafe.Pointer(curls[i]))
 	}
+	copts, err := opts.toC()
+	if err != nil {
+		return nil, err
+	}
+	defer C.redlock_options_free(copts)
+	curls, freeURLs := cStrings(urls)
+	defer freeURLs()
 	var ptr *C.redlock_client
-	var cerr *C.redlock_error
-	status := C.redlock_client_new(&curls[0], C.size_t(len(curls)), copts, &ptr, &cerr)
-	if err := statusError(status, cerr); err != nil {
+	if err := cCall(func(cerr cErr) cStatus {
+		return C.redlock_client_new(&curls[0], C.size_t(len(curls)), copts, &ptr, cerr)
+	}); err != nil {
 		return nil, err
 	}
 	c := &Client{ptr: ptr}
@@ -258,57 +62,111 @@ func New(urls []string, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// Acquire takes the lock req describes, with the patience it says; it is
+// AcquireContext(context.Background(), req). Close ends it at once with ErrClosed.
+func (c *Client) Acquire(req *Request) (*Lock, error) {
+	return c.AcquireContext(context.Background(), req)
+}
+
+// AcquireContext takes the lock req describes, with the patience it says, or until ctx is
+// done: then it returns at once an error that wraps ErrCancelled and ctx.Err() (so
+// errors.Is(err, context.Canceled) or errors.Is(err, context.DeadlineExceeded) holds), after
+// undoing what it had taken on the nodes. Close ends it the same way with ErrClosed. A ctx
+// done after the lock was taken does not release it: the caller holds it and unlocks it.
+// Other errors as for Lock.
+func (c *Client) AcquireContext(ctx context.Context, req *Request) (*Lock, error) {
+	if c == nil {
+		return nil, errNilClient
+	}
+	if ctx == nil {
+		return nil, invalidArgument("nil context.Context")
+	}
+	switch {
+	case req == nil:
+		return nil, invalidArgument("nil *Request")
+	case req.err != nil:
+		return nil, req.err
+	case req.h == nil:
+		return nil, invalidArgument("a Request not made by NewRequest")
+	}
+	h := req.h
+	if ctx.Err() != nil {
+		return nil, cancelledByContext(ctx, h.name, "")
+	}
+	// A context that can be done gets a cancel handle of its own; Close fires it too.
+	var own *callCancel
+	if ctx.Done() != nil {
+		var err error
+		if own, err = newCallCancel(); err != nil {
+			return nil, err
+		}
+	}
+	ptr, cancel, err := c.enter(own)
+	if err != nil {
+		own.release(false)
+		return nil, err
+	}
+	stop := func() bool { return false }
+	if own != nil {
+		cancel = own.ptr
+		stop = context.AfterFunc(ctx, func() { own.fire(reasonContext) })
+	}
+	defer func() {
+		// In this order: once stopped and deregistered, nothing can fire the handle.
+		stopped := stop()
+		c.leave(own)
+		own.release(stopped)
+	}()
+	lp, err := h.acquire(ptr, cancel)
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, whyCancelled(ctx, err, own, h.name)
+	}
+	return newLock(lp, c, h.resources), nil
+}
+
+// whyCancelled adds to a cancelled acquisition's error what cancelled it: its context or
+// Close. Other errors are returned as they are.
+func whyCancelled(ctx context.Context, err error, own *callCancel, name string) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Status != StatusCancelled {
+		return err
+	}
+	if own != nil && own.reason() == reasonContext {
+		return cancelledByContext(ctx, name, e.Message)
+	}
+	return &Error{Status: StatusCancelled, Message: orDefault(e.Message, "acquiring "+name+" was cancelled") + ": the client was closed", causes: []error{ErrClosed}}
+}
+
+// acquireNew acquires with a Request made for this one call.
+func (c *Client) acquireNew(ctx context.Context, resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	if c == nil {
+		return nil, errNilClient
+	}
+	req := NewRequest(resource, ttl, opts...)
+	defer req.Close()
+	return c.AcquireContext(ctx, req)
+}
+
 // Lock acquires resource for ttl, retrying as configured by Options. On failure the
 // error wraps ErrNotAcquired, ErrNoQuorum, ErrInvalidArgument or ErrClosed.
 // The TTL is rounded down to whole milliseconds and must be at least one millisecond.
 func (c *Client) Lock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.Acquire(NewRequest(resource, ttl))
+	return c.acquireNew(context.Background(), resource, ttl)
 }
 
 // TryLock is Lock with a single attempt and no retries.
 func (c *Client) TryLock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.Acquire(NewRequest(resource, ttl, WithOnce()))
+	return c.acquireNew(context.Background(), resource, ttl, WithOnce())
 }
 
-// LockOptions says how LockWith takes and keeps one lock. The zero value is what Lock
-// does: no auto-extension, Options.RetryCount retries. (It predates Request, which says
-// all of this and more.)
-type LockOptions struct {
-	// AutoExtend keeps the lock alive while it is held: the library's extender thread (one
-	// per Client) extends it every ExtendFraction of the TTL, each time on a quorum. Held
-	// and Lost tell whether it still is. Extension stops for good on Unlock, when the Lock
-	// is garbage-collected, or after MaxHold.
-	AutoExtend bool
-	// ExtendFraction is the share of the TTL after which the lock is extended, in (0, 1);
-	// zero means the default, 1/3.
-	ExtendFraction float64
-	// MaxHold stops auto-extending this long after acquisition; zero means never.
-	MaxHold time.Duration
-	// WaitTimeout waits up to this long for a busy resource instead of RetryCount retries,
-	// woken by the release notifications the nodes publish; zero means no waiting.
-	WaitTimeout time.Duration
-	// PollWhileWaiting makes a waiter poll at RetryDelay instead of waiting for release
-	// notifications.
-	PollWhileWaiting bool
-}
-
-// LockWith acquires resource for ttl as opts says: auto-extended while held, and/or
-// waiting up to a timeout for a busy resource. Errors as for Lock.
-func (c *Client) LockWith(resource string, ttl time.Duration, opts LockOptions) (*Lock, error) {
-	if opts.MaxHold < 0 || opts.WaitTimeout < 0 {
-		return nil, invalidArgument("MaxHold %v or WaitTimeout %v is negative", opts.MaxHold, opts.WaitTimeout)
-	}
-	req := NewRequest(resource, ttl)
-	if opts.AutoExtend {
-		WithAutoExtend(AutoExtend{Fraction: opts.ExtendFraction, MaxHold: opts.MaxHold})(req)
-	}
-	if opts.WaitTimeout > 0 {
-		WithWait(opts.WaitTimeout)(req)
-	}
-	if opts.PollWhileWaiting {
-		WithPolling()(req)
-	}
-	return c.Acquire(req)
+// LockContext waits until it gets resource for ttl, woken by the release notifications
+// the nodes publish (with a backoff as the fallback), or until ctx is done: then it returns
+// at once an error for which errors.Is(err, context.Canceled) or errors.Is(err,
+// context.DeadlineExceeded) holds, leaving nothing on the nodes. With a ctx that is never
+// done it waits as long as it takes (up to ten years). Other errors as for Lock.
+func (c *Client) LockContext(ctx context.Context, resource string, ttl time.Duration) (*Lock, error) {
+	return c.acquireNew(ctx, resource, ttl, WithWait(maxWait))
 }
 
 // WithLock acquires resource with retries (as Lock does), keeps it auto-extended while fn
@@ -316,7 +174,7 @@ func (c *Client) LockWith(resource string, ttl time.Duration, opts LockOptions) 
 // during long work. It returns fn's error if fn failed, else ErrLost if the lock was lost
 // while fn ran (the work may have overlapped another owner's), else Unlock's error.
 func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) error) (err error) {
-	l, err := c.LockWith(resource, ttl, LockOptions{AutoExtend: true})
+	l, err := c.acquireNew(context.Background(), resource, ttl, WithAutoExtend(AutoExtend{}))
 	if err != nil {
 		return err
 	}
@@ -328,81 +186,75 @@ func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) e
 	return fn(l)
 }
 
-// NodeStatus is what a client's worker last saw of one node.
-type NodeStatus struct {
-	// Address is host:port, never with credentials.
-	Address   string
-	Connected bool
-	// Connects counts the connections established so far.
-	Connects uint64
-	// Restarts counts reconnects that found a different server run_id.
-	Restarts uint64
-	// RunID is the server's run_id; empty before the first connect or when INFO is denied.
-	RunID string
-	// Uptime is the server's uptime (whole seconds when reported, plus the time since);
-	// negative when unknown.
-	Uptime time.Duration
-	// GraceRemaining is, with Options.RestartGrace, how much longer the node does not count
-	// toward acquires.
-	GraceRemaining time.Duration
-	// ServerVersion is the server's redis_version at the last connect; empty when unknown.
-	ServerVersion string
-	// Persistence is the node's persistence as it reported it (e.g. "no AOF, no RDB
-	// snapshots"); empty when unknown. Without persistence a restart forgets locks:
-	// consider Options.RestartGrace.
-	Persistence string
-	// Warnings lists what the server probe and the clock guard found worth attention
-	// (replicas of a master, an evicting maxmemory-policy, a clock that stepped back, a
-	// command the ACL denies).
-	Warnings []string
-	// ClockOffset is the node's clock minus ours at the last TIME sample, valid when
-	// ClockOffsetKnown (not when the guard is off, TIME is denied or nothing sampled yet).
-	ClockOffset      time.Duration
-	ClockOffsetKnown bool
-	// QuarantineRemaining is how much longer the node is out of acquire quorums because
-	// its clock jumped forward; QuarantineReason says why (empty when it is not).
-	QuarantineRemaining time.Duration
-	QuarantineReason    string
+// LockFenced acquires resource like Lock, with a fencing token: see Lock.Fence. The token
+// is strictly greater than that of every fenced lock of the same resource whose holder
+// came before, also when nodes restart without their data, provided they stay out a restart
+// delay or RestartGrace (see the README). Send it with every write to the protected
+// resource, which rejects writes with a lower token than it has seen. The counter lives in
+// the key "redlock:fence:{resource}" on each node (no TTL); acquiring costs one more round to
+// the nodes than Lock. A fenced lock is a plain lock on resource: the two exclude each other.
+func (c *Client) LockFenced(resource string, ttl time.Duration) (*Lock, error) {
+	return c.acquireNew(context.Background(), resource, ttl, WithFenced())
 }
 
-// NodeStatus reports what the client's workers last saw of each node, in the order of
-// the URLs given to New.
-func (c *Client) NodeStatus() ([]NodeStatus, error) {
-	if c == nil {
-		return nil, errNilClient
+// TryLockFenced is LockFenced with a single attempt and no retries.
+func (c *Client) TryLockFenced(resource string, ttl time.Duration) (*Lock, error) {
+	return c.acquireNew(context.Background(), resource, ttl, WithFenced(), WithOnce())
+}
+
+// ReentrantLock acquires one hold of a reentrant lock on resource for owner, retrying as
+// configured. owner names the holder: any non-empty string of at most 1024 bytes, one per
+// logical owner (NewOwner makes a random one). It is not a goroutine or a thread: whoever
+// passes the same owner shares its holds. While owner holds the resource it can acquire it
+// again at once; every hold is a Lock to Unlock, and the resource is free for others after
+// the last Unlock (or when the key expires). Reentrant and plain locks on one resource
+// exclude each other. Extending a hold keeps the resource at least ttl from now; no hold
+// shortens it.
+func (c *Client) ReentrantLock(resource, owner string, ttl time.Duration) (*Lock, error) {
+	return c.acquireNew(context.Background(), resource, ttl, WithReentrant(owner))
+}
+
+// TryReentrantLock is ReentrantLock with a single attempt and no retries.
+func (c *Client) TryReentrantLock(resource, owner string, ttl time.Duration) (*Lock, error) {
+	return c.acquireNew(context.Background(), resource, ttl, WithReentrant(owner), WithOnce())
+}
+
+// LockMany acquires all resources at once or none of them, retrying as configured. Each
+// node sets all keys in one script, in sorted order, or none, so clients locking
+// overlapping sets never deadlock. Extend and Unlock act on all of them. An empty list, an
+// empty name, a name given twice or more than MaxResources names is ErrInvalidArgument.
+func (c *Client) LockMany(resources []string, ttl time.Duration) (*Lock, error) {
+	return c.lockMany(resources, ttl)
+}
+
+// TryLockMany is LockMany with a single attempt and no retries.
+func (c *Client) TryLockMany(resources []string, ttl time.Duration) (*Lock, error) {
+	return c.lockMany(resources, ttl, WithOnce())
+}
+
+func (c *Client) lockMany(resources []string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	if len(resources) == 0 {
+		return nil, invalidArgument("no resources")
 	}
-	ptr, _, err := c.enter(nil)
-	if err != nil {
-		return nil, err
-	}
-	defer c.leave(nil)
-	n := int(C.redlock_client_node_count(ptr))
-	result := make([]NodeStatus, 0, n)
-	for i := 0; i < n; i++ {
-		var raw *C.redlock_node_status
-		var cerr *C.redlock_error
-		status := C.redlock_client_node_status(ptr, C.size_t(i), &raw, &cerr)
-		if err := statusError(status, cerr); err != nil {
-			return nil, err
-		}
-		uptime := time.Duration(-1)
-		if ms := C.redlock_node_status_uptime_ms(raw); ms != C.uint64_t(math.MaxUint64) {
-			uptime = time.Duration(ms) * time.Millisecond
-		}
-		result = append(result, NodeStatus{
-			Address:        C.GoString(C.redlock_node_status_address(raw)),
-			Connected:      bool(C.redlock_node_status_connected(raw)),
-			Connects:       uint64(C.redlock_node_status_connects(raw)),
-			Restarts:       uint64(C.redlock_node_status_restarts(raw)),
-			RunID:          C.GoString(C.redlock_node_status_run_id(raw)),
-			Uptime:         uptime,
-			GraceRemaining: time.Duration(C.redlock_node_status_grace_remaining_ms(raw)) * time.Millisecond,
-		})
-		fillGuardStatus(&result[len(result)-1], raw)
-		C.redlock_node_status_free(raw)
-	}
-	runtime.KeepAlive(c)
-	return result, nil
+	return c.acquireNew(context.Background(), resources[0], ttl, append([]RequestOption{WithResources(resources[1:]...)}, opts...)...)
+}
+
+// RLock acquires the read lock of resource (see WithRead) with the client's retries,
+// or the patience, auto-extension and owner opts give.
+func (c *Client) RLock(resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(context.Background(), resource, ttl, append([]RequestOption{WithRead()}, opts...)...)
+}
+
+// WLock acquires the write lock of resource (see WithWrite) with the client's retries, or
+// the patience, auto-extension and owner opts give.
+func (c *Client) WLock(resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(context.Background(), resource, ttl, append([]RequestOption{WithWrite()}, opts...)...)
+}
+
+// Semaphore acquires one of permits permits of the semaphore resource (see WithSemaphore)
+// with the client's retries, or the patience and auto-extension opts give.
+func (c *Client) Semaphore(resource string, permits int, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(context.Background(), resource, ttl, append([]RequestOption{WithSemaphore(permits)}, opts...)...)
 }
 
 // Close cancels the acquisitions in progress on other goroutines (they return at once an
@@ -438,6 +290,64 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// enter starts a call on the live client: it returns the client and the client's shared
+// cancel handle, and registers own (if not nil) so that Close fires it. ErrClosed once
+// Close has begun. Every successful enter is paired with leave.
+func (c *Client) enter(own *callCancel) (*C.redlock_client, *C.redlock_cancel, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.ptr == nil {
+		return nil, nil, ErrClosed
+	}
+	if c.cancel == nil {
+		if err := cCall(func(cerr cErr) cStatus {
+			return C.redlock_cancel_new(&c.cancel, cerr)
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	if own != nil {
+		if c.pending == nil {
+			c.pending = map[*callCancel]struct{}{}
+		}
+		c.pending[own] = struct{}{}
+	}
+	c.inflight++
+	return c.ptr, c.cancel, nil
+}
+
+// leave ends a call begun by enter; after a Close, the last call out frees the client.
+func (c *Client) leave(own *callCancel) {
+	c.mu.Lock()
+	delete(c.pending, own)
+	c.inflight--
+	if c.inflight > 0 || !c.freeOnIdle {
+		c.mu.Unlock()
+		return
+	}
+	c.freeOnIdle = false
+	ptr, cancel := c.take()
+	c.mu.Unlock()
+	freeHandles(ptr, cancel)
+}
+
+// call runs f on the live client, for the calls that no cancel handle ends (they are
+// bounded by NodeTimeout): ErrClosed after Close, and the C client stays allocated until f
+// returns.
+func (c *Client) call(f func(ptr *C.redlock_client) error) error {
+	if c == nil {
+		return errNilClient
+	}
+	ptr, _, err := c.enter(nil)
+	if err != nil {
+		return err
+	}
+	defer c.leave(nil)
+	err = f(ptr)
+	runtime.KeepAlive(c)
+	return err
+}
+
 // free frees the C client and the shared cancel handle; the finalizer calls it once the
 // Client is unreachable (no call can be in flight then).
 func (c *Client) free() {
@@ -459,4 +369,23 @@ func (c *Client) take() (*C.redlock_client, *C.redlock_cancel) {
 func freeHandles(ptr *C.redlock_client, cancel *C.redlock_cancel) {
 	C.redlock_client_free(ptr)    // NULL is ignored
 	C.redlock_cancel_free(cancel) // NULL is ignored
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func cancelledByContext(ctx context.Context, name, msg string) error {
+	causes := []error{ctx.Err()}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		causes = append(causes, cause)
+	}
+	return &Error{
+		Status:  StatusCancelled,
+		Message: orDefault(msg, "acquiring "+name+" was cancelled") + ": " + context.Cause(ctx).Error(),
+		causes:  causes,
+	}
 }

@@ -248,8 +248,8 @@ func TestCloseCancelsWaiters(t *testing.T) {
 	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
 	waiters := map[string]func() (*redlock.Lock, error){
-		"LockWith(WaitTimeout 15 s)": func() (*redlock.Lock, error) {
-			return c.LockWith(resource, 10*time.Second, redlock.LockOptions{WaitTimeout: 15 * time.Second})
+		"Acquire(WithWait 15 s)": func() (*redlock.Lock, error) {
+			return c.Acquire(redlock.NewRequest(resource, 10*time.Second, redlock.WithWait(15*time.Second)))
 		},
 		"Lock (retries 3 s apart)":   func() (*redlock.Lock, error) { return c.Lock(resource, 10*time.Second) },
 		"LockContext(Background)":    func() (*redlock.Lock, error) { return c.LockContext(context.Background(), resource, 10*time.Second) },
@@ -398,16 +398,19 @@ func TestNilReceivers(t *testing.T) {
 		"Lock":        func() error { _, err := c.Lock("go:nil", time.Second); return err },
 		"TryLock":     func() error { _, err := c.TryLock("go:nil", time.Second); return err },
 		"LockContext": func() error { _, err := c.LockContext(ctx, "go:nil", time.Second); return err },
-		"LockWith":    func() error { _, err := c.LockWith("go:nil", time.Second, redlock.LockOptions{}); return err },
 		"LockFenced":  func() error { _, err := c.LockFenced("go:nil", time.Second); return err },
 		"ReentrantLock": func() error {
 			_, err := c.ReentrantLock("go:nil", "o", time.Second)
 			return err
 		},
 		"LockMany":   func() error { _, err := c.LockMany([]string{"go:nil"}, time.Second); return err },
+		"RLock":      func() error { _, err := c.RLock("go:nil", time.Second); return err },
+		"WLock":      func() error { _, err := c.WLock("go:nil", time.Second); return err },
+		"Semaphore":  func() error { _, err := c.Semaphore("go:nil", 2, time.Second); return err },
 		"Acquire":    func() error { _, err := c.Acquire(redlock.NewRequest("go:nil", time.Second)); return err },
 		"WithLock":   func() error { return c.WithLock("go:nil", time.Second, func(*redlock.Lock) error { return nil }) },
 		"NodeStatus": func() error { _, err := c.NodeStatus(); return err },
+		"Inspect":    func() error { _, err := c.Inspect("go:nil"); return err },
 		"Close":      c.Close,
 	}
 	for name, call := range calls {
@@ -417,6 +420,12 @@ func TestNilReceivers(t *testing.T) {
 	live := newClient(t, shared.urls(), patient)
 	_, err := live.Acquire(nil)
 	assertInvalid(t, "Acquire(nil)", err)
+	_, err = live.Acquire(&redlock.Request{})
+	assertInvalid(t, "Acquire(a Request not made by NewRequest)", err)
+	var nilRequest *redlock.Request
+	if err := nilRequest.Close(); err != nil {
+		t.Errorf("Close of a nil *Request = %v, want nil", err)
+	}
 	// A nil context is what this checks.
 	_, err = live.AcquireContext(nil, redlock.NewRequest("go:nil", time.Second))
 	assertInvalid(t, "AcquireContext(nil ctx)", err)

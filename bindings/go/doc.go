@@ -18,10 +18,17 @@
 //	defer l.Unlock()
 //	// ... work for less than l.Validity() ...
 //
-// LockContext waits for a busy resource until a context is done; NewRequest with
-// AcquireContext combines every kind (fenced, reentrant, several resources), patience and
-// auto-extension. A done context ends an acquisition at once with an error wrapping
-// ErrCancelled and ctx.Err(); Close ends every pending one with ErrClosed.
+// LockContext waits for a busy resource until a context is done. A Request (NewRequest
+// with options) describes any acquisition: the kind (fenced, reentrant, several resources,
+// read or write side of a read-write lock, semaphore permit), the patience and
+// auto-extension. It is built once and acquired as often as needed, from any goroutine,
+// with AcquireContext: each acquisition is one call into libredlock, cancelled by its own
+// context. A done context ends an acquisition at once with an error wrapping ErrCancelled
+// and ctx.Err(); Close ends every pending one with ErrClosed.
+//
+// A goroutine is not a thread, so the read-write lock's check that a caller does not wait
+// for itself goes by owner: WithOwner names one, and without it a Request is its own owner.
+// See WithOwner for what that means for goroutines sharing a Request.
 //
 // Every error from a C call is an *Error carrying the C status and message; it unwraps to
 // one of the sentinel errors, so errors.Is works.

@@ -28,7 +28,7 @@ var (
 	// ErrIO: the operating system refused a resource, such as a thread.
 	ErrIO = errors.New("redlock: operating system error")
 	// ErrClosed: the Client was closed, before the call or (wrapped with ErrCancelled) while
-	// it waited.
+	// it waited; or the Request was closed (wrapped with ErrInvalidArgument).
 	ErrClosed = errors.New("redlock: client is closed")
 	// ErrCancelled: an acquisition ended early because its context was done or its Client
 	// was closed; nothing of it is left on the nodes. The error also wraps the reason:

@@ -18,19 +18,20 @@ import (
 	"time"
 )
 
-// Lock is a held Redlock lock. Use it from one goroutine at a time; Unlock, and calls
-// that race with it, are still safe from any goroutine, since the methods take a mutex.
-// A Lock that is dropped without Unlock is released by a finalizer as a backstop; until
-// then it holds the resource for its TTL. A nil *Lock (what a failed acquisition returns)
-// holds nothing: Extend and Unlock return ErrInvalidArgument, Held is false, Validity 0,
-// Lost a closed channel; no method panics.
+// Lock is a held Redlock lock. Its methods are safe from any goroutine: Held, Validity
+// and the accessors never wait behind an Extend or Unlock in flight. A Lock that is dropped
+// without Unlock is released by a finalizer as a backstop; until then it holds the resource
+// for its TTL. A nil *Lock (what a failed acquisition returns) holds nothing: Extend and
+// Unlock return ErrInvalidArgument, Held is false, Validity 0, Lost a closed channel; no
+// method panics.
 type Lock struct {
-	mu       sync.Mutex
+	// mu guards ptr: read-locked by every C call on it, write-locked to free it.
+	mu       sync.RWMutex
 	ptr      *C.redlock_lock // nil after Unlock
 	client   *Client         // keeps the Client reachable, and so not finalized, while the Lock is
 	resource string
 	token    string
-	// Set once by newLock from the C lock; see Fence, HoldCount and Resources.
+	// Set once by newLock from the C lock; see Fence, HoldCount, Permit and Resources.
 	fence     uint64
 	hasFence  bool
 	holds     uint64
@@ -42,13 +43,19 @@ type Lock struct {
 	lostID    uintptr
 }
 
-func newLock(ptr *C.redlock_lock, client *Client) *Lock {
+// newLock takes ownership of a C lock; resources are the sorted names of a lock of several
+// resources (nil for one).
+func newLock(ptr *C.redlock_lock, client *Client, resources []string) *Lock {
 	l := &Lock{
-		ptr:      ptr,
-		client:   client,
-		resource: C.GoString(C.redlock_lock_resource(ptr)),
-		token:    C.GoString(C.redlock_lock_token(ptr)),
-		lost:     &lostSignal{ch: make(chan struct{})},
+		ptr:       ptr,
+		client:    client,
+		resource:  C.GoString(C.redlock_lock_resource(ptr)),
+		token:     C.GoString(C.redlock_lock_token(ptr)),
+		resources: resources,
+		lost:      &lostSignal{ch: make(chan struct{})},
+	}
+	if l.resources == nil {
+		l.resources = []string{l.resource}
 	}
 	var n C.uint64_t
 	if C.redlock_lock_fence(ptr, &n, nil) == C.REDLOCK_OK {
@@ -57,8 +64,10 @@ func newLock(ptr *C.redlock_lock, client *Client) *Lock {
 	if C.redlock_lock_hold_count(ptr, &n, nil) == C.REDLOCK_OK {
 		l.holds, l.hasHolds = uint64(n), true
 	}
-	l.readPermit(ptr)
-	l.resources = []string{l.resource}
+	var slot C.uint32_t
+	if C.redlock_lock_permit(ptr, &slot, nil) == C.REDLOCK_OK {
+		l.permit, l.hasPermit = int(slot), true
+	}
 	l.lostID = registerLost(l.lost)
 	if C.redlock_go_on_lost(ptr, C.uintptr_t(l.lostID)) != C.REDLOCK_OK {
 		// Only a NULL lock or callback fails, and neither is: the signal just never fires.
@@ -72,14 +81,14 @@ func newLock(ptr *C.redlock_lock, client *Client) *Lock {
 }
 
 // Held reports whether the lock is still ours: not unlocked, not found lost, validity
-// left. For a lock taken with LockOptions.AutoExtend the library's extender thread keeps
-// it true while the lock is being extended. Cheap: poll it during long work.
+// left. For a lock taken WithAutoExtend the library's extender thread keeps it true while
+// the lock is being extended. Cheap: poll it during long work.
 func (l *Lock) Held() bool {
 	if l == nil {
 		return false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if l.ptr == nil {
 		return false
 	}
@@ -131,8 +140,8 @@ func (l *Lock) Validity() time.Duration {
 	if l == nil {
 		return 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if l.ptr == nil {
 		return 0
 	}
@@ -153,15 +162,16 @@ func (l *Lock) Extend(ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if l.ptr == nil {
 		return &Error{Status: StatusLost, Message: "the lock was unlocked"}
 	}
-	var cerr *C.redlock_error
-	status := C.redlock_lock_extend(l.ptr, ms, &cerr)
+	err = cCall(func(cerr cErr) cStatus {
+		return C.redlock_lock_extend(l.ptr, ms, cerr)
+	})
 	runtime.KeepAlive(l)
-	return statusError(status, cerr)
+	return err
 }
 
 // Unlock releases the lock on all nodes and frees it. It returns ErrLost when the lock
@@ -172,23 +182,79 @@ func (l *Lock) Unlock() error {
 	if l == nil {
 		return errNilLock
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ptr == nil {
+	live, lost, err := l.release()
+	if !live {
 		return nil
 	}
-	var cerr *C.redlock_error
-	status := C.redlock_lock_release(l.ptr, &cerr)
-	lost := C.redlock_lock_is_lost(l.ptr)
-	C.redlock_lock_free(l.ptr)
+	// Freed now rather than by the finalizer: a C lock keeps its client's node workers
+	// running. Calls in flight on it (an Extend) finish first.
+	l.mu.Lock()
+	ptr := l.ptr
 	l.ptr = nil
+	l.mu.Unlock()
+	if ptr == nil {
+		return nil // a concurrent Unlock freed it and reports
+	}
+	C.redlock_lock_free(ptr)
 	forgetLost(l.lostID)
 	runtime.SetFinalizer(l, nil)
-	if err := statusError(status, cerr); err != nil {
+	if err != nil {
 		return err
 	}
 	if lost {
 		return &Error{Status: StatusLost, Message: "the lock was lost before Unlock: the work it protected may have overlapped another owner's"}
 	}
 	return nil
+}
+
+// release releases the lock on the nodes, keeping the C lock (which then reads as released)
+// so that Held and Validity do not wait for the nodes; live is false after Unlock.
+func (l *Lock) release() (live, lost bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return false, false, nil
+	}
+	err = cCall(func(cerr cErr) cStatus {
+		return C.redlock_lock_release(l.ptr, cerr)
+	})
+	lost = bool(C.redlock_lock_is_lost(l.ptr))
+	runtime.KeepAlive(l)
+	return true, lost, err
+}
+
+// Fence returns the fencing token of a fenced lock (LockFenced, WithFenced), and false for
+// other locks. It stays readable after Unlock.
+func (l *Lock) Fence() (uint64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	return l.fence, l.hasFence
+}
+
+// HoldCount returns, for a reentrant lock, how many holds its owner had once this one was
+// counted (1 for the outermost), and false for other locks.
+func (l *Lock) HoldCount() (uint64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	return l.holds, l.hasHolds
+}
+
+// Permit returns the slot (0 to permits-1) a semaphore lock holds, and false for other
+// locks. It stays readable after Unlock.
+func (l *Lock) Permit() (int, bool) {
+	if l == nil {
+		return 0, false
+	}
+	return l.permit, l.hasPermit
+}
+
+// Resources returns the locked resources: one, or for LockMany and WithResources all of
+// them, sorted.
+func (l *Lock) Resources() []string {
+	if l == nil {
+		return nil
+	}
+	return append([]string(nil), l.resources...)
 }

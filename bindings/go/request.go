@@ -5,27 +5,58 @@ package redlock
 import "C"
 
 import (
-	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"math"
 	"runtime"
 	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
 
-// Request describes one acquisition: its kind (plain, WithFenced, WithReentrant or
-// several resources WithResources), its patience (the client's retries, WithRetries,
-// WithOnce or WithWait), auto-extension (WithAutoExtend) and, through AcquireContext, a
-// context that cancels it. Every combination is valid, except that fenced and reentrant
-// locks take one resource. A Request is a description: build it once and acquire with it
-// as often as you like, from any number of goroutines. Problems with it (an empty owner,
-// say) are reported by Acquire as ErrInvalidArgument before anything is sent.
+// MaxResources is the most resources one request (LockMany, WithResources) takes.
+const MaxResources = 64
+
+// MaxPermits is the most permits a semaphore can have.
+const MaxPermits = 1024
+
+// maxWait is the longest wait libredlock takes (ten years); LockContext waits that long,
+// that is until its context is done.
+const maxWait = 10 * 365 * 24 * time.Hour
+
+// Request describes one acquisition: its kind (plain, WithFenced, WithReentrant, WithRead,
+// WithWrite, WithSemaphore, or several resources WithResources), its patience (the client's
+// retries, WithRetries, WithOnce or WithWait), auto-extension (WithAutoExtend) and, for the
+// read-write lock, who it is for (WithOwner). A context given to AcquireContext cancels one
+// acquisition.
+//
+// NewRequest builds the libredlock request once; every Acquire of it is then one C call. A
+// Request does not change: acquire it as often as you like, from any number of goroutines
+// at once, each with its own context. Problems with it (an empty owner, say) are reported by
+// Acquire as ErrInvalidArgument before anything is sent.
+//
+// Close frees the libredlock request at once; otherwise a finalizer frees it once the
+// Request is unreachable. Copies of a Request value share the one libredlock request (and
+// its owner): closing either closes both, and neither can free it under the other.
 type Request struct {
+	spec requestSpec    // what the options set; read only while NewRequest builds
+	h    *requestHandle // the built request; nil when err says why there is none
+	err  error
+}
+
+// requestSpec is what the options of NewRequest set.
+type requestSpec struct {
 	resources []string
 	many      bool // WithResources was given: all or none, even of one name
 	ttl       time.Duration
 	kind      requestKind
-	owner     string
+	owner     string // of a reentrant lock
+	caller    string // WithOwner's name
+	hasCaller bool
 	permits   int // of a semaphore
 	patience  patience
 	retries   int
@@ -49,19 +80,24 @@ const (
 	kindSemaphore
 )
 
+var kindNames = map[requestKind]string{
+	kindFenced:    "WithFenced",
+	kindReentrant: "WithReentrant",
+	kindRead:      "WithRead",
+	kindWrite:     "WithWrite",
+	kindSemaphore: "WithSemaphore",
+}
+
 type patience int
 
 const (
 	patienceClient  patience = iota // Options.RetryCount retries
-	patienceRetries                 // Request.retries retries
-	patienceWait                    // wait up to Request.wait
+	patienceRetries                 // spec.retries retries
+	patienceWait                    // wait up to spec.wait
 )
 
-// maxWait is the longest wait libredlock takes (ten years); LockContext waits that long,
-// that is until its context is done.
-const maxWait = 10 * 365 * 24 * time.Hour
-
-// RequestOption sets one part of a Request.
+// RequestOption sets one part of a Request. Options take effect in NewRequest; applied to a
+// Request NewRequest returned, they change nothing.
 type RequestOption func(*Request)
 
 // AutoExtend says how WithAutoExtend keeps a lock alive. The zero value is the default:
@@ -79,36 +115,55 @@ type AutoExtend struct {
 }
 
 // NewRequest describes a lock on resource for ttl (rounded down to whole milliseconds, at
-// least 1 ms): a plain lock with the client's retries unless opts say otherwise.
+// least 1 ms): a plain lock with the client's retries unless opts say otherwise. It builds
+// the libredlock request; a problem with it is kept for Acquire to report.
 func NewRequest(resource string, ttl time.Duration, opts ...RequestOption) *Request {
-	r := &Request{resources: []string{resource}, ttl: ttl}
+	r := &Request{spec: requestSpec{resources: []string{resource}, ttl: ttl}}
 	for _, o := range opts {
 		if o != nil {
 			o(r)
 		}
 	}
+	r.h, r.err = r.spec.build()
+	r.spec = requestSpec{} // the built request is all that counts from here on
 	return r
 }
 
-func (r *Request) fail(err error) {
-	if r.err == nil {
-		r.err = err
+// Close frees the libredlock request; acquisitions in progress with it finish first, and
+// later ones fail with an error wrapping ErrClosed and ErrInvalidArgument. Safe to call more
+// than once, and on any copy of the Request; returns nil.
+func (r *Request) Close() error {
+	if r != nil && r.h != nil {
+		r.h.close()
 	}
+	return nil
+}
+
+func (s *requestSpec) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// setKind records the request's kind; two different kinds are an error (at Acquire).
+func (s *requestSpec) setKind(k requestKind) {
+	if s.kind != kindPlain && s.kind != k {
+		s.fail(invalidArgument("%s and %s exclude each other: a request has one kind", kindNames[s.kind], kindNames[k]))
+	}
+	s.kind = k
 }
 
 // WithFenced makes it a fenced lock: Lock.Fence is a token strictly greater than that of
 // every fenced lock of the resource whose holder came before (see LockFenced).
 func WithFenced() RequestOption {
-	return func(r *Request) {
-		r.setKind(kindFenced)
-	}
+	return func(r *Request) { r.spec.setKind(kindFenced) }
 }
 
 // WithReentrant makes it one hold of a reentrant lock for owner (see ReentrantLock).
 func WithReentrant(owner string) RequestOption {
 	return func(r *Request) {
-		r.setKind(kindReentrant)
-		r.owner = owner
+		r.spec.setKind(kindReentrant)
+		r.spec.owner = owner
 	}
 }
 
@@ -116,8 +171,67 @@ func WithReentrant(owner string) RequestOption {
 // all at once or none (see LockMany), at most MaxResources in all.
 func WithResources(more ...string) RequestOption {
 	return func(r *Request) {
-		r.many = true
-		r.resources = append(r.resources, more...)
+		r.spec.many = true
+		r.spec.resources = append(r.spec.resources, more...)
+	}
+}
+
+// WithRead makes it the read side of a read-write lock: any number of readers hold the
+// resource at once while no writer does. A writer is a WithWrite lock, and also any plain
+// or fenced lock of the resource (of this or any other Redlock client): readers and they
+// exclude each other. The readers live in a sorted set at the resource's key, each with
+// its own expiry; Extend and Unlock touch only this reader. Waiting readers all wake when a
+// writer releases. Writers can starve under a steady stream of overlapping readers. No
+// fencing token. One resource only.
+//
+// There is no upgrade from read to write. The owner of a write lock (see WithOwner) who asks
+// for a read lock of the same resource gets ErrInvalidArgument at once instead of waiting
+// for itself.
+func WithRead() RequestOption {
+	return func(r *Request) { r.spec.setKind(kindRead) }
+}
+
+// WithWrite makes it the write side of a read-write lock: it excludes readers and other
+// writers. On the nodes it is a plain lock, so plain and fenced locks exclude it and it
+// excludes them. It adds a check: an owner (see WithOwner) that holds a read or write lock
+// of the resource and asks for its write lock gets ErrInvalidArgument at once instead of
+// waiting for itself forever. For a fenced writer use WithFenced (which has no such check).
+// One resource only.
+func WithWrite() RequestOption {
+	return func(r *Request) { r.spec.setKind(kindWrite) }
+}
+
+// WithOwner names who the acquisition is for, for the self-wait check of WithRead and
+// WithWrite (other kinds ignore it): read and write locks of one resource taken for the same
+// owner, from any goroutine, count as one caller's, which cannot wait for itself. name is
+// any non-empty UTF-8 string without NUL bytes (NewOwner makes a random one); it is not a
+// goroutine, and two owners of one process wait for each other like any two holders.
+//
+// Without WithOwner the owner is the Request itself (and its copies): every goroutine that
+// acquires through one Request acts for that one owner. So while one goroutine holds the
+// write lock of a shared WithWrite Request, another asking through the same Request gets
+// ErrInvalidArgument instead of waiting; give each goroutine its own Request (or its own
+// WithOwner) to have them queue. Shorthands such as RLock and WLock build a Request, and so
+// an owner, per call, unless opts give WithOwner.
+func WithOwner(name string) RequestOption {
+	return func(r *Request) { r.spec.caller, r.spec.hasCaller = name, true }
+}
+
+// WithSemaphore makes it one of permits permits (1 to MaxPermits) of a counting semaphore
+// on the resource: at most permits holders at once. Each permit is a slot, an ordinary
+// Redlock mutex on its own key ("redlock:sem:{resource}:i", next to the stored number at
+// "redlock:sem:{resource}"); an attempt tries the slots in random order, and a waiter wakes
+// when any slot is released. Lock.Permit says which slot is held. Every caller of one
+// semaphore must pass the same permits: the nodes store it and another number is
+// ErrInvalidArgument (it can change once every permit is released and its TTL has run
+// out). No fencing token. One resource only.
+func WithSemaphore(permits int) RequestOption {
+	return func(r *Request) {
+		if permits < 1 || permits > MaxPermits {
+			r.spec.fail(invalidArgument("WithSemaphore(%d): permits must be 1 to %d", permits, MaxPermits))
+		}
+		r.spec.setKind(kindSemaphore)
+		r.spec.permits = permits
 	}
 }
 
@@ -129,16 +243,16 @@ func WithResources(more ...string) RequestOption {
 func WithRetries(n int, delay, jitter time.Duration) RequestOption {
 	return func(r *Request) {
 		if n < 0 || n > math.MaxUint32 || delay < 0 || jitter < 0 {
-			r.fail(invalidArgument("WithRetries(%d, %v, %v): a negative or too large value", n, delay, jitter))
+			r.spec.fail(invalidArgument("WithRetries(%d, %v, %v): a negative or too large value", n, delay, jitter))
 		}
-		r.patience, r.retries = patienceRetries, n
-		r.delay, r.jitter, r.hasDelay = delay, jitter, true
+		r.spec.patience, r.spec.retries = patienceRetries, n
+		r.spec.delay, r.spec.jitter, r.spec.hasDelay = delay, jitter, true
 	}
 }
 
 // WithOnce makes a single attempt.
 func WithOnce() RequestOption {
-	return func(r *Request) { r.patience, r.retries = patienceRetries, 0 }
+	return func(r *Request) { r.spec.patience, r.spec.retries = patienceRetries, 0 }
 }
 
 // WithWait waits up to d (at most ten years) for a busy resource, woken by the release
@@ -147,16 +261,16 @@ func WithOnce() RequestOption {
 func WithWait(d time.Duration) RequestOption {
 	return func(r *Request) {
 		if d <= 0 {
-			r.fail(invalidArgument("WithWait(%v): the wait must be positive", d))
+			r.spec.fail(invalidArgument("WithWait(%v): the wait must be positive", d))
 		}
-		r.patience, r.wait = patienceWait, d
+		r.spec.patience, r.spec.wait = patienceWait, d
 	}
 }
 
 // WithPolling makes a waiter poll (with the backoff) instead of waking on release
 // notifications.
 func WithPolling() RequestOption {
-	return func(r *Request) { r.polling = true }
+	return func(r *Request) { r.spec.polling = true }
 }
 
 // WithAutoExtend keeps the lock alive while it is held: the client's extender thread
@@ -167,249 +281,196 @@ func WithPolling() RequestOption {
 func WithAutoExtend(a AutoExtend) RequestOption {
 	return func(r *Request) {
 		if a.MaxHold < 0 || a.MaxExtensions < 0 || a.MaxExtensions > math.MaxUint32 {
-			r.fail(invalidArgument("AutoExtend MaxHold %v or MaxExtensions %d is negative or too large", a.MaxHold, a.MaxExtensions))
+			r.spec.fail(invalidArgument("AutoExtend MaxHold %v or MaxExtensions %d is negative or too large", a.MaxHold, a.MaxExtensions))
 		}
-		r.auto = &a
+		r.spec.auto = &a
 	}
 }
 
-// check validates what the C side cannot see (NUL bytes) or what Go must convert.
-func (r *Request) check() error {
-	if r == nil {
-		return invalidArgument("nil *Request")
+// NewOwner returns a fresh random name (40 hex characters) for WithReentrant, ReentrantLock
+// or WithOwner.
+func NewOwner() string {
+	var b [20]byte
+	// crypto/rand.Read never fails on supported platforms (it panics if it cannot read).
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// requestIDs numbers the Requests of this process: a Request's default owner.
+var requestIDs atomic.Uint64
+
+// check validates what libredlock cannot see (NUL bytes, Go values to convert).
+func (s *requestSpec) check() error {
+	if s.err != nil {
+		return s.err
 	}
-	if r.err != nil {
-		return r.err
+	if len(s.resources) > MaxResources {
+		return invalidArgument("%d resources; at most %d are allowed", len(s.resources), MaxResources)
 	}
-	if len(r.resources) > MaxResources {
-		return invalidArgument("%d resources; at most %d are allowed", len(r.resources), MaxResources)
-	}
-	for _, name := range r.resources {
-		if err := checkName("resource name", name); err != nil {
+	for _, name := range s.resources {
+		if err := cName("resource name", name); err != nil {
 			return err
 		}
 	}
-	if r.kind == kindReentrant {
-		if err := checkName("owner", r.owner); err != nil {
+	if s.kind == kindReentrant {
+		if err := cName("owner", s.owner); err != nil {
 			return err
 		}
 	}
-	_, err := ttlMillis(r.ttl)
+	if s.hasCaller {
+		if err := cName("WithOwner name", s.caller); err != nil {
+			return err
+		}
+	}
+	_, err := ttlMillis(s.ttl)
 	return err
 }
 
-// name is how errors name the request's resources.
-func (r *Request) name() string {
-	if len(r.resources) == 1 {
-		return r.resources[0]
-	}
-	s := append([]string(nil), r.resources...)
-	sort.Strings(s)
-	out := ""
-	for i, n := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += n
-	}
-	return out
-}
-
-// millis converts d to whole milliseconds, rounding up, without overflow.
-func millis(d time.Duration) C.uint64_t {
-	if d <= 0 {
-		return 0
-	}
-	ms := d / time.Millisecond
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return C.uint64_t(ms)
-}
-
-// cCall runs one fallible C call that only reports an error.
-func cCall(f func(**C.redlock_error) C.enum_redlock_status) error {
-	var cerr *C.redlock_error
-	return statusError(f(&cerr), cerr)
-}
-
-// toC builds the C request, with cancel (may be nil) as its cancel handle. The caller frees
-// it with redlock_request_free.
-func (r *Request) toC(cancel *C.redlock_cancel) (*C.redlock_request, error) {
-	ms, err := ttlMillis(r.ttl)
-	if err != nil {
+// build makes the libredlock request s describes.
+func (s *requestSpec) build() (*requestHandle, error) {
+	if err := s.check(); err != nil {
 		return nil, err
 	}
-	names := make([]*C.char, len(r.resources))
-	for i, name := range r.resources {
-		names[i] = C.CString(name)
-		defer C.free(unsafe.Pointer(names[i]))
-	}
-	var req *C.redlock_request
-	err = cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
-		if !r.many {
-			return C.redlock_request_new(names[0], ms, &req, cerr)
+	ms, _ := ttlMillis(s.ttl)
+	names, freeNames := cStrings(s.resources)
+	defer freeNames()
+	var ptr *C.redlock_request
+	if err := cCall(func(cerr cErr) cStatus {
+		if !s.many {
+			return C.redlock_request_new(names[0], ms, &ptr, cerr)
 		}
-		return C.redlock_request_new_many(&names[0], C.size_t(len(names)), ms, &req, cerr)
-	})
-	if err != nil {
+		return C.redlock_request_new_many(&names[0], C.size_t(len(names)), ms, &ptr, cerr)
+	}); err != nil {
 		return nil, err
 	}
-	steps := r.kindSteps(req)
-	switch r.kind {
-	case kindFenced:
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_fenced(req, cerr)
-		})
-	case kindReentrant:
-		owner := C.CString(r.owner)
+	if err := s.configure(ptr); err != nil {
+		C.redlock_request_free(ptr)
+		return nil, err
+	}
+	h := &requestHandle{_ptr: ptr, name: s.name()}
+	if s.kind == kindRead || s.kind == kindWrite {
+		// Only these kinds read the owner; the others get NULL and cost no string.
+		caller := s.caller
+		if !s.hasCaller {
+			caller = fmt.Sprintf("Go Request %d", requestIDs.Add(1))
+		}
+		h.caller = C.CString(caller)
+	}
+	if s.many {
+		h.resources = append([]string(nil), s.resources...)
+		sort.Strings(h.resources)
+	}
+	runtime.SetFinalizer(h, (*requestHandle).free)
+	return h, nil
+}
+
+// configure runs the setters of the kind, patience and auto-extension on a new request.
+func (s *requestSpec) configure(req *C.redlock_request) error {
+	var owner *C.char
+	if s.kind == kindReentrant {
+		owner = C.CString(s.owner)
 		defer C.free(unsafe.Pointer(owner))
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_reentrant(req, owner, cerr)
-		})
 	}
-	if r.hasDelay {
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_retry_delay(req, millis(r.delay), millis(r.jitter), cerr)
-		})
+	var auto AutoExtend
+	if s.auto != nil {
+		auto = *s.auto
 	}
-	switch r.patience {
-	case patienceRetries:
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_retries(req, C.uint32_t(r.retries), cerr)
-		})
-	case patienceWait:
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_wait(req, millis(r.wait), cerr)
-		})
-	}
-	if r.polling {
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_notifications(req, false, cerr)
-		})
-	}
-	if a := r.auto; a != nil {
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_auto_extend(req, C.double(a.Fraction), millis(a.MaxHold), C.uint32_t(a.MaxExtensions), cerr)
-		})
-	}
-	if cancel != nil {
-		steps = append(steps, func(cerr **C.redlock_error) C.enum_redlock_status {
-			return C.redlock_request_set_cancel(req, cancel, cerr)
-		})
-	}
-	for _, step := range steps {
-		if err := cCall(step); err != nil {
-			C.redlock_request_free(req)
-			return nil, err
-		}
-	}
-	return req, nil
+	fraction, maxHold, maxExtensions := C.double(auto.Fraction), millis(auto.MaxHold), C.uint32_t(auto.MaxExtensions)
+	return cSteps(
+		cStep{s.kind == kindFenced, func(e cErr) cStatus { return C.redlock_request_set_fenced(req, e) }},
+		cStep{s.kind == kindReentrant, func(e cErr) cStatus { return C.redlock_request_set_reentrant(req, owner, e) }},
+		cStep{s.kind == kindRead, func(e cErr) cStatus { return C.redlock_request_set_read(req, e) }},
+		cStep{s.kind == kindWrite, func(e cErr) cStatus { return C.redlock_request_set_write(req, e) }},
+		cStep{s.kind == kindSemaphore, func(e cErr) cStatus { return C.redlock_request_set_semaphore(req, C.uint32_t(s.permits), e) }},
+		cStep{s.hasDelay, func(e cErr) cStatus {
+			return C.redlock_request_set_retry_delay(req, millis(s.delay), millis(s.jitter), e)
+		}},
+		cStep{s.patience == patienceRetries, func(e cErr) cStatus { return C.redlock_request_set_retries(req, C.uint32_t(s.retries), e) }},
+		cStep{s.patience == patienceWait, func(e cErr) cStatus { return C.redlock_request_set_wait(req, millis(s.wait), e) }},
+		cStep{s.polling, func(e cErr) cStatus { return C.redlock_request_set_notifications(req, false, e) }},
+		cStep{s.auto != nil, func(e cErr) cStatus {
+			return C.redlock_request_set_auto_extend(req, fraction, maxHold, maxExtensions, e)
+		}},
+	)
 }
 
-// Acquire takes the lock req describes, with the patience it says; it is
-// AcquireContext(context.Background(), req). Close ends it at once with ErrClosed.
-func (c *Client) Acquire(req *Request) (*Lock, error) {
-	return c.AcquireContext(context.Background(), req)
+// name is how errors name the request's resources: for several, sorted and joined with ','
+// as libredlock names the lock.
+func (s *requestSpec) name() string {
+	if len(s.resources) == 1 {
+		return s.resources[0]
+	}
+	sorted := append([]string(nil), s.resources...)
+	sort.Strings(sorted)
+	return strings.Join(sorted, ",")
 }
 
-// AcquireContext takes the lock req describes, with the patience it says, or until ctx is
-// done: then it returns at once an error that wraps ErrCancelled and ctx.Err() (so
-// errors.Is(err, context.Canceled) or errors.Is(err, context.DeadlineExceeded) holds), after
-// undoing what it had taken on the nodes. Close ends it the same way with ErrClosed. A ctx
-// done after the lock was taken does not release it: the caller holds it and unlocks it.
-// Other errors as for Lock.
-func (c *Client) AcquireContext(ctx context.Context, req *Request) (*Lock, error) {
-	if c == nil {
-		return nil, errNilClient
-	}
-	if ctx == nil {
-		return nil, invalidArgument("nil context.Context")
-	}
-	if err := req.check(); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, cancelledByContext(ctx, req.name(), "")
-	}
-	var own *callCancel
-	if ctx.Done() != nil {
-		var err error
-		if own, err = newCallCancel(); err != nil {
-			return nil, err
-		}
-	}
-	ptr, cancel, err := c.enter(own)
-	if err != nil {
-		own.release(false)
-		return nil, err
-	}
-	stop := func() bool { return false }
-	if own != nil {
-		cancel = own.ptr
-		stop = context.AfterFunc(ctx, func() { own.fire(reasonContext) })
-	}
-	defer func() {
-		// In this order: once stopped and deregistered, nothing can fire the handle.
-		stopped := stop()
-		c.leave(own)
-		own.release(stopped)
-	}()
-	creq, err := req.toC(cancel)
-	if err != nil {
-		return nil, err
-	}
-	defer C.redlock_request_free(creq)
-	var lp *C.redlock_lock
-	var cerr *C.redlock_error
-	status := C.redlock_client_acquire(ptr, creq, &lp, &cerr)
-	runtime.KeepAlive(c)
-	if status == C.REDLOCK_CANCELLED {
-		msg := ""
-		if cerr != nil {
-			msg = C.GoString(C.redlock_error_message(cerr))
-			C.redlock_error_free(cerr)
-		}
-		if own != nil && own.reason() == reasonContext {
-			return nil, cancelledByContext(ctx, req.name(), msg)
-		}
-		return nil, &Error{Status: StatusCancelled, Message: orDefault(msg, "acquiring "+req.name()+" was cancelled") + ": the client was closed", causes: []error{ErrClosed}}
-	}
-	if err := statusError(status, cerr); err != nil {
-		return nil, err
-	}
-	l := newLock(lp, c)
-	if r := req.resources; req.many {
-		l.resources = append([]string(nil), r...)
-		sort.Strings(l.resources)
-	}
-	return l, nil
+// requestHandle owns a built libredlock request. Request values point to it, so that a copy
+// of a Request shares it; the finalizer frees it once no Request (and no acquisition) refers
+// to it any more.
+type requestHandle struct {
+	mu     sync.Mutex
+	_ptr   *C.redlock_request // nil once freed
+	caller *C.char            // the owner of a read or write lock (else NULL); freed with _ptr
+	users  int                // acquisitions in flight, which keep _ptr alive past close
+	closed bool
+	// Read by Acquire for its messages and the Lock; never changed.
+	name      string
+	resources []string // sorted; only for a request of several resources
 }
 
-// LockContext waits until it gets resource for ttl, woken by the release notifications
-// the nodes publish (with a backoff as the fallback), or until ctx is done: then it returns
-// at once an error for which errors.Is(err, context.Canceled) or errors.Is(err,
-// context.DeadlineExceeded) holds, leaving nothing on the nodes. With a ctx that is never
-// done it waits as long as it takes (up to ten years). Other errors as for Lock.
-func (c *Client) LockContext(ctx context.Context, resource string, ttl time.Duration) (*Lock, error) {
-	return c.AcquireContext(ctx, NewRequest(resource, ttl, WithWait(maxWait)))
+// acquire runs one acquisition: the single C call, with the cancel handle for this call.
+// The handle stays allocated until the call returns, even if Close runs meanwhile.
+func (h *requestHandle) acquire(client *C.redlock_client, cancel *C.redlock_cancel) (*C.redlock_lock, error) {
+	h.mu.Lock()
+	ptr, caller := h._ptr, h.caller
+	if h.closed || ptr == nil {
+		h.mu.Unlock()
+		return nil, &Error{Status: StatusInvalidArgument, Message: "acquiring " + h.name + ": the Request was closed", causes: []error{ErrClosed}}
+	}
+	h.users++
+	h.mu.Unlock()
+	defer h.leave()
+	var lock *C.redlock_lock
+	err := cCall(func(cerr cErr) cStatus {
+		return C.redlock_request_acquire(ptr, client, cancel, caller, &lock, cerr)
+	})
+	runtime.KeepAlive(h)
+	return lock, err
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
+// leave ends an acquisition; the last one out after close frees the request.
+func (h *requestHandle) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.users--
+	if h.closed && h.users == 0 {
+		h.freeLocked()
 	}
-	return s
 }
 
-func cancelledByContext(ctx context.Context, name, msg string) error {
-	causes := []error{ctx.Err()}
-	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-		causes = append(causes, cause)
+func (h *requestHandle) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
 	}
-	return &Error{
-		Status:  StatusCancelled,
-		Message: orDefault(msg, "acquiring "+name+" was cancelled") + ": " + context.Cause(ctx).Error(),
-		causes:  causes,
+	h.closed = true
+	runtime.SetFinalizer(h, nil)
+	if h.users == 0 {
+		h.freeLocked()
 	}
+}
+
+// free is the finalizer: no acquisition can be in flight on an unreachable handle.
+func (h *requestHandle) free() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.freeLocked()
+}
+
+func (h *requestHandle) freeLocked() {
+	C.redlock_request_free(h._ptr)   // NULL is ignored
+	C.free(unsafe.Pointer(h.caller)) // NULL is ignored
+	h._ptr, h.caller = nil, nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,8 +147,8 @@ func matrixCancel(t *testing.T, c *redlock.Client, req *redlock.Request, resourc
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const after = 150 * time.Millisecond
+	start := time.Now() // before the timer starts: the cancel comes at least `after` later
 	time.AfterFunc(after, cancel)
-	start := time.Now()
 	l, err := c.AcquireContext(ctx, req)
 	elapsed := time.Since(start)
 	if l != nil {
@@ -207,6 +209,10 @@ func TestRequestReuseAndInvalid(t *testing.T) {
 		"TTL over ten years":      redlock.NewRequest("go:x", 11*365*24*time.Hour),
 		"empty owner":             redlock.NewRequest("go:x", time.Second, redlock.WithReentrant("")),
 		"NUL in owner":            redlock.NewRequest("go:x", time.Second, redlock.WithReentrant("o\x00")),
+		"non-UTF-8 resource":      redlock.NewRequest("go:\xff", time.Second),
+		"empty WithOwner":         redlock.NewRequest("go:x", time.Second, redlock.WithWrite(), redlock.WithOwner("")),
+		"NUL in WithOwner":        redlock.NewRequest("go:x", time.Second, redlock.WithWrite(), redlock.WithOwner("o\x00")),
+		"non-UTF-8 WithOwner":     redlock.NewRequest("go:x", time.Second, redlock.WithRead(), redlock.WithOwner("o\xff")),
 		"fenced and reentrant":    redlock.NewRequest("go:x", time.Second, redlock.WithFenced(), redlock.WithReentrant("o")),
 		"fenced many":             redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:y"), redlock.WithFenced()),
 		"reentrant many":          redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:y"), redlock.WithReentrant("o")),
@@ -301,4 +307,153 @@ func TestLostContextCloseInterplay(t *testing.T) {
 		t.Errorf("Unlock of a lost lock = %v, want ErrLost", err)
 	}
 	assertNoKey(t, resource)
+}
+
+// One Request serves goroutines with contexts of their own: each acquisition is cancelled by
+// its own context only, and the others wait their turn through the same C request.
+func TestRequestSharedAcrossContexts(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:shared-request"
+	req := redlock.NewRequest(resource, 5*time.Second, redlock.WithWait(time.Minute))
+	defer req.Close()
+	holder := mustLock(t, observer, resource, 30*time.Second)
+
+	type outcome struct {
+		want error // nil: acquires once the holder is gone
+		err  error
+	}
+	var mu sync.Mutex
+	inside, overlaps := 0, 0
+	results := make(chan outcome, 12)
+	for i := range 12 {
+		go func() {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			var want error
+			switch i % 3 {
+			case 0:
+				ctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+				want = context.DeadlineExceeded
+			case 1:
+				ctx, cancel = context.WithCancel(ctx)
+				time.AfterFunc(150*time.Millisecond, cancel)
+				want = context.Canceled
+			default:
+				ctx, cancel = context.WithTimeout(ctx, time.Minute)
+			}
+			defer cancel()
+			l, err := c.AcquireContext(ctx, req)
+			if err == nil {
+				mu.Lock()
+				inside++
+				if inside > 1 {
+					overlaps++
+				}
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				err = l.Unlock()
+			}
+			results <- outcome{want, err}
+		}()
+	}
+	// Let the cancelled ones go first, then free the resource for the others.
+	time.Sleep(400 * time.Millisecond)
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	for range 12 {
+		r := <-results
+		if r.want == nil {
+			if r.err != nil {
+				t.Errorf("an acquisition with a live context: %v", r.err)
+			}
+			continue
+		}
+		assertCancelled(t, "an acquisition whose context ended", r.err, r.want)
+	}
+	if overlaps != 0 {
+		t.Errorf("holders overlapped %d times", overlaps)
+	}
+	assertNoKey(t, resource)
+}
+
+// Close of a Request lets the acquisitions in flight with it finish, and refuses new ones.
+func TestRequestCloseWhileAcquiring(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:close-request"
+	holder := mustLock(t, observer, resource, 30*time.Second)
+	req := redlock.NewRequest(resource, 5*time.Second, redlock.WithWait(time.Minute))
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(req)
+		if err == nil {
+			err = l.Unlock()
+		}
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := req.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	_, err := c.Acquire(req)
+	if !errors.Is(err, redlock.ErrClosed) || !errors.Is(err, redlock.ErrInvalidArgument) {
+		t.Errorf("Acquire of a closed Request = %v, want ErrClosed and ErrInvalidArgument", err)
+	}
+	runtime.GC()
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("the acquisition in flight when its Request was closed: %v", err)
+	}
+	assertNoKey(t, resource)
+}
+
+// Copies of a Request share its C request: the garbage collector does not free it while a
+// copy is reachable, and closing every copy frees it once (a double free would abort the
+// process under glibc's checks).
+func TestRequestCopies(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	copies := make([]redlock.Request, 0, 50)
+	for i := range 50 {
+		req := redlock.NewRequest(fmt.Sprintf("go:copy-%d", i), 5*time.Second, redlock.WithFenced(), redlock.WithOnce())
+		copies = append(copies, *req)
+	}
+	// The originals are garbage now; collect them and reuse their memory.
+	for range 3 {
+		runtime.GC()
+		_ = make([]byte, 1<<20)
+	}
+	for i := range copies {
+		l, err := c.Acquire(&copies[i])
+		if err != nil {
+			t.Fatalf("copy %d after its original was collected: %v", i, err)
+		}
+		if want := fmt.Sprintf("go:copy-%d", i); l.Resource() != want {
+			t.Errorf("copy %d locked %q, want %q", i, l.Resource(), want)
+		}
+		if err := l.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range copies {
+		again := copies[i]
+		if err := copies[i].Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Acquire(&again); !errors.Is(err, redlock.ErrClosed) {
+			t.Errorf("a copy of a closed Request: %v, want ErrClosed", err)
+		}
+	}
+	copies = nil
+	runtime.GC()
+	runtime.GC()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 	redlock "github.com/redlock-rs/redlock/bindings/go"
 )
 
-// Read-write locks and semaphores (issue 17).
+// Read-write locks and semaphores.
 
 func once(resource string, opts ...redlock.RequestOption) *redlock.Request {
 	return redlock.NewRequest(resource, 10*time.Second, append(opts, redlock.WithOnce())...)
@@ -84,7 +85,8 @@ func TestReadersShareWritersExclude(t *testing.T) {
 }
 
 // Goroutines are not threads: a writer must not be refused because another goroutine,
-// which may have run on the same OS thread, holds a read lock; it waits for it.
+// which may have run on the same OS thread, holds a read lock of another owner (here: its
+// own Request); it waits for it.
 func TestWriterWaitsForAnotherGoroutinesReader(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // goroutines then share few threads
 	c := newClient(t, shared.urls(), patient)
@@ -331,5 +333,120 @@ func TestReadWriteSemaphoreInvalidArguments(t *testing.T) {
 	var nilLock *redlock.Lock
 	if _, ok := nilLock.Permit(); ok {
 		t.Error("a nil lock has no permit")
+	}
+}
+
+// The self-wait check goes by owner: one owner's read or write lock refuses that owner's
+// write lock (and its write lock that owner's read lock) at once, from any goroutine, while
+// another owner waits for it.
+func TestOwnerCannotWaitForItself(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:rw-owner"
+	alice, bob := redlock.NewOwner(), redlock.NewOwner()
+	patient := redlock.WithWait(time.Minute)
+
+	r, err := c.RLock(resource, 10*time.Second, redlock.WithOwner(alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same owner on another goroutine: refused at once, though a wait was asked for.
+	refused := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := c.WLock(resource, 10*time.Second, redlock.WithOwner(alice), patient)
+		refused <- err
+	}()
+	err = <-refused
+	assertInvalid(t, "alice's write lock over her read lock", err)
+	if !strings.Contains(err.Error(), alice) {
+		t.Errorf("the refusal %q does not name the owner", err)
+	}
+	if d := time.Since(start); d > cancelBound {
+		t.Errorf("the refusal took %v: it waited", d)
+	}
+	// Another reader of the same owner is fine: readers share.
+	r2, err := c.RLock(resource, 10*time.Second, redlock.WithOwner(alice), redlock.WithOnce())
+	if err != nil {
+		t.Fatalf("alice's second read lock: %v", err)
+	}
+	r2.Unlock()
+
+	// Another owner waits, and gets the write lock once the reader is gone.
+	waitsUntilReleased(t, "bob's write lock over alice's read lock", r, func() (*redlock.Lock, error) {
+		return c.WLock(resource, 10*time.Second, redlock.WithOwner(bob), patient)
+	})
+
+	// Holding the write lock: the same owner's read and write locks are refused.
+	w, err := c.WLock(resource, 10*time.Second, redlock.WithOwner(alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.RLock(resource, 10*time.Second, redlock.WithOwner(alice), patient)
+	assertInvalid(t, "alice's read lock over her write lock", err)
+	_, err = c.WLock(resource, 10*time.Second, redlock.WithOwner(alice), patient)
+	assertInvalid(t, "alice's second write lock", err)
+	// A plain or fenced lock is no read-write lock: it waits (here: gives up) like any other.
+	if _, err := c.TryLockFenced(resource, time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("a fenced lock over alice's write lock: %v, want ErrNotAcquired", err)
+	}
+	w.Unlock()
+	// Released: the owner may take the write lock again.
+	w, err = c.WLock(resource, 10*time.Second, redlock.WithOwner(alice), redlock.WithOnce())
+	if err != nil {
+		t.Fatalf("alice's write lock after her release: %v", err)
+	}
+	w.Unlock()
+	assertNoKey(t, resource)
+}
+
+// Without WithOwner the owner is the Request: goroutines sharing one write Request act for
+// one owner (the second is refused while the first holds it), and separate Requests wait
+// for each other.
+func TestRequestIsTheDefaultOwner(t *testing.T) {
+	c := newClient(t, shared.urls(), patient)
+	const resource = "go:rw-default-owner"
+	req := redlock.NewRequest(resource, 10*time.Second, redlock.WithWrite(), redlock.WithWait(time.Minute))
+	defer req.Close()
+	w, err := c.Acquire(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := *req
+	for name, req := range map[string]*redlock.Request{"the same Request": req, "a copy of it": &copied} {
+		refused := make(chan error, 1)
+		go func() {
+			_, err := c.Acquire(req)
+			refused <- err
+		}()
+		assertInvalid(t, name+" on another goroutine", <-refused)
+	}
+	waitsUntilReleased(t, "another Request's write lock", w, func() (*redlock.Lock, error) {
+		return c.WLock(resource, 10*time.Second, redlock.WithWait(time.Minute))
+	})
+	assertNoKey(t, resource)
+}
+
+// waitsUntilReleased runs acquire on another goroutine, checks that it is still waiting
+// after 300 ms, unlocks held, and checks that acquire then gets its lock (and unlocks it).
+func waitsUntilReleased(t *testing.T, what string, held *redlock.Lock, acquire func() (*redlock.Lock, error)) {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() {
+		l, err := acquire()
+		if err == nil {
+			err = l.Unlock()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("%s returned while the holder held: %v", what, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := held.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("%s once the holder released: %v", what, err)
 	}
 }

@@ -42,7 +42,7 @@ func deleteOnMajority(t *testing.T, resource string) {
 func TestAutoExtendOutlivesTTL(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:auto"
-	l, err := c.LockWith(resource, autoTTL, redlock.LockOptions{AutoExtend: true})
+	l, err := c.Acquire(redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func holding(t *testing.T, nds []*node, resource, token string) []*node {
 func TestLostClosesWhenKeysVanish(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:vanish"
-	l, err := c.LockWith(resource, autoTTL, redlock.LockOptions{AutoExtend: true})
+	l, err := c.Acquire(redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestLostClosesWhenKeysVanish(t *testing.T) {
 
 func TestMaxHoldEndsInLost(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
-	l, err := c.LockWith("go:max-hold", autoTTL, redlock.LockOptions{AutoExtend: true, MaxHold: autoTTL})
+	l, err := c.Acquire(redlock.NewRequest("go:max-hold", autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: autoTTL})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:gc"
 	func() {
-		if _, err := c.LockWith(resource, autoTTL, redlock.LockOptions{AutoExtend: true}); err != nil {
+		if _, err := c.Acquire(redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{}))); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -173,7 +173,7 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.LockWith(resource, 10*time.Second, redlock.LockOptions{WaitTimeout: 30 * time.Second})
+			l, err := c.Acquire(redlock.NewRequest(resource, 10*time.Second, redlock.WithWait(30*time.Second)))
 			if err != nil {
 				t.Error(err)
 				return
@@ -224,24 +224,26 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 	held := mustLock(t, c, resource, 10*time.Second)
 	defer held.Unlock()
 	start := time.Now()
-	_, err := c.LockWith(resource, time.Second, redlock.LockOptions{WaitTimeout: 200 * time.Millisecond, PollWhileWaiting: true})
+	_, err := c.Acquire(redlock.NewRequest(resource, time.Second, redlock.WithWait(200*time.Millisecond), redlock.WithPolling()))
 	if !errors.Is(err, redlock.ErrNotAcquired) || time.Since(start) < 200*time.Millisecond {
-		t.Errorf("LockWith on a held resource = %v after %v, want ErrNotAcquired after the wait", err, time.Since(start))
+		t.Errorf("a polling wait on a held resource = %v after %v, want ErrNotAcquired after the wait", err, time.Since(start))
 	}
 }
 
-func TestLockOptionsInvalid(t *testing.T) {
+func TestAutoExtendAndWaitInvalid(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
-	for _, o := range []redlock.LockOptions{
-		{AutoExtend: true, ExtendFraction: 1},
-		{AutoExtend: true, ExtendFraction: -0.5},
-		{MaxHold: -time.Second},
-		{WaitTimeout: -time.Second},
+	for name, opt := range map[string]redlock.RequestOption{
+		"extend fraction 1":    redlock.WithAutoExtend(redlock.AutoExtend{Fraction: 1}),
+		"negative fraction":    redlock.WithAutoExtend(redlock.AutoExtend{Fraction: -0.5}),
+		"negative MaxHold":     redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: -time.Second}),
+		"negative wait":        redlock.WithWait(-time.Second),
+		"negative retry delay": redlock.WithRetries(3, -time.Second, 0),
 	} {
-		_, err := c.LockWith("go:bad-opts", autoTTL, o)
-		assertInvalid(t, "LockWith", err)
+		_, err := c.Acquire(redlock.NewRequest("go:bad-opts", autoTTL, opt))
+		assertInvalid(t, name, err)
 	}
 	// Too short to extend in time.
-	_, err := c.LockWith("go:bad-opts", 100*time.Millisecond, redlock.LockOptions{AutoExtend: true})
-	assertInvalid(t, "LockWith short TTL", err)
+	_, err := c.Acquire(redlock.NewRequest("go:bad-opts", 100*time.Millisecond, redlock.WithAutoExtend(redlock.AutoExtend{})))
+	assertInvalid(t, "auto-extended short TTL", err)
+	assertNoKey(t, "go:bad-opts")
 }

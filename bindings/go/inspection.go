@@ -5,7 +5,6 @@ package redlock
 import "C"
 
 import (
-	"runtime"
 	"time"
 	"unsafe"
 )
@@ -118,66 +117,6 @@ type Inspection struct {
 	HasFence bool
 }
 
-// ReleaseOutcome is what Client.ForceRelease did on one node.
-type ReleaseOutcome int
-
-const (
-	// ReleaseError: the node could not tell (see NodeRelease.Error).
-	ReleaseError ReleaseOutcome = iota
-	// ReleaseDeleted: the key was deleted and its release announced to waiters.
-	ReleaseDeleted
-	// ReleaseAbsent: there was no key.
-	ReleaseAbsent
-	// ReleaseHeldByOther: the key holds another token than the one given, so it was kept.
-	ReleaseHeldByOther
-)
-
-func (o ReleaseOutcome) String() string {
-	switch o {
-	case ReleaseDeleted:
-		return "deleted"
-	case ReleaseAbsent:
-		return "absent"
-	case ReleaseHeldByOther:
-		return "held by another token"
-	default:
-		return "error"
-	}
-}
-
-// NodeRelease is one node's part of a ForcedRelease.
-type NodeRelease struct {
-	// Node is host:port, never with credentials.
-	Node    string
-	Outcome ReleaseOutcome
-	// Error says why the node could not tell, for ReleaseError; empty otherwise.
-	Error string
-}
-
-// ForcedRelease is what Client.ForceRelease did, node by node.
-type ForcedRelease struct {
-	Resource string
-	// Token is the token the release was limited to; empty when none was given.
-	Token string
-	// Nodes has one entry per node, in the order of the URLs given to New.
-	Nodes []NodeRelease
-	// Quorum is the number of nodes needed for a quorum (N/2 + 1).
-	Quorum int
-	// Confirmed counts the nodes that confirmed the key is gone (deleted, or absent).
-	Confirmed int
-	// OnQuorum: a quorum confirmed the key is gone, so nobody holds the lock until a new
-	// acquisition. False when too few nodes could tell, or another token holds it.
-	OnQuorum bool
-}
-
-// goStringOr returns "" for a NULL C string.
-func goStringOr(p *C.char) string {
-	if p == nil {
-		return ""
-	}
-	return C.GoString(p)
-}
-
 // Inspect reads resource on every node: what its key holds (a token, reentrant owners,
 // another type, nothing), its remaining TTL and the fence counter, plus whether a quorum
 // holds it and by which token.
@@ -188,27 +127,20 @@ func goStringOr(p *C.char) string {
 // read at a slightly different moment. The error wraps ErrInvalidArgument for an empty
 // resource or one with a NUL byte, ErrClosed after Close.
 func (c *Client) Inspect(resource string) (*Inspection, error) {
-	if c == nil {
-		return nil, errNilClient
-	}
-	if err := checkName("resource name", resource); err != nil {
+	if err := cName("resource name", resource); err != nil {
 		return nil, err
 	}
-	ptr, _, err := c.enter(nil)
-	if err != nil {
-		return nil, err
-	}
-	defer c.leave(nil)
 	cres := C.CString(resource)
 	defer C.free(unsafe.Pointer(cres))
 	var raw *C.redlock_inspection
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
-		return C.redlock_client_inspect(ptr, cres, &raw, cerr)
+	if err := c.call(func(ptr *C.redlock_client) error {
+		return cCall(func(cerr cErr) cStatus {
+			return C.redlock_client_inspect(ptr, cres, &raw, cerr)
+		})
 	}); err != nil {
 		return nil, err
 	}
 	defer C.redlock_inspection_free(raw)
-	runtime.KeepAlive(c)
 
 	n := int(C.redlock_inspection_node_count(raw))
 	result := &Inspection{
@@ -216,7 +148,7 @@ func (c *Client) Inspect(resource string) (*Inspection, error) {
 		Nodes:    make([]NodeInspection, 0, n),
 		Quorum:   int(C.redlock_inspection_quorum(raw)),
 		Held:     bool(C.redlock_inspection_held(raw)),
-		Holder:   goStringOr(C.redlock_inspection_holder(raw)),
+		Holder:   goString(C.redlock_inspection_holder(raw)),
 	}
 	var fence C.uint64_t
 	if C.redlock_inspection_fence(raw, &fence) {
@@ -226,10 +158,10 @@ func (c *Client) Inspect(resource string) (*Inspection, error) {
 		idx := C.size_t(i)
 		node := NodeInspection{
 			Node:       C.GoString(C.redlock_inspection_node_address(raw, idx)),
-			Error:      goStringOr(C.redlock_inspection_node_error(raw, idx)),
+			Error:      goString(C.redlock_inspection_node_error(raw, idx)),
 			Kind:       keyKind(C.redlock_inspection_node_key_kind(raw, idx)),
-			KeyType:    goStringOr(C.redlock_inspection_node_key_type(raw, idx)),
-			Token:      goStringOr(C.redlock_inspection_node_token(raw, idx)),
+			KeyType:    goString(C.redlock_inspection_node_key_type(raw, idx)),
+			Token:      goString(C.redlock_inspection_node_token(raw, idx)),
 			TTL:        -1,
 			Persistent: bool(C.redlock_inspection_node_persistent(raw, idx)),
 		}
@@ -245,84 +177,7 @@ func (c *Client) Inspect(resource string) (*Inspection, error) {
 			for j := 0; j < owners; j++ {
 				var holds C.uint64_t
 				name := C.redlock_inspection_node_owner(raw, idx, C.size_t(j), &holds)
-				node.Owners = append(node.Owners, Owner{Name: goStringOr(name), Holds: uint64(holds)})
-			}
-		}
-		result.Nodes = append(result.Nodes, node)
-	}
-	return result, nil
-}
-
-// ForceRelease is an operator's tool: it deletes the lock on resource on every node, only
-// where its key still holds token (a lock's token or a reentrant owner, as Inspect shows
-// it), or whatever it holds when token is "". Each deletion is announced, so waiters try
-// at once; the fence counter is never touched.
-//
-// The danger: a live holder is not told. Its lock is gone while it may still be working,
-// the next acquirer overlaps it, and its auto-extension reports it lost only at its next
-// extension. Use it for a lock whose holder is known dead, with the token read by Inspect,
-// so that a holder that took the lock after you looked is left alone.
-//
-// It waits for every node up to Options.NodeTimeout; node failures are reported per node,
-// not as the error. Check ForcedRelease.OnQuorum. The error wraps ErrInvalidArgument for an
-// empty resource, or a resource or token with a NUL byte, ErrClosed after Close.
-func (c *Client) ForceRelease(resource, token string) (*ForcedRelease, error) {
-	if c == nil {
-		return nil, errNilClient
-	}
-	if err := checkName("resource name", resource); err != nil {
-		return nil, err
-	}
-	var ctoken *C.char
-	if token != "" {
-		if err := checkName("token", token); err != nil {
-			return nil, err
-		}
-		ctoken = C.CString(token)
-		defer C.free(unsafe.Pointer(ctoken))
-	}
-	ptr, _, err := c.enter(nil)
-	if err != nil {
-		return nil, err
-	}
-	defer c.leave(nil)
-	cres := C.CString(resource)
-	defer C.free(unsafe.Pointer(cres))
-	var raw *C.redlock_forced_release
-	if err := cCall(func(cerr **C.redlock_error) C.enum_redlock_status {
-		return C.redlock_client_force_release(ptr, cres, ctoken, &raw, cerr)
-	}); err != nil {
-		return nil, err
-	}
-	defer C.redlock_forced_release_free(raw)
-	runtime.KeepAlive(c)
-
-	n := int(C.redlock_forced_release_node_count(raw))
-	result := &ForcedRelease{
-		Resource:  C.GoString(C.redlock_forced_release_resource(raw)),
-		Token:     goStringOr(C.redlock_forced_release_token(raw)),
-		Nodes:     make([]NodeRelease, 0, n),
-		Quorum:    int(C.redlock_forced_release_quorum(raw)),
-		Confirmed: int(C.redlock_forced_release_confirmed(raw)),
-		OnQuorum:  bool(C.redlock_forced_release_on_quorum(raw)),
-	}
-	for i := 0; i < n; i++ {
-		idx := C.size_t(i)
-		node := NodeRelease{
-			Node:  C.GoString(C.redlock_forced_release_node_address(raw, idx)),
-			Error: goStringOr(C.redlock_forced_release_node_error(raw, idx)),
-		}
-		switch C.redlock_forced_release_node_outcome(raw, idx) {
-		case C.REDLOCK_RELEASE_DELETED:
-			node.Outcome = ReleaseDeleted
-		case C.REDLOCK_RELEASE_ABSENT:
-			node.Outcome = ReleaseAbsent
-		case C.REDLOCK_RELEASE_HELD_BY_OTHER:
-			node.Outcome = ReleaseHeldByOther
-		default:
-			node.Outcome = ReleaseError
-			if node.Error == "" {
-				node.Error = "an outcome unknown to this binding"
+				node.Owners = append(node.Owners, Owner{Name: goString(name), Holds: uint64(holds)})
 			}
 		}
 		result.Nodes = append(result.Nodes, node)

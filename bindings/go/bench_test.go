@@ -1,0 +1,87 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	redlock "github.com/redlock-rs/redlock/bindings/go"
+)
+
+// Acquire + release against one local node: what the binding adds to a lock's round trips.
+// Compare runs of one session (benchstat); the machine's noise is larger than a cgo call.
+
+func benchClient(b *testing.B) *redlock.Client {
+	b.Helper()
+	cl, err := startCluster(b.TempDir(), 1)
+	b.Cleanup(cl.kill)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := connectedClient(cl.urls())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+func benchUnlock(b *testing.B, l *redlock.Lock, err error) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Unlock(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// Lock builds a request per call.
+func BenchmarkLockUnlock(b *testing.B) {
+	c := benchClient(b)
+	b.ResetTimer()
+	for range b.N {
+		l, err := c.Lock("go:bench", 10*time.Second)
+		benchUnlock(b, l, err)
+	}
+}
+
+// A reused Request, without a context (the client's cancel handle).
+func BenchmarkAcquireUnlock(b *testing.B) {
+	c := benchClient(b)
+	req := redlock.NewRequest("go:bench", 10*time.Second)
+	b.ResetTimer()
+	for range b.N {
+		l, err := c.Acquire(req)
+		benchUnlock(b, l, err)
+	}
+}
+
+// A reused Request with a context that can be cancelled (a cancel handle of its own).
+func BenchmarkAcquireContextUnlock(b *testing.B) {
+	c := benchClient(b)
+	req := redlock.NewRequest("go:bench", 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ResetTimer()
+	for range b.N {
+		l, err := c.AcquireContext(ctx, req)
+		benchUnlock(b, l, err)
+	}
+}
+
+// The binding's own cost per acquisition, without the network: a TTL too short to leave any
+// validity passes the binding's checks and is refused by libredlock's first step, after the
+// request has crossed into C.
+func BenchmarkAcquireRefusedInC(b *testing.B) {
+	c := benchClient(b)
+	req := redlock.NewRequest("go:bench", 2*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.AcquireContext(ctx, req); !errors.Is(err, redlock.ErrInvalidArgument) {
+			b.Fatalf("a 2 ms TTL: %v, want ErrInvalidArgument", err)
+		}
+	}
+}
