@@ -183,11 +183,13 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 		}()
 	}
 	// Release once the waiters listen on every node (the client subscribes once per node): a
-	// release before that would leave them to their fallback wait.
+	// release before that would leave them to their fallback wait. The channel shares the
+	// resource's hash slot: redlock:released:{<resource>}:<resource> for a name without braces.
+	channel := "redlock:released:{" + resource + "}:" + resource
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		listening := 0
 		for _, nd := range shared.nodes {
-			if nd.subscribers(t, "redlock:released:"+resource) == 1 {
+			if nd.subscribers(t, channel) == 1 {
 				listening++
 			}
 		}
