@@ -97,3 +97,13 @@ class Managed:
 
     def __del__(self) -> None:
         self.close()
+
+    # A copy would own the same pointer, and free it a second time.
+    def __copy__(self) -> Managed:
+        raise TypeError(f"a {self._what} owns a C handle and cannot be copied")
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Managed:
+        raise TypeError(f"a {self._what} owns a C handle and cannot be copied")
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        raise TypeError(f"a {self._what} owns a C handle and cannot be pickled")

@@ -382,12 +382,8 @@ class Request(Managed):
     def cancel(self) -> Cancel | None:
         return self._cancel
 
-    def replace(self, **changes: object) -> Request:
-        """A copy with some constructor arguments changed, e.g. ``req.replace(cancel=c)``.
-
-        A duration given in one form replaces both forms of it; ``retries`` replaces
-        ``wait_timeout`` and the other way round.
-        """
+    def _arguments(self) -> dict[str, object]:
+        """The constructor's arguments that make this request."""
         current: dict[str, object] = {
             "ttl_ms": self._ttl_ms,
             "fenced": self._fenced,
@@ -407,6 +403,15 @@ class Request(Managed):
             current["resources"] = self._resources
         else:
             current["resource"] = self._resources[0]
+        return current
+
+    def replace(self, **changes: object) -> Request:
+        """A copy with some constructor arguments changed, e.g. ``req.replace(cancel=c)``.
+
+        A duration given in one form replaces both forms of it; ``retries`` replaces
+        ``wait_timeout`` and the other way round.
+        """
+        current = self._arguments()
         if "resource" in changes or "resources" in changes:
             current.pop("resource", None)
             current.pop("resources", None)
@@ -427,6 +432,17 @@ class Request(Managed):
                     current.pop(name, None)
         current.update(changes)
         return Request(**current)  # type: ignore[arg-type]
+
+    # Immutable: a copy is the request itself; a pickle carries its arguments (a Cancel cannot
+    # be pickled), and unpickling builds a C request of its own.
+    def __copy__(self) -> Request:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Request:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self._arguments(),))
 
     def __repr__(self) -> str:
         parts = [
@@ -455,6 +471,10 @@ class Request(Managed):
         if self._cancel is not None:
             parts.append(f"cancel={self._cancel!r}")
         return "Request({})".format(", ".join(parts))
+
+
+def _rebuild(arguments: dict[str, Any]) -> Request:
+    return Request(**arguments)
 
 
 class LockKeywords(TypedDict, total=False):

@@ -312,3 +312,45 @@ def test_a_reused_request_costs_one_c_call_and_a_shorthand_three(make_client, re
         "redlock_request_acquire",
         "redlock_request_free",
     ]
+
+
+def test_request_lock_and_client_free_their_c_handles_once(make_client, resource):
+    import copy
+    import pickle
+
+    rl = make_client()
+    request = Request(resource, ttl=10, retries=0, fenced=True)
+    # Immutable: a copy is the request itself; a pickle rebuilds one with a C request of its own.
+    assert copy.copy(request) is request and copy.deepcopy(request) is request
+    clone = pickle.loads(pickle.dumps(request))
+    assert clone is not request and repr(clone) == repr(request)
+    with rl.acquire(clone) as lock:
+        assert lock.fence is not None
+    with request:
+        rl.acquire(request).release()
+    assert request.closed
+    with pytest.raises(ValueError, match="request is closed"):
+        rl.acquire(request)
+    # A Lock and a client own a handle each: copying them would free it twice.
+    lock = rl.acquire(clone)
+    for owner in (lock, rl):
+        with pytest.raises(TypeError, match="cannot be copied"):
+            copy.copy(owner)
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(owner)
+    # close() frees the C lock, releasing it without waiting for the nodes; what it told
+    # stays readable, and its calls are refused.
+    token, fence = lock.token, lock.fence
+    lock.close()
+    assert lock.released and not lock.held and lock.validity_ms == 0
+    assert (lock.token, lock.fence) == (token, fence)
+    with pytest.raises(ValueError, match="lock is closed"):
+        lock.extend(ttl=10)
+    deadline = time.monotonic() + 5
+    while True:  # the release reaches the nodes in the background
+        try:
+            rl.acquire(clone).release()
+            break
+        except redlock_rs.NotAcquired:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
