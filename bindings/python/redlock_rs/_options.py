@@ -66,56 +66,45 @@ class Options(Managed):
                 convert.flag(name, flag)
         if clock_guard is False and clock_jump_threshold_ms is not None:
             raise ValueError("clock_jump_threshold_ms has no effect with clock_guard=False")
+        # C spells "no cap" as max_extensions 0; in Python that is None, so 0 is refused.
+        integers = (
+            ("retry_count", retry_count, 0, convert.UINT32_MAX,
+             lib.redlock_options_set_retry_count),
+            ("retry_delay_ms", retry_delay_ms, 0, convert.UINT64_MAX,
+             lib.redlock_options_set_retry_delay_ms),
+            ("retry_jitter_ms", retry_jitter_ms, 0, convert.UINT64_MAX,
+             lib.redlock_options_set_retry_jitter_ms),
+            ("node_timeout_ms", node_timeout_ms, 1, convert.UINT64_MAX,
+             lib.redlock_options_set_node_timeout_ms),
+            ("max_extensions", max_extensions, 1, convert.UINT32_MAX,
+             lib.redlock_options_set_max_extensions),
+            ("restart_grace_ms", restart_grace_ms, 0, convert.MAX_TTL_MS,
+             lib.redlock_options_set_restart_grace_ms),
+            ("clock_jump_threshold_ms", clock_jump_threshold_ms, 0, convert.MAX_TTL_MS,
+             lib.redlock_options_set_clock_jump_threshold_ms),
+            ("clock_quarantine_ms", clock_quarantine_ms, 1, convert.MAX_TTL_MS,
+             lib.redlock_options_set_clock_quarantine_ms),
+        )
         # (setter, its arguments) for every setting given, all checked before any C call.
-        settings: list[tuple[Callable[..., int], tuple[Any, ...]]] = []
-
-        def given(setter: Callable[..., int], *args: Any) -> None:
-            settings.append((setter, args))
-
-        if retry_count is not None:
-            count = convert.integer("retry_count", retry_count, 0, convert.UINT32_MAX)
-            given(lib.redlock_options_set_retry_count, count)
-        if retry_delay_ms is not None:
-            delay = convert.integer("retry_delay_ms", retry_delay_ms, 0, convert.UINT64_MAX)
-            given(lib.redlock_options_set_retry_delay_ms, delay)
-        if retry_jitter_ms is not None:
-            jitter = convert.integer("retry_jitter_ms", retry_jitter_ms, 0, convert.UINT64_MAX)
-            given(lib.redlock_options_set_retry_jitter_ms, jitter)
+        settings: list[tuple[Callable[..., int], tuple[Any, ...]]] = [
+            (setter, (convert.integer(name, value, low, high),))
+            for name, value, low, high, setter in integers
+            if value is not None
+        ]
         if drift_factor is not None:
             drift = convert.fraction("drift_factor", drift_factor, 0, True)
-            given(lib.redlock_options_set_drift_factor, drift)
-        if node_timeout_ms is not None:
-            timeout = convert.integer("node_timeout_ms", node_timeout_ms, 1, convert.UINT64_MAX)
-            given(lib.redlock_options_set_node_timeout_ms, timeout)
-        if max_extensions is not None:
-            # C spells "no cap" as 0; in Python that is None, so 0 cannot mean "unlimited".
-            cap = convert.integer("max_extensions", max_extensions, 1, convert.UINT32_MAX)
-            given(lib.redlock_options_set_max_extensions, cap)
-        if restart_grace_ms is not None:
-            grace = convert.integer("restart_grace_ms", restart_grace_ms, 0, convert.MAX_TTL_MS)
-            given(lib.redlock_options_set_restart_grace_ms, grace)
+            settings.append((lib.redlock_options_set_drift_factor, (drift,)))
         if clock_guard is not None:
-            given(lib.redlock_options_set_clock_guard, clock_guard)
-        if clock_jump_threshold_ms is not None:
-            threshold = convert.integer(
-                "clock_jump_threshold_ms", clock_jump_threshold_ms, 0, convert.MAX_TTL_MS
-            )
-            given(lib.redlock_options_set_clock_jump_threshold_ms, threshold)
-        if clock_quarantine_ms is not None:
-            quarantine = convert.integer(
-                "clock_quarantine_ms", clock_quarantine_ms, 1, convert.MAX_TTL_MS
-            )
-            given(lib.redlock_options_set_clock_quarantine_ms, quarantine)
+            settings.append((lib.redlock_options_set_clock_guard, (clock_guard,)))
         if strict_servers is not None:
-            given(lib.redlock_options_set_strict_servers, strict_servers)
+            settings.append((lib.redlock_options_set_strict_servers, (strict_servers,)))
         if tls_ca_file is not None:
-            given(lib.redlock_options_set_tls_ca_file, convert.path("tls_ca_file", tls_ca_file))
+            ca = convert.path("tls_ca_file", tls_ca_file)
+            settings.append((lib.redlock_options_set_tls_ca_file, (ca,)))
         if tls_client_cert_file is not None:
-            given(
-                lib.redlock_options_set_tls_client_cert_file,
-                convert.path("tls_client_cert_file", tls_client_cert_file),
-                convert.path("tls_client_key_file", tls_client_key_file),
-            )
+            certificate = convert.path("tls_client_cert_file", tls_client_cert_file)
+            key = convert.path("tls_client_key_file", tls_client_key_file)
+            settings.append((lib.redlock_options_set_tls_client_cert_file, (certificate, key)))
         out = c.redlock_options_p()
         err = c.redlock_error_p()
         check(lib.redlock_options_new(byref(out), byref(err)), err)
