@@ -13,12 +13,17 @@ offline once cargo has the crate's dependencies.
 
 Where the crate comes from:
 
-* in a checkout, ``../..`` (the repository root), built into its ``target/`` (or
-  ``$CARGO_TARGET_DIR``), so a wheel build after ``cargo build --release`` only relinks;
-* in an sdist, ``rust/`` inside it: :func:`build_sdist` packs the crate's tracked sources there,
-  with ``Cargo.lock``, and the wheel is built ``--locked`` from them. Building from an sdist
-  therefore needs a Rust toolchain and the crates in ``Cargo.lock`` (from the registry or
-  cargo's cache).
+* in a checkout, ``../..`` (the repository root, a Cargo workspace), built into its ``target/``
+  (or ``$CARGO_TARGET_DIR``), so a wheel build after ``cargo build --release`` only relinks;
+* in an sdist, ``rust/`` inside it: :func:`build_sdist` packs the workspace's tracked sources
+  there (the core crate, the C ABI crate ``ffi/`` and every other member the workspace's
+  ``Cargo.toml`` names, since cargo loads them all), with ``Cargo.lock``, and the wheel is built
+  ``--locked`` from them. Building from an sdist therefore needs a Rust toolchain and the
+  crates in ``Cargo.lock`` (from the registry or cargo's cache).
+
+The library is the workspace's ``redlock-ffi`` package (``cargo build -p redlock-ffi``), whose
+lib is named ``redlock``: the file is ``libredlock.so``. The package's version must equal the
+workspace's (``[workspace.package]``).
 
 Linux platform tag: the library's ``DT_NEEDED`` entries and ``GLIBC_*`` symbol versions are read
 from its ELF file; when it needs only the libraries every manylinux system has, the wheel is
@@ -56,10 +61,13 @@ PROJECT = Path(__file__).resolve().parent.parent
 PACKAGE = "redlock_rs"
 SDIST_CRATE = "rust"
 CRATE_NAME = "redlock"
+# The workspace package whose cdylib is libredlock.
+LIBRARY_PACKAGE = "redlock-ffi"
 GENERATOR = "redlock_rs_backend"
-# Top-level entries of the crate an sdist carries when git cannot list the tracked files.
-CRATE_ENTRIES = ("Cargo.toml", "Cargo.lock", "build.rs", "cbindgen.toml", "README.md", "src",
-                 "include", "tests", "examples")
+# Top-level entries of the core crate an sdist carries (its manifest names the test and example
+# files it declares, which cargo wants to see); the workspace's members (the C ABI crate among
+# them) are added from its Cargo.toml, as cargo loads every member to build any of them.
+CRATE_ENTRIES = ("Cargo.toml", "Cargo.lock", "README.md", "src", "include", "tests", "examples")
 SKIPPED_PARTS = {"target", "__pycache__", ".git"}
 # What every manylinux system provides (PEP 600 leaves the list to auditwheel's policies; these
 # are the C runtime and compiler support libraries all of them allow).
@@ -105,7 +113,7 @@ def build_wheel(
     crate_version = _crate_version(crate)
     if crate_version != metadata.version:
         raise _BuildError(
-            f"{PACKAGE}/_version.py says {metadata.version} but the crate at {crate} is "
+            f"{PACKAGE}/_version.py says {metadata.version} but the workspace at {crate} is "
             f"{crate_version}: the package checks that they match at import, so bump both"
         )
     with tempfile.TemporaryDirectory(prefix="redlock-rs-wheel-") as scratch:
@@ -242,18 +250,46 @@ def _crate() -> tuple[Path, bool]:
 
 
 def _crate_version(crate: Path) -> str:
+    """The crate's version: its own, or the workspace's that it inherits."""
     with open(crate / "Cargo.toml", "rb") as file:
-        package = tomllib.load(file)["package"]
+        manifest = tomllib.load(file)
+    package = manifest["package"]
     if package.get("name") != CRATE_NAME:
         raise _BuildError(f"{crate / 'Cargo.toml'} is not the {CRATE_NAME} crate")
-    return str(package["version"])
+    version = package["version"]
+    if isinstance(version, dict) and version.get("workspace"):
+        version = manifest.get("workspace", {}).get("package", {}).get("version")
+    if not isinstance(version, str):
+        raise _BuildError(f"{crate / 'Cargo.toml'} states no version for {CRATE_NAME}")
+    return version
+
+
+def _workspace_entries(crate: Path) -> list[str]:
+    """:data:`CRATE_ENTRIES` and the directories of the workspace's members."""
+    with open(crate / "Cargo.toml", "rb") as file:
+        members = tomllib.load(file).get("workspace", {}).get("members", [])
+    if LIBRARY_PACKAGE not in _package_names(crate, members):
+        raise _BuildError(f"{crate / 'Cargo.toml'} has no workspace member {LIBRARY_PACKAGE}")
+    return [*CRATE_ENTRIES, *members]
+
+
+def _package_names(crate: Path, members: list[str]) -> set[str]:
+    names = set()
+    for member in members:
+        manifest = crate / member / "Cargo.toml"
+        if manifest.is_file():
+            with open(manifest, "rb") as file:
+                names.add(tomllib.load(file).get("package", {}).get("name"))
+    return names
 
 
 def _crate_files(crate: Path) -> Iterator[tuple[Path, str]]:
-    """The crate's sources for an sdist: what git tracks there, else :data:`CRATE_ENTRIES`."""
+    """The workspace's sources for an sdist: what git tracks under :func:`_workspace_entries`,
+    else every file there."""
+    entries = _workspace_entries(crate)
     try:
         listed = subprocess.run(
-            ["git", "ls-files", "-z", "--", *CRATE_ENTRIES],
+            ["git", "ls-files", "-z", "--", *entries],
             cwd=crate, capture_output=True, check=True,
         ).stdout.decode("utf-8").split("\0")
         names = sorted(name for name in listed if name)
@@ -262,8 +298,9 @@ def _crate_files(crate: Path) -> Iterator[tuple[Path, str]]:
     if not names:
         names = sorted(
             path.relative_to(crate).as_posix()
-            for entry in CRATE_ENTRIES
-            for path in ([crate / entry] if (crate / entry).is_file() else (crate / entry).rglob("*"))
+            for entry in entries
+            for path in ([crate / entry] if (crate / entry).is_file()
+                         else (crate / entry).rglob("*"))
             if path.is_file() and not SKIPPED_PARTS & set(path.relative_to(crate).parts)
         )
     for name in names:
@@ -288,8 +325,8 @@ def _build_library(crate: Path, *, locked: bool, scratch: Path) -> Path:
             "toolchain, e.g. with rustup, and try again"
         )
     target = Path(os.environ.get("CARGO_TARGET_DIR") or crate / "target")
-    command = [cargo, "build", "--release", "--lib", "--manifest-path", str(crate / "Cargo.toml"),
-               "--target-dir", str(target)]
+    command = [cargo, "build", "--release", "--lib", "-p", LIBRARY_PACKAGE, "--manifest-path",
+               str(crate / "Cargo.toml"), "--target-dir", str(target)]
     if locked:
         command.append("--locked")
     print("redlock-rs: " + " ".join(command), file=sys.stderr, flush=True)

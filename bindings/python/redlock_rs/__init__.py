@@ -19,7 +19,9 @@ the package's. Calls that wait on the network release the GIL.
 
 from __future__ import annotations
 
-from ._client import Lock, NodeStatus, Redlock, Seconds, default_options
+from ._cancel import Cancel
+from ._client import Redlock
+from ._convert import Seconds
 from ._errors import (
     Cancelled,
     ExtensionLimit,
@@ -29,6 +31,7 @@ from ._errors import (
     RedlockError,
     Status,
 )
+from ._ffi import lib as _lib
 from ._inspect import (
     ForcedRelease,
     Inspection,
@@ -37,8 +40,10 @@ from ._inspect import (
     NodeRelease,
     ReleaseOutcome,
 )
-from ._request import AutoExtend, Cancel, Request
-from ._ffi import lib as _lib
+from ._lock import Lock
+from ._node import NodeStatus
+from ._options import default_options
+from ._request import AutoExtend, Request
 from ._version import __version__
 
 __all__ = [

@@ -32,9 +32,9 @@ import _thread
 import os
 import queue
 import threading
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
-from ._request import Cancel, _CancelHandle
+from ._cancel import Cancel, CancelHandle, link, unlink
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class Call(Generic[T]):
         self._mutex = threading.Lock()
         self._finished = False
         self._abandoned = False
-        self._value: Optional[T] = None
+        self._value: T | None = None
         self._error: BaseException | None = None
         # Held until the call has ended, and until its thread runs: waiting for either is one
         # C call.
@@ -68,7 +68,7 @@ class Call(Generic[T]):
         self._done.acquire()
         self._running = _thread.allocate_lock()
         self._running.acquire()
-        self._leftover: _CancelHandle | None = None
+        self._leftover: CancelHandle | None = None
 
     def start(self) -> None:
         """Hands the call to the spawner thread, which starts the call's own thread."""
@@ -85,7 +85,7 @@ class Call(Generic[T]):
 
     def _run(self) -> None:
         self._running.release()
-        value: Optional[T] = None
+        value: T | None = None
         error: BaseException | None = None
         try:
             value = self._function()
@@ -93,7 +93,7 @@ class Call(Generic[T]):
             error = exc
         self._finish(value, error)
 
-    def _finish(self, value: Optional[T], error: BaseException | None) -> None:
+    def _finish(self, value: T | None, error: BaseException | None) -> None:
         with self._mutex:
             self._value, self._error = value, error
             self._finished = True
@@ -126,7 +126,7 @@ class Call(Generic[T]):
             pass
         self._running.release()
 
-    def free_when_finished(self, handle: _CancelHandle) -> None:
+    def free_when_finished(self, handle: CancelHandle) -> None:
         """Frees ``handle``, which the call may still use, once the call has ended."""
         with self._mutex:
             if not self._finished:
@@ -196,42 +196,26 @@ _spawner()
 os.register_at_fork(after_in_child=_forget_spawner)
 
 
-def link(user_cancel: Cancel | None, own: _CancelHandle | None) -> None:
-    """Makes ``user_cancel`` fire ``own`` too (undo with :func:`unlink`)."""
-    if user_cancel is not None and own is not None:
-        user_cancel._link(own)
-
-
-def unlink(user_cancel: Cancel | None, own: _CancelHandle | None) -> None:
-    if user_cancel is not None and own is not None:
-        user_cancel._unlink(own)
-
-
 def in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
 def run(
-    function: Callable[[_CancelHandle | None], T],
+    function: Callable[[CancelHandle | None], T],
     *,
     cancellable: bool,
     user_cancel: Cancel | None = None,
     dispose: Callable[[T], None] | None = None,
-    accept: Callable[[T], None] | None = None,
 ) -> T:
     """Runs ``function(cancel)`` so that signals interrupt it (see the module docs).
 
     ``cancellable``: ``function`` acquires and honours ``cancel``, which is then a per-call
     handle (fired by ``user_cancel`` too) on the main thread, ``user_cancel`` elsewhere.
-    ``dispose`` frees a result the caller will never see; ``accept`` takes the result over
-    before it is returned (if it is interrupted, the result is disposed of).
+    ``dispose`` frees a result the caller will never see.
     """
     if not in_main_thread():
-        direct = function(user_cancel)
-        if accept is not None:
-            accept(direct)
-        return direct
-    own = _CancelHandle() if cancellable else None
+        return function(user_cancel)
+    own = CancelHandle() if cancellable else None
     call: Call[T] = Call(lambda: function(own if cancellable else user_cancel), dispose)
     submitted = False
     value: T | None = None
@@ -246,8 +230,6 @@ def run(
         if own is not None:
             call.free_when_finished(own)
         value = call.result()
-        if accept is not None:
-            accept(value)
         return value
     except BaseException:
         if own is not None:

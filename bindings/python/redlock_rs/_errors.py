@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from ctypes import byref
+from typing import Any, Callable
 
-from . import _ffi
+from . import _bindings as c
 from ._ffi import lib
 
 
 class Status(enum.IntEnum):
     """``redlock_status``: what a C call reports. The numbers are never reused."""
 
-    OK = _ffi.OK
-    NOT_ACQUIRED = _ffi.NOT_ACQUIRED
-    NO_QUORUM = _ffi.NO_QUORUM
-    LOST = _ffi.LOST
-    INVALID_ARGUMENT = _ffi.INVALID_ARGUMENT
-    EXTENSION_LIMIT = _ffi.EXTENSION_LIMIT
-    PANIC = _ffi.PANIC
-    IO = _ffi.IO
-    CANCELLED = _ffi.CANCELLED
+    OK = c.REDLOCK_OK
+    NOT_ACQUIRED = c.REDLOCK_NOT_ACQUIRED
+    NO_QUORUM = c.REDLOCK_NO_QUORUM
+    LOST = c.REDLOCK_LOST
+    INVALID_ARGUMENT = c.REDLOCK_INVALID_ARGUMENT
+    EXTENSION_LIMIT = c.REDLOCK_EXTENSION_LIMIT
+    PANIC = c.REDLOCK_PANIC
+    IO = c.REDLOCK_IO
+    CANCELLED = c.REDLOCK_CANCELLED
 
 
 class RedlockError(Exception):
@@ -94,3 +95,10 @@ def check(status: int, err: Any) -> None:
     if status == Status.INVALID_ARGUMENT:
         raise ValueError(text)
     raise _EXCEPTIONS.get(_known(status), RedlockError)(text, status)
+
+
+def call(function: Callable[..., int], *args: Any) -> None:
+    """Calls a fallible C function, adding its trailing ``err`` out-parameter; raises as
+    :func:`check`."""
+    err = c.redlock_error_p()
+    check(function(*args, byref(err)), err)

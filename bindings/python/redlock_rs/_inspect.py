@@ -11,7 +11,8 @@ from ctypes import byref, c_uint64
 from dataclasses import dataclass
 from typing import Any
 
-from . import _ffi
+from . import _bindings as c
+from ._convert import required_text, text
 from ._errors import RedlockError, Status, check
 from ._ffi import lib
 
@@ -43,11 +44,11 @@ class KeyKind(enum.Enum):
 
 
 _KINDS = {
-    _ffi.KEY_UNKNOWN: KeyKind.UNKNOWN,
-    _ffi.KEY_ABSENT: KeyKind.ABSENT,
-    _ffi.KEY_TOKEN: KeyKind.TOKEN,
-    _ffi.KEY_OWNERS: KeyKind.OWNERS,
-    _ffi.KEY_OTHER: KeyKind.OTHER,
+    c.REDLOCK_KEY_UNKNOWN: KeyKind.UNKNOWN,
+    c.REDLOCK_KEY_ABSENT: KeyKind.ABSENT,
+    c.REDLOCK_KEY_TOKEN: KeyKind.TOKEN,
+    c.REDLOCK_KEY_OWNERS: KeyKind.OWNERS,
+    c.REDLOCK_KEY_OTHER: KeyKind.OTHER,
 }
 
 
@@ -122,10 +123,10 @@ class ReleaseOutcome(enum.Enum):
 
 
 _OUTCOMES = {
-    _ffi.RELEASE_ERROR: ReleaseOutcome.ERROR,
-    _ffi.RELEASE_DELETED: ReleaseOutcome.DELETED,
-    _ffi.RELEASE_ABSENT: ReleaseOutcome.ABSENT,
-    _ffi.RELEASE_HELD_BY_OTHER: ReleaseOutcome.HELD_BY_OTHER,
+    c.REDLOCK_RELEASE_ERROR: ReleaseOutcome.ERROR,
+    c.REDLOCK_RELEASE_DELETED: ReleaseOutcome.DELETED,
+    c.REDLOCK_RELEASE_ABSENT: ReleaseOutcome.ABSENT,
+    c.REDLOCK_RELEASE_HELD_BY_OTHER: ReleaseOutcome.HELD_BY_OTHER,
 }
 
 
@@ -158,17 +159,6 @@ class ForcedRelease:
     acquisition. False when too few nodes could tell, or when another token holds it."""
 
 
-def _text(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8", "replace")
-
-
-def _required(raw: bytes | None) -> str:
-    text = _text(raw)
-    if text is None:
-        raise RedlockError("libredlock returned NULL for a live handle", Status.PANIC)
-    return text
-
-
 def _optional_number(function: Any, *args: Any) -> int | None:
     value = c_uint64()
     return int(value.value) if function(*args, byref(value)) else None
@@ -176,8 +166,8 @@ def _optional_number(function: Any, *args: Any) -> int | None:
 
 def inspect(handle: Any, resource: bytes) -> Inspection:
     """Runs ``redlock_client_inspect`` and reads the snapshot (freed before returning)."""
-    raw = _ffi.InspectionPtr()
-    err = _ffi.ErrorPtr()
+    raw = c.redlock_inspection_p()
+    err = c.redlock_error_p()
     check(lib.redlock_client_inspect(handle, resource, byref(raw), byref(err)), err)
     if not raw:
         raise RedlockError("redlock_client_inspect returned OK without a result", Status.PANIC)
@@ -187,15 +177,15 @@ def inspect(handle: Any, resource: bytes) -> Inspection:
             owners: dict[str, int] = {}
             for j in range(lib.redlock_inspection_node_owner_count(raw, i)):
                 holds = c_uint64()
-                name = _required(lib.redlock_inspection_node_owner(raw, i, j, byref(holds)))
+                name = required_text(lib.redlock_inspection_node_owner(raw, i, j, byref(holds)))
                 owners[name] = int(holds.value)
             nodes.append(
                 NodeInspection(
-                    node=_required(lib.redlock_inspection_node_address(raw, i)),
-                    error=_text(lib.redlock_inspection_node_error(raw, i)),
+                    node=required_text(lib.redlock_inspection_node_address(raw, i)),
+                    error=text(lib.redlock_inspection_node_error(raw, i)),
                     kind=_KINDS.get(lib.redlock_inspection_node_key_kind(raw, i), KeyKind.OTHER),
-                    key_type=_text(lib.redlock_inspection_node_key_type(raw, i)),
-                    token=_text(lib.redlock_inspection_node_token(raw, i)),
+                    key_type=text(lib.redlock_inspection_node_key_type(raw, i)),
+                    token=text(lib.redlock_inspection_node_token(raw, i)),
                     owners=owners,
                     ttl_ms=_optional_number(lib.redlock_inspection_node_ttl_ms, raw, i),
                     persistent=bool(lib.redlock_inspection_node_persistent(raw, i)),
@@ -203,11 +193,11 @@ def inspect(handle: Any, resource: bytes) -> Inspection:
                 )
             )
         return Inspection(
-            resource=_required(lib.redlock_inspection_resource(raw)),
+            resource=required_text(lib.redlock_inspection_resource(raw)),
             nodes=nodes,
             quorum=int(lib.redlock_inspection_quorum(raw)),
             held=bool(lib.redlock_inspection_held(raw)),
-            holder=_text(lib.redlock_inspection_holder(raw)),
+            holder=text(lib.redlock_inspection_holder(raw)),
             fence=_optional_number(lib.redlock_inspection_fence, raw),
         )
     finally:
@@ -216,8 +206,8 @@ def inspect(handle: Any, resource: bytes) -> Inspection:
 
 def force_release(handle: Any, resource: bytes, token: bytes | None) -> ForcedRelease:
     """Runs ``redlock_client_force_release`` and reads the report (freed before returning)."""
-    raw = _ffi.ForcedReleasePtr()
-    err = _ffi.ErrorPtr()
+    raw = c.redlock_forced_release_p()
+    err = c.redlock_error_p()
     check(lib.redlock_client_force_release(handle, resource, token, byref(raw), byref(err)), err)
     if not raw:
         raise RedlockError(
@@ -228,19 +218,19 @@ def force_release(handle: Any, resource: bytes, token: bytes | None) -> ForcedRe
         for i in range(lib.redlock_forced_release_node_count(raw)):
             number = lib.redlock_forced_release_node_outcome(raw, i)
             outcome = _OUTCOMES.get(number, ReleaseOutcome.ERROR)
-            error = _text(lib.redlock_forced_release_node_error(raw, i))
+            error = text(lib.redlock_forced_release_node_error(raw, i))
             if outcome is ReleaseOutcome.ERROR and error is None:
                 error = f"outcome {number} unknown to this binding"
             nodes.append(
                 NodeRelease(
-                    node=_required(lib.redlock_forced_release_node_address(raw, i)),
+                    node=required_text(lib.redlock_forced_release_node_address(raw, i)),
                     outcome=outcome,
                     error=error,
                 )
             )
         return ForcedRelease(
-            resource=_required(lib.redlock_forced_release_resource(raw)),
-            token=_text(lib.redlock_forced_release_token(raw)),
+            resource=required_text(lib.redlock_forced_release_resource(raw)),
+            token=text(lib.redlock_forced_release_token(raw)),
             nodes=nodes,
             quorum=int(lib.redlock_forced_release_quorum(raw)),
             confirmed=int(lib.redlock_forced_release_confirmed(raw)),

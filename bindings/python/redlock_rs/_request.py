@@ -1,91 +1,33 @@
-"""The acquisition request (:class:`Request`, :class:`AutoExtend`) and the :class:`Cancel` handle.
+"""The acquisition request (:class:`Request`, :class:`AutoExtend`) and the shorthands' keywords.
 
 A :class:`Request` is an immutable description of one acquisition: its kind (plain, fenced,
-reentrant, several resources), its patience (the client's retries, ``retries=N``, or a wait up to
-``wait_timeout``), auto-extension and a cancel handle. :meth:`Redlock.acquire` turns it into a C
-``redlock_request`` for each call, so one request serves any number of acquisitions, from any
-number of threads.
+reentrant, several resources, read, write, semaphore), its patience (the client's retries,
+``retries=N``, or a wait up to ``wait_timeout``) and auto-extension. It validates its arguments
+and builds its C ``redlock_request`` once, when it is made; each acquisition of it is then one C
+call, ``redlock_request_acquire``, with that call's cancel handle and caller.
 """
 
 from __future__ import annotations
 
-import math
+import ctypes
 from collections.abc import Iterable
 from ctypes import byref, c_char_p
-from typing import Any
+from typing import Any, TypedDict
 
-from . import _ffi
-from ._client import Seconds, _c_string, _int, _millis, _ttl_of
-from ._errors import check
+from . import _bindings as c
+from . import _convert as convert
+from ._cancel import Cancel, CancelHandle
+from ._convert import Seconds
+from ._errors import RedlockError, Status, call, check
 from ._ffi import lib
+from ._lock import Lock
+from ._managed import Managed
 
-__all__ = ["AutoExtend", "Cancel", "Request"]
+__all__ = ["AutoExtend", "Request", "LockKeywords"]
 
 MAX_RESOURCES = 64
 MAX_PERMITS = 1024
-
-
-class _CancelHandle:
-    """A C ``redlock_cancel`` without a finaliser: the per-call handles of ``_blocking`` and
-    ``aio``, freed explicitly with :meth:`_free`. A ``__del__`` would run in whatever thread
-    drops the last reference, and a signal handler that raises while it runs in the main thread
-    has its exception printed and dropped ("Exception ignored in ...") instead of raised.
-    """
-
-    def __init__(self) -> None:
-        out = _ffi.CancelPtr()
-        err = _ffi.ErrorPtr()
-        check(lib.redlock_cancel_new(byref(out), byref(err)), err)
-        self._handle: Any = out
-        # Per-call handles of acquisitions that run on a helper thread (signals, asyncio): they
-        # carry their own handle, fired by this one too. A set mutated only by single C-level
-        # operations (add, discard, list(...)), so no lock is needed, not even in a signal
-        # handler that interrupts one of them.
-        self._children: set[_CancelHandle] = set()
-
-    def cancel(self) -> None:
-        """Fire the handle. Idempotent; never blocks."""
-        _ffi.gil_lib.redlock_cancel_trigger(self._handle)
-        for child in list(self._children):
-            child.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        """True once :meth:`cancel` was called."""
-        return bool(_ffi.gil_lib.redlock_cancel_is_triggered(self._handle))
-
-    def _link(self, child: _CancelHandle) -> None:
-        # Add first, then look: a cancel() in between fires the child either way.
-        self._children.add(child)
-        if self.cancelled:
-            child.cancel()
-
-    def _unlink(self, child: _CancelHandle) -> None:
-        self._children.discard(child)
-
-    def _free(self) -> None:
-        # Once nothing uses the handle any more. Firing a freed handle does nothing; a thread
-        # firing it meanwhile holds the GIL through the C call (see _ffi.gil_lib), and the
-        # reference is cleared before the handle is freed.
-        handle, self._handle = getattr(self, "_handle", None), None
-        if handle:
-            lib.redlock_cancel_free(handle)
-
-
-class Cancel(_CancelHandle):
-    """A cancel handle: :meth:`cancel` ends every pending acquisition whose request names it.
-
-    A cancelled acquisition raises :class:`~redlock_rs.Cancelled` at once, after undoing what it
-    had taken on the nodes; one that already got its lock is not affected (release that as
-    usual). A handle fires once and for good: use a new one for the next acquisitions.
-    :meth:`cancel` may be called from any thread and from a signal handler.
-    """
-
-    def __repr__(self) -> str:
-        return f"<redlock_rs.Cancel cancelled={self.cancelled}>"
-
-    def __del__(self) -> None:
-        self._free()
+MAX_OWNER_BYTES = 1024
 
 
 class AutoExtend:
@@ -107,20 +49,16 @@ class AutoExtend:
         max_hold_ms: int | None = None,
         max_extensions: int | None = None,
     ) -> None:
-        if fraction is not None:
-            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
-                raise TypeError(f"fraction must be a float, not {type(fraction).__name__}")
-            if not (math.isfinite(fraction) and 0.0 < fraction < 1.0):
-                raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-            fraction = float(fraction)
-        self._fraction = fraction
-        self._max_hold_ms = _millis(
-            "max_hold", max_hold, "max_hold_ms", max_hold_ms, 1, _ffi.MAX_TTL_MS
+        self._fraction = (
+            None if fraction is None else convert.fraction("fraction", fraction, 0, False)
+        )
+        self._max_hold_ms = convert.millis(
+            "max_hold", max_hold, "max_hold_ms", max_hold_ms, 1, convert.MAX_TTL_MS
         )
         self._max_extensions = (
             None
             if max_extensions is None
-            else _int("max_extensions", max_extensions, 1, _ffi.UINT32_MAX)
+            else convert.integer("max_extensions", max_extensions, 1, convert.UINT32_MAX)
         )
 
     @property
@@ -155,7 +93,7 @@ class AutoExtend:
         )
 
 
-class Request:
+class Request(Managed):
     """One acquisition, for :meth:`Redlock.acquire`: every kind, patience and option combines.
 
     ::
@@ -187,29 +125,18 @@ class Request:
     given together). ``retries`` and ``wait_timeout`` exclude each other.
 
     ``auto_extend``: ``True`` or an :class:`AutoExtend`. ``cancel``: a :class:`Cancel` that ends
-    the acquisition early with :class:`~redlock_rs.Cancelled`.
+    its acquisitions early with :class:`~redlock_rs.Cancelled`.
 
     Durations take seconds (int, float, :class:`datetime.timedelta`) or, under their ``_ms``
     names, an int of milliseconds; one form each. Bad values raise ``ValueError``/``TypeError``
-    here, not at acquisition. A request is immutable; :meth:`replace` makes a changed copy.
+    here, not at acquisition.
+
+    A request is immutable and owns one C request, built here and used by every acquisition
+    of it (from any number of threads at once); :meth:`replace` makes a changed copy. It is
+    freed with the Request, or at once by :meth:`close` (or the end of a ``with`` block).
     """
 
-    __slots__ = (
-        "_resources",
-        "_many",
-        "_ttl_ms",
-        "_fenced",
-        "_owner",
-        "_mode",
-        "_permits",
-        "_retries",
-        "_retry_delay_ms",
-        "_retry_jitter_ms",
-        "_wait_timeout_ms",
-        "_notifications",
-        "_auto_extend",
-        "_cancel",
-    )
+    _what = "request"
 
     def __init__(
         self,
@@ -237,40 +164,40 @@ class Request:
         if (resource is None) == (resources is None):
             raise TypeError("pass one resource (positional) or resources=[...], not both")
         if resource is not None:
-            _c_string("resource", resource)
-            self._resources: tuple[str, ...] = (resource,)
-            self._many = False
+            names: tuple[str, ...] = (resource,)
+            encoded = [convert.c_string("resource", resource)]
         else:
             if isinstance(resources, (str, bytes)) or not isinstance(resources, Iterable):
                 raise TypeError(
                     f"resources must be a list of names, not {type(resources).__name__}"
                 )
             names = tuple(resources)
-            for name in names:
-                _c_string("resource", name)
+            encoded = [convert.c_string("resource", name) for name in names]
             if not names:
                 raise ValueError("resources must name at least one resource")
             if len(set(names)) != len(names):
                 raise ValueError("resources must not name a resource twice")
             if len(names) > MAX_RESOURCES:
                 raise ValueError(f"resources names {len(names)}; at most {MAX_RESOURCES}")
-            self._resources = names
-            self._many = True
-        self._ttl_ms = _ttl_of(ttl_ms, ttl)
-        for name, flag in (
+        self._resources = names
+        self._many = resource is None
+        self._ttl_ms = convert.ttl_millis(ttl_ms, ttl)
+        for name, value in (
             ("fenced", fenced),
             ("read", read),
             ("write", write),
             ("notifications", notifications),
         ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+            convert.flag(name, value)
+        owner = None
         if reentrant is not None:
-            _c_string("reentrant (the owner)", reentrant)
-            if len(reentrant.encode("utf-8")) > 1024:
-                raise ValueError("reentrant (the owner) must be at most 1024 UTF-8 bytes")
+            owner = convert.c_string("reentrant (the owner)", reentrant)
+            if len(owner) > MAX_OWNER_BYTES:
+                raise ValueError(
+                    f"reentrant (the owner) must be at most {MAX_OWNER_BYTES} UTF-8 bytes"
+                )
         if permits is not None:
-            permits = _int("permits", permits, 1, MAX_PERMITS)
+            permits = convert.integer("permits", permits, 1, MAX_PERMITS)
         kinds = [
             name
             for name, on in (
@@ -296,17 +223,19 @@ class Request:
         self._owner = reentrant
         self._mode = "read" if read else "write" if write else None
         self._permits = permits
-        self._retries = None if retries is None else _int("retries", retries, 0, _ffi.UINT32_MAX)
-        self._wait_timeout_ms = _millis(
-            "wait_timeout", wait_timeout, "wait_timeout_ms", wait_timeout_ms, 0, _ffi.MAX_TTL_MS
+        self._retries = (
+            None if retries is None else convert.integer("retries", retries, 0, convert.UINT32_MAX)
+        )
+        self._wait_timeout_ms = convert.millis(
+            "wait_timeout", wait_timeout, "wait_timeout_ms", wait_timeout_ms, 0, convert.MAX_TTL_MS
         )
         if self._retries is not None and self._wait_timeout_ms is not None:
             raise ValueError("retries and wait_timeout exclude each other: pick one patience")
-        self._retry_delay_ms = _millis(
-            "retry_delay", retry_delay, "retry_delay_ms", retry_delay_ms, 0, _ffi.MAX_TTL_MS
+        self._retry_delay_ms = convert.millis(
+            "retry_delay", retry_delay, "retry_delay_ms", retry_delay_ms, 0, convert.MAX_TTL_MS
         )
-        self._retry_jitter_ms = _millis(
-            "retry_jitter", retry_jitter, "retry_jitter_ms", retry_jitter_ms, 0, _ffi.MAX_TTL_MS
+        self._retry_jitter_ms = convert.millis(
+            "retry_jitter", retry_jitter, "retry_jitter_ms", retry_jitter_ms, 0, convert.MAX_TTL_MS
         )
         if (self._retry_delay_ms is None) != (self._retry_jitter_ms is None):
             raise ValueError("retry_delay and retry_jitter go together")
@@ -324,6 +253,80 @@ class Request:
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redlock_rs.Cancel, not {type(cancel).__name__}")
         self._cancel = cancel
+        # What the locks of this request are called (the C lock says the same).
+        self._held = sorted(names)
+        self._held_name = ",".join(self._held)
+        super().__init__(self._build(encoded, owner))
+
+    def _delete(self, pointer: Any, lib: ctypes.CDLL = lib) -> None:
+        lib.redlock_request_free(pointer)
+
+    def _build(self, names: list[bytes], owner: bytes | None) -> Any:
+        """The C request: the constructor and one setter per setting that is not a default."""
+        out = c.redlock_request_p()
+        err = c.redlock_error_p()
+        if self._many:
+            array = (c_char_p * len(names))(*names)
+            status = lib.redlock_request_new_many(
+                array, len(names), self._ttl_ms, byref(out), byref(err)
+            )
+        else:
+            status = lib.redlock_request_new(names[0], self._ttl_ms, byref(out), byref(err))
+        check(status, err)
+        try:
+            if self._fenced:
+                call(lib.redlock_request_set_fenced, out)
+            if owner is not None:
+                call(lib.redlock_request_set_reentrant, out, owner)
+            if self._mode == "read":
+                call(lib.redlock_request_set_read, out)
+            elif self._mode == "write":
+                call(lib.redlock_request_set_write, out)
+            if self._permits is not None:
+                call(lib.redlock_request_set_semaphore, out, self._permits)
+            if self._retries is not None:
+                call(lib.redlock_request_set_retries, out, self._retries)
+            if self._retry_delay_ms is not None:
+                call(
+                    lib.redlock_request_set_retry_delay,
+                    out,
+                    self._retry_delay_ms,
+                    self._retry_jitter_ms,
+                )
+            if self._wait_timeout_ms is not None:
+                call(lib.redlock_request_set_wait, out, self._wait_timeout_ms)
+            if not self._notifications:
+                call(lib.redlock_request_set_notifications, out, False)
+            auto = self._auto_extend
+            if auto is not None:
+                call(
+                    lib.redlock_request_set_auto_extend,
+                    out,
+                    auto.fraction or 0.0,
+                    auto.max_hold_ms or 0,
+                    auto.max_extensions or 0,
+                )
+        except BaseException:
+            self._delete(out)
+            raise
+        return out
+
+    def _acquire(self, client: Any, cancel: CancelHandle | None, caller: bytes | None) -> Lock:
+        """One acquisition on the C ``client``: one C call, blocking until it ends."""
+        out = c.redlock_lock_p()
+        err = c.redlock_error_p()
+        pointer = self._borrow()
+        try:
+            status = lib.redlock_request_acquire(
+                pointer, client, None if cancel is None else cancel.pointer, caller, byref(out),
+                byref(err),
+            )
+        finally:
+            self._give_back()
+        check(status, err)
+        if not out:
+            raise RedlockError("libredlock returned OK without a lock", Status.PANIC)
+        return Lock(out, self._held_name, self._held)
 
     @property
     def resource(self) -> str | None:
@@ -379,12 +382,8 @@ class Request:
     def cancel(self) -> Cancel | None:
         return self._cancel
 
-    def replace(self, **changes: object) -> Request:
-        """A copy with some constructor arguments changed, e.g. ``req.replace(cancel=c)``.
-
-        A duration given in one form replaces both forms of it; ``retries`` replaces
-        ``wait_timeout`` and the other way round.
-        """
+    def _arguments(self) -> dict[str, object]:
+        """The constructor's arguments that make this request."""
         current: dict[str, object] = {
             "ttl_ms": self._ttl_ms,
             "fenced": self._fenced,
@@ -404,6 +403,15 @@ class Request:
             current["resources"] = self._resources
         else:
             current["resource"] = self._resources[0]
+        return current
+
+    def replace(self, **changes: object) -> Request:
+        """A copy with some constructor arguments changed, e.g. ``req.replace(cancel=c)``.
+
+        A duration given in one form replaces both forms of it; ``retries`` replaces
+        ``wait_timeout`` and the other way round.
+        """
+        current = self._arguments()
         if "resource" in changes or "resources" in changes:
             current.pop("resource", None)
             current.pop("resources", None)
@@ -425,70 +433,21 @@ class Request:
         current.update(changes)
         return Request(**current)  # type: ignore[arg-type]
 
-    def _build(self, cancel: _CancelHandle | None) -> _RequestHandle:
-        """A C request for one acquisition, naming ``cancel`` (or no handle)."""
-        out = _ffi.RequestPtr()
-        err = _ffi.ErrorPtr()
-        if self._many:
-            encoded = [name.encode("utf-8") for name in self._resources]
-            array = (c_char_p * len(encoded))(*encoded)
-            status = lib.redlock_request_new_many(
-                array, len(encoded), self._ttl_ms, byref(out), byref(err)
-            )
-        else:
-            status = lib.redlock_request_new(
-                self._resources[0].encode("utf-8"), self._ttl_ms, byref(out), byref(err)
-            )
-        check(status, err)
-        handle = _RequestHandle(out)
-        req = handle.pointer
-        try:
+    # Immutable: a copy is the request itself; a pickle carries its arguments (a Cancel cannot
+    # be pickled), and unpickling builds a C request of its own.
+    def __copy__(self) -> Request:
+        return self
 
-            def setter(status: int) -> None:
-                check(status, err)
+    def __deepcopy__(self, memo: dict[int, object]) -> Request:
+        return self
 
-            if self._fenced:
-                setter(lib.redlock_request_set_fenced(req, byref(err)))
-            if self._owner is not None:
-                setter(lib.redlock_request_set_reentrant(req, self._owner.encode("utf-8"), byref(err)))
-            if self._mode == "read":
-                setter(lib.redlock_request_set_read(req, byref(err)))
-            elif self._mode == "write":
-                setter(lib.redlock_request_set_write(req, byref(err)))
-            if self._permits is not None:
-                setter(lib.redlock_request_set_semaphore(req, self._permits, byref(err)))
-            if self._retries is not None:
-                setter(lib.redlock_request_set_retries(req, self._retries, byref(err)))
-            if self._retry_delay_ms is not None and self._retry_jitter_ms is not None:
-                setter(
-                    lib.redlock_request_set_retry_delay(
-                        req, self._retry_delay_ms, self._retry_jitter_ms, byref(err)
-                    )
-                )
-            if self._wait_timeout_ms is not None:
-                setter(lib.redlock_request_set_wait(req, self._wait_timeout_ms, byref(err)))
-            if not self._notifications:
-                setter(lib.redlock_request_set_notifications(req, False, byref(err)))
-            auto = self._auto_extend
-            if auto is not None:
-                setter(
-                    lib.redlock_request_set_auto_extend(
-                        req,
-                        auto.fraction or 0.0,
-                        auto.max_hold_ms or 0,
-                        auto.max_extensions or 0,
-                        byref(err),
-                    )
-                )
-            if cancel is not None:
-                setter(lib.redlock_request_set_cancel(req, cancel._handle, byref(err)))
-        except BaseException:
-            handle.free()
-            raise
-        return handle
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self._arguments(),))
 
     def __repr__(self) -> str:
-        parts = [repr(self._resources[0]) if not self._many else f"resources={list(self._resources)!r}"]
+        parts = [
+            f"resources={list(self._resources)!r}" if self._many else repr(self._resources[0])
+        ]
         parts.append(f"ttl_ms={self._ttl_ms}")
         if self._fenced:
             parts.append("fenced=True")
@@ -514,18 +473,55 @@ class Request:
         return "Request({})".format(", ".join(parts))
 
 
-class _RequestHandle:
-    """Owns one C request until :meth:`free`. No ``__del__``: it would run wherever the last
-    reference goes, also in the main thread from a dropped traceback, where a signal handler's
-    exception would be printed and dropped (see ``_CancelHandle``)."""
+def _rebuild(arguments: dict[str, Any]) -> Request:
+    return Request(**arguments)
 
-    __slots__ = ("pointer",)
 
-    def __init__(self, pointer: Any) -> None:
-        self.pointer = pointer
+class LockKeywords(TypedDict, total=False):
+    """The keywords of :meth:`Redlock.lock`, :meth:`~Redlock.read_lock`,
+    :meth:`~Redlock.write_lock` and :meth:`~Redlock.semaphore` (and of their asyncio twins),
+    declared once: see :meth:`Redlock.lock` for what each does."""
 
-    def free(self) -> None:
-        pointer, self.pointer = self.pointer, None
-        if pointer:
-            lib.redlock_request_free(pointer)
+    ttl: Seconds | None
+    auto_extend: bool
+    wait_timeout_ms: int | None
+    wait_timeout: Seconds | None
+    max_hold_ms: int | None
+    max_hold: Seconds | None
+    extend_fraction: float | None
+    notifications: bool
+    cancel: Cancel | None
 
+
+_KEYWORDS = frozenset(LockKeywords.__annotations__)
+
+
+def shorthand(
+    method: str, resource: str, ttl_ms: int | None, keywords: LockKeywords, **kind: Any
+) -> Request:
+    """The :class:`Request` a shorthand's arguments describe (``kind``: its fixed kind, e.g.
+    ``read=True``), checked once, by the Request."""
+    unknown = keywords.keys() - _KEYWORDS
+    if unknown:
+        raise TypeError(f"{method}() got an unexpected keyword argument {min(unknown)!r}")
+    auto_extend = keywords.get("auto_extend", False)
+    if not isinstance(auto_extend, bool):
+        raise TypeError(f"auto_extend must be a bool, not {type(auto_extend).__name__}")
+    extend_fraction = keywords.get("extend_fraction")
+    max_hold, max_hold_ms = keywords.get("max_hold"), keywords.get("max_hold_ms")
+    extension: bool | AutoExtend = False
+    if auto_extend:
+        extension = AutoExtend(extend_fraction, max_hold=max_hold, max_hold_ms=max_hold_ms)
+    elif extend_fraction is not None or max_hold is not None or max_hold_ms is not None:
+        raise ValueError("extend_fraction and max_hold apply only with auto_extend=True")
+    return Request(
+        resource,
+        keywords.get("ttl"),
+        ttl_ms=ttl_ms,
+        wait_timeout=keywords.get("wait_timeout"),
+        wait_timeout_ms=keywords.get("wait_timeout_ms"),
+        notifications=keywords.get("notifications", True),
+        auto_extend=extension,
+        cancel=keywords.get("cancel"),
+        **kind,
+    )

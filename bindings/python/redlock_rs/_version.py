@@ -1,3 +1,4 @@
-"""The package version; the build checks it against the crate's, the import against the library's."""
+"""The package version: the build checks it against the crate's, the import against the
+library's."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

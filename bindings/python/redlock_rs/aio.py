@@ -27,11 +27,16 @@ from collections.abc import Generator, Iterable
 from types import TracebackType
 from typing import Any, Callable, TypeVar
 
-from ._blocking import Call, link, unlink
-from ._client import Lock, NodeStatus, Redlock, Seconds, _lock_request, _ttl_of
+from ._blocking import Call
+from ._cancel import Cancel, CancelHandle, link, unlink
+from ._client import Redlock
+from ._convert import Seconds, ttl_millis
 from ._errors import LockLost, Status
 from ._inspect import ForcedRelease, Inspection
-from ._request import Cancel, Request, _CancelHandle
+from ._lock import Lock
+from ._node import NodeStatus
+from ._request import Request
+from ._shorthands import Shorthands
 
 __all__ = ["AsyncRedlock", "AsyncLock"]
 
@@ -39,7 +44,7 @@ T = TypeVar("T")
 
 
 async def _run(
-    function: Callable[[_CancelHandle | None], T],
+    function: Callable[[CancelHandle | None], T],
     *,
     cancellable: bool,
     user_cancel: Cancel | None = None,
@@ -54,7 +59,7 @@ async def _run(
     then). ``dispose`` frees a result nobody will see.
     """
     loop = asyncio.get_running_loop()
-    own = _CancelHandle() if cancellable else None
+    own = CancelHandle() if cancellable else None
     link(user_cancel, own)
     finished = asyncio.Event()
 
@@ -175,7 +180,7 @@ class AsyncLock:
     async def extend(self, ttl_ms: int | None = None, *, ttl: Seconds | None = None) -> None:
         """:meth:`Lock.extend` without blocking the loop. Cancelling the task stops the wait;
         the extension itself still completes on its thread."""
-        millis = _ttl_of(ttl_ms, ttl)
+        millis = ttl_millis(ttl_ms, ttl)
         await _run(lambda _cancel: self._lock._extend_now(millis), cancellable=False)
 
     async def release(self) -> None:
@@ -216,18 +221,23 @@ class AsyncLock:
 
 class _Acquiring:
     """What :meth:`AsyncRedlock.lock` and friends return: ``await`` it for an
-    :class:`AsyncLock`, or use it in ``async with`` (released on exit)."""
+    :class:`AsyncLock`, or use it in ``async with`` (released on exit). It owns the request
+    made for it and frees it once the acquisition has ended."""
 
     def __init__(self, client: AsyncRedlock, request: Request) -> None:
         self._client = client
         self._request = request
         self._lock: AsyncLock | None = None
 
+    async def _acquire(self) -> AsyncLock:
+        with self._request:
+            return await self._client.acquire(self._request)
+
     def __await__(self) -> Generator[Any, None, AsyncLock]:
-        return self._client.acquire(self._request).__await__()
+        return self._acquire().__await__()
 
     async def __aenter__(self) -> AsyncLock:
-        self._lock = await self._client.acquire(self._request)
+        self._lock = await self._acquire()
         return self._lock
 
     async def __aexit__(
@@ -241,11 +251,14 @@ class _Acquiring:
             await lock.__aexit__(exc_type, exc, traceback)
 
 
-class AsyncRedlock:
+class AsyncRedlock(Shorthands[_Acquiring]):
     """A Redlock client for asyncio: the same options as :class:`Redlock` (or wrap one with
     :meth:`from_client`), every call that waits on the nodes awaitable.
 
-    Close it with :meth:`close` or ``async with``. Safe to use from several event loops and
+    The shorthands (:meth:`lock`, :meth:`read_lock`, :meth:`lock_fenced`, ...) are those of
+    :class:`Redlock`: ``await`` one for an :class:`AsyncLock`, or use it in ``async with``
+    (released on exit); the read-write lock's self-wait check does not apply to tasks. Close
+    the client with :meth:`close` or ``async with``. Safe to use from several event loops and
     threads at once, like :class:`Redlock`.
     """
 
@@ -278,192 +291,18 @@ class AsyncRedlock:
         client = self._client
         if client.closed:
             raise ValueError("this Redlock client is closed")
+        # No caller named: the core takes the helper thread, one per call, so tasks are not
+        # checked for waiting on their own read-write locks (a task is not a thread).
         lock = await _run(
-            lambda cancel: client._acquire_now(request, cancel),
+            lambda cancel: client._acquire_now(request, cancel, None),
             cancellable=True,
             user_cancel=request.cancel,
             dispose=Lock._discard,
         )
         return AsyncLock(lock)
 
-    def lock(
-        self,
-        resource: str,
-        ttl_ms: int | None = None,
-        *,
-        ttl: Seconds | None = None,
-        auto_extend: bool = False,
-        wait_timeout_ms: int | None = None,
-        wait_timeout: Seconds | None = None,
-        max_hold_ms: int | None = None,
-        max_hold: Seconds | None = None,
-        extend_fraction: float | None = None,
-        notifications: bool = True,
-        cancel: Cancel | None = None,
-    ) -> _Acquiring:
-        """:meth:`Redlock.lock`: ``await rl.lock(...)`` or ``async with rl.lock(...) as lock``."""
-        return _Acquiring(
-            self,
-            _lock_request(
-                resource,
-                ttl_ms,
-                ttl=ttl,
-                auto_extend=auto_extend,
-                wait_timeout_ms=wait_timeout_ms,
-                wait_timeout=wait_timeout,
-                max_hold_ms=max_hold_ms,
-                max_hold=max_hold,
-                extend_fraction=extend_fraction,
-                notifications=notifications,
-                cancel=cancel,
-            ),
-        )
-
-    def try_lock(
-        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> _Acquiring:
-        return _Acquiring(self, Request(resource, ttl, ttl_ms=ttl_ms, retries=0))
-
-    def lock_fenced(
-        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> _Acquiring:
-        return _Acquiring(self, Request(resource, ttl, ttl_ms=ttl_ms, fenced=True))
-
-    def try_lock_fenced(
-        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> _Acquiring:
-        return _Acquiring(self, Request(resource, ttl, ttl_ms=ttl_ms, fenced=True, retries=0))
-
-    def reentrant_lock(
-        self, resource: str, owner: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> _Acquiring:
-        return _Acquiring(self, Request(resource, ttl, ttl_ms=ttl_ms, reentrant=owner))
-
-    def try_reentrant_lock(
-        self, resource: str, owner: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> _Acquiring:
-        return _Acquiring(
-            self, Request(resource, ttl, ttl_ms=ttl_ms, reentrant=owner, retries=0)
-        )
-
-    def lock_many(
-        self, resources: Iterable[str], ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> _Acquiring:
-        return _Acquiring(self, Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms))
-
-    def try_lock_many(
-        self, resources: Iterable[str], ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> _Acquiring:
-        return _Acquiring(
-            self, Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms, retries=0)
-        )
-
-    def read_lock(
-        self,
-        resource: str,
-        ttl_ms: int | None = None,
-        *,
-        ttl: Seconds | None = None,
-        auto_extend: bool = False,
-        wait_timeout_ms: int | None = None,
-        wait_timeout: Seconds | None = None,
-        max_hold_ms: int | None = None,
-        max_hold: Seconds | None = None,
-        extend_fraction: float | None = None,
-        notifications: bool = True,
-        cancel: Cancel | None = None,
-    ) -> _Acquiring:
-        """:meth:`Redlock.read_lock`: ``await`` it or ``async with`` it."""
-        return _Acquiring(
-            self,
-            _lock_request(
-                resource,
-                ttl_ms,
-                ttl=ttl,
-                auto_extend=auto_extend,
-                wait_timeout_ms=wait_timeout_ms,
-                wait_timeout=wait_timeout,
-                max_hold_ms=max_hold_ms,
-                max_hold=max_hold,
-                extend_fraction=extend_fraction,
-                notifications=notifications,
-                cancel=cancel,
-            ).replace(read=True),
-        )
-
-    def write_lock(
-        self,
-        resource: str,
-        ttl_ms: int | None = None,
-        *,
-        ttl: Seconds | None = None,
-        auto_extend: bool = False,
-        wait_timeout_ms: int | None = None,
-        wait_timeout: Seconds | None = None,
-        max_hold_ms: int | None = None,
-        max_hold: Seconds | None = None,
-        extend_fraction: float | None = None,
-        notifications: bool = True,
-        cancel: Cancel | None = None,
-    ) -> _Acquiring:
-        """:meth:`Redlock.write_lock`: ``await`` it or ``async with`` it. The "this thread holds
-        the read lock" check sees the helper thread that runs the call, not the task: an
-        ``asyncio`` task that holds a read lock and awaits the write lock of the same resource
-        waits (until its read lock is released or expires) instead of failing at once."""
-        return _Acquiring(
-            self,
-            _lock_request(
-                resource,
-                ttl_ms,
-                ttl=ttl,
-                auto_extend=auto_extend,
-                wait_timeout_ms=wait_timeout_ms,
-                wait_timeout=wait_timeout,
-                max_hold_ms=max_hold_ms,
-                max_hold=max_hold,
-                extend_fraction=extend_fraction,
-                notifications=notifications,
-                cancel=cancel,
-            ).replace(write=True),
-        )
-
-    def semaphore(
-        self,
-        resource: str,
-        permits: int,
-        ttl_ms: int | None = None,
-        *,
-        ttl: Seconds | None = None,
-        auto_extend: bool = False,
-        wait_timeout_ms: int | None = None,
-        wait_timeout: Seconds | None = None,
-        max_hold_ms: int | None = None,
-        max_hold: Seconds | None = None,
-        extend_fraction: float | None = None,
-        notifications: bool = True,
-        cancel: Cancel | None = None,
-    ) -> _Acquiring:
-        """:meth:`Redlock.semaphore`: ``await`` it or ``async with`` it."""
-        return _Acquiring(
-            self,
-            _lock_request(
-                resource,
-                ttl_ms,
-                ttl=ttl,
-                auto_extend=auto_extend,
-                wait_timeout_ms=wait_timeout_ms,
-                wait_timeout=wait_timeout,
-                max_hold_ms=max_hold_ms,
-                max_hold=max_hold,
-                extend_fraction=extend_fraction,
-                notifications=notifications,
-                cancel=cancel,
-            ).replace(permits=permits),
-        )
-
-    @staticmethod
-    def new_owner() -> str:
-        return Redlock.new_owner()
+    def _acquire_new(self, request: Request) -> _Acquiring:
+        return _Acquiring(self, request)
 
     async def inspect(self, resource: str) -> Inspection:
         """:meth:`Redlock.inspect` on a thread of its own (it waits up to ``node_timeout_ms``)."""

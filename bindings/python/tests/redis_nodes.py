@@ -170,9 +170,20 @@ class RedisNode:
         return resp(self.port, *args)
 
 
+def value(node: RedisNode, key: str) -> str | None:
+    """The string at ``key`` (None where it does not exist); ``<hash>``, ``<zset>``... for a key
+    of another type, such as a reentrant lock's hash that a node has not deleted yet."""
+    try:
+        return node.command("GET", key)
+    except RespError as exc:
+        if not str(exc).startswith("WRONGTYPE"):
+            raise
+        return f"<{node.command('TYPE', key)}>"
+
+
 def values(nodes: list[RedisNode], key: str) -> list[str | None]:
-    """The value of ``key`` on every node (None where it does not exist)."""
-    return [node.command("GET", key) for node in nodes]
+    """The value of ``key`` on every node (see :func:`value`)."""
+    return [value(node, key) for node in nodes]
 
 
 def assert_on_nodes(nodes: list[RedisNode], key: str, expected: str | None) -> None:

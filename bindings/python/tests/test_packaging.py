@@ -156,17 +156,32 @@ with redlock_rs.Redlock({urls!r}, node_timeout_ms=1000) as rl:
     assert not any(node.command("GET", resource) for node in nodes)
 
 
-def test_the_sdist_carries_the_crate_and_nothing_built(tmp_path: Path) -> None:
+@pytest.fixture(scope="session")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sdist")
     hook = "import sys, redlock_rs_backend as b; print(b.build_sdist(sys.argv[1]))"
     name = _run(
-        [sys.executable, "-c", hook, str(tmp_path)],
+        [sys.executable, "-c", hook, str(out)],
         cwd=PACKAGE_DIR,
         env={**_clean_env(), "PYTHONPATH": str(PACKAGE_DIR / "backend")},
         timeout=60,
     ).stdout.strip()
-    stem = f"redlock_rs-{redlock_rs.__version__}"
-    assert name == f"{stem}.tar.gz"
-    with tarfile.open(tmp_path / name) as archive:
+    assert name == f"redlock_rs-{redlock_rs.__version__}.tar.gz"
+    return out / name
+
+
+def _unpack(sdist: Path, into: Path) -> Path:
+    with tarfile.open(sdist) as archive:
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(into, filter="data")
+        else:
+            archive.extractall(into)  # noqa: S202 - our own archive
+    return into / sdist.name[: -len(".tar.gz")]
+
+
+def test_the_sdist_carries_the_workspace_and_nothing_built(sdist: Path, tmp_path: Path) -> None:
+    stem = sdist.name[: -len(".tar.gz")]
+    with tarfile.open(sdist) as archive:
         names = {member.name[len(stem) + 1 :] for member in archive.getmembers()}
     for expected in (
         "PKG-INFO",
@@ -175,13 +190,68 @@ def test_the_sdist_carries_the_crate_and_nothing_built(tmp_path: Path) -> None:
         "redlock_rs/__init__.py",
         "redlock_rs/_version.py",
         "redlock_rs/py.typed",
+        "redlock_rs/_bindings.py",
         "rust/Cargo.toml",
         "rust/Cargo.lock",
-        "rust/build.rs",
-        "rust/cbindgen.toml",
         "rust/src/lib.rs",
-        "rust/src/ffi/mod.rs",
+        "rust/include/redlock.h",
+        "rust/ffi/Cargo.toml",
+        "rust/ffi/build.rs",
+        "rust/ffi/cbindgen.toml",
+        "rust/ffi/src/lib.rs",
+        "rust/cli/Cargo.toml",
     ):
         assert expected in names, expected
     assert not [n for n in names if "/target/" in n or n.startswith(("rust/target", "build/"))]
     assert not [n for n in names if n.endswith((".so", ".dylib", ".dll", ".pyc"))]
+    # Cargo loads the whole workspace, every member, to build the C ABI's package: it must
+    # resolve from the sdist alone, against the Cargo.lock packed with it.
+    unpacked = _unpack(sdist, tmp_path)
+    metadata = json.loads(
+        _run(
+            ["cargo", "metadata", "--format-version", "1", "--locked", "--offline",
+             "--manifest-path", str(unpacked / "rust" / "Cargo.toml")],
+            timeout=120,
+        ).stdout
+    )
+    members = {
+        package["name"]
+        for package in metadata["packages"]
+        if package["id"] in metadata["workspace_members"]
+    }
+    assert {"redlock", "redlock-ffi"} <= members, members
+
+
+def test_a_wheel_built_from_the_sdist_alone_locks_in_a_fresh_venv(
+    sdist: Path, urls: list[str], tmp_path: Path
+) -> None:
+    # Built --locked from the sdist's copy of the workspace, outside the checkout. Its target
+    # directory lives on in the checkout's target/ so that later runs compile only the
+    # workspace's own crates, not every dependency again.
+    unpacked = _unpack(sdist, tmp_path / "unpacked")
+    wheels = tmp_path / "wheels"
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "-w", str(wheels),
+         str(unpacked)],
+        env={**_clean_env(), "CARGO_TARGET_DIR": str(PACKAGE_DIR.parents[1] / "target" / "sdist")},
+        cwd=tmp_path,
+        timeout=BUILD_TIMEOUT_S,
+    )
+    (wheel,) = wheels.glob("*.whl")
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], env=_clean_env(), timeout=120)
+    python = venv / "bin" / "python"
+    _run([str(python), "-m", "pip", "install", "--no-index", "--no-deps", str(wheel)],
+         env=_clean_env(), timeout=120)
+    script = f"""
+import redlock_rs
+with redlock_rs.Redlock({urls!r}, node_timeout_ms=1000) as rl:
+    with rl.lock("test:packaging:sdist:{uuid.uuid4().hex}", ttl=10) as lock:
+        assert lock.held
+print(redlock_rs.library_version(), redlock_rs._ffi.lib._name)
+"""
+    version, library = _run(
+        [str(python), "-c", script], env=_clean_env(), cwd=tmp_path, timeout=60
+    ).stdout.split()
+    assert version == redlock_rs.__version__
+    assert Path(library).is_relative_to(venv)

@@ -248,3 +248,109 @@ def test_lock_shorthand_takes_a_cancel(make_client, resource):
     with pytest.raises(redlock_rs.Cancelled):
         rl.lock(resource, ttl=30, wait_timeout=30, cancel=cancel)
     holder.release()
+
+
+def test_a_reused_request_costs_one_c_call_and_a_shorthand_three(make_client, resource,
+                                                                  monkeypatch):
+    """The request is built once: acquiring it again is ``redlock_request_acquire`` alone; a
+    shorthand builds, acquires and frees one request. (The main thread adds the per-call cancel
+    handle that lets signals interrupt it: counted in the thread that is not the main one.)"""
+    import redlock_rs._bindings
+    import redlock_rs._ffi
+
+    rl = make_client()
+    request = Request(resource, ttl=10, retries=0)
+    calls: list[str] = []
+    counted = threading.local()
+
+    def counting(name: str, function):  # type: ignore[no-untyped-def]
+        def call(*args):  # type: ignore[no-untyped-def]
+            if getattr(counted, "on", False):
+                calls.append(name)
+            return function(*args)
+
+        return call
+
+    for name in redlock_rs._bindings.FUNCTIONS:
+        monkeypatch.setattr(
+            redlock_rs._ffi.lib, name, counting(name, getattr(redlock_rs._ffi.lib, name))
+        )
+
+    def measure(action) -> list[str]:  # type: ignore[no-untyped-def]
+        calls.clear()
+        counted.on = True
+        try:
+            action()
+        finally:
+            counted.on = False
+        return list(calls)
+
+    seen: dict[str, list[str]] = {}
+
+    def work() -> None:
+        for _ in range(2):
+            lock = None
+
+            def acquire() -> None:
+                nonlocal lock
+                lock = rl.acquire(request)
+
+            seen["acquire"] = measure(acquire)
+            assert lock is not None
+            seen["release"] = measure(lock.release)
+        held: list[redlock_rs.Lock] = []
+        seen["shorthand"] = measure(lambda: held.append(rl.lock(resource, ttl=10)))
+        held[0].release()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(30)
+    assert seen["acquire"] == ["redlock_request_acquire"]
+    assert seen["release"] == ["redlock_lock_release"]
+    assert seen["shorthand"] == [
+        "redlock_request_new",
+        "redlock_request_acquire",
+        "redlock_request_free",
+    ]
+
+
+def test_request_lock_and_client_free_their_c_handles_once(make_client, resource):
+    import copy
+    import pickle
+
+    rl = make_client()
+    request = Request(resource, ttl=10, retries=0, fenced=True)
+    # Immutable: a copy is the request itself; a pickle rebuilds one with a C request of its own.
+    assert copy.copy(request) is request and copy.deepcopy(request) is request
+    clone = pickle.loads(pickle.dumps(request))
+    assert clone is not request and repr(clone) == repr(request)
+    with rl.acquire(clone) as lock:
+        assert lock.fence is not None
+    with request:
+        rl.acquire(request).release()
+    assert request.closed
+    with pytest.raises(ValueError, match="request is closed"):
+        rl.acquire(request)
+    # A Lock and a client own a handle each: copying them would free it twice.
+    lock = rl.acquire(clone)
+    for owner in (lock, rl):
+        with pytest.raises(TypeError, match="cannot be copied"):
+            copy.copy(owner)
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(owner)
+    # close() frees the C lock, releasing it without waiting for the nodes; what it told
+    # stays readable, and its calls are refused.
+    token, fence = lock.token, lock.fence
+    lock.close()
+    assert lock.released and not lock.held and lock.validity_ms == 0
+    assert (lock.token, lock.fence) == (token, fence)
+    with pytest.raises(ValueError, match="lock is closed"):
+        lock.extend(ttl=10)
+    deadline = time.monotonic() + 5
+    while True:  # the release reaches the nodes in the background
+        try:
+            rl.acquire(clone).release()
+            break
+        except redlock_rs.NotAcquired:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -94,6 +95,70 @@ def test_the_self_wait_check_holds_on_other_threads_too(make_client, resource):
 
     result = on_a_thread(go)
     assert isinstance(result, ValueError) and "read lock" in str(result)
+
+
+def test_the_core_tells_python_threads_apart_the_main_thread_included(make_client, resource):
+    # The check is the core's, keyed on the caller the binding names: the main thread's calls
+    # run on a helper thread each, yet the main thread is one caller throughout.
+    rl = make_client()
+    itself = r'caller "python-thread-\d+" holds a {} lock'
+    with rl.read_lock(resource, ttl=10):
+        with pytest.raises(ValueError, match=itself.format("read")):
+            rl.write_lock(resource, ttl=10, wait_timeout=30)
+        with pytest.raises(ValueError, match=itself.format("read")):
+            rl.acquire(Request(resource, ttl=10, write=True, retries=0))
+        # Another thread is another caller: it waits for the main thread's reader and gives
+        # up, rather than being told it waits for itself.
+        other = on_a_thread(lambda: rl.write_lock(resource, ttl=10, wait_timeout=0.3))
+        assert isinstance(other, redlock_rs.NotAcquired), other
+    with rl.write_lock(resource, ttl=10):
+        with pytest.raises(ValueError, match=itself.format("write")):
+            rl.read_lock(resource, ttl=10, wait_timeout=30)
+        other = on_a_thread(lambda: rl.read_lock(resource, ttl=10, wait_timeout=0.3))
+        assert isinstance(other, redlock_rs.NotAcquired), other
+
+    # The same on a thread that is not the main one; the main thread is another caller to it.
+    holding, done = threading.Event(), threading.Event()
+
+    def writer_then_reader() -> object:
+        with rl.write_lock(resource, ttl=10):
+            try:
+                rl.read_lock(resource, ttl=10, wait_timeout=30)
+                return "acquired"
+            except ValueError as exc:
+                return exc
+            finally:
+                holding.set()
+                done.wait(30)
+
+    thread_result: list[object] = []
+    worker = threading.Thread(target=lambda: thread_result.append(writer_then_reader()))
+    worker.start()
+    assert holding.wait(30)
+    try:
+        with pytest.raises(redlock_rs.NotAcquired):
+            rl.read_lock(resource, ttl=10, wait_timeout=0.3)
+    finally:
+        done.set()
+        worker.join(30)
+    (refused,) = thread_result
+    assert isinstance(refused, ValueError) and re.search(itself.format("write"), str(refused))
+
+
+def test_two_python_threads_are_two_callers_even_one_after_the_other(make_client, resource):
+    rl = make_client()
+    handed_over: list[redlock_rs.Lock] = []
+    # The first thread takes a read lock, hands it on and ends; a thread started later (which
+    # may get the same get_ident()) is another caller: it waits for that reader like anyone.
+    on_a_thread(lambda: handed_over.append(rl.read_lock(resource, ttl=10)))
+    later = on_a_thread(lambda: rl.write_lock(resource, ttl=10, wait_timeout=0.3))
+    assert isinstance(later, redlock_rs.NotAcquired), later
+    handed_over[0].release()
+    assert acquire_and_release(rl, once(resource, write=True)) == "acquired"
+    # Two threads at once, each with a read lock: neither is refused the other's.
+    readers = [rl.read_lock(resource, ttl=10)]
+    assert acquire_and_release(rl, once(resource, read=True)) == "acquired"
+    readers[0].release()
 
 
 def test_readers_overlap_writers_never_overlap_anyone(make_client, resource):

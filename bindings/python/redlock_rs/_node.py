@@ -1,0 +1,88 @@
+"""What a client's worker saw of each node: :class:`NodeStatus`, read from the C
+``redlock_node_status`` snapshots (freed before the call returns)."""
+
+from __future__ import annotations
+
+from ctypes import byref, c_int64
+from dataclasses import dataclass
+from typing import Any
+
+from . import _bindings as c
+from ._convert import UINT64_MAX, required_text, text
+from ._errors import check
+from ._ffi import lib
+
+__all__ = ["NodeStatus", "node_statuses"]
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What the client's worker last saw of one node (see :meth:`Redlock.node_status`)."""
+
+    address: str
+    """``host:port`` of the node, never with credentials."""
+    connected: bool
+    connects: int
+    """Connections established so far."""
+    restarts: int
+    """Restarts seen: reconnects that found a different server ``run_id``."""
+    run_id: str | None
+    """The server's ``run_id``; ``None`` before the first connect or when ``INFO`` is denied."""
+    uptime_ms: int | None
+    """The server's uptime (whole seconds when reported, plus the time since)."""
+    grace_remaining_ms: int
+    """With ``restart_grace_ms``: how much longer the node does not count toward acquires."""
+    server_version: str | None = None
+    """The server's ``redis_version`` at the last connect; ``None`` when unknown."""
+    persistence: str | None = None
+    """The node's persistence as it reported it (e.g. ``"no AOF, no RDB snapshots"``);
+    ``None`` when unknown. Without persistence a restart forgets locks: consider
+    ``restart_grace_ms``."""
+    warnings: tuple[str, ...] = ()
+    """What the server probe and the clock guard found worth attention (replicas of a master,
+    an evicting ``maxmemory-policy``, a clock that stepped back, a command the ACL denies)."""
+    clock_offset_ms: int | None = None
+    """The node's clock minus ours at the last ``TIME`` sample; ``None`` when the guard is off,
+    ``TIME`` is denied or no acquire has sampled it yet."""
+    quarantine_remaining_ms: int = 0
+    """How much longer the node is out of acquire quorums because its clock jumped forward."""
+    quarantine_reason: str | None = None
+    """Why the node is in clock quarantine, while it is."""
+
+
+def node_statuses(client: Any) -> list[NodeStatus]:
+    """Every node's status, in the client's node order, from the C ``client``."""
+    result = []
+    for index in range(lib.redlock_client_node_count(client)):
+        raw = c.redlock_node_status_p()
+        err = c.redlock_error_p()
+        check(lib.redlock_client_node_status(client, index, byref(raw), byref(err)), err)
+        try:
+            result.append(_read(raw))
+        finally:
+            lib.redlock_node_status_free(raw)
+    return result
+
+
+def _read(raw: Any) -> NodeStatus:
+    uptime = lib.redlock_node_status_uptime_ms(raw)
+    offset = c_int64()
+    offset_known = lib.redlock_node_status_clock_offset_ms(raw, byref(offset))
+    return NodeStatus(
+        address=required_text(lib.redlock_node_status_address(raw)),
+        connected=bool(lib.redlock_node_status_connected(raw)),
+        connects=int(lib.redlock_node_status_connects(raw)),
+        restarts=int(lib.redlock_node_status_restarts(raw)),
+        run_id=text(lib.redlock_node_status_run_id(raw)) or None,
+        uptime_ms=None if uptime == UINT64_MAX else int(uptime),
+        grace_remaining_ms=int(lib.redlock_node_status_grace_remaining_ms(raw)),
+        server_version=text(lib.redlock_node_status_server_version(raw)),
+        persistence=text(lib.redlock_node_status_persistence(raw)),
+        warnings=tuple(
+            text(lib.redlock_node_status_warning(raw, i)) or ""
+            for i in range(lib.redlock_node_status_warning_count(raw))
+        ),
+        clock_offset_ms=int(offset.value) if offset_known else None,
+        quarantine_remaining_ms=int(lib.redlock_node_status_quarantine_remaining_ms(raw)),
+        quarantine_reason=text(lib.redlock_node_status_quarantine_reason(raw)),
+    )
