@@ -206,6 +206,7 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     "redlock_node_status_run_id": ([redlock_node_status_p], c_char_p),
     "redlock_node_status_last_error": ([redlock_node_status_p], c_char_p),
     "redlock_node_status_server_version": ([redlock_node_status_p], c_char_p),
+    "redlock_node_status_server_name": ([redlock_node_status_p], c_char_p),
     "redlock_node_status_persistence": ([redlock_node_status_p], c_char_p),
     "redlock_node_status_warning_count": ([redlock_node_status_p], c_size_t),
     "redlock_node_status_warning": ([redlock_node_status_p, c_size_t], c_char_p),

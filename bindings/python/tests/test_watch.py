@@ -109,8 +109,9 @@ def test_waiters_get_the_lock_after_release(nodes, make_client, resource):
     for t in threads:
         t.start()
     # Release once the waiters listen on every node (one subscription per node for the
-    # client): a release before that would leave them to their fallback wait.
-    channel = f"redlock:released:{resource}"
+    # client): a release before that would leave them to their fallback wait. The channel
+    # shares the resource's hash slot: redlock:released:{<resource>}:<resource>.
+    channel = f"redlock:released:{{{resource}}}:{resource}"
     deadline = time.monotonic() + 5
     while not all(node.command("PUBSUB", "NUMSUB", channel)[1] == 1 for node in nodes):
         assert time.monotonic() < deadline, "the waiters never subscribed"
