@@ -59,6 +59,9 @@ func TestNodeStatusReportsTheGuards(t *testing.T) {
 		if s.ServerVersion == "" || s.ServerVersion[0] < '1' || s.ServerVersion[0] > '9' {
 			t.Errorf("%s: ServerVersion %q", s.Address, s.ServerVersion)
 		}
+		if s.ServerName != "redis" && s.ServerName != "valkey" {
+			t.Errorf("%s: ServerName %q", s.Address, s.ServerName)
+		}
 		if !strings.Contains(s.Persistence, "AOF") {
 			t.Errorf("%s: Persistence %q", s.Address, s.Persistence)
 		}

@@ -25,8 +25,12 @@ type NodeStatus struct {
 	// GraceRemaining is, with Options.RestartGrace, how much longer the node does not count
 	// toward acquires.
 	GraceRemaining time.Duration
-	// ServerVersion is the server's redis_version at the last connect; empty when unknown.
+	// ServerVersion is the server's own version at the last connect (valkey_version on
+	// Valkey, whose redis_version is the Redis it matches); empty when unknown.
 	ServerVersion string
+	// ServerName says which server it is, by what it says of itself: "redis", "valkey", or
+	// another server's server_name; empty when unknown.
+	ServerName string
 	// Persistence is the node's persistence as it reported it (e.g. "no AOF, no RDB
 	// snapshots"); empty when unknown. Without persistence a restart forgets locks:
 	// consider Options.RestartGrace.
@@ -80,6 +84,7 @@ func readNodeStatus(raw *C.redlock_node_status) NodeStatus {
 		Uptime:              -1,
 		GraceRemaining:      time.Duration(C.redlock_node_status_grace_remaining_ms(raw)) * time.Millisecond,
 		ServerVersion:       goString(C.redlock_node_status_server_version(raw)),
+		ServerName:          goString(C.redlock_node_status_server_name(raw)),
 		Persistence:         goString(C.redlock_node_status_persistence(raw)),
 		QuarantineRemaining: time.Duration(C.redlock_node_status_quarantine_remaining_ms(raw)) * time.Millisecond,
 		QuarantineReason:    goString(C.redlock_node_status_quarantine_reason(raw)),

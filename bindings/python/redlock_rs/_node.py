@@ -33,7 +33,11 @@ class NodeStatus:
     grace_remaining_ms: int
     """With ``restart_grace_ms``: how much longer the node does not count toward acquires."""
     server_version: str | None = None
-    """The server's ``redis_version`` at the last connect; ``None`` when unknown."""
+    """The server's own version at the last connect (``valkey_version`` on Valkey, whose
+    ``redis_version`` is the Redis it matches); ``None`` when unknown."""
+    server_name: str | None = None
+    """Which server it is, by what it says of itself: ``"redis"``, ``"valkey"``, or another
+    server's ``server_name``; ``None`` when unknown."""
     persistence: str | None = None
     """The node's persistence as it reported it (e.g. ``"no AOF, no RDB snapshots"``);
     ``None`` when unknown. Without persistence a restart forgets locks: consider
@@ -77,6 +81,7 @@ def _read(raw: Any) -> NodeStatus:
         uptime_ms=None if uptime == UINT64_MAX else int(uptime),
         grace_remaining_ms=int(lib.redlock_node_status_grace_remaining_ms(raw)),
         server_version=text(lib.redlock_node_status_server_version(raw)),
+        server_name=text(lib.redlock_node_status_server_name(raw)),
         persistence=text(lib.redlock_node_status_persistence(raw)),
         warnings=tuple(
             text(lib.redlock_node_status_warning(raw, i)) or ""

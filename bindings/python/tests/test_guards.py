@@ -58,6 +58,7 @@ def test_node_status_reports_the_guards(urls):
     assert len(statuses) == len(urls)
     for status in statuses:
         assert status.server_version and status.server_version[0].isdigit()
+        assert status.server_name in ("redis", "valkey")
         assert status.persistence is not None and "AOF" in status.persistence
         assert status.warnings == ()
         assert status.quarantine_remaining_ms == 0
