@@ -81,21 +81,25 @@ mod support;
 
 mod checker;
 mod client;
+mod fenced;
 mod keys;
 mod kinds;
+mod relay;
 mod schedule;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use checker::{
-    Verdict, check, checker_catches_made_up_violations, lock_bound_ms, ms, read_logs, summarize,
+    Options, Verdict, check, check_coverage, checker_catches_made_up_violations, fault_table,
+    lock_bound_ms, ms, read_logs, summarize,
 };
 use client::{child, parse_child};
-use schedule::{describe, drive, schedule};
+use relay::Relay;
+use schedule::{Lab, describe, drive, schedule};
 use support::{Cluster, RedisNode, eventually};
 
 const NODES: usize = 5;
@@ -125,6 +129,17 @@ const STALL_MIN_NS_MS: u64 = 10;
 const STALL_MIN_NS: u64 = STALL_MIN_NS_MS * MS;
 /// A crashed node stays down at least this long: longer than any TTL (see the module docs).
 const MIN_DOWN_AFTER_KILL_MS: u64 = TTL_MAX_MS + 200;
+/// Restart phases and quick-restart phases alternate this often (see the module docs).
+const PHASE_MS: u64 = 10_000;
+/// No quick restart within this long after a quick phase began: every call of a client without
+/// grace (which the phase before used) has returned by then, stalls of a second included.
+const GUARD_IN_MS: u64 = 2_000;
+/// Nor within this long before it ends: a lock the restarted node forgot expires within the
+/// largest TTL, and a timed restart may wait up to a second for its moment.
+const GUARD_OUT_MS: u64 = TTL_MAX_MS + 2_000;
+/// How long the clock guard keeps a node whose clock jumped out of acquire quorums: longer
+/// than the largest TTL, so that every key the jump shortened reaches its original expiry.
+const CLOCK_QUARANTINE: Duration = Duration::from_millis(TTL_MAX_MS + 1_000);
 const SHORT_CHAOS_MS: u64 = 40_000;
 const WARMUP_MS: u64 = 2_000;
 /// Clients keep working this long after the last fault healed.
@@ -179,6 +194,79 @@ impl Rng {
     fn chance(&mut self, p: f64) -> bool {
         ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
+}
+
+/// The ways to break the run on purpose, to watch the rules fire (see the module docs), and
+/// what the clients are built with; passed to the client processes.
+#[derive(Debug, Clone, Copy)]
+pub struct Flags {
+    /// `--eager-restarts`: quick restarts in every phase, also for clients without grace.
+    pub eager: bool,
+    /// `--grace-ms N`: the restart grace of the quick phases' clients (default: the largest TTL).
+    pub grace_ms: u64,
+    /// `--unchecked-storage`: the fenced storage checks no token.
+    pub unchecked_storage: bool,
+    /// `--no-clock-guard`: clients without the clock guard.
+    pub no_clock_guard: bool,
+}
+
+impl Flags {
+    fn arg(&self) -> String {
+        format!(
+            "{},{},{},{}",
+            u8::from(self.eager),
+            self.grace_ms,
+            u8::from(self.unchecked_storage),
+            u8::from(self.no_clock_guard)
+        )
+    }
+
+    pub fn parse(arg: &str) -> Flags {
+        let f: Vec<&str> = arg.split(',').collect();
+        Flags {
+            eager: f[0] == "1",
+            grace_ms: f[1].parse().expect("grace"),
+            unchecked_storage: f[2] == "1",
+            no_clock_guard: f[3] == "1",
+        }
+    }
+
+    /// What a replay needs on its command line besides the seed and the length.
+    fn command_line(&self) -> String {
+        let mut s = String::new();
+        if self.eager {
+            s += " --eager-restarts";
+        }
+        if self.grace_ms != TTL_MAX_MS {
+            s += &format!(" --grace-ms {}", self.grace_ms);
+        }
+        if self.unchecked_storage {
+            s += " --unchecked-storage";
+        }
+        if self.no_clock_guard {
+            s += " --no-clock-guard";
+        }
+        s
+    }
+
+    fn broken(&self) -> bool {
+        !self.command_line().is_empty()
+    }
+}
+
+/// Builds the clock shim (`tests/support/clockshift.c`) into `dir` with the system's C compiler.
+fn build_shim(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/clockshift.c");
+    let out = dir.join("clockshift.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let status = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
+    assert!(status.success(), "building {} failed", source.display());
+    out
 }
 
 fn resource(i: usize) -> String {
@@ -244,10 +332,11 @@ impl Drop for TempDir {
     }
 }
 
-fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
+fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     checker_catches_made_up_violations();
     kinds::checker_catches_made_up_violations();
-    let faults = schedule(seed, chaos_ms, eager);
+    fenced::checker_catches_made_up_violations();
+    let faults = schedule(seed, chaos_ms, flags.eager);
     println!(
         "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
         chaos_ms / 1000,
@@ -256,73 +345,131 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
         } else {
             format!(" --minutes {}", chaos_ms / 60_000)
         },
-        if eager { " --eager-restarts" } else { "" }
+        flags.command_line()
     );
-    if eager {
+    if flags.broken() {
         println!(
-            "EAGER RESTARTS: crashed minority nodes come back empty within 100 ms, while locks \
-             they held are live; the seed predicts violations, and the checker should find them"
+            "BROKEN ON PURPOSE ({}): the checker should find violations",
+            flags.command_line().trim()
         );
     }
     println!(
-        "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms",
+        "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms, restart grace {} ms in quick phases, clock quarantine {} ms",
         NODE_TIMEOUT.as_millis(),
         RETRY_DELAY.as_millis(),
-        RETRY_JITTER.as_millis()
+        RETRY_JITTER.as_millis(),
+        flags.grace_ms,
+        CLOCK_QUARANTINE.as_millis()
     );
+    let phases: Vec<String> = (0..chaos_ms.div_ceil(PHASE_MS))
+        .map(|k| {
+            let quick = schedule::quick_phase(seed, (k * PHASE_MS) as i64);
+            format!(
+                "{}s {}",
+                k * PHASE_MS / 1000,
+                if quick { "quick" } else { "delayed" }
+            )
+        })
+        .collect();
+    println!("phases: {}", phases.join(", "));
     println!("schedule ({} faults):", faults.len());
     for f in &faults {
         println!("  {}", describe(f));
     }
 
-    let mut cluster = Cluster::start(NODES);
-    let data = RedisNode::start();
     let mut dir = TempDir(
         std::env::temp_dir().join(format!("redlock-chaos-{}", std::process::id())),
         false,
     );
     std::fs::create_dir_all(&dir.0).expect("log dir");
+    // Every lock node runs under the clock shim, its offset in a file of its own.
+    let shim = build_shim(&dir.0);
+    let clock_files: Vec<PathBuf> = (0..NODES)
+        .map(|n| dir.0.join(format!("clock-n{n}")))
+        .collect();
+    let nodes = clock_files
+        .iter()
+        .map(|file| {
+            std::fs::write(file, "0").expect("clock file");
+            RedisNode::start_with_env(
+                &[],
+                &[
+                    ("LD_PRELOAD", shim.to_str().expect("utf-8 path")),
+                    ("CLOCKSHIFT_FILE", file.to_str().expect("utf-8 path")),
+                ],
+            )
+        })
+        .collect();
+    let mut cluster = Cluster { nodes };
+    let data = RedisNode::start();
+    let relays: Vec<Vec<Relay>> = (0..CLIENTS)
+        .map(|_| cluster.nodes.iter().map(|n| Relay::start(n.port)).collect())
+        .collect();
     let logs: Vec<PathBuf> = (0..CLIENTS)
         .map(|i| dir.0.join(format!("client-{i}.log")))
         .collect();
 
     let origin = now_ns();
     let chaos_start = origin + WARMUP_MS * MS;
-    let last_fault_end = faults.iter().map(|f| f.at_ms + f.dur_ms).max().unwrap_or(0);
-    // Restarts take a moment each; the tail is counted from the planned end, generously.
-    let end_ns = chaos_start + (last_fault_end + TAIL_MS + 1_000) * MS;
+    let planned_end = faults
+        .last()
+        .map_or(0, |f| f.at_ms + f.steps.iter().map(|(d, _)| d).sum::<u64>());
+    // Timed restarts and pauses waiting for a write run late: the tail is counted from the
+    // planned end, generously.
+    let end_ns = chaos_start + (planned_end + TAIL_MS + 3_000) * MS;
 
     let exe = std::env::current_exe().expect("current_exe");
     let (lines_tx, lines) = crossbeam_channel::unbounded::<(usize, String)>();
+    let (writes_tx, writes) = crossbeam_channel::unbounded::<(usize, String, u64)>();
     let mut children = Children(Vec::new());
     for (i, log) in logs.iter().enumerate() {
+        let urls: Vec<String> = relays[i].iter().map(Relay::url).collect();
         let mut child = Command::new(&exe)
             .arg("--child")
             .arg(i.to_string())
+            .arg(urls.join(","))
             .arg(cluster.urls().join(","))
             .arg(data.url())
+            .arg(chaos_start.to_string())
             .arg(end_ns.to_string())
             .arg(seed.to_string())
             .arg(log)
+            .arg(flags.arg())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("start a client process");
         let stdout = child.stdout.take().expect("piped stdout");
-        let tx = lines_tx.clone();
+        let (tx, wtx) = (lines_tx.clone(), writes_tx.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send((i, line));
+                // "W client kind when": a holder about to write, for the driver's pauses.
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.first() == Some(&"W") && f.len() == 4 {
+                    let when = f[3].parse().unwrap_or(0);
+                    let _ = wtx.send((i, f[2].to_owned(), when));
+                } else {
+                    let _ = tx.send((i, line));
+                }
             }
         });
         let stdin = child.stdin.take();
         children.0.push((child, stdin));
     }
     drop(lines_tx);
+    drop(writes_tx);
 
-    let outages = drive(&mut cluster, &faults, chaos_start);
-    let last_heal = outages.iter().map(|o| o.up_ns).max().unwrap_or(0);
-    println!("last fault healed at {}", ms(last_heal, origin));
+    let lab = Lab {
+        clock_files,
+        relays,
+        pids: children.0.iter().map(|(c, _)| c.id() as i32).collect(),
+        writes,
+    };
+    let record = drive(&mut cluster, &lab, &faults, chaos_start);
+    println!(
+        "last fault healed at {}",
+        ms(checker::last_heal(&record), origin)
+    );
 
     let mut verdict = Verdict {
         violations: Vec::new(),
@@ -351,22 +498,25 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
         return false;
     }
 
-    // (d) Connections: on each lock node one worker connection per client process, plus the
-    // one counting, and at most one subscriber connection per process (its waiters share it; it
-    // stays, idle, for the next waiter). Closed sockets (the key probes') leave the list once
-    // the server has seen them close.
+    // (d) Connections: on each lock node one worker connection per Redlock client (two per
+    // client process: with and without grace), plus the one counting, and at most one
+    // subscriber connection per Redlock client (its waiters share it; it stays, idle, for the
+    // next waiter). Closed sockets (the key probes', and the relays' once both ends closed)
+    // leave the list once the server has seen them close.
+    let per_process = 2;
     for (i, node) in cluster.nodes.iter().enumerate() {
         let mut seen = (0, 0);
         if !eventually(Duration::from_secs(5), || {
             seen = connections(node);
-            seen.0 == CLIENTS + 1 && seen.1 <= CLIENTS
+            seen.0 == CLIENTS * per_process + 1 && seen.1 <= CLIENTS * per_process
         }) {
             verdict.fail(format!(
                 "(d) lock node n{i} has {} command and {} subscriber connections, expected {} \
-                 (one per client process plus this check) and at most {CLIENTS}",
+                 (one per Redlock client plus this check) and at most {}",
                 seen.0,
                 seen.1,
-                CLIENTS + 1
+                CLIENTS * per_process + 1,
+                CLIENTS * per_process
             ));
         }
     }
@@ -400,28 +550,147 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
             .expect("GET counter");
         counters.insert(res, value.unwrap_or(0));
     }
-    check(&logs, &outages, &counters, origin, &mut verdict);
+    let options = Options { eager: flags.eager };
+    let stats = check(&logs, &record, &counters, origin, &options, &mut verdict);
     let rw_counter: Option<u64> = redis::cmd("GET")
         .arg(counter_key(kinds::RW_RESOURCE))
         .query(&mut data.conn())
         .expect("GET counter");
     let kind_stats = kinds::check(
         &logs,
-        &outages,
+        &record.outages,
         rw_counter.unwrap_or(0),
         origin,
         &mut verdict,
     );
+    let storage = fenced::Storage::read(&mut data.conn());
+    let fenced_stats = fenced::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    check_coverage(&logs, &record, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
     }
-    summarize(&logs, &outages, &faults, &verdict);
+    summarize(&logs, &record, &stats);
     kinds::summarize(&logs, &kind_stats);
+    fenced::summarize(&fenced_stats);
+    print_table(
+        &logs,
+        &record,
+        &stats,
+        &fenced_stats,
+        &verdict,
+        seed,
+        chaos_ms,
+        flags,
+    );
     for v in &verdict.violations {
         println!("VIOLATION {v}");
     }
     dir.1 = !verdict.violations.is_empty();
     verdict.violations.is_empty()
+}
+
+/// The run's summary as markdown, to paste into `docs/guarantees.md`: faults by class,
+/// acquisitions by kind, violations, keys left, known-limit events.
+#[allow(clippy::too_many_arguments)]
+fn print_table(
+    logs: &checker::Logs,
+    record: &schedule::Record,
+    stats: &checker::Stats,
+    fenced: &fenced::Stats,
+    verdict: &Verdict,
+    seed: u64,
+    chaos_ms: u64,
+    flags: Flags,
+) {
+    println!();
+    println!(
+        "summary: `cargo test --release --test chaos -- --seed {seed}{}{}`",
+        if chaos_ms == SHORT_CHAOS_MS {
+            String::new()
+        } else {
+            format!(" --minutes {}", chaos_ms / 60_000)
+        },
+        flags.command_line()
+    );
+    println!();
+    println!("| fault class | injected |");
+    println!("| --- | --- |");
+    for (class, n) in fault_table(record, logs) {
+        println!("| {class} | {n} |");
+    }
+    println!();
+    let acquired = |f: &dyn Fn(&checker::Call) -> bool| {
+        logs.calls
+            .iter()
+            .filter(|c| {
+                matches!(c.op.as_str(), "lock" | "try_lock" | "wait" | "overask")
+                    && c.outcome == "ok"
+                    && !c.resource.starts_with("chaos:final")
+                    && f(c)
+            })
+            .count()
+    };
+    let mutex = acquired(&|c| c.resource.starts_with("chaos:r"));
+    let role = |r: &str| logs.kinds.iter().filter(|h| h.role == r).count();
+    let cancelled = |res: &str| {
+        logs.waits
+            .iter()
+            .filter(|w| w.resource.starts_with(res) && w.outcome == "cancelled")
+            .count()
+    };
+    println!("| acquisitions by kind | count |");
+    println!("| --- | --- |");
+    println!(
+        "| mutex (plain and reentrant) | {mutex} ({} cancelled waits) |",
+        cancelled("chaos:r")
+    );
+    println!(
+        "| fenced | {} ({} ordered pairs checked) |",
+        fenced.holds, fenced.ordered_pairs
+    );
+    println!(
+        "| read-write: read / write / plain | {} / {} / {} ({} cancelled waits) |",
+        role("read"),
+        role("write"),
+        role("plain"),
+        cancelled(kinds::RW_RESOURCE)
+    );
+    println!(
+        "| semaphore permits (L = {}) | {} ({} cancelled waits) |",
+        kinds::PERMITS,
+        role("permit"),
+        cancelled(kinds::SEM_RESOURCE)
+    );
+    println!(
+        "| with restart grace / without | {} / {} |",
+        acquired(&|c| c.variant == "g"),
+        acquired(&|c| c.variant == "n")
+    );
+    println!();
+    let leaked = logs
+        .sightings
+        .iter()
+        .filter(|s| checker::judge(s, &record.outages, logs) == checker::KeyFate::Leak)
+        .count();
+    println!("| outcome | count |");
+    println!("| --- | --- |");
+    println!("| violations | {} |", verdict.violations.len());
+    println!(
+        "| keys left after a finished call (leaks) | {leaked} (of {} calls probed) |",
+        logs.probes.values().map(|p| p.0).sum::<u64>()
+    );
+    println!(
+        "| known limit: unfenced writes made late by a pause, counters broken | {} late ({} after a driver pause, {} starved), {} counter(s) broken |",
+        stats.late_paused + stats.late_starved,
+        stats.late_paused,
+        stats.late_starved,
+        stats.known_limit.len()
+    );
+    println!(
+        "| fenced writes made late, rejected by the storage | {} of {} late ({} after a driver pause) |",
+        fenced.late_rejected, fenced.late, fenced.late_paused
+    );
+    println!();
 }
 
 fn main() {
@@ -432,7 +701,12 @@ fn main() {
     }
     let mut seed = None;
     let mut minutes = None;
-    let mut eager = false;
+    let mut flags = Flags {
+        eager: false,
+        grace_ms: TTL_MAX_MS,
+        unchecked_storage: false,
+        no_clock_guard: false,
+    };
     let mut filters = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -449,7 +723,18 @@ fn main() {
                     std::process::exit(2)
                 })
             }
-            "--eager-restarts" => eager = true,
+            "--eager-restarts" => flags.eager = true,
+            "--grace-ms" => {
+                flags.grace_ms = it
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .unwrap_or_else(|| {
+                        eprintln!("--grace-ms needs a number");
+                        std::process::exit(2)
+                    })
+            }
+            "--unchecked-storage" => flags.unchecked_storage = true,
+            "--no-clock-guard" => flags.no_clock_guard = true,
             "--list" => {
                 println!("chaos: test");
                 return;
@@ -466,7 +751,7 @@ fn main() {
     }
     let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
     let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
-    if !run(seed, chaos_ms, eager) {
+    if !run(seed, chaos_ms, flags) {
         eprintln!("chaos: FAILED (seed {seed})");
         std::process::exit(1);
     }
