@@ -582,11 +582,62 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         chaos_ms,
         flags,
     );
+    if !verdict.violations.is_empty() {
+        print_timeline(&record, origin);
+    }
     for v in &verdict.violations {
         println!("VIOLATION {v}");
     }
     dir.1 = !verdict.violations.is_empty();
     verdict.violations.is_empty()
+}
+
+/// What the driver really did and when, to read violations against.
+fn print_timeline(record: &schedule::Record, origin: u64) {
+    let mut events: Vec<(u64, String)> = Vec::new();
+    for o in &record.outages {
+        let who = o.client.map_or(String::new(), |c| format!(" for c{c}"));
+        events.push((
+            o.down_ns,
+            format!(
+                "{:?} n{}{who} until {}",
+                o.action,
+                o.node,
+                ms(o.up_ns, origin)
+            ),
+        ));
+    }
+    for r in &record.restarts {
+        events.push((
+            r.killed,
+            format!(
+                "{} restart of n{}: killed, new process spawned at x.{:03} s of its clock",
+                if r.quick { "quick" } else { "delayed" },
+                r.node,
+                r.permille
+            ),
+        ));
+    }
+    for &(at, node, offset) in &record.shifts {
+        events.push((at, format!("clock of n{node} set to +{offset} ms")));
+    }
+    for p in &record.pauses {
+        events.push((
+            p.from,
+            format!(
+                "SIGSTOP c{} until {}{}",
+                p.client,
+                ms(p.to, origin),
+                p.at_write
+                    .map_or(String::new(), |k| format!(" (at a {k} write)"))
+            ),
+        ));
+    }
+    events.sort();
+    println!("timeline (what the driver did):");
+    for (at, what) in events {
+        println!("  {}  {what}", ms(at, origin));
+    }
 }
 
 /// The run's summary as markdown, to paste into `docs/guarantees.md`: faults by class,

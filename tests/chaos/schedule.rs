@@ -60,12 +60,16 @@ pub enum Step {
     /// SIGKILL; the node stays down until its `Restart`, longer than the largest TTL.
     Kill(usize),
     Restart(usize),
-    /// SIGKILL, down for `down_ms`, restarted empty; with `at_permille`, timed so that the new
-    /// process starts at that fraction of a second of the node's wall clock.
+    /// SIGKILL, down for `down_ms`, restarted empty. With `at_permille`, timed so that the new
+    /// process starts at that fraction of a second of the node's wall clock, and every client
+    /// kept off it (its relays refusing) until `reconnect_ms` after the next second boundary:
+    /// the clients then connect to a process a few hundredths of a second old whose
+    /// `uptime_in_seconds` already says 1.
     QuickRestart {
         node: usize,
         down_ms: u64,
         at_permille: Option<u64>,
+        reconnect_ms: u64,
     },
     /// The node's wall clock is set to `ms` ahead of the real one (0: back to the real time).
     Shift {
@@ -97,11 +101,16 @@ pub enum Class {
     Partition,
     ClockJump,
     Pause,
-    /// One client cut off from two nodes (so it holds its locks on a bare majority), then a
-    /// node of that majority restarted empty, then another client cut off from the other two:
-    /// its only quorum holds the restarted node. The restart-grace and fencing scenarios of
-    /// issue 24.
-    RestartCombo,
+    /// One client cut off from two nodes (so it holds its locks on a bare majority), another
+    /// from the other two of that majority (so its only quorum shares one node with the
+    /// first's, and its threads queue up on what the first holds), then that node restarted
+    /// empty. The restart-grace scenario of issue 24.
+    Young,
+    /// Two nodes hung while the others take fenced acquisitions (their counters fall behind),
+    /// then a third node crashes and the other two hang while the first two come back, then it
+    /// restarts empty: the only quorum is the restarted node and the two stale ones. The
+    /// fencing scenario of issue 24, with hangs instead of partitions.
+    Fence,
 }
 
 /// Steps at `at_ms` from the start of the chaos phase, each `delay` ms after the previous
@@ -154,13 +163,14 @@ fn quick(rng: &mut Rng, node: usize) -> Step {
         node,
         down_ms: rng.range(0, 100),
         at_permille,
+        reconnect_ms: rng.range(5, 100),
     }
 }
 
-/// Faults one after the other. Each phase opens with a restart combo (quick restarts in quick
-/// phases, a delayed restart in the others); the other classes each come once early on in a
-/// seeded order, then at random; a majority (three nodes) goes down about every 20 s, the
-/// first after 18 s.
+/// Faults one after the other. Each phase opens with the two restart combos in a seeded order
+/// (quick restarts in quick phases where the guard bands allow, delayed restarts otherwise);
+/// the other classes each come once early on in a seeded order, then at random; a majority
+/// (three nodes) goes down about every 20 s, the first after 18 s.
 pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let mut faults = Vec::new();
@@ -174,19 +184,26 @@ pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
     for i in (1..first.len()).rev() {
         first.swap(i, rng.below(i as u64 + 1) as usize);
     }
-    let mut combo_phase = None;
+    let mut phase = None;
+    let mut combos = Vec::new();
     let mut t = rng.range(200, 800);
     while t < chaos_ms {
-        let phase = t / PHASE_MS;
+        if phase != Some(t / PHASE_MS) {
+            phase = Some(t / PHASE_MS);
+            combos = if rng.chance(0.5) {
+                vec![Class::Young, Class::Fence]
+            } else {
+                vec![Class::Fence, Class::Young]
+            };
+        }
+        // In a quick phase, wait for the guard band to open.
+        let combo_ok = !quick_phase(seed, t as i64)
+            || quick_window(seed, t + 300, eager) && quick_window(seed, t + 1_500, eager);
         let class = if t >= next_majority {
             next_majority += 20_000;
             Class::Majority
-        } else if combo_phase != Some(phase)
-            && (!quick_phase(seed, t as i64)
-                || quick_window(seed, t + 300, eager) && quick_window(seed, t + 1_000, eager))
-        {
-            combo_phase = Some(phase);
-            Class::RestartCombo
+        } else if combo_ok && let Some(c) = combos.pop() {
+            c
         } else if let Some(c) = first.pop() {
             c
         } else {
@@ -195,7 +212,8 @@ pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
                 30..50 => Class::Partition,
                 50..65 => Class::ClockJump,
                 65..80 => Class::Pause,
-                _ => Class::RestartCombo,
+                80..90 => Class::Young,
+                _ => Class::Fence,
             }
         };
         let fault = build(class, t, seed, eager, &mut rng);
@@ -241,6 +259,7 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
                             node: n,
                             down_ms: rng.range(0, 100),
                             at_permille: None,
+                            reconnect_ms: 0,
                         },
                     ));
                 } else {
@@ -329,25 +348,26 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
             // Longer than any lock's validity.
             steps.push((rng.range(TTL_MAX_MS + 100, 1_500), Step::Cont(client)));
         }
-        Class::RestartCombo => {
+        Class::Young => {
             let clients = pick_clients(rng, 2);
             let (a, b) = (clients[0], clients[1]);
             let cut_a = pick_nodes(rng, 2, &[]);
             let x = pick_nodes(rng, 1, &cut_a)[0];
-            let mut rest: Vec<usize> = (0..NODES)
+            let rest: Vec<usize> = (0..NODES)
                 .filter(|n| !cut_a.contains(n) && *n != x)
                 .collect();
-            rest.sort_unstable();
-            let m = mode(rng);
-            for &n in &cut_a {
-                steps.push((
-                    0,
-                    Step::Cut {
-                        client: a,
-                        node: n,
-                        mode: m,
-                    },
-                ));
+            for (client, nodes) in [(a, &cut_a), (b, &rest)] {
+                let m = mode(rng);
+                for &n in nodes {
+                    steps.push((
+                        0,
+                        Step::Cut {
+                            client,
+                            node: n,
+                            mode: m,
+                        },
+                    ));
+                }
             }
             let before = rng.range(300, 1_000);
             if quick_window(seed, at_ms + before, eager) {
@@ -355,17 +375,6 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
             } else {
                 steps.push((before, Step::Kill(x)));
                 steps.push((rng.range(MIN_DOWN_AFTER_KILL_MS, 1_200), Step::Restart(x)));
-            }
-            let m = mode(rng);
-            for &n in &rest {
-                steps.push((
-                    0,
-                    Step::Cut {
-                        client: b,
-                        node: n,
-                        mode: m,
-                    },
-                ));
             }
             let dur = rng.range(300, 1_000);
             for (i, &n) in cut_a.iter().enumerate() {
@@ -377,6 +386,37 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
             for &n in &rest {
                 steps.push((0, Step::Heal { client: b, node: n }));
             }
+        }
+        Class::Fence => {
+            let stale = pick_nodes(rng, 2, &[]);
+            let x = pick_nodes(rng, 1, &stale)[0];
+            let others: Vec<usize> = (0..NODES)
+                .filter(|n| !stale.contains(n) && *n != x)
+                .collect();
+            for &n in &stale {
+                steps.push((0, Step::Hang(n)));
+            }
+            let before = rng.range(600, 1_500);
+            let quick_restart = quick_window(seed, at_ms + before, eager);
+            if !quick_restart {
+                steps.push((before, Step::Kill(x)));
+            }
+            for (i, &n) in others.iter().enumerate() {
+                let delay = if i == 0 && quick_restart { before } else { 0 };
+                steps.push((delay, Step::Hang(n)));
+            }
+            for &n in &stale {
+                steps.push((0, Step::Resume(n)));
+            }
+            if quick_restart {
+                steps.push((0, quick(rng, x)));
+                // Past the grace, with the other two still hung.
+                steps.push((rng.range(TTL_MAX_MS + 100, 1_200), Step::Resume(others[0])));
+            } else {
+                steps.push((rng.range(MIN_DOWN_AFTER_KILL_MS, 1_200), Step::Restart(x)));
+                steps.push((rng.range(300, 1_000), Step::Resume(others[0])));
+            }
+            steps.push((0, Step::Resume(others[1])));
         }
     }
     Fault {
@@ -409,9 +449,12 @@ pub fn describe(fault: &Fault) -> String {
                     node,
                     down_ms,
                     at_permille,
+                    reconnect_ms,
                 } => format!(
                     "quick-restart n{node} ({down_ms} ms down{})",
-                    at_permille.map_or(String::new(), |p| format!(", starts at x.{p:03} s"))
+                    at_permille.map_or(String::new(), |p| format!(
+                        ", starts at x.{p:03} s, clients back at x+1.{reconnect_ms:03} s"
+                    ))
                 ),
                 Step::Shift { node, ms } => format!("clock n{node} +{ms} ms"),
                 Step::Cut { client, node, mode } => {
@@ -490,8 +533,9 @@ pub struct Restart {
 pub struct Record {
     pub outages: Vec<Outage>,
     pub pauses: Vec<Pause>,
-    /// Every step of a node's clock: the new offset, ms (0: back to the real time).
-    pub shifts: Vec<u64>,
+    /// Every step of a node's clock: when, which node, the new offset in ms (0: back to the
+    /// real time).
+    pub shifts: Vec<(u64, usize, u64)>,
     pub restarts: Vec<Restart>,
 }
 
@@ -579,6 +623,7 @@ pub fn drive(cluster: &mut Cluster, lab: &Lab, faults: &[Fault], chaos_start_ns:
                     node,
                     down_ms,
                     at_permille,
+                    reconnect_ms,
                 } => {
                     if let Some(p) = at_permille {
                         // Kill so that the restart comes `down_ms` later at x.p of the node's
@@ -591,6 +636,10 @@ pub fn drive(cluster: &mut Cluster, lab: &Lab, faults: &[Fault], chaos_start_ns:
                             .unwrap_or(kill_at + 1_000 - down_ms);
                         let wait = kill_at.saturating_sub(now);
                         std::thread::sleep(Duration::from_millis(wait));
+                        for (client, relays) in lab.relays.iter().enumerate() {
+                            relays[node].cut(CutMode::Refuse);
+                            open.push((node, Some(client), Action::Refuse, now_ns()));
+                        }
                     }
                     cluster.nodes[node].kill();
                     let killed = now_ns();
@@ -611,11 +660,20 @@ pub fn drive(cluster: &mut Cluster, lab: &Lab, faults: &[Fault], chaos_start_ns:
                         killed,
                         permille,
                     });
+                    if at_permille.is_some() {
+                        let now = wall_ms(offsets[node]);
+                        let back = now - now % 1_000 + 1_000 + reconnect_ms;
+                        std::thread::sleep(Duration::from_millis(back - now));
+                        for (client, relays) in lab.relays.iter().enumerate() {
+                            close(&mut open, node, Some(client), &mut rec);
+                            relays[node].heal();
+                        }
+                    }
                 }
                 Step::Shift { node, ms } => {
                     std::fs::write(&lab.clock_files[node], ms.to_string()).expect("clock file");
                     offsets[node] = ms;
-                    rec.shifts.push(ms);
+                    rec.shifts.push((now_ns(), node, ms));
                 }
                 Step::Cut { client, node, mode } => {
                     lab.relays[client][node].cut(mode);
