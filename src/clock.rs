@@ -10,8 +10,8 @@
 //! on a bare majority.
 //!
 //! # How
-//! `TIME` rides in the same pipeline as every batch that carries an acquire, so it costs no
-//! extra round trip. Each worker keeps its previous sample `(node time, sent, received)`. Between
+//! `TIME` rides in the same pipeline as every batch that carries an acquire or an extension, so
+//! it costs no extra round trip. Each worker keeps its previous sample `(node time, sent, received)`. Between
 //! two samples the node's clock may advance by at most what our monotonic clock did from the
 //! first send to the second reply, times `1 + rate`, plus the threshold; by at least what it did
 //! from the first reply to the second send, times `1 − rate`, minus the threshold. The round trips
@@ -23,12 +23,22 @@
 //!   then reached its original expiry).
 //! - **Backward jump**: reported (log and `node_status()`); keys live longer than asked, which
 //!   hurts liveness, not safety.
-//! - **Our own host was suspended** (laptop sleep, VM pause): our monotonic clock (`Instant`)
-//!   stood still while every node's clock moved on. The nodes are fine, but *our* held locks'
-//!   validity is wrong. Seen as the kernel's suspend counter (`CLOCK_BOOTTIME` −
-//!   `CLOCK_MONOTONIC`, Linux) growing, or, where that is not available, as our own wall clock
-//!   having moved together with the node's. The node is not quarantined for it;
-//!   [`ClockBoard::host_suspended`] records it for the held locks.
+//! - **Our own host was suspended** (laptop sleep): our monotonic clock (`Instant`) stood still
+//!   while every node's clock moved on. The nodes are fine, but *our* held locks' validity is
+//!   wrong. Seen as the kernel's suspend counter (`CLOCK_BOOTTIME` − `CLOCK_MONOTONIC`, Linux)
+//!   growing; the nodes are not quarantined for it, and [`ClockBoard::host_suspended`] records
+//!   it for the held locks, which are then reported lost.
+//! - **Our process was paused without the kernel knowing** (a hypervisor pausing the VM: the
+//!   guest's clocks all stand still, the suspend counter does not grow): every node's clock
+//!   seems to jump forward by the same amount. Each such node is quarantined as for a jump of
+//!   its own, and when a quorum of nodes jumped forward within [`TOGETHER`] of each other,
+//!   [`ClockBoard::forward_jump`] counts it as a suspension too: held locks are reported lost.
+//!   A quorum of nodes stepping together (nodes sharing a host) reads the same and gets the
+//!   same answer, which is right for it as well: our keys may have expired on a quorum. With
+//!   N = 1 or 2 a step of the nodes and a pause of ours cannot be told apart; both answers
+//!   apply. Where the kernel's counter is not available, our own wall clock having moved with
+//!   a node's reads as a suspension of ours, and the node is quarantined all the same (it may
+//!   be a step shared by our host and a node on it).
 //! - **At connect** a client has no earlier sample, so it cannot see a jump that happened before
 //!   it started. It compares each node's clock offset (node `TIME` − our wall clock) with the
 //!   other nodes' offsets and ours ([`cross_check`]): a node ahead of the (lower) median by more
@@ -37,10 +47,16 @@
 //!
 //! # What it cannot catch
 //! - A jump between two samples smaller than `threshold + rate × time between them`: with rare
-//!   acquires the samples are far apart, and a slow slew looks like drift.
-//! - A jump on a node this client has not sampled since (it only samples on acquire), seen only
-//!   on the next acquire: a lock acquired by *another* client in between was voted for by that
-//!   client's own guard, not ours.
+//!   acquires the samples are far apart, and a slow slew looks like drift. The same goes for a
+//!   pause of our process: one shorter than the threshold is not seen, so keep the threshold
+//!   below `ttl × drift_factor` where that matters, or use fencing tokens.
+//! - A holder that resumes from a pause and acts before this client contacts any node: nobody
+//!   can warn it. Its validity (on our monotonic clock) still looks fine, while the nodes may
+//!   have let its keys expire and handed the lock to another owner. Fencing tokens are the
+//!   answer to that window: the protected resource rejects the stale holder's token.
+//! - A jump on a node this client has not sampled since (it only samples on acquire and
+//!   extension), seen only at the next of those: a lock acquired by *another* client in between
+//!   was voted for by that client's own guard, not ours.
 //! - A node whose clock jumped before this client connected and that agrees with a majority of
 //!   the others (several nodes jumped together), or a node that was always ahead by a constant
 //!   amount (it is quarantined at each client's start though harmless).
@@ -53,6 +69,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::NodeProblem;
+use crate::quorum::quorum;
 
 /// Default clock-guard threshold: the largest step of a node's clock tolerated between two
 /// samples, beyond the rate difference `drift_factor` allows.
@@ -174,15 +191,14 @@ impl Detector {
         if moved > high {
             let excess = moved - high + threshold;
             // Without the kernel's suspend counter: if our own wall clock moved with the node's,
-            // it is our monotonic clock that stood still (a suspended host), not the node that
-            // jumped.
+            // our monotonic clock may have stood still (a suspended host). Or both wall clocks
+            // stepped together (a node on this host): the node is quarantined either way.
             let wall = signed_micros(s.wall) - signed_micros(p.wall);
             let ours_too = wall > high && (wall - moved).abs() <= threshold + (longest - shortest);
             if suspended.is_none() && ours_too {
                 seen.host_suspended = Some(duration(wall - longest));
-            } else {
-                seen.forward = Some(duration(excess));
             }
+            seen.forward = Some(duration(excess));
         } else if moved < low {
             seen.backward = Some(duration(low + threshold - moved));
         }
@@ -202,11 +218,18 @@ pub(crate) fn cross_check(mine: Offset, others: &[Offset], threshold: Duration) 
     (skew.abs() > micros(threshold) + mine.error + error).then_some(skew)
 }
 
+/// Forward jumps on a quorum of nodes seen within this long of each other are one event (the
+/// first calls after a pause of ours reach every node within a node timeout or so).
+const TOGETHER: Duration = Duration::from_secs(1);
+
 /// What the workers of one client share about clocks: each node's offset at its last connect
-/// (for [`cross_check`]) and our host's suspensions.
+/// (for [`cross_check`]), the forward jumps seen lately, and our host's suspensions.
 #[derive(Debug)]
 pub(crate) struct ClockBoard {
     offsets: Mutex<Vec<Option<Offset>>>,
+    /// Per node: when its clock was last seen jumping forward, and by how much; cleared once
+    /// counted as a pause of ours.
+    jumps: Mutex<Vec<Option<(Instant, Duration)>>>,
     suspensions: AtomicU64,
     /// When the last suspension was seen, to count one suspension once and not per node
     /// (where the kernel's suspend counter is not available).
@@ -224,6 +247,7 @@ impl ClockBoard {
     pub(crate) fn new(nodes: usize, threshold: Option<Duration>) -> Self {
         ClockBoard {
             offsets: Mutex::new(vec![None; nodes]),
+            jumps: Mutex::new(vec![None; nodes]),
             suspensions: AtomicU64::new(0),
             last_suspension: Mutex::new(None),
             kernel_seen: Mutex::new(suspended_so_far()),
@@ -281,6 +305,46 @@ impl ClockBoard {
             *last = Some(now);
         }
         self.count_suspension(gap);
+    }
+
+    /// A worker saw `node`'s clock jump forward by `jump`. When that has happened on a quorum
+    /// of nodes at about the same time, every node's clock moved on while our monotonic clock
+    /// did not: our process was paused (a VM pause, which the kernel's suspend counter does not
+    /// show), or a quorum of nodes stepped together. Either way the keys of our held locks may
+    /// have expired on a quorum while their validity, kept on our monotonic clock, says
+    /// otherwise, so it counts as a suspension: they are reported lost. The nodes are
+    /// quarantined as well (by the workers), since a step of their own cannot be told apart
+    /// from a pause of ours, with one or two nodes least of all.
+    pub(crate) fn forward_jump(&self, node: usize, jump: Duration, now: Instant) {
+        let Ok(mut jumps) = self.jumps.lock() else {
+            return;
+        };
+        if let Some(slot) = jumps.get_mut(node) {
+            *slot = Some((now, jump));
+        }
+        let mut together: Vec<Duration> = jumps
+            .iter()
+            .flatten()
+            .filter(|(at, _)| now.saturating_duration_since(*at) <= TOGETHER)
+            .map(|&(_, jump)| jump)
+            .collect();
+        let nodes = jumps.len();
+        if together.len() < quorum(nodes) {
+            return;
+        }
+        jumps.iter_mut().for_each(|j| *j = None);
+        drop(jumps);
+        together.sort_unstable();
+        let typical = together[together.len() / 2];
+        self.suspensions.fetch_add(1, Ordering::Relaxed);
+        log::warn!(
+            "redlock: the clocks of {} of {nodes} nodes jumped forward by about {} ms at once \
+             while our monotonic clock did not move: this process was paused (a VM pause, say) \
+             or those nodes' clocks stepped together; locks held across it may have expired on \
+             the nodes, this client reports them lost",
+            together.len(),
+            typical.as_millis()
+        );
     }
 
     fn count_suspension(&self, gap: Duration) {
@@ -476,9 +540,9 @@ impl Guard {
     }
 
     /// Whether a batch should carry `TIME`: the guard is on, the node answers it, and the
-    /// batch takes a lock.
-    pub(crate) fn wants_time(&self, has_acquire: bool) -> bool {
-        has_acquire && self.time_allowed && self.limits.is_some()
+    /// batch takes or extends a lock.
+    pub(crate) fn wants_time(&self, samples_clock: bool) -> bool {
+        samples_clock && self.time_allowed && self.limits.is_some()
     }
 
     /// A new connection: whether it answers `TIME` (its first reading then follows).
@@ -527,6 +591,7 @@ impl Guard {
             self.board.host_suspended(gap, now, time.suspended);
         }
         if let Some(jump) = seen.forward {
+            self.board.forward_jump(self.index, jump, now);
             events.push(self.quarantine(
                 jump,
                 now,
@@ -739,8 +804,10 @@ mod tests {
         let mut b = sample(t, 1_000, 1, 31_000, 31_000);
         b.suspended = None;
         let seen = d.observe(b, &LIMITS);
-        assert_eq!(seen.forward, None, "{seen:?}");
         assert!(seen.host_suspended.is_some_and(|g| g > ms(29_900)));
+        // ... or both wall clocks stepped (a node on this host): the node is quarantined all the
+        // same, never trusted on the strength of our own clock.
+        assert!(seen.forward.is_some_and(|j| j > ms(29_900)), "{seen:?}");
         // ... while a node that jumped alone is a jump.
         let mut d = Detector::default();
         d.observe(a, &LIMITS);
@@ -785,6 +852,34 @@ mod tests {
         assert_eq!(board.epoch(), 2);
         board.simulate_suspension();
         assert_eq!(board.epoch(), 3);
+    }
+
+    #[test]
+    fn forward_jumps_on_a_quorum_at_once_count_as_a_pause_of_ours() {
+        let now = Instant::now();
+        // Five nodes: two jumping is a matter for those two; the third within a second makes
+        // a quorum, counted once.
+        let board = ClockBoard::new(5, Some(ms(50)));
+        board.forward_jump(0, ms(3_000), now);
+        board.forward_jump(3, ms(3_010), now + ms(2));
+        assert_eq!(board.suspensions(), 0);
+        board.forward_jump(4, ms(2_990), now + ms(5));
+        assert_eq!(board.suspensions(), 1);
+        board.forward_jump(1, ms(3_000), now + ms(6));
+        assert_eq!(
+            board.suspensions(),
+            1,
+            "the same pause, seen late by a fourth node"
+        );
+        // Jumps far apart in time are separate matters of separate nodes.
+        let board = ClockBoard::new(3, Some(ms(50)));
+        board.forward_jump(0, ms(500), now);
+        board.forward_jump(1, ms(500), now + ms(5_000));
+        assert_eq!(board.suspensions(), 0);
+        // One node of one: a jump of the node and a pause of ours cannot be told apart.
+        let board = ClockBoard::new(1, Some(ms(50)));
+        board.forward_jump(0, ms(200), now);
+        assert_eq!(board.suspensions(), 1);
     }
 
     #[test]

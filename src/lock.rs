@@ -242,7 +242,8 @@ impl Shared {
             );
         }
         let ttl = Duration::from_millis(ttl_ms);
-        let outcome = engine.quorum_call(&self.kind.extend(ttl_ms), &self.resource, &self.token);
+        let extend = self.kind.extend(ttl_ms).extending();
+        let outcome = engine.quorum_call(&extend, &self.resource, &self.token);
         {
             let sent_until = outcome.t0 + ttl + config.node_timeout;
             let mut s = relock(&self.state);

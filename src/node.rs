@@ -90,7 +90,9 @@ pub struct NodeStatus {
     /// first connect or when the server denies `INFO`.
     pub run_id: Option<String>,
     /// How long the server process has been up, estimated from the `uptime_in_seconds` it
-    /// reported at the last connect (rounded down to whole seconds there).
+    /// reported at the last connect. That counts whole seconds of the server's wall clock
+    /// (`floor(now) − floor(start)`), so it can overstate the age by up to 1 s, more if the
+    /// server's clock stepped forward since its start; the restart grace allows for the second.
     pub uptime: Option<Duration>,
     /// Restarts seen: reconnects that found a different `run_id` than the connection before.
     pub restarts: u64,
@@ -322,6 +324,23 @@ fn answer(request: Request, vote: Vote) {
     }
 }
 
+/// Until when a node whose `INFO` reported `uptime` (read before `now`) is in its restart
+/// grace, if it still is.
+///
+/// `uptime_in_seconds` is `floor(now) − floor(start)` in whole seconds of the server's wall
+/// clock, so it overstates the process's age by up to 1 s: a process started at x.95 s reports
+/// 1 s at (x+1).05 s, when it is 0.1 s old. The age is at least `uptime − 1 s` (saturating), and
+/// a little more by `now`, so the grace counted from that ends no earlier than `grace` after the
+/// process started. (A step of the node's wall clock after the start overstates it too; that is
+/// the clock guard's business.)
+fn grace_until(grace: Option<Duration>, uptime: Duration, now: Instant) -> Option<Instant> {
+    let age = uptime.saturating_sub(Duration::from_secs(1));
+    grace
+        .and_then(|grace| grace.checked_sub(age))
+        .filter(|left| !left.is_zero())
+        .map(|left| now + left)
+}
+
 /// The text of a connection error; a socket timeout reads "timed out", not as the OS's EAGAIN.
 fn describe_connect_error(e: &redis::RedisError) -> String {
     if e.is_timeout() {
@@ -512,7 +531,7 @@ impl Worker {
     /// idle spell still releases (or extends) instead of failing on every node at once.
     fn execute_and_answer(&mut self, batch: &mut Vec<Request>, resend: bool) {
         match self.execute(batch) {
-            Ok((votes, time)) => {
+            Ok((votes, time, sent)) => {
                 let now = Instant::now();
                 self.used_at = now;
                 if let Some(time) = time {
@@ -522,7 +541,9 @@ impl Worker {
                 let has_acquire = batch.iter().any(|r| r.command.acquire);
                 let events = self.guard.before_votes(has_acquire, now);
                 self.record(events);
-                let held_out = self.held_out(now);
+                // As of when the batch was sent: a command that ran before the end of a grace
+                // or quarantine does not count, even if its answer came after it.
+                let held_out = self.held_out(sent);
                 for (r, vote) in batch.drain(..).zip(votes) {
                     // The key stays on the node (and is released with the lock): it is only not
                     // counted, since a young process may have lost another owner's key, and a
@@ -582,19 +603,20 @@ impl Worker {
 
     /// Sends the batch as one pipeline; a `NOSCRIPT` reply (restart, `SCRIPT FLUSH`, failover)
     /// reloads the scripts and resends those commands once. With the clock guard on, a batch
-    /// that carries an acquire carries `TIME` too (last, so the node reads its clock after the
-    /// `SET`s), and its reading comes back with the votes.
+    /// that carries an acquire or an extension carries `TIME` too (last, so the node reads its
+    /// clock after the `SET`s), and its reading comes back with the votes.
     fn execute(
         &mut self,
         batch: &[Request],
-    ) -> redis::RedisResult<(Vec<Vote>, Option<TimeReading>)> {
+    ) -> redis::RedisResult<(Vec<Vote>, Option<TimeReading>, Instant)> {
         let time = self
             .guard
-            .wants_time(batch.iter().any(|r| r.command.acquire));
+            .wants_time(batch.iter().any(|r| r.command.samples_clock));
         let conn = self
             .conn
             .as_mut()
             .expect("execute is called with a connection");
+        let sent = Instant::now();
         let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), time)?;
         let noscript: Vec<usize> = values
             .iter()
@@ -619,7 +641,7 @@ impl Worker {
             .zip(batch)
             .map(|(v, r)| r.command.interpret(v))
             .collect();
-        Ok((votes, time))
+        Ok((votes, time, sent))
     }
 
     fn connect(&mut self) {
@@ -742,14 +764,7 @@ impl Worker {
                 }
             );
         }
-        // The reported uptime is rounded down and a little old by now, so the process started
-        // no later than `now - uptime`: the grace ends no earlier than it should.
-        self.grace_until = self
-            .settings
-            .restart_grace
-            .and_then(|grace| grace.checked_sub(uptime))
-            .filter(|left| !left.is_zero())
-            .map(|left| now + left);
+        self.grace_until = grace_until(self.settings.restart_grace, uptime, now);
         identity.grace_until = self.grace_until;
         identity.uptime = Some((uptime, now));
         identity.run_id = Some(run_id);

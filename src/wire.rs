@@ -106,6 +106,10 @@ pub(crate) struct Command {
     /// A success takes a lock, so it must not count from a node that may have forgotten keys
     /// (restart grace).
     pub acquire: bool,
+    /// The batch carrying it also reads the node's `TIME` for the clock guard: acquisitions and
+    /// extensions, whose validity rests on the node's clock, and which must notice when every
+    /// node's clock moved on while ours stood still (see `clock.rs`).
+    pub samples_clock: bool,
     /// Sending it twice is as good as once, so it can be resent when the connection turns out
     /// to be gone and the first send may or may not have run.
     pub resendable: bool,
@@ -121,6 +125,7 @@ impl Command {
             text: None,
             reply,
             acquire: false,
+            samples_clock: false,
             resendable: true,
         }
     }
@@ -142,6 +147,13 @@ impl Command {
 
     pub(crate) fn acquiring(mut self) -> Command {
         self.acquire = true;
+        self.samples_clock = true;
+        self
+    }
+
+    /// An extension: its batch samples the node's clock.
+    pub(crate) fn extending(mut self) -> Command {
+        self.samples_clock = true;
         self
     }
 
@@ -161,6 +173,7 @@ impl Command {
             text: None,
             reply: Reply::Okay,
             acquire: true,
+            samples_clock: true,
             resendable: true,
         }
     }

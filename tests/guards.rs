@@ -11,8 +11,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redlock::{Error, NodeProblem, NodeStatus, Redlock};
@@ -340,21 +339,6 @@ fn acl_user_without_config_or_time_still_locks() {
 // The clock guard
 // ---------------------------------------------------------------------------------------------
 
-/// Builds the clock shim into `dir` with the system's C compiler.
-fn build_shim(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/clockshift.c");
-    let out = dir.join("clockshift.so");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let status = Command::new(&cc)
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
-    assert!(status.success(), "building {} failed", source.display());
-    out
-}
-
 /// A node whose wall clock runs `offset_ms` (rewritten at run time) ahead of the real one.
 struct ShiftedNode {
     node: RedisNode,
@@ -366,7 +350,7 @@ impl ShiftedNode {
     fn start() -> ShiftedNode {
         let dir = std::env::temp_dir().join(format!("redlock-clockshift-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let shim = build_shim(&dir);
+        let shim = support::build_shim("clockshift", &dir, &[]);
         let offset_file = dir.join("offset_ms");
         std::fs::write(&offset_file, "0").unwrap();
         let node = RedisNode::start_with_env(

@@ -230,3 +230,56 @@ fn every_kind_of_acquire_respects_the_grace() {
         .expect("the guarded attempts were undone");
     both.release().unwrap();
 }
+
+/// `uptime_in_seconds` is `floor(now) − floor(start)`: a process that started late in a
+/// wall-clock second reports a whole second as soon as the next one begins. A fake node that
+/// started 0.95 s into a second says 1 s at 0.1 s of age, so the grace must not be shortened
+/// by what it says: no attempt sent before the process is `grace` old may count. (With the age
+/// taken as reported, the lock came at about 1.1 s into a 2 s grace.)
+#[test]
+fn the_grace_is_counted_from_the_earliest_start_the_uptime_allows() {
+    use support::fake_server::{Behaviour, FakeServer};
+    const GRACE: Duration = Duration::from_secs(2);
+    let node = FakeServer::start(Behaviour::Node {
+        phase: Duration::from_millis(950),
+    });
+    let born = Instant::now();
+    // Connected once the process is 0.1 s old, in the next wall-clock second of its own.
+    std::thread::sleep(Duration::from_millis(100));
+    let rl = support::builder(&[node.url()])
+        .restart_grace(GRACE)
+        .retry_count(0)
+        .build()
+        .expect("client");
+    let status = &rl.node_status()[0];
+    assert_eq!(
+        status.uptime.map(|u| u.as_secs()),
+        Some(1),
+        "the fake reports the overstated uptime: {status:?}"
+    );
+    loop {
+        let sent = born.elapsed();
+        match rl.try_lock("grace:phase", TTL) {
+            Ok(lock) => {
+                assert!(
+                    sent >= GRACE,
+                    "an attempt sent {sent:?} after the process started counted, in a grace \
+                     of {GRACE:?}"
+                );
+                lock.release().expect("release");
+                return;
+            }
+            Err(Error::NoQuorum { report, .. }) => assert!(
+                matches!(report.failures[0].problem, NodeProblem::InGrace { .. }),
+                "{report:?}"
+            ),
+            Err(e) => panic!("{e}"),
+        }
+        assert!(
+            born.elapsed() < GRACE * 3,
+            "the grace never ended: {:?}",
+            rl.node_status()[0]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,11 +1,14 @@
-//! Fake servers for the misbehaving-server tests: a listener that holds connections open
-//! silently, or speaks just enough RESP for the connection handshake and then misbehaves; and a
-//! port that refuses every connection.
+//! Fake servers for tests that need a server to say what no real one can be made to say on
+//! cue: a listener that holds connections open silently, or speaks just enough RESP for the
+//! connection handshake and then misbehaves; a tiny lock node whose `INFO` reports a chosen
+//! uptime (a process started at a chosen instant of a wall-clock second); and a port that
+//! refuses every connection.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -16,6 +19,12 @@ pub enum Behaviour {
     /// Answers the handshake (`CLIENT SETINFO`, `SCRIPT LOAD`, `PING`) properly; to anything
     /// else writes `reply`, then closes the connection when `close`.
     Answer { reply: &'static [u8], close: bool },
+    /// A standalone master with one keyspace shared by its connections: `SET … NX` takes a
+    /// free key, any `EVALSHA` deletes its first key and answers 1 (a release), `TIME` tells
+    /// the real time, and `INFO` reports `uptime_in_seconds` as Redis computes it,
+    /// `floor(now) − floor(start)`, for a process that started `phase` into a wall-clock second
+    /// when this server was made: at 0.95 s, a process 0.1 s old reports 1 s.
+    Node { phase: Duration },
 }
 
 pub struct FakeServer {
@@ -33,6 +42,8 @@ impl FakeServer {
         listener.set_nonblocking(true).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let misbehaved = Arc::new(AtomicUsize::new(0));
+        let started = std::time::Instant::now();
+        let keys = Arc::new(Mutex::new(HashMap::new()));
         let acceptor = {
             let stop = Arc::clone(&stop);
             let misbehaved = Arc::clone(&misbehaved);
@@ -52,6 +63,15 @@ impl FakeServer {
                             std::thread::spawn(move || {
                                 serve(stream, reply, close, &stop, &misbehaved)
                             });
+                        }
+                        Behaviour::Node { phase } => {
+                            let stop = Arc::clone(&stop);
+                            let node = FakeNode {
+                                started,
+                                phase,
+                                keys: Arc::clone(&keys),
+                            };
+                            std::thread::spawn(move || node.serve(stream, &stop));
                         }
                     }
                 }
@@ -122,6 +142,80 @@ fn serve(
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if is_tick(&e) => {}
             Err(_) => return,
+        }
+    }
+}
+
+/// The state behind [`Behaviour::Node`].
+struct FakeNode {
+    started: std::time::Instant,
+    phase: Duration,
+    keys: Arc<Mutex<HashMap<Vec<u8>, Vec<u8>>>>,
+}
+
+impl FakeNode {
+    fn serve(self, mut stream: TcpStream, stop: &AtomicBool) {
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !stop.load(Ordering::SeqCst) {
+            while let Some((args, used)) = parse_command(&buf) {
+                buf.drain(..used);
+                let answer = handshake(&args).unwrap_or_else(|| self.answer(&args));
+                if stream.write_all(&answer).is_err() {
+                    return;
+                }
+            }
+            match stream.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if is_tick(&e) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn answer(&self, args: &[Vec<u8>]) -> Vec<u8> {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        let mut keys = self.keys.lock().unwrap();
+        match name.as_str() {
+            "INFO" => {
+                let age = self.started.elapsed() + self.phase;
+                let uptime = age.as_secs(); // floor(start + age) − floor(start), start at `phase`
+                let text = format!(
+                    "# Server\r\nredis_version:7.0.15\r\nrun_id:fake{:x}\r\n\
+                     uptime_in_seconds:{uptime}\r\nrole:master\r\nconnected_slaves:0\r\n\
+                     cluster_enabled:0\r\n",
+                    self.phase.as_nanos()
+                );
+                format!("${}\r\n{text}\r\n", text.len()).into_bytes()
+            }
+            "CONFIG" => b"*0\r\n".to_vec(),
+            "TIME" => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap();
+                let (secs, micros) = (now.as_secs().to_string(), now.subsec_micros().to_string());
+                format!(
+                    "*2\r\n${}\r\n{secs}\r\n${}\r\n{micros}\r\n",
+                    secs.len(),
+                    micros.len()
+                )
+                .into_bytes()
+            }
+            "SET" => {
+                if keys.contains_key(&args[1]) {
+                    b"$-1\r\n".to_vec()
+                } else {
+                    keys.insert(args[1].clone(), args[2].clone());
+                    b"+OK\r\n".to_vec()
+                }
+            }
+            "EVALSHA" => {
+                keys.remove(&args[3]);
+                b":1\r\n".to_vec()
+            }
+            other => format!("-ERR the fake node does not know {other}\r\n").into_bytes(),
         }
     }
 }

@@ -438,3 +438,22 @@ impl Cluster {
             .count()
     }
 }
+
+/// Builds the `LD_PRELOAD` shim `tests/support/<name>.c` into `dir` with the system's C
+/// compiler (`$CC`, else `cc`), linking `libs`; returns the shared object's path.
+pub fn build_shim(name: &str, dir: &std::path::Path, libs: &[&str]) -> PathBuf {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(format!("{name}.c"));
+    let out = dir.join(format!("{name}.so"));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let status = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .args(libs)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
+    assert!(status.success(), "building {} failed", source.display());
+    out
+}
