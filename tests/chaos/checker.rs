@@ -103,7 +103,8 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             && o.down_ns <= s.gone + OUTAGE_SLACK_NS
             && o.up_ns + OUTAGE_SLACK_NS >= s.start
     });
-    let starved = logs.stalled(s.client, s.start, s.gone) >= NODE_TIMEOUT.as_nanos() as u64 / 2;
+    let starved = logs.stalled(s.client, s.start, s.gone) + logs.relay_stalled(s.start, s.gone)
+        >= NODE_TIMEOUT.as_nanos() as u64 / 2;
     match s.how.as_str() {
         _ if down => KeyFate::NodeWasDown,
         "removed" => KeyFate::Late,
@@ -175,18 +176,30 @@ pub struct Logs {
     pub kinds: Vec<KindHold>,
     /// Fenced holds (`F` lines; see `fenced.rs`).
     pub fenced: Vec<FencedHold>,
+    /// Intervals during which the parent, which runs the relays, did not get to run: every
+    /// client's traffic waited meanwhile, as on a slow network.
+    pub relay_stalls: Vec<(u64, u64)>,
 }
 
 impl Logs {
     /// How long `client` was stalled within `[start, end]`.
     pub fn stalled(&self, client: usize, start: u64, end: u64) -> u64 {
-        self.stalls.get(&client).map_or(0, |stalls| {
-            stalls
-                .iter()
-                .map(|&(from, to)| to.min(end).saturating_sub(from.max(start)))
-                .sum()
-        })
+        self.stalls
+            .get(&client)
+            .map_or(0, |stalls| overlap(stalls, start, end))
     }
+
+    /// How long the relays were stalled within `[start, end]`.
+    pub fn relay_stalled(&self, start: u64, end: u64) -> u64 {
+        overlap(&self.relay_stalls, start, end)
+    }
+}
+
+fn overlap(intervals: &[(u64, u64)], start: u64, end: u64) -> u64 {
+    intervals
+        .iter()
+        .map(|&(from, to)| to.min(end).saturating_sub(from.max(start)))
+        .sum()
 }
 
 pub fn read_logs(paths: &[PathBuf]) -> Logs {
@@ -545,10 +558,11 @@ pub fn check(
         let fate = judge(s, outages, logs);
         if fate == KeyFate::Starved {
             println!(
-                "NOTE (f) client {} was starved for {} ms: {} key {} of {} stayed on n{} after \
-                 its call ({}) ended at {}, {} at {}",
+                "NOTE (f) client {} was starved for {} ms and the relays for {} ms: {} key {} \
+                 of {} stayed on n{} after its call ({}) ended at {}, {} at {}",
                 s.client,
                 logs.stalled(s.client, s.start, s.gone) / MS,
+                logs.relay_stalled(s.start, s.gone) / MS,
                 s.kind,
                 s.resource,
                 s.token,
@@ -790,10 +804,14 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
         .map(|(from, to)| to - from)
         .max()
         .unwrap_or(0);
+    let relay_longest = logs.relay_stalls.iter().map(|(from, to)| to - from).max();
     println!(
-        "  process stalls    {} over {STALL_MIN_NS_MS} ms, longest {:.1} ms",
+        "  process stalls    {} over {STALL_MIN_NS_MS} ms, longest {:.1} ms (client pauses \
+         included); the relays' process: {}, longest {:.1} ms",
         logs.stalls.values().map(Vec::len).sum::<usize>(),
-        longest as f64 / 1e6
+        longest as f64 / 1e6,
+        logs.relay_stalls.len(),
+        relay_longest.unwrap_or(0) as f64 / 1e6
     );
     let waits = |mode: &str, outcome: &str| {
         logs.waits
@@ -1058,6 +1076,7 @@ pub fn checker_catches_made_up_violations() {
         probes: BTreeMap::new(),
         kinds: Vec::new(),
         fenced: Vec::new(),
+        relay_stalls: Vec::new(),
     };
     // n0 hung for everyone; n1 and n2 cut off from client 1 only.
     let outage = |node, client, action| Outage {

@@ -18,9 +18,9 @@ use crate::keys::{KeyKind, Probe};
 use crate::kinds::{RW_THREADS, SEM_THREADS};
 use crate::schedule::quick_phase;
 use crate::{
-    CLOCK_QUARANTINE, Flags, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES, PROBE_SLEEP,
-    RESOURCES, RETRY_COUNT, RETRY_DELAY, RETRY_JITTER, Rng, STALL_MIN_NS, THREADS, TTL_MAX_MS,
-    TTL_MIN_MS, WAIT_MS, counter_key, now_ns, resource,
+    CLOCK_QUARANTINE, Flags, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES, RESOURCES,
+    RETRY_COUNT, RETRY_DELAY, RETRY_JITTER, Rng, THREADS, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS,
+    counter_key, now_ns, resource,
 };
 
 pub struct ChildArgs {
@@ -522,21 +522,8 @@ pub fn child(args: ChildArgs) {
     // take longer by as much; the checker adds these stalls to each call's bound.
     let probe_end = Arc::new(AtomicU64::new(0));
     let probe = {
-        let (id, probe_end) = (args.id, Arc::clone(&probe_end));
-        std::thread::spawn(move || {
-            let mut stalls = Vec::new();
-            let mut last = now_ns();
-            while probe_end.load(Ordering::Relaxed) == 0 {
-                std::thread::sleep(PROBE_SLEEP);
-                let now = now_ns();
-                let expected = last + PROBE_SLEEP.as_nanos() as u64;
-                if now > expected + STALL_MIN_NS {
-                    stalls.push(format!("L {id} {expected} {now}"));
-                }
-                last = now;
-            }
-            stalls
-        })
+        let probe_end = Arc::clone(&probe_end);
+        std::thread::spawn(move || crate::stall_probe(&probe_end))
     };
 
     // The watchdog: every call is bounded, so every thread ends soon after end_ns.
@@ -626,7 +613,12 @@ pub fn child(args: ChildArgs) {
     }
 
     probe_end.store(1, Ordering::Relaxed);
-    log.extend(probe.join().expect("stall probe panicked"));
+    let stalls = probe.join().expect("stall probe panicked");
+    log.extend(
+        stalls
+            .iter()
+            .map(|(from, to)| format!("L {} {from} {to}", args.id)),
+    );
 
     let mut file = std::io::BufWriter::new(std::fs::File::create(&args.log).expect("log file"));
     for line in &log {

@@ -159,6 +159,25 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The stall probe: sleeps `PROBE_SLEEP` in a loop until `stop` is set and gives every late
+/// wake-up, as (expected, woke). When the machine is too busy to run a process for a while,
+/// its calls (or, for the parent, the relays' traffic) take longer by as much: the checker
+/// adds these stalls to each call's bound and to what excuses a key left late.
+fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
+    let mut stalls = Vec::new();
+    let mut last = now_ns();
+    while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        std::thread::sleep(PROBE_SLEEP);
+        let now = now_ns();
+        let expected = last + PROBE_SLEEP.as_nanos() as u64;
+        if now > expected + STALL_MIN_NS {
+            stalls.push((expected, now));
+        }
+        last = now;
+    }
+    stalls
+}
+
 fn sleep_until(t_ns: u64) {
     let now = now_ns();
     if t_ns > now {
@@ -459,6 +478,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     drop(lines_tx);
     drop(writes_tx);
 
+    // The relays run in this process: when it does not get to run, every client's traffic
+    // waits, as on a slow network.
+    let probe_end = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let probe = {
+        let probe_end = std::sync::Arc::clone(&probe_end);
+        std::thread::spawn(move || stall_probe(&probe_end))
+    };
     let lab = Lab {
         clock_files,
         relays,
@@ -540,7 +566,9 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         }
     }
 
-    let logs = read_logs(&logs);
+    probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
+    let mut logs = read_logs(&logs);
+    logs.relay_stalls = probe.join().expect("stall probe panicked");
     let mut counters = BTreeMap::new();
     for r in 0..RESOURCES {
         let res = resource(r);
