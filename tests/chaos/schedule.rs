@@ -39,15 +39,18 @@ fn quick_window(seed: u64, at_ms: u64, eager: bool) -> bool {
         && quick_phase(seed, at + GUARD_OUT_MS as i64)
 }
 
-/// Whether a node's clock may be stepped forward at `at_ms`: not within `GUARD_OUT_MS` of a
-/// phase's end. The clients of the next phase may not have sampled that node's clock for a
+/// Whether a clock-jump fault may start at `at_ms`: its step forward (within `JUMP_AFTER_MS`)
+/// not within `GUARD_OUT_MS` of a phase's end. The clients of the next phase may not have sampled that node's clock for a
 /// whole phase, and a step smaller than what the guard's rate allowance lets pass over so long
 /// would go unseen (a documented limit); a step made this long before they start has let
 /// every key it shortened reach its original expiry.
 fn jump_window(seed: u64, at_ms: u64) -> bool {
     let at = at_ms as i64;
-    quick_phase(seed, at) == quick_phase(seed, at + GUARD_OUT_MS as i64)
+    quick_phase(seed, at) == quick_phase(seed, at + (JUMP_AFTER_MS + GUARD_OUT_MS) as i64)
 }
+
+/// A clock jump comes at most this long after its fault began.
+const JUMP_AFTER_MS: u64 = 600;
 
 // ---------------------------------------------------------------------------------------------
 // The plan
@@ -123,18 +126,22 @@ pub struct Fault {
 }
 
 impl Fault {
-    /// Planned length; a timed restart may wait up to a second more for its moment.
+    /// Planned length, with what a timed restart may wait for its moment (a second at most)
+    /// and a pause for a write (`WRITE_WAIT_NS`), so that the schedule does not drift.
     fn planned_ms(&self) -> u64 {
-        let timed = self.steps.iter().any(|(_, s)| {
-            matches!(
-                s,
+        let waits: u64 = self
+            .steps
+            .iter()
+            .map(|(_, s)| match s {
                 Step::QuickRestart {
                     at_permille: Some(_),
                     ..
-                }
-            )
-        });
-        self.steps.iter().map(|(d, _)| d).sum::<u64>() + if timed { 1_000 } else { 0 }
+                } => 1_000,
+                Step::Pause { .. } => WRITE_WAIT_NS / MS,
+                _ => 0,
+            })
+            .sum();
+        self.steps.iter().map(|(d, _)| d).sum::<u64>() + waits
     }
 }
 
@@ -199,7 +206,7 @@ pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
         // In a quick phase, wait for the guard band to open.
         let combo_ok = !quick_phase(seed, t as i64)
             || quick_window(seed, t + 300, eager) && quick_window(seed, t + 1_500, eager);
-        let class = if t >= next_majority {
+        let mut class = if t >= next_majority {
             next_majority += 20_000;
             Class::Majority
         } else if combo_ok && let Some(c) = combos.pop() {
@@ -216,6 +223,11 @@ pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
                 _ => Class::Fence,
             }
         };
+        if class == Class::ClockJump && !jump_window(seed, t) {
+            // Too close to a phase's end: a partition now, the jump next time.
+            first.push(Class::ClockJump);
+            class = Class::Partition;
+        }
         let fault = build(class, t, seed, eager, &mut rng);
         t += fault.planned_ms() + rng.range(200, 1_200);
         faults.push(fault);
@@ -225,10 +237,6 @@ pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
 
 fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fault {
     let mut steps = Vec::new();
-    let class = match class {
-        Class::ClockJump if !jump_window(seed, at_ms + 3_000) => Class::Partition,
-        c => c,
-    };
     match class {
         Class::Nodes | Class::Majority => {
             let majority = class == Class::Majority;
@@ -273,17 +281,19 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
             }
         }
         Class::Partition => {
-            let count = 1 + rng.below(2) as usize;
-            let clients = pick_clients(rng, count);
+            // Two clients, each cut off from nodes of its own, one refused and one blackholed.
+            let clients = pick_clients(rng, 2);
             let mut heals = Vec::new();
-            for c in clients {
+            for (c, m) in clients
+                .into_iter()
+                .zip([CutMode::Refuse, CutMode::Blackhole])
+            {
                 // Now and then a majority: that client must not acquire meanwhile.
                 let count = if rng.chance(0.3) {
                     3
                 } else {
                     1 + rng.below(2) as usize
                 };
-                let m = mode(rng);
                 for n in pick_nodes(rng, count, &[]) {
                     steps.push((
                         0,
@@ -322,7 +332,7 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
                     ));
                 }
             }
-            steps.push((rng.range(200, 600), Step::Shift { node, ms }));
+            steps.push((rng.range(200, JUMP_AFTER_MS), Step::Shift { node, ms }));
             let hold = rng.range(300, 1_500);
             if let Some((c, nodes, _)) = &cut {
                 for (i, &n) in nodes.iter().enumerate() {
