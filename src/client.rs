@@ -208,8 +208,13 @@ impl Redlock {
                 // Our host's suspensions before the batch: one during it makes the validity
                 // measured on our monotonic clock wrong, so the attempt fails and is undone.
                 let epoch = engine.board.epoch();
-                let mut outcome =
-                    engine.fan_out(&this.acquire(ttl_ms), resource, &token, None, cancel);
+                let mut outcome = engine.fan_out(
+                    &this.acquire(ttl_ms, &config),
+                    resource,
+                    &token,
+                    None,
+                    cancel,
+                );
                 // The last quorum call of the attempt, if the kind made one after the acquire.
                 let mut last: Option<Outcome> = None;
                 if outcome.decision == Decision::Quorum && !outcome.cancelled {

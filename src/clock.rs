@@ -643,10 +643,14 @@ impl Guard {
     }
 
     /// Why the node's acquire successes do not count now, if they do not.
-    pub(crate) fn held_out(&self, now: Instant) -> Option<NodeProblem> {
-        let (until, jump) = self.quarantine?;
-        let remaining = until.saturating_duration_since(now);
-        (!remaining.is_zero()).then_some(NodeProblem::ClockJump { jump, remaining })
+    /// `sent`: when the batch was sent (a quarantine lasting past it holds it out); `now`: what
+    /// `remaining` counts from.
+    pub(crate) fn held_out(&self, sent: Instant, now: Instant) -> Option<NodeProblem> {
+        let (until, jump) = self.quarantine.filter(|(until, _)| *until > sent)?;
+        Some(NodeProblem::ClockJump {
+            jump,
+            remaining: until.saturating_duration_since(now),
+        })
     }
 
     fn quarantine(&mut self, jump: Duration, now: Instant, why: String) -> Event {
@@ -979,14 +983,17 @@ mod tests {
                 .any(|e| matches!(e, Event::Quarantined(_, why) if why.contains("jumped forward"))),
             "{events:?}"
         );
-        match g.held_out(t) {
+        match g.held_out(t, t) {
             Some(NodeProblem::ClockJump { jump, remaining }) => {
                 assert!(jump > Duration::from_secs(100));
                 assert_eq!(remaining, LIMITS.quarantine);
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(g.held_out(t + LIMITS.quarantine), None);
+        assert_eq!(
+            g.held_out(t + LIMITS.quarantine, t + LIMITS.quarantine),
+            None
+        );
         // A reply that is not TIME's turns the guard off for the connection.
         let events = g.sample(TimeReading::new(Value::Nil, t), t);
         assert!(matches!(events[..], [Event::Warning(_)]));

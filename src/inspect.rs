@@ -102,7 +102,8 @@ pub struct Inspection {
     /// quorum.
     pub holder: Option<String>,
     /// The largest fence counter among the nodes that answered, if any has one: the last
-    /// fencing token handed out (or a higher number an acquisition skipped).
+    /// fencing token handed out, or a higher number (one an acquisition skipped, or the clock
+    /// reading of a node whose acquire came after the decision).
     pub fence: Option<u64>,
 }
 

@@ -30,8 +30,10 @@
 //! ## Fencing tokens, reentrant and multi-resource locks
 //! - [`Redlock::lock_fenced`] returns a lock with a 64-bit token, [`Lock::fence`], that is
 //!   strictly greater than the token of every fenced lock of the resource whose holder came
-//!   before, as long as a majority of nodes keeps its data: a quorum register of per-node
-//!   counters (`redlock:fence:{resource}`), incremented with the lock and written back to a
+//!   before, also when nodes restart without their data, as long as they come back (or count
+//!   again) a restart delay or `restart_grace` later: a quorum register of per-node counters
+//!   (`redlock:fence:{resource}`), raised with the lock to at least the node's clock in µs
+//!   (so a counter a node lost restarts above every earlier token) and written back to a
 //!   quorum. The protected resource rejects writes with a lower token than it has seen, which
 //!   stops a holder that paused past its validity. Why it is monotonic, what it assumes and how
 //!   to use the token: see the source documentation of `src/kinds/fenced.rs`.

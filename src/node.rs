@@ -543,7 +543,7 @@ impl Worker {
                 self.record(events);
                 // As of when the batch was sent: a command that ran before the end of a grace
                 // or quarantine does not count, even if its answer came after it.
-                let held_out = self.held_out(sent);
+                let held_out = self.held_out(sent, now);
                 for (r, vote) in batch.drain(..).zip(votes) {
                     // The key stays on the node (and is released with the lock): it is only not
                     // counted, since a young process may have lost another owner's key, and a
@@ -796,15 +796,14 @@ impl Worker {
     }
 
     /// Why this node's acquire successes do not count now, if they do not.
-    fn held_out(&self, now: Instant) -> Option<NodeProblem> {
-        let left = |until: Option<Instant>| {
-            until
-                .map(|until| until.saturating_duration_since(now))
-                .filter(|left| !left.is_zero())
-        };
-        match left(self.grace_until) {
-            Some(remaining) => Some(NodeProblem::InGrace { remaining }),
-            None => self.guard.held_out(now),
+    /// A batch sent at `sent` ran on the node after that, so it is held out while a grace or
+    /// quarantine lasted past `sent`; `remaining` is counted from `now`.
+    fn held_out(&self, sent: Instant, now: Instant) -> Option<NodeProblem> {
+        match self.grace_until.filter(|until| *until > sent) {
+            Some(until) => Some(NodeProblem::InGrace {
+                remaining: until.saturating_duration_since(now),
+            }),
+            None => self.guard.held_out(sent, now),
         }
     }
 

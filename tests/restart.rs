@@ -183,7 +183,8 @@ fn grace_only_applies_to_young_processes() {
         .release()
         .unwrap();
 
-    std::thread::sleep(Duration::from_millis(1100)); // uptime_in_seconds >= 1
+    // uptime_in_seconds >= 2: the process is surely older than 1 s (a reported 1 s may be 0.05).
+    std::thread::sleep(Duration::from_millis(2100));
     let short = client(&cluster.urls(), Some(Duration::from_secs(1)));
     short
         .try_lock("young:res", Duration::from_secs(2))

@@ -12,11 +12,11 @@ const MaxResources = 64
 
 // LockFenced acquires resource like Lock, with a fencing token: see Lock.Fence. The token
 // is strictly greater than that of every fenced lock of the same resource whose holder
-// came before, as long as a majority of nodes keeps its data. Send it with every write to
-// the protected resource, which rejects writes with a lower token than it has seen. The
-// counter lives in the key "redlock:fence:{resource}" on each node (no TTL); acquiring
-// costs one more round to the nodes than Lock. A fenced lock is a plain lock on resource:
-// the two exclude each other.
+// came before, also when nodes restart without their data, provided they stay out a restart
+// delay or RestartGrace (see the README). Send it with every write to the protected
+// resource, which rejects writes with a lower token than it has seen. The counter lives in
+// the key "redlock:fence:{resource}" on each node (no TTL); acquiring costs one more round to
+// the nodes than Lock. A fenced lock is a plain lock on resource: the two exclude each other.
 func (c *Client) LockFenced(resource string, ttl time.Duration) (*Lock, error) {
 	return c.Acquire(NewRequest(resource, ttl, WithFenced()))
 }

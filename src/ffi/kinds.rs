@@ -47,7 +47,8 @@ unsafe fn fenced(
 
 /// Acquires `resource` like `redlock_client_lock`, with a fencing token: read it with
 /// `redlock_lock_fence`. The token is strictly greater than that of every fenced lock of the
-/// same resource whose holder came before, as long as a majority of nodes keeps its data; pass
+/// same resource whose holder came before, also when nodes restart without their data,
+/// provided they stay out a restart delay or `restart_grace` (see `src/kinds/fenced.rs`); pass
 /// it with every write to the protected resource, which rejects tokens lower than the highest
 /// it has seen. The counter lives in the key `redlock:fence:{resource}` on each node (no TTL).
 /// One more round to the nodes than a plain lock, counted against the validity. Statuses as for

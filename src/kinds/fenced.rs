@@ -13,9 +13,13 @@
 //! belong to redlock: do not use them as resource names or for anything else. A fenced
 //! acquisition of `resource` with a fresh random token `t`:
 //!
-//! 1. **Acquire**: on every node, one script does `SET resource t NX PX ttl` and, only if that
-//!    succeeded, `INCR` of the counter, and replies with the counter. Once a quorum (`N/2 + 1`)
-//!    has replied with a counter, the fence `f` is the largest of those counters.
+//! 1. **Acquire**: on every node, one script first compares the node's clock (`TIME`) with the
+//!    client's wall clock `w` sent along: outside `[w − τ, w + τ + ν]` it refuses with a
+//!    `CLOCKSKEW` error and touches nothing (τ is the client's `clock_jump_threshold`, 50 ms by
+//!    default, ν its `node_timeout`, the longest the command may be on its way). Otherwise it
+//!    does `SET resource t NX PX ttl` and, only if that succeeded, raises the counter to
+//!    `max(counter + 1, node clock in µs since the epoch)` and replies with it. Once a quorum
+//!    (`N/2 + 1`) has replied with a counter, the fence `f` is the largest of those counters.
 //! 2. **Write back**: on every node, one script raises the counter to `f`, and answers yes,
 //!    only if (a) the lock key still holds `t` there and (b) the counter is not already above
 //!    `f`. A quorum must answer yes.
@@ -23,37 +27,79 @@
 //!    if none is left, or either step misses its quorum, the attempt is undone on every node
 //!    (the counters keep their increments: gaps between tokens are harmless).
 //!
+//! So a token is about the time of its acquisition in microseconds since the Unix epoch, or a
+//! little more when acquisitions come faster than the clocks tick. It is a number to compare,
+//! not a time to read. Tokens stay below 2^53 until about the year 2255, so JSON and JavaScript
+//! readers keep them exact. Counters written by earlier versions of this library (small
+//! integers) are below every clock: the first acquisition jumps past them.
+//!
 //! # Why tokens are strictly monotonic
 //! Let A and B be successful fenced acquisitions of one resource, with fences `fA` and `fB`.
-//! Their write-backs succeeded on majorities, so some node `x` took both write-backs. On `x`,
-//! A's key and B's key were present at different times (`SET NX` never overwrites, and the
-//! scripts only delete their own token), so one came first; say A's. Then:
+//!
+//! **On a node that kept its data.** Their write-backs succeeded on majorities, so some node
+//! `x` took both write-backs. Suppose `x` kept its data from the first write-back to the
+//! second. On `x`, A's key and B's key were present at different times (`SET NX` never
+//! overwrites, and the scripts only delete their own token), so one came first; say A's. Then:
 //! - A's write-back on `x` ran while A's key was there (condition a) and left the counter at
 //!   `fA` (condition b allows only raising it to `fA`).
 //! - B's key was set on `x` after A's key was gone, so after A's write-back; the same script
-//!   incremented the counter, to at least `fA + 1`.
+//!   raised the counter to at least `fA + 1`.
 //! - B's write-back on `x` succeeded, so the counter was not above `fB` (condition b): `fB > fA`.
-//!
-//! So any two successful fenced acquisitions get different tokens, ordered like their locks on
-//! the nodes they share: **the later holder has the greater token**. This needs no assumption on
-//! clocks or pauses, only that `x` kept its data. In particular, when B begins after A returned,
-//! A's key on `x` came first (it was there during A's write-back), so `fB > fA`.
 //!
 //! Both conditions matter. Without (a), a write-back could land on a node where the lock was
 //! never ours, before a later holder's increment there; without (b), a node counted for B
 //! after B's quorum was decided (a late reply) could hold a counter above `fB`. The model test
 //! below finds the resulting violations when either condition is dropped.
 //!
+//! **When B began after A returned.** Take a node `x` that took A's write-back and whose
+//! acquire reply B counted (a majority each, so one exists). B's acquire ran on `x` after A's
+//! write-back there. If `x` kept its data in between, its counter was at least `fA`, so it
+//! replied at least `fA + 1`, and `fB` is the largest reply counted: `fB > fA`. If `x` lost its
+//! data in between (a restart without persistence), the counter is gone, and the clocks take
+//! over:
+//! - every counter value is at most the true time it was written plus `ε + τ + ν`, where ε
+//!   bounds how far any client's wall clock is from the true time: the node's clock passed the
+//!   check against the client's, and `counter + 1` only runs ahead of the clocks by the
+//!   increments of one microsecond. `fA` was written before A's write-back on `x`, so before
+//!   the data loss at `t`: `fA ≤ t + ε + τ + ν`;
+//! - `x` does not count for anyone until `D` after the loss: a **delayed restart** (the node
+//!   stays down for `D`), or [`restart_grace`](crate::Builder::restart_grace) `D` (its acquire
+//!   votes count only from batches sent `D` after its process started; the start is taken
+//!   from `uptime_in_seconds` at its earliest). B's command left the client at most ν after it
+//!   was made, so B made it at `t + D − ν` or later, with its clock then at least
+//!   `t + D − ν − ε`, and the node's clock passed the check: `fB ≥ t + D − ν − ε − τ`.
+//!
+//! So **`fB > fA` as long as `D > 2 (ε + τ + ν)`**: with the defaults and well-kept clocks,
+//! a restart delay or grace of a few hundred milliseconds, far less than the TTL each of them
+//! must exceed anyway to keep the lock itself safe. The node clocks need no assumption of their
+//! own: a node whose clock is off by more than τ takes no part in fenced acquisitions. The model
+//! test below checks this with any nodes losing their data at any time, and finds the violation
+//! when the clocks are further apart than the restart delay, or the counter has no time floor
+//! (the second case is the review's: 5 nodes, A's three tokens written back to n0..n2 only,
+//! n0 restarted empty after a delay, B's quorum {n0, n3, n4} with no trace of the counter: a
+//! bare counter gave B the token 1; `tests/fence.rs` replays it on real servers).
+//!
 //! # What it assumes
-//! Nodes that lose their data (a restart without persistence) break the argument exactly as
-//! they break the lock: if the node `x` above restarts empty in between, nothing links `fA`
-//! and `fB`. The guarantee holds as long as, for every token handed out, a majority of nodes
-//! has it (or a higher one) and keeps it while the next acquisition runs. Write-backs go to
-//! every node, and every successful fenced acquisition re-replicates the current value, so a
-//! node that came back empty catches up on the next acquisition of each resource that reaches
-//! it; what must not happen is that a majority loses the counter before it caught up. Run the
-//! nodes with persistence (`appendfsync always` keeps the counter across crashes), or keep a
-//! restarted node out until it has caught up, the delayed restart of the Redlock page.
+//! - A node that loses its data (a restart without persistence, a failover to a replica that
+//!   had not got the counter) stays out of acquire quorums for `D > 2 (ε + τ + ν)` after it:
+//!   the Redlock page's delayed restart, or `restart_grace` in every client. The lock needs
+//!   `D` ≥ the largest TTL anyway; this asks for nothing more unless TTLs are tiny.
+//! - Every client's wall clock is within ε of the true time (NTP-kept hosts: milliseconds).
+//! - Nothing but redlock writes the counter keys, and nothing evicts them (no `allkeys-*`
+//!   `maxmemory-policy`: the server probe warns about it).
+//! - Counters grow by less than one per microsecond per node and resource.
+//!
+//! Concurrent acquisitions (neither returned before the other began) get distinct tokens,
+//! ordered like their keys on every shared node that kept its data.
+//!
+//! # What it costs
+//! Where the library cannot be sure, it refuses rather than issue a smaller token. A node whose
+//! clock differs from a client's by more than τ (ahead: τ + ν) refuses that client's fenced
+//! acquisitions with `CLOCKSKEW` and counts as a failed node for them, while plain locks still
+//! use it. So with N = 3, one node with a skewed clock and another one down, fenced locks are
+//! refused with [`NoQuorum`](crate::Error::NoQuorum) (its report names `CLOCKSKEW`) while plain
+//! locks still work. Keep the clocks in step, or raise `clock_jump_threshold` (then `D` must
+//! grow with it).
 //!
 //! # Using the token
 //! Pass it with every write to the protected resource; the resource keeps the highest token it
@@ -84,7 +130,10 @@
 //! `UPDATE t SET value = ?, fence = ? WHERE id = ? AND fence <= ?`.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
+use crate::clock::DEFAULT_CLOCK_JUMP;
+use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::kinds::{Grant, Held, Kind, plain};
 use crate::quorum::Decision;
@@ -101,19 +150,47 @@ pub(crate) fn fence_key(resource: &str) -> String {
 /// The prefix of every fence counter key.
 pub(crate) const FENCE_KEY_PREFIX: &str = "redlock:fence:";
 
-/// Fenced acquire: `SET NX PX` and, only if it succeeded, `INCR` of the resource's fence counter
-/// (KEYS[2], no TTL), in one atomic step. Replies with the counter, or nil when the key is held.
-/// A counter key that is not an integer undoes the SET and replies with the error.
+/// Fenced acquire, in one atomic step: checks the node's clock against the client's, then
+/// `SET NX PX` and, only if that succeeded, raises the resource's fence counter (KEYS[2], no
+/// TTL) to the larger of its value + 1 and the node's clock in microseconds since the epoch,
+/// and replies with it. Replies nil when the key is held.
+///
+/// ARGV[3] is `"<client wall clock, µs> <tolerance, µs> <in flight, µs>"`: a node whose
+/// `TIME` reads more than the tolerance behind the client's clock, or more than the tolerance
+/// plus the time in flight ahead of it, refuses with a `CLOCKSKEW` error before touching
+/// anything, so that a node with an absurd clock can neither push tokens towards the far
+/// future nor hand out a floor from the past. A counter key that is not a decimal integer
+/// undoes the SET and replies with `INCR`'s error.
 pub(crate) static ACQUIRE: Script = Script::new(
-    r#"if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    r#"local t = redis.call("time")
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local wall, tolerance, flight = string.match(ARGV[3], "^(%d+) (%d+) (%d+)$")
+wall, tolerance, flight = tonumber(wall), tonumber(tolerance), tonumber(flight)
+if now < wall - tolerance or now > wall + tolerance + flight then
+    local off = now - wall
+    return redis.error_reply(string.format(
+        "CLOCKSKEW the node's clock reads %d ms %s the client's, more than the %d ms fencing "
+        .. "tokens allow (clock_jump_threshold): synchronise the clocks (NTP)",
+        math.abs(off) / 1000, off < 0 and "behind" or "ahead of", tolerance / 1000))
+end
+if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
     return false
 end
-local n = redis.pcall("incr", KEYS[2])
-if type(n) == "table" and n.err then
+local c = redis.pcall("get", KEYS[2])
+if type(c) == "table" and c.err then
     redis.call("del", KEYS[1])
-    return redis.error_reply(n.err)
+    return redis.error_reply(c.err)
 end
-return n"#,
+if c and (not string.find(c, "^%d+$") or tonumber(c) >= now) then
+    local n = redis.pcall("incr", KEYS[2])
+    if type(n) == "table" and n.err then
+        redis.call("del", KEYS[1])
+        return redis.error_reply(n.err)
+    end
+    return n
+end
+redis.call("set", KEYS[2], string.format("%d", now))
+return now"#,
 );
 
 /// Fence write-back: while the lock key still holds our token, raises the counter to ARGV[2]
@@ -131,6 +208,22 @@ end
 redis.call("set", KEYS[2], ARGV[2])
 return 1"#
 ));
+
+/// ACQUIRE's ARGV[3]: our wall clock now, how far the node's may differ from it (the clock
+/// guard's threshold, which is on by default; its default when the guard is off) and how long
+/// the command may be on its way (queued, then in flight: `node_timeout`), all in µs.
+fn clock_window(config: &Config) -> String {
+    let wall = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let tolerance = config.clock_jump.unwrap_or(DEFAULT_CLOCK_JUMP);
+    format!(
+        "{} {} {}",
+        wall.as_micros(),
+        tolerance.as_micros(),
+        config.node_timeout.as_micros()
+    )
+}
 
 /// A plain lock with a fencing token; the protocol above.
 #[derive(Debug)]
@@ -163,12 +256,13 @@ impl Kind for Fenced {
         true
     }
 
-    fn acquire(&self, ttl_ms: u64) -> Command {
+    fn acquire(&self, ttl_ms: u64, config: &Config) -> Command {
         // A repeat after a first run answers "held", never a false yes; an extra INCR only
         // skips a number.
         Command::script(&ACQUIRE, Reply::Count)
             .keys(Keys::KeyAnd(Arc::clone(&self.counter)))
             .number(ttl_ms)
+            .text(clock_window(config).into())
             .acquiring()
     }
 
@@ -262,10 +356,23 @@ mod tests {
         needs_not_above: bool,
         /// Attempts run one after another (each begins after the previous one decided).
         sequential: bool,
-        /// Wipe nodes; `respect_assumption` limits wipes to what the module docs allow.
+        /// Wipe nodes; `respect_assumption` limits wipes to a minority that never holds the
+        /// only copies of the latest token (the old assumption), unless `delayed` stands in.
         wipes: bool,
         respect_assumption: bool,
+        /// The acquire raises the counter to at least the node's clock (the time floor).
+        time_floor: bool,
+        /// A wiped node stays down (drops what reaches it) for this many steps: a delayed
+        /// restart. With it, any node may be wiped at any time, as many as the dice say.
+        delayed: Option<u64>,
+        /// How far each node's clock may be off (either way), in clock units; the clocks run
+        /// at `CLOCK_RATE` units a step.
+        skew: u64,
     }
+
+    /// Clock units per step: several, so that a counter outrunning its clock by one step's
+    /// worth of increments is not the only thing a clock can tell.
+    const CLOCK_RATE: u64 = 10;
 
     const SOUND: Variant = Variant {
         needs_key: true,
@@ -273,6 +380,19 @@ mod tests {
         sequential: false,
         wipes: false,
         respect_assumption: true,
+        time_floor: true,
+        delayed: None,
+        skew: 0,
+    };
+
+    /// Any node wiped at any time, each down for 5 steps after (50 clock units), with clocks
+    /// up to 20 units off either way: 2 × 20 < 50, within the assumption.
+    const DELAYED_RESTARTS: Variant = Variant {
+        wipes: true,
+        respect_assumption: false,
+        delayed: Some(5),
+        skew: 20,
+        ..SOUND
     };
 
     #[derive(Default)]
@@ -281,10 +401,14 @@ mod tests {
         counter: u64,
         /// Attempts whose key was set here, in order (cleared by a wipe).
         keys_seen: Vec<usize>,
+        /// Its clock's offset from `step × CLOCK_RATE`, in `-skew..=skew`.
+        offset: i64,
+        /// Down (and empty) until this step, after a wipe with a delayed restart.
+        down_until: u64,
     }
 
     impl Node {
-        fn apply(&mut self, attempt: usize, op: Op, v: Variant) -> Vote {
+        fn apply(&mut self, attempt: usize, op: Op, v: Variant, step: u64) -> Vote {
             match op {
                 Op::Acquire => {
                     if self.key.is_some() {
@@ -293,6 +417,10 @@ mod tests {
                     self.key = Some(attempt);
                     self.keys_seen.push(attempt);
                     self.counter += 1;
+                    if v.time_floor {
+                        let clock = (step * CLOCK_RATE) as i64 + self.offset;
+                        self.counter = self.counter.max(clock.max(0) as u64);
+                    }
                     Vote::Value(self.counter)
                 }
                 Op::WriteBack(f) => {
@@ -363,10 +491,17 @@ mod tests {
 
     impl History {
         fn new(v: Variant, seed: u64, n: usize) -> Self {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let nodes = (0..n)
+                .map(|_| Node {
+                    offset: rng.below(2 * v.skew as usize + 1) as i64 - v.skew as i64,
+                    ..Node::default()
+                })
+                .collect();
             History {
                 v,
-                rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
-                nodes: (0..n).map(|_| Node::default()).collect(),
+                rng,
+                nodes,
                 wiped_at: vec![None; n],
                 attempts: Vec::new(),
                 msgs: Vec::new(),
@@ -457,7 +592,10 @@ mod tests {
         /// Delivers message `i`; its reply reaches the client if `reply`.
         fn deliver(&mut self, i: usize, reply: bool) {
             let m = self.msgs.swap_remove(i);
-            let vote = self.nodes[m.node].apply(m.attempt, m.op, self.v);
+            if self.step < self.nodes[m.node].down_until {
+                return; // the node is down: lost
+            }
+            let vote = self.nodes[m.node].apply(m.attempt, m.op, self.v, self.step);
             if !reply {
                 return;
             }
@@ -551,7 +689,11 @@ mod tests {
                     15 if self.v.wipes => {
                         let x = self.rng.below(self.n());
                         if self.wipe_allowed(x) {
-                            self.nodes[x] = Node::default();
+                            self.nodes[x] = Node {
+                                offset: self.nodes[x].offset,
+                                down_until: self.step + self.v.delayed.unwrap_or(0) + 1,
+                                ..Node::default()
+                            };
                             self.wiped_at[x] = Some(self.step);
                             for a in &mut self.attempts {
                                 a.kept[x] = false;
@@ -668,6 +810,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn model_delayed_restarts_of_any_nodes_keep_tokens_ordered() {
+        let e = explore(DELAYED_RESTARTS, MODEL_HISTORIES);
+        assert_eq!(e.violation, None);
+        assert_eq!(e.histories, MODEL_HISTORIES);
+        assert!(
+            e.successes > MODEL_HISTORIES,
+            "only {} successes",
+            e.successes
+        );
+    }
+
     /// The model can fail: each weakening the docs warn about produces violations.
     #[test]
     fn model_finds_the_violations_the_docs_warn_about() {
@@ -680,12 +834,27 @@ mod tests {
                 },
             ),
             (
-                "a majority loses its data",
+                "a bare counter (no time floor) when a majority loses its data",
                 Variant {
                     sequential: true,
                     wipes: true,
                     respect_assumption: false,
+                    time_floor: false,
                     ..SOUND
+                },
+            ),
+            (
+                "a bare counter (no time floor) under delayed restarts",
+                Variant {
+                    time_floor: false,
+                    ..DELAYED_RESTARTS
+                },
+            ),
+            (
+                "clocks further apart than the restart delay",
+                Variant {
+                    skew: 100,
+                    ..DELAYED_RESTARTS
                 },
             ),
         ];
@@ -731,7 +900,13 @@ mod tests {
 
     #[test]
     fn write_back_over_a_higher_counter_would_break_the_order() {
-        let h = late_reply_history(SOUND);
+        // The counter alone (with the time floor, B's later clock would also save the order
+        // here, but not when the clocks disagree).
+        let counter_only = Variant {
+            time_floor: false,
+            ..SOUND
+        };
+        let h = late_reply_history(counter_only);
         assert_eq!(h.violation(), None);
         assert_eq!(
             h.successes.len(),
@@ -741,7 +916,7 @@ mod tests {
 
         let weak = late_reply_history(Variant {
             needs_not_above: false,
-            ..SOUND
+            ..counter_only
         });
         assert_eq!(weak.successes.len(), 2);
         let why = weak.violation().expect("a violation");

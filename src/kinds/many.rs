@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Grant, Held, Kind};
@@ -122,7 +123,7 @@ impl Kind for Many {
         &self.keys
     }
 
-    fn acquire(&self, ttl_ms: u64) -> Command {
+    fn acquire(&self, ttl_ms: u64, _: &Config) -> Command {
         Command::script(&ACQUIRE, Reply::Flag)
             .keys(Keys::List(Arc::clone(&self.keys)))
             .number(ttl_ms)

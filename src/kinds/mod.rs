@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::quorum::Vote;
@@ -58,8 +59,9 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
         Ok(new_token()?.into())
     }
 
-    /// Takes the lock on one node.
-    fn acquire(&self, ttl_ms: u64) -> Command;
+    /// Takes the lock on one node (the client's settings at hand: a fenced lock checks the
+    /// node's clock against ours).
+    fn acquire(&self, ttl_ms: u64, config: &Config) -> Command;
 
     /// Finishes an acquisition a quorum granted. Most kinds are done; a fenced lock writes its
     /// counter back, which is one more quorum call that can fail.

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::kinds::{Grant, Held, Kind};
 use crate::wire::{Command, Reply, Script, owned_fn};
@@ -72,7 +73,7 @@ impl Kind for Plain {
         true
     }
 
-    fn acquire(&self, ttl_ms: u64) -> Command {
+    fn acquire(&self, ttl_ms: u64, _: &Config) -> Command {
         Command::set_nx(ttl_ms)
     }
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Grant, Held, Kind};
@@ -121,7 +122,7 @@ impl Kind for Reentrant {
         Ok(Arc::clone(&self.owner))
     }
 
-    fn acquire(&self, ttl_ms: u64) -> Command {
+    fn acquire(&self, ttl_ms: u64, _: &Config) -> Command {
         Command::script(&ACQUIRE, Reply::Count)
             .number(ttl_ms)
             .acquiring()

@@ -93,6 +93,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::ThreadId;
 
+use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Grant, Held, Kind, plain};
@@ -256,7 +257,7 @@ impl Kind for ReadWrite {
         Ok(new_token()?.into())
     }
 
-    fn acquire(&self, ttl_ms: u64) -> Command {
+    fn acquire(&self, ttl_ms: u64, _: &Config) -> Command {
         match self.mode {
             Mode::Write => Command::set_nx(ttl_ms),
             // A repeat of the script only sets our own entry again.

@@ -60,6 +60,7 @@
 
 use std::sync::Arc;
 
+use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, NodeProblem, Result};
 use crate::kinds::{Grant, Held, Kind, plain};
@@ -184,8 +185,8 @@ impl Kind for Semaphore {
     }
 
     // Never called while `candidates` answers; slot 0 stands for the semaphore.
-    fn acquire(&self, ttl_ms: u64) -> Command {
-        self.slot(0).acquire(ttl_ms)
+    fn acquire(&self, ttl_ms: u64, config: &Config) -> Command {
+        self.slot(0).acquire(ttl_ms, config)
     }
 
     fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>) -> Grant {
@@ -229,7 +230,7 @@ impl Kind for Slot {
         &self.keys
     }
 
-    fn acquire(&self, ttl_ms: u64) -> Command {
+    fn acquire(&self, ttl_ms: u64, _: &Config) -> Command {
         // A repeat after a first run answers "held", never a false yes.
         Command::script(&ACQUIRE, Reply::Flag)
             .keys(self.both())

@@ -254,8 +254,9 @@ class Lock:
         """The fencing token of a lock from :meth:`Redlock.lock_fenced`; None for other locks.
 
         Strictly greater than the token of every fenced lock of the same resource whose holder
-        came before, as long as a majority of nodes keeps its data. Send it with every write
-        to the protected resource, which rejects writes with a lower token than it has seen.
+        came before, also when nodes restart without their data, provided they stay out a
+        restart delay or restart grace (see the README). Send it with every write to the
+        protected resource, which rejects writes with a lower token than it has seen.
         """
         return self._fence
 
