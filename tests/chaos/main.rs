@@ -46,9 +46,9 @@
 //! wait for its moment included); kills elsewhere are delayed restarts. A lock taken without
 //! grace that is still held when a quick phase begins is safe: the grace keeps every young node
 //! out of every later quorum. Rule (p) checks that the phases held. Clock steps forward are
-//! kept `GUARD_OUT_MS` away from a phase's end likewise, since the next phase's client may not
-//! have sampled that node for a whole phase, and a step smaller than the guard's rate
-//! allowance over that long would go unseen (a documented limit). Clients set
+//! kept the largest TTL and a margin away from a phase's end likewise, since the next phase's
+//! client may not have sampled that node for a whole phase, and a step smaller than the
+//! guard's rate allowance over that long would go unseen (a documented limit). Clients set
 //! `clock_quarantine` to `CLOCK_QUARANTINE` (the largest TTL plus a second), so that liveness
 //! returns soon after a jump.
 //!

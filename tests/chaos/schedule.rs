@@ -40,17 +40,19 @@ fn quick_window(seed: u64, at_ms: u64, eager: bool) -> bool {
 }
 
 /// Whether a clock-jump fault may start at `at_ms`: its step forward (within `JUMP_AFTER_MS`)
-/// not within `GUARD_OUT_MS` of a phase's end. The clients of the next phase may not have sampled that node's clock for a
-/// whole phase, and a step smaller than what the guard's rate allowance lets pass over so long
-/// would go unseen (a documented limit); a step made this long before they start has let
-/// every key it shortened reach its original expiry.
+/// not within `JUMP_GUARD_MS` of a phase's end. The clients of the next phase may not have
+/// sampled that node's clock for a whole phase, and a step smaller than what the guard's rate
+/// allowance lets pass over so long would go unseen (a documented limit); a step made this
+/// long before they start has let every key it shortened reach its original expiry.
 fn jump_window(seed: u64, at_ms: u64) -> bool {
     let at = at_ms as i64;
-    quick_phase(seed, at) == quick_phase(seed, at + (JUMP_AFTER_MS + GUARD_OUT_MS) as i64)
+    quick_phase(seed, at) == quick_phase(seed, at + (JUMP_AFTER_MS + JUMP_GUARD_MS) as i64)
 }
 
 /// A clock jump comes at most this long after its fault began.
 const JUMP_AFTER_MS: u64 = 600;
+/// The largest TTL, and a margin for the drift allowance and the driver's own timing.
+const JUMP_GUARD_MS: u64 = TTL_MAX_MS + 500;
 
 // ---------------------------------------------------------------------------------------------
 // The plan
@@ -182,15 +184,12 @@ pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let mut faults = Vec::new();
     let mut next_majority = 18_000.min(chaos_ms / 2);
-    let mut first = vec![
-        Class::Nodes,
-        Class::Partition,
-        Class::ClockJump,
-        Class::Pause,
-    ];
+    let mut first = vec![Class::Nodes, Class::Partition, Class::Pause];
     for i in (1..first.len()).rev() {
         first.swap(i, rng.below(i as u64 + 1) as usize);
     }
+    // The clock jump first: it alone must wait for a window within its phase.
+    first.push(Class::ClockJump);
     let mut phase = None;
     let mut combos = Vec::new();
     let mut t = rng.range(200, 800);
