@@ -75,13 +75,14 @@ pub struct Sighting {
 /// What a sighting amounts to (rule (f)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyFate {
-    /// The node was down or hung while the key could be set or removed: Redlock lets it keep
-    /// the key until its TTL.
+    /// The node was down, hung or cut off from the client while the key could be set or
+    /// removed: Redlock lets it keep the key until its TTL.
     NodeWasDown,
     /// Removed, later than `NODE_TIMEOUT`: a slow cleanup (a starved machine), not a leak.
     Late,
-    /// The client process was measurably not running for at least `NODE_TIMEOUT / 2` between
-    /// the acquisition's start and the sighting: its workers may have taken a node's answer, or
+    /// The client process, or the parent whose relays carry its traffic, was measurably not
+    /// running for at least `NODE_TIMEOUT / 2` (the two added up) between the acquisition's
+    /// start and the sighting: its workers may have taken a node's answer, or
     /// the cleanup, after the caller's `node_timeout`, which the library's contract does not
     /// cover (a reentrant hold answered late stays until its TTL; a release a worker picks up
     /// after its caller's deadline is dropped, see the report of this change). Printed, counted,

@@ -394,8 +394,13 @@ impl Worker {
         std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
         if self.rng.chance(0.1) {
             let _ = self.call(2, res, || lock.extend(ttl));
+            // A lock that ran out (its process stopped past its validity, say) has no validity
+            // left, and `now` is past its real deadline: only a positive validity moves it.
             let before = now_ns();
-            deadline = before + lock.validity().as_nanos() as u64;
+            let validity = lock.validity();
+            if !validity.is_zero() {
+                deadline = before + validity.as_nanos() as u64;
+            }
         }
         let mut wrote = String::from("-");
         let mut set_done = 0;

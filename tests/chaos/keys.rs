@@ -3,8 +3,9 @@
 //! its own, for a key of that acquisition on every lock node, `NODE_TIMEOUT` after the call
 //! returned. A key it finds is watched until it goes: removed while it still had time to live (a
 //! cleanup that came late, say on a starved machine), or left to expire (a leak: nothing removed
-//! it). Each sighting is logged as a `K` line for the checker, which excuses nodes that were down
-//! or hung during the call.
+//! it). Each sighting is logged as a `K` line for the checker, which excuses nodes that were down,
+//! hung or cut off from this client during the call. The probe connects to the nodes directly,
+//! not through the client's relays: it observes the nodes, it is not a client under test.
 //!
 //! Tokens are known exactly: a released lock's from [`Lock::token`](redlock::Lock::token), and a
 //! cancellable wait's because it is a reentrant request whose owner (its token) the client
