@@ -1201,4 +1201,15 @@ pub fn checker_catches_made_up_violations() {
         (true, 0),
         "a lost update that the late write does not explain is a violation"
     );
+
+    // A run with no fault at all tested nothing.
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check_coverage(&Logs::default(), &Record::default(), &mut verdict);
+    assert!(
+        verdict.violations.len() >= 8 && verdict.violations.iter().all(|v| v.starts_with("(cov)")),
+        "the checker missed a run without faults: {:?}",
+        verdict.violations
+    );
 }
