@@ -145,10 +145,12 @@
 //!   forgotten lock is taken again;
 //! - `--grace-ms N`: the quick phases' clients use a restart grace of N ms (0: none) instead of
 //!   the largest TTL: the same rules fire, in quick phases;
-//! - `--unchecked-storage`: the fenced storage checks no token: (f2) fires when a paused fenced
-//!   holder's stale write lands after a newer holder's;
-//! - `--no-clock-guard`: clients without the clock guard: (a) and the others fire when a node's
-//!   clock jump frees a lock early while its holder relies on a bare majority.
+//! - `--unchecked-storage`: the fenced storage checks no token, and every client pause waits
+//!   for a fenced write: (f2) fires when the paused holder's stale write lands after a newer
+//!   holder's;
+//! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
+//!   client holding its locks on a bare majority that includes the jumping node: (a) and the
+//!   others fire when the jump frees such a lock early.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -429,7 +431,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     checker_catches_made_up_violations();
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
-    let faults = schedule(seed, chaos_ms, flags.eager);
+    let faults = schedule(seed, chaos_ms, &flags);
     println!(
         "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
         chaos_ms / 1000,

@@ -10,7 +10,7 @@ use crossbeam_channel::Receiver;
 use crate::relay::{CutMode, Relay};
 use crate::support::Cluster;
 use crate::{
-    CLIENTS, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, NODES, PHASE_MS, Rng,
+    CLIENTS, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, NODES, PHASE_MS, Rng,
     TTL_MAX_MS, now_ns, sleep_until,
 };
 
@@ -180,7 +180,12 @@ fn quick(rng: &mut Rng, node: usize) -> Step {
 /// (quick restarts in quick phases where the guard bands allow, delayed restarts otherwise);
 /// the other classes each come once early on in a seeded order, then at random; a majority
 /// (three nodes) goes down about every 20 s, the first after 18 s.
-pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
+///
+/// A run broken on purpose steers its faults to what it broke: with `--unchecked-storage`
+/// every pause waits for a fenced write, with `--no-clock-guard` every clock jump comes with
+/// a client holding its locks on a bare majority that includes the jumping node.
+pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
+    let eager = flags.eager;
     let mut rng = Rng::new(seed);
     let mut faults = Vec::new();
     let mut next_majority = 18_000.min(chaos_ms / 2);
@@ -227,14 +232,15 @@ pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
             first.push(Class::ClockJump);
             class = Class::Partition;
         }
-        let fault = build(class, t, seed, eager, &mut rng);
+        let fault = build(class, t, seed, flags, &mut rng);
         t += fault.planned_ms() + rng.range(200, 1_200);
         faults.push(fault);
     }
     faults
 }
 
-fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fault {
+fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> Fault {
+    let eager = flags.eager;
     let mut steps = Vec::new();
     match class {
         Class::Nodes | Class::Majority => {
@@ -315,7 +321,7 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
             let ms = rng.range(200, 3_000);
             // Often with a client cut off from two other nodes, so that its locks rest on a
             // bare majority that includes the jumping node.
-            let cut = rng.chance(0.6).then(|| {
+            let cut = (flags.no_clock_guard || rng.chance(0.6)).then(|| {
                 let c = rng.below(CLIENTS as u64) as usize;
                 (c, pick_nodes(rng, 2, &[node]), mode(rng))
             });
@@ -352,7 +358,11 @@ fn build(class: Class, at_ms: u64, seed: u64, eager: bool, rng: &mut Rng) -> Fau
         }
         Class::Pause => {
             let client = rng.below(CLIENTS as u64) as usize;
-            let kind = if rng.chance(0.5) { "plain" } else { "fenced" };
+            let kind = if !flags.unchecked_storage && rng.chance(0.5) {
+                "plain"
+            } else {
+                "fenced"
+            };
             steps.push((0, Step::Pause { client, kind }));
             // Longer than any lock's validity.
             steps.push((rng.range(TTL_MAX_MS + 100, 1_500), Step::Cont(client)));
