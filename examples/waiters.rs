@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redlock::{LockOptions, Redlock};
+use redlock::{LockRequest, Redlock};
 use support::Cluster;
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -79,10 +79,10 @@ fn take_turns(
             std::thread::spawn(move || {
                 while now_ns() < end_ns {
                     let left = Duration::from_nanos(end_ns.saturating_sub(now_ns()));
-                    let opts = LockOptions::new()
-                        .wait_timeout(left)
+                    let request = LockRequest::new(&resource, Duration::from_secs(10))
+                        .wait(left)
                         .notifications(notifications);
-                    let Ok(lock) = rl.lock_with(&resource, Duration::from_secs(10), opts) else {
+                    let Ok(lock) = rl.acquire(&request) else {
                         break;
                     };
                     events.lock().unwrap().push(Event::Acquired(now_ns()));

@@ -1,32 +1,30 @@
-//! The client facade: the acquisition loop every kind goes through, and the shorthands.
+//! The client facade: the acquisition every kind goes through (`acquisition.rs`), and the
+//! shorthands.
+
+mod acquisition;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::cancel::Cancel;
-use crate::config::{Builder, Config, MAX_TTL};
-use crate::engine::{Engine, Outcome};
-use crate::error::{Error, Operation, Result};
+use crate::config::{Builder, Config};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
 use crate::inspect::{self, ForcedRelease, Inspection};
-use crate::kinds::{SCRIPTS, free_in};
-use crate::lock::{Acquired, Lock};
+use crate::kinds::SCRIPTS;
+use crate::lock::Lock;
 use crate::node::NodeStatus;
-use crate::notify::{Notifier, Subscription, Turn, Wake};
-use crate::options::LockOptions;
-use crate::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
-use crate::request::{AutoExtend, LockRequest, Patience};
+use crate::notify::Notifier;
+use crate::request::{AutoExtend, LockRequest};
+
 use crate::sync::relock;
 use crate::token::new_token;
 use crate::watchdog::{Job, Watchdog};
 use crate::wire::Script;
+use acquisition::Acquisition;
 
 /// What every connection loads: the kinds' scripts and the operator's.
 static SCRIPT_SETS: [&[&Script]; 2] = [&SCRIPTS, &crate::inspect::SCRIPTS];
-
-/// Longest fallback wait between two attempts of a waiter that gets no notification (or
-/// `retry_delay`, if that is longer).
-const WAIT_BACKOFF_CAP: Duration = Duration::from_secs(1);
 
 /// A Redlock client over N independent Redis nodes.
 ///
@@ -102,283 +100,7 @@ impl Redlock {
     /// take away one of the owner's other holds), so a hold whose answer was lost (a dropped
     /// connection after the node ran it) or came after `node_timeout` stays until its TTL.
     pub fn acquire(&self, request: &LockRequest) -> Result<Lock> {
-        let kind = request.checked_kind()?;
-        let engine = &self.inner.engine;
-        let config = engine.config;
-        let ttl_ms = config.ttl_ms(request.ttl)?;
-        let ttl = Duration::from_millis(ttl_ms);
-        let every = match &request.auto_extend {
-            Some(auto) => Some(extension_interval(auto, ttl, &config)?),
-            None => None,
-        };
-        let delay = request.retry_delay.unwrap_or(config.retry_delay);
-        let jitter = request.retry_jitter.unwrap_or(config.retry_jitter);
-        if delay > MAX_TTL || jitter > MAX_TTL {
-            return Err(Error::invalid(
-                "retry_delay and retry_jitter must each be at most 10 years",
-            ));
-        }
-        let (retries, wait_until) = match request.patience {
-            Patience::Default => (config.retry_count, None),
-            Patience::Retries(n) => (n, None),
-            Patience::Wait(limit) => (
-                u32::MAX,
-                Some(
-                    Instant::now()
-                        .checked_add(limit.min(MAX_TTL))
-                        .ok_or_else(|| Error::invalid("wait timeout is too large"))?,
-                ),
-            ),
-        };
-        let cancel = request.cancel.as_ref();
-        let resource = kind.resource();
-        let cancelled = || Error::Cancelled {
-            resource: resource.to_string(),
-        };
-        let notify = wait_until.is_some() && request.notifications;
-        // A notified waiter's fallback wait after `round` of them, in case a release goes unheard.
-        let fallback = |round: u32| {
-            backoff_delay(
-                delay.max(Duration::from_millis(1)),
-                round,
-                WAIT_BACKOFF_CAP.max(delay),
-                rand::random(),
-            )
-        };
-        let queues = notify && kind.queues();
-        let mut attempt: u32 = 0;
-        // Waiters only: our subscription to release notifications, and how many fallback waits
-        // have passed.
-        let mut subscription: Option<Subscription> = None;
-        let mut round: u32 = 0;
-        if queues
-            && let Some(notifier) = self.started_notifier()
-            && notifier.queued(resource) > 0
-        {
-            // Another waiter of this client is ahead: queue behind it without trying, as the
-            // resource is held. The kind's own checks (a thread waiting for itself) come first.
-            kind.token()?;
-            subscription =
-                Some(notifier.subscribe(kind.keys(), config.node_timeout, false, true, cancel));
-        }
-        loop {
-            if cancel.is_some_and(Cancel::is_cancelled) {
-                return Err(cancelled());
-            }
-            if let (Some(sub), Some(deadline)) = (&subscription, wait_until) {
-                // A queued waiter tries once at the front of its queue (or at its deadline, a
-                // last time); it waits there for the lock of the one before to be released.
-                match sub.turn(deadline, cancel) {
-                    Turn::Now | Turn::TimedOut => {}
-                    Turn::Cancelled => return Err(cancelled()),
-                    Turn::HeldUntil(until) => {
-                        let now = Instant::now();
-                        let held = until.saturating_duration_since(now) + Duration::from_millis(1);
-                        let mut pause = held.min(deadline.saturating_duration_since(now));
-                        if !sub.healthy() {
-                            pause = pause.min(fallback(round));
-                        }
-                        if sub.wait(pause, cancel) == Wake::Cancelled {
-                            return Err(cancelled());
-                        }
-                    }
-                }
-            }
-            attempt = attempt.saturating_add(1);
-            // Most kinds try themselves; a semaphore tries its slots in turn.
-            let candidates = kind.candidates();
-            // Without an allocation for the common case of the kind trying itself.
-            let itself = candidates
-                .as_ref()
-                .is_none_or(Vec::is_empty)
-                .then_some(&**kind);
-            let tries = candidates.iter().flatten().map(|k| &**k).chain(itself);
-            let mut failed = None;
-            // Whether a refused attempt of this round was granted by some node: the refusals
-            // may then come from other waiters' attempts rather than from a holder.
-            let mut contested = false;
-            for this in tries {
-                if cancel.is_some_and(Cancel::is_cancelled) {
-                    return Err(cancelled());
-                }
-                let mut token = this.token()?;
-                if let Some(t) = &request.test_token {
-                    token = Arc::clone(t);
-                }
-                // Our host's suspensions before the batch: one during it makes the validity
-                // measured on our monotonic clock wrong, so the attempt fails and is undone.
-                let epoch = engine.board.epoch();
-                let mut outcome = engine.fan_out(
-                    &this.acquire(ttl_ms, &config),
-                    resource,
-                    &token,
-                    None,
-                    cancel,
-                );
-                // The last quorum call of the attempt, if the kind made one after the acquire.
-                let mut last: Option<Outcome> = None;
-                if outcome.decision == Decision::Quorum && !outcome.cancelled {
-                    let grant = this.grant(engine, &outcome, &token);
-                    last = grant.last;
-                    let decided = last.as_ref().map_or(outcome.decided, |l| l.decided);
-                    if let Some(held) = grant.held
-                        && let Some(deadline) =
-                            validity_deadline(outcome.t0, decided, ttl, config.drift_factor)
-                        && engine.board.epoch() == epoch
-                    {
-                        // A cancel that comes now is too late: the caller owns the lock.
-                        if let Some(sub) = &subscription {
-                            sub.acquired(outcome.t0 + ttl + config.node_timeout);
-                        }
-                        let max_extensions = request
-                            .auto_extend
-                            .and_then(|a| a.max_extensions)
-                            .or(config.max_extensions);
-                        let lock = Lock::new(
-                            Arc::clone(engine),
-                            Arc::clone(&self.inner) as _,
-                            Arc::clone(resource),
-                            Acquired {
-                                token,
-                                deadline,
-                                keys_until: outcome.t0 + ttl + config.node_timeout,
-                                kind: held,
-                                max_extensions,
-                                epoch,
-                            },
-                        );
-                        if let (Some(every), Some(auto)) = (every, request.auto_extend) {
-                            // Should the extender fail to start, dropping the lock releases it.
-                            self.watch(&lock, ttl, every, auto.max_hold)?;
-                        }
-                        return Ok(lock);
-                    }
-                }
-                if wait_until.is_some()
-                    && outcome.decision == Decision::Refused
-                    && !outcome.cancelled
-                {
-                    // The answers that came just after the decision: whether any granted this
-                    // attempt decides how long a waiter may sleep (below), and the undo then
-                    // goes only where it is needed.
-                    outcome.settle();
-                    // A node still silent (slow or hung) may have granted it too: better one
-                    // needless retry on the backoff than a waiter asleep until keys expire.
-                    contested |= outcome.tally.yes() > 0
-                        || outcome.tally.votes().count() < outcome.tally.nodes();
-                }
-                // A SET may have landed where the reply was lost, late or cut short by a
-                // cancel: undo it everywhere before anything else.
-                this.undo(engine, &outcome, &token, ttl);
-                if outcome.cancelled {
-                    return Err(cancelled());
-                }
-                if let Some(e) = this.conflict(&outcome) {
-                    return Err(e);
-                }
-                // Only a plain refusal moves on to the next candidate.
-                let next = outcome.decision == Decision::Refused && last.is_none();
-                failed = Some((token, outcome, last));
-                if !next {
-                    break;
-                }
-            }
-            let Some((token, outcome, last)) = failed else {
-                unreachable!("an attempt tries at least one candidate")
-            };
-            let refused = outcome.decision == Decision::Refused;
-            let pause = match wait_until {
-                None => (attempt <= retries).then(|| retry_delay(delay, jitter, rand::random())),
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        None
-                    } else if !notify {
-                        Some(retry_delay(delay, jitter, rand::random()).min(left))
-                    } else {
-                        Some(fallback(round).min(left))
-                    }
-                }
-            };
-            let Some(mut pause) = pause else {
-                // A failed fence write-back is reported as such: too few nodes took it.
-                let report = last.as_ref().unwrap_or(&outcome).report(engine);
-                return Err(if last.is_none() && refused {
-                    Error::NotAcquired {
-                        resource: resource.to_string(),
-                        attempts: attempt,
-                        report,
-                    }
-                } else {
-                    Error::NoQuorum {
-                        resource: resource.to_string(),
-                        operation: Operation::Acquire,
-                        attempts: attempt,
-                        report,
-                    }
-                });
-            };
-            let mut just_subscribed = false;
-            if notify && refused && subscription.is_none() {
-                // Subscribed from now on: a release from here is heard. One that came before
-                // the subscription was active shows in the remaining TTLs read next.
-                subscription = Some(self.notifier()?.subscribe(
-                    kind.keys(),
-                    config.node_timeout,
-                    kind.shared(),
-                    queues,
-                    cancel,
-                ));
-                just_subscribed = true;
-            }
-            if let Some(sub) = &subscription
-                && !sub.at_front()
-            {
-                // Queued behind another waiter: its turn comes first (at the loop's top).
-                continue;
-            }
-            if wait_until.is_some() && refused {
-                // Never sleep past the moment the holder's keys expire on a quorum: a lost
-                // notification then costs at most the holder's TTL.
-                let read = engine.fan_out(&kind.remaining(), resource, &token, None, cancel);
-                let free = free_in(&read, quorum(engine.node_count()));
-                if just_subscribed && free.is_none() {
-                    // No TTLs to go by (a key without one, or PTTL not allowed): try again at
-                    // once, for a release that came before the subscription was active.
-                    continue;
-                }
-                if let Some(free) = free {
-                    let free = free + Duration::from_millis(1);
-                    let left =
-                        wait_until.map_or(free, |d| d.saturating_duration_since(Instant::now()));
-                    pause = if !contested && subscription.as_ref().is_some_and(|s| s.healthy()) {
-                        // A release would be heard: no polling, only a look once the holder's
-                        // keys should be gone (it expired, or its release went unheard). Not
-                        // after a split vote: the keys of attempts that are being undone
-                        // (whose undo announces nothing) may be all there is.
-                        free.min(left)
-                    } else {
-                        pause.min(free)
-                    };
-                }
-            }
-            let wake = match (&subscription, cancel) {
-                (Some(sub), _) if refused => sub.wait(pause, cancel),
-                (_, Some(c)) => match c.fired().recv_timeout(pause) {
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => Wake::TimedOut,
-                    _ => Wake::Cancelled,
-                },
-                (_, None) => {
-                    std::thread::sleep(pause);
-                    Wake::TimedOut
-                }
-            };
-            match wake {
-                Wake::Released => {}
-                Wake::TimedOut => round = round.saturating_add(1),
-                Wake::Cancelled => return Err(cancelled()),
-            }
-        }
+        Acquisition::plan(self, request, request.cancel.as_ref())?.run()
     }
 
     /// Counts a suspension of this host, as the clock guard does when it sees one: every lock
@@ -405,12 +127,6 @@ impl Redlock {
     /// Like [`lock`](Redlock::lock), with a single attempt.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
         self.acquire(&LockRequest::new(resource, ttl).once())
-    }
-
-    /// Acquires `resource` for `ttl` as [`options`](LockOptions) say; the request form of
-    /// the same is [`LockOptions::request`].
-    pub fn lock_with(&self, resource: &str, ttl: Duration, options: LockOptions) -> Result<Lock> {
-        self.acquire(&options.request(resource, ttl)?)
     }
 
     /// Runs `f` under an auto-extended lock on `resource` and releases it afterwards (also when
@@ -595,33 +311,10 @@ impl Redlock {
         inspect::force_release(&self.inner.engine, resource, token)
     }
 
-    /// The client's settings, for the C ABI.
-    #[allow(dead_code)]
-    pub(crate) fn config(&self) -> &Config {
+    /// The settings the client runs with.
+    pub fn settings(&self) -> &Config {
         &self.inner.engine.config
     }
-}
-
-/// Checks an auto-extension against the TTL and returns how often to extend.
-fn extension_interval(auto: &AutoExtend, ttl: Duration, config: &Config) -> Result<Duration> {
-    let f = auto.fraction;
-    if !(f.is_finite() && f > 0.0 && f < 1.0) {
-        return Err(Error::invalid(format!(
-            "extend fraction must be in (0, 1), got {f}"
-        )));
-    }
-    if auto.max_hold.is_some_and(|d| d > MAX_TTL) {
-        return Err(Error::invalid("max_hold must be at most 10 years"));
-    }
-    let every = ttl.mul_f64(f);
-    // An extension has to fit in what is left after `every`.
-    if every.is_zero() || every + config.node_timeout >= ttl {
-        return Err(Error::invalid(format!(
-            "ttl of {ttl:?} is too short to auto-extend: extensions every {every:?} plus \
-             node_timeout must fit within it"
-        )));
-    }
-    Ok(every)
 }
 
 impl fmt::Debug for Redlock {

@@ -58,19 +58,30 @@ enum Pem {
     Bytes(Vec<u8>),
 }
 
-/// The validated settings a client runs with.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Config {
+/// A client's settings, as [`Builder::settings`] and [`Redlock::settings`](crate::Redlock::settings)
+/// show them; each is set with the [`Builder`] method of the same name, which documents it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
     pub retry_count: u32,
+    /// Base delay between attempts.
     pub retry_delay: Duration,
+    /// Random part of the delay between attempts.
     pub retry_jitter: Duration,
+    /// Clock drift as a fraction of the TTL.
     pub drift_factor: f64,
+    /// How long a call waits for any one node.
     pub node_timeout: Duration,
+    /// Cap on extensions per lock, if any.
     pub max_extensions: Option<u32>,
+    /// How young a node's process may be before it counts toward acquire quorums, if set.
     pub restart_grace: Option<Duration>,
     /// The clock guard's jump threshold; `None`: the guard is off.
     pub clock_jump: Option<Duration>,
+    /// How long a node whose clock jumped forward stays out of acquire quorums.
     pub clock_quarantine: Duration,
+    /// Whether server-probe warnings refuse a node.
     pub strict_servers: bool,
 }
 
@@ -262,15 +273,24 @@ impl Builder {
         self
     }
 
-    /// Validates the settings and the URLs; [`build`](Builder::build) starts the client.
-    pub(crate) fn finish(self) -> Result<(Vec<redis::Client>, Config)> {
+    /// The settings so far (not yet checked: see [`check`](Builder::check)).
+    pub fn settings(&self) -> &Config {
+        &self.config
+    }
+
+    /// Replaces every setting with `settings`' (read with [`settings`](Builder::settings), or
+    /// from a running client), keeping the nodes and the TLS settings. Checked like the others,
+    /// by [`check`](Builder::check) and [`build`](Builder::build).
+    pub fn with_settings(mut self, settings: Config) -> Self {
+        self.config = settings;
+        self
+    }
+
+    /// Checks the settings (not the nodes, which [`build`](Builder::build) checks when it
+    /// parses their URLs): [`Error::InvalidArgument`] naming the first bad one. `build` runs
+    /// the same checks.
+    pub fn check(&self) -> Result<()> {
         let c = &self.config;
-        if self.urls.is_empty() {
-            return Err(Error::invalid(
-                "no nodes: give at least one redis:// URL (Redlock wants an odd number of \
-                 independent masters, e.g. 3 or 5)",
-            ));
-        }
         if !(c.drift_factor.is_finite() && (0.0..1.0).contains(&c.drift_factor)) {
             return Err(Error::invalid(format!(
                 "drift_factor must be in [0, 1), got {}",
@@ -298,6 +318,18 @@ impl Builder {
                  at least your largest TTL), or turn the guard off with clock_guard(false)",
             ));
         }
+        Ok(())
+    }
+
+    /// Validates the settings and the URLs; [`build`](Builder::build) starts the client.
+    pub(crate) fn finish(self) -> Result<(Vec<redis::Client>, Config)> {
+        if self.urls.is_empty() {
+            return Err(Error::invalid(
+                "no nodes: give at least one redis:// URL (Redlock wants an odd number of \
+                 independent masters, e.g. 3 or 5)",
+            ));
+        }
+        self.check()?;
         let mut clients = Vec::with_capacity(self.urls.len());
         for (i, url) in self.urls.iter().enumerate() {
             let client = redis::Client::open(url.as_str()).map_err(|e| {

@@ -28,6 +28,10 @@ pub enum NodeProblem {
     },
     /// The acquisition was cancelled before the node answered.
     Cancelled,
+    /// The node's ACL does not let this user run a command redlock needs: Redis's `NOPERM`,
+    /// its "can't run this command" inside a script, or Valkey's "ACL failure in script". The
+    /// text is the server's; the README's Security section lists the ACL redlock needs.
+    Denied(String),
     /// The node accepted the lock, but its wall clock was seen jumping forward (an NTP step, a
     /// VM resume, `date -s`), which expires lock keys early, so it does not count toward
     /// acquire quorums during its [`clock_quarantine`](crate::Builder::clock_quarantine).
@@ -186,6 +190,11 @@ impl fmt::Display for NodeProblem {
                 remaining.as_millis()
             ),
             NodeProblem::Cancelled => f.write_str("cancelled before it answered"),
+            NodeProblem::Denied(reply) => write!(
+                f,
+                "permission denied (NOPERM): {reply}; give the user the ACL the README's \
+                 Security section lists"
+            ),
             NodeProblem::ClockJump { jump, remaining } => write!(
                 f,
                 "clock jumped forward by {} ms, not counted for another {} ms (clock_quarantine)",

@@ -74,22 +74,18 @@
 // error, token, sync, quorum (pure rules) → wire (scripts, commands) → node (one worker per
 // node) → engine (fan-out and decision) → kinds (one file each), inspect (the operator's
 // reads and forced release) → cancel, request, lock →
-// watchdog, notify → client (the facade) → ffi.
+// watchdog, notify → client (the facade). The C ABI is the crate in ffi/, on the public API.
 mod cancel;
 mod client;
 mod clock;
 mod config;
 mod engine;
 mod error;
-#[doc(hidden)]
-#[allow(unsafe_code)]
-pub mod ffi;
 mod inspect;
 mod kinds;
 mod lock;
 mod node;
 mod notify;
-mod options;
 mod probe;
 mod quorum;
 mod request;
@@ -101,7 +97,7 @@ mod wire;
 pub use cancel::Cancel;
 pub use client::Redlock;
 pub use config::{
-    Builder, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
+    Builder, Config, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
     DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
@@ -112,5 +108,4 @@ pub use kinds::many::MAX_RESOURCES;
 pub use kinds::semaphore::MAX_PERMITS;
 pub use lock::Lock;
 pub use node::NodeStatus;
-pub use options::LockOptions;
 pub use request::{AutoExtend, DEFAULT_EXTEND_FRACTION, LockRequest};

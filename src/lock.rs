@@ -419,7 +419,7 @@ impl Lock {
     /// no longer ours on enough nodes; [`Error::NoQuorum`] when too few nodes answered, in which
     /// case the old validity (or the new one, if shorter) still stands. A failed extend never
     /// deletes keys.
-    pub fn extend(&mut self, ttl: Duration) -> Result<()> {
+    pub fn extend(&self, ttl: Duration) -> Result<()> {
         let (result, lost) = {
             let _op = self.shared.op();
             self.shared.extend_locked(&self.engine, ttl)
@@ -435,13 +435,11 @@ impl Lock {
     /// Ok when a quorum deleted it; [`Error::Lost`] when it was no longer ours on enough nodes
     /// (it expired before the release: the protected work may have overlapped another owner's);
     /// [`Error::NoQuorum`] when too few nodes answered (their keys expire with the TTL).
-    pub fn release(mut self) -> Result<()> {
-        self.release_in_place()
-    }
-
-    /// [`release`](Lock::release) that keeps the handle, for the C ABI: afterwards validity is
-    /// zero, extend reports `Lost`, and releasing again does nothing.
-    pub(crate) fn release_in_place(&mut self) -> Result<()> {
+    /// Afterwards [`validity`](Lock::validity) is zero, [`extend`](Lock::extend) reports
+    /// [`Error::Lost`], and releasing again does nothing. Calls on one lock from several threads
+    /// are serialized: a release waits for an extension in flight, which then cannot reach a
+    /// node after it.
+    pub fn release(&self) -> Result<()> {
         let _op = self.shared.op();
         if !self.mark_released() {
             return Ok(());

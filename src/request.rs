@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
-use crate::kinds::Kind;
 use crate::kinds::fenced::Fenced;
 use crate::kinds::many::Many;
 use crate::kinds::plain::Plain;
 use crate::kinds::reentrant::Reentrant;
 use crate::kinds::rwlock::{Mode, ReadWrite};
 use crate::kinds::semaphore::Semaphore;
+use crate::kinds::{Caller, Kind};
 
 /// Default fraction of the TTL after which an auto-extended lock is extended.
 pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
@@ -60,6 +60,8 @@ pub struct LockRequest {
     pub(crate) notifications: bool,
     pub(crate) auto_extend: Option<AutoExtend>,
     pub(crate) cancel: Option<Cancel>,
+    /// Who the acquisition is for, for the read-write self-wait check; `None`: the thread.
+    pub(crate) caller: Option<Arc<str>>,
     /// Every attempt's token instead of a random one: tests only (see `token_for_tests`).
     pub(crate) test_token: Option<Arc<str>>,
 }
@@ -139,6 +141,7 @@ impl LockRequest {
             notifications: true,
             auto_extend: None,
             cancel: None,
+            caller: None,
             test_token: None,
         }
     }
@@ -299,6 +302,24 @@ impl LockRequest {
         self.kind.as_ref().ok().map(|k| &**k.resource())
     }
 
+    /// Names who this acquisition is for, in place of the calling OS thread, for the check
+    /// that refuses a read-write lock its caller would wait for forever (asking for the write
+    /// lock while holding a read or write lock of the resource, or for a read lock while
+    /// holding its write lock). For callers whose threads are not OS threads: a binding's
+    /// thread or task, a goroutine's owner. Empty is the thread again. Other kinds ignore it.
+    pub fn caller(mut self, name: &str) -> Self {
+        self.caller = (!name.is_empty()).then(|| name.into());
+        self
+    }
+
+    /// Who the acquisition is for.
+    pub(crate) fn caller_id(&self) -> Caller {
+        match &self.caller {
+            Some(name) => Caller::Named(Arc::clone(name)),
+            None => Caller::Thread(std::thread::current().id()),
+        }
+    }
+
     /// Gives every attempt of this request `token` instead of a fresh random one, so that a
     /// test can look for the keys of an attempt that returned no lock (a cancelled wait). Only
     /// for tests: one token for many attempts, or for many requests, defeats the point of a
@@ -307,6 +328,14 @@ impl LockRequest {
     pub fn token_for_tests(mut self, token: &str) -> Self {
         self.test_token = Some(token.into());
         self
+    }
+
+    /// Checks the parts of the request that do not depend on a client (an empty resource or
+    /// owner, kinds that do not combine): [`Error::InvalidArgument`] for the first bad one, as
+    /// [`acquire`](crate::Redlock::acquire) would report it. The TTL and the patience are
+    /// checked against the client's settings when it acquires.
+    pub fn check(&self) -> Result<()> {
+        self.checked_kind().map(|_| ())
     }
 
     pub(crate) fn checked_kind(&self) -> Result<&Arc<dyn Kind>> {

@@ -304,14 +304,36 @@ impl Command {
             (Reply::Count, Value::Int(n)) if n >= 0 => Vote::Value(n as u64),
             (Reply::Flag, Value::Int(1)) => Vote::Yes,
             (Reply::Flag, Value::Int(0)) => Vote::No,
-            (_, Value::ServerError(e)) => Vote::Failed(NodeProblem::Server(match e.details() {
-                Some(details) => format!("{} {details}", e.code()),
-                None => e.code().to_owned(),
-            })),
+            (_, Value::ServerError(e)) => Vote::Failed(server_problem(&e)),
             (Reply::Raw, value) => Vote::Raw(value),
             (_, other) => Vote::Failed(NodeProblem::Server(format!("unexpected reply {other:?}"))),
         }
     }
+}
+
+/// What an error reply means, the same on every server: a permission denial (each server and
+/// version words it its own way, inside a script and out), or another error reply.
+pub(crate) fn server_problem(e: &redis::ServerError) -> NodeProblem {
+    let text = match e.details() {
+        Some(details) => format!("{} {details}", e.code()),
+        None => e.code().to_owned(),
+    };
+    if is_denied(&text) {
+        NodeProblem::Denied(text)
+    } else {
+        NodeProblem::Server(text)
+    }
+}
+
+/// Whether an error reply's text says the ACL denied a command: `NOPERM …` (Redis 7.2+, and
+/// Redis 7.0 outside scripts), `ERR The user executing the script can't run this command …`
+/// (Redis 7.0 inside scripts), `ERR ACL failure in script: User … has no permissions to run …`
+/// (Valkey).
+pub(crate) fn is_denied(text: &str) -> bool {
+    text.starts_with("NOPERM")
+        || text.contains("can't run this command")
+        || text.contains("ACL failure in script")
+        || text.contains("has no permissions to")
 }
 
 #[cfg(test)]
@@ -319,6 +341,27 @@ mod tests {
     use super::*;
 
     static ECHO: Script = Script::new("return ARGV[1]");
+
+    #[test]
+    fn permission_denials_read_the_same_on_every_server() {
+        let denied = [
+            "NOPERM User locker has no permissions to run the 'get' command",
+            "ERR The user executing the script can't run this command or subcommand script: \
+             0123abcd, on @user_script:1.",
+            "ERR ACL failure in script: User locker has no permissions to run the 'get' command \
+             script: 0123abcd, on @user_script:1.",
+        ];
+        for text in denied {
+            assert!(is_denied(text), "{text}");
+        }
+        for text in [
+            "WRONGTYPE Operation against a key",
+            "ERR unknown command 'EVALSHA'",
+            "OOM",
+        ] {
+            assert!(!is_denied(text), "{text}");
+        }
+    }
 
     #[test]
     fn arguments_go_in_a_fixed_order() {

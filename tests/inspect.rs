@@ -141,12 +141,10 @@ fn a_down_node_or_a_noperm_is_one_row_not_a_failed_call() {
         .unwrap();
     let seen = rl.inspect("r").unwrap();
     assert!(seen.nodes[0].state.is_ok());
+    // Each server words an ACL denial inside a script its own way (Redis 7.0: an ERR; later
+    // Redis: NOPERM; Valkey: "ACL failure in script"): it reads as a denial on all of them.
     match &seen.nodes[1].state {
-        // Redis 7.0 words an ACL denial inside a script as an ERR; later versions as NOPERM.
-        Err(NodeProblem::Server(e)) => assert!(
-            e.contains("NOPERM") || e.contains("can't run this command"),
-            "{e}"
-        ),
+        Err(NodeProblem::Denied(_)) => {}
         other => panic!("expected the ACL denial, got {other:?}"),
     }
     assert!(matches!(

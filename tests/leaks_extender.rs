@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock::LockOptions;
+use redlock::{AutoExtend, LockRequest};
 
 #[test]
 fn extender_and_subscriber_threads_end_with_the_client() {
@@ -19,10 +19,8 @@ fn extender_and_subscriber_threads_end_with_the_client() {
         let rl = cluster.client();
         let auto: Vec<_> = (0..10)
             .map(|i| {
-                rl.lock_with(
-                    &format!("x-{round}-{i}"),
-                    ttl,
-                    LockOptions::new().auto_extend(true),
+                rl.acquire(
+                    &LockRequest::new(format!("x-{round}-{i}"), ttl).auto_extend(AutoExtend::new()),
                 )
                 .unwrap()
             })
@@ -30,12 +28,8 @@ fn extender_and_subscriber_threads_end_with_the_client() {
         // A waiter starts the subscriber threads.
         let busy = rl.lock("x-busy", Duration::from_secs(10)).unwrap();
         assert!(
-            rl.lock_with(
-                "x-busy",
-                ttl,
-                LockOptions::new().wait_timeout(Duration::from_millis(100))
-            )
-            .is_err()
+            rl.acquire(&LockRequest::new("x-busy", ttl).wait(Duration::from_millis(100)))
+                .is_err()
         );
         std::thread::sleep(ttl);
         assert!(auto.iter().all(|l| l.is_held()));

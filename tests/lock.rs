@@ -219,7 +219,7 @@ fn an_abandoned_lock_frees_itself_after_its_ttl() {
 fn release_and_extend_are_owner_only() {
     let cluster = Cluster::start(5);
     let rl = cluster.client();
-    let mut a = rl.try_lock("owned", Duration::from_millis(100)).unwrap();
+    let a = rl.try_lock("owned", Duration::from_millis(100)).unwrap();
     std::thread::sleep(Duration::from_millis(150));
     assert_eq!(a.validity(), Duration::ZERO);
     let b = rl.try_lock("owned", TTL).unwrap();
@@ -253,7 +253,7 @@ fn extend_moves_the_deadline_on_a_quorum() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let short = Duration::from_secs(1);
-    let mut lock = rl.try_lock("extend", short).unwrap();
+    let lock = rl.try_lock("extend", short).unwrap();
     let acquired = Instant::now();
     assert!(lock.validity() <= short);
     lock.extend(Duration::from_secs(20)).unwrap();
@@ -282,7 +282,7 @@ fn extend_after_expiry_is_lost_and_deletes_nothing() {
     let rl = cluster.client();
     // lock, not try_lock: on a loaded machine one attempt can take longer than this TTL.
     let ttl = Duration::from_millis(200);
-    let mut lock = rl.lock("late", ttl).unwrap();
+    let lock = rl.lock("late", ttl).unwrap();
     // The quorum's keys were set before the lock was returned: gone one TTL later.
     std::thread::sleep(ttl + Duration::from_millis(100));
     assert!(matches!(lock.extend(TTL), Err(Error::Lost { .. })));
@@ -293,7 +293,7 @@ fn extend_after_expiry_is_lost_and_deletes_nothing() {
 fn extension_cap_is_enforced() {
     let cluster = Cluster::start(1);
     let rl = cluster.builder().max_extensions(2).build().unwrap();
-    let mut lock = rl.lock("capped", TTL).unwrap();
+    let lock = rl.lock("capped", TTL).unwrap();
     lock.extend(TTL).unwrap();
     lock.extend(TTL).unwrap();
     assert!(matches!(
@@ -485,7 +485,7 @@ fn bad_input_is_rejected_before_any_node_is_touched() {
         }
     }
     assert_eq!(cluster.nodes[0].get("x"), None);
-    let mut lock = rl.lock("x", TTL).unwrap();
+    let lock = rl.lock("x", TTL).unwrap();
     assert!(matches!(
         lock.extend(Duration::ZERO),
         Err(Error::InvalidArgument { .. })
@@ -514,7 +514,7 @@ fn unusual_resource_names_round_trip() {
 fn scripts_are_reloaded_after_script_flush() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut lock = rl.lock("flushed", TTL).unwrap();
+    let lock = rl.lock("flushed", TTL).unwrap();
     for node in &cluster.nodes {
         let _: () = redis::cmd("SCRIPT")
             .arg("FLUSH")

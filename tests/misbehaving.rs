@@ -116,7 +116,7 @@ fn quorum_ignores(bad_url: &str) {
     let node_timeout = Duration::from_secs(1);
     let rl = client(&urls, node_timeout);
     let (lock, took) = timed("lock", || rl.lock("mixed", TTL));
-    let mut lock = lock.unwrap_or_else(|e| panic!("1 bad node of 3 must not stop locking: {e}"));
+    let lock = lock.unwrap_or_else(|e| panic!("1 bad node of 3 must not stop locking: {e}"));
     assert!(took < node_timeout, "lock waited on the bad node: {took:?}");
     assert!(lock.validity() > TTL - Duration::from_secs(1));
     assert_eq!(healthy.holding("mixed", lock.token()), 2);
@@ -402,7 +402,7 @@ fn hash_key_refuses_acquire_and_reads_as_not_ours_for_extend_and_release() {
     );
 
     // One key of a held lock replaced by a hash: the quorum carries extend and release.
-    let mut lock = rl.lock("one-hashed", TTL).unwrap();
+    let lock = rl.lock("one-hashed", TTL).unwrap();
     replace_with_hash(&cluster.nodes[1], "one-hashed");
     lock.extend(TTL).unwrap();
     lock.release().unwrap();
@@ -411,7 +411,7 @@ fn hash_key_refuses_acquire_and_reads_as_not_ours_for_extend_and_release() {
 
     // Replaced on a majority: a hash is not our lock (it may be a reentrant lock's), so
     // extend and release find the lock lost there, without an error reply.
-    let mut lock = rl.lock("two-hashed", TTL).unwrap();
+    let lock = rl.lock("two-hashed", TTL).unwrap();
     for node in &cluster.nodes[..2] {
         replace_with_hash(node, "two-hashed");
     }
@@ -554,7 +554,7 @@ fn killed_connections_cost_no_failed_call() {
 
     // A held lock survives its connections being killed: the extend goes out again on fresh
     // connections.
-    let mut lock = rl.lock("killed", TTL).unwrap();
+    let lock = rl.lock("killed", TTL).unwrap();
     for node in &cluster.nodes {
         assert!(
             kill_clients(node) >= 1,
@@ -621,7 +621,7 @@ fn every_ascii_and_multibyte_resource_name_round_trips() {
     names.extend((1u8..=0x7f).map(|b| char::from(b).to_string()));
     let other = client(&cluster.urls(), Duration::from_secs(1));
     for name in &names {
-        let mut lock = rl
+        let lock = rl
             .lock(name, TTL)
             .unwrap_or_else(|e| panic!("{name:?}: {e}"));
         assert_eq!(lock.resource(), name);
@@ -773,7 +773,7 @@ fn a_release_after_the_server_closed_idle_connections_still_releases_everywhere(
         "the keys are gone long before their {TTL:?} TTL"
     );
     // An extend and an acquire after the same idle spell cost no failed call either.
-    let mut lock = rl.lock("idle", TTL).unwrap();
+    let lock = rl.lock("idle", TTL).unwrap();
     assert!(eventually(Duration::from_secs(5), || cluster
         .nodes
         .iter()

@@ -15,7 +15,7 @@ const TTL: Duration = Duration::from_secs(10);
 fn all_resources_are_taken_extended_and_released_together() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut lock = rl.lock_many(["m-c", "m-a", "m-b"], TTL).unwrap();
+    let lock = rl.lock_many(["m-c", "m-a", "m-b"], TTL).unwrap();
     assert_eq!(lock.resources(), ["m-a", "m-b", "m-c"], "sorted");
     assert_eq!(lock.resource(), "m-a,m-b,m-c");
     for key in ["m-a", "m-b", "m-c"] {

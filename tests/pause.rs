@@ -48,11 +48,11 @@ fn main() {
     let cases: [(&str, fn()); 2] = [
         (
             "an_acquisition_after_a_vm_pause_reports_the_held_lock_lost",
-            another_acquisition_tells,
+            an_acquisition_after_a_vm_pause_reports_the_held_lock_lost,
         ),
         (
             "an_extension_after_a_vm_pause_reports_the_held_lock_lost",
-            an_extension_tells,
+            an_extension_after_a_vm_pause_reports_the_held_lock_lost,
         ),
     ];
     if args.iter().any(|a| a == "--list") {
@@ -283,7 +283,7 @@ fn paused_while_another_takes_over(mode: &str, check: impl FnOnce(&mut Holder)) 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn another_acquisition_tells() {
+fn an_acquisition_after_a_vm_pause_reports_the_held_lock_lost() {
     paused_while_another_takes_over("acquire", |holder| {
         // Every node's clock jumped forward by the pause: each is quarantined (a node's own step
         // cannot be told from our pause), so this acquisition fails, and a quorum of them at
@@ -296,7 +296,7 @@ fn another_acquisition_tells() {
     });
 }
 
-fn an_extension_tells() {
+fn an_extension_after_a_vm_pause_reports_the_held_lock_lost() {
     paused_while_another_takes_over("extension", |holder| {
         // The holder makes no call of its own: the extender's next extension of the other lock
         // (within a third of its TTL) is its only node contact.

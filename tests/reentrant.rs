@@ -136,7 +136,7 @@ fn a_plain_lock_whose_key_became_a_reentrant_hash_is_lost_not_an_error() {
     let rl = cluster.client();
     // lock, not try_lock: on a loaded machine one attempt can take longer than this TTL.
     let ttl = Duration::from_millis(200);
-    let mut plain = rl.lock("taken-over", ttl).unwrap();
+    let plain = rl.lock("taken-over", ttl).unwrap();
     // The quorum's keys were set before the lock was returned: gone one TTL later.
     std::thread::sleep(ttl + Duration::from_millis(200));
     let re = rl.try_reentrant_lock("taken-over", "alice", TTL).unwrap();
@@ -152,7 +152,7 @@ fn expiry_while_nested_frees_the_resource_and_later_releases_are_lost() {
     let rl = cluster.client();
     // Long enough that the inner hold is taken while the outer one is surely still there.
     let ttl = Duration::from_secs(1);
-    let mut outer = rl.reentrant_lock("expiring", "alice", ttl).unwrap();
+    let outer = rl.reentrant_lock("expiring", "alice", ttl).unwrap();
     let inner = rl.reentrant_lock("expiring", "alice", ttl).unwrap();
     assert_eq!(inner.hold_count(), Some(2));
     // The quorum's TTLs were set before the inner hold was returned: gone one TTL later.
@@ -171,7 +171,7 @@ fn expiry_while_nested_frees_the_resource_and_later_releases_are_lost() {
 fn nested_holds_never_shorten_the_ttl_and_extend_keeps_it_at_least() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut outer = rl.reentrant_lock("ttl", "alice", TTL).unwrap();
+    let outer = rl.reentrant_lock("ttl", "alice", TTL).unwrap();
     let inner = rl
         .reentrant_lock("ttl", "alice", Duration::from_secs(1))
         .unwrap();

@@ -156,7 +156,7 @@ fn a_reader_release_touches_only_its_own_entry_and_the_last_frees_the_key() {
     let rl = cluster.client();
     let read = LockRequest::new("own", TTL).read().once();
     let short = rl.acquire(&read).unwrap();
-    let mut long = rl
+    let long = rl
         .acquire(
             &LockRequest::new("own", Duration::from_secs(60))
                 .read()
@@ -213,7 +213,7 @@ fn an_expired_reader_is_not_revived_by_an_extension() {
     let keeper = rl
         .acquire(&LockRequest::new("revive", Duration::from_secs(30)).read())
         .unwrap();
-    let mut brief = rl
+    let brief = rl
         .acquire(&LockRequest::new("revive", Duration::from_millis(400)).read())
         .unwrap();
     let token = brief.token().to_owned();
@@ -225,7 +225,7 @@ fn an_expired_reader_is_not_revived_by_an_extension() {
     assert!(reading(&cluster, "revive", keeper.token()) >= 2);
 
     // Without another reader, the key itself expired: refused as well.
-    let mut alone = rl
+    let alone = rl
         .acquire(&LockRequest::new("revive2", Duration::from_millis(400)).read())
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));
@@ -342,6 +342,52 @@ fn a_thread_cannot_wait_for_its_own_lock() {
     w.release().unwrap();
     rl.acquire(&write).unwrap().release().unwrap();
     rl.acquire(&read).unwrap().release().unwrap();
+}
+
+/// A named caller (a binding's thread, a goroutine's owner) is who the self-wait check goes
+/// by, whichever OS thread runs its calls: its own write after its read is refused from any
+/// thread, while another caller on the very same OS thread waits for the lock like anyone.
+#[test]
+fn a_named_caller_cannot_wait_for_its_own_lock_from_any_thread() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let request = |caller: &str| LockRequest::new("named", TTL).caller(caller);
+    let held = rl.acquire(&request("alice").read()).unwrap();
+
+    // Alice again, from another OS thread: still alice, still refused at once.
+    let started = Instant::now();
+    let alice = {
+        let (rl, write) = (
+            rl.clone(),
+            request("alice").write().wait(Duration::from_secs(30)),
+        );
+        std::thread::spawn(move || rl.acquire(&write).map(|l| l.release()))
+    };
+    match alice.join().unwrap() {
+        Err(Error::InvalidArgument { message }) => {
+            assert!(
+                message.contains("\"alice\"") && message.contains("read lock"),
+                "{message}"
+            )
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "it waited");
+
+    // Bob, on this very thread that took alice's read lock: he waits, and gets in once she
+    // lets go.
+    let bob = rl.acquire(&request("bob").write().once());
+    assert!(matches!(bob, Err(Error::NotAcquired { .. })), "{bob:?}");
+    held.release().unwrap();
+    rl.acquire(&request("bob").write().wait(Duration::from_secs(10)))
+        .expect("bob's write lock")
+        .release()
+        .unwrap();
+    // The thread itself, named by nobody, holds nothing.
+    rl.acquire(&LockRequest::new("named", TTL).write())
+        .unwrap()
+        .release()
+        .unwrap();
 }
 
 #[test]

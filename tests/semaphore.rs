@@ -173,7 +173,7 @@ fn a_released_permit_wakes_a_waiter_and_extension_keeps_the_stored_l_alive() {
         .build()
         .unwrap();
     let request = LockRequest::new("wake", TTL).semaphore(2);
-    let mut first = rl.acquire(&request).unwrap();
+    let first = rl.acquire(&request).unwrap();
     let second = rl.acquire(&request).unwrap();
     first.extend(Duration::from_secs(60)).unwrap();
     // The stored L lives at least as long as the longest slot.

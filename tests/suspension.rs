@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redlock::{Error, LockOptions, LockRequest};
+use redlock::{AutoExtend, Error, LockRequest};
 use support::{Cluster, eventually};
 
 /// Auto-extension every third of it; long enough that an unnoticed suspension would leave the
@@ -25,7 +25,7 @@ fn auto_extended_lock_is_lost_after_a_host_suspension() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let lock = rl
-        .lock_with("susp-auto", TTL, LockOptions::new().auto_extend(true))
+        .acquire(&LockRequest::new("susp-auto", TTL).auto_extend(AutoExtend::new()))
         .expect("lock");
     let fired = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&fired);
@@ -55,7 +55,7 @@ fn auto_extended_lock_is_lost_after_a_host_suspension() {
 
     // A lock taken after the suspension is not affected by it.
     let after = rl
-        .lock_with("susp-after", TTL, LockOptions::new().auto_extend(true))
+        .acquire(&LockRequest::new("susp-after", TTL).auto_extend(AutoExtend::new()))
         .expect("lock after the suspension");
     std::thread::sleep(TTL / 2);
     assert!(after.is_held() && !after.is_lost());
@@ -67,7 +67,7 @@ fn auto_extended_lock_is_lost_after_a_host_suspension() {
 fn plain_lock_reports_the_suspension_to_its_holder() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
-    let mut lock = rl
+    let lock = rl
         .lock("susp-plain", Duration::from_secs(30))
         .expect("lock");
     let fired = Arc::new(AtomicUsize::new(0));

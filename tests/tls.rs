@@ -271,7 +271,7 @@ fn lock_extend_release_over_tls_with_the_ca_option() {
     let urls: Vec<String> = nodes.iter().map(TlsNode::url).collect();
     let rl = builder(&urls).tls_ca_file(pki.ca()).build().unwrap();
 
-    let mut lock = rl.lock("tls:orders", TTL).expect("lock over TLS");
+    let lock = rl.lock("tls:orders", TTL).expect("lock over TLS");
     let token = lock.token().to_owned();
     let holding = || {
         nodes

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, LockOptions};
+use redlock::{Error, LockRequest};
 use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 
-fn waiting(d: Duration) -> LockOptions {
-    LockOptions::new().wait_timeout(d)
+/// A request for `resource` that waits up to `d`.
+fn waiting(resource: &str, d: Duration) -> LockRequest {
+    LockRequest::new(resource, TTL).wait(d)
 }
 
 #[test]
@@ -32,7 +33,7 @@ fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
             let rl = rl.clone();
             std::thread::spawn(move || {
                 let lock = rl
-                    .lock_with("wake", TTL, waiting(Duration::from_secs(30)))
+                    .acquire(&waiting("wake", Duration::from_secs(30)))
                     .unwrap();
                 let at = Instant::now();
                 lock.release().unwrap();
@@ -62,7 +63,7 @@ fn a_waiter_gives_up_at_its_deadline_and_unsubscribes() {
     let rl = cluster.client();
     let holder = rl.lock("deadline", TTL).unwrap();
     let start = Instant::now();
-    match rl.lock_with("deadline", TTL, waiting(Duration::from_millis(700))) {
+    match rl.acquire(&waiting("deadline", Duration::from_millis(700))) {
         Err(Error::NotAcquired { attempts, .. }) => assert!(attempts > 1),
         other => panic!("expected NotAcquired, got {other:?}"),
     }
@@ -77,7 +78,7 @@ fn a_waiter_gives_up_at_its_deadline_and_unsubscribes() {
     // A zero wait is one attempt.
     let _h = rl.lock("deadline", TTL).unwrap();
     assert!(matches!(
-        rl.lock_with("deadline", TTL, waiting(Duration::ZERO)),
+        rl.acquire(&waiting("deadline", Duration::ZERO)),
         Err(Error::NotAcquired { attempts: 1, .. })
     ));
 }
@@ -95,7 +96,7 @@ fn waiters_share_one_subscriber_connection_per_node_and_leave_none_behind() {
             let rl = rl.clone();
             let resource = if i % 2 == 0 { "shared-a" } else { "shared-b" };
             std::thread::spawn(move || {
-                rl.lock_with(resource, TTL, waiting(Duration::from_secs(30)))
+                rl.acquire(&waiting(resource, Duration::from_secs(30)))
                     .unwrap()
                     .release()
                     .unwrap();
@@ -139,7 +140,7 @@ fn a_waiter_gets_a_lock_that_expired_without_a_release() {
         node.set("expired", "someone-else", 600);
     }
     let lock = rl
-        .lock_with("expired", TTL, waiting(Duration::from_secs(10)))
+        .acquire(&waiting("expired", Duration::from_secs(10)))
         .unwrap();
     assert!(start.elapsed() >= Duration::from_millis(500));
     lock.release().unwrap();
@@ -157,7 +158,7 @@ fn waiters_exclude_each_other_and_all_get_their_turn() {
             std::thread::spawn(move || {
                 for _ in 0..5 {
                     let lock = rl
-                        .lock_with("turns", TTL, waiting(Duration::from_secs(60)))
+                        .acquire(&waiting("turns", Duration::from_secs(60)))
                         .unwrap();
                     let seen = counter.load(Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(2));
@@ -184,11 +185,9 @@ fn commands_while_waiting(cluster: &Cluster, notifications: bool, waiters: usize
             let rl = rl.clone();
             let resource = resource.clone();
             std::thread::spawn(move || {
-                let opts = waiting(Duration::from_secs(60)).notifications(notifications);
-                rl.lock_with(&resource, TTL, opts)
-                    .unwrap()
-                    .release()
-                    .unwrap();
+                let request =
+                    waiting(&resource, Duration::from_secs(60)).notifications(notifications);
+                rl.acquire(&request).unwrap().release().unwrap();
             })
         })
         .collect();
@@ -224,7 +223,7 @@ fn queue_waiter(
     let (rl2, order) = (rl.clone(), Arc::clone(order));
     let t = std::thread::spawn(move || {
         let lock = rl2
-            .lock_with(resource, TTL, waiting(Duration::from_secs(60)))
+            .acquire(&waiting(resource, Duration::from_secs(60)))
             .unwrap();
         order.lock().unwrap().push(id);
         std::thread::sleep(Duration::from_millis(5));
@@ -310,7 +309,7 @@ fn the_turn_passes_on_when_the_waiter_in_front_gives_up() {
         == 1));
     let timing_out = {
         let rl = rl.clone();
-        std::thread::spawn(move || rl.lock_with("giveup", TTL, waiting(Duration::from_secs(1))))
+        std::thread::spawn(move || rl.acquire(&waiting("giveup", Duration::from_secs(1))))
     };
     assert!(eventually(Duration::from_secs(10), || rl
         .queued_waiters("giveup")
@@ -351,7 +350,7 @@ fn a_split_vote_does_not_leave_a_waiter_asleep_until_the_keys_expire() {
     let waiter = {
         let rl = rl.clone();
         std::thread::spawn(move || {
-            rl.lock_with("split", TTL, waiting(Duration::from_secs(25)))
+            rl.acquire(&waiting("split", Duration::from_secs(25)))
                 .map(|l| l.release())
         })
     };

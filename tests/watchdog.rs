@@ -9,15 +9,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, Lock, LockOptions};
+use redlock::{AutoExtend, Error, Lock, LockRequest};
 use support::{Cluster, RedisNode, eventually};
 
 /// Auto-extension needs `ttl × extend_fraction + node_timeout < ttl`: with the test client's
 /// patient node timeout (1 s), a TTL whose extensions (every third of it) outrun a stalled one.
 const TTL: Duration = Duration::from_secs(2);
 
-fn auto() -> LockOptions {
-    LockOptions::new().auto_extend(true)
+fn auto() -> AutoExtend {
+    AutoExtend::new()
 }
 
 /// Every command a node runs (scripts' inner calls included), as `MONITOR` prints them.
@@ -110,7 +110,9 @@ fn holder_outlives_its_ttl_many_times_and_nobody_else_gets_in() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let other = cluster.client();
-    let lock = rl.lock_with("long-work", TTL, auto()).unwrap();
+    let lock = rl
+        .acquire(&LockRequest::new("long-work", TTL).auto_extend(auto()))
+        .unwrap();
     let start = Instant::now();
     // Three TTLs of work.
     while start.elapsed() < TTL * 3 {
@@ -130,7 +132,9 @@ fn lost_signal_fires_within_an_interval_when_a_majority_loses_the_keys() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let ttl = Duration::from_secs(3);
-    let lock = rl.lock_with("deleted", ttl, auto()).unwrap();
+    let lock = rl
+        .acquire(&LockRequest::new("deleted", ttl).auto_extend(auto()))
+        .unwrap();
     let called = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&called);
     lock.on_lost(move |resource| {
@@ -182,7 +186,9 @@ fn extender_stops_when_the_lock_is_dropped() {
     let cluster = Cluster::start(3);
     let monitors = monitors(&cluster);
     let rl = cluster.client();
-    let lock = rl.lock_with("dropped", TTL, auto()).unwrap();
+    let lock = rl
+        .acquire(&LockRequest::new("dropped", TTL).auto_extend(auto()))
+        .unwrap();
     let monitor = &monitors[holders(&cluster, "dropped", lock.token())[0]];
     assert!(eventually(Duration::from_secs(5), || monitor
         .pexpires("dropped")
@@ -205,7 +211,9 @@ fn extender_stops_when_the_lock_is_released() {
     let cluster = Cluster::start(3);
     let monitors = monitors(&cluster);
     let rl = cluster.client();
-    let lock = rl.lock_with("released", TTL, auto()).unwrap();
+    let lock = rl
+        .acquire(&LockRequest::new("released", TTL).auto_extend(auto()))
+        .unwrap();
     let monitor = &monitors[holders(&cluster, "released", lock.token())[0]];
     assert!(eventually(Duration::from_secs(5), || monitor
         .pexpires("released")
@@ -231,7 +239,9 @@ fn extender_stops_when_the_holder_thread_panics() {
     let holder = {
         let rl = rl.clone();
         std::thread::spawn(move || {
-            let lock = rl.lock_with("panicked", TTL, auto()).unwrap();
+            let lock = rl
+                .acquire(&LockRequest::new("panicked", TTL).auto_extend(auto()))
+                .unwrap();
             token_tx.send(lock.token().to_owned()).unwrap();
             std::thread::sleep(TTL * 2);
             panic!("the holder's work failed");
@@ -255,7 +265,9 @@ fn dropping_the_client_handle_keeps_a_held_lock_extended_until_the_lock_goes() {
     let cluster = Cluster::start(3);
     let monitors = monitors(&cluster);
     let rl = cluster.client();
-    let lock = rl.lock_with("client-dropped", TTL, auto()).unwrap();
+    let lock = rl
+        .acquire(&LockRequest::new("client-dropped", TTL).auto_extend(auto()))
+        .unwrap();
     let monitor = &monitors[holders(&cluster, "client-dropped", lock.token())[0]];
     drop(rl);
     // The lock keeps its client alive: it is still held, two TTLs later.
@@ -283,7 +295,7 @@ fn max_hold_ends_extension_and_reports_the_lock_lost_when_it_runs_out() {
     // Beyond one TTL: reached only if the lock was extended.
     let max_hold = TTL + TTL / 2;
     let lock = rl
-        .lock_with("capped", TTL, auto().max_hold(max_hold))
+        .acquire(&LockRequest::new("capped", TTL).auto_extend(auto().max_hold(max_hold)))
         .unwrap();
     let start = Instant::now();
     assert!(lock.lost().recv_timeout(Duration::from_secs(15)).is_err());
@@ -300,7 +312,9 @@ fn max_hold_ends_extension_and_reports_the_lock_lost_when_it_runs_out() {
 fn max_extensions_caps_auto_extension() {
     let cluster = Cluster::start(3);
     let rl = cluster.builder().max_extensions(2).build().unwrap();
-    let lock = rl.lock_with("limited", TTL, auto()).unwrap();
+    let lock = rl
+        .acquire(&LockRequest::new("limited", TTL).auto_extend(auto()))
+        .unwrap();
     let start = Instant::now();
     assert!(lock.lost().recv_timeout(Duration::from_secs(15)).is_err());
     assert!(lock.is_lost());
@@ -319,7 +333,9 @@ fn a_short_outage_of_a_majority_is_ridden_out_while_validity_remains() {
         .build()
         .unwrap();
     let ttl = Duration::from_secs(3);
-    let lock = rl.lock_with("outage", ttl, auto()).unwrap();
+    let lock = rl
+        .acquire(&LockRequest::new("outage", ttl).auto_extend(auto()))
+        .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     cluster.nodes[0].hang();
     cluster.nodes[1].hang();
@@ -377,14 +393,14 @@ fn bad_auto_extend_options_are_rejected() {
     let cluster = Cluster::start(1);
     let rl = cluster.client();
     for (ttl, opts) in [
-        (TTL, auto().extend_fraction(0.0)),
-        (TTL, auto().extend_fraction(1.0)),
-        (TTL, auto().extend_fraction(f64::NAN)),
+        (TTL, auto().fraction(0.0)),
+        (TTL, auto().fraction(1.0)),
+        (TTL, auto().fraction(f64::NAN)),
         // The client's node_timeout (1 s) does not fit after the first third of 1.2 s.
         (Duration::from_millis(1200), auto()),
     ] {
         assert!(matches!(
-            rl.lock_with("bad-opts", ttl, opts),
+            rl.acquire(&LockRequest::new("bad-opts", ttl).auto_extend(opts)),
             Err(Error::InvalidArgument { .. })
         ));
     }

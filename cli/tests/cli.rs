@@ -464,7 +464,9 @@ fn status_json_matches_the_nodes() {
     assert_eq!(v["resource"], "shown");
     assert_eq!(v["held"], true);
     assert_eq!(v["holder"], lock.token());
-    assert_eq!(v["fence"], lock.fence().unwrap());
+    // The highest counter: the token, or a node's own later reading (its acquire came after
+    // the decision).
+    assert!(v["fence"].as_u64().unwrap() >= lock.fence().unwrap(), "{v}");
     let nodes = v["nodes"].as_array().unwrap();
     let names: Vec<&str> = nodes.iter().map(|n| n["node"].as_str().unwrap()).collect();
     let expected: Vec<String> = cluster

@@ -135,7 +135,7 @@ use std::time::SystemTime;
 use crate::clock::DEFAULT_CLOCK_JUMP;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
-use crate::kinds::{Grant, Held, Kind, plain};
+use crate::kinds::{Caller, Grant, Held, Kind, plain};
 use crate::quorum::Decision;
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
@@ -266,7 +266,7 @@ impl Kind for Fenced {
             .acquiring()
     }
 
-    fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>) -> Grant {
+    fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>, _: &Caller) -> Grant {
         let fence = acquired.tally.max_value().unwrap_or(0);
         let write = Command::script(&WRITE_FENCE, Reply::Flag)
             .keys(Keys::KeyAnd(Arc::clone(&self.counter)))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::kinds::{Grant, Held, Kind};
+use crate::kinds::{Caller, Grant, Held, Kind};
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
 /// Most resources one lock takes.
@@ -130,7 +130,7 @@ impl Kind for Many {
             .acquiring()
     }
 
-    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>) -> Grant {
+    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>, _: &Caller) -> Grant {
         Grant::done(HeldMany {
             keys: Arc::clone(&self.keys),
             release: self.release(Arc::from("")),

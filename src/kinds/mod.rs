@@ -9,6 +9,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use crate::config::Config;
@@ -46,6 +47,15 @@ pub(crate) static SCRIPTS: [&Script; 17] = [
     &REMAINING_ANY,
 ];
 
+/// Who an acquisition is for, as the read-write lock's self-wait check tells callers apart:
+/// the calling OS thread, unless the caller names itself (a binding whose threads are not the
+/// OS's: Python's, which hop between OS threads around blocking calls, or Go's goroutines).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Caller {
+    Thread(ThreadId),
+    Named(Arc<str>),
+}
+
 /// A lock being acquired.
 pub(crate) trait Kind: Send + Sync + fmt::Debug {
     /// The name the lock is known by: its key, or the sorted names of several joined by `,`.
@@ -54,8 +64,10 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
     /// The keys the lock takes; a waiter listens for their releases.
     fn keys(&self) -> &[Arc<str>];
 
-    /// The value that marks one acquisition on every node.
-    fn token(&self) -> Result<Arc<str>> {
+    /// The value that marks one acquisition for `caller` on every node; the kind's own checks
+    /// (a caller about to wait for itself) refuse it here.
+    fn token(&self, caller: &Caller) -> Result<Arc<str>> {
+        let _ = caller;
         Ok(new_token()?.into())
     }
 
@@ -65,7 +77,13 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
 
     /// Finishes an acquisition a quorum granted. Most kinds are done; a fenced lock writes its
     /// counter back, which is one more quorum call that can fail.
-    fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>) -> Grant;
+    fn grant(
+        &self,
+        engine: &Engine,
+        acquired: &Outcome,
+        token: &Arc<str>,
+        caller: &Caller,
+    ) -> Grant;
 
     /// Undoes a failed or cancelled attempt on every node that may have applied it, without
     /// waking waiters: the resource is still held by whoever refused us.

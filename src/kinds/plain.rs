@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
-use crate::kinds::{Grant, Held, Kind};
+use crate::kinds::{Caller, Grant, Held, Kind};
 use crate::wire::{Command, Reply, Script, owned_fn};
 
 /// Compare-and-delete: removes the key only while it holds our token, and then, unless the
@@ -77,7 +77,7 @@ impl Kind for Plain {
         Command::set_nx(ttl_ms)
     }
 
-    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>) -> Grant {
+    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>, _: &Caller) -> Grant {
         Grant::done(HeldPlain)
     }
 

@@ -18,7 +18,7 @@ use crossbeam_channel::Receiver;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::kinds::{Grant, Held, Kind};
+use crate::kinds::{Caller, Grant, Held, Kind};
 use crate::quorum::{Vote, note_late};
 use crate::sync::relock;
 use crate::wire::{Command, Reply, Script};
@@ -118,7 +118,7 @@ impl Kind for Reentrant {
         &self.keys
     }
 
-    fn token(&self) -> Result<Arc<str>> {
+    fn token(&self, _: &Caller) -> Result<Arc<str>> {
         Ok(Arc::clone(&self.owner))
     }
 
@@ -129,7 +129,7 @@ impl Kind for Reentrant {
             .not_resendable()
     }
 
-    fn grant(&self, engine: &Engine, acquired: &Outcome, _: &Arc<str>) -> Grant {
+    fn grant(&self, engine: &Engine, acquired: &Outcome, _: &Arc<str>, _: &Caller) -> Grant {
         Grant::done(HeldReentrant {
             holds: acquired.tally.max_value().unwrap_or(1),
             counted: Mutex::new(acquired.tally.applied_nodes()),

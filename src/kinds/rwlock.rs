@@ -71,14 +71,17 @@
 //!
 //! # Upgrades and self-deadlock
 //! A read lock is not upgraded to a write lock (two readers upgrading at once would wait for
-//! each other forever). A thread that holds a read or write lock of this kind on a resource
+//! each other forever). A caller that holds a read or write lock of this kind on a resource
 //! and asks for the write lock on it, or holds the write lock and asks for a read lock, gets
-//! [`Error::InvalidArgument`] at once instead of waiting for
-//! itself. "Holds" is per thread of this process (like `std::sync::RwLock`), for locks taken
-//! with [`read`](crate::LockRequest::read) or [`write`](crate::LockRequest::write) through any
-//! client, from acquisition until release or drop (a lost lock still counts until then); locks
-//! moved to another thread count for the thread that acquired them. Other processes cannot be
-//! told apart from a holder's own and simply wait.
+//! [`Error::InvalidArgument`] at once instead of waiting for itself. The caller is the calling
+//! OS thread (like `std::sync::RwLock`), or the name given with
+//! [`LockRequest::caller`](crate::LockRequest::caller): the bindings pass their own notion of a
+//! thread (Python's thread, whichever OS thread runs the call; a Go owner), so the check works
+//! the same in every language. "Holds" counts locks taken with
+//! [`read`](crate::LockRequest::read) or [`write`](crate::LockRequest::write) through any client
+//! of this process, from acquisition until release or drop (a lost lock still counts until
+//! then); locks moved to another thread count for the caller that acquired them. Other
+//! processes cannot be told apart from a holder's own and simply wait.
 //!
 //! # Fencing
 //! Readers take no fencing token. A writer may be a fenced lock
@@ -91,12 +94,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::ThreadId;
 
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::kinds::{Grant, Held, Kind, plain};
+use crate::kinds::{Caller, Grant, Held, Kind, plain};
 use crate::sync::relock;
 use crate::token::new_token;
 use crate::wire::{Command, Reply, Script};
@@ -184,10 +186,10 @@ pub(crate) enum Mode {
     Write,
 }
 
-/// A resource as held by one thread.
-type Holder = (Arc<str>, ThreadId);
+/// A resource as held by one caller.
+type Holder = (Arc<str>, Caller);
 
-/// Locks of this kind held by each thread, by resource: what the self-deadlock check reads.
+/// Locks of this kind held by each caller, by resource: what the self-deadlock check reads.
 type Holdings = HashMap<Holder, Vec<(u64, Mode)>>;
 
 fn holdings() -> &'static Mutex<Holdings> {
@@ -212,9 +214,9 @@ impl ReadWrite {
         }
     }
 
-    /// Refuses an acquisition that would wait for a lock the calling thread holds itself.
-    fn check_thread(&self) -> Result<()> {
-        let key = (Arc::clone(&self.resource), std::thread::current().id());
+    /// Refuses an acquisition that would wait for a lock its caller holds itself.
+    fn check_caller(&self, caller: &Caller) -> Result<()> {
+        let key = (Arc::clone(&self.resource), caller.clone());
         let holdings = relock(holdings());
         let Some(held) = holdings.get(&key) else {
             return Ok(());
@@ -226,8 +228,12 @@ impl ReadWrite {
         match blocking {
             None => Ok(()),
             Some(held) => Err(Error::invalid(format!(
-                "this thread holds a {} lock on {:?}: a {} lock would wait for it forever \
+                "{} holds a {} lock on {:?}: a {} lock would wait for it forever \
                  (no upgrade or downgrade); release it first",
+                match caller {
+                    Caller::Thread(_) => "this thread".to_owned(),
+                    Caller::Named(name) => format!("caller {name:?}"),
+                },
                 name(held),
                 &*self.resource,
                 name(self.mode),
@@ -252,8 +258,8 @@ impl Kind for ReadWrite {
         &self.keys
     }
 
-    fn token(&self) -> Result<Arc<str>> {
-        self.check_thread()?;
+    fn token(&self, caller: &Caller) -> Result<Arc<str>> {
+        self.check_caller(caller)?;
         Ok(new_token()?.into())
     }
 
@@ -267,10 +273,10 @@ impl Kind for ReadWrite {
         }
     }
 
-    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>) -> Grant {
+    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>, caller: &Caller) -> Grant {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        let key = (Arc::clone(&self.resource), std::thread::current().id());
+        let key = (Arc::clone(&self.resource), caller.clone());
         relock(holdings())
             .entry(key.clone())
             .or_default()
@@ -297,7 +303,7 @@ impl Kind for ReadWrite {
     }
 }
 
-/// A granted read or write lock, registered as the acquiring thread's until released.
+/// A granted read or write lock, registered as its caller's until released.
 #[derive(Debug)]
 struct HeldReadWrite {
     mode: Mode,
@@ -333,7 +339,7 @@ impl Held for HeldReadWrite {
         }
     }
 
-    /// Also ends the thread's claim on the resource: a lock is released once (explicitly or
+    /// Also ends the caller's claim on the resource: a lock is released once (explicitly or
     /// on drop), and this is where both go.
     fn release(&self, nonce: Arc<str>) -> Command {
         self.forget();

@@ -63,7 +63,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, NodeProblem, Result};
-use crate::kinds::{Grant, Held, Kind, plain};
+use crate::kinds::{Caller, Grant, Held, Kind, plain};
 use crate::quorum::Vote;
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
@@ -189,8 +189,14 @@ impl Kind for Semaphore {
         self.slot(0).acquire(ttl_ms, config)
     }
 
-    fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>) -> Grant {
-        self.slot(0).grant(engine, acquired, token)
+    fn grant(
+        &self,
+        engine: &Engine,
+        acquired: &Outcome,
+        token: &Arc<str>,
+        caller: &Caller,
+    ) -> Grant {
+        self.slot(0).grant(engine, acquired, token, caller)
     }
 
     fn release_command(&self, nonce: Arc<str>) -> Command {
@@ -239,7 +245,7 @@ impl Kind for Slot {
             .acquiring()
     }
 
-    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>) -> Grant {
+    fn grant(&self, _: &Engine, _: &Outcome, _: &Arc<str>, _: &Caller) -> Grant {
         Grant::done(HeldSlot {
             extend: Command::script(&EXTEND, Reply::Flag)
                 .keys(self.both())

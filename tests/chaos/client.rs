@@ -379,7 +379,7 @@ impl Worker {
     }
 
     /// The critical section: a non-atomic increment of the resource's counter.
-    fn hold(&mut self, mut lock: Lock, res: &str, ttl: Duration, call_start: u64, kind: KeyKind) {
+    fn hold(&mut self, lock: Lock, res: &str, ttl: Duration, call_start: u64, kind: KeyKind) {
         // The clock first, then validity: the deadline logged is never later than the lock's, so
         // a stall in between shortens the window checked instead of making a false overlap (or
         // hiding a write made after validity).

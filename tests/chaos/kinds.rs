@@ -281,7 +281,7 @@ impl Worker {
 
     fn hold_rw(
         &mut self,
-        mut lock: Lock,
+        lock: Lock,
         role: Role,
         call_start: u64,
         ttl_ms: u64,

@@ -1,8 +1,8 @@
 //! Sets the shared library's SONAME and, with the `header` feature (this repository's own
-//! builds: scripts/test, and whoever changes src/ffi), regenerates include/redlock.h from
-//! src/ffi with cbindgen, rewriting it only when its text changes so that an unchanged header
-//! keeps its timestamp (and C builds stay up to date). Without the feature the committed header
-//! is used as it is, and cbindgen is not compiled at all.
+//! builds: scripts/test, and whoever changes ffi/src), regenerates include/redlock.h (at the
+//! repository's top) from ffi/src with cbindgen, rewriting it only when its text changes so
+//! that an unchanged header keeps its timestamp (and C builds stay up to date). Without the
+//! feature the committed header is used as it is, and cbindgen is not compiled at all.
 
 use std::path::Path;
 
@@ -33,7 +33,7 @@ fn header() {
     };
     let mut text = Vec::new();
     bindings.write(&mut text);
-    let header = dir.join("include").join("redlock.h");
+    let header = dir.join("..").join("include").join("redlock.h");
     if std::fs::read(&header).ok().as_deref() != Some(text.as_slice()) {
         std::fs::create_dir_all(header.parent().expect("include/ has a parent"))
             .expect("create include/");
@@ -68,15 +68,6 @@ fn dev_symlink(major: &str) {
         return;
     };
     if !profile_dir.join("build").is_dir() {
-        return;
-    }
-    // Only where cargo puts the library itself: in this repository's target directory, not in
-    // that of a crate that depends on redlock (which gets no libredlock.so there).
-    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default();
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR").unwrap_or_default();
-    let ours = profile_dir.starts_with(&manifest_dir)
-        || (!target_dir.is_empty() && profile_dir.starts_with(&target_dir));
-    if !ours {
         return;
     }
     let link = profile_dir.join(format!("libredlock.so.{major}"));

@@ -4,13 +4,14 @@
 //! without changing anything a caller allocates.
 
 use std::ffi::{CString, c_char};
-use std::ptr;
-use std::time::Duration;
 
-use super::{
-    guard, handle, invalid, quiet, redlock_client, redlock_error, redlock_status, str_arg,
+use redlock::{ForcedRelease, Inspection, KeyState, NodeProblem, NodeState, Released};
+
+use crate::boundary::{
+    Nothing, arg, arg_opt_str, arg_str, c_ptr, c_string, fallible, free_box, out, read,
+    redlock_error, redlock_status, to_ms, write_opt,
 };
-use crate::{ForcedRelease, Inspection, KeyState, NodeProblem, NodeState, Released};
+use crate::client::redlock_client;
 
 /// What a node's lock key holds, from `redlock_inspection_node_key_kind`. The numbers are part
 /// of the ABI; later versions append kinds (for new lock kinds), so a `switch` needs a
@@ -57,12 +58,16 @@ pub enum redlock_release_outcome {
 use redlock_key_kind::*;
 use redlock_release_outcome::*;
 
-fn c_string(s: &str) -> CString {
-    CString::new(s.replace('\0', "\\0")).unwrap_or_default()
+impl Nothing for redlock_key_kind {
+    fn nothing() -> Self {
+        REDLOCK_KEY_UNKNOWN
+    }
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+impl Nothing for redlock_release_outcome {
+    fn nothing() -> Self {
+        REDLOCK_RELEASE_ERROR
+    }
 }
 
 /// One node of a `redlock_inspection`, converted for C once when it is made.
@@ -112,15 +117,17 @@ impl InspectedNode {
                     KeyState::Readers(readers) => {
                         node.owners = readers
                             .iter()
-                            .map(|(token, left)| (c_string(token), millis(*left)))
+                            .map(|(token, left)| (c_string(token), to_ms(*left)))
                             .collect();
                         (REDLOCK_KEY_READERS, "zset")
                     }
                     KeyState::Other(redis_type) => (REDLOCK_KEY_OTHER, redis_type.as_str()),
+                    // A kind of key the library learned after this ABI: it blocks the resource.
+                    _ => (REDLOCK_KEY_OTHER, "unknown"),
                 };
                 node.kind = kind;
                 node.key_type = Some(c_string(key_type));
-                node.ttl_ms = state.ttl.map(millis);
+                node.ttl_ms = state.ttl.map(to_ms);
                 node.persistent = state.persistent;
                 node.fence = state.fence;
             }
@@ -195,6 +202,12 @@ impl From<&ForcedRelease> for redlock_forced_release {
                         Err(problem) => {
                             (REDLOCK_RELEASE_ERROR, Some(c_string(&problem.to_string())))
                         }
+                        Ok(other) => (
+                            REDLOCK_RELEASE_ERROR,
+                            Some(c_string(&format!(
+                                "an outcome this ABI does not name: {other:?}"
+                            ))),
+                        ),
                     };
                     ReleasedNode {
                         address: c_string(&n.node),
@@ -228,18 +241,14 @@ pub unsafe extern "C" fn redlock_client_inspect(
     out: *mut *mut redlock_inspection,
     err: *mut *mut redlock_error,
 ) -> redlock_status {
-    guard(err, || {
-        // SAFETY: NULL or a live client per the contract.
-        let client = unsafe { handle(client, "client") }?;
-        // SAFETY: NULL or a C string per the contract.
-        let resource = unsafe { str_arg(resource, "resource") }?;
-        if out.is_null() {
-            return Err(invalid("out is NULL"));
-        }
-        let inspection = client.client.inspect(resource)?;
-        let boxed = Box::new(redlock_inspection::from(&inspection));
-        // SAFETY: `out` is writable (checked non-NULL above).
-        unsafe { *out = Box::into_raw(boxed) };
+    fallible(err, || {
+        // SAFETY: per the contract.
+        let client = unsafe { arg(client, "client") }?;
+        // SAFETY: per the contract.
+        let resource = unsafe { arg_str(resource, "resource") }?;
+        // SAFETY: per the contract.
+        let out = unsafe { self::out(out) }?;
+        out.write(redlock_inspection::from(&client.client.inspect(resource)?));
         Ok(())
     })
 }
@@ -250,47 +259,22 @@ pub unsafe extern "C" fn redlock_client_inspect(
 /// `inspection` is NULL or a pointer from `redlock_client_inspect`, not used again afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_inspection_free(inspection: *mut redlock_inspection) {
-    quiet((), || {
-        if !inspection.is_null() {
-            // SAFETY: from Box::into_raw in redlock_client_inspect, freed once.
-            drop(unsafe { Box::from_raw(inspection) });
-        }
-    })
+    // SAFETY: per the contract.
+    unsafe { free_box(inspection) }
 }
 
-/// # Safety
-/// `p` is NULL or a live inspection.
-unsafe fn inspected<'a>(p: *const redlock_inspection) -> Option<&'a redlock_inspection> {
-    // SAFETY: per the function's contract.
-    unsafe { p.as_ref() }
-}
-
-/// # Safety
-/// `p` is NULL or a live inspection.
-unsafe fn inspected_node<'a>(p: *const redlock_inspection, i: usize) -> Option<&'a InspectedNode> {
-    // SAFETY: per the function's contract.
-    unsafe { inspected(p) }.and_then(|x| x.nodes.get(i))
-}
-
-fn opt_ptr(s: Option<&CString>) -> *const c_char {
-    s.map_or(ptr::null(), |s| s.as_ptr())
-}
-
-/// Writes `value` to `*out` (when `out` is not NULL) and says whether there was one.
+/// Reads node `index` of an inspection that may be NULL, for a getter: `f` of it, or `R`'s
+/// "nothing" value for NULL, an index out of range and after a panic.
 ///
 /// # Safety
-/// `out` is NULL or writable.
-unsafe fn write_opt(value: Option<u64>, out: *mut u64) -> bool {
-    match value {
-        Some(v) => {
-            if !out.is_null() {
-                // SAFETY: writable per the function's contract.
-                unsafe { *out = v };
-            }
-            true
-        }
-        None => false,
-    }
+/// `p` is NULL or a live inspection.
+unsafe fn read_node<R: Nothing>(
+    p: *const redlock_inspection,
+    index: usize,
+    f: impl FnOnce(&InspectedNode) -> R,
+) -> R {
+    // SAFETY: per the function's contract.
+    unsafe { read(p, |x| x.nodes.get(index).map_or_else(R::nothing, f)) }
 }
 
 /// The inspected resource, owned by the inspection (valid until `redlock_inspection_free`);
@@ -303,7 +287,7 @@ pub unsafe extern "C" fn redlock_inspection_resource(
     inspection: *const redlock_inspection,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    unsafe { inspected(inspection) }.map_or(ptr::null(), |x| x.resource.as_ptr())
+    unsafe { read(inspection, |x| x.resource.as_ptr()) }
 }
 
 /// Whether a quorum of nodes hold a live key for the resource (whatever it holds): then no one
@@ -314,7 +298,7 @@ pub unsafe extern "C" fn redlock_inspection_resource(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_inspection_held(inspection: *const redlock_inspection) -> bool {
     // SAFETY: per the contract.
-    unsafe { inspected(inspection) }.is_some_and(|x| x.held)
+    unsafe { read(inspection, |x| x.held) }
 }
 
 /// The token (plain and fenced locks) or owner (reentrant locks) found on a quorum of nodes,
@@ -327,7 +311,7 @@ pub unsafe extern "C" fn redlock_inspection_holder(
     inspection: *const redlock_inspection,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    opt_ptr(unsafe { inspected(inspection) }.and_then(|x| x.holder.as_ref()))
+    unsafe { read(inspection, |x| c_ptr(x.holder.as_ref())) }
 }
 
 /// The largest fence counter among the nodes that answered: true and `*fence` (when not NULL)
@@ -341,7 +325,7 @@ pub unsafe extern "C" fn redlock_inspection_fence(
     fence: *mut u64,
 ) -> bool {
     // SAFETY: per the contract.
-    unsafe { write_opt(inspected(inspection).and_then(|x| x.fence), fence) }
+    unsafe { read(inspection, |x| write_opt(x.fence, fence)) }
 }
 
 /// Nodes needed for a quorum (N/2 + 1); 0 for NULL.
@@ -351,7 +335,7 @@ pub unsafe extern "C" fn redlock_inspection_fence(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_inspection_quorum(inspection: *const redlock_inspection) -> usize {
     // SAFETY: per the contract.
-    unsafe { inspected(inspection) }.map_or(0, |x| x.quorum)
+    unsafe { read(inspection, |x| x.quorum) }
 }
 
 /// The number of nodes (one entry each, in the client's node order); 0 for NULL.
@@ -363,7 +347,7 @@ pub unsafe extern "C" fn redlock_inspection_node_count(
     inspection: *const redlock_inspection,
 ) -> usize {
     // SAFETY: per the contract.
-    unsafe { inspected(inspection) }.map_or(0, |x| x.nodes.len())
+    unsafe { read(inspection, |x| x.nodes.len()) }
 }
 
 /// Node `index`'s `host:port` (never with credentials), owned by the inspection; NULL for NULL
@@ -377,7 +361,7 @@ pub unsafe extern "C" fn redlock_inspection_node_address(
     index: usize,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    unsafe { inspected_node(inspection, index) }.map_or(ptr::null(), |n| n.address.as_ptr())
+    unsafe { read_node(inspection, index, |n| n.address.as_ptr()) }
 }
 
 /// Why node `index` could not tell (down, timed out, an error reply such as `NOPERM`), owned by
@@ -391,7 +375,7 @@ pub unsafe extern "C" fn redlock_inspection_node_error(
     index: usize,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    opt_ptr(unsafe { inspected_node(inspection, index) }.and_then(|n| n.error.as_ref()))
+    unsafe { read_node(inspection, index, |n| c_ptr(n.error.as_ref())) }
 }
 
 /// What node `index`'s lock key holds; `REDLOCK_KEY_UNKNOWN` when the node did not answer, and
@@ -406,7 +390,7 @@ pub unsafe extern "C" fn redlock_inspection_node_key_kind(
     index: usize,
 ) -> redlock_key_kind {
     // SAFETY: per the contract.
-    unsafe { inspected_node(inspection, index) }.map_or(REDLOCK_KEY_UNKNOWN, |n| n.kind)
+    unsafe { read_node(inspection, index, |n| n.kind) }
 }
 
 /// The Redis type of node `index`'s lock key (`"none"`, `"string"`, `"hash"`, `"list"`, …),
@@ -421,7 +405,7 @@ pub unsafe extern "C" fn redlock_inspection_node_key_type(
     index: usize,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    opt_ptr(unsafe { inspected_node(inspection, index) }.and_then(|n| n.key_type.as_ref()))
+    unsafe { read_node(inspection, index, |n| c_ptr(n.key_type.as_ref())) }
 }
 
 /// The token in node `index`'s key when its kind is `REDLOCK_KEY_TOKEN`, owned by the
@@ -436,7 +420,7 @@ pub unsafe extern "C" fn redlock_inspection_node_token(
     index: usize,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    opt_ptr(unsafe { inspected_node(inspection, index) }.and_then(|n| n.token.as_ref()))
+    unsafe { read_node(inspection, index, |n| c_ptr(n.token.as_ref())) }
 }
 
 /// How many reentrant owners node `index`'s key lists (kind `REDLOCK_KEY_OWNERS`); 0 for any
@@ -450,7 +434,7 @@ pub unsafe extern "C" fn redlock_inspection_node_owner_count(
     index: usize,
 ) -> usize {
     // SAFETY: per the contract.
-    unsafe { inspected_node(inspection, index) }.map_or(0, |n| n.owners.len())
+    unsafe { read_node(inspection, index, |n| n.owners.len()) }
 }
 
 /// Reentrant owner `owner` (0-based, below `redlock_inspection_node_owner_count`) of node
@@ -467,14 +451,15 @@ pub unsafe extern "C" fn redlock_inspection_node_owner(
     holds: *mut u64,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    let Some((name, count)) =
-        unsafe { inspected_node(inspection, index) }.and_then(|n| n.owners.get(owner))
-    else {
-        return ptr::null();
-    };
-    // SAFETY: NULL or writable per the contract.
-    unsafe { write_opt(Some(*count), holds) };
-    name.as_ptr()
+    unsafe {
+        read_node(inspection, index, |n| match n.owners.get(owner) {
+            Some((name, count)) => {
+                write_opt(Some(*count), holds);
+                name.as_ptr()
+            }
+            None => std::ptr::null(),
+        })
+    }
 }
 
 /// Node `index`'s remaining TTL: true and `*ttl_ms` (when not NULL) set when its key exists and
@@ -490,12 +475,7 @@ pub unsafe extern "C" fn redlock_inspection_node_ttl_ms(
     ttl_ms: *mut u64,
 ) -> bool {
     // SAFETY: per the contract.
-    unsafe {
-        write_opt(
-            inspected_node(inspection, index).and_then(|n| n.ttl_ms),
-            ttl_ms,
-        )
-    }
+    unsafe { read_node(inspection, index, |n| write_opt(n.ttl_ms, ttl_ms)) }
 }
 
 /// Whether node `index`'s key exists but never expires (nothing frees it but a deletion;
@@ -510,7 +490,7 @@ pub unsafe extern "C" fn redlock_inspection_node_persistent(
     index: usize,
 ) -> bool {
     // SAFETY: per the contract.
-    unsafe { inspected_node(inspection, index) }.is_some_and(|n| n.persistent)
+    unsafe { read_node(inspection, index, |n| n.persistent) }
 }
 
 /// Node `index`'s fence counter (`redlock:fence:{resource}`): true and `*fence` (when not NULL)
@@ -526,12 +506,7 @@ pub unsafe extern "C" fn redlock_inspection_node_fence(
     fence: *mut u64,
 ) -> bool {
     // SAFETY: per the contract.
-    unsafe {
-        write_opt(
-            inspected_node(inspection, index).and_then(|n| n.fence),
-            fence,
-        )
-    }
+    unsafe { read_node(inspection, index, |n| write_opt(n.fence, fence)) }
 }
 
 /// **An operator's tool**: deletes the lock on `resource` on every node, only where the key
@@ -562,24 +537,17 @@ pub unsafe extern "C" fn redlock_client_force_release(
     out: *mut *mut redlock_forced_release,
     err: *mut *mut redlock_error,
 ) -> redlock_status {
-    guard(err, || {
-        // SAFETY: NULL or a live client per the contract.
-        let client = unsafe { handle(client, "client") }?;
-        // SAFETY: NULL or a C string per the contract.
-        let resource = unsafe { str_arg(resource, "resource") }?;
-        let token = if token.is_null() {
-            None
-        } else {
-            // SAFETY: a C string per the contract.
-            Some(unsafe { str_arg(token, "token") }?)
-        };
-        if out.is_null() {
-            return Err(invalid("out is NULL"));
-        }
+    fallible(err, || {
+        // SAFETY: per the contract.
+        let client = unsafe { arg(client, "client") }?;
+        // SAFETY: per the contract.
+        let resource = unsafe { arg_str(resource, "resource") }?;
+        // SAFETY: per the contract.
+        let token = unsafe { arg_opt_str(token, "token") }?;
+        // SAFETY: per the contract.
+        let out = unsafe { self::out(out) }?;
         let released = client.client.force_release(resource, token)?;
-        let boxed = Box::new(redlock_forced_release::from(&released));
-        // SAFETY: `out` is writable (checked non-NULL above).
-        unsafe { *out = Box::into_raw(boxed) };
+        out.write(redlock_forced_release::from(&released));
         Ok(())
     })
 }
@@ -591,29 +559,21 @@ pub unsafe extern "C" fn redlock_client_force_release(
 /// afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_forced_release_free(release: *mut redlock_forced_release) {
-    quiet((), || {
-        if !release.is_null() {
-            // SAFETY: from Box::into_raw in redlock_client_force_release, freed once.
-            drop(unsafe { Box::from_raw(release) });
-        }
-    })
+    // SAFETY: per the contract.
+    unsafe { free_box(release) }
 }
 
+/// Reads node `index` of a report that may be NULL, as [`read_node`].
+///
 /// # Safety
 /// `p` is NULL or a live report.
-unsafe fn report<'a>(p: *const redlock_forced_release) -> Option<&'a redlock_forced_release> {
-    // SAFETY: per the function's contract.
-    unsafe { p.as_ref() }
-}
-
-/// # Safety
-/// `p` is NULL or a live report.
-unsafe fn released_node<'a>(
+unsafe fn read_released<R: Nothing>(
     p: *const redlock_forced_release,
-    i: usize,
-) -> Option<&'a ReleasedNode> {
+    index: usize,
+    f: impl FnOnce(&ReleasedNode) -> R,
+) -> R {
     // SAFETY: per the function's contract.
-    unsafe { report(p) }.and_then(|r| r.nodes.get(i))
+    unsafe { read(p, |r| r.nodes.get(index).map_or_else(R::nothing, f)) }
 }
 
 /// The released resource, owned by the report; NULL for NULL.
@@ -625,7 +585,7 @@ pub unsafe extern "C" fn redlock_forced_release_resource(
     release: *const redlock_forced_release,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    unsafe { report(release) }.map_or(ptr::null(), |r| r.resource.as_ptr())
+    unsafe { read(release, |r| r.resource.as_ptr()) }
 }
 
 /// The token the release was limited to, owned by the report; NULL when none was given, and
@@ -638,7 +598,7 @@ pub unsafe extern "C" fn redlock_forced_release_token(
     release: *const redlock_forced_release,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    opt_ptr(unsafe { report(release) }.and_then(|r| r.token.as_ref()))
+    unsafe { read(release, |r| c_ptr(r.token.as_ref())) }
 }
 
 /// Nodes that confirmed the key is gone (deleted, or absent already); a node where another
@@ -651,7 +611,7 @@ pub unsafe extern "C" fn redlock_forced_release_confirmed(
     release: *const redlock_forced_release,
 ) -> usize {
     // SAFETY: per the contract.
-    unsafe { report(release) }.map_or(0, |r| r.confirmed)
+    unsafe { read(release, |r| r.confirmed) }
 }
 
 /// Whether a quorum of nodes confirmed the key is gone: nobody holds the lock until a new
@@ -665,7 +625,7 @@ pub unsafe extern "C" fn redlock_forced_release_on_quorum(
     release: *const redlock_forced_release,
 ) -> bool {
     // SAFETY: per the contract.
-    unsafe { report(release) }.is_some_and(|r| r.on_quorum)
+    unsafe { read(release, |r| r.on_quorum) }
 }
 
 /// Nodes needed for a quorum (N/2 + 1); 0 for NULL.
@@ -677,7 +637,7 @@ pub unsafe extern "C" fn redlock_forced_release_quorum(
     release: *const redlock_forced_release,
 ) -> usize {
     // SAFETY: per the contract.
-    unsafe { report(release) }.map_or(0, |r| r.quorum)
+    unsafe { read(release, |r| r.quorum) }
 }
 
 /// The number of nodes (one entry each, in the client's node order); 0 for NULL.
@@ -689,7 +649,7 @@ pub unsafe extern "C" fn redlock_forced_release_node_count(
     release: *const redlock_forced_release,
 ) -> usize {
     // SAFETY: per the contract.
-    unsafe { report(release) }.map_or(0, |r| r.nodes.len())
+    unsafe { read(release, |r| r.nodes.len()) }
 }
 
 /// Node `index`'s `host:port` (never with credentials), owned by the report; NULL for NULL or
@@ -703,7 +663,7 @@ pub unsafe extern "C" fn redlock_forced_release_node_address(
     index: usize,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    unsafe { released_node(release, index) }.map_or(ptr::null(), |n| n.address.as_ptr())
+    unsafe { read_released(release, index, |n| n.address.as_ptr()) }
 }
 
 /// What the release did on node `index`; `REDLOCK_RELEASE_ERROR` when the node could not tell,
@@ -717,7 +677,7 @@ pub unsafe extern "C" fn redlock_forced_release_node_outcome(
     index: usize,
 ) -> redlock_release_outcome {
     // SAFETY: per the contract.
-    unsafe { released_node(release, index) }.map_or(REDLOCK_RELEASE_ERROR, |n| n.outcome)
+    unsafe { read_released(release, index, |n| n.outcome) }
 }
 
 /// Why node `index` could not tell (down, timed out, an error reply), owned by the report;
@@ -731,5 +691,5 @@ pub unsafe extern "C" fn redlock_forced_release_node_error(
     index: usize,
 ) -> *const c_char {
     // SAFETY: per the contract.
-    opt_ptr(unsafe { released_node(release, index) }.and_then(|n| n.error.as_ref()))
+    unsafe { read_released(release, index, |n| c_ptr(n.error.as_ref())) }
 }

@@ -1,5 +1,5 @@
 /*
- * The C ABI end to end, against real redis-server nodes started by tests/c_abi.rs.
+ * The C ABI end to end, against real redis-server nodes started by ffi/tests/c_abi.rs.
  *
  *   test_redlock all       URL...   every case that needs a healthy cluster
  *   test_redlock no-quorum URL...   run after the harness killed a majority of the nodes

@@ -1,6 +1,6 @@
 /*
  * The acquisition request and the cancel handle of the C ABI (src/ffi/request.rs) end to end,
- * against real redis-server nodes started by tests/c_abi.rs.
+ * against real redis-server nodes started by ffi/tests/c_abi.rs.
  *
  *   test_request all       URL...   every case that needs a healthy cluster
  *   test_request no-quorum URL...   run after the harness killed a majority of the nodes

@@ -1,7 +1,8 @@
-//! The C suite in tests/c: compiled with strict warnings against include/redlock.h, linked once
-//! against the shared and once against the static library, run against real nodes, and run once
-//! more under valgrind.
+//! The C suite in ffi/tests/c: compiled with strict warnings against include/redlock.h, linked
+//! once against the shared and once against the static library, run against real nodes, and run
+//! once more under valgrind.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -12,11 +13,13 @@ use support::Cluster;
 
 const CFLAGS: &[&str] = &["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"];
 
+/// The repository's top, where include/, docs/ and examples/ are.
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// Builds libredlock (release) once per test run: `cargo test` itself builds only the rlib.
+/// Builds libredlock (release) once per test run: `cargo test` does not build a cdylib for a
+/// test of its own package.
 fn library_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -43,11 +46,14 @@ fn library_dir() -> &'static Path {
             }
         }
         let status = build
-            .args(["build", "--release", "--lib"])
+            .args(["build", "--release", "-p", "redlock-ffi"])
             .current_dir(root())
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "cargo build --release --lib failed");
+        assert!(
+            status.success(),
+            "cargo build --release -p redlock-ffi failed"
+        );
         let target = std::env::var("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|_| root().join("target"));
@@ -130,8 +136,8 @@ fn run_suite(wrapper: &[&str], binary: &Path, env: &[(&str, &str)]) {
 
 #[test]
 fn c_suite_shared_and_static() {
-    let shared = compile("tests/c/test_redlock.c", "test_redlock_shared", false);
-    let fixed = compile("tests/c/test_redlock.c", "test_redlock_static", true);
+    let shared = compile("ffi/tests/c/test_redlock.c", "test_redlock_shared", false);
+    let fixed = compile("ffi/tests/c/test_redlock.c", "test_redlock_static", true);
     // The suite's own default node timeout (a patient second): this run shares the machine with
     // the valgrind run below.
     run_suite(&[], &shared, &[]);
@@ -155,7 +161,7 @@ fn c_suite_under_valgrind() {
         eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
         return;
     }
-    let shared = compile("tests/c/test_redlock.c", "test_redlock_valgrind", false);
+    let shared = compile("ffi/tests/c/test_redlock.c", "test_redlock_valgrind", false);
     run_suite(VALGRIND, &shared, SLOW);
 }
 
@@ -170,13 +176,13 @@ const VALGRIND: &[&str] = &[
 /// Valgrind slows everything down many times: give nodes time to answer.
 const SLOW: &[(&str, &str)] = &[("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
 
-/// tests/c/test_request.c: the request builders and the cancel handle (every setter with bad
+/// ffi/tests/c/test_request.c: the request builders and the cancel handle (every setter with bad
 /// input, kind x patience x auto-extension through `redlock_client_acquire`, cancellation from
 /// a thread and from a signal handler), linked both ways.
 #[test]
 fn c_request_suite_shared_and_static() {
-    let shared = compile("tests/c/test_request.c", "test_request_shared", false);
-    let fixed = compile("tests/c/test_request.c", "test_request_static", true);
+    let shared = compile("ffi/tests/c/test_request.c", "test_request_shared", false);
+    let fixed = compile("ffi/tests/c/test_request.c", "test_request_static", true);
     run_suite(&[], &shared, &[]);
     run_suite(&[], &fixed, &[]);
 }
@@ -191,7 +197,7 @@ fn c_request_suite_under_valgrind() {
         eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
         return;
     }
-    let shared = compile("tests/c/test_request.c", "test_request_valgrind", false);
+    let shared = compile("ffi/tests/c/test_request.c", "test_request_valgrind", false);
     run_suite(VALGRIND, &shared, SLOW);
 }
 

@@ -1,0 +1,28 @@
+//! libredlock: the C ABI of the [`redlock`] crate, declared in `include/redlock.h` (generated
+//! from these files by cbindgen; `docs/c-abi.md` is the contract).
+//!
+//! It uses only the crate's public API. `boundary` holds every crossing between C and Rust (the
+//! panic boundary, argument readers, result writers, frees); each other module is one C handle
+//! type and its functions.
+#![allow(non_camel_case_types)]
+
+mod boundary;
+mod cancel;
+mod client;
+mod inspect;
+mod lock;
+mod node;
+mod options;
+mod request;
+mod status;
+
+pub use boundary::{redlock_error, redlock_status};
+pub use cancel::redlock_cancel;
+pub use client::redlock_client;
+pub use inspect::{
+    redlock_forced_release, redlock_inspection, redlock_key_kind, redlock_release_outcome,
+};
+pub use lock::{redlock_lock, redlock_lost_callback};
+pub use node::redlock_node_status;
+pub use options::redlock_options;
+pub use request::redlock_request;
