@@ -96,13 +96,21 @@ pub enum KeyFate {
 
 /// Margin around a recorded outage, which is never longer than the real one.
 const OUTAGE_SLACK_NS: u64 = 5 * MS;
+/// After a hang or a blackhole ends, the node first works through what was queued meanwhile
+/// (every connection's requests of up to seconds), so it answers late for a while yet: an
+/// answer after `node_timeout` is one the library may leave until its TTL.
+const BACKLOG_SLACK_NS: u64 = 2 * NODE_TIMEOUT.as_nanos() as u64;
 
 pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
     let down = outages.iter().any(|o| {
+        let backlog = match o.action {
+            Action::Hang | Action::Blackhole => BACKLOG_SLACK_NS,
+            _ => 0,
+        };
         o.node == s.node
             && o.hits(s.client)
             && o.down_ns <= s.gone + OUTAGE_SLACK_NS
-            && o.up_ns + OUTAGE_SLACK_NS >= s.start
+            && o.up_ns + OUTAGE_SLACK_NS + backlog >= s.start
     });
     let starved = logs.stalled(s.client, s.start, s.gone) + logs.relay_stalled(s.start, s.gone)
         >= NODE_TIMEOUT.as_nanos() as u64 / 2;
@@ -577,8 +585,8 @@ pub fn check(
         if fate == KeyFate::Leak {
             verdict.fail(format!(
                 "(f) client {}: {} key {} of {} stayed on n{} after its call ({}) ended at {} \
-                 ({} ms stalled since the acquisition began): seen {:.1} ms after it with PTTL \
-                 {} ms, then {} at {}",
+                 ({} ms stalled since the acquisition began, the relays {} ms): seen {:.1} ms \
+                 after it with PTTL {} ms, then {} at {}",
                 s.client,
                 s.kind,
                 s.resource,
@@ -587,6 +595,7 @@ pub fn check(
                 s.call,
                 ms(s.end, origin),
                 logs.stalled(s.client, s.start, s.first_seen) / MS,
+                logs.relay_stalled(s.start, s.first_seen) / MS,
                 s.first_seen.saturating_sub(s.end) as f64 / 1e6,
                 s.first_pttl,
                 s.how,
@@ -633,34 +642,37 @@ pub fn check(
     stats
 }
 
-/// Writes made in time that read something other than what the last write before their
-/// acquisition left (by when the writes returned), or what a late write that may have landed
-/// just before their read left: with late writes about, what (b) cannot put down to them.
+/// Writes made in time that read something other than what the last write made in time
+/// before their acquisition left (in the order the writes returned, which is the order they
+/// ran), or what a late write may have left: with late writes about, what (b) cannot put down
+/// to them. A late SET ran at some moment between its holder's validity check and its reply
+/// (its process may have been stopped on either side of it), so it may explain any read made
+/// after that check.
 fn unexplained_reads(holds: &[&Hold], late: &[&Hold], origin: u64) -> Vec<String> {
-    let mut writes: Vec<&Hold> = holds
+    let mut in_time: Vec<&Hold> = holds
         .iter()
         .copied()
-        .filter(|h| h.wrote.is_some())
+        .filter(|h| h.wrote.is_some() && h.set_done <= h.deadline)
         .collect();
-    writes.sort_by_key(|h| h.set_done);
+    in_time.sort_by_key(|h| h.set_done);
     let mut out = Vec::new();
-    for w in writes.iter().filter(|h| h.set_done <= h.deadline) {
+    for w in &in_time {
         let value = w.wrote.unwrap_or(0);
-        let before = writes
+        let before = in_time
             .iter()
             .rfind(|p| p.set_done < w.acquired)
             .map_or(0, |p| p.wrote.unwrap_or(0));
-        // A late SET runs on the data node between its holder's check and its reply.
-        let raced = late.iter().any(|l| {
-            l.checked < w.set_done && l.set_done >= w.acquired && l.wrote == Some(value - 1)
-        });
+        let raced = late
+            .iter()
+            .any(|l| l.checked < w.set_done && l.wrote == Some(value - 1));
         if value != before + 1 && !raced {
             out.push(format!(
-                "client {} wrote {value} at {} having acquired at {}, when the last write before \
-                 had left {before}",
+                "client {} wrote {value} at {} having acquired at {}, when the last write made \
+                 in time before had left {before} and no late write {}",
                 w.client,
                 ms(w.set_done, origin),
-                ms(w.acquired, origin)
+                ms(w.acquired, origin),
+                value - 1
             ));
         }
     }
@@ -1138,7 +1150,7 @@ pub fn checker_catches_made_up_violations() {
     // A holder stopped between its validity check and its write, which lands after another
     // holder's: the counter loses an update. With the driver's pause across the write it is
     // the known limit of unfenced locks; with no pause or stall to explain it, a violation.
-    let run = |pauses: Vec<Pause>, extra: Option<Hold>| {
+    let run = |pauses: Vec<Pause>, extra: Vec<Hold>, counter: u64| {
         let first = Hold {
             acquired: t - 1_000 * MS,
             deadline: t - 800 * MS,
@@ -1169,7 +1181,7 @@ pub fn checker_catches_made_up_violations() {
         let mut verdict = Verdict {
             violations: Vec::new(),
         };
-        let counters = BTreeMap::from([(resource(0), 2)]);
+        let counters = BTreeMap::from([(resource(0), counter)]);
         let stats = check(&logs, &record, &counters, t, &options, &mut verdict);
         let lost = verdict.violations.iter().any(|v| v.starts_with("(b)"));
         (lost, stats.known_limit.len())
@@ -1181,14 +1193,30 @@ pub fn checker_catches_made_up_violations() {
         at_write: Some("plain"),
     };
     assert_eq!(
-        run(vec![paused.clone()], None),
+        run(vec![paused.clone()], Vec::new(), 2),
         (false, 1),
         "a lost update by a write the driver's pause made late is the known limit"
     );
     assert_eq!(
-        run(Vec::new(), None),
+        run(Vec::new(), Vec::new(), 2),
         (true, 0),
         "a lost update by a late write that no pause explains is a violation"
+    );
+    // The late SET ran at once (at 160 ms) and its process stopped before reading the reply:
+    // the writes after it in time read what the ones before them left, not what the late one
+    // did when its reply came (at 900 ms).
+    let after = |client, at: u64, value| Hold {
+        wrote: Some(value),
+        ..hold(client, at, at + 10)
+    };
+    assert_eq!(
+        run(
+            vec![paused.clone()],
+            vec![after(2, 600, 3), after(1, 950, 4)],
+            4
+        ),
+        (false, 1),
+        "a late write's SET may have run any time after its check"
     );
     // One more holder, in time, that read 1 when the last write before it had left 2: no late
     // write explains that.
@@ -1197,7 +1225,7 @@ pub fn checker_catches_made_up_violations() {
         ..hold(2, 600, 700)
     };
     assert_eq!(
-        run(vec![paused], Some(stale_read)),
+        run(vec![paused], vec![stale_read], 2),
         (true, 0),
         "a lost update that the late write does not explain is a violation"
     );
