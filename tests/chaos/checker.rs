@@ -1230,6 +1230,36 @@ pub fn checker_catches_made_up_violations() {
         "a lost update that the late write does not explain is a violation"
     );
 
+    // A key of a call that began 40 ms after its node came back from a hang: answered late
+    // while the node worked through its backlog, not a leak; one that began 200 ms after is.
+    let hang = Outage {
+        node: 0,
+        client: None,
+        action: Action::Hang,
+        down_ns: t,
+        up_ns: t + 2_000 * MS,
+    };
+    let sighting = |begun: u64| Sighting {
+        client: 0,
+        kind: "reentrant".to_owned(),
+        resource: resource(0),
+        token: "w0.0.1".to_owned(),
+        node: 0,
+        start: t + begun * MS,
+        end: t + (begun + 100) * MS,
+        first_seen: t + (begun + 150) * MS,
+        first_pttl: 200,
+        gone: t + (begun + 350) * MS,
+        how: "expired".to_owned(),
+        call: "wait:cancelled".to_owned(),
+    };
+    let logs = Logs::default();
+    assert_eq!(
+        judge(&sighting(2_040), &[hang], &logs),
+        KeyFate::NodeWasDown
+    );
+    assert_eq!(judge(&sighting(2_200), &[hang], &logs), KeyFate::Leak);
+
     // A run with no fault at all tested nothing.
     let mut verdict = Verdict {
         violations: Vec::new(),
