@@ -220,30 +220,41 @@ impl Worker {
         ));
     }
 
-    /// Acquires with `req`; a quarter of the calls are cancellable waits with a token of
-    /// their own (cancelled like the mutex's, logged as `A` lines), and one that gives no lock
-    /// is probed for keys of `kind` left behind. Gives when the call started, and its result.
+    /// Acquires with `req`. A quarter of the calls are cancellable waits with a token of their
+    /// own (cancelled like the mutex's, logged as `A` lines), probed for keys of `kind` left
+    /// behind. Such a wait gives every attempt that one token, so a late undo of one attempt
+    /// can remove a later attempt's key from a node the holder counted (the hidden
+    /// `token_for_tests` says as much): a lock it gets is released at once, its release probed,
+    /// and never judged as a holder (`Ok(None)`). Gives when the call started, and its result.
     fn acquire_kind(
         &mut self,
         req: LockRequest,
         res: &str,
         kind: KeyKind,
-    ) -> (u64, redlock::Result<Lock>) {
+    ) -> (u64, redlock::Result<Option<Lock>>) {
         let rl = self.rl();
         if !self.rng.chance(0.25) {
             let (start, _, result) = self.call(OP_WAIT, res, || rl.acquire(&req));
-            return (start, result);
+            return (start, result.map(Some));
         }
         let token = self.wait_token();
         let armed = self.arm(res);
         let req = req.token_for_tests(&token).cancel(&armed.cancel);
         let (start, end, result) = self.call(OP_WAIT, res, || rl.acquire(&req));
         self.disarm(&armed, res, &token, (start, end), outcome(&result));
-        if result.is_err() {
-            let call = format!("wait:{}", outcome(&result));
-            self.probe(kind, res, &token, (start, end), call);
+        let waited = format!("wait:{}", outcome(&result));
+        match result {
+            Ok(lock) => {
+                let (_, end, released) = self.call(OP_RELEASE, res, || lock.release());
+                let call = format!("release:{}", outcome(&released));
+                self.probe(kind, res, &token, (start, end), call);
+                (start, Ok(None))
+            }
+            Err(e) => {
+                self.probe(kind, res, &token, (start, end), waited);
+                (start, Err(e))
+            }
         }
-        (start, result)
     }
 
     pub fn run_rw(mut self, end_ns: u64) -> Vec<String> {
@@ -271,7 +282,7 @@ impl Worker {
                 KeyKind::Plain
             };
             let (call_start, result) = self.acquire_kind(req, RW_RESOURCE, kind);
-            if let Ok(lock) = result {
+            if let Ok(Some(lock)) = result {
                 self.hold_rw(lock, role, call_start, ttl_ms, long, late);
             }
             std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
@@ -360,7 +371,8 @@ impl Worker {
                 self.request(LockRequest::new(SEM_RESOURCE, ttl).semaphore(PERMITS), long);
             let (call_start, result) = self.acquire_kind(req, SEM_RESOURCE, KeyKind::Slots);
             match result {
-                Ok(lock) => {
+                Ok(None) => {}
+                Ok(Some(lock)) => {
                     let acquired = now_ns();
                     let mut deadline = acquired;
                     sample(&lock, &mut deadline);
