@@ -13,21 +13,54 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use redlock::{Cancel, Error, Lock, LockRequest, Redlock};
 
 use crate::checker::{lock_bound_ms, wait_bound_ms};
+use crate::fenced::FENCED_THREADS;
 use crate::keys::{KeyKind, Probe};
 use crate::kinds::{RW_THREADS, SEM_THREADS};
+use crate::schedule::quick_phase;
 use crate::{
-    MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES, PROBE_SLEEP, RESOURCES, RETRY_COUNT,
-    RETRY_DELAY, RETRY_JITTER, Rng, STALL_MIN_NS, THREADS, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS,
+    CLOCK_QUARANTINE, Flags, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES, RESOURCES,
+    RETRY_COUNT, RETRY_DELAY, RETRY_JITTER, Rng, THREADS, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS,
     counter_key, now_ns, resource,
 };
 
 pub struct ChildArgs {
     pub id: usize,
+    /// The relays of this client process, one per lock node: what its Redlock clients use.
+    pub relays: Vec<String>,
+    /// The lock nodes themselves, for the key probe.
     pub nodes: Vec<String>,
     pub data: String,
+    pub chaos_start_ns: u64,
     pub end_ns: u64,
     pub seed: u64,
     pub log: PathBuf,
+    pub flags: Flags,
+}
+
+/// The two Redlock clients of a process: one with `restart_grace` for quick-restart phases, one
+/// without for the others (see the module docs of `main.rs`). Each call uses the one of the
+/// phase it starts in.
+pub struct Clients {
+    grace: Redlock,
+    plain: Redlock,
+    seed: u64,
+    chaos_start_ns: u64,
+}
+
+impl Clients {
+    /// The client for a call starting now, and its name in the log (`g`: with grace, `n`: none).
+    pub fn now(&self) -> (Redlock, &'static str) {
+        let offset_ms = (now_ns() as i64 - self.chaos_start_ns as i64).div_euclid(MS as i64);
+        if quick_phase(self.seed, offset_ms) {
+            (self.grace.clone(), "g")
+        } else {
+            (self.plain.clone(), "n")
+        }
+    }
+
+    fn both(&self) -> [(&Redlock, &'static str); 2] {
+        [(&self.grace, "g"), (&self.plain, "n")]
+    }
 }
 
 pub fn outcome<T>(result: &redlock::Result<T>) -> &'static str {
@@ -80,6 +113,14 @@ struct Fire {
     fired: Arc<AtomicU64>,
 }
 
+/// A cancellable wait's cancel, armed by [`Worker::arm`].
+pub struct Armed {
+    id: u64,
+    mode: CancelMode,
+    pub cancel: Cancel,
+    fired: Arc<AtomicU64>,
+}
+
 /// A wait registered to be cancelled around the next release of its resource.
 struct Waiter {
     id: u64,
@@ -123,17 +164,29 @@ fn canceller(fires: Receiver<Fire>) {
 pub struct Worker {
     pub client: usize,
     pub thread: usize,
-    pub rl: Redlock,
+    pub clients: Arc<Clients>,
+    /// Which of `clients` the last [`rl`](Worker::rl) gave: logged with each call.
+    pub variant: &'static str,
     pub data: redis::Connection,
     pub rng: Rng,
     pub busy: Arc<Busy>,
     pub shared: Arc<Shared>,
     pub log: Vec<String>,
-    /// Cancellable waits made so far (their owners are unique).
+    pub flags: Flags,
+    /// Cancellable waits made so far (their owners and tokens are unique).
     pub waits: u64,
+    /// Cancels armed so far.
+    pub armed: u64,
 }
 
 impl Worker {
+    /// The Redlock client for an acquisition starting now.
+    pub fn rl(&mut self) -> Redlock {
+        let (rl, variant) = self.clients.now();
+        self.variant = variant;
+        rl
+    }
+
     pub fn call<T>(
         &mut self,
         op: usize,
@@ -147,11 +200,12 @@ impl Worker {
         let end = now_ns();
         self.busy.since_ns.store(0, Ordering::Relaxed);
         self.log.push(format!(
-            "C {} {} {} {res} {start} {end} {}",
+            "C {} {} {} {res} {start} {end} {} {}",
             self.client,
             self.thread,
             OPS[op],
-            outcome(&result)
+            outcome(&result),
+            self.variant
         ));
         (start, end, result)
     }
@@ -160,7 +214,8 @@ impl Worker {
         match self.thread {
             t if t < THREADS => self.run_mutex(end_ns),
             t if t < THREADS + RW_THREADS => self.run_rw(end_ns),
-            _ => self.run_sem(end_ns),
+            t if t < THREADS + RW_THREADS + SEM_THREADS => self.run_sem(end_ns),
+            _ => self.run_fenced(end_ns),
         }
     }
 
@@ -168,7 +223,7 @@ impl Worker {
         while now_ns() < end_ns {
             let res = resource(self.rng.below(RESOURCES as u64) as usize);
             let ttl = Duration::from_millis(self.rng.range(TTL_MIN_MS, TTL_MAX_MS));
-            let rl = self.rl.clone();
+            let rl = self.rl();
             let pick = self.rng.below(100);
             if pick < 25 {
                 self.wait(&res, ttl);
@@ -188,22 +243,49 @@ impl Worker {
     }
 
     /// A reentrant wait whose owner (its token) is unique to this call, with a cancel fired as
-    /// `mode` says; logged as an `A` line. A call that gives no lock is probed for keys left.
+    /// `armed` says; logged as an `A` line. A call that gives no lock is probed for keys left.
     fn wait(&mut self, res: &str, ttl: Duration) {
         self.waits += 1;
         let owner = format!("w{}.{}.{}", self.client, self.thread, self.waits);
-        let cancel = Cancel::new();
-        let fired = Arc::new(AtomicU64::new(0));
+        let armed = self.arm(res);
         let request = LockRequest::new(res, ttl)
             .reentrant(&owner)
             .wait(Duration::from_millis(WAIT_MS))
-            .cancel(&cancel);
+            .cancel(&armed.cancel);
+        let rl = self.rl();
+        let (start, end, result) = self.call(4, res, || rl.acquire(&request));
+        self.disarm(&armed, res, &owner, (start, end), outcome(&result));
+        match result {
+            Ok(lock) => self.hold(lock, res, ttl, start, KeyKind::Reentrant),
+            Err(e) => self.probe(
+                KeyKind::Reentrant,
+                res,
+                &owner,
+                (start, end),
+                format!("wait:{}", outcome::<()>(&Err(e))),
+            ),
+        }
+    }
+
+    /// A token for a cancellable wait that is not reentrant ([`LockRequest::token_for_tests`]),
+    /// unique to the call, so that its keys can be looked for even when it gives no lock.
+    pub fn wait_token(&mut self) -> String {
+        self.waits += 1;
+        format!("t{}.{}.{}", self.client, self.thread, self.waits)
+    }
+
+    /// A cancel for a wait on `res`, to fire before the call (fired here), at a random moment
+    /// during it, or around a release of `res` by another thread of the process.
+    pub fn arm(&mut self, res: &str) -> Armed {
+        let cancel = Cancel::new();
+        let fired = Arc::new(AtomicU64::new(0));
         let mode = match self.rng.below(10) {
             0 => CancelMode::Before,
             1..=4 => CancelMode::During,
             _ => CancelMode::Release,
         };
-        let id = (self.client * THREADS + self.thread) as u64 * 1_000_000_000 + self.waits;
+        self.armed += 1;
+        let id = (self.client * 1_000 + self.thread) as u64 * 1_000_000_000 + self.armed;
         match mode {
             CancelMode::Before => {
                 fired.store(now_ns(), Ordering::SeqCst);
@@ -230,27 +312,37 @@ impl Worker {
                 fired: Arc::clone(&fired),
             }),
         }
-        let rl = self.rl.clone();
-        let (start, end, result) = self.call(4, res, || rl.acquire(&request));
-        self.shared.waiters.lock().unwrap().retain(|w| w.id != id);
+        Armed {
+            id,
+            mode,
+            cancel,
+            fired,
+        }
+    }
+
+    /// After the wait returned: no release may cancel it any more; its `A` line.
+    pub fn disarm(
+        &mut self,
+        armed: &Armed,
+        res: &str,
+        token: &str,
+        span: (u64, u64),
+        outcome: &str,
+    ) {
+        self.shared
+            .waiters
+            .lock()
+            .unwrap()
+            .retain(|w| w.id != armed.id);
         self.log.push(format!(
-            "A {} {} {res} {owner} {} {} {start} {end} {}",
+            "A {} {} {res} {token} {} {} {} {} {outcome}",
             self.client,
             self.thread,
-            mode.name(),
-            fired.load(Ordering::SeqCst),
-            outcome(&result)
+            armed.mode.name(),
+            armed.fired.load(Ordering::SeqCst),
+            span.0,
+            span.1,
         ));
-        match result {
-            Ok(lock) => self.hold(lock, res, ttl, start, KeyKind::Reentrant),
-            Err(e) => self.probe(
-                KeyKind::Reentrant,
-                res,
-                &owner,
-                (start, end),
-                format!("wait:{}", outcome::<()>(&Err(e))),
-            ),
-        }
     }
 
     pub fn probe(&self, kind: KeyKind, res: &str, token: &str, span: (u64, u64), call: String) {
@@ -267,7 +359,7 @@ impl Worker {
 
     /// Before releasing `res`: sometimes cancel a wait for it in this process, at a random
     /// moment around the release (from before it takes effect to after the waiter woke).
-    fn cancel_a_waiter(&mut self, res: &str) {
+    pub fn cancel_a_waiter(&mut self, res: &str) {
         if !self.rng.chance(0.7) {
             return;
         }
@@ -302,12 +394,19 @@ impl Worker {
         std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
         if self.rng.chance(0.1) {
             let _ = self.call(2, res, || lock.extend(ttl));
+            // A lock that ran out (its process stopped past its validity, say) has no validity
+            // left, and `now` is past its real deadline: only a positive validity moves it.
             let before = now_ns();
-            deadline = before + lock.validity().as_nanos() as u64;
+            let validity = lock.validity();
+            if !validity.is_zero() {
+                deadline = before + validity.as_nanos() as u64;
+            }
         }
         let mut wrote = String::from("-");
         let mut set_done = 0;
+        let checked = now_ns();
         if lock.validity() >= MIN_VALIDITY_TO_WRITE {
+            self.about_to_write("plain");
             let value = seen.unwrap_or(0) + 1;
             let _: () = redis::cmd("SET")
                 .arg(&key)
@@ -332,27 +431,57 @@ impl Worker {
             (start, "released")
         };
         self.log.push(format!(
-            "H {} {} {res} {token} {call_start} {acquired} {deadline} {end} {how} {wrote} {set_done}",
+            "H {} {} {res} {token} {call_start} {acquired} {deadline} {end} {how} {wrote} {set_done} {checked}",
             self.client, self.thread
         ));
     }
+
+    /// Now and then, between the validity check and the write: say so to the driver, which may
+    /// be waiting to stop this process right there (the pause of Kleppmann's example), and give
+    /// it time to.
+    pub fn about_to_write(&mut self, kind: &str) {
+        if self.rng.chance(0.1) {
+            println!("W {} {kind} {}", self.client, now_ns());
+            std::thread::sleep(WRITE_WINDOW);
+        }
+    }
 }
 
-pub fn build_client(nodes: &[String]) -> Redlock {
-    Redlock::builder()
+/// How long a holder waits after saying it is about to write: the driver's SIGSTOP lands in it.
+const WRITE_WINDOW: Duration = Duration::from_millis(20);
+
+/// A client of `nodes`; with `grace`, one that keeps restarted nodes out for that long. The
+/// clock guard's quarantine outlasts the largest TTL, so that a node whose clock jumped counts
+/// again soon after every key the jump shortened reached its original expiry.
+pub fn build_client(nodes: &[String], grace: Option<Duration>, flags: &Flags) -> Redlock {
+    let builder = Redlock::builder()
         .nodes(nodes)
         .node_timeout(NODE_TIMEOUT)
         .retry_count(RETRY_COUNT)
         .retry_delay(RETRY_DELAY)
         .retry_jitter(RETRY_JITTER)
-        .build()
-        .expect("build client")
+        .clock_quarantine(CLOCK_QUARANTINE)
+        .clock_guard(!flags.no_clock_guard);
+    let builder = match grace {
+        Some(grace) => builder.restart_grace(grace),
+        None => builder,
+    };
+    builder.build().expect("build client")
 }
 
 pub fn child(args: ChildArgs) {
-    let rl = build_client(&args.nodes);
+    let clients = Arc::new(Clients {
+        grace: build_client(
+            &args.relays,
+            Some(Duration::from_millis(args.flags.grace_ms)),
+            &args.flags,
+        ),
+        plain: build_client(&args.relays, None, &args.flags),
+        seed: args.seed,
+        chaos_start_ns: args.chaos_start_ns,
+    });
     let data_client = redis::Client::open(args.data.as_str()).expect("data url");
-    let threads = THREADS + RW_THREADS + SEM_THREADS;
+    let threads = THREADS + RW_THREADS + SEM_THREADS + FENCED_THREADS;
     let busy: Vec<Arc<Busy>> = (0..threads).map(|_| Arc::default()).collect();
     let (fires_tx, fires) = crossbeam_channel::unbounded();
     let canceller = std::thread::spawn(move || canceller(fires));
@@ -375,7 +504,8 @@ pub fn child(args: ChildArgs) {
             let worker = Worker {
                 client: args.id,
                 thread: t,
-                rl: rl.clone(),
+                clients: Arc::clone(&clients),
+                variant: "-",
                 data,
                 rng: Rng::new(
                     args.seed
@@ -385,6 +515,8 @@ pub fn child(args: ChildArgs) {
                 shared: Arc::clone(&shared),
                 log: Vec::new(),
                 waits: 0,
+                armed: 0,
+                flags: args.flags,
             };
             let end_ns = args.end_ns;
             std::thread::spawn(move || worker.run(end_ns))
@@ -395,21 +527,8 @@ pub fn child(args: ChildArgs) {
     // take longer by as much; the checker adds these stalls to each call's bound.
     let probe_end = Arc::new(AtomicU64::new(0));
     let probe = {
-        let (id, probe_end) = (args.id, Arc::clone(&probe_end));
-        std::thread::spawn(move || {
-            let mut stalls = Vec::new();
-            let mut last = now_ns();
-            while probe_end.load(Ordering::Relaxed) == 0 {
-                std::thread::sleep(PROBE_SLEEP);
-                let now = now_ns();
-                let expected = last + PROBE_SLEEP.as_nanos() as u64;
-                if now > expected + STALL_MIN_NS {
-                    stalls.push(format!("L {id} {expected} {now}"));
-                }
-                last = now;
-            }
-            stalls
-        })
+        let probe_end = Arc::clone(&probe_end);
+        std::thread::spawn(move || crate::stall_probe(&probe_end))
     };
 
     // The watchdog: every call is bounded, so every thread ends soon after end_ns.
@@ -442,42 +561,55 @@ pub fn child(args: ChildArgs) {
     canceller.join().expect("canceller panicked");
     log.extend(key_probe.join().expect("key probe panicked"));
 
-    // Every worker reconnects once it has work: give it some until all are connected.
+    // Every worker reconnects once it has work: give both clients some until all are connected.
     let final_res = format!("chaos:final:{}", args.id);
     let ttl = Duration::from_millis(TTL_MAX_MS);
     let status_deadline = now_ns() + 10_000 * MS;
-    let mut acquired_after = None;
+    let mut acquired = [false; 2];
     loop {
-        let start = now_ns();
-        let result = rl.try_lock(&final_res, ttl);
-        let end = now_ns();
-        log.push(format!(
-            "C {} final try_lock {final_res} {start} {end} {}",
-            args.id,
-            outcome(&result)
-        ));
-        if let Ok(lock) = result {
-            acquired_after.get_or_insert(end);
+        for (i, (rl, variant)) in clients.both().into_iter().enumerate() {
             let start = now_ns();
-            let result = lock.release();
+            let result = rl.try_lock(&final_res, ttl);
+            let end = now_ns();
             log.push(format!(
-                "C {} final release {final_res} {start} {} {}",
+                "C {} final try_lock {final_res} {start} {end} {} {variant}",
                 args.id,
-                now_ns(),
                 outcome(&result)
             ));
+            if let Ok(lock) = result {
+                acquired[i] = true;
+                let start = now_ns();
+                let result = lock.release();
+                log.push(format!(
+                    "C {} final release {final_res} {start} {} {} {variant}",
+                    args.id,
+                    now_ns(),
+                    outcome(&result)
+                ));
+            }
         }
-        let connected = rl.node_status().iter().filter(|s| s.connected).count();
-        if (connected == NODES && acquired_after.is_some()) || now_ns() > status_deadline {
-            let status: Vec<String> = rl
-                .node_status()
+        let connected = clients
+            .both()
+            .iter()
+            .map(|(rl, _)| rl.node_status().iter().filter(|s| s.connected).count())
+            .min()
+            .unwrap_or(0);
+        let all = acquired.iter().all(|&a| a);
+        if (connected == NODES && all) || now_ns() > status_deadline {
+            let status: Vec<String> = clients
+                .both()
                 .iter()
-                .map(|s| format!("{}:{}:{}", s.address, s.connected, s.connects))
+                .flat_map(|(rl, variant)| {
+                    rl.node_status()
+                        .iter()
+                        .map(|s| format!("{variant}:{}:{}:{}", s.address, s.connected, s.connects))
+                        .collect::<Vec<_>>()
+                })
                 .collect();
             log.push(format!(
                 "S {} {connected} {} {}",
                 args.id,
-                u8::from(acquired_after.is_some()),
+                u8::from(all),
                 status.join(",")
             ));
             break;
@@ -486,7 +618,12 @@ pub fn child(args: ChildArgs) {
     }
 
     probe_end.store(1, Ordering::Relaxed);
-    log.extend(probe.join().expect("stall probe panicked"));
+    let stalls = probe.join().expect("stall probe panicked");
+    log.extend(
+        stalls
+            .iter()
+            .map(|(from, to)| format!("L {} {from} {to}", args.id)),
+    );
 
     let mut file = std::io::BufWriter::new(std::fs::File::create(&args.log).expect("log file"));
     for line in &log {
@@ -499,16 +636,20 @@ pub fn child(args: ChildArgs) {
     // Stay connected until the parent has counted the connections on the nodes (stdin closes).
     let mut sink = String::new();
     while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
-    drop(rl);
+    drop(clients);
 }
 
 pub fn parse_child(args: &[String]) -> ChildArgs {
+    let list = |s: &str| s.split(',').map(str::to_owned).collect();
     ChildArgs {
         id: args[0].parse().expect("child id"),
-        nodes: args[1].split(',').map(str::to_owned).collect(),
-        data: args[2].clone(),
-        end_ns: args[3].parse().expect("end time"),
-        seed: args[4].parse().expect("seed"),
-        log: Path::new(&args[5]).to_path_buf(),
+        relays: list(&args[1]),
+        nodes: list(&args[2]),
+        data: args[3].clone(),
+        chaos_start_ns: args[4].parse().expect("chaos start"),
+        end_ns: args[5].parse().expect("end time"),
+        seed: args[6].parse().expect("seed"),
+        log: Path::new(&args[7]).to_path_buf(),
+        flags: Flags::parse(&args[8]),
     }
 }

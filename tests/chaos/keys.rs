@@ -3,13 +3,15 @@
 //! its own, for a key of that acquisition on every lock node, `NODE_TIMEOUT` after the call
 //! returned. A key it finds is watched until it goes: removed while it still had time to live (a
 //! cleanup that came late, say on a starved machine), or left to expire (a leak: nothing removed
-//! it). Each sighting is logged as a `K` line for the checker, which excuses nodes that were down
-//! or hung during the call.
+//! it). Each sighting is logged as a `K` line for the checker, which excuses nodes that were down,
+//! hung or cut off from this client during the call. The probe connects to the nodes directly,
+//! not through the client's relays: it observes the nodes, it is not a client under test.
 //!
 //! Tokens are known exactly: a released lock's from [`Lock::token`](redlock::Lock::token), and a
 //! cancellable wait's because it is a reentrant request whose owner (its token) the client
-//! chooses, unique per call. A plain attempt that gives no lock returns no token, so its keys
-//! cannot be told from the next holder's; the reentrant waits stand in for it.
+//! chooses, or a read-write or semaphore request given a token of its own, unique per call,
+//! with the hidden `LockRequest::token_for_tests`. A plain attempt that gives no lock returns
+//! no token, so its keys cannot be told from the next holder's; those waits stand in for it.
 
 use std::time::Duration;
 
@@ -26,6 +28,9 @@ pub enum KeyKind {
     Reentrant,
     /// `ZSCORE resource token`: a reader of a read-write lock.
     Reader,
+    /// `GET redlock:sem:{resource}:i == token` for some slot `i`: a semaphore wait that gave
+    /// no permit (which slot it tried is unknown).
+    Slots,
 }
 
 impl KeyKind {
@@ -34,6 +39,7 @@ impl KeyKind {
             KeyKind::Plain => "plain",
             KeyKind::Reentrant => "reentrant",
             KeyKind::Reader => "reader",
+            KeyKind::Slots => "slots",
         }
     }
 }
@@ -90,27 +96,43 @@ impl Nodes {
         let Some(conn) = self.conn(n) else {
             return Seen::Unreachable;
         };
-        // One round trip: whether the key holds the token, and its PTTL.
-        let mut pipe = redis::pipe();
-        match kind {
-            KeyKind::Plain => pipe.cmd("GET").arg(resource),
-            KeyKind::Reentrant => pipe.cmd("HEXISTS").arg(resource).arg(token),
-            KeyKind::Reader => pipe.cmd("ZSCORE").arg(resource).arg(token),
+        // One round trip: for each key, whether it holds the token, and its PTTL.
+        let keys: Vec<String> = match kind {
+            KeyKind::Slots => (0..crate::kinds::PERMITS)
+                .map(|i| format!("redlock:sem:{{{resource}}}:{i}"))
+                .collect(),
+            _ => vec![resource.to_owned()],
         };
-        pipe.cmd("PTTL").arg(resource);
-        let answer: redis::RedisResult<(redis::Value, i64)> = pipe.query(conn);
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            match kind {
+                KeyKind::Plain | KeyKind::Slots => pipe.cmd("GET").arg(key),
+                KeyKind::Reentrant => pipe.cmd("HEXISTS").arg(key).arg(token),
+                KeyKind::Reader => pipe.cmd("ZSCORE").arg(key).arg(token),
+            };
+            pipe.cmd("PTTL").arg(key);
+        }
+        let answer: redis::RedisResult<Vec<redis::Value>> = pipe.query(conn);
         match answer {
-            Ok((value, pttl)) => {
-                let holds = match (kind, value) {
-                    (KeyKind::Plain, redis::Value::BulkString(v)) => v == token.as_bytes(),
+            Ok(replies) => {
+                let pairs = replies.chunks(2).map(|r| {
+                    let pttl = match r.get(1) {
+                        Some(redis::Value::Int(ms)) => *ms,
+                        _ => -3,
+                    };
+                    (r[0].clone(), pttl)
+                });
+                let holding = pairs.into_iter().find(|(value, _)| match (kind, value) {
+                    (KeyKind::Plain | KeyKind::Slots, redis::Value::BulkString(v)) => {
+                        v == token.as_bytes()
+                    }
                     (KeyKind::Reentrant, redis::Value::Int(1)) => true,
-                    (KeyKind::Reader, v) => v != redis::Value::Nil,
+                    (KeyKind::Reader, v) => *v != redis::Value::Nil,
                     _ => false,
-                };
-                if holds {
-                    Seen::Present(pttl)
-                } else {
-                    Seen::Absent
+                });
+                match holding {
+                    Some((_, pttl)) => Seen::Present(pttl),
+                    None => Seen::Absent,
                 }
             }
             // The other kind's key (WRONGTYPE) is not ours.

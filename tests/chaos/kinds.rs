@@ -208,6 +208,7 @@ impl Worker {
         let token = lock.token().to_owned();
         let permit = lock.permit().map_or("-".to_owned(), |p| p.to_string());
         let res = lock.resource().to_owned();
+        self.cancel_a_waiter(&res);
         let (start, end, result) = self.call(OP_RELEASE, &res, || lock.release());
         let call = format!("release:{}", outcome(&result));
         self.probe(key.0, &key.1, &token, (call_start, end), call);
@@ -217,6 +218,43 @@ impl Worker {
              {wrote} {set_done} {seen} {ttl_ms} {late}",
             self.client, self.thread
         ));
+    }
+
+    /// Acquires with `req`. A quarter of the calls are cancellable waits with a token of their
+    /// own (cancelled like the mutex's, logged as `A` lines), probed for keys of `kind` left
+    /// behind. Such a wait gives every attempt that one token, so a late undo of one attempt
+    /// can remove a later attempt's key from a node the holder counted (the hidden
+    /// `token_for_tests` says as much): a lock it gets is released at once, its release probed,
+    /// and never judged as a holder (`Ok(None)`). Gives when the call started, and its result.
+    fn acquire_kind(
+        &mut self,
+        req: LockRequest,
+        res: &str,
+        kind: KeyKind,
+    ) -> (u64, redlock::Result<Option<Lock>>) {
+        let rl = self.rl();
+        if !self.rng.chance(0.25) {
+            let (start, _, result) = self.call(OP_WAIT, res, || rl.acquire(&req));
+            return (start, result.map(Some));
+        }
+        let token = self.wait_token();
+        let armed = self.arm(res);
+        let req = req.token_for_tests(&token).cancel(&armed.cancel);
+        let (start, end, result) = self.call(OP_WAIT, res, || rl.acquire(&req));
+        self.disarm(&armed, res, &token, (start, end), outcome(&result));
+        let waited = format!("wait:{}", outcome(&result));
+        match result {
+            Ok(lock) => {
+                let (_, end, released) = self.call(OP_RELEASE, res, || lock.release());
+                let call = format!("release:{}", outcome(&released));
+                self.probe(kind, res, &token, (start, end), call);
+                (start, Ok(None))
+            }
+            Err(e) => {
+                self.probe(kind, res, &token, (start, end), waited);
+                (start, Err(e))
+            }
+        }
     }
 
     pub fn run_rw(mut self, end_ns: u64) -> Vec<String> {
@@ -238,9 +276,13 @@ impl Worker {
             let (req, auto) = self.request(base, long);
             // No extender may move the deadline behind a late extension's back.
             let late = role == Role::Read && !auto && self.rng.chance(0.05);
-            let rl = self.rl.clone();
-            let (call_start, _, result) = self.call(OP_WAIT, RW_RESOURCE, || rl.acquire(&req));
-            if let Ok(lock) = result {
+            let kind = if role == Role::Read {
+                KeyKind::Reader
+            } else {
+                KeyKind::Plain
+            };
+            let (call_start, result) = self.acquire_kind(req, RW_RESOURCE, kind);
+            if let Ok(Some(lock)) = result {
                 self.hold_rw(lock, role, call_start, ttl_ms, long, late);
             }
             std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
@@ -324,13 +366,13 @@ impl Worker {
         while now_ns() < end_ns {
             let ttl_ms = self.rng.range(TTL_MIN_MS, TTL_MAX_MS);
             let ttl = Duration::from_millis(ttl_ms);
-            let rl = self.rl.clone();
             let long = self.rng.chance(0.08);
             let (req, _) =
                 self.request(LockRequest::new(SEM_RESOURCE, ttl).semaphore(PERMITS), long);
-            let (call_start, _, result) = self.call(OP_WAIT, SEM_RESOURCE, || rl.acquire(&req));
+            let (call_start, result) = self.acquire_kind(req, SEM_RESOURCE, KeyKind::Slots);
             match result {
-                Ok(lock) => {
+                Ok(None) => {}
+                Ok(Some(lock)) => {
                     let acquired = now_ns();
                     let mut deadline = acquired;
                     sample(&lock, &mut deadline);
@@ -360,7 +402,7 @@ impl Worker {
     /// While holding a permit of L: ask once for one of L + 1, which the nodes that store L
     /// (every node of this holder's quorum) refuse, so it must not be granted.
     fn overask(&mut self, ttl_ms: u64) {
-        let rl = self.rl.clone();
+        let rl = self.rl();
         let req = LockRequest::new(SEM_RESOURCE, Duration::from_millis(ttl_ms))
             .semaphore(PERMITS + 1)
             .once();
@@ -399,6 +441,8 @@ pub fn extra_bound_ms(op: &str, resource: &str) -> u64 {
     let nt = NODE_TIMEOUT.as_millis() as u64;
     match (op, resource) {
         ("wait", SEM_RESOURCE) => u64::from(PERMITS - 1) * nt,
+        // A fenced attempt has a second round, the write-back, within its own node_timeout.
+        ("lock", crate::fenced::FENCED_RESOURCE) => (u64::from(crate::RETRY_COUNT) + 1) * nt,
         _ => 0,
     }
 }
@@ -793,6 +837,7 @@ pub fn checker_catches_made_up_violations() {
         start: t + start * MS,
         end: t + end * MS,
         outcome: outcome.to_owned(),
+        variant: "g".to_owned(),
     };
     let run = |kinds: Vec<KindHold>, calls: Vec<Call>, outages: &[Outage], counter: u64| {
         let logs = Logs {
@@ -938,6 +983,7 @@ pub fn checker_catches_made_up_violations() {
     // L reached only while a node was hung.
     let hung = [Outage {
         node: 0,
+        client: None,
         action: Action::Hang,
         down_ns: t,
         up_ns: t + 55 * MS,

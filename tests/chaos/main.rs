@@ -5,59 +5,127 @@
 //! each with several threads, contend for a few resources through the public API. Every holder
 //! does a deliberately non-atomic read-modify-write (GET, sleep, SET) of its resource's counter
 //! inside the lock and logs what it did, with times from `CLOCK_MONOTONIC`, which all processes
-//! on the machine share. Meanwhile a driver replays a seeded random schedule of faults on the
-//! lock nodes: hangs (SIGSTOP … SIGCONT), crashes (SIGKILL, then a restart with an empty
-//! dataset), and at least once a majority (3 of 5) down at the same time.
+//! on the machine share. Meanwhile a driver replays a seeded random schedule of faults, every
+//! class the README and the module docs say we survive:
+//! - **node hangs** (SIGSTOP … SIGCONT) and **crashes** (SIGKILL, then a restart with an empty
+//!   dataset: no persistence), both kinds of restart (see *Restarts* below), and about every
+//!   20 s **a majority** (3 of 5) down at the same time;
+//! - **a node's clock jumping forward** by 200-3000 ms, later back to the real time: every lock
+//!   node runs under the `LD_PRELOAD` shim `tests/support/clockshift.c`, one offset file per
+//!   node (a backward step only makes keys live longer; steps below the guard's 50 ms are a
+//!   documented limit and not injected);
+//! - **clients that see different subsets of nodes**: each client process reaches each node
+//!   through a TCP relay of its own in the parent (`relay.rs`), which the driver cuts (refusing
+//!   connections, or blackholing them: accepted, silent, what was sent delivered after the heal)
+//!   and heals;
+//! - **client process pauses**: SIGSTOP of a whole client process for longer than any lock's
+//!   validity, mostly right after one of its holders said it is about to write (between its
+//!   validity check and its write: Kleppmann's example), then SIGCONT;
+//! - and two combinations shaped like the holes of issue 24: *Young* (one client cut off from
+//!   two nodes holds its locks on a bare majority, another cut off from the other two; a node
+//!   they share restarts empty and the clients reconnect to it just after a second boundary of
+//!   its clock, when `uptime_in_seconds` overstates its age by almost a second) and *Fence* (two
+//!   nodes hang while fenced counters move on the other three; one of those crashes and the
+//!   other two hang as the first two come back; it restarts empty: the only quorum holds the
+//!   restarted node and two stale counters).
 //!
+//! # Restarts, and why the clients run in phases
+//! A node restarted without persistence has forgotten the locks it held. Two ways keep that
+//! safe, and the run covers both: a **delayed restart** (the node stays down longer than the
+//! largest TTL, so every key it held has expired anyway; clients need nothing), and a **quick
+//! restart** (down 0-100 ms) with clients that set `restart_grace` to exactly the largest TTL
+//! (`TTL_MAX_MS`), the setting the README recommends. Clients without grace and quick restarts
+//! cannot be mixed: that is simply unsafe. So the run alternates **phases** of `PHASE_MS`
+//! (the seed picks which comes first; the client processes get the seed and the start of the
+//! chaos phase, so they compute the same plan): each client process holds two Redlock clients,
+//! one with `restart_grace(TTL_MAX)` and one without, and every acquisition uses the one of the
+//! phase it starts in (its log line says which, `g` or `n`). Quick restarts happen only in
+//! quick phases, no sooner than `GUARD_IN_MS` after one begins (every call a client without
+//! grace started before has returned) and no later than `GUARD_OUT_MS` before it ends (every
+//! lock the node forgot has expired before clients without grace come back, a timed restart's
+//! wait for its moment included); kills elsewhere are delayed restarts. A lock taken without
+//! grace that is still held when a quick phase begins is safe: the grace keeps every young node
+//! out of every later quorum. Rule (p) checks that the phases held. Clock steps forward are
+//! kept the largest TTL and a margin away from a phase's end likewise, since the next phase's
+//! client may not have sampled that node for a whole phase, and a step smaller than the
+//! guard's rate allowance over that long would go unseen (a documented limit). Clients set
+//! `clock_quarantine` to `CLOCK_QUARANTINE` (the largest TTL plus a second), so that liveness
+//! returns soon after a jump.
+//!
+//! # Rules
 //! Afterwards a checker reads the logs and asserts:
 //! - (a) safety: no two holders' windows `[lock() returned, min(validity deadline, release
-//!   started)]` overlap on one resource;
+//!   started)]` overlap on one resource (fenced holders included);
 //! - (b) no lost update: each resource's final counter equals the number of writes made inside
-//!   the lock, and the written values are exactly 1..=n;
+//!   the lock, and the written values are exactly 1..=n. A write that lands after its lock's
+//!   validity (its process stopped between the validity check and the SET) is outside the
+//!   lock's promise: a counter that lost updates through such writes is **the known limit of
+//!   locks without fencing** (printed as `KNOWN LIMIT`, counted, not failed) when every late
+//!   write had its process measurably stopped across it, by the driver (a client pause) or by a
+//!   starved machine (the stall probe), and every write made in time read what the last write
+//!   before it left (so the late writes explain every lost update); anything else is a
+//!   violation;
 //! - (c) no hang: every call returned within its bound, computed from the configuration
 //!   (`node_timeout × (retries + 1) + retries × (retry_delay + retry_jitter)` for `lock`), plus a
 //!   generous margin, plus the time its process was measurably not running (a probe thread
-//!   logs every late wake-up), for a noisy machine;
-//! - (d) recovery: after the last fault healed, every client process acquired again, its workers
-//!   are all connected again (`node_status`), every lock node sees exactly one connection per
-//!   client process, and the data node none once the client threads ended: nothing wedged,
-//!   nothing leaked;
-//! - (e) no acquisition succeeded while a majority of the nodes was down;
+//!   logs every late wake-up; a client pause shows there too), for a noisy machine;
+//! - (d) recovery: after the last fault healed, every client process acquired again, the
+//!   workers of both its Redlock clients are all connected again (`node_status`), every lock
+//!   node sees exactly one connection per Redlock client (two per process, through the healed
+//!   relays), and the data node none once the client threads ended: nothing wedged, nothing
+//!   leaked;
+//! - (e) no client acquired while a majority of the nodes was down **or cut off from that
+//!   client**;
 //! - (f) no key of a cancelled or finished acquisition outlives its call: `node_timeout` after a
 //!   wait that gave no lock (failed or cancelled) or a release returned, a key probe in the
 //!   client process finds no key with that acquisition's token on any node, or watches the one
-//!   it finds until it goes; a key left to expire is a leak, unless its node was down or hung
-//!   meanwhile (Redlock lets such a node keep it until its TTL) or the client process was
-//!   measurably not running for `node_timeout / 2` or more (its answers or cleanups then came
-//!   after the caller's `node_timeout`, which the library does not promise to cover; each such
-//!   key is printed as a NOTE); one removed late (a starved machine) is reported, not failed;
+//!   it finds until it goes; a key left to expire is a leak, unless its node was down, hung or
+//!   cut off from that client meanwhile, or back from a hang or a blackhole for less than
+//!   `2 × node_timeout` (it answers its backlog first): Redlock lets such a node keep the key
+//!   until its TTL; or unless the client process or the relays' process (the parent) was
+//!   measurably not running for `node_timeout / 2` or more (answers or cleanups then came after
+//!   the caller's
+//!   `node_timeout`, which the library does not promise to cover; each such key is printed as a
+//!   NOTE); one removed late (a starved machine) is reported, not failed;
 //! - (g) cancellation: a wait returns `Cancelled` only after its cancel fired, within
-//!   `CANCEL_BOUND_MS` (plus stalls); one whose cancel fired before the call fails at once.
+//!   `CANCEL_BOUND_MS` (plus stalls); one whose cancel fired before the call fails at once;
+//! - (p) the phases held (a check of the harness): no acquisition by a client without grace ran
+//!   from a quick restart's kill until the largest TTL (plus the drift allowance) had passed;
+//! - (cov) every fault class above was injected, both kinds of client acquired, and
+//!   cancellable read-write and semaphore waits were made: a run that skipped one tested
+//!   nothing about it;
+//! - the fenced rules (f1) token order and (f2) no stale write accepted, in `fenced.rs`, and
+//!   the read-write and semaphore rules rw1-rw4 and sem1-sem4, in `kinds.rs`.
 //!
-//! A quarter of the calls are cancellable waits: reentrant requests (`wait`, with a `Cancel`)
-//! whose owner, and so whose token, the client chooses per call, so that even a cancelled
-//! attempt, which returns no lock, has a known token to look for. (A plain attempt that gives
-//! no lock has a random token nobody learns: its keys could not be told from the next
-//! holder's.) Their cancels fire before the call, at a random moment during it (half within the
-//! first 2 ms, when the first attempt is on its way), or around a release of the same resource
-//! by another thread of the process: the instant the waiter may be granted the lock, where a
-//! cancel that skipped the undo would leave keys behind.
+//! A quarter of the mutex calls are cancellable waits: reentrant requests (`wait`, with a
+//! `Cancel`) whose owner, and so whose token, the client chooses per call, so that even a
+//! cancelled attempt, which returns no lock, has a known token to look for. (A plain attempt
+//! that gives no lock has a random token nobody learns: its keys could not be told from the
+//! next holder's.) A quarter of the read-write and semaphore waits are cancellable too, with a
+//! token of their own per call (the hidden `LockRequest::token_for_tests`), and are probed the
+//! same way: for a reader entry (`ZSCORE chaos-rw token`), a writer's key, or a semaphore slot
+//! key `redlock:sem:{chaos-sem}:<i>` holding the token. Cancels fire before the call, at a
+//! random moment during it (half within the first 2 ms, when the first attempt is on its
+//! way), or around a release of the same resource by another thread of the process: the
+//! instant the waiter may be granted the lock, where a cancel that skipped the undo would leave
+//! keys behind.
 //!
-//! The read-write lock and the counting semaphore run alongside, on resources of their own
-//! (`chaos-rw`, `chaos-sem`) under the same faults, each client process giving them threads of
-//! their own; `kinds.rs` describes their clients and rules (rw1-rw4: no writer or plain holder
-//! overlaps anyone, readers do overlap, no lost update or torn read, no revived reader; sem1-sem4:
-//! at most L valid permits, one holder per permit, L reached, no holder of L + 1 among those of
-//! L). Their releases are probed for keys left behind like the mutex's (f), and their calls are
-//! bounded (c) and refused while a majority is down (e) like the others.
+//! The read-write lock, the counting semaphore and the fenced lock run alongside, on resources
+//! of their own (`chaos-rw`, `chaos-sem`, `chaos-fenced`) under the same faults, each client
+//! process giving them threads of their own; `kinds.rs` and `fenced.rs` describe their clients
+//! and rules. Their releases are probed for keys left behind like the mutex's (f), and their
+//! calls are bounded (c) and refused while a majority is down (e) like the others.
 //!
-//! Parts: `schedule.rs` (the seeded faults and the driver), `client.rs` (child mode: the
-//! client processes, their workers and cancels), `keys.rs` (the key probe of each client
-//! process), `checker.rs` (the rules, and their self-test on made-up violations), `kinds.rs`
-//! (the read-write lock and the semaphore: clients, rules, self-test); this file holds the
-//! configuration, the parent and the command line.
+//! Parts: `schedule.rs` (the phases, the seeded faults and the driver), `relay.rs` (the
+//! per-client relays), `client.rs` (child mode: the client processes, their workers and
+//! cancels), `keys.rs` (the key probe of each client process), `checker.rs` (the rules, and
+//! their self-test on made-up violations), `kinds.rs` (the read-write lock and the semaphore:
+//! clients, rules, self-test), `fenced.rs` (fenced locks and the storage: client, rules,
+//! self-test); this file holds the configuration, the parent and the command line. On a
+//! failure the run prints a timeline of what the driver really did, and keeps the logs.
 //!
-//! Short profile (about a minute; part of `cargo test --release` and so of `scripts/test`):
+//! Short profile (about a minute; part of `cargo test --release` and so of `scripts/test`;
+//! every fault class at least once):
 //! ```sh
 //! cargo test --release --test chaos
 //! ```
@@ -66,36 +134,50 @@
 //! cargo test --release --test chaos -- --minutes 30
 //! cargo test --release --test chaos -- --seed 1234 [--minutes 30]
 //! ```
+//! The end of a run prints its summary as markdown tables (faults by class, acquisitions by
+//! kind, violations, keys left, known-limit events) for `docs/guarantees.md`.
 //!
-//! Restarted nodes come back empty (no persistence), and the seed on delayed restarts explains
-//! that a node that forgets a live lock can let a second owner in. The driver therefore keeps a
-//! crashed node down for longer than the largest TTL before restarting it, as the README advises
-//! operators to: every key it held has expired by then anyway, so the checker needs no exception
-//! for restarts and counts every overlap as a violation. `--eager-restarts` brings crashed
-//! minority nodes back within 100 ms instead, to watch the checker catch that hazard (expect it
-//! to fail). Before each run the checker is also fed made-up violations of each kind, which it
-//! must report.
+//! # Breaking it on purpose
+//! Each rule must be able to fail. Before each run the checker is fed made-up violations of
+//! every rule, which it must report (`checker_catches_made_up_violations` in `checker.rs`,
+//! `kinds.rs` and `fenced.rs`). And these flags break something real, to watch the rules fire
+//! on real servers (each run then says it is broken on purpose, and should fail):
+//! - `--eager-restarts`: quick restarts in every phase, so clients without grace meet them
+//!   (rule (p) stands aside): (a), (b), rw1, sem1/sem2 and (f1) fire when a restarted node's
+//!   forgotten lock is taken again;
+//! - `--grace-ms N`: the quick phases' clients use a restart grace of N ms (0: none) instead of
+//!   the largest TTL: the same rules fire, in quick phases;
+//! - `--unchecked-storage`: the fenced storage checks no token, and every client pause waits
+//!   for a fenced write: (f2) fires when the paused holder's stale write lands after a newer
+//!   holder's;
+//! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
+//!   client holding its locks on a bare majority that includes the jumping node: (a) and the
+//!   others fire when the jump frees such a lock early.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod checker;
 mod client;
+mod fenced;
 mod keys;
 mod kinds;
+mod relay;
 mod schedule;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use checker::{
-    Verdict, check, checker_catches_made_up_violations, lock_bound_ms, ms, read_logs, summarize,
+    Options, Verdict, check, check_coverage, checker_catches_made_up_violations, fault_table,
+    lock_bound_ms, ms, read_logs, summarize,
 };
 use client::{child, parse_child};
-use schedule::{describe, drive, schedule};
+use relay::Relay;
+use schedule::{Lab, describe, drive, schedule};
 use support::{Cluster, RedisNode, eventually};
 
 const NODES: usize = 5;
@@ -125,6 +207,17 @@ const STALL_MIN_NS_MS: u64 = 10;
 const STALL_MIN_NS: u64 = STALL_MIN_NS_MS * MS;
 /// A crashed node stays down at least this long: longer than any TTL (see the module docs).
 const MIN_DOWN_AFTER_KILL_MS: u64 = TTL_MAX_MS + 200;
+/// Restart phases and quick-restart phases alternate this often (see the module docs).
+const PHASE_MS: u64 = 10_000;
+/// No quick restart within this long after a quick phase began: every call of a client without
+/// grace (which the phase before used) has returned by then, stalls of a second included.
+const GUARD_IN_MS: u64 = 2_000;
+/// Nor within this long before it ends: a lock the restarted node forgot expires within the
+/// largest TTL, and a timed restart may wait up to a second for its moment.
+const GUARD_OUT_MS: u64 = TTL_MAX_MS + 2_000;
+/// How long the clock guard keeps a node whose clock jumped out of acquire quorums: longer
+/// than the largest TTL, so that every key the jump shortened reaches its original expiry.
+const CLOCK_QUARANTINE: Duration = Duration::from_millis(TTL_MAX_MS + 1_000);
 const SHORT_CHAOS_MS: u64 = 40_000;
 const WARMUP_MS: u64 = 2_000;
 /// Clients keep working this long after the last fault healed.
@@ -142,6 +235,25 @@ fn now_ns() -> u64 {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC)");
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The stall probe: sleeps `PROBE_SLEEP` in a loop until `stop` is set and gives every late
+/// wake-up, as (expected, woke). When the machine is too busy to run a process for a while,
+/// its calls (or, for the parent, the relays' traffic) take longer by as much: the checker
+/// adds these stalls to each call's bound and to what excuses a key left late.
+fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
+    let mut stalls = Vec::new();
+    let mut last = now_ns();
+    while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        std::thread::sleep(PROBE_SLEEP);
+        let now = now_ns();
+        let expected = last + PROBE_SLEEP.as_nanos() as u64;
+        if now > expected + STALL_MIN_NS {
+            stalls.push((expected, now));
+        }
+        last = now;
+    }
+    stalls
 }
 
 fn sleep_until(t_ns: u64) {
@@ -179,6 +291,79 @@ impl Rng {
     fn chance(&mut self, p: f64) -> bool {
         ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
+}
+
+/// The ways to break the run on purpose, to watch the rules fire (see the module docs), and
+/// what the clients are built with; passed to the client processes.
+#[derive(Debug, Clone, Copy)]
+pub struct Flags {
+    /// `--eager-restarts`: quick restarts in every phase, also for clients without grace.
+    pub eager: bool,
+    /// `--grace-ms N`: the restart grace of the quick phases' clients (default: the largest TTL).
+    pub grace_ms: u64,
+    /// `--unchecked-storage`: the fenced storage checks no token.
+    pub unchecked_storage: bool,
+    /// `--no-clock-guard`: clients without the clock guard.
+    pub no_clock_guard: bool,
+}
+
+impl Flags {
+    fn arg(&self) -> String {
+        format!(
+            "{},{},{},{}",
+            u8::from(self.eager),
+            self.grace_ms,
+            u8::from(self.unchecked_storage),
+            u8::from(self.no_clock_guard)
+        )
+    }
+
+    pub fn parse(arg: &str) -> Flags {
+        let f: Vec<&str> = arg.split(',').collect();
+        Flags {
+            eager: f[0] == "1",
+            grace_ms: f[1].parse().expect("grace"),
+            unchecked_storage: f[2] == "1",
+            no_clock_guard: f[3] == "1",
+        }
+    }
+
+    /// What a replay needs on its command line besides the seed and the length.
+    fn command_line(&self) -> String {
+        let mut s = String::new();
+        if self.eager {
+            s += " --eager-restarts";
+        }
+        if self.grace_ms != TTL_MAX_MS {
+            s += &format!(" --grace-ms {}", self.grace_ms);
+        }
+        if self.unchecked_storage {
+            s += " --unchecked-storage";
+        }
+        if self.no_clock_guard {
+            s += " --no-clock-guard";
+        }
+        s
+    }
+
+    fn broken(&self) -> bool {
+        !self.command_line().is_empty()
+    }
+}
+
+/// Builds the clock shim (`tests/support/clockshift.c`) into `dir` with the system's C compiler.
+fn build_shim(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/clockshift.c");
+    let out = dir.join("clockshift.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let status = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
+    assert!(status.success(), "building {} failed", source.display());
+    out
 }
 
 fn resource(i: usize) -> String {
@@ -244,10 +429,11 @@ impl Drop for TempDir {
     }
 }
 
-fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
+fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     checker_catches_made_up_violations();
     kinds::checker_catches_made_up_violations();
-    let faults = schedule(seed, chaos_ms, eager);
+    fenced::checker_catches_made_up_violations();
+    let faults = schedule(seed, chaos_ms, &flags);
     println!(
         "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
         chaos_ms / 1000,
@@ -256,73 +442,138 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
         } else {
             format!(" --minutes {}", chaos_ms / 60_000)
         },
-        if eager { " --eager-restarts" } else { "" }
+        flags.command_line()
     );
-    if eager {
+    if flags.broken() {
         println!(
-            "EAGER RESTARTS: crashed minority nodes come back empty within 100 ms, while locks \
-             they held are live; the seed predicts violations, and the checker should find them"
+            "BROKEN ON PURPOSE ({}): the checker should find violations",
+            flags.command_line().trim()
         );
     }
     println!(
-        "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms",
+        "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms, restart grace {} ms in quick phases, clock quarantine {} ms",
         NODE_TIMEOUT.as_millis(),
         RETRY_DELAY.as_millis(),
-        RETRY_JITTER.as_millis()
+        RETRY_JITTER.as_millis(),
+        flags.grace_ms,
+        CLOCK_QUARANTINE.as_millis()
     );
+    let phases: Vec<String> = (0..chaos_ms.div_ceil(PHASE_MS))
+        .map(|k| {
+            let quick = schedule::quick_phase(seed, (k * PHASE_MS) as i64);
+            format!(
+                "{}s {}",
+                k * PHASE_MS / 1000,
+                if quick { "quick" } else { "delayed" }
+            )
+        })
+        .collect();
+    println!("phases: {}", phases.join(", "));
     println!("schedule ({} faults):", faults.len());
     for f in &faults {
         println!("  {}", describe(f));
     }
 
-    let mut cluster = Cluster::start(NODES);
-    let data = RedisNode::start();
     let mut dir = TempDir(
         std::env::temp_dir().join(format!("redlock-chaos-{}", std::process::id())),
         false,
     );
     std::fs::create_dir_all(&dir.0).expect("log dir");
+    // Every lock node runs under the clock shim, its offset in a file of its own.
+    let shim = build_shim(&dir.0);
+    let clock_files: Vec<PathBuf> = (0..NODES)
+        .map(|n| dir.0.join(format!("clock-n{n}")))
+        .collect();
+    let nodes = clock_files
+        .iter()
+        .map(|file| {
+            std::fs::write(file, "0").expect("clock file");
+            RedisNode::start_with_env(
+                &[],
+                &[
+                    ("LD_PRELOAD", shim.to_str().expect("utf-8 path")),
+                    ("CLOCKSHIFT_FILE", file.to_str().expect("utf-8 path")),
+                ],
+            )
+        })
+        .collect();
+    let mut cluster = Cluster { nodes };
+    let data = RedisNode::start();
+    let relays: Vec<Vec<Relay>> = (0..CLIENTS)
+        .map(|_| cluster.nodes.iter().map(|n| Relay::start(n.port)).collect())
+        .collect();
     let logs: Vec<PathBuf> = (0..CLIENTS)
         .map(|i| dir.0.join(format!("client-{i}.log")))
         .collect();
 
     let origin = now_ns();
     let chaos_start = origin + WARMUP_MS * MS;
-    let last_fault_end = faults.iter().map(|f| f.at_ms + f.dur_ms).max().unwrap_or(0);
-    // Restarts take a moment each; the tail is counted from the planned end, generously.
-    let end_ns = chaos_start + (last_fault_end + TAIL_MS + 1_000) * MS;
+    let planned_end = faults
+        .last()
+        .map_or(0, |f| f.at_ms + f.steps.iter().map(|(d, _)| d).sum::<u64>());
+    // Timed restarts and pauses waiting for a write run late: the tail is counted from the
+    // planned end, generously.
+    let end_ns = chaos_start + (planned_end + TAIL_MS + 3_000) * MS;
 
     let exe = std::env::current_exe().expect("current_exe");
     let (lines_tx, lines) = crossbeam_channel::unbounded::<(usize, String)>();
+    let (writes_tx, writes) = crossbeam_channel::unbounded::<(usize, String, u64)>();
     let mut children = Children(Vec::new());
     for (i, log) in logs.iter().enumerate() {
+        let urls: Vec<String> = relays[i].iter().map(Relay::url).collect();
         let mut child = Command::new(&exe)
             .arg("--child")
             .arg(i.to_string())
+            .arg(urls.join(","))
             .arg(cluster.urls().join(","))
             .arg(data.url())
+            .arg(chaos_start.to_string())
             .arg(end_ns.to_string())
             .arg(seed.to_string())
             .arg(log)
+            .arg(flags.arg())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("start a client process");
         let stdout = child.stdout.take().expect("piped stdout");
-        let tx = lines_tx.clone();
+        let (tx, wtx) = (lines_tx.clone(), writes_tx.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send((i, line));
+                // "W client kind when": a holder about to write, for the driver's pauses.
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.first() == Some(&"W") && f.len() == 4 {
+                    let when = f[3].parse().unwrap_or(0);
+                    let _ = wtx.send((i, f[2].to_owned(), when));
+                } else {
+                    let _ = tx.send((i, line));
+                }
             }
         });
         let stdin = child.stdin.take();
         children.0.push((child, stdin));
     }
     drop(lines_tx);
+    drop(writes_tx);
 
-    let outages = drive(&mut cluster, &faults, chaos_start);
-    let last_heal = outages.iter().map(|o| o.up_ns).max().unwrap_or(0);
-    println!("last fault healed at {}", ms(last_heal, origin));
+    // The relays run in this process: when it does not get to run, every client's traffic
+    // waits, as on a slow network.
+    let probe_end = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let probe = {
+        let probe_end = std::sync::Arc::clone(&probe_end);
+        std::thread::spawn(move || stall_probe(&probe_end))
+    };
+    let lab = Lab {
+        clock_files,
+        relays,
+        pids: children.0.iter().map(|(c, _)| c.id() as i32).collect(),
+        writes,
+    };
+    let record = drive(&mut cluster, &lab, &faults, chaos_start);
+    println!(
+        "last fault healed at {}",
+        ms(checker::last_heal(&record), origin)
+    );
 
     let mut verdict = Verdict {
         violations: Vec::new(),
@@ -351,22 +602,25 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
         return false;
     }
 
-    // (d) Connections: on each lock node one worker connection per client process, plus the
-    // one counting, and at most one subscriber connection per process (its waiters share it; it
-    // stays, idle, for the next waiter). Closed sockets (the key probes') leave the list once
-    // the server has seen them close.
+    // (d) Connections: on each lock node one worker connection per Redlock client (two per
+    // client process: with and without grace), plus the one counting, and at most one
+    // subscriber connection per Redlock client (its waiters share it; it stays, idle, for the
+    // next waiter). Closed sockets (the key probes', and the relays' once both ends closed)
+    // leave the list once the server has seen them close.
+    let per_process = 2;
     for (i, node) in cluster.nodes.iter().enumerate() {
         let mut seen = (0, 0);
         if !eventually(Duration::from_secs(5), || {
             seen = connections(node);
-            seen.0 == CLIENTS + 1 && seen.1 <= CLIENTS
+            seen.0 == CLIENTS * per_process + 1 && seen.1 <= CLIENTS * per_process
         }) {
             verdict.fail(format!(
                 "(d) lock node n{i} has {} command and {} subscriber connections, expected {} \
-                 (one per client process plus this check) and at most {CLIENTS}",
+                 (one per Redlock client plus this check) and at most {}",
                 seen.0,
                 seen.1,
-                CLIENTS + 1
+                CLIENTS * per_process + 1,
+                CLIENTS * per_process
             ));
         }
     }
@@ -390,7 +644,9 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
         }
     }
 
-    let logs = read_logs(&logs);
+    probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
+    let mut logs = read_logs(&logs);
+    logs.relay_stalls = probe.join().expect("stall probe panicked");
     let mut counters = BTreeMap::new();
     for r in 0..RESOURCES {
         let res = resource(r);
@@ -400,28 +656,198 @@ fn run(seed: u64, chaos_ms: u64, eager: bool) -> bool {
             .expect("GET counter");
         counters.insert(res, value.unwrap_or(0));
     }
-    check(&logs, &outages, &counters, origin, &mut verdict);
+    let options = Options { eager: flags.eager };
+    let stats = check(&logs, &record, &counters, origin, &options, &mut verdict);
     let rw_counter: Option<u64> = redis::cmd("GET")
         .arg(counter_key(kinds::RW_RESOURCE))
         .query(&mut data.conn())
         .expect("GET counter");
     let kind_stats = kinds::check(
         &logs,
-        &outages,
+        &record.outages,
         rw_counter.unwrap_or(0),
         origin,
         &mut verdict,
     );
+    let storage = fenced::Storage::read(&mut data.conn());
+    let fenced_stats = fenced::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    check_coverage(&logs, &record, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
     }
-    summarize(&logs, &outages, &faults, &verdict);
+    summarize(&logs, &record, &stats);
     kinds::summarize(&logs, &kind_stats);
+    fenced::summarize(&fenced_stats);
+    print_table(
+        &logs,
+        &record,
+        &stats,
+        &fenced_stats,
+        &verdict,
+        seed,
+        chaos_ms,
+        flags,
+    );
+    if !verdict.violations.is_empty() {
+        print_timeline(&record, origin);
+    }
     for v in &verdict.violations {
         println!("VIOLATION {v}");
     }
     dir.1 = !verdict.violations.is_empty();
     verdict.violations.is_empty()
+}
+
+/// What the driver really did and when, to read violations against.
+fn print_timeline(record: &schedule::Record, origin: u64) {
+    let mut events: Vec<(u64, String)> = Vec::new();
+    for o in &record.outages {
+        let who = o.client.map_or(String::new(), |c| format!(" for c{c}"));
+        events.push((
+            o.down_ns,
+            format!(
+                "{:?} n{}{who} until {}",
+                o.action,
+                o.node,
+                ms(o.up_ns, origin)
+            ),
+        ));
+    }
+    for r in &record.restarts {
+        events.push((
+            r.killed,
+            format!(
+                "{} restart of n{}: killed, new process spawned at x.{:03} s of its clock",
+                if r.quick { "quick" } else { "delayed" },
+                r.node,
+                r.permille
+            ),
+        ));
+    }
+    for &(at, node, offset) in &record.shifts {
+        events.push((at, format!("clock of n{node} set to +{offset} ms")));
+    }
+    for p in &record.pauses {
+        events.push((
+            p.from,
+            format!(
+                "SIGSTOP c{} until {}{}",
+                p.client,
+                ms(p.to, origin),
+                p.at_write
+                    .map_or(String::new(), |k| format!(" (at a {k} write)"))
+            ),
+        ));
+    }
+    events.sort();
+    println!("timeline (what the driver did):");
+    for (at, what) in events {
+        println!("  {}  {what}", ms(at, origin));
+    }
+}
+
+/// The run's summary as markdown, to paste into `docs/guarantees.md`: faults by class,
+/// acquisitions by kind, violations, keys left, known-limit events.
+#[allow(clippy::too_many_arguments)]
+fn print_table(
+    logs: &checker::Logs,
+    record: &schedule::Record,
+    stats: &checker::Stats,
+    fenced: &fenced::Stats,
+    verdict: &Verdict,
+    seed: u64,
+    chaos_ms: u64,
+    flags: Flags,
+) {
+    println!();
+    println!(
+        "summary: `cargo test --release --test chaos -- --seed {seed}{}{}`",
+        if chaos_ms == SHORT_CHAOS_MS {
+            String::new()
+        } else {
+            format!(" --minutes {}", chaos_ms / 60_000)
+        },
+        flags.command_line()
+    );
+    println!();
+    println!("| fault class | injected |");
+    println!("| --- | --- |");
+    for (class, n) in fault_table(record, logs) {
+        println!("| {class} | {n} |");
+    }
+    println!();
+    let acquired = |f: &dyn Fn(&checker::Call) -> bool| {
+        logs.calls
+            .iter()
+            .filter(|c| {
+                matches!(c.op.as_str(), "lock" | "try_lock" | "wait" | "overask")
+                    && c.outcome == "ok"
+                    && !c.resource.starts_with("chaos:final")
+                    && f(c)
+            })
+            .count()
+    };
+    let mutex = acquired(&|c| c.resource.starts_with("chaos:r"));
+    let role = |r: &str| logs.kinds.iter().filter(|h| h.role == r).count();
+    let cancelled = |res: &str| {
+        logs.waits
+            .iter()
+            .filter(|w| w.resource.starts_with(res) && w.outcome == "cancelled")
+            .count()
+    };
+    println!("| acquisitions by kind | count |");
+    println!("| --- | --- |");
+    println!(
+        "| mutex (plain and reentrant) | {mutex} ({} cancelled waits) |",
+        cancelled("chaos:r")
+    );
+    println!(
+        "| fenced | {} ({} ordered pairs checked) |",
+        fenced.holds, fenced.ordered_pairs
+    );
+    println!(
+        "| read-write: read / write / plain | {} / {} / {} ({} cancelled waits) |",
+        role("read"),
+        role("write"),
+        role("plain"),
+        cancelled(kinds::RW_RESOURCE)
+    );
+    println!(
+        "| semaphore permits (L = {}) | {} ({} cancelled waits) |",
+        kinds::PERMITS,
+        role("permit"),
+        cancelled(kinds::SEM_RESOURCE)
+    );
+    println!(
+        "| with restart grace / without | {} / {} |",
+        acquired(&|c| c.variant == "g"),
+        acquired(&|c| c.variant == "n")
+    );
+    println!();
+    let leaked = logs
+        .sightings
+        .iter()
+        .filter(|s| checker::judge(s, &record.outages, logs) == checker::KeyFate::Leak)
+        .count();
+    println!("| outcome | count |");
+    println!("| --- | --- |");
+    println!("| violations | {} |", verdict.violations.len());
+    println!(
+        "| keys left after a finished call (leaks) | {leaked} (of {} calls probed) |",
+        logs.probes.values().map(|p| p.0).sum::<u64>()
+    );
+    println!(
+        "| known limit: unfenced writes made late by a pause, counters broken | {} late ({} after a driver pause, {} starved), {} counter(s) broken |",
+        stats.late_paused + stats.late_starved,
+        stats.late_paused,
+        stats.late_starved,
+        stats.known_limit.len()
+    );
+    println!(
+        "| fenced writes made late, rejected by the storage | {} of {} late ({} after a driver pause) |",
+        fenced.late_rejected, fenced.late, fenced.late_paused
+    );
+    println!();
 }
 
 fn main() {
@@ -432,7 +858,12 @@ fn main() {
     }
     let mut seed = None;
     let mut minutes = None;
-    let mut eager = false;
+    let mut flags = Flags {
+        eager: false,
+        grace_ms: TTL_MAX_MS,
+        unchecked_storage: false,
+        no_clock_guard: false,
+    };
     let mut filters = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -449,7 +880,18 @@ fn main() {
                     std::process::exit(2)
                 })
             }
-            "--eager-restarts" => eager = true,
+            "--eager-restarts" => flags.eager = true,
+            "--grace-ms" => {
+                flags.grace_ms = it
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .unwrap_or_else(|| {
+                        eprintln!("--grace-ms needs a number");
+                        std::process::exit(2)
+                    })
+            }
+            "--unchecked-storage" => flags.unchecked_storage = true,
+            "--no-clock-guard" => flags.no_clock_guard = true,
             "--list" => {
                 println!("chaos: test");
                 return;
@@ -466,7 +908,7 @@ fn main() {
     }
     let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
     let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
-    if !run(seed, chaos_ms, eager) {
+    if !run(seed, chaos_ms, flags) {
         eprintln!("chaos: FAILED (seed {seed})");
         std::process::exit(1);
     }

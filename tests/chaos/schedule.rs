@@ -1,154 +1,792 @@
-//! The fault schedule: a seeded plan of node hangs and crashes, and the driver that carries it
-//! out with real signals, recording when each node was really down.
+//! The fault schedule: a seeded plan of faults, the phases that decide which restarts are
+//! allowed when, and the driver that carries the plan out with real signals, relay cuts and
+//! clock files, recording when each fault really held.
 
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::Receiver;
+
+use crate::relay::{CutMode, Relay};
 use crate::support::Cluster;
-use crate::{MIN_DOWN_AFTER_KILL_MS, MS, NODES, Rng, now_ns, sleep_until};
+use crate::{
+    CLIENTS, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, NODES, PHASE_MS, Rng,
+    TTL_MAX_MS, now_ns, sleep_until,
+};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Hang,
-    Kill,
+// ---------------------------------------------------------------------------------------------
+// Phases
+
+/// Whether the instant `offset_ms` from the start of the chaos phase (negative: the warm-up)
+/// falls in a quick-restart phase. Phases of `PHASE_MS` alternate, the seed choosing the first;
+/// the client processes compute the same plan from the same seed (see the module docs of
+/// `main.rs`).
+pub fn quick_phase(seed: u64, offset_ms: i64) -> bool {
+    (offset_ms.div_euclid(PHASE_MS as i64) + (seed & 1) as i64).rem_euclid(2) == 1
 }
 
-/// Some nodes go down together at `at_ms` (from the start of the chaos phase) for `dur_ms`.
+/// Whether a node may be killed and restarted quickly at `at_ms`: inside a quick phase, at
+/// least `GUARD_IN_MS` after it began (no call of a client without grace is still running) and
+/// `GUARD_OUT_MS` before it ends (every lock the node forgot has expired before clients
+/// without grace come back). `eager` (the unsafe way: `--eager-restarts`) allows it anywhere.
+fn quick_window(seed: u64, at_ms: u64, eager: bool) -> bool {
+    if eager {
+        return true;
+    }
+    let at = at_ms as i64;
+    quick_phase(seed, at)
+        && quick_phase(seed, at - GUARD_IN_MS as i64)
+        && quick_phase(seed, at + GUARD_OUT_MS as i64)
+}
+
+/// Whether a clock-jump fault may start at `at_ms`: its step forward (within `JUMP_AFTER_MS`)
+/// not within `JUMP_GUARD_MS` of a phase's end. The clients of the next phase may not have
+/// sampled that node's clock for a whole phase, and a step smaller than what the guard's rate
+/// allowance lets pass over so long would go unseen (a documented limit); a step made this
+/// long before they start has let every key it shortened reach its original expiry.
+fn jump_window(seed: u64, at_ms: u64) -> bool {
+    let at = at_ms as i64;
+    quick_phase(seed, at) == quick_phase(seed, at + (JUMP_AFTER_MS + JUMP_GUARD_MS) as i64)
+}
+
+/// A clock jump comes at most this long after its fault began.
+const JUMP_AFTER_MS: u64 = 600;
+/// The largest TTL, and a margin for the drift allowance and the driver's own timing.
+const JUMP_GUARD_MS: u64 = TTL_MAX_MS + 500;
+
+// ---------------------------------------------------------------------------------------------
+// The plan
+
+/// What the driver can do, each at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Hang(usize),
+    Resume(usize),
+    /// SIGKILL; the node stays down until its `Restart`, longer than the largest TTL.
+    Kill(usize),
+    Restart(usize),
+    /// SIGKILL, down for `down_ms`, restarted empty. With `at_permille`, timed so that the new
+    /// process starts at that fraction of a second of the node's wall clock, and every client
+    /// kept off it (its relays refusing) until `reconnect_ms` after the next second boundary:
+    /// the clients then connect to a process a few hundredths of a second old whose
+    /// `uptime_in_seconds` already says 1.
+    QuickRestart {
+        node: usize,
+        down_ms: u64,
+        at_permille: Option<u64>,
+        reconnect_ms: u64,
+    },
+    /// The node's wall clock is set to `ms` ahead of the real one (0: back to the real time).
+    Shift {
+        node: usize,
+        ms: u64,
+    },
+    Cut {
+        client: usize,
+        node: usize,
+        mode: CutMode,
+    },
+    Heal {
+        client: usize,
+        node: usize,
+    },
+    /// SIGSTOP of a whole client process, as one of its holders of `kind` (`plain`, `fenced`)
+    /// says it is about to write, if one does soon.
+    Pause {
+        client: usize,
+        kind: &'static str,
+    },
+    Cont(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Nodes,
+    Majority,
+    Partition,
+    ClockJump,
+    Pause,
+    /// One client cut off from two nodes (so it holds its locks on a bare majority), another
+    /// from the other two of that majority (so its only quorum shares one node with the
+    /// first's, and its threads queue up on what the first holds), then that node restarted
+    /// empty. The restart-grace scenario of issue 24.
+    Young,
+    /// Two nodes hung while the others take fenced acquisitions (their counters fall behind),
+    /// then a third node crashes and the other two hang while the first two come back, then it
+    /// restarts empty: the only quorum is the restarted node and the two stale ones. The
+    /// fencing scenario of issue 24, with hangs instead of partitions.
+    Fence,
+}
+
+/// Steps at `at_ms` from the start of the chaos phase, each `delay` ms after the previous
+/// one ended.
 #[derive(Debug, Clone)]
 pub struct Fault {
     pub at_ms: u64,
-    pub dur_ms: u64,
-    pub targets: Vec<(usize, Action)>,
+    pub class: Class,
+    pub steps: Vec<(u64, Step)>,
 }
 
 impl Fault {
-    pub fn is_majority(&self) -> bool {
-        self.targets.len() > NODES / 2
+    /// Planned length, with what a timed restart may wait for its moment (a second at most)
+    /// and a pause for a write (`WRITE_WAIT_NS`), so that the schedule does not drift.
+    fn planned_ms(&self) -> u64 {
+        let waits: u64 = self
+            .steps
+            .iter()
+            .map(|(_, s)| match s {
+                Step::QuickRestart {
+                    at_permille: Some(_),
+                    ..
+                } => 1_000,
+                Step::Pause { .. } => WRITE_WAIT_NS / MS,
+                _ => 0,
+            })
+            .sum();
+        self.steps.iter().map(|(d, _)| d).sum::<u64>() + waits
     }
 }
 
-/// Faults one after the other: one or two nodes at a time, and a majority (three) about every
-/// 20 s, the first after 18 s. Crashed nodes stay down longer than any TTL, unless `eager`
-/// (the unsafe way: see `--eager-restarts`).
-pub fn schedule(seed: u64, chaos_ms: u64, eager: bool) -> Vec<Fault> {
+fn pick_nodes(rng: &mut Rng, count: usize, except: &[usize]) -> Vec<usize> {
+    let mut nodes: Vec<usize> = (0..NODES).filter(|n| !except.contains(n)).collect();
+    let mut out: Vec<usize> = (0..count)
+        .map(|_| nodes.remove(rng.below(nodes.len() as u64) as usize))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+fn mode(rng: &mut Rng) -> CutMode {
+    if rng.chance(0.5) {
+        CutMode::Refuse
+    } else {
+        CutMode::Blackhole
+    }
+}
+
+fn quick(rng: &mut Rng, node: usize) -> Step {
+    // Most quick restarts start the new process just before a second boundary of its clock,
+    // where `uptime_in_seconds` overstates its age by almost a second.
+    let at_permille = rng.chance(0.7).then(|| rng.range(900, 990));
+    Step::QuickRestart {
+        node,
+        down_ms: rng.range(0, 100),
+        at_permille,
+        reconnect_ms: rng.range(5, 100),
+    }
+}
+
+/// Faults one after the other. Each phase opens with the two restart combos in a seeded order
+/// (quick restarts in quick phases where the guard bands allow, delayed restarts otherwise);
+/// the other classes each come once early on in a seeded order, then at random; a majority
+/// (three nodes) goes down about every 20 s, the first after 18 s.
+///
+/// A run broken on purpose steers its faults to what it broke: with `--unchecked-storage`
+/// every pause waits for a fenced write, with `--no-clock-guard` every clock jump comes with
+/// a client holding its locks on a bare majority that includes the jumping node.
+pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
+    let eager = flags.eager;
     let mut rng = Rng::new(seed);
     let mut faults = Vec::new();
     let mut next_majority = 18_000.min(chaos_ms / 2);
+    let mut first = vec![Class::Nodes, Class::Partition, Class::Pause];
+    for i in (1..first.len()).rev() {
+        first.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    // The clock jump first: it alone must wait for a window within its phase.
+    first.push(Class::ClockJump);
+    let mut phase = None;
+    let mut combos = Vec::new();
     let mut t = rng.range(200, 800);
     while t < chaos_ms {
-        let majority = t >= next_majority;
-        let count = if majority {
-            3
-        } else {
-            1 + rng.below(2) as usize
-        };
-        let mut nodes: Vec<usize> = (0..NODES).collect();
-        let mut targets = Vec::new();
-        for _ in 0..count {
-            let n = nodes.remove(rng.below(nodes.len() as u64) as usize);
-            let action = if rng.chance(0.5) {
-                Action::Hang
+        if phase != Some(t / PHASE_MS) {
+            phase = Some(t / PHASE_MS);
+            combos = if rng.chance(0.5) {
+                vec![Class::Young, Class::Fence]
             } else {
-                Action::Kill
+                vec![Class::Fence, Class::Young]
             };
-            targets.push((n, action));
         }
-        targets.sort_unstable_by_key(|&(n, _)| n);
-        let any_kill = targets.iter().any(|&(_, a)| a == Action::Kill);
-        let mut dur_ms = if majority {
-            rng.range(1_000, 2_500)
-        } else {
-            // Short hangs end within node_timeout; long ones break the connections.
-            rng.range(30, 1_500)
-        };
-        if any_kill && eager && !majority {
-            dur_ms = dur_ms.min(100);
-        } else if any_kill {
-            dur_ms = dur_ms.max(MIN_DOWN_AFTER_KILL_MS);
-        }
-        if majority {
+        // In a quick phase, wait for the guard band to open.
+        let combo_ok = !quick_phase(seed, t as i64)
+            || quick_window(seed, t + 300, eager) && quick_window(seed, t + 1_500, eager);
+        let mut class = if t >= next_majority {
             next_majority += 20_000;
+            Class::Majority
+        } else if combo_ok && let Some(c) = combos.pop() {
+            c
+        } else if let Some(c) = first.pop() {
+            c
+        } else {
+            match rng.below(100) {
+                0..30 => Class::Nodes,
+                30..50 => Class::Partition,
+                50..65 => Class::ClockJump,
+                65..80 => Class::Pause,
+                80..90 => Class::Young,
+                _ => Class::Fence,
+            }
+        };
+        if class == Class::ClockJump && !jump_window(seed, t) {
+            // Too close to a phase's end: a partition now, the jump next time.
+            first.push(Class::ClockJump);
+            class = Class::Partition;
         }
-        faults.push(Fault {
-            at_ms: t,
-            dur_ms,
-            targets,
-        });
-        t += dur_ms + rng.range(200, 1_200);
+        let fault = build(class, t, seed, flags, &mut rng);
+        t += fault.planned_ms() + rng.range(200, 1_200);
+        faults.push(fault);
     }
     faults
 }
 
+fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> Fault {
+    let eager = flags.eager;
+    let mut steps = Vec::new();
+    match class {
+        Class::Nodes | Class::Majority => {
+            let majority = class == Class::Majority;
+            let count = if majority {
+                3
+            } else {
+                1 + rng.below(2) as usize
+            };
+            let nodes = pick_nodes(rng, count, &[]);
+            let mut dur = if majority {
+                rng.range(1_000, 2_500)
+            } else {
+                // Short hangs end within node_timeout; long ones break the connections.
+                rng.range(30, 1_500)
+            };
+            let mut ends = Vec::new();
+            for &n in &nodes {
+                if rng.chance(0.5) {
+                    steps.push((0, Step::Hang(n)));
+                    ends.push(Step::Resume(n));
+                } else if !majority && quick_window(seed, at_ms, eager) {
+                    steps.push((0, quick(rng, n)));
+                } else if eager && !majority {
+                    // The unsafe way outside quick phases too: back within 100 ms.
+                    steps.push((
+                        0,
+                        Step::QuickRestart {
+                            node: n,
+                            down_ms: rng.range(0, 100),
+                            at_permille: None,
+                            reconnect_ms: 0,
+                        },
+                    ));
+                } else {
+                    steps.push((0, Step::Kill(n)));
+                    ends.push(Step::Restart(n));
+                    dur = dur.max(MIN_DOWN_AFTER_KILL_MS);
+                }
+            }
+            for (i, end) in ends.into_iter().enumerate() {
+                steps.push((if i == 0 { dur } else { 0 }, end));
+            }
+        }
+        Class::Partition => {
+            // Two clients, each cut off from nodes of its own, one refused and one blackholed.
+            let clients = pick_clients(rng, 2);
+            let mut heals = Vec::new();
+            for (c, m) in clients
+                .into_iter()
+                .zip([CutMode::Refuse, CutMode::Blackhole])
+            {
+                // Now and then a majority: that client must not acquire meanwhile.
+                let count = if rng.chance(0.3) {
+                    3
+                } else {
+                    1 + rng.below(2) as usize
+                };
+                for n in pick_nodes(rng, count, &[]) {
+                    steps.push((
+                        0,
+                        Step::Cut {
+                            client: c,
+                            node: n,
+                            mode: m,
+                        },
+                    ));
+                    heals.push(Step::Heal { client: c, node: n });
+                }
+            }
+            let dur = rng.range(300, 2_000);
+            for (i, h) in heals.into_iter().enumerate() {
+                steps.push((if i == 0 { dur } else { 0 }, h));
+            }
+        }
+        Class::ClockJump => {
+            let node = rng.below(NODES as u64) as usize;
+            let ms = rng.range(200, 3_000);
+            // Often with a client cut off from two other nodes, so that its locks rest on a
+            // bare majority that includes the jumping node.
+            let cut = (flags.no_clock_guard || rng.chance(0.6)).then(|| {
+                let c = rng.below(CLIENTS as u64) as usize;
+                (c, pick_nodes(rng, 2, &[node]), mode(rng))
+            });
+            if let Some((c, nodes, m)) = &cut {
+                for &n in nodes {
+                    steps.push((
+                        0,
+                        Step::Cut {
+                            client: *c,
+                            node: n,
+                            mode: *m,
+                        },
+                    ));
+                }
+            }
+            steps.push((rng.range(200, JUMP_AFTER_MS), Step::Shift { node, ms }));
+            let hold = rng.range(300, 1_500);
+            if let Some((c, nodes, _)) = &cut {
+                for (i, &n) in nodes.iter().enumerate() {
+                    steps.push((
+                        if i == 0 { hold } else { 0 },
+                        Step::Heal {
+                            client: *c,
+                            node: n,
+                        },
+                    ));
+                }
+            }
+            // Back to the real time later: a backward step only makes keys live longer.
+            steps.push((
+                if cut.is_some() { 0 } else { hold } + rng.range(200, 1_000),
+                Step::Shift { node, ms: 0 },
+            ));
+        }
+        Class::Pause => {
+            let client = rng.below(CLIENTS as u64) as usize;
+            let kind = if !flags.unchecked_storage && rng.chance(0.5) {
+                "plain"
+            } else {
+                "fenced"
+            };
+            steps.push((0, Step::Pause { client, kind }));
+            // Longer than any lock's validity.
+            steps.push((rng.range(TTL_MAX_MS + 100, 1_500), Step::Cont(client)));
+        }
+        Class::Young => {
+            let clients = pick_clients(rng, 2);
+            let (a, b) = (clients[0], clients[1]);
+            let cut_a = pick_nodes(rng, 2, &[]);
+            let x = pick_nodes(rng, 1, &cut_a)[0];
+            let rest: Vec<usize> = (0..NODES)
+                .filter(|n| !cut_a.contains(n) && *n != x)
+                .collect();
+            for (client, nodes) in [(a, &cut_a), (b, &rest)] {
+                let m = mode(rng);
+                for &n in nodes {
+                    steps.push((
+                        0,
+                        Step::Cut {
+                            client,
+                            node: n,
+                            mode: m,
+                        },
+                    ));
+                }
+            }
+            let before = rng.range(300, 1_000);
+            if quick_window(seed, at_ms + before, eager) {
+                steps.push((before, quick(rng, x)));
+            } else {
+                steps.push((before, Step::Kill(x)));
+                steps.push((rng.range(MIN_DOWN_AFTER_KILL_MS, 1_200), Step::Restart(x)));
+            }
+            let dur = rng.range(300, 1_000);
+            for (i, &n) in cut_a.iter().enumerate() {
+                steps.push((
+                    if i == 0 { dur } else { 0 },
+                    Step::Heal { client: a, node: n },
+                ));
+            }
+            for &n in &rest {
+                steps.push((0, Step::Heal { client: b, node: n }));
+            }
+        }
+        Class::Fence => {
+            let stale = pick_nodes(rng, 2, &[]);
+            let x = pick_nodes(rng, 1, &stale)[0];
+            let others: Vec<usize> = (0..NODES)
+                .filter(|n| !stale.contains(n) && *n != x)
+                .collect();
+            for &n in &stale {
+                steps.push((0, Step::Hang(n)));
+            }
+            let before = rng.range(600, 1_500);
+            let quick_restart = quick_window(seed, at_ms + before, eager);
+            if !quick_restart {
+                steps.push((before, Step::Kill(x)));
+            }
+            for (i, &n) in others.iter().enumerate() {
+                let delay = if i == 0 && quick_restart { before } else { 0 };
+                steps.push((delay, Step::Hang(n)));
+            }
+            for &n in &stale {
+                steps.push((0, Step::Resume(n)));
+            }
+            if quick_restart {
+                steps.push((0, quick(rng, x)));
+                // Past the grace, with the other two still hung.
+                steps.push((rng.range(TTL_MAX_MS + 100, 1_200), Step::Resume(others[0])));
+            } else {
+                steps.push((rng.range(MIN_DOWN_AFTER_KILL_MS, 1_200), Step::Restart(x)));
+                steps.push((rng.range(300, 1_000), Step::Resume(others[0])));
+            }
+            steps.push((0, Step::Resume(others[1])));
+        }
+    }
+    Fault {
+        at_ms,
+        class,
+        steps,
+    }
+}
+
+fn pick_clients(rng: &mut Rng, count: usize) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..CLIENTS).collect();
+    (0..count)
+        .map(|_| all.remove(rng.below(all.len() as u64) as usize))
+        .collect()
+}
+
 pub fn describe(fault: &Fault) -> String {
+    let mut at = 0;
     let what: Vec<String> = fault
-        .targets
+        .steps
         .iter()
-        .map(|(n, a)| format!("{} n{n}", if *a == Action::Hang { "hang" } else { "kill" }))
+        .map(|&(delay, step)| {
+            at += delay;
+            let s = match step {
+                Step::Hang(n) => format!("hang n{n}"),
+                Step::Resume(n) => format!("resume n{n}"),
+                Step::Kill(n) => format!("kill n{n}"),
+                Step::Restart(n) => format!("restart n{n}"),
+                Step::QuickRestart {
+                    node,
+                    down_ms,
+                    at_permille,
+                    reconnect_ms,
+                } => format!(
+                    "quick-restart n{node} ({down_ms} ms down{})",
+                    at_permille.map_or(String::new(), |p| format!(
+                        ", starts at x.{p:03} s, clients back at x+1.{reconnect_ms:03} s"
+                    ))
+                ),
+                Step::Shift { node, ms } => format!("clock n{node} +{ms} ms"),
+                Step::Cut { client, node, mode } => {
+                    format!("cut c{client}-n{node} {}", mode.name())
+                }
+                Step::Heal { client, node } => format!("heal c{client}-n{node}"),
+                Step::Pause { client, kind } => format!("SIGSTOP c{client} at a {kind} write"),
+                Step::Cont(c) => format!("SIGCONT c{c}"),
+            };
+            if at == 0 { s } else { format!("+{at}: {s}") }
+        })
         .collect();
     format!(
-        "+{:>7.3}s  {:<28} for {:>4} ms{}",
+        "+{:>7.3}s  {:<13} {}",
         fault.at_ms as f64 / 1000.0,
-        what.join(", "),
-        fault.dur_ms,
-        if fault.is_majority() {
-            "   (MAJORITY DOWN)"
-        } else {
-            ""
-        }
+        format!("{:?}", fault.class),
+        what.join(", ")
     )
 }
 
+// ---------------------------------------------------------------------------------------------
+// The driver
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Hang,
+    /// Crashed and restarted after more than the largest TTL.
+    Kill,
+    /// Crashed and restarted within 100 ms.
+    Quick,
+    /// One client's relay to the node cut.
+    Refuse,
+    Blackhole,
+}
+
 /// One node's outage, as the driver saw it: down from after the signal, up from before the
-/// resume or restart, so the recorded interval is never longer than the real one.
+/// resume or restart, so the recorded interval is never longer than the real one. A cut
+/// (`client` set) is an outage of that node for that client only.
 #[derive(Debug, Clone, Copy)]
 pub struct Outage {
     pub node: usize,
+    pub client: Option<usize>,
     pub action: Action,
     pub down_ns: u64,
     pub up_ns: u64,
 }
 
-pub fn drive(cluster: &mut Cluster, faults: &[Fault], chaos_start_ns: u64) -> Vec<Outage> {
-    let mut outages = Vec::new();
-    for fault in faults {
-        sleep_until(chaos_start_ns + fault.at_ms * MS);
-        let mut down = Vec::new();
-        for &(n, action) in &fault.targets {
-            match action {
-                Action::Hang => cluster.nodes[n].hang(),
-                Action::Kill => cluster.nodes[n].kill(),
-            }
-            down.push((n, action, now_ns()));
-        }
-        sleep_until(now_ns() + fault.dur_ms * MS);
-        for (n, action, down_ns) in down {
-            let up_ns = now_ns();
-            match action {
-                Action::Hang => cluster.nodes[n].resume(),
-                Action::Kill => cluster.nodes[n].restart(),
-            }
-            outages.push(Outage {
-                node: n,
-                action,
-                down_ns,
-                up_ns,
-            });
-        }
+impl Outage {
+    /// Whether `client` could not reach the node through it.
+    pub fn hits(&self, client: usize) -> bool {
+        self.client.is_none_or(|c| c == client)
     }
-    outages
 }
 
-/// Intervals during which more than half of the nodes were down.
-pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
-    let mut edges: Vec<(u64, i32)> = outages
+/// A client process stopped by the driver (SIGSTOP to SIGCONT), and the kind of write it was
+/// about to make if it had said so.
+#[derive(Debug, Clone)]
+pub struct Pause {
+    pub client: usize,
+    pub from: u64,
+    pub to: u64,
+    pub at_write: Option<&'static str>,
+}
+
+/// A node crashed at `killed` and started again, its new process spawned `permille` of a
+/// second into the node's wall clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Restart {
+    pub node: usize,
+    pub quick: bool,
+    pub killed: u64,
+    pub permille: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Record {
+    pub outages: Vec<Outage>,
+    pub pauses: Vec<Pause>,
+    /// Every step of a node's clock: when, which node, the new offset in ms (0: back to the
+    /// real time).
+    pub shifts: Vec<(u64, usize, u64)>,
+    pub restarts: Vec<Restart>,
+}
+
+impl Record {
+    /// The outages that `client` saw: the nodes' and its own cuts.
+    pub fn outages_for(&self, client: usize) -> Vec<Outage> {
+        self.outages
+            .iter()
+            .copied()
+            .filter(|o| o.hits(client))
+            .collect()
+    }
+}
+
+/// What the driver acts on besides the nodes.
+pub struct Lab {
+    /// Per node, the file its clock shim reads the offset from.
+    pub clock_files: Vec<PathBuf>,
+    /// Per client process, per node.
+    pub relays: Vec<Vec<Relay>>,
+    pub pids: Vec<i32>,
+    /// A holder about to write: (client, kind, when).
+    pub writes: Receiver<(usize, String, u64)>,
+}
+
+/// How long a pause waits for a holder of the kind it wants to say it is about to write.
+const WRITE_WAIT_NS: u64 = 1_500 * MS;
+/// An announcement older than this is stale: the write has been made.
+const WRITE_FRESH_NS: u64 = 5 * MS;
+
+fn wall_ms(offset_ms: u64) -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64
+        + offset_ms
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: a signal to one of our own child processes.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+pub fn drive(cluster: &mut Cluster, lab: &Lab, faults: &[Fault], chaos_start_ns: u64) -> Record {
+    let mut rec = Record::default();
+    let mut offsets = [0u64; NODES];
+    let mut open: Vec<Open> = Vec::new();
+    let mut paused: Vec<(usize, u64, Option<&'static str>)> = Vec::new();
+    for fault in faults {
+        sleep_until(chaos_start_ns + fault.at_ms * MS);
+        for &(delay, step) in &fault.steps {
+            sleep_until(now_ns() + delay * MS);
+            match step {
+                Step::Hang(n) => {
+                    cluster.nodes[n].hang();
+                    open.push((n, None, Action::Hang, now_ns()));
+                }
+                Step::Resume(n) => {
+                    close(&mut open, n, None, &mut rec);
+                    cluster.nodes[n].resume();
+                }
+                Step::Kill(n) => {
+                    cluster.nodes[n].kill();
+                    open.push((n, None, Action::Kill, now_ns()));
+                }
+                Step::Restart(n) => {
+                    let killed = open
+                        .iter()
+                        .find(|o| o.0 == n && o.1.is_none())
+                        .expect("killed")
+                        .3;
+                    close(&mut open, n, None, &mut rec);
+                    let permille = wall_ms(offsets[n]) % 1_000;
+                    cluster.nodes[n].restart();
+                    rec.restarts.push(Restart {
+                        node: n,
+                        quick: false,
+                        killed,
+                        permille,
+                    });
+                }
+                Step::QuickRestart {
+                    node,
+                    down_ms,
+                    at_permille,
+                    reconnect_ms,
+                } => {
+                    if let Some(p) = at_permille {
+                        // Kill so that the restart comes `down_ms` later at x.p of the node's
+                        // clock; a process takes about 2 ms from spawn to reading its clock.
+                        let now = wall_ms(offsets[node]);
+                        let target = (p + 1_000 - 2) % 1_000;
+                        let kill_at = now - now % 1_000 + target;
+                        let kill_at = (kill_at.checked_sub(down_ms))
+                            .filter(|&k| k >= now)
+                            .unwrap_or(kill_at + 1_000 - down_ms);
+                        let wait = kill_at.saturating_sub(now);
+                        std::thread::sleep(Duration::from_millis(wait));
+                        for (client, relays) in lab.relays.iter().enumerate() {
+                            relays[node].cut(CutMode::Refuse);
+                            open.push((node, Some(client), Action::Refuse, now_ns()));
+                        }
+                    }
+                    cluster.nodes[node].kill();
+                    let killed = now_ns();
+                    sleep_until(killed + down_ms * MS);
+                    let spawned = now_ns();
+                    let permille = wall_ms(offsets[node]) % 1_000;
+                    cluster.nodes[node].restart();
+                    rec.outages.push(Outage {
+                        node,
+                        client: None,
+                        action: Action::Quick,
+                        down_ns: killed,
+                        up_ns: spawned,
+                    });
+                    rec.restarts.push(Restart {
+                        node,
+                        quick: true,
+                        killed,
+                        permille,
+                    });
+                    if at_permille.is_some() {
+                        let now = wall_ms(offsets[node]);
+                        let back = now - now % 1_000 + 1_000 + reconnect_ms;
+                        std::thread::sleep(Duration::from_millis(back - now));
+                        for (client, relays) in lab.relays.iter().enumerate() {
+                            close(&mut open, node, Some(client), &mut rec);
+                            relays[node].heal();
+                        }
+                    }
+                }
+                Step::Shift { node, ms } => {
+                    std::fs::write(&lab.clock_files[node], ms.to_string()).expect("clock file");
+                    offsets[node] = ms;
+                    rec.shifts.push((now_ns(), node, ms));
+                }
+                Step::Cut { client, node, mode } => {
+                    lab.relays[client][node].cut(mode);
+                    let action = match mode {
+                        CutMode::Refuse => Action::Refuse,
+                        CutMode::Blackhole => Action::Blackhole,
+                    };
+                    open.push((node, Some(client), action, now_ns()));
+                }
+                Step::Heal { client, node } => {
+                    close(&mut open, node, Some(client), &mut rec);
+                    lab.relays[client][node].heal();
+                }
+                Step::Pause { client, kind } => {
+                    let at_write = wait_for_write(lab, client, kind);
+                    signal(lab.pids[client], libc::SIGSTOP);
+                    paused.push((client, now_ns(), at_write.then_some(kind)));
+                }
+                Step::Cont(client) => {
+                    let at = paused.iter().position(|p| p.0 == client).expect("paused");
+                    let (client, from, at_write) = paused.remove(at);
+                    let to = now_ns();
+                    signal(lab.pids[client], libc::SIGCONT);
+                    rec.pauses.push(Pause {
+                        client,
+                        from,
+                        to,
+                        at_write,
+                    });
+                }
+            }
+        }
+        assert!(
+            open.is_empty() && paused.is_empty(),
+            "a fault left something broken"
+        );
+    }
+    rec
+}
+
+/// Ends the open outage of `node` (for `client`, if a cut) now.
+fn close(open: &mut Vec<Open>, node: usize, client: Option<usize>, rec: &mut Record) {
+    let at = open
         .iter()
-        .flat_map(|o| [(o.down_ns, 1), (o.up_ns, -1)])
+        .position(|o| o.0 == node && o.1 == client)
+        .expect("an outage to end");
+    let (node, client, action, down_ns) = open.remove(at);
+    rec.outages.push(Outage {
+        node,
+        client,
+        action,
+        down_ns,
+        up_ns: now_ns(),
+    });
+}
+
+/// An outage under way: node, client (for a cut), what, since when.
+type Open = (usize, Option<usize>, Action, u64);
+
+/// Waits for a holder of `client` of `kind` to say it is about to write (then true), or
+/// gives up after `WRITE_WAIT_NS` (the pause lands at a random moment).
+fn wait_for_write(lab: &Lab, client: usize, kind: &str) -> bool {
+    let give_up = now_ns() + WRITE_WAIT_NS;
+    while let Ok((c, k, at)) = lab
+        .writes
+        .recv_timeout(Duration::from_nanos(give_up.saturating_sub(now_ns())))
+    {
+        if c == client && k == kind && now_ns() < at + WRITE_FRESH_NS {
+            return true;
+        }
+    }
+    false
+}
+
+/// Intervals during which more than half of the nodes were down (for the clients the outages
+/// are of).
+pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
+    let mut edges: Vec<(u64, i32, usize)> = outages
+        .iter()
+        .flat_map(|o| [(o.down_ns, 1, o.node), (o.up_ns, -1, o.node)])
         .collect();
     // At equal times, count ups before downs: never widen an interval.
     edges.sort_unstable();
+    // A node can be down twice over (hung for everyone and cut for one client): count nodes.
+    let mut per_node = [0i32; NODES];
     let mut down = 0;
     let mut start = 0;
     let mut intervals = Vec::new();
-    for (t, delta) in edges {
+    for (t, delta, node) in edges {
         let before = down;
-        down += delta;
+        let was = per_node[node] > 0;
+        per_node[node] += delta;
+        let is = per_node[node] > 0;
+        down += i32::from(is) - i32::from(was);
         if before <= (NODES / 2) as i32 && down > (NODES / 2) as i32 {
             start = t;
         } else if before > (NODES / 2) as i32 && down <= (NODES / 2) as i32 {
