@@ -279,8 +279,18 @@ static inline int raw_set_px(const char *url, const char *key, const char *value
 /* How many connections listen for releases of `resource` on the node (a client's waiters
  * share one), or -1 when the node did not answer. */
 static inline long raw_waiting_clients(const char *url, const char *resource) {
-    char channel[256];
-    snprintf(channel, sizeof channel, "redlock:released:%s", resource);
+    /* The library's channel for the key (src/wire.rs, `channel`): in the key's hash slot,
+     * redlock:released:{<tag>}:<key> with the key's own tag, or the whole key as the tag. */
+    char channel[512];
+    const char *open = strchr(resource, '{');
+    const char *close = open != NULL ? strchr(open + 1, '}') : NULL;
+    if (open != NULL && close != NULL && close > open + 1)
+        snprintf(channel, sizeof channel, "redlock:released:{%.*s}:%s", (int)(close - open - 1),
+                 open + 1, resource);
+    else if (strchr(resource, '}') == NULL)
+        snprintf(channel, sizeof channel, "redlock:released:{%s}:%s", resource, resource);
+    else
+        snprintf(channel, sizeof channel, "redlock:released:%s", resource);
     const char *argv[] = {"PUBSUB", "NUMSUB", channel};
     char reply[512];
     if (raw_command(url, 3, argv, reply, sizeof reply) < 0 || reply[0] != '*')
