@@ -50,7 +50,9 @@ Options:
   --conflict-exit-code N    Exit code when the lock is busy after --wait (default 75)
   --kill-signal SIG         Signal that ends the command when the lock is lost (default TERM)
   --kill-grace DUR          Time the command gets between --kill-signal and the end of the
-                            lock's validity (default 5s; must fit in the TTL)
+                            lock's validity (default 5s, or half the validity left before
+                            an extension when the TTL is shorter than about 15s; a grace
+                            given must fit in that validity)
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH; prefer those for
                             URLs with passwords: --nodes shows in `ps`)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
@@ -79,7 +81,8 @@ struct Options {
     permits: Option<u32>,
     conflict_exit_code: u8,
     kill_signal: i32,
-    kill_grace: Duration,
+    /// `None`: the default, derived from the TTL ([`kill_grace`]).
+    kill_grace: Option<Duration>,
     resource: String,
     command: Vec<OsString>,
 }
@@ -95,7 +98,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
         permits: None,
         conflict_exit_code: EXIT_TEMPFAIL,
         kill_signal: libc::SIGTERM,
-        kill_grace: Duration::from_secs(5),
+        kill_grace: None,
         resource: String::new(),
         command: Vec::new(),
     };
@@ -149,7 +152,10 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
                     .map_err(|m| usage(&format!("--kill-signal: {m}")))?;
             }
             Long("kill-grace") => {
-                o.kill_grace = duration("--kill-grace", parser.value().map_err(|e| usage(&e))?)?
+                o.kill_grace = Some(duration(
+                    "--kill-grace",
+                    parser.value().map_err(|e| usage(&e))?,
+                )?)
             }
             Value(v) if resource.is_none() => {
                 resource = Some(
@@ -200,34 +206,84 @@ fn kill_margin(grace: Duration) -> Duration {
     (grace / 2).min(Duration::from_secs(1))
 }
 
-/// Refuses a `--kill-grace` that would fire during normal operation: right before a due
-/// extension, validity is the TTL less one extension period, the drift allowance and a node
-/// timeout for the extension itself.
-fn check_grace(o: &Options, node_timeout: Duration) -> Result<(), Failure> {
-    if o.kill_grace.is_zero() {
-        return Err(Failure::usage(
+/// The default `--kill-grace`, for TTLs long enough to leave room for it.
+const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+/// The shortest default grace: a TTL that leaves less refuses itself, naming the shortest TTL
+/// that works (a grace the user gives may be shorter).
+const MIN_DEFAULT_KILL_GRACE: Duration = Duration::from_millis(10);
+
+/// The validity left right before a due extension: the TTL less one extension period, the
+/// drift allowance and a node timeout for the extension itself. A grace at least this long
+/// would stop the command during normal operation.
+fn validity_before_extension(ttl: Duration, node_timeout: Duration) -> Duration {
+    let drift = ttl.mul_f64(DEFAULT_DRIFT_FACTOR) + Duration::from_millis(2);
+    ttl.checked_sub(ttl.mul_f64(DEFAULT_EXTEND_FRACTION) + drift + node_timeout)
+        .unwrap_or_default()
+}
+
+/// The grace the command gets: the one given, if it fits in the TTL; by default 5 s, or half
+/// the validity left before an extension when that is less. A default never refuses a valid
+/// `--ttl`: a TTL too short for any grace is refused for what it is, with the shortest that
+/// works.
+fn kill_grace(o: &Options, node_timeout: Duration) -> Result<Duration, Failure> {
+    let low = validity_before_extension(o.ttl, node_timeout);
+    match o.kill_grace {
+        Some(grace) if grace.is_zero() => Err(Failure::usage(
             "run",
             "--kill-grace must be above zero: the command needs time to stop before the lock ends",
-        ));
-    }
-    let ttl = o.ttl;
-    let drift = ttl.mul_f64(DEFAULT_DRIFT_FACTOR) + Duration::from_millis(2);
-    let low = ttl
-        .checked_sub(ttl.mul_f64(DEFAULT_EXTEND_FRACTION) + drift + node_timeout)
-        .unwrap_or_default();
-    if o.kill_grace >= low {
-        return Err(Failure::usage(
+        )),
+        Some(grace) if grace >= low => Err(Failure::usage(
             "run",
             format!(
                 "--kill-grace {} does not fit in --ttl {}: the validity left before an extension \
                  is about {}; use a longer --ttl or a shorter --kill-grace",
-                human(o.kill_grace),
-                human(ttl),
+                human(grace),
+                human(o.ttl),
                 human(low)
             ),
-        ));
+        )),
+        Some(grace) => Ok(grace),
+        None => {
+            let grace = DEFAULT_KILL_GRACE.min(low / 2);
+            if grace >= MIN_DEFAULT_KILL_GRACE {
+                return Ok(grace);
+            }
+            // Solve validity_before_extension(ttl) = 2 × MIN for ttl, then round up to what
+            // is printed exactly (10 ms below a second, 100 ms above).
+            let share = 1.0 - DEFAULT_EXTEND_FRACTION - DEFAULT_DRIFT_FACTOR;
+            let need = MIN_DEFAULT_KILL_GRACE * 2 + Duration::from_millis(2) + node_timeout;
+            let mut shortest = need.div_f64(share);
+            loop {
+                let step = if shortest < Duration::from_secs(1) {
+                    10
+                } else {
+                    100
+                };
+                let ms = (shortest.as_millis() as u64).div_ceil(step) * step;
+                shortest = Duration::from_millis(ms);
+                if validity_before_extension(shortest, node_timeout) / 2 >= MIN_DEFAULT_KILL_GRACE {
+                    break;
+                }
+                shortest += Duration::from_millis(1);
+            }
+            Err(Failure::usage(
+                "run",
+                format!(
+                    "--ttl {} is too short to run a command under: with --node-timeout {} the \
+                     lock must be extended before the command could be told to stop; use --ttl \
+                     {} or more",
+                    human(o.ttl),
+                    human(node_timeout),
+                    // Exactly, in a form --ttl takes (`human` shows minutes as 1m05s).
+                    if shortest < Duration::from_secs(1) {
+                        format!("{}ms", shortest.as_millis())
+                    } else {
+                        format!("{:.1}s", shortest.as_secs_f64())
+                    }
+                ),
+            ))
+        }
     }
-    Ok(())
 }
 
 pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
@@ -238,7 +294,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         .common
         .node_timeout
         .unwrap_or(redlock::DEFAULT_NODE_TIMEOUT);
-    check_grace(&o, node_timeout)?;
+    let grace = kill_grace(&o, node_timeout)?;
 
     let cancel = Cancel::new();
     install_handlers(&cancel)?;
@@ -329,7 +385,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     // Disconnects when the lock ends; replaced by a channel that never fires once it did.
     let mut lost_rx = lock.lost();
     let tick = Duration::from_millis(10);
-    let margin = kill_margin(o.kill_grace);
+    let margin = kill_margin(grace);
     // Why the command is being stopped, once it is: the lock is no longer safe to rely on.
     let mut stopping: Option<String> = None;
     let mut signalled_at: Option<Instant> = None;
@@ -357,7 +413,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
                      (deleted, expired or taken)",
                     o.resource
                 ));
-            } else if validity <= o.kill_grace {
+            } else if validity <= grace {
                 stopping = Some(format!(
                     "cannot extend the lock on {}: no quorum of nodes answered, and its \
                      validity ends in {}",
@@ -376,7 +432,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         }
         if let Some(at) = signalled_at
             && !killed
-            && (validity <= margin || now.duration_since(at) >= o.kill_grace)
+            && (validity <= margin || now.duration_since(at) >= grace)
         {
             eprintln!("redlock: the command is still running; sending SIGKILL");
             signal_group(pid, libc::SIGKILL);
@@ -512,4 +568,76 @@ fn install_handlers(cancel: &Cancel) -> Result<(), Failure> {
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(ttl: Duration, kill_grace: Option<Duration>) -> Options {
+        Options {
+            common: Common::default(),
+            ttl,
+            wait: None,
+            fenced: false,
+            shared: false,
+            permits: None,
+            conflict_exit_code: EXIT_TEMPFAIL,
+            kill_signal: libc::SIGTERM,
+            kill_grace,
+            resource: "r".into(),
+            command: vec!["true".into()],
+        }
+    }
+
+    /// The default grace never refuses a TTL that some grace fits in, and a TTL it refuses is
+    /// given the shortest one that works, which does.
+    #[test]
+    fn the_default_grace_fits_every_ttl_or_names_the_shortest_that_works() {
+        for nt in [1, 50, 500, 5_000, 60_000] {
+            let nt = Duration::from_millis(nt);
+            for ttl in [
+                1, 10, 60, 100, 111, 150, 800, 1_000, 5_000, 15_000, 30_000, 86_400_000,
+            ] {
+                let ttl = Duration::from_millis(ttl);
+                let low = validity_before_extension(ttl, nt);
+                match kill_grace(&options(ttl, None), nt) {
+                    Ok(g) => {
+                        assert!(
+                            g >= MIN_DEFAULT_KILL_GRACE && g < low,
+                            "{ttl:?} {nt:?}: {g:?}"
+                        );
+                        assert!(g <= DEFAULT_KILL_GRACE);
+                        // The same grace, given explicitly, is accepted too.
+                        assert_eq!(kill_grace(&options(ttl, Some(g)), nt).ok(), Some(g));
+                    }
+                    Err(f) => {
+                        let text = f.message;
+                        let named = text
+                            .rsplit("use --ttl ")
+                            .next()
+                            .and_then(|t| t.split(' ').next())
+                            .and_then(|t| crate::args::duration(t).ok())
+                            .unwrap_or_else(|| panic!("no TTL named in {text}"));
+                        assert!(named > ttl, "{text}");
+                        assert!(kill_grace(&options(named, None), nt).is_ok(), "{text}");
+                    }
+                }
+            }
+        }
+        // Long TTLs keep the documented 5 s.
+        let nt = Duration::from_millis(50);
+        assert_eq!(
+            kill_grace(&options(Duration::from_secs(30), None), nt).ok(),
+            Some(DEFAULT_KILL_GRACE)
+        );
+        // A grace the user gave is refused when it does not fit, not shortened.
+        assert!(
+            kill_grace(
+                &options(Duration::from_secs(5), Some(DEFAULT_KILL_GRACE)),
+                nt
+            )
+            .is_err()
+        );
+    }
 }

@@ -525,6 +525,40 @@ fn status_json_matches_the_nodes() {
     assert!(!text.contains("hunter2"), "{text}");
 }
 
+/// A default never refuses a valid option: `--ttl 5s` once exited 64 because the default
+/// `--kill-grace` (5 s) did not fit in it.
+#[test]
+fn a_short_ttl_runs_with_the_default_grace_or_is_refused_naming_one_that_works() {
+    let cluster = Cluster::start(1);
+    let run = |ttl: &str| {
+        output(redlock(
+            &cluster,
+            "run",
+            &["--ttl", ttl, "short", "--", "sh", "-c", "exit 3"],
+        ))
+    };
+    for ttl in ["5s", "1s"] {
+        let o = run(ttl);
+        // The command ran (its code passes through) and released the lock.
+        assert_eq!(o.status.code(), Some(3), "--ttl {ttl}: {}", stderr(&o));
+        assert_eq!(absent_on(&cluster, "short"), 1, "--ttl {ttl}");
+    }
+    // With a 500 ms node timeout a 60 ms TTL leaves no time to stop a command before the
+    // lock would end: refused, naming the shortest TTL that works, and that one does.
+    let o = run("60ms");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(64), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let named = err
+        .split("use --ttl ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap_or_else(|| panic!("no TTL named: {err}"))
+        .to_owned();
+    let o = run(&named);
+    assert_eq!(o.status.code(), Some(3), "--ttl {named}: {}", stderr(&o));
+}
+
 #[test]
 fn bad_arguments_exit_64_with_one_line() {
     let cluster = Cluster::start(1);
