@@ -31,6 +31,10 @@
 //! used per cycle (callers and node workers, not the redis servers), from /proc in 10 ms ticks.
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
+//!
+//! `-- --hot [--repeats R]` runs only the one-node question of issue 30: redlock's uncontended
+//! cycle at N = 1 against the naive client with one connection per thread, at 1, 4 and 16
+//! threads, interleaved R times (default 3), with the medians and ratios.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -132,14 +136,14 @@ where
     }
 }
 
-/// One thread with a bare redis-rs connection to each node: each cycle sends `SET NX PX` to
-/// every node, reads every answer, then does the same with the `EVALSHA` release. What one
+/// Threads with a bare redis-rs connection each to each node: each cycle sends `SET NX PX` to
+/// every node, reads every answer, then does the same with the `EVALSHA` release. What a
 /// thread does on blocking sockets with nothing around it: no token, no quorum logic, no
-/// workers.
-fn floor(cluster: &Cluster, length: Duration) -> Sample {
+/// workers; with several threads, a naive client with one connection per thread.
+fn floor(cluster: &Cluster, threads: usize, length: Duration) -> Sample {
     const RELEASE: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end"#;
     let urls = cluster.urls();
-    measure(1, length, move |t| {
+    measure(threads, length, move |t| {
         let mut conns: Vec<redis::Connection> = urls
             .iter()
             .map(|url| {
@@ -179,6 +183,57 @@ fn floor(cluster: &Cluster, length: Duration) -> Sample {
             start.elapsed().as_secs_f64() * 1e6
         }
     })
+}
+
+/// `--hot [--repeats R]`: one node, many caller threads: redlock's uncontended cycle against
+/// the naive client with a connection per thread (`floor`), at 1, 4 and 16 threads, the
+/// configurations interleaved R times (default 3) so that machine noise hits all alike. Prints
+/// each run, then the medians of cycles/s and CPU per cycle, and redlock's ratio to the floor.
+fn hot(one: &Cluster, length: Duration, args: &[String]) {
+    let repeats: usize = args
+        .iter()
+        .position(|a| a == "--repeats")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().expect("--repeats takes a number"))
+        .unwrap_or(3);
+    let rl = client(one);
+    let threads = [1usize, 4, 16];
+    let mut runs: Vec<(&str, usize, f64, f64)> = Vec::new();
+    for _ in 0..repeats {
+        for &t in &threads {
+            for name in ["floor", "redlock"] {
+                let mut s = if name == "floor" {
+                    floor(one, t, length)
+                } else {
+                    cycles(&rl, t, length)
+                };
+                println!("{}", s.json(name, 1, t));
+                let rate = s.cycles as f64 / s.elapsed.as_secs_f64();
+                let cpu = s.cpu_ticks as f64 * 1e4 / s.cycles.max(1) as f64;
+                runs.push((name, t, rate, cpu));
+            }
+        }
+    }
+    let median = |name: &str, t: usize, pick: fn(&(&str, usize, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.0 == name && r.1 == t)
+            .map(pick)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for &t in &threads {
+        let (fr, rr) = (median("floor", t, |r| r.2), median("redlock", t, |r| r.2));
+        println!(
+            "{{\"config\":\"hot-node\",\"nodes\":1,\"threads\":{t},\"repeats\":{repeats},\
+             \"floor_cycles_per_s\":{fr:.0},\"redlock_cycles_per_s\":{rr:.0},\"ratio\":{:.2},\
+             \"floor_cpu_us_per_cycle\":{:.1},\"redlock_cpu_us_per_cycle\":{:.1}}}",
+            rr / fr,
+            median("floor", t, |r| r.3),
+            median("redlock", t, |r| r.3),
+        );
+    }
 }
 
 /// Sends `command` on every connection, then reads every answer: how many were `expected`.
@@ -222,14 +277,17 @@ fn main() {
             .expect("--seconds takes a number");
         length = Duration::from_secs_f64(s);
     }
-    let five = Cluster::start(5);
     let one = Cluster {
         nodes: vec![support::RedisNode::start()],
     };
+    if args.iter().any(|a| a == "--hot") {
+        return hot(&one, length, &args);
+    }
+    let five = Cluster::start(5);
 
-    let mut floor1 = floor(&one, length);
+    let mut floor1 = floor(&one, 1, length);
     println!("{}", floor1.json("floor", 1, 1));
-    let mut floor5 = floor(&five, length);
+    let mut floor5 = floor(&five, 1, length);
     println!("{}", floor5.json("floor", 5, 1));
     let mut results = Vec::new();
     for (cluster, n) in [(&one, 1), (&five, 5)] {
