@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use support::Cluster;
 
-const CFLAGS: &[&str] = &["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"];
+const CFLAGS: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic", "-g"];
 
 /// The repository's top, where include/, docs/ and examples/ are.
 fn root() -> &'static Path {
@@ -61,14 +61,28 @@ fn library_dir() -> &'static Path {
     })
 }
 
+/// Compiles `source` (under the repository's top) as C11 against the built library.
 fn compile(source: &str, name: &str, link_static: bool) -> PathBuf {
+    compile_path(&root().join(source), name, link_static, "-std=c11")
+}
+
+/// Compiles a program printed in the docs, completed with a `main`, as strict C99 (what the
+/// docs promise) against the shared library.
+fn compile_program(program: &str, name: &str) -> PathBuf {
+    let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.c"));
+    std::fs::write(&source, program).unwrap();
+    compile_path(&source, name, false, "-std=c99")
+}
+
+fn compile_path(source: &Path, name: &str, link_static: bool, standard: &str) -> PathBuf {
     let lib = library_dir();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    cc.args(CFLAGS)
+    cc.arg(standard)
+        .args(CFLAGS)
         .arg("-I")
         .arg(root().join("include"))
-        .arg(root().join(source))
+        .arg(source)
         .arg("-o")
         .arg(&out);
     if link_static {
@@ -84,7 +98,8 @@ fn compile(source: &str, name: &str, link_static: bool) -> PathBuf {
     let output = cc.output().expect("run cc");
     assert!(
         output.status.success(),
-        "cc failed for {source}:\n{}",
+        "cc failed for {}:\n{}",
+        source.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     out
@@ -369,36 +384,7 @@ fn readme_c_snippet_is_leak_free_on_success_and_on_error() {
         "{snippet}\nint main(int argc, char **argv) {{\n    \
          return lock_orders((const char *const *)&argv[1], (size_t)(argc - 1));\n}}\n"
     );
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let source = dir.join("readme_snippet.c");
-    std::fs::write(&source, program).unwrap();
-    let binary = dir.join("readme_snippet");
-    let lib = library_dir();
-    let output = Command::new("cc")
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-pedantic",
-            "-Werror",
-            "-g",
-            "-I",
-        ])
-        .arg(root().join("include"))
-        .arg(&source)
-        .arg("-L")
-        .arg(lib)
-        .arg("-lredlock")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&binary)
-        .output()
-        .expect("run cc");
-    assert!(
-        output.status.success(),
-        "the README's C snippet does not compile:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let binary = compile_program(&program, "readme_snippet");
     let valgrind: &[&str] = if valgrind_available() {
         &[
             "valgrind",
@@ -471,28 +457,7 @@ fn c_abi_doc_request_example_compiles_and_runs() {
          int rc = lock_orders_interruptibly(client);\n    \
          redlock_client_free(client);\n    return rc;\n}}\n"
     );
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let source = dir.join("doc_request_example.c");
-    std::fs::write(&source, program).unwrap();
-    let lib = library_dir();
-    let binary = dir.join("doc_request_example");
-    let output = Command::new("cc")
-        .args(["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I"])
-        .arg(root().join("include"))
-        .arg(&source)
-        .arg("-L")
-        .arg(lib)
-        .arg("-lredlock")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&binary)
-        .output()
-        .expect("run cc");
-    assert!(
-        output.status.success(),
-        "the request example of docs/c-abi.md does not compile:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let binary = compile_program(&program, "doc_request_example");
     let cluster = Cluster::start(1);
     let run = Command::new(&binary)
         .env_remove("LD_LIBRARY_PATH")

@@ -780,46 +780,36 @@ mod tests {
     /// Histories per sound variant (each up to 3 concurrent clients, 1 to 5 nodes, 400 steps).
     const MODEL_HISTORIES: u64 = 50_000;
 
-    #[test]
-    fn model_concurrent_histories_keep_tokens_ordered() {
-        let e = explore(SOUND, MODEL_HISTORIES);
+    /// Explores a sound variant: no violation, and the histories exercise the claim (many
+    /// successes, not a sea of failures).
+    fn assert_sound(variant: Variant) {
+        let e = explore(variant, MODEL_HISTORIES);
         assert_eq!(e.violation, None);
         assert_eq!(e.histories, MODEL_HISTORIES);
-        // The histories must exercise the claim: many successes, not a sea of failures.
         assert!(
             e.successes > MODEL_HISTORIES,
             "only {} successes",
             e.successes
         );
+    }
+
+    #[test]
+    fn model_concurrent_histories_keep_tokens_ordered() {
+        assert_sound(SOUND);
     }
 
     #[test]
     fn model_sequential_histories_with_allowed_data_loss() {
-        let v = Variant {
+        assert_sound(Variant {
             sequential: true,
             wipes: true,
             ..SOUND
-        };
-        let e = explore(v, MODEL_HISTORIES);
-        assert_eq!(e.violation, None);
-        assert_eq!(e.histories, MODEL_HISTORIES);
-        assert!(
-            e.successes > MODEL_HISTORIES,
-            "only {} successes",
-            e.successes
-        );
+        });
     }
 
     #[test]
     fn model_delayed_restarts_of_any_nodes_keep_tokens_ordered() {
-        let e = explore(DELAYED_RESTARTS, MODEL_HISTORIES);
-        assert_eq!(e.violation, None);
-        assert_eq!(e.histories, MODEL_HISTORIES);
-        assert!(
-            e.successes > MODEL_HISTORIES,
-            "only {} successes",
-            e.successes
-        );
+        assert_sound(DELAYED_RESTARTS);
     }
 
     /// The model can fail: each weakening the docs warn about produces violations.
