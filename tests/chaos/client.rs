@@ -500,7 +500,11 @@ pub fn child(args: ChildArgs) {
             let data = data_client
                 .get_connection_with_timeout(Duration::from_secs(5))
                 .expect("connect to the data node");
-            data.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            // No socket timeouts: after a pause (SIGSTOP, SIGCONT) Linux fails a blocked read
+            // or write on a socket with SO_RCVTIMEO/SO_SNDTIMEO set with EINTR, and the data
+            // node is never faulted. A data call that hangs is caught by the watchdog below.
+            data.set_read_timeout(None).unwrap();
+            data.set_write_timeout(None).unwrap();
             let worker = Worker {
                 client: args.id,
                 thread: t,
