@@ -196,13 +196,18 @@ impl Redlock {
         Ok(())
     }
 
+    /// The engine: the node workers and the client's settings.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.inner.engine
+    }
+
     /// The subscriber threads, if started.
     fn started_notifier(&self) -> Option<Arc<Notifier>> {
         relock(&self.inner.notifier).as_ref().map(Arc::clone)
     }
 
     /// The subscriber threads, started on first use.
-    fn notifier(&self) -> Result<Arc<Notifier>> {
+    pub(crate) fn notifier(&self) -> Result<Arc<Notifier>> {
         let mut notifier = relock(&self.inner.notifier);
         if let Some(n) = notifier.as_ref() {
             return Ok(Arc::clone(n));

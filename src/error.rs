@@ -94,6 +94,8 @@ pub enum Operation {
     Extend,
     /// Releasing a lock.
     Release,
+    /// Reading state from the nodes (who leads an election).
+    Read,
 }
 
 impl fmt::Display for Operation {
@@ -102,6 +104,7 @@ impl fmt::Display for Operation {
             Operation::Acquire => "acquire",
             Operation::Extend => "extend",
             Operation::Release => "release",
+            Operation::Read => "read",
         })
     }
 }

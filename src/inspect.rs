@@ -322,7 +322,7 @@ fn check_resource(resource: &str) -> Result<()> {
 
 /// Sends `command` to every node and waits for every answer until `node_timeout` from the
 /// send; the silent ones time out.
-fn every_answer(
+pub(crate) fn every_answer(
     engine: &Engine,
     command: &Command,
     key: &Arc<str>,

@@ -79,6 +79,7 @@ mod cancel;
 mod client;
 mod clock;
 mod config;
+mod election;
 mod engine;
 mod error;
 mod inspect;
@@ -99,6 +100,9 @@ pub use client::Redlock;
 pub use config::{
     Builder, Config, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
     DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
+};
+pub use election::{
+    DEFAULT_OBSERVE_POLL, Election, Leader, Leadership, MAX_ELECTION_NAME, MAX_IDENTITY, Observer,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 pub use inspect::{

@@ -20,6 +20,7 @@ use crate::token::new_token;
 use crate::wire::{Command, Keys, Reply, Script};
 
 pub(crate) mod fenced;
+pub(crate) mod leader;
 pub(crate) mod many;
 pub(crate) mod plain;
 pub(crate) mod reentrant;
@@ -27,11 +28,13 @@ pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 
 /// Every script of every kind, loaded on each connection.
-pub(crate) static SCRIPTS: [&Script; 17] = [
+pub(crate) static SCRIPTS: [&Script; 19] = [
     &plain::RELEASE,
     &plain::EXTEND,
     &fenced::ACQUIRE,
     &fenced::WRITE_FENCE,
+    &leader::WRITE_LEADER,
+    &leader::READ_LEADER,
     &reentrant::ACQUIRE,
     &reentrant::EXTEND,
     &reentrant::RELEASE,

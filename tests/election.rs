@@ -1,0 +1,340 @@
+//! Leader election against real redis-server nodes: campaign, resign, observe, terms that
+//! grow, leadership lost when the nodes stop answering, and cancellation. The election across
+//! processes (SIGKILL and SIGSTOP of the leader, 1,000 campaign/resign cycles) is in
+//! `tests/election_processes.rs`.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redlock::{Cancel, Error, Leader};
+
+type Seen = Arc<Mutex<Vec<(Option<Leader>, Instant)>>>;
+use support::{Cluster, eventually};
+
+const TTL: Duration = Duration::from_secs(3);
+
+#[test]
+fn a_candidate_leads_resigns_and_the_next_one_takes_over_with_a_higher_term() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    assert_eq!(
+        rl.leader("jobs").unwrap(),
+        None,
+        "nobody leads a new election"
+    );
+
+    let a = rl.election("jobs", "host-a", TTL).unwrap();
+    let first = a.campaign(None).unwrap();
+    assert!(first.is_leader());
+    assert!(first.validity() > Duration::ZERO && first.validity() <= TTL);
+    let seen = rl.leader("jobs").unwrap().expect("a leader");
+    assert_eq!(seen.identity, "host-a");
+    assert_eq!(seen.term, first.term());
+    assert_eq!(seen.transitions, 1);
+    assert!(seen.ttl > Duration::ZERO && seen.ttl <= TTL);
+    assert!(seen.age() < Duration::from_secs(5), "{seen:?}");
+
+    // B waits; A's resignation wakes it.
+    let other = cluster.client();
+    let waiter = std::thread::spawn(move || {
+        let b = other.election("jobs", "host-b", TTL).unwrap();
+        let l = b.campaign(None).unwrap();
+        let term = l.term();
+        let at = Instant::now();
+        l.resign().unwrap();
+        (term, at)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_finished(), "B leads while A does");
+    let resigned = Instant::now();
+    first.resign().unwrap();
+    assert!(!first.is_leader());
+    let (term_b, took_over) = waiter.join().unwrap();
+    assert!(
+        term_b > first.term(),
+        "term {term_b} after {}",
+        first.term()
+    );
+    // Woken by the release, not by A's TTL running out.
+    assert!(
+        took_over - resigned < TTL / 2,
+        "B took over {:?} after the resignation",
+        took_over - resigned
+    );
+    assert_eq!(rl.leader("jobs").unwrap(), None);
+    // Resigning twice does nothing.
+    first.resign().unwrap();
+}
+
+#[test]
+fn a_leadership_is_extended_past_its_ttl_and_past_max_extensions() {
+    let cluster = Cluster::start(3);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(100))
+        .max_extensions(1)
+        .build()
+        .unwrap();
+    let election = rl
+        .election("extended", "a", Duration::from_millis(600))
+        .unwrap();
+    let leadership = election.campaign(None).unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(
+        leadership.is_leader(),
+        "extended while held, whatever max_extensions says"
+    );
+    assert!(!leadership.is_lost());
+    let seen = rl.leader("extended").unwrap().expect("still leading");
+    assert_eq!(seen.term, leadership.term());
+    leadership.resign().unwrap();
+}
+
+#[test]
+fn bad_names_and_identities_are_refused_before_anything_is_sent() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    let before = cluster.commands_processed();
+    let invalid = |r: Result<redlock::Election, Error>, what: &str| match r {
+        Err(Error::InvalidArgument { message }) => {
+            assert!(message.contains(what), "{message}")
+        }
+        other => panic!("expected InvalidArgument about {what}, got {other:?}"),
+    };
+    invalid(rl.election("", "a", TTL), "name is empty");
+    invalid(rl.election("x", "", TTL), "identity is empty");
+    invalid(rl.election("x", &"i".repeat(257), TTL), "257 bytes");
+    invalid(rl.election(&"n".repeat(1025), "a", TTL), "1025 bytes");
+    invalid(rl.election("x", "a", Duration::ZERO), "ttl");
+    invalid(
+        rl.election("x", "a", Duration::from_millis(100)),
+        "too short",
+    );
+    assert!(matches!(rl.leader(""), Err(Error::InvalidArgument { .. })));
+    // Only the INFO reads of commands_processed itself.
+    assert!(cluster.commands_processed() - before <= 2);
+}
+
+#[test]
+fn observers_see_each_change_woken_by_takeovers_releases_and_expiry() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let cancel = Cancel::new();
+    let seen: Seen = Arc::default();
+    let observer = {
+        let seen = Arc::clone(&seen);
+        let mut changes = rl
+            .observe("obs", Some(&cancel))
+            .unwrap()
+            .poll(Duration::from_secs(30));
+        std::thread::spawn(move || {
+            for change in &mut changes {
+                seen.lock().unwrap().push((change, Instant::now()));
+            }
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || seen
+        .lock()
+        .unwrap()
+        .len()
+        == 1));
+    assert_eq!(seen.lock().unwrap()[0].0, None);
+
+    let candidate = cluster.client();
+    let election = candidate
+        .election("obs", "one", Duration::from_secs(2))
+        .unwrap();
+    let leadership = election.campaign(None).unwrap();
+    let elected = Instant::now();
+    // With a 30 s poll, only the takeover's announcement can wake the observer this soon.
+    assert!(eventually(Duration::from_secs(5), || seen
+        .lock()
+        .unwrap()
+        .len()
+        == 2));
+    {
+        let seen = seen.lock().unwrap();
+        let (leader, at) = &seen[1];
+        let leader = leader.as_ref().expect("a leader");
+        assert_eq!(leader.identity, "one");
+        assert_eq!(leader.term, leadership.term());
+        assert!(
+            *at - elected < Duration::from_secs(1),
+            "{:?}",
+            *at - elected
+        );
+    }
+    leadership.resign().unwrap();
+    assert!(eventually(Duration::from_secs(5), || seen
+        .lock()
+        .unwrap()
+        .len()
+        == 3));
+    assert_eq!(seen.lock().unwrap()[2].0, None);
+
+    // A leader that vanishes without resigning: its keys expire and nobody announces it; the
+    // observer reads again when the leader's TTL runs out.
+    let leadership = election.campaign(None).unwrap();
+    assert!(eventually(Duration::from_secs(5), || seen
+        .lock()
+        .unwrap()
+        .len()
+        == 4));
+    std::mem::forget(leadership);
+    drop(election);
+    drop(candidate);
+    // The client's extender still runs for the forgotten lock; a client of its own would
+    // stop with it. Kill the extensions by taking the keys away instead.
+    for node in &cluster.nodes {
+        node.del("redlock:election:obs");
+    }
+    assert!(eventually(Duration::from_secs(6), || seen
+        .lock()
+        .unwrap()
+        .len()
+        == 5));
+    assert_eq!(seen.lock().unwrap()[4].0, None);
+
+    cancel.cancel();
+    observer.join().unwrap();
+}
+
+#[test]
+fn the_client_go_callbacks_run_once_each() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let started = Arc::new(AtomicU64::new(0));
+    let stopped = Arc::new(AtomicU64::new(0));
+    let leaders: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let election = {
+        let (started, stopped, leaders) = (started.clone(), stopped.clone(), leaders.clone());
+        rl.election("cb", "me", TTL)
+            .unwrap()
+            .on_started_leading(move |l| started.store(l.term(), Ordering::SeqCst))
+            .on_stopped_leading(move |term| stopped.store(term, Ordering::SeqCst))
+            .on_new_leader(move |l| leaders.lock().unwrap().push(l.map(|l| l.identity.clone())))
+            .unwrap()
+    };
+    assert!(eventually(Duration::from_secs(5), || leaders
+        .lock()
+        .unwrap()
+        .len()
+        == 1));
+    let l = election.campaign(None).unwrap();
+    assert_eq!(started.load(Ordering::SeqCst), l.term());
+    assert_eq!(stopped.load(Ordering::SeqCst), 0);
+    assert!(eventually(Duration::from_secs(5), || leaders
+        .lock()
+        .unwrap()
+        .len()
+        == 2));
+    let term = l.term();
+    l.resign().unwrap();
+    drop(l);
+    assert_eq!(
+        stopped.load(Ordering::SeqCst),
+        term,
+        "stopped once, with the term"
+    );
+    assert!(eventually(Duration::from_secs(5), || leaders
+        .lock()
+        .unwrap()
+        .len()
+        == 3));
+    assert_eq!(
+        *leaders.lock().unwrap(),
+        vec![None, Some("me".to_owned()), None]
+    );
+    drop(election);
+}
+
+#[test]
+fn a_leader_cut_off_from_its_nodes_loses_leadership_before_anyone_else_gets_it() {
+    let cluster = Cluster::start(3);
+    let leader_client = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_millis(1500);
+    let a = leader_client.election("cut", "a", ttl).unwrap();
+    let leadership = a.campaign(None).unwrap();
+    let lost_at = Arc::new(Mutex::new(None));
+    {
+        let lost_at = Arc::clone(&lost_at);
+        leadership.on_lost(move || *lost_at.lock().unwrap() = Some(Instant::now()));
+    }
+    let stopped = Instant::now();
+    cluster.nodes[0].hang();
+    cluster.nodes[1].hang();
+    assert!(eventually(Duration::from_secs(5), || leadership.is_lost()));
+    assert!(!leadership.is_leader());
+    cluster.nodes[0].resume();
+    cluster.nodes[1].resume();
+    // Another candidate gets in only after the leader's validity ran out.
+    let b = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap()
+        .election("cut", "b", ttl)
+        .unwrap();
+    let next = b.campaign(None).unwrap();
+    let granted = Instant::now();
+    let lost = lost_at.lock().unwrap().expect("on_lost ran");
+    assert!(lost <= granted, "the old leader learned of its loss first");
+    assert!(lost - stopped < ttl + Duration::from_millis(500));
+    assert!(next.term() > leadership.term());
+    assert!(matches!(
+        leadership.resign(),
+        Ok(()) | Err(Error::Lost { .. })
+    ));
+}
+
+#[test]
+fn a_cancelled_campaign_leaves_nothing_behind() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let holder = rl
+        .election("cancel", "holder", TTL)
+        .unwrap()
+        .campaign(None)
+        .unwrap();
+    let other = cluster.client();
+    let cancel = Cancel::new();
+    let waiting = {
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            other
+                .election("cancel", "waiter", TTL)
+                .unwrap()
+                .campaign(Some(&cancel))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    cancel.cancel();
+    match waiting.join().unwrap() {
+        Err(Error::Cancelled { resource }) => assert_eq!(resource, "election cancel"),
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+    assert_eq!(rl.leader("cancel").unwrap().unwrap().identity, "holder");
+    holder.resign().unwrap();
+    // A one-attempt campaign against a leader is refused, naming the election.
+    let _again = rl
+        .election("cancel", "holder", TTL)
+        .unwrap()
+        .campaign(None)
+        .unwrap();
+    match cluster
+        .client()
+        .election("cancel", "late", TTL)
+        .unwrap()
+        .campaign_for(Duration::ZERO, None)
+    {
+        Err(Error::NotAcquired { resource, .. }) => assert_eq!(resource, "election cancel"),
+        other => panic!("expected NotAcquired, got {other:?}"),
+    }
+}
