@@ -2,7 +2,8 @@
 //!
 //! `run` holds a lock while a command runs (and kills the command before the lock can end
 //! under it), `status` shows a lock on every node, `release --force` removes a stuck one and
-//! `nodes` shows the nodes. Exit codes follow sysexits: 64 bad usage, 69 no quorum, 70 the
+//! `nodes` shows the nodes; `elect` runs a command while this process leads an election and
+//! `leader` shows who leads. Exit codes follow sysexits: 64 bad usage, 69 no quorum, 70 the
 //! lock was lost, 75 the lock is busy.
 
 use std::ffi::OsString;
@@ -12,8 +13,10 @@ use std::time::Duration;
 use lexopt::prelude::*;
 
 mod args;
+mod elect;
 mod run;
 mod show;
+mod supervise;
 
 use args::Common;
 
@@ -73,6 +76,8 @@ Commands:
   status   Show a lock on every node: token, owners, remaining TTL, fence counter
   release  Force-release a stuck lock (--force; an operator's tool)
   nodes    Show each node's status
+  elect    Run a command while this process leads an election (a leader-elector sidecar)
+  leader   Show who leads an election: identity, term, age, transitions
   help     Show this, or a command's help: redlock help <COMMAND>
 
 Nodes (every command):
@@ -123,7 +128,7 @@ fn dispatch() -> Result<u8, Failure> {
         Ok(None) => {
             return Err(Failure::usage(
                 "",
-                "missing command (run, status, release, nodes)",
+                "missing command (run, status, release, nodes, elect, leader)",
             ));
         }
         Err(e) => return Err(Failure::usage("", e)),
@@ -134,6 +139,8 @@ fn dispatch() -> Result<u8, Failure> {
         "status" => show::status(parser),
         "release" => show::release(parser),
         "nodes" => show::nodes(parser),
+        "elect" => elect::main(parser),
+        "leader" => elect::leader(parser),
         "help" => {
             let topic = parser
                 .next()
@@ -150,6 +157,8 @@ fn dispatch() -> Result<u8, Failure> {
                 Some("status") => print!("{}", show::STATUS_HELP),
                 Some("release") => print!("{}", show::RELEASE_HELP),
                 Some("nodes") => print!("{}", show::NODES_HELP),
+                Some("elect") => print!("{}", elect::HELP),
+                Some("leader") => print!("{}", elect::LEADER_HELP),
                 Some(other) => {
                     return Err(Failure::usage("", format!("unknown command '{other}'")));
                 }
@@ -158,7 +167,9 @@ fn dispatch() -> Result<u8, Failure> {
         }
         other => Err(Failure::usage(
             "",
-            format!("unknown command '{other}' (expected run, status, release or nodes)"),
+            format!(
+                "unknown command '{other}' (expected run, status, release, nodes, elect or leader)"
+            ),
         )),
     }
 }

@@ -1,15 +1,14 @@
 //! `redlock run`: a command under a lock, killed before the lock can end under it.
 
 use std::ffi::OsString;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use lexopt::prelude::*;
 use redlock::{AutoExtend, Cancel, DEFAULT_DRIFT_FACTOR, DEFAULT_EXTEND_FRACTION, LockRequest};
 
 use crate::args::{self, Common};
+use crate::supervise::{self, Supervised};
 use crate::{
     COMMON, EXIT_SOFTWARE, EXIT_TEMPFAIL, EXIT_UNAVAILABLE, Failure, common_option, human, one_line,
 };
@@ -66,11 +65,6 @@ Example:
   export REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379
   redlock run --ttl 30s --wait 10m nightly-backup -- /usr/local/bin/backup.sh
 ";
-
-/// The command's process group, once it runs (0 before): signals go there.
-static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
-/// A signal that came while no command ran (or just before it started): not yet forwarded.
-static PENDING: AtomicI32 = AtomicI32::new(0);
 
 struct Options {
     common: Common,
@@ -201,11 +195,6 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
     Ok(Some(o))
 }
 
-/// When, before the validity ends, the command gets SIGKILL if it is still running.
-fn kill_margin(grace: Duration) -> Duration {
-    (grace / 2).min(Duration::from_secs(1))
-}
-
 /// The default `--kill-grace`, for TTLs long enough to leave room for it.
 const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 /// The shortest default grace: a TTL that leaves less refuses itself, naming the shortest TTL
@@ -226,19 +215,29 @@ fn validity_before_extension(ttl: Duration, node_timeout: Duration) -> Duration 
 /// `--ttl`: a TTL too short for any grace is refused for what it is, with the shortest that
 /// works.
 fn kill_grace(o: &Options, node_timeout: Duration) -> Result<Duration, Failure> {
-    let low = validity_before_extension(o.ttl, node_timeout);
-    match o.kill_grace {
+    grace_for("run", o.ttl, o.kill_grace, node_timeout)
+}
+
+/// [`kill_grace`] for the command `command` (`run`, `elect`): the grace given, or the default.
+pub fn grace_for(
+    command: &str,
+    ttl: Duration,
+    given: Option<Duration>,
+    node_timeout: Duration,
+) -> Result<Duration, Failure> {
+    let low = validity_before_extension(ttl, node_timeout);
+    match given {
         Some(grace) if grace.is_zero() => Err(Failure::usage(
-            "run",
+            command,
             "--kill-grace must be above zero: the command needs time to stop before the lock ends",
         )),
         Some(grace) if grace >= low => Err(Failure::usage(
-            "run",
+            command,
             format!(
                 "--kill-grace {} does not fit in --ttl {}: the validity left before an extension \
                  is about {}; use a longer --ttl or a shorter --kill-grace",
                 human(grace),
-                human(o.ttl),
+                human(ttl),
                 human(low)
             ),
         )),
@@ -267,12 +266,12 @@ fn kill_grace(o: &Options, node_timeout: Duration) -> Result<Duration, Failure> 
                 shortest += Duration::from_millis(1);
             }
             Err(Failure::usage(
-                "run",
+                command,
                 format!(
                     "--ttl {} is too short to run a command under: with --node-timeout {} the \
                      lock must be extended before the command could be told to stop; use --ttl \
                      {} or more",
-                    human(o.ttl),
+                    human(ttl),
                     human(node_timeout),
                     // Exactly, in a form --ttl takes (`human` shows minutes as 1m05s).
                     if shortest < Duration::from_secs(1) {
@@ -297,7 +296,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     let grace = kill_grace(&o, node_timeout)?;
 
     let cancel = Cancel::new();
-    install_handlers(&cancel)?;
+    supervise::install_handlers(&cancel)?;
     let client = crate::client(&o.common, "run")?;
 
     let mut request = LockRequest::new(&o.resource, o.ttl)
@@ -321,9 +320,8 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         Ok(lock) => lock,
         Err(e) => return Err(acquire_failure(e, &o)),
     };
-    let acquired = Instant::now();
     // A signal that came too late to cancel the acquisition: give up the lock at once.
-    let early = PENDING.swap(0, Ordering::SeqCst);
+    let early = supervise::take_pending();
     if early != 0 {
         let _ = lock.release();
         return Err(Failure::new(
@@ -340,8 +338,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     command
         .args(&o.command[1..])
         .env("REDLOCK_RESOURCE", &o.resource)
-        .env("REDLOCK_TOKEN", lock.token())
-        .process_group(0);
+        .env("REDLOCK_TOKEN", lock.token());
     if let Some(fence) = lock.fence() {
         command.env("REDLOCK_FENCE", fence.to_string());
     } else {
@@ -352,107 +349,16 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     } else {
         command.env_remove("REDLOCK_PERMIT");
     }
-    let child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) => {
+    let what = format!("the lock on {}", o.resource);
+    let Supervised {
+        code,
+        stopping,
+        held_for,
+    } = match supervise::run(&lock, command, &what, o.kill_signal, grace, false) {
+        Ok(s) => s,
+        Err(f) => {
             let _ = lock.release();
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            return Err(Failure::new(
-                code,
-                format!(
-                    "cannot run {}: {e} (the lock is released)",
-                    o.command[0].to_string_lossy()
-                ),
-            ));
-        }
-    };
-    let pid = child.id() as i32;
-    CHILD_GROUP.store(pid, Ordering::SeqCst);
-
-    let (exited_tx, exited) = crossbeam_channel::bounded::<std::io::Result<ExitStatus>>(1);
-    let mut child = child;
-    std::thread::Builder::new()
-        .name("redlock-child".into())
-        .spawn(move || {
-            let _ = exited_tx.send(child.wait());
-        })
-        .map_err(|e| Failure::new(EXIT_SOFTWARE, format!("cannot start a thread: {e}")))?;
-
-    // Disconnects when the lock ends; replaced by a channel that never fires once it did.
-    let mut lost_rx = lock.lost();
-    let tick = Duration::from_millis(10);
-    let margin = kill_margin(grace);
-    // Why the command is being stopped, once it is: the lock is no longer safe to rely on.
-    let mut stopping: Option<String> = None;
-    let mut signalled_at: Option<Instant> = None;
-    let mut killed = false;
-    let status = loop {
-        let ended = crossbeam_channel::select! {
-            recv(exited) -> status => break status,
-            recv(lost_rx) -> _ => true,
-            default(tick) => false,
-        };
-        if ended {
-            lost_rx = crossbeam_channel::never();
-        }
-        // Signals redlock got before the command's group was known.
-        let pending = PENDING.swap(0, Ordering::SeqCst);
-        if pending != 0 {
-            signal_group(pid, pending);
-        }
-        let now = Instant::now();
-        let validity = lock.validity();
-        if stopping.is_none() {
-            if lock.is_lost() {
-                stopping = Some(format!(
-                    "lost the lock on {}: it is no longer held on a quorum of nodes \
-                     (deleted, expired or taken)",
-                    o.resource
-                ));
-            } else if validity <= grace {
-                stopping = Some(format!(
-                    "cannot extend the lock on {}: no quorum of nodes answered, and its \
-                     validity ends in {}",
-                    o.resource,
-                    human(validity)
-                ));
-            }
-            if let Some(why) = &stopping {
-                eprintln!(
-                    "redlock: {why}; sending {} to the command",
-                    args::signal_name(o.kill_signal)
-                );
-                signal_group(pid, o.kill_signal);
-                signalled_at = Some(now);
-            }
-        }
-        if let Some(at) = signalled_at
-            && !killed
-            && (validity <= margin || now.duration_since(at) >= grace)
-        {
-            eprintln!("redlock: the command is still running; sending SIGKILL");
-            signal_group(pid, libc::SIGKILL);
-            killed = true;
-        }
-    };
-    CHILD_GROUP.store(0, Ordering::SeqCst);
-    let held_for = acquired.elapsed();
-    let code = match status {
-        Ok(Ok(status)) => exit_code(status),
-        Ok(Err(e)) => {
-            let _ = lock.release();
-            return Err(Failure::new(
-                EXIT_SOFTWARE,
-                format!("lost track of the command: {e}"),
-            ));
-        }
-        Err(_) => {
-            let _ = lock.release();
-            return Err(Failure::new(EXIT_SOFTWARE, "lost track of the command"));
+            return Err(f);
         }
     };
     if let Some(why) = stopping {
@@ -509,7 +415,7 @@ fn acquire_failure(e: redlock::Error, o: &Options) -> Failure {
             format!("no quorum of nodes reachable: {text}; check the nodes with 'redlock nodes'"),
         ),
         redlock::Error::Cancelled { .. } => {
-            let sig = PENDING.swap(0, Ordering::SeqCst);
+            let sig = supervise::take_pending();
             let sig = if sig == 0 { libc::SIGINT } else { sig };
             Failure::new(
                 128 + sig as u8,
@@ -523,51 +429,6 @@ fn acquire_failure(e: redlock::Error, o: &Options) -> Failure {
         redlock::Error::InvalidArgument { message } => Failure::usage("run", message),
         _ => Failure::new(EXIT_SOFTWARE, text),
     }
-}
-
-/// The shell's convention: the code, or 128 + the signal that ended the command.
-fn exit_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(c), _) => c as u8,
-        (None, Some(s)) => 128u8.wrapping_add(s as u8),
-        (None, None) => EXIT_SOFTWARE,
-    }
-}
-
-fn signal_group(pid: i32, sig: i32) {
-    // SAFETY: kill(2) with a negative pid signals the process group the command leads.
-    unsafe {
-        libc::kill(-pid, sig);
-    }
-}
-
-/// SIGINT, SIGTERM and SIGHUP: forwarded to the command's group while it runs; before, they
-/// cancel the acquisition. Both are async-signal-safe (an atomic load, kill(2); the cancel's
-/// atomic flag and write(2)).
-fn install_handlers(cancel: &Cancel) -> Result<(), Failure> {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        let cancel = cancel.clone();
-        let action = move || {
-            let group = CHILD_GROUP.load(Ordering::SeqCst);
-            if group > 0 {
-                // SAFETY: kill(2) is async-signal-safe.
-                unsafe {
-                    libc::kill(-group, sig);
-                }
-            } else {
-                PENDING.store(sig, Ordering::SeqCst);
-                cancel.cancel();
-            }
-        };
-        // SAFETY: the action only does async-signal-safe things (see above).
-        unsafe { signal_hook::low_level::register(sig, action) }.map_err(|e| {
-            Failure::new(
-                EXIT_SOFTWARE,
-                format!("cannot handle {}: {e}", args::signal_name(sig)),
-            )
-        })?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

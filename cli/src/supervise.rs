@@ -1,0 +1,238 @@
+//! A command run under a lock (`redlock run`) or a leadership (`redlock elect`): started in its
+//! own process group, watched while it runs, and stopped before what it runs under can end.
+//!
+//! The command must not outlive the lock: when the lock is found lost, its group gets the kill
+//! signal at once; while extensions cannot reach a quorum it gets the kill signal no later than
+//! the grace before the validity ends, and SIGKILL before it ends.
+//!
+//! Should redlock die while the command runs (SIGKILL, a crash), the command (its leader
+//! process, not what that started in its group) gets SIGKILL from the kernel on Linux
+//! (`PR_SET_PDEATHSIG`), instead of running on unsupervised.
+//!
+//! Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command's group while it runs;
+//! before (or between two commands) they cancel the wait. Either way the signal is remembered,
+//! so that `elect` stops campaigning.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock::{Cancel, Lock};
+
+use crate::args;
+use crate::{EXIT_SOFTWARE, Failure, human};
+
+/// The command's process group, once it runs (0 before): signals go there.
+static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
+/// A signal that came while no command ran (or just before it started): not yet forwarded.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+/// The last signal redlock got, forwarded or not: asks `elect` to stop.
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// The signal that came while no command ran, if any, taking it.
+pub fn take_pending() -> i32 {
+    PENDING.swap(0, Ordering::SeqCst)
+}
+
+/// The last signal redlock got (0: none).
+pub fn stop_requested() -> i32 {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// How a supervised command ended.
+pub struct Supervised {
+    /// Its exit code (128 + N for signal N).
+    pub code: u8,
+    /// Why it was stopped, when the lock stopped being safe to rely on.
+    pub stopping: Option<String>,
+    /// How long it ran.
+    pub held_for: Duration,
+}
+
+/// When, before the validity ends, the command gets SIGKILL if it is still running.
+pub fn kill_margin(grace: Duration) -> Duration {
+    (grace / 2).min(Duration::from_secs(1))
+}
+
+/// Runs `command` in its own process group while `lock` is held, and returns once it exited.
+/// `what` names the lock in messages ("the lock on R"). With `stop_on_signal`, a signal
+/// redlock gets while the command runs (which the handler forwards) also starts the grace,
+/// after which the command gets SIGKILL.
+pub fn run(
+    lock: &Lock,
+    mut command: Command,
+    what: &str,
+    kill_signal: i32,
+    grace: Duration,
+    stop_on_signal: bool,
+) -> Result<Supervised, Failure> {
+    command.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: between fork and exec the closure only makes async-signal-safe calls.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            command.pre_exec(move || {
+                // Should redlock itself die (SIGKILL, a crash), the command gets SIGKILL rather
+                // than running on unsupervised while another holder takes over.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::_exit(EXIT_SOFTWARE as i32);
+                }
+                Ok(())
+            });
+        }
+    }
+    let started = Instant::now();
+    let child = command.spawn().map_err(|e| {
+        let code = if e.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        };
+        Failure::new(
+            code,
+            format!(
+                "cannot run {}: {e} (the lock is released)",
+                command.get_program().to_string_lossy()
+            ),
+        )
+    })?;
+    let pid = child.id() as i32;
+    CHILD_GROUP.store(pid, Ordering::SeqCst);
+
+    let (exited_tx, exited) = crossbeam_channel::bounded::<std::io::Result<ExitStatus>>(1);
+    let mut child = child;
+    std::thread::Builder::new()
+        .name("redlock-child".into())
+        .spawn(move || {
+            let _ = exited_tx.send(child.wait());
+        })
+        .map_err(|e| {
+            signal_group(pid, libc::SIGKILL);
+            Failure::new(EXIT_SOFTWARE, format!("cannot start a thread: {e}"))
+        })?;
+
+    // Disconnects when the lock ends; replaced by a channel that never fires once it did.
+    let mut lost_rx = lock.lost();
+    let tick = Duration::from_millis(10);
+    let margin = kill_margin(grace);
+    // Why the command is being stopped, once it is: the lock is no longer safe to rely on.
+    let mut stopping: Option<String> = None;
+    let mut signalled_at: Option<Instant> = None;
+    let mut killed = false;
+    let status = loop {
+        let ended = crossbeam_channel::select! {
+            recv(exited) -> status => break status,
+            recv(lost_rx) -> _ => true,
+            default(tick) => false,
+        };
+        if ended {
+            lost_rx = crossbeam_channel::never();
+        }
+        // Signals redlock got before the command's group was known.
+        let pending = PENDING.swap(0, Ordering::SeqCst);
+        if pending != 0 {
+            signal_group(pid, pending);
+        }
+        let now = Instant::now();
+        if stop_on_signal && signalled_at.is_none() && stop_requested() != 0 {
+            // The handler forwarded the signal; SIGKILL follows after the grace.
+            signalled_at = Some(now);
+        }
+        let validity = lock.validity();
+        if stopping.is_none() {
+            if lock.is_lost() {
+                stopping = Some(format!(
+                    "lost {what}: it is no longer held on a quorum of nodes (deleted, expired \
+                     or taken)"
+                ));
+            } else if validity <= grace {
+                stopping = Some(format!(
+                    "cannot extend {what}: no quorum of nodes answered, and its validity ends \
+                     in {}",
+                    human(validity)
+                ));
+            }
+            if let Some(why) = &stopping {
+                eprintln!(
+                    "redlock: {why}; sending {} to the command",
+                    args::signal_name(kill_signal)
+                );
+                signal_group(pid, kill_signal);
+                signalled_at = signalled_at.or(Some(now));
+            }
+        }
+        if let Some(at) = signalled_at
+            && !killed
+            && ((stopping.is_some() && validity <= margin) || now.duration_since(at) >= grace)
+        {
+            eprintln!("redlock: the command is still running; sending SIGKILL");
+            signal_group(pid, libc::SIGKILL);
+            killed = true;
+        }
+    };
+    CHILD_GROUP.store(0, Ordering::SeqCst);
+    let held_for = started.elapsed();
+    match status {
+        Ok(Ok(status)) => Ok(Supervised {
+            code: exit_code(status),
+            stopping,
+            held_for,
+        }),
+        Ok(Err(e)) => Err(Failure::new(
+            EXIT_SOFTWARE,
+            format!("lost track of the command: {e}"),
+        )),
+        Err(_) => Err(Failure::new(EXIT_SOFTWARE, "lost track of the command")),
+    }
+}
+
+/// The shell's convention: the code, or 128 + the signal that ended the command.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => 128u8.wrapping_add(s as u8),
+        (None, None) => EXIT_SOFTWARE,
+    }
+}
+
+fn signal_group(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with a negative pid signals the process group the command leads.
+    unsafe {
+        libc::kill(-pid, sig);
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP: forwarded to the command's group while it runs; before, they
+/// cancel the wait. Both are async-signal-safe (atomic loads and stores, kill(2); the cancel's
+/// atomic flag and write(2)).
+pub fn install_handlers(cancel: &Cancel) -> Result<(), Failure> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let cancel = cancel.clone();
+        let action = move || {
+            STOP.store(sig, Ordering::SeqCst);
+            let group = CHILD_GROUP.load(Ordering::SeqCst);
+            if group > 0 {
+                // SAFETY: kill(2) is async-signal-safe.
+                unsafe {
+                    libc::kill(-group, sig);
+                }
+            } else {
+                PENDING.store(sig, Ordering::SeqCst);
+                cancel.cancel();
+            }
+        };
+        // SAFETY: the action only does async-signal-safe things (see above).
+        unsafe { signal_hook::low_level::register(sig, action) }.map_err(|e| {
+            Failure::new(
+                EXIT_SOFTWARE,
+                format!("cannot handle {}: {e}", args::signal_name(sig)),
+            )
+        })?;
+    }
+    Ok(())
+}

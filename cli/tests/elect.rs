@@ -1,0 +1,289 @@
+//! `redlock elect` and `redlock leader`, the built binary against real redis-server nodes.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{Cluster, eventually};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redlock");
+
+/// Records its term's start, a beat every 20 ms, and (on SIGTERM or SIGINT) its stop, each
+/// with the wall clock in ns, to the file it is given.
+const RECORDER: &str = r#"
+import os, signal, sys, time
+f = open(sys.argv[1], "a", buffering=1)
+term, who = os.environ["REDLOCK_TERM"], os.environ["REDLOCK_IDENTITY"]
+def stop(*_):
+    f.write(f"{term} {who} stop {time.time_ns()}\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+f.write(f"{term} {who} start {time.time_ns()}\n")
+while True:
+    f.write(f"{term} {who} beat {time.time_ns()}\n")
+    time.sleep(0.02)
+"#;
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("redlock-elect-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn redlock(cluster: &Cluster, sub: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg(sub)
+        .args(["--node-timeout", "500ms"])
+        .args(args)
+        .env("REDLOCK_NODES", cluster.urls().join(","))
+        .stdin(Stdio::null());
+    c
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Per term: who ran, and the first and last time recorded (ns), and whether it recorded a stop.
+#[derive(Debug)]
+struct Span {
+    who: String,
+    first: u128,
+    last: u128,
+    stopped: bool,
+}
+
+fn spans(dir: &Path) -> BTreeMap<u64, Span> {
+    let mut out: BTreeMap<u64, Span> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+        for line in text.lines() {
+            let parts: Vec<&str> = line.split(' ').collect();
+            let [term, who, what, at] = parts[..] else {
+                continue;
+            };
+            let (term, at): (u64, u128) = (term.parse().unwrap(), at.parse().unwrap());
+            let span = out.entry(term).or_insert(Span {
+                who: who.to_owned(),
+                first: at,
+                last: at,
+                stopped: false,
+            });
+            assert_eq!(span.who, who, "one term, one leader");
+            span.first = span.first.min(at);
+            span.last = span.last.max(at);
+            span.stopped |= what == "stop";
+        }
+    }
+    out
+}
+
+fn leader_of(cluster: &Cluster, name: &str) -> Option<(String, u64)> {
+    let o = redlock(cluster, "leader", &["--json", name])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+    let l = v.get("leader")?;
+    Some((l["identity"].as_str()?.to_owned(), l["term"].as_u64()?))
+}
+
+#[test]
+fn three_sidecars_never_overlap_through_a_kill_and_a_sigint_and_terms_increase() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("sidecars");
+    let script = dir.join("rec.py");
+    std::fs::write(&script, RECORDER).unwrap();
+    let records = dir.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    let mut children: Vec<(String, Child)> = (0..3)
+        .map(|i| {
+            let who = format!("c{i}");
+            let out = records.join(&who);
+            let child = redlock(
+                &cluster,
+                "elect",
+                &[
+                    "--ttl",
+                    "2s",
+                    "--kill-grace",
+                    "300ms",
+                    "--identity",
+                    &who,
+                    "jobs",
+                    "--",
+                    "python3",
+                    script.to_str().unwrap(),
+                    out.to_str().unwrap(),
+                ],
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+            (who, child)
+        })
+        .collect();
+    let leading =
+        |terms: usize| eventually(Duration::from_secs(20), || spans(&records).len() >= terms);
+    assert!(leading(1), "someone leads");
+    let (first, _) = leader_of(&cluster, "jobs").expect("redlock leader shows the leader");
+    let i = children.iter().position(|(w, _)| *w == first).unwrap();
+    // The leader's redlock dies: its command must die with it, and nobody else may lead
+    // until the leadership's TTL has run out.
+    let (_, mut killed) = children.remove(i);
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(leading(2), "a new leader after the TTL");
+    let (second, _) = leader_of(&cluster, "jobs").expect("a leader");
+    assert_ne!(second, first);
+    // SIGINT to the new leader: it stops its command, then resigns; the third takes over at
+    // once rather than after a TTL.
+    let i = children.iter().position(|(w, _)| *w == second).unwrap();
+    let (_, mut interrupted) = children.remove(i);
+    signal(&interrupted, libc::SIGINT);
+    let status = wait_timeout(&mut interrupted, Duration::from_secs(10)).expect("it exits");
+    assert_eq!(status.code(), Some(0));
+    assert!(leading(3), "the third leads");
+    let (_, mut last) = children.remove(0);
+    signal(&last, libc::SIGTERM);
+    assert_eq!(
+        wait_timeout(&mut last, Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(0)
+    );
+
+    let spans = spans(&records);
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    let ordered: Vec<(&u64, &Span)> = spans.iter().collect();
+    for pair in ordered.windows(2) {
+        let ((t1, a), (t2, b)) = (pair[0], pair[1]);
+        assert!(
+            a.last < b.first,
+            "term {t1} ({}) recorded until {} ns, after term {t2} ({}) began at {} ns",
+            a.who,
+            a.last,
+            b.who,
+            b.first
+        );
+    }
+    // Ordered by term is ordered by time (checked above), and the stops came from the signals.
+    let whos: Vec<&str> = ordered.iter().map(|(_, s)| s.who.as_str()).collect();
+    assert_eq!(whos[0], first);
+    assert_eq!(whos[1], second);
+    assert!(
+        !ordered[0].1.stopped,
+        "the killed leader's command died by SIGKILL"
+    );
+    assert!(ordered[1].1.stopped && ordered[2].1.stopped);
+    // The resignation handed over quickly: well within the 2 s TTL.
+    let handover = Duration::from_nanos((ordered[2].1.first - ordered[1].1.last) as u64);
+    assert!(handover < Duration::from_secs(1), "{handover:?}");
+    assert_eq!(leader_of(&cluster, "jobs"), None);
+}
+
+#[test]
+fn once_exits_with_the_commands_code_and_leader_reports_exit_3_when_nobody_leads() {
+    let cluster = Cluster::start(3);
+    let o = redlock(&cluster, "leader", &["solo"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nobody leads"));
+
+    let o = redlock(
+        &cluster,
+        "elect",
+        &[
+            "--once",
+            "--identity",
+            "me",
+            "solo",
+            "--",
+            "sh",
+            "-c",
+            "test \"$REDLOCK_IDENTITY\" = me && test \"$REDLOCK_ELECTION\" = solo && \
+             test \"$REDLOCK_TERM\" -gt 0 && exit 7",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Resigned once the command exited.
+    assert_eq!(leader_of(&cluster, "solo"), None);
+
+    // While a command runs, `redlock leader` shows it.
+    let mut child = redlock(
+        &cluster,
+        "elect",
+        &["--once", "--identity", "busy", "solo", "--", "sleep", "30"],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(eventually(Duration::from_secs(10), || leader_of(
+        &cluster, "solo"
+    )
+    .is_some()));
+    let o = redlock(&cluster, "leader", &["--json", "solo"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["name"], "solo");
+    assert_eq!(v["leader"]["identity"], "busy");
+    assert!(v["leader"]["transitions"].as_u64().unwrap() >= 2);
+    assert!(v["leader"]["ttl_ms"].as_u64().unwrap() <= 15_000);
+    signal(&child, libc::SIGTERM);
+    // With --once, the command's own status: sleep died of SIGTERM.
+    assert_eq!(
+        wait_timeout(&mut child, Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(128 + libc::SIGTERM)
+    );
+    assert_eq!(leader_of(&cluster, "solo"), None);
+}
+
+#[test]
+fn bad_arguments_exit_64() {
+    let cluster = Cluster::start(1);
+    for args in [
+        &["jobs"][..],
+        &["--identity", "", "jobs", "--", "true"],
+        &["--ttl", "0", "jobs", "--", "true"],
+        &["--ttl", "100ms", "jobs", "--", "true"],
+        &["", "--", "true"],
+        &["--bogus", "jobs", "--", "true"],
+    ] {
+        let o = redlock(&cluster, "elect", args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let o = redlock(&cluster, "leader", &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(64));
+}
