@@ -21,6 +21,7 @@ type Client struct {
 	ptr      *C.redlock_client
 	cancel   *C.redlock_cancel // fired by Close; shared by acquisitions without a context
 	closed   bool
+	closing  chan struct{}            // closed by Close: wakes goroutines that serve the client (Observe)
 	inflight int                      // calls between enter and leave
 	pending  map[*callCancel]struct{} // the own cancel handles of calls in flight
 	// freeOnIdle: Close came while calls were in flight; the last of them frees the client.
@@ -57,7 +58,7 @@ func New(urls []string, opts Options) (*Client, error) {
 	}); err != nil {
 		return nil, err
 	}
-	c := &Client{ptr: ptr}
+	c := &Client{ptr: ptr, closing: make(chan struct{})}
 	runtime.SetFinalizer(c, (*Client).free)
 	return c, nil
 }
@@ -285,6 +286,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	close(c.closing)
 	C.redlock_cancel_trigger(c.cancel) // NULL is ignored
 	for k := range c.pending {
 		k.fire(reasonClosed)
