@@ -218,6 +218,35 @@ fn c_request_suite_under_valgrind() {
     run_suite(VALGRIND, &shared, SLOW);
 }
 
+/// ffi/tests/c/test_election.c: leader election (campaign, resign, the leader snapshot,
+/// observers, a waiting candidate woken by a resignation, cancelled campaigns and observers, the
+/// callbacks, a leadership found lost, every refused argument), linked both ways.
+#[test]
+fn c_election_suite_shared_and_static() {
+    let shared = compile("ffi/tests/c/test_election.c", "test_election_shared", false);
+    let fixed = compile("ffi/tests/c/test_election.c", "test_election_static", true);
+    run_suite(&[], &shared, &[]);
+    run_suite(&[], &fixed, &[]);
+}
+
+#[test]
+fn c_election_suite_under_valgrind() {
+    if !valgrind_available() {
+        assert!(
+            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
+            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
+        );
+        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
+        return;
+    }
+    let shared = compile(
+        "ffi/tests/c/test_election.c",
+        "test_election_valgrind",
+        false,
+    );
+    run_suite(VALGRIND, &shared, SLOW);
+}
+
 #[test]
 fn c_example_builds_with_the_readme_line_and_runs() {
     let example = compile("examples/c/example.c", "example", false);
