@@ -92,6 +92,11 @@ typedef struct redlock_cancel redlock_cancel;
 // A client over N Redis nodes. Thread-safe: share one among all threads.
 typedef struct redlock_client redlock_client;
 
+// One candidate in an election: its identity, its leaderships' TTL and its callbacks. Any
+// number of threads may campaign with it at once; a setter must not run while anything else
+// uses it.
+typedef struct redlock_election redlock_election;
+
 // An error: a status and a message naming the failing node(s) where known.
 typedef struct redlock_error redlock_error;
 
@@ -104,6 +109,15 @@ typedef struct redlock_forced_release redlock_forced_release;
 // change after it was taken.
 typedef struct redlock_inspection redlock_inspection;
 
+// A snapshot of an election's leader, from `redlock_client_leader`, `redlock_observer_next` or
+// a new-leader callback. It never changes; read it from any thread.
+typedef struct redlock_leader redlock_leader;
+
+// This process's leadership of an election, from `redlock_election_campaign`. Its calls may
+// come from any thread (like a `redlock_lock`'s); it must not be freed while another thread
+// uses it.
+typedef struct redlock_leadership redlock_leadership;
+
 // A held (or released) lock. Its calls may come from any thread; the lock serializes its
 // network operations itself (a release waits for an extension in flight).
 typedef struct redlock_lock redlock_lock;
@@ -112,6 +126,10 @@ typedef struct redlock_lock redlock_lock;
 // read it with the `redlock_node_status_*` accessors and free it with
 // `redlock_node_status_free`. It does not change after it was taken.
 typedef struct redlock_node_status redlock_node_status;
+
+// Follows one election's leader; from `redlock_client_observe`. One thread at a time may call
+// `redlock_observer_next`; it must not be freed while a call on it runs.
+typedef struct redlock_observer redlock_observer;
 
 // Client settings for `redlock_client_new`: create with `redlock_options_new`, change with the
 // `redlock_options_set_*` functions, free with `redlock_options_free`. Not thread-safe while
@@ -124,6 +142,15 @@ typedef struct redlock_options redlock_options;
 // `redlock_request_acquire` (as often as you like, from any number of threads at once: it does
 // not change), free it with `redlock_request_free`. Not thread-safe while a setter runs.
 typedef struct redlock_request redlock_request;
+
+// The callback type of `redlock_election_on_started_leading` and
+// `redlock_election_on_stopped_leading`: `user` as given, and the term of the leadership that
+// began or ended.
+typedef void (*redlock_term_callback)(void *user, uint64_t term);
+
+// The callback type of `redlock_election_on_new_leader`: `user` as given, and the new leader
+// (NULL: nobody leads), owned by the library and valid only during the call.
+typedef void (*redlock_new_leader_callback)(void *user, const struct redlock_leader *leader);
 
 // The callback type of `redlock_lock_on_lost`: `user` as given, and the resource name, valid
 // only during the call.
@@ -228,6 +255,125 @@ enum redlock_status redlock_client_try_lock(const struct redlock_client *client,
                                             uint64_t ttl_ms,
                                             struct redlock_lock **out,
                                             struct redlock_error **err);
+
+// Makes a candidate named `identity` in the election `name` of `client`, whose leaderships
+// last `ttl_ms` and are extended while held (every third of the TTL, on the client's extender
+// thread, with no cap). Nothing is sent yet. On success writes a new election to `*out`; free
+// it with `redlock_election_free`. It keeps what it needs of the client, which may be freed
+// first.
+//
+// `REDLOCK_INVALID_ARGUMENT` for a NULL client, name, identity or out; a name or identity that
+// is empty or not UTF-8; a name over 1024 bytes or an identity over 256; a TTL of 0, over 10
+// years, or too short to be extended in time (a third of it must exceed the node timeout).
+//
+// # Safety
+// `client` is NULL or a live client; `name` and `identity` are NULL or NUL-terminated strings
+// (copied); `out` and `err` are NULL or writable.
+enum redlock_status redlock_client_election(const struct redlock_client *client,
+                                            const char *name,
+                                            const char *identity,
+                                            uint64_t ttl_ms,
+                                            struct redlock_election **out,
+                                            struct redlock_error **err);
+
+// Frees an election, first stopping its new-leader callback: this waits for a call of it in
+// progress to return. Leaderships won through it stay valid (and keep its stopped-leading
+// callback). NULL is a no-op. It may be called from the election's own new-leader callback:
+// then the callback's thread ends once the callback returned.
+//
+// # Safety
+// `election` is NULL or a pointer written by `redlock_client_election`, not used again
+// afterwards and not by a call still running (a campaign, or a started-leading callback).
+void redlock_election_free(struct redlock_election *election);
+
+// Registers `callback(user, term)` to run each time this candidate becomes leader, on the
+// campaigning thread, before `redlock_election_campaign` (or `_campaign_for`) returns the
+// leadership; with campaigns on several threads, on several at once. Replaces the previous
+// started-leading callback.
+//
+// It may call any redlock function (`redlock_client_leader`, say) but `redlock_election_free`
+// on this election and the election's setters (the campaign still uses it), and must not
+// unwind out of it. `user` must stay valid until the election is freed or the callback
+// replaced. `REDLOCK_INVALID_ARGUMENT` for a NULL election or callback.
+//
+// # Safety
+// `election` is NULL or a live election that no other call uses meanwhile; `callback` is NULL
+// or a function safe to call from any thread with `user`; `err` is NULL or writable.
+enum redlock_status redlock_election_on_started_leading(struct redlock_election *election,
+                                                        redlock_term_callback callback,
+                                                        void *user,
+                                                        struct redlock_error **err);
+
+// Registers `callback(user, term)` to run once when each leadership won from now on ends: on
+// the thread that resigns or frees it, or, when it is found lost, on the client's extender
+// thread (keep it short: that thread extends all of the client's locks and leaderships).
+// Replaces the previous stopped-leading callback for leaderships won from now on; those
+// already won keep theirs.
+//
+// It may call any redlock function but `redlock_leadership_free` on the leadership that ended
+// (the call that ended it may still be using it), and must not unwind out of it. `user` must
+// stay valid until every leadership won with the callback registered is freed.
+// `REDLOCK_INVALID_ARGUMENT` for a NULL election or callback.
+//
+// # Safety
+// `election` is NULL or a live election that no other call uses meanwhile; `callback` is NULL
+// or a function safe to call from any thread with `user`; `err` is NULL or writable.
+enum redlock_status redlock_election_on_stopped_leading(struct redlock_election *election,
+                                                        redlock_term_callback callback,
+                                                        void *user,
+                                                        struct redlock_error **err);
+
+// Registers `callback(user, leader)` to run each time the election's leader changes, from now
+// until the election is freed, on a thread of the election's own: first with the state when
+// it starts, then as `redlock_observer_next` would return it (`leader` NULL: nobody leads;
+// otherwise valid only during the call, and not to be freed). Replaces the previous
+// new-leader callback, after waiting for a call of it in progress to return.
+//
+// It may call any redlock function, including `redlock_election_free` on this very election
+// (the election's thread then ends once the callback returned), but not the election's
+// setters (`REDLOCK_INVALID_ARGUMENT` for this one), and must not unwind out of it. Keep it
+// short: the next change is reported once it returned. `user` must stay valid until the
+// election is freed or the callback replaced.
+//
+// `REDLOCK_INVALID_ARGUMENT` for a NULL election or callback. `REDLOCK_IO` when the system
+// refuses the thread: then the election has no new-leader callback any more.
+//
+// # Safety
+// `election` is NULL or a live election that no other call uses meanwhile; `callback` is NULL
+// or a function safe to call from another thread with `user`; `err` is NULL or writable.
+enum redlock_status redlock_election_on_new_leader(struct redlock_election *election,
+                                                   redlock_new_leader_callback callback,
+                                                   void *user,
+                                                   struct redlock_error **err);
+
+// Blocks until this candidate leads, woken by the releases and takeovers the nodes announce,
+// and writes the leadership to `*out` (free it with `redlock_leadership_free`). The leadership
+// is extended while held, and the started-leading callback has run before this returns.
+//
+// While too few nodes answer it keeps trying, with a backoff. `cancel` (NULL: none) ends the
+// wait: `REDLOCK_CANCELLED`, with nothing of the campaign left on any node (a node that was
+// down or hung keeps its key until the TTL); it must stay alive until this call returns.
+// `REDLOCK_INVALID_ARGUMENT` for a NULL election or out. Thread-safe: several threads may
+// campaign with one election at once (each wins its own leadership, one after the other).
+//
+// # Safety
+// `election` and `cancel` are NULL or live; `out` and `err` are NULL or writable.
+enum redlock_status redlock_election_campaign(const struct redlock_election *election,
+                                              const struct redlock_cancel *cancel,
+                                              struct redlock_leadership **out,
+                                              struct redlock_error **err);
+
+// `redlock_election_campaign`, giving up after `wait_ms` (0: a single attempt; over 10 years
+// counts as 10 years): `REDLOCK_NOT_ACQUIRED` while another candidate leads,
+// `REDLOCK_NO_QUORUM` when too few nodes answered.
+//
+// # Safety
+// `election` and `cancel` are NULL or live; `out` and `err` are NULL or writable.
+enum redlock_status redlock_election_campaign_for(const struct redlock_election *election,
+                                                  uint64_t wait_ms,
+                                                  const struct redlock_cancel *cancel,
+                                                  struct redlock_leadership **out,
+                                                  struct redlock_error **err);
 
 // Reads `resource` on every node and writes to `*out` a new inspection: per node, whether it
 // answered, what the lock key holds (a token, reentrant owners, another type, nothing), its
@@ -481,6 +627,153 @@ enum redlock_release_outcome redlock_forced_release_node_outcome(const struct re
 const char *redlock_forced_release_node_error(const struct redlock_forced_release *release,
                                               size_t index);
 
+// Reads who leads the election `name` now, from any process, candidate or not: on success
+// writes a new leader to `*out` (free it with `redlock_leader_free`), or NULL when no
+// leadership is held on a quorum of nodes.
+//
+// Waits for every node up to node_timeout. `REDLOCK_NO_QUORUM` when too few nodes answered to
+// tell. `REDLOCK_INVALID_ARGUMENT` for a NULL client, name or out, and an empty, non-UTF-8 or
+// too long (over 1024 bytes) name. Thread-safe.
+//
+// # Safety
+// `client` is NULL or a live client; `name` is NULL or a NUL-terminated string; `out` and
+// `err` are NULL or writable.
+enum redlock_status redlock_client_leader(const struct redlock_client *client,
+                                          const char *name,
+                                          struct redlock_leader **out,
+                                          struct redlock_error **err);
+
+// The leader's identity, owned by the leader (valid until `redlock_leader_free`); NULL for
+// NULL.
+//
+// # Safety
+// `leader` is NULL or a live leader.
+const char *redlock_leader_identity(const struct redlock_leader *leader);
+
+// The leader's term: the fencing token of its leadership, greater than every earlier
+// leader's. 0 for NULL.
+//
+// # Safety
+// `leader` is NULL or a live leader.
+uint64_t redlock_leader_term(const struct redlock_leader *leader);
+
+// When the term began, in ms since the Unix epoch, by the clock of the nodes that recorded it
+// (best effort: it does not affect exclusion). 0 for NULL.
+//
+// # Safety
+// `leader` is NULL or a live leader.
+uint64_t redlock_leader_since_unix_ms(const struct redlock_leader *leader);
+
+// Terms begun in the election so far, this one included (best effort: a node restarted
+// without persistence counts again from zero; the largest count among the nodes that answered
+// is reported). 0 for NULL.
+//
+// # Safety
+// `leader` is NULL or a live leader.
+uint64_t redlock_leader_transitions(const struct redlock_leader *leader);
+
+// Milliseconds until the leadership expires on a quorum of nodes unless it is extended (as
+// read: the snapshot does not count down). 0 for NULL.
+//
+// # Safety
+// `leader` is NULL or a live leader.
+uint64_t redlock_leader_ttl_ms(const struct redlock_leader *leader);
+
+// Frees a leader. NULL is a no-op. Not for the leader a new-leader callback is given: that one
+// belongs to the library.
+//
+// # Safety
+// `leader` is NULL or a pointer written by `redlock_client_leader` or `redlock_observer_next`,
+// not used again afterwards.
+void redlock_leader_free(struct redlock_leader *leader);
+
+// The leadership's term: greater than every earlier leader's in the election, never reused.
+// Pass it with every write to a store that refuses writes with a lower term than it has seen.
+// Stays readable after resigning. 0 for NULL.
+//
+// # Safety
+// `leadership` is NULL or a live leadership.
+uint64_t redlock_leadership_term(const struct redlock_leadership *leadership);
+
+// Whether this process still leads: not resigned, not found lost, validity left. Cheap, never
+// blocks; false for NULL.
+//
+// # Safety
+// `leadership` is NULL or a live leadership.
+bool redlock_leadership_is_leader(const struct redlock_leadership *leadership);
+
+// Whether the leadership was found lost (an extension found it no longer ours on a quorum, it
+// ran out of validity, or this host was suspended while it was held); a resigned leadership is
+// not lost. False for NULL.
+//
+// # Safety
+// `leadership` is NULL or a live leadership.
+bool redlock_leadership_is_lost(const struct redlock_leadership *leadership);
+
+// Milliseconds left before another candidate could be granted the leadership; 0 once
+// resigned or lost, and for NULL.
+//
+// # Safety
+// `leadership` is NULL or a live leadership.
+uint64_t redlock_leadership_validity_ms(const struct redlock_leadership *leadership);
+
+// The election's name, owned by the leadership (valid until `redlock_leadership_free`); NULL
+// for NULL.
+//
+// # Safety
+// `leadership` is NULL or a live leadership.
+const char *redlock_leadership_name(const struct redlock_leadership *leadership);
+
+// This leader's identity, owned by the leadership (valid until `redlock_leadership_free`);
+// NULL for NULL.
+//
+// # Safety
+// `leadership` is NULL or a live leadership.
+const char *redlock_leadership_identity(const struct redlock_leadership *leadership);
+
+// Registers `callback(user, name)` (`name`: the election's, valid only during the call) to run
+// once if the leadership is found lost; at once, on the calling thread, if it already was.
+// Resigning or freeing does not run it.
+//
+// Exactly as `redlock_lock_on_lost`: it runs on the client's extender thread, which serves all
+// of the client's auto-extended locks and leaderships, so keep it short and do not block in
+// it. It may call any redlock function, including `redlock_leadership_resign` and
+// `redlock_leadership_free` on this very leadership (the extender holds nothing of it while
+// the callback runs), but must not unwind out of it. `user` must stay valid until the callback
+// has run or the leadership is freed. Several callbacks may be registered; each runs at most
+// once.
+//
+// # Safety
+// `leadership` is NULL or a live leadership; `callback` is NULL or a function safe to call
+// from another thread with `user`; `err` is NULL or writable.
+enum redlock_status redlock_leadership_on_lost(struct redlock_leadership *leadership,
+                                               redlock_lost_callback callback,
+                                               void *user,
+                                               struct redlock_error **err);
+
+// Ends the leadership at once, on every node: waiting candidates are woken by the release, and
+// the election's stopped-leading callback runs (on this thread) if it has not yet. The handle
+// stays valid (the term and name stay readable); resigning again returns `REDLOCK_OK` and does
+// nothing.
+//
+// `REDLOCK_LOST`: it was no longer ours (it had expired, or was found lost: work done under
+// its term may have overlapped the next leader's). `REDLOCK_NO_QUORUM`: too few nodes
+// answered; their keys expire with the TTL. `REDLOCK_INVALID_ARGUMENT` for NULL.
+//
+// # Safety
+// `leadership` is NULL or a live leadership; `err` is NULL or writable.
+enum redlock_status redlock_leadership_resign(struct redlock_leadership *leadership,
+                                              struct redlock_error **err);
+
+// Frees a leadership, resigning first (best effort, without waiting for the nodes) if it is
+// still held; the election's stopped-leading callback runs on this thread if it has not yet.
+// NULL is a no-op.
+//
+// # Safety
+// `leadership` is NULL or a pointer written by `redlock_election_campaign` or
+// `redlock_election_campaign_for`, not used again afterwards.
+void redlock_leadership_free(struct redlock_leadership *leadership);
+
 // Whether the lock is still ours: not released, not found lost, validity left. Cheap, never
 // blocks behind another call on the lock; false for NULL.
 //
@@ -730,6 +1023,57 @@ uint64_t redlock_node_status_quarantine_remaining_ms(const struct redlock_node_s
 // # Safety
 // `status` is NULL or a live node status.
 const char *redlock_node_status_quarantine_reason(const struct redlock_node_status *status);
+
+// Follows the election `name`: writes to `*out` a new observer (free it with
+// `redlock_observer_free`) whose `redlock_observer_next` returns each change of leader. Nothing
+// is read yet.
+//
+// Between announcements (each takeover and resignation is published on the nodes) the
+// observer reads the nodes every `poll_ms` (0: the default, 1000 ms; at most 10 years), and
+// when the leader's TTL runs out, since an expiry is announced by no one. `cancel` (NULL: none)
+// ends it: once it fired, `redlock_observer_next` returns `REDLOCK_CANCELLED` promptly, also
+// from a wait. The observer keeps what it needs of the handle, which may be freed once this
+// call returned (fire it before, if it is to end a wait). Without a cancel handle,
+// `redlock_observer_next` may block for as long as the leader does not change.
+//
+// `REDLOCK_INVALID_ARGUMENT` for a NULL client, name or out, an empty, non-UTF-8 or too long
+// (over 1024 bytes) name, and a poll over 10 years.
+//
+// # Safety
+// `client` and `cancel` are NULL or live; `name` is NULL or a NUL-terminated string; `out` and
+// `err` are NULL or writable.
+enum redlock_status redlock_client_observe(const struct redlock_client *client,
+                                           const char *name,
+                                           const struct redlock_cancel *cancel,
+                                           uint64_t poll_ms,
+                                           struct redlock_observer **out,
+                                           struct redlock_error **err);
+
+// Blocks until the election's leader differs from what this observer last returned, then
+// writes it to `*out`: a new leader (free it with `redlock_leader_free`), or NULL when nobody
+// leads. The first call returns the state at once.
+//
+// A change is a new term or a change between someone and nobody; a leader that lost its
+// leadership and won it again comes back with a new term. Changes that come and go between two
+// calls (or two reads) may be missed: the observer reports states, not every transition. While
+// too few nodes answer to tell, it keeps waiting and reading again.
+//
+// `REDLOCK_CANCELLED` once the observer's cancel handle fired (every later call too), with
+// `*out` untouched. `REDLOCK_INVALID_ARGUMENT` for a NULL observer or out.
+//
+// # Safety
+// `observer` is NULL or a live observer no other thread uses meanwhile; `out` and `err` are
+// NULL or writable.
+enum redlock_status redlock_observer_next(struct redlock_observer *observer,
+                                          struct redlock_leader **out,
+                                          struct redlock_error **err);
+
+// Frees an observer. NULL is a no-op.
+//
+// # Safety
+// `observer` is NULL or a pointer written by `redlock_client_observe`, not used again
+// afterwards and not by a call still running.
+void redlock_observer_free(struct redlock_observer *observer);
 
 // Writes new client options with the default settings to `*out`: retry_count 3,
 // retry_delay_ms 200, retry_jitter_ms 100, drift_factor 0.01, node_timeout_ms 50,

@@ -21,6 +21,7 @@ type Client struct {
 	ptr      *C.redlock_client
 	cancel   *C.redlock_cancel // fired by Close; shared by acquisitions without a context
 	closed   bool
+	closing  chan struct{}            // closed by Close: wakes goroutines that serve the client (Observe)
 	inflight int                      // calls between enter and leave
 	pending  map[*callCancel]struct{} // the own cancel handles of calls in flight
 	// freeOnIdle: Close came while calls were in flight; the last of them frees the client.
@@ -57,7 +58,7 @@ func New(urls []string, opts Options) (*Client, error) {
 	}); err != nil {
 		return nil, err
 	}
-	c := &Client{ptr: ptr}
+	c := &Client{ptr: ptr, closing: make(chan struct{})}
 	runtime.SetFinalizer(c, (*Client).free)
 	return c, nil
 }
@@ -90,21 +91,35 @@ func (c *Client) AcquireContext(ctx context.Context, req *Request) (*Lock, error
 		return nil, invalidArgument("a Request not made by NewRequest")
 	}
 	h := req.h
-	if ctx.Err() != nil {
-		return nil, cancelledByContext(ctx, h.name, "")
+	var lp *C.redlock_lock
+	if err := c.cancellable(ctx, h.name, func(client *C.redlock_client, cancel *C.redlock_cancel) (err error) {
+		lp, err = h.acquire(client, cancel)
+		return err
+	}); err != nil {
+		return nil, err
 	}
-	// A context that can be done gets a cancel handle of its own; Close fires it too.
+	return newLock(lp, c, h.resources), nil
+}
+
+// cancellable runs call, a blocking C call that a cancel handle ends, on the live client:
+// with a cancel handle of its own when ctx can be done (fired by ctx or Close), else with the
+// client's shared one (fired by Close). A cancelled call's error says why; name is what was
+// being acquired.
+func (c *Client) cancellable(ctx context.Context, name string, call func(client *C.redlock_client, cancel *C.redlock_cancel) error) error {
+	if ctx.Err() != nil {
+		return cancelledByContext(ctx, name, "")
+	}
 	var own *callCancel
 	if ctx.Done() != nil {
 		var err error
 		if own, err = newCallCancel(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	ptr, cancel, err := c.enter(own)
 	if err != nil {
 		own.release(false)
-		return nil, err
+		return err
 	}
 	stop := func() bool { return false }
 	if own != nil {
@@ -117,12 +132,9 @@ func (c *Client) AcquireContext(ctx context.Context, req *Request) (*Lock, error
 		c.leave(own)
 		own.release(stopped)
 	}()
-	lp, err := h.acquire(ptr, cancel)
+	err = call(ptr, cancel)
 	runtime.KeepAlive(c)
-	if err != nil {
-		return nil, whyCancelled(ctx, err, own, h.name)
-	}
-	return newLock(lp, c, h.resources), nil
+	return whyCancelled(ctx, err, own, name)
 }
 
 // whyCancelled adds to a cancelled acquisition's error what cancelled it: its context or
@@ -274,6 +286,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	close(c.closing)
 	C.redlock_cancel_trigger(c.cancel) // NULL is ignored
 	for k := range c.pending {
 		k.fire(reasonClosed)

@@ -33,6 +33,24 @@
 // Every error from a C call is an *Error carrying the C status and message; it unwraps to
 // one of the sentinel errors, so errors.Is works.
 //
+// # Leader election
+//
+// Client.Election makes a candidate; Campaign blocks until it leads, or its context is done.
+// The Leadership's Context is done the moment the leadership is lost or resigned, and its Term
+// is a fencing token, greater than every earlier leader's:
+//
+//	e, err := c.Election("scheduler", hostname, 10*time.Second)
+//	if err != nil { ... }
+//	defer e.Close()
+//	l, err := e.Campaign(ctx)
+//	if err != nil { ... } // ErrCancelled wrapping ctx.Err(), ErrNoQuorum, ErrClosed
+//	defer l.Resign()
+//	runScheduler(l.Context(), l.Term()) // stop when the context is done; send the term with writes
+//
+// Client.Leader tells who leads now, from any process, and Client.Observe (or
+// Election.Observe) follows the changes on a channel; a *Leader is nil when nobody leads.
+// OnStartedLeading, OnStoppedLeading and OnNewLeader are client-go style callbacks.
+//
 // # Building
 //
 // By default the package links an installed libredlock found through pkg-config

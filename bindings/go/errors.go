@@ -11,12 +11,14 @@ import (
 // Sentinel errors. Every error returned by this package is, or wraps, one of them (unless
 // a newer libredlock returns a status this package does not know); test with errors.Is.
 var (
-	// ErrNotAcquired: the resource is held by another owner.
+	// ErrNotAcquired: the resource is held by another owner (for TryCampaign: another
+	// candidate leads).
 	ErrNotAcquired = errors.New("redlock: not acquired")
 	// ErrNoQuorum: too few nodes answered (down, hung or erroring).
 	ErrNoQuorum = errors.New("redlock: no quorum")
 	// ErrLost: Extend or Unlock found the lock no longer ours on a quorum of nodes, or
-	// Extend was called after Unlock.
+	// Extend was called after Unlock; Resign found the leadership lost (and the cause of a
+	// lost Leadership's Context wraps it).
 	ErrLost = errors.New("redlock: lock lost")
 	// ErrInvalidArgument: a bad URL, resource, TTL or option.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
@@ -30,8 +32,8 @@ var (
 	// ErrClosed: the Client was closed, before the call or (wrapped with ErrCancelled) while
 	// it waited; or the Request was closed (wrapped with ErrInvalidArgument).
 	ErrClosed = errors.New("redlock: client is closed")
-	// ErrCancelled: an acquisition ended early because its context was done or its Client
-	// was closed; nothing of it is left on the nodes. The error also wraps the reason:
+	// ErrCancelled: an acquisition or a campaign ended early because its context was done or
+	// its Client was closed; nothing of it is left on the nodes. The error also wraps the reason:
 	// context.Canceled, context.DeadlineExceeded (and the context's cause) or ErrClosed.
 	ErrCancelled = errors.New("redlock: acquisition cancelled")
 	// ErrVersion: the libredlock loaded at run time is not one this package works with.

@@ -14,10 +14,13 @@ import (
 // The cgo boundary. Every file of the package that calls libredlock keeps these rules:
 //
 //   - Each C handle has one Go owner: Client (redlock_client), Lock (redlock_lock),
-//     requestHandle (redlock_request), callCancel (redlock_cancel). The owner frees it once,
-//     in Close or Unlock, and a finalizer frees it as a backstop when the owner becomes
-//     unreachable first. A public type that may be copied (Request) does not own the handle
-//     itself but points to an owner, so that a copy shares the handle instead of freeing it.
+//     requestHandle (redlock_request), callCancel (redlock_cancel), Election
+//     (redlock_election), Leadership (redlock_leadership), the goroutine of an Observe
+//     (redlock_observer); a redlock_leader is copied into a Leader and freed at once. The
+//     owner frees it once, in Close, Unlock or Resign (the observer's goroutine, when it
+//     ends), and a finalizer frees it as a backstop when the owner becomes unreachable
+//     first. A public type that may be copied (Request) does not own the handle itself but
+//     points to an owner, so that a copy shares the handle instead of freeing it.
 //   - runtime.KeepAlive(owner) follows every C call that uses the owner's handle: without it
 //     the owner may be unreachable, and finalized, while C still runs with the handle.
 //   - A handle used by blocking calls on several goroutines is freed only once the last of

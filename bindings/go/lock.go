@@ -68,7 +68,7 @@ func newLock(ptr *C.redlock_lock, client *Client, resources []string) *Lock {
 	if C.redlock_lock_permit(ptr, &slot, nil) == C.REDLOCK_OK {
 		l.permit, l.hasPermit = int(slot), true
 	}
-	l.lostID = registerLost(l.lost)
+	l.lostID = registerLost(l.lost.fire)
 	if C.redlock_go_on_lost(ptr, C.uintptr_t(l.lostID)) != C.REDLOCK_OK {
 		// Only a NULL lock or callback fails, and neither is: the signal just never fires.
 		forgetLost(l.lostID)

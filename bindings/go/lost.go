@@ -5,14 +5,16 @@ import "C"
 
 import "sync"
 
-// The lost signal: the library calls redlockGoLost on its extender thread when a lock is
-// found lost. The C side gets a plain id, not a Go pointer, and the id is looked up here, so
-// a callback that races with Unlock (which forgets the id) finds nothing and does nothing.
+// The lost signal: the library calls redlockGoLost on its extender thread when a lock (or a
+// leadership) is found lost. The C side gets a plain id, not a Go pointer, and the id is looked
+// up here, so a callback that races with Unlock or Resign (which forget the id) finds nothing
+// and does nothing. What runs is quick and never blocks: the extender thread serves every
+// auto-extended lock of the client.
 
 var (
-	lostMu      sync.Mutex
-	lostNext    uintptr
-	lostSignals = map[uintptr]*lostSignal{}
+	lostMu    sync.Mutex
+	lostNext  uintptr
+	lostFuncs = map[uintptr]func(){}
 )
 
 type lostSignal struct {
@@ -22,26 +24,27 @@ type lostSignal struct {
 
 func (s *lostSignal) fire() { s.once.Do(func() { close(s.ch) }) }
 
-func registerLost(s *lostSignal) uintptr {
+// registerLost returns the id under which the library's lost callback runs f.
+func registerLost(f func()) uintptr {
 	lostMu.Lock()
 	defer lostMu.Unlock()
 	lostNext++
-	lostSignals[lostNext] = s
+	lostFuncs[lostNext] = f
 	return lostNext
 }
 
 func forgetLost(id uintptr) {
 	lostMu.Lock()
 	defer lostMu.Unlock()
-	delete(lostSignals, id)
+	delete(lostFuncs, id)
 }
 
 //export redlockGoLost
 func redlockGoLost(id C.uintptr_t) {
 	lostMu.Lock()
-	s := lostSignals[uintptr(id)]
+	f := lostFuncs[uintptr(id)]
 	lostMu.Unlock()
-	if s != nil {
-		s.fire()
+	if f != nil {
+		f()
 	}
 }

@@ -105,6 +105,14 @@ pub(crate) fn invalid(message: impl Into<String>) -> Failure {
     }
 }
 
+/// `REDLOCK_CANCELLED` with what was cancelled.
+pub(crate) fn cancelled(message: impl Into<String>) -> Failure {
+    Failure {
+        status: REDLOCK_CANCELLED,
+        message: message.into(),
+    }
+}
+
 /// Runs a fallible export: its failure, or a panic, becomes the status it returns and, when
 /// `err` is not NULL, a new `redlock_error` in `*err`.
 pub(crate) fn fallible(
@@ -290,6 +298,14 @@ impl<T> Out<'_, T> {
     /// Boxes `value` and hands it to the caller, who frees it with the type's `_free`.
     pub(crate) fn write(self, value: T) {
         *self.0 = Box::into_raw(Box::new(value));
+    }
+
+    /// As [`write`](Out::write) for `Some`; NULL for `None` (a result that may be nothing).
+    pub(crate) fn write_or_null(self, value: Option<T>) {
+        match value {
+            Some(value) => self.write(value),
+            None => *self.0 = std::ptr::null_mut(),
+        }
     }
 }
 

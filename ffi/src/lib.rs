@@ -9,9 +9,13 @@
 mod boundary;
 mod cancel;
 mod client;
+mod election;
 mod inspect;
+mod leader;
+mod leadership;
 mod lock;
 mod node;
+mod observer;
 mod options;
 mod request;
 mod status;
@@ -19,10 +23,14 @@ mod status;
 pub use boundary::{redlock_error, redlock_status};
 pub use cancel::redlock_cancel;
 pub use client::redlock_client;
+pub use election::{redlock_election, redlock_new_leader_callback, redlock_term_callback};
 pub use inspect::{
     redlock_forced_release, redlock_inspection, redlock_key_kind, redlock_release_outcome,
 };
+pub use leader::redlock_leader;
+pub use leadership::redlock_leadership;
 pub use lock::{redlock_lock, redlock_lost_callback};
 pub use node::redlock_node_status;
+pub use observer::redlock_observer;
 pub use options::redlock_options;
 pub use request::redlock_request;

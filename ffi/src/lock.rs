@@ -56,19 +56,25 @@ pub unsafe extern "C" fn redlock_lock_is_lost(lock: *const redlock_lock) -> bool
 pub type redlock_lost_callback =
     Option<unsafe extern "C" fn(user: *mut c_void, resource: *const c_char)>;
 
-/// The C side of a lost callback; the caller vouches that `user` may be used from the extender
-/// thread.
-struct LostCallback {
+/// The C side of a lost callback (of a lock, or of a leadership); the caller vouches that `user`
+/// may be used from the extender thread.
+pub(crate) struct LostCallback {
     cb: unsafe extern "C" fn(*mut c_void, *const c_char),
     user: *mut c_void,
 }
 
-// SAFETY: `redlock_lock_on_lost` documents that the callback and `user` are called from another
-// thread; the caller agrees to that by registering them.
+// SAFETY: `redlock_lock_on_lost` and `redlock_leadership_on_lost` document that the callback and
+// `user` are called from another thread; the caller agrees to that by registering them.
 unsafe impl Send for LostCallback {}
 
 impl LostCallback {
-    fn call(self, resource: &str) {
+    /// `REDLOCK_INVALID_ARGUMENT` for a NULL callback.
+    pub(crate) fn new(callback: redlock_lost_callback, user: *mut c_void) -> Result<Self, Failure> {
+        let cb = callback.ok_or_else(|| invalid("callback is NULL"))?;
+        Ok(LostCallback { cb, user })
+    }
+
+    pub(crate) fn call(self, resource: &str) {
         let resource = c_string(resource);
         // SAFETY: a valid function pointer and its user pointer per `redlock_lock_on_lost`.
         unsafe { (self.cb)(self.user, resource.as_ptr()) }
@@ -98,8 +104,7 @@ pub unsafe extern "C" fn redlock_lock_on_lost(
     fallible(err, || {
         // SAFETY: per the contract.
         let lock = unsafe { arg(lock, "lock") }?;
-        let cb = callback.ok_or_else(|| invalid("callback is NULL"))?;
-        let callback = LostCallback { cb, user };
+        let callback = LostCallback::new(callback, user)?;
         lock.lock.on_lost(move |resource| callback.call(resource));
         Ok(())
     })

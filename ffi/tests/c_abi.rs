@@ -218,6 +218,35 @@ fn c_request_suite_under_valgrind() {
     run_suite(VALGRIND, &shared, SLOW);
 }
 
+/// ffi/tests/c/test_election.c: leader election (campaign, resign, the leader snapshot,
+/// observers, a waiting candidate woken by a resignation, cancelled campaigns and observers, the
+/// callbacks, a leadership found lost, every refused argument), linked both ways.
+#[test]
+fn c_election_suite_shared_and_static() {
+    let shared = compile("ffi/tests/c/test_election.c", "test_election_shared", false);
+    let fixed = compile("ffi/tests/c/test_election.c", "test_election_static", true);
+    run_suite(&[], &shared, &[]);
+    run_suite(&[], &fixed, &[]);
+}
+
+#[test]
+fn c_election_suite_under_valgrind() {
+    if !valgrind_available() {
+        assert!(
+            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
+            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
+        );
+        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
+        return;
+    }
+    let shared = compile(
+        "ffi/tests/c/test_election.c",
+        "test_election_valgrind",
+        false,
+    );
+    run_suite(VALGRIND, &shared, SLOW);
+}
+
 #[test]
 fn c_example_builds_with_the_readme_line_and_runs() {
     let example = compile("examples/c/example.c", "example", false);
@@ -471,4 +500,49 @@ fn c_abi_doc_request_example_compiles_and_runs() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert_eq!(cluster.nodes[0].get("orders:42"), None, "released");
+}
+
+/// The election example of docs/c-abi.md, as printed: strict C99, and it leads, reports its
+/// term, resigns (the stopped-leading callback says so) and leaves no key behind.
+#[test]
+fn c_abi_doc_election_example_compiles_and_runs() {
+    let doc = std::fs::read_to_string(root().join("docs/c-abi.md")).unwrap();
+    let section = &doc[doc
+        .find("\n## Leader election\n")
+        .expect("docs/c-abi.md has the election section")..];
+    // The section's second ```c block: the first lists the declarations.
+    let mut blocks = section.split("```c\n").skip(1);
+    let example = blocks.nth(1).expect("a second ```c block");
+    let example = &example[..example.find("```").unwrap()];
+    assert!(example.contains("int lead_scheduler_once("), "{example}");
+    let program = format!(
+        "{example}\nint main(int argc, char **argv) {{\n    \
+         redlock_client *client = NULL;\n    \
+         if (argc != 2 || redlock_client_new((const char *const *)&argv[1], 1, NULL, &client, \
+         NULL) != REDLOCK_OK)\n        return 2;\n    \
+         int rc = lead_scheduler_once(client);\n    \
+         redlock_client_free(client);\n    return rc;\n}}\n"
+    );
+    let binary = compile_program(&program, "doc_election_example");
+    let cluster = Cluster::start(1);
+    let run = Command::new(&binary)
+        .env_remove("LD_LIBRARY_PATH")
+        .arg(&cluster.urls()[0])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let term = stdout
+        .strip_prefix("leading in term ")
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("{stdout}{}", String::from_utf8_lossy(&run.stderr)));
+    assert!(
+        run.status.success() && stdout.contains(&format!("no longer leading in term {term}\n")),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        cluster.nodes[0].get("redlock:election:scheduler"),
+        None,
+        "resigned"
+    );
 }
