@@ -42,6 +42,12 @@
 //!   one resource exclude each other.
 //! - [`Redlock::lock_many`] takes several resources all or none, one script per node.
 //!
+//! ## Leader election
+//! [`Redlock::election`] makes a candidate; [`Election::campaign`] blocks until it leads and
+//! returns a [`Leadership`], auto-extended while held, whose [`term`](Leadership::term) is a
+//! fencing token greater than every earlier leader's. [`Redlock::leader`] tells anyone who
+//! leads; [`Redlock::observe`] follows the changes. The argument is in `src/election.rs`.
+//!
 //! ## One request, cancellation
 //! Every acquisition is a [`LockRequest`]: kind × patience (retries, one attempt, or a wait
 //! woken by release notifications) × [`AutoExtend`] × a [`Cancel`] handle, in any combination,
@@ -74,7 +80,7 @@
 // error, token, sync, quorum (pure rules) → wire (scripts, commands) → node (one worker per
 // node) → engine (fan-out and decision) → kinds (one file each), inspect (the operator's
 // reads and forced release) → cancel, request, lock →
-// watchdog, notify → client (the facade). The C ABI is the crate in ffi/, on the public API.
+// watchdog, notify → client (the facade) → election (a recipe on it). The C ABI is the crate in ffi/, on the public API.
 mod cancel;
 mod client;
 mod clock;
