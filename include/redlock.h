@@ -92,9 +92,8 @@ typedef struct redlock_cancel redlock_cancel;
 // A client over N Redis nodes. Thread-safe: share one among all threads.
 typedef struct redlock_client redlock_client;
 
-// One candidate in an election: its identity, its leaderships' TTL and its callbacks. Any
-// number of threads may campaign with it at once; a setter must not run while anything else
-// uses it.
+// One candidate in an election, with its leaderships' TTL and its callbacks. Any number of
+// threads may campaign with it at once; a setter must not run while anything else uses it.
 typedef struct redlock_election redlock_election;
 
 // An error: a status and a message naming the failing node(s) where known.

@@ -75,9 +75,8 @@ impl NewLeaderCallback {
     }
 }
 
-/// One candidate in an election: its identity, its leaderships' TTL and its callbacks. Any
-/// number of threads may campaign with it at once; a setter must not run while anything else
-/// uses it.
+/// One candidate in an election, with its leaderships' TTL and its callbacks. Any number of
+/// threads may campaign with it at once; a setter must not run while anything else uses it.
 pub struct redlock_election {
     /// `None` only while a setter hands it to the core's builder-style setters and back.
     election: Option<Election>,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ._cancel import Cancel
 from ._client import Redlock
 from ._convert import Seconds
+from ._election import Election
 from ._errors import (
     Cancelled,
     ExtensionLimit,
@@ -40,8 +41,11 @@ from ._inspect import (
     NodeRelease,
     ReleaseOutcome,
 )
+from ._leader import Leader
+from ._leadership import Leadership
 from ._lock import Lock
 from ._node import NodeStatus
+from ._observer import Observer
 from ._options import default_options
 from ._request import AutoExtend, Request
 from ._version import __version__
@@ -52,6 +56,10 @@ __all__ = [
     "Request",
     "AutoExtend",
     "Cancel",
+    "Election",
+    "Leadership",
+    "Leader",
+    "Observer",
     "NodeStatus",
     "Inspection",
     "NodeInspection",

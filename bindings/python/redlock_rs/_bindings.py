@@ -60,6 +60,10 @@ class redlock_client(Structure):
     """Opaque. A client over N Redis nodes."""
 
 
+class redlock_election(Structure):
+    """Opaque. One candidate in an election, with its leaderships' TTL and its callbacks."""
+
+
 class redlock_error(Structure):
     """Opaque. An error: a status and a message naming the failing node(s) where known."""
 
@@ -74,6 +78,15 @@ class redlock_inspection(Structure):
     `redlock_inspection_*` accessors and free it with `redlock_inspection_free`."""
 
 
+class redlock_leader(Structure):
+    """Opaque. A snapshot of an election's leader, from `redlock_client_leader`,
+    `redlock_observer_next` or a new-leader callback."""
+
+
+class redlock_leadership(Structure):
+    """Opaque. This process's leadership of an election, from `redlock_election_campaign`."""
+
+
 class redlock_lock(Structure):
     """Opaque. A held (or released) lock."""
 
@@ -82,6 +95,10 @@ class redlock_node_status(Structure):
     """Opaque. A snapshot of what a client's worker saw of one node, from
     `redlock_client_node_status`; read it with the `redlock_node_status_*` accessors and free it
     with `redlock_node_status_free`."""
+
+
+class redlock_observer(Structure):
+    """Opaque. Follows one election's leader; from `redlock_client_observe`."""
 
 
 class redlock_options(Structure):
@@ -95,13 +112,21 @@ class redlock_request(Structure):
 
 redlock_cancel_p = POINTER(redlock_cancel)
 redlock_client_p = POINTER(redlock_client)
+redlock_election_p = POINTER(redlock_election)
 redlock_error_p = POINTER(redlock_error)
 redlock_forced_release_p = POINTER(redlock_forced_release)
 redlock_inspection_p = POINTER(redlock_inspection)
+redlock_leader_p = POINTER(redlock_leader)
+redlock_leadership_p = POINTER(redlock_leadership)
 redlock_lock_p = POINTER(redlock_lock)
 redlock_node_status_p = POINTER(redlock_node_status)
+redlock_observer_p = POINTER(redlock_observer)
 redlock_options_p = POINTER(redlock_options)
 redlock_request_p = POINTER(redlock_request)
+
+redlock_term_callback = CFUNCTYPE(None, c_void_p, c_uint64)
+
+redlock_new_leader_callback = CFUNCTYPE(None, c_void_p, redlock_leader_p)
 
 redlock_lost_callback = CFUNCTYPE(None, c_void_p, c_char_p)
 
@@ -128,6 +153,49 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     ),
     "redlock_client_try_lock": (
         [redlock_client_p, c_char_p, c_uint64, POINTER(redlock_lock_p), POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_client_election": (
+        [
+            redlock_client_p,
+            c_char_p,
+            c_char_p,
+            c_uint64,
+            POINTER(redlock_election_p),
+            POINTER(redlock_error_p),
+        ],
+        c_int,
+    ),
+    "redlock_election_free": ([redlock_election_p], None),
+    "redlock_election_on_started_leading": (
+        [redlock_election_p, redlock_term_callback, c_void_p, POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_election_on_stopped_leading": (
+        [redlock_election_p, redlock_term_callback, c_void_p, POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_election_on_new_leader": (
+        [redlock_election_p, redlock_new_leader_callback, c_void_p, POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_election_campaign": (
+        [
+            redlock_election_p,
+            redlock_cancel_p,
+            POINTER(redlock_leadership_p),
+            POINTER(redlock_error_p),
+        ],
+        c_int,
+    ),
+    "redlock_election_campaign_for": (
+        [
+            redlock_election_p,
+            c_uint64,
+            redlock_cancel_p,
+            POINTER(redlock_leadership_p),
+            POINTER(redlock_error_p),
+        ],
         c_int,
     ),
     "redlock_client_inspect": (
@@ -174,6 +242,28 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     "redlock_forced_release_node_address": ([redlock_forced_release_p, c_size_t], c_char_p),
     "redlock_forced_release_node_outcome": ([redlock_forced_release_p, c_size_t], c_int),
     "redlock_forced_release_node_error": ([redlock_forced_release_p, c_size_t], c_char_p),
+    "redlock_client_leader": (
+        [redlock_client_p, c_char_p, POINTER(redlock_leader_p), POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_leader_identity": ([redlock_leader_p], c_char_p),
+    "redlock_leader_term": ([redlock_leader_p], c_uint64),
+    "redlock_leader_since_unix_ms": ([redlock_leader_p], c_uint64),
+    "redlock_leader_transitions": ([redlock_leader_p], c_uint64),
+    "redlock_leader_ttl_ms": ([redlock_leader_p], c_uint64),
+    "redlock_leader_free": ([redlock_leader_p], None),
+    "redlock_leadership_term": ([redlock_leadership_p], c_uint64),
+    "redlock_leadership_is_leader": ([redlock_leadership_p], c_bool),
+    "redlock_leadership_is_lost": ([redlock_leadership_p], c_bool),
+    "redlock_leadership_validity_ms": ([redlock_leadership_p], c_uint64),
+    "redlock_leadership_name": ([redlock_leadership_p], c_char_p),
+    "redlock_leadership_identity": ([redlock_leadership_p], c_char_p),
+    "redlock_leadership_on_lost": (
+        [redlock_leadership_p, redlock_lost_callback, c_void_p, POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_leadership_resign": ([redlock_leadership_p, POINTER(redlock_error_p)], c_int),
+    "redlock_leadership_free": ([redlock_leadership_p], None),
     "redlock_lock_is_held": ([redlock_lock_p], c_bool),
     "redlock_lock_is_lost": ([redlock_lock_p], c_bool),
     "redlock_lock_on_lost": (
@@ -213,6 +303,22 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     "redlock_node_status_clock_offset_ms": ([redlock_node_status_p, POINTER(c_int64)], c_bool),
     "redlock_node_status_quarantine_remaining_ms": ([redlock_node_status_p], c_uint64),
     "redlock_node_status_quarantine_reason": ([redlock_node_status_p], c_char_p),
+    "redlock_client_observe": (
+        [
+            redlock_client_p,
+            c_char_p,
+            redlock_cancel_p,
+            c_uint64,
+            POINTER(redlock_observer_p),
+            POINTER(redlock_error_p),
+        ],
+        c_int,
+    ),
+    "redlock_observer_next": (
+        [redlock_observer_p, POINTER(redlock_leader_p), POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_observer_free": ([redlock_observer_p], None),
     "redlock_options_new": ([POINTER(redlock_options_p), POINTER(redlock_error_p)], c_int),
     "redlock_options_free": ([redlock_options_p], None),
     "redlock_options_set_retry_count": (

@@ -11,13 +11,17 @@ from typing import Any
 from . import _bindings as c
 from . import _blocking, _caller, _inspect
 from . import _convert as convert
-from ._cancel import CancelHandle
+from ._cancel import Cancel, CancelHandle
+from ._election import Election, election_name, poll_millis
 from ._errors import RedlockError, Status, check
 from ._ffi import lib
 from ._inspect import ForcedRelease, Inspection
+from ._leader import Leader, leader_of
+from ._leadership import Leadership
 from ._lock import Lock
 from ._managed import Managed
 from ._node import NodeStatus, node_statuses
+from ._observer import Observer
 from ._options import Options
 from ._request import Request
 from ._shorthands import Shorthands
@@ -206,6 +210,80 @@ class Redlock(Managed, Shorthands[Lock]):
             return _inspect.force_release(handle, name, only)
         finally:
             self._give_back()
+
+    def election(
+        self,
+        name: str,
+        identity: str,
+        ttl: convert.Seconds | None = None,
+        *,
+        ttl_ms: int | None = None,
+    ) -> Election:
+        """A candidate named ``identity`` in the leader election ``name`` (see
+        :class:`Election`), whose leaderships last ``ttl`` seconds (or ``ttl_ms``) and are
+        extended while held. Nothing is sent yet: :meth:`Election.campaign` runs.
+
+        ``name`` is a non-empty str of at most 1024 UTF-8 bytes, ``identity`` (what observers see
+        of this candidate: a host or pod name) of at most 256. The TTL must leave room for an
+        extension: a third of it must exceed ``node_timeout_ms``. ``ValueError``/``TypeError``
+        otherwise, or for a closed client.
+        """
+        millis = convert.ttl_millis(ttl_ms, ttl)
+        convert.check_process(self._pid, "Redlock client")
+        return Election(self, name, identity, millis)
+
+    def campaign(
+        self,
+        name: str,
+        identity: str,
+        ttl: convert.Seconds | None = None,
+        *,
+        ttl_ms: int | None = None,
+        cancel: Cancel | None = None,
+        timeout: convert.Seconds | None = None,
+        timeout_ms: int | None = None,
+    ) -> Leadership:
+        """Lead the election ``name`` as ``identity``: :meth:`election` and
+        :meth:`Election.campaign` in one call, for a ``with`` block::
+
+            with rl.campaign("scheduler", "host-a", ttl=10) as leadership:
+                ...  # leading, in term leadership.term; resigned on exit
+
+        Leaving the block after the leadership was lost raises :class:`LockLost`, as leaving a
+        lost lock's block does. ``cancel`` and ``timeout`` as for :meth:`Election.campaign`.
+        """
+        with self.election(name, identity, ttl, ttl_ms=ttl_ms) as election:
+            return election.campaign(cancel, timeout, timeout_ms=timeout_ms)
+
+    def leader(self, name: str) -> Leader | None:
+        """Who leads the election ``name`` now, from any process, candidate or not: a
+        :class:`Leader`, or ``None`` when no leadership is held on a quorum of nodes.
+
+        Waits for every node up to ``node_timeout_ms``. Raises :class:`NoQuorum` when too few
+        nodes answered to tell; ``ValueError``/``TypeError`` for a bad name or a closed client.
+        """
+        return leader_of(self, election_name(name))
+
+    def observe(
+        self,
+        name: str,
+        *,
+        cancel: Cancel | None = None,
+        poll: convert.Seconds | None = None,
+        poll_ms: int | None = None,
+    ) -> Observer:
+        """Follow the election ``name``: an iterator of its leader changes (see
+        :class:`Observer`), each a :class:`Leader` or ``None`` for nobody::
+
+            for leader in rl.observe("scheduler", cancel=stop):
+                print("nobody leads" if leader is None else f"{leader.identity} leads")
+
+        Between announcements the nodes are read every ``poll`` seconds (or ``poll_ms``;
+        default 1 s). Iteration ends when ``cancel`` fires or the observer is closed.
+        """
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel must be a redlock_rs.Cancel, not {type(cancel).__name__}")
+        return Observer(self, election_name(name), cancel, poll_millis(poll, poll_ms))
 
     def close(self) -> None:
         """Close the client; calling it again is a no-op.

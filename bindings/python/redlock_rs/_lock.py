@@ -16,9 +16,41 @@ from ._errors import LockLost, Status, check
 from ._ffi import lib
 from ._managed import Managed
 
-__all__ = ["Lock"]
+__all__ = ["Lock", "leave_block", "lost_in_block", "note_release_failure"]
 
 _UNREAD: Any = object()
+
+
+def lost_in_block(what: str) -> LockLost:
+    """What leaving a ``with`` block raises when ``what`` (a lock, a leadership) was lost while
+    the block ran: its critical section was not protected."""
+    return LockLost(
+        f"{what} was lost while the block ran: the work may have overlapped another owner's",
+        Status.LOST,
+    )
+
+
+def note_release_failure(exc: BaseException, what: str, error: Exception) -> None:
+    """Adds to the body's own exception that releasing ``what`` failed too (never masks it)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(f"redlock: releasing {what} failed too: {error}")
+
+
+def leave_block(
+    what: str, lost: bool, release: Callable[[], None], exc: BaseException | None
+) -> None:
+    """How a ``with`` block over ``what`` ends: ``release()``, then :func:`lost_in_block` if it
+    was ``lost`` (read before the release) and the body raised nothing; a failed release after
+    a body that raised becomes a note on the body's exception."""
+    if exc is None:
+        release()
+        if lost:
+            raise lost_in_block(what)
+        return
+    try:
+        release()
+    except Exception as release_error:
+        note_release_failure(exc, what, release_error)
 
 
 class Lock(Managed):
@@ -267,22 +299,7 @@ class Lock(Managed):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc is None:
-            # A LockLost here tells the caller their critical section was not protected.
-            lost = self.lost
-            self.release()
-            if lost:
-                raise LockLost(
-                    f"lock {self._resource!r} was lost while the block ran: the work may have "
-                    "overlapped another owner's",
-                    Status.LOST,
-                )
-            return
-        try:
-            self.release()
-        except Exception as release_error:  # never mask the body's own exception
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"redlock: releasing {self._resource!r} failed too: {release_error}")
+        leave_block(f"lock {self._resource!r}", self.lost, self.release, exc)
 
     def __repr__(self) -> str:
         return f"<redlock_rs.Lock resource={self._resource!r} released={self.released}>"

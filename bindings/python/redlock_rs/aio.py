@@ -1,4 +1,5 @@
-"""asyncio facade: :class:`AsyncRedlock` and :class:`AsyncLock`.
+"""asyncio facade: :class:`AsyncRedlock`, :class:`AsyncLock` and the election's
+:class:`AsyncElection`, :class:`AsyncLeadership` and :class:`AsyncObserver`.
 
 ::
 
@@ -10,20 +11,27 @@
             await lock.extend(ttl=10)
         lock = await rl.acquire(redlock_rs.Request("orders:43", ttl=10, fenced=True))
         await lock.release()
+        async with rl.campaign("scheduler", "host-a", ttl=10) as leadership:
+            ...  # leading in term leadership.term; resigned on exit
+        async for leader in rl.observe("scheduler", cancel=stop):
+            ...  # a redlock_rs.Leader, or None while nobody leads
 
 The Rust core has no async runtime, so every call that waits on the nodes (acquire, extend,
 release) runs on a thread of its own (not the loop's default executor, whose few threads 50
 waiters would fill, queueing the holders' releases behind them) and the event loop is never
 blocked. Cancelling the task (``task.cancel()``, ``asyncio.wait_for`` and ``asyncio.timeout``
-expiring) cancels a pending acquisition through its ``redlock_cancel`` handle; a lock obtained
-in the same instant is released. A release (also the one in ``__aexit__``) runs to completion
-even when the task is cancelled meanwhile, and the cancellation is re-raised afterwards.
+expiring) cancels a pending acquisition or campaign through its ``redlock_cancel`` handle; a
+lock or leadership obtained in the same instant is released. Cancelling a task waiting for an
+observer's next change ends the observer. A release or resignation (also the one in
+``__aexit__``) runs to completion even when the task is cancelled meanwhile, and the
+cancellation is re-raised afterwards. Callbacks (``on_lost``, the election's) run in the event
+loop that was running when they were registered.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Iterable
+from collections.abc import Awaitable, Generator, Iterable
 from types import TracebackType
 from typing import Any, Callable, TypeVar
 
@@ -31,14 +39,17 @@ from ._blocking import Call
 from ._cancel import Cancel, CancelHandle, link, unlink
 from ._client import Redlock
 from ._convert import Seconds, ttl_millis
-from ._errors import LockLost, Status
+from ._election import Election, campaign_wait
 from ._inspect import ForcedRelease, Inspection
-from ._lock import Lock
+from ._leader import Leader
+from ._leadership import Leadership
+from ._lock import Lock, lost_in_block, note_release_failure
 from ._node import NodeStatus
+from ._observer import ENDED, Observer
 from ._request import Request
 from ._shorthands import Shorthands
 
-__all__ = ["AsyncRedlock", "AsyncLock"]
+__all__ = ["AsyncRedlock", "AsyncLock", "AsyncElection", "AsyncLeadership", "AsyncObserver"]
 
 T = TypeVar("T")
 
@@ -100,6 +111,34 @@ async def _run(
         unlink(user_cancel, own)
         if own is not None:
             call.free_when_finished(own)
+
+
+async def _leave_block(
+    what: str, lost: bool, release: Callable[[], Awaitable[None]], exc: BaseException | None
+) -> None:
+    """:func:`~redlock_rs._lock.leave_block` for an ``async with`` block."""
+    if exc is None:
+        await release()
+        if lost:
+            raise lost_in_block(what)
+        return
+    try:
+        await release()
+    except Exception as release_error:
+        note_release_failure(exc, what, release_error)
+
+
+def _in_loop(callback: Callable[..., object]) -> Callable[..., None]:
+    """``callback``, called from any thread, run in the event loop running now."""
+    loop = asyncio.get_running_loop()
+
+    def deliver(*args: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    return deliver
 
 
 class AsyncLock:
@@ -167,15 +206,9 @@ class AsyncLock:
         (e.g. set an :class:`asyncio.Event` or cancel a task); soon, if it already was."""
         if not callable(callback):
             raise TypeError(f"callback must be callable, not {type(callback).__name__}")
-        loop = asyncio.get_running_loop()
-
-        def deliver(_lock: Lock) -> None:  # on the extender thread (or here, if already lost)
-            try:
-                loop.call_soon_threadsafe(callback, self)
-            except RuntimeError:  # the loop is closed
-                pass
-
-        self._lock.on_lost(deliver)
+        deliver = _in_loop(callback)
+        # On the extender thread (or here, if already lost).
+        self._lock.on_lost(lambda _lock: deliver(self))
 
     async def extend(self, ttl_ms: int | None = None, *, ttl: Seconds | None = None) -> None:
         """:meth:`Lock.extend` without blocking the loop. Cancelling the task stops the wait;
@@ -199,21 +232,7 @@ class AsyncLock:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc is None:
-            lost = self.lost
-            await self.release()
-            if lost:
-                raise LockLost(
-                    f"lock {self.resource!r} was lost while the block ran: the work may have "
-                    "overlapped another owner's",
-                    Status.LOST,
-                )
-            return
-        try:
-            await self.release()
-        except Exception as release_error:  # never mask the body's own exception
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"redlock: releasing {self.resource!r} failed too: {release_error}")
+        await _leave_block(f"lock {self.resource!r}", self.lost, self.release, exc)
 
     def __repr__(self) -> str:
         return f"<redlock_rs.aio.AsyncLock resource={self.resource!r} released={self.released}>"
@@ -249,6 +268,289 @@ class _Acquiring:
         lock, self._lock = self._lock, None
         if lock is not None:
             await lock.__aexit__(exc_type, exc, traceback)
+
+
+class AsyncLeadership:
+    """A won campaign, from :class:`AsyncElection` or :meth:`AsyncRedlock.campaign`; the
+    awaitable twin of :class:`~redlock_rs.Leadership`.
+
+    ``async with`` resigns it on exit (also when the task is cancelled: the resignation
+    completes first); leaving the block after the leadership was lost raises
+    :class:`~redlock_rs.LockLost`. :attr:`sync` is the underlying
+    :class:`~redlock_rs.Leadership`.
+    """
+
+    def __init__(self, leadership: Leadership) -> None:
+        self._leadership = leadership
+
+    @property
+    def sync(self) -> Leadership:
+        """The underlying :class:`~redlock_rs.Leadership` (do not call its blocking methods from
+        a coroutine)."""
+        return self._leadership
+
+    @property
+    def term(self) -> int:
+        return self._leadership.term
+
+    @property
+    def name(self) -> str:
+        return self._leadership.name
+
+    @property
+    def identity(self) -> str:
+        return self._leadership.identity
+
+    @property
+    def resigned(self) -> bool:
+        return self._leadership.resigned
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leadership.is_leader
+
+    @property
+    def is_lost(self) -> bool:
+        return self._leadership.is_lost
+
+    @property
+    def validity_ms(self) -> int:
+        return self._leadership.validity_ms
+
+    @property
+    def validity(self) -> float:
+        return self._leadership.validity
+
+    def on_lost(self, callback: Callable[[AsyncLeadership], object]) -> None:
+        """Call ``callback(leadership)`` once, in the running event loop, if the leadership is
+        found lost; soon, if it already was."""
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        deliver = _in_loop(callback)
+        self._leadership.on_lost(lambda _leadership: deliver(self))
+
+    async def resign(self) -> None:
+        """:meth:`~redlock_rs.Leadership.resign` without blocking the loop; runs to completion
+        even if the task is cancelled meanwhile (the cancellation is raised afterwards)."""
+        if self._leadership.resigned:
+            return
+        await _run(
+            lambda _cancel: self._leadership._resign_now(), cancellable=False, complete=True
+        )
+
+    async def __aenter__(self) -> AsyncLeadership:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        what = f"the leadership of election {self.name!r}"
+        await _leave_block(what, self.is_lost, self.resign, exc)
+
+    def __repr__(self) -> str:
+        return (
+            f"<redlock_rs.aio.AsyncLeadership name={self.name!r} term={self.term} "
+            f"resigned={self.resigned}>"
+        )
+
+
+class AsyncObserver:
+    """An election's leader changes for ``async for``, from :meth:`AsyncRedlock.observe` or
+    :meth:`AsyncElection.observe`: each a :class:`~redlock_rs.Leader`, or ``None`` while
+    nobody leads (see :class:`~redlock_rs.Observer`).
+
+    Each wait runs on a thread of its own. Iteration ends when the observer's ``cancel`` fires
+    or it is closed (:meth:`close`, ``async with``); cancelling the task that waits ends the
+    observer too.
+    """
+
+    def __init__(self, observer: Observer) -> None:
+        self._observer = observer
+
+    @property
+    def sync(self) -> Observer:
+        """The underlying :class:`~redlock_rs.Observer`."""
+        return self._observer
+
+    @property
+    def name(self) -> str:
+        return self._observer.name
+
+    def __aiter__(self) -> AsyncObserver:
+        return self
+
+    async def __anext__(self) -> Leader | None:
+        observer = self._observer
+        if observer._ended:
+            raise StopAsyncIteration
+        try:
+            change = await _run(lambda _cancel: observer._next_now(), cancellable=False)
+        except BaseException:
+            observer._end()  # the wait still on its thread ends with it
+            raise
+        if change is ENDED:
+            observer._ended = True
+            raise StopAsyncIteration
+        return change  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """End the observer (see :meth:`~redlock_rs.Observer.close`)."""
+        self._observer.close()
+
+    async def __aenter__(self) -> AsyncObserver:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<redlock_rs.aio.AsyncObserver over {self._observer!r}>"
+
+
+class AsyncElection:
+    """A candidate in a leader election, from :meth:`AsyncRedlock.election`; the awaitable twin
+    of :class:`~redlock_rs.Election`. Close it with :meth:`close` or ``async with``."""
+
+    def __init__(self, election: Election) -> None:
+        self._election = election
+
+    @property
+    def sync(self) -> Election:
+        """The underlying :class:`~redlock_rs.Election`."""
+        return self._election
+
+    @property
+    def name(self) -> str:
+        return self._election.name
+
+    @property
+    def identity(self) -> str:
+        return self._election.identity
+
+    @property
+    def ttl_ms(self) -> int:
+        return self._election.ttl_ms
+
+    @property
+    def ttl(self) -> float:
+        return self._election.ttl
+
+    async def campaign(
+        self,
+        cancel: Cancel | None = None,
+        timeout: Seconds | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> AsyncLeadership:
+        """:meth:`~redlock_rs.Election.campaign` without blocking the loop; cancelling the task
+        cancels the campaign (and resigns a leadership won in the same instant)."""
+        return await self._campaign(cancel, campaign_wait(cancel, timeout, timeout_ms))
+
+    async def _campaign(self, cancel: Cancel | None, wait_ms: int | None) -> AsyncLeadership:
+        election = self._election
+        if election.closed:
+            raise ValueError("this election is closed")
+        leadership = await _run(
+            lambda own: election._campaign_now(own, wait_ms),
+            cancellable=True,
+            user_cancel=cancel,
+            dispose=Leadership._discard,
+        )
+        return AsyncLeadership(leadership)
+
+    async def leader(self) -> Leader | None:
+        """:meth:`~redlock_rs.Election.leader` on a thread of its own."""
+        return await _run(lambda _cancel: self._election.leader(), cancellable=False)
+
+    def observe(
+        self,
+        *,
+        cancel: Cancel | None = None,
+        poll: Seconds | None = None,
+        poll_ms: int | None = None,
+    ) -> AsyncObserver:
+        """This election's leader changes, for ``async for``."""
+        return AsyncObserver(self._election.observe(cancel=cancel, poll=poll, poll_ms=poll_ms))
+
+    def on_started_leading(self, callback: Callable[[int], object]) -> None:
+        """:meth:`~redlock_rs.Election.on_started_leading`, run in the running event loop (before
+        the campaign that won returns)."""
+        self._election.on_started_leading(_in_loop(_checked(callback)))
+
+    def on_stopped_leading(self, callback: Callable[[int], object]) -> None:
+        """:meth:`~redlock_rs.Election.on_stopped_leading`, run in the running event loop."""
+        self._election.on_stopped_leading(_in_loop(_checked(callback)))
+
+    def on_new_leader(self, callback: Callable[[Leader | None], object]) -> None:
+        """:meth:`~redlock_rs.Election.on_new_leader`, run in the running event loop."""
+        self._election.on_new_leader(_in_loop(_checked(callback)))
+
+    def close(self) -> None:
+        """Close the election (see :meth:`~redlock_rs.Election.close`)."""
+        self._election.close()
+
+    async def __aenter__(self) -> AsyncElection:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<redlock_rs.aio.AsyncElection over {self._election!r}>"
+
+
+def _checked(callback: T) -> T:
+    if not callable(callback):
+        raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+    return callback
+
+
+class _Campaigning:
+    """What :meth:`AsyncRedlock.campaign` returns: ``await`` it for an
+    :class:`AsyncLeadership`, or use it in ``async with`` (resigned on exit). It owns the
+    election made for it and closes it once the campaign has ended."""
+
+    def __init__(self, election: AsyncElection, cancel: Cancel | None, wait_ms: int | None) -> None:
+        self._election = election
+        self._cancel = cancel
+        self._wait_ms = wait_ms
+        self._leadership: AsyncLeadership | None = None
+
+    async def _campaign(self) -> AsyncLeadership:
+        try:
+            return await self._election._campaign(self._cancel, self._wait_ms)
+        finally:
+            self._election.close()
+
+    def __await__(self) -> Generator[Any, None, AsyncLeadership]:
+        return self._campaign().__await__()
+
+    async def __aenter__(self) -> AsyncLeadership:
+        self._leadership = await self._campaign()
+        return self._leadership
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        leadership, self._leadership = self._leadership, None
+        if leadership is not None:
+            await leadership.__aexit__(exc_type, exc, traceback)
 
 
 class AsyncRedlock(Shorthands[_Acquiring]):
@@ -316,6 +618,46 @@ class AsyncRedlock(Shorthands[_Acquiring]):
             cancellable=False,
             complete=True,
         )
+
+    def election(
+        self, name: str, identity: str, ttl: Seconds | None = None, *, ttl_ms: int | None = None
+    ) -> AsyncElection:
+        """:meth:`Redlock.election`, for asyncio (nothing is sent yet)."""
+        return AsyncElection(self._client.election(name, identity, ttl, ttl_ms=ttl_ms))
+
+    def campaign(
+        self,
+        name: str,
+        identity: str,
+        ttl: Seconds | None = None,
+        *,
+        ttl_ms: int | None = None,
+        cancel: Cancel | None = None,
+        timeout: Seconds | None = None,
+        timeout_ms: int | None = None,
+    ) -> _Campaigning:
+        """:meth:`Redlock.campaign` for asyncio: ``await`` it for an :class:`AsyncLeadership`,
+        or use it in ``async with`` (resigned on exit; :class:`~redlock_rs.LockLost` on leaving
+        a block whose leadership was lost). Cancelling the task cancels the campaign."""
+        wait_ms = campaign_wait(cancel, timeout, timeout_ms)
+        return _Campaigning(self.election(name, identity, ttl, ttl_ms=ttl_ms), cancel, wait_ms)
+
+    async def leader(self, name: str) -> Leader | None:
+        """:meth:`Redlock.leader` on a thread of its own (it waits up to ``node_timeout_ms``)."""
+        client = self._client
+        return await _run(lambda _cancel: client.leader(name), cancellable=False)
+
+    def observe(
+        self,
+        name: str,
+        *,
+        cancel: Cancel | None = None,
+        poll: Seconds | None = None,
+        poll_ms: int | None = None,
+    ) -> AsyncObserver:
+        """:meth:`Redlock.observe` for ``async for``: each wait for a change runs on a thread of
+        its own; cancelling the waiting task ends the observer."""
+        return AsyncObserver(self._client.observe(name, cancel=cancel, poll=poll, poll_ms=poll_ms))
 
     def node_status(self) -> list[NodeStatus]:
         """:meth:`Redlock.node_status` (it reads the worker's state; it does not block)."""
