@@ -101,7 +101,7 @@ pub struct Election {
     key: Arc<str>,
     identity: Arc<str>,
     ttl: Duration,
-    callbacks: Arc<Callbacks>,
+    callbacks: Callbacks,
     /// The thread that calls `on_new_leader`, and what stops it.
     watcher: Option<(Cancel, JoinHandle<()>)>,
 }
@@ -168,7 +168,7 @@ impl Redlock {
             key: election_key(name).into(),
             identity: identity.into(),
             ttl: Duration::from_millis(ttl_ms),
-            callbacks: Arc::new(Callbacks::default()),
+            callbacks: Callbacks::default(),
             watcher: None,
         })
     }
@@ -310,14 +310,14 @@ impl Election {
     /// Calls `f` on the campaigning thread each time this candidate becomes leader, before
     /// [`campaign`](Election::campaign) returns.
     pub fn on_started_leading(mut self, f: impl Fn(&Leadership) + Send + Sync + 'static) -> Self {
-        self.callbacks_mut().started = Some(Box::new(f));
+        self.callbacks.started = Some(Box::new(f));
         self
     }
 
     /// Calls `f` with the term once each leadership of this candidate ends: resigned, dropped,
     /// or found lost (then on the client's extender thread: keep it short).
     pub fn on_stopped_leading(mut self, f: impl Fn(u64) + Send + Sync + 'static) -> Self {
-        self.callbacks_mut().stopped = Some(Arc::new(Box::new(f)));
+        self.callbacks.stopped = Some(Arc::new(Box::new(f)));
         self
     }
 
@@ -346,13 +346,6 @@ impl Election {
             })?;
         self.watcher = Some((cancel, thread));
         Ok(self)
-    }
-
-    fn callbacks_mut(&mut self) -> &mut Callbacks {
-        if Arc::get_mut(&mut self.callbacks).is_none() {
-            self.callbacks = Arc::new(Callbacks::default());
-        }
-        Arc::get_mut(&mut self.callbacks).expect("a fresh Arc is unique")
     }
 
     fn stop_watcher(&mut self) {
