@@ -18,6 +18,7 @@ use crate::notify::Notifier;
 use crate::request::{AutoExtend, LockRequest};
 
 use crate::sync::relock;
+use crate::telemetry::{Event, NodeReader, Stats, Telemetry};
 use crate::token::new_token;
 use crate::watchdog::{Job, Watchdog};
 use crate::wire::Script;
@@ -25,6 +26,27 @@ use acquisition::Acquisition;
 
 /// What every connection loads: the kinds' scripts and the operator's.
 static SCRIPT_SETS: [&[&Script]; 2] = [&SCRIPTS, &crate::inspect::SCRIPTS];
+
+/// A listener registered with [`Redlock::on_event`]; dropping it removes the listener (and,
+/// with the last one, stops the dispatcher thread).
+pub struct EventListener {
+    telemetry: Arc<Telemetry>,
+    id: u64,
+}
+
+impl Drop for EventListener {
+    fn drop(&mut self) {
+        self.telemetry.remove(self.id);
+    }
+}
+
+impl fmt::Debug for EventListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventListener")
+            .field("id", &self.id)
+            .finish()
+    }
+}
 
 /// A Redlock client over N independent Redis nodes.
 ///
@@ -194,6 +216,37 @@ impl Redlock {
             });
         }
         Ok(())
+    }
+
+    /// A snapshot of this client's counters and latency histograms, and each node's status:
+    /// cheap (atomic reads), never waits for the nodes. [`Stats::prometheus`] writes it in the
+    /// Prometheus text format. See the `telemetry` module's source documentation for what is
+    /// counted and under which names.
+    pub fn stats(&self) -> Stats {
+        let engine = &self.inner.engine;
+        engine.telemetry.stats(engine.node_status())
+    }
+
+    /// Calls `listener` with each of this client's events (acquired, refused, lost, a node
+    /// disconnected, ...; see [`EventKind`]) until the returned handle is dropped. Events are
+    /// delivered in order on a dispatcher thread of the client's own, never on the thread that
+    /// made them, through a queue of [`EVENT_QUEUE`](crate::EVENT_QUEUE): a slow listener costs
+    /// dropped events ([`Stats::events_dropped`]), never a stalled extension. A listener may call
+    /// into the library; a panic in it is caught. With no listener, events cost nothing.
+    pub fn on_event(
+        &self,
+        listener: impl Fn(&Event) + Send + Sync + 'static,
+    ) -> Result<EventListener> {
+        let engine = Arc::downgrade(&self.inner.engine);
+        let nodes: NodeReader = Box::new(move || engine.upgrade().map(|e| e.node_status()));
+        let telemetry = Arc::clone(&self.inner.engine.telemetry);
+        let id = telemetry
+            .add(Arc::new(listener), nodes)
+            .map_err(|source| Error::Io {
+                context: "starting the event dispatcher thread".into(),
+                source,
+            })?;
+        Ok(EventListener { telemetry, id })
     }
 
     /// The engine: the node workers and the client's settings.

@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
 use crate::node::{self, Node, NodeStatus, ReplyTo, Request, Settings};
 use crate::quorum::{Decision, Gate, Tally, Vote};
+use crate::telemetry::Telemetry;
 use crate::wire::{Command, Script};
 
 /// Looks at the answers a caller takes spinning, then yielding, before it sleeps on the gate.
@@ -43,6 +44,8 @@ pub(crate) struct Engine {
     pub(crate) board: Arc<ClockBoard>,
     /// How long recent calls took to decide, in ns (a moving average), for `CALLER_SPIN`.
     recent_ns: AtomicU64,
+    /// The client's counters and event listeners.
+    pub(crate) telemetry: Arc<Telemetry>,
 }
 
 impl Drop for Engine {
@@ -139,6 +142,7 @@ impl Engine {
             clients: clients.clone(),
             board: Arc::clone(&board),
             recent_ns: AtomicU64::new(0),
+            telemetry: Arc::new(Telemetry::new()),
         };
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {

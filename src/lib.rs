@@ -97,12 +97,13 @@ mod probe;
 mod quorum;
 mod request;
 mod sync;
+mod telemetry;
 mod token;
 mod watchdog;
 mod wire;
 
 pub use cancel::Cancel;
-pub use client::Redlock;
+pub use client::{EventListener, Redlock};
 pub use config::{
     Builder, Config, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
     DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
@@ -119,3 +120,7 @@ pub use kinds::semaphore::MAX_PERMITS;
 pub use lock::Lock;
 pub use node::NodeStatus;
 pub use request::{AutoExtend, DEFAULT_EXTEND_FRACTION, LockRequest};
+pub use telemetry::{
+    AcquireStats, BUCKETS, EVENT_QUEUE, Event, EventKind, Histogram, KINDS, LOST_REASONS,
+    NODE_POLL, OUTCOMES, Stats,
+};

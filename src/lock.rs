@@ -20,6 +20,7 @@ use crate::error::{Error, Operation, QuorumReport, Result};
 use crate::kinds::{Held, release_nonce};
 use crate::quorum::{Decision, earliest_expiry, validity_deadline};
 use crate::sync::relock;
+use crate::telemetry::{LOST_EXPIRED, LOST_REFUSED, LOST_SUSPENDED, Telemetry};
 
 /// A lock acquired on a quorum of nodes. It stays valid for [`validity`](Lock::validity); after
 /// that another owner may hold the resource.
@@ -59,6 +60,10 @@ pub(crate) struct Shared {
     /// which stood still meanwhile) is wrong and the lock is reported lost.
     board: Arc<ClockBoard>,
     epoch: u64,
+    /// Where the lock's end is counted, and its kind's name there.
+    telemetry: Arc<Telemetry>,
+    kind_name: &'static str,
+    acquired_at: Instant,
 }
 
 type LostCallback = Box<dyn FnOnce(&str) + Send>;
@@ -76,7 +81,12 @@ struct State {
 }
 
 impl Shared {
-    fn new(resource: Arc<str>, acquired: Acquired, board: Arc<ClockBoard>) -> Self {
+    fn new(
+        resource: Arc<str>,
+        acquired: Acquired,
+        board: Arc<ClockBoard>,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
         let Acquired {
             token,
             deadline,
@@ -84,8 +94,10 @@ impl Shared {
             kind,
             max_extensions,
             epoch,
+            kind_name,
         } = acquired;
         let (tx, rx) = crossbeam_channel::bounded(0);
+        telemetry.began();
         Shared {
             resource,
             token,
@@ -104,6 +116,9 @@ impl Shared {
             on_lost: Mutex::new(Vec::new()),
             board,
             epoch,
+            telemetry,
+            kind_name,
+            acquired_at: Instant::now(),
         }
     }
 
@@ -116,7 +131,7 @@ impl Shared {
     /// holding `op` or `on_lost`.
     pub(crate) fn check_suspension(&self) {
         if !self.is_over() && self.host_was_suspended() {
-            self.mark_lost();
+            self.mark_lost(LOST_SUSPENDED);
         }
     }
 
@@ -134,7 +149,7 @@ impl Shared {
             }
         }
         if self.host_was_suspended() {
-            self.mark_lost();
+            self.mark_lost(LOST_SUSPENDED);
             return Duration::ZERO;
         }
         relock(&self.state)
@@ -172,13 +187,23 @@ impl Shared {
         relock(&self.state).extensions
     }
 
-    fn end(&self) {
-        relock(&self.ended).take();
+    /// Ends the lock's signal, and counts its end once (`lost`: why, an index of
+    /// `telemetry::LOST_REASONS`).
+    fn end(&self, lost: Option<usize>) {
+        if relock(&self.ended).take().is_some() {
+            self.telemetry.ended(
+                &self.resource,
+                self.kind_name,
+                self.acquired_at.elapsed(),
+                lost,
+            );
+        }
     }
 
-    /// Marks the lock lost (unless it was released meanwhile) and tells whoever listens. Call
-    /// without holding `op`: callbacks may call back into the lock.
-    pub(crate) fn mark_lost(&self) {
+    /// Marks the lock lost (unless it was released meanwhile) for `reason` (an index of
+    /// `telemetry::LOST_REASONS`) and tells whoever listens. Call without holding `op`:
+    /// callbacks may call back into the lock.
+    pub(crate) fn mark_lost(&self, reason: usize) {
         {
             let mut s = relock(&self.state);
             if s.released || s.lost {
@@ -186,7 +211,7 @@ impl Shared {
             }
             s.lost = true;
         }
-        self.end();
+        self.end(Some(reason));
         let callbacks = std::mem::take(&mut *relock(&self.on_lost));
         for cb in callbacks {
             // A panicking callback must neither skip the others nor end the extender thread.
@@ -212,23 +237,30 @@ impl Shared {
         }
     }
 
-    /// One quorum extension; the caller holds `op`. Returns whether the lock was found lost (the
-    /// caller then calls [`mark_lost`](Shared::mark_lost) once it has let go of `op`).
-    pub(crate) fn extend_locked(&self, engine: &Engine, ttl: Duration) -> (Result<()>, bool) {
+    /// One quorum extension; the caller holds `op`. Returns why the lock was found lost, if it
+    /// was (the caller then calls [`mark_lost`](Shared::mark_lost) once it has let go of `op`).
+    pub(crate) fn extend_locked(
+        &self,
+        engine: &Engine,
+        ttl: Duration,
+    ) -> (Result<()>, Option<usize>) {
         if relock(&self.state).released {
-            return (Err(self.lost_error(None)), false);
+            return (Err(self.lost_error(None)), None);
         }
         // Past its validity another owner may have come and gone; a reentrant owner's name
         // (reused by its other holds) could even make the extension succeed. Lost, not revived.
         // After a suspension of our host the keys may have expired on the nodes while we slept,
         // and another owner taken them: extending could stretch a lock no longer ours alone.
-        if Instant::now() >= self.deadline() || self.host_was_suspended() {
-            return (Err(self.lost_error(None)), true);
+        if self.host_was_suspended() {
+            return (Err(self.lost_error(None)), Some(LOST_SUSPENDED));
+        }
+        if Instant::now() >= self.deadline() {
+            return (Err(self.lost_error(None)), Some(LOST_EXPIRED));
         }
         let config = &engine.config;
         let ttl_ms = match config.ttl_ms(ttl) {
             Ok(ms) => ms,
-            Err(e) => return (Err(e), false),
+            Err(e) => return (Err(e), None),
         };
         if let Some(max) = self.max_extensions
             && relock(&self.state).extensions >= max
@@ -238,7 +270,7 @@ impl Shared {
                     resource: self.resource.to_string(),
                     max_extensions: max,
                 }),
-                false,
+                None,
             );
         }
         let ttl = Duration::from_millis(ttl_ms);
@@ -253,16 +285,24 @@ impl Shared {
             && let Some(deadline) =
                 validity_deadline(outcome.t0, outcome.decided, ttl, config.drift_factor)
         {
-            let mut s = relock(&self.state);
-            s.deadline = deadline;
-            s.extensions += 1;
-            return (Ok(()), false);
+            {
+                let mut s = relock(&self.state);
+                s.deadline = deadline;
+                s.extensions += 1;
+            }
+            engine
+                .telemetry
+                .extension(&self.resource, self.kind_name, true);
+            return (Ok(()), None);
         }
         let report = outcome.report(engine);
         if outcome.decision == Decision::Refused {
             relock(&self.state).deadline = outcome.decided;
-            return (Err(self.lost_error(Some(report))), true);
+            return (Err(self.lost_error(Some(report))), Some(LOST_REFUSED));
         }
+        engine
+            .telemetry
+            .extension(&self.resource, self.kind_name, false);
         // Nodes that applied the new TTL keep the key until t0 + ttl, the others until the old
         // deadline: the earlier of the two still holds on a quorum.
         {
@@ -278,7 +318,7 @@ impl Shared {
                 attempts: 1,
                 report,
             }),
-            false,
+            None,
         )
     }
 }
@@ -295,6 +335,8 @@ pub(crate) struct Acquired {
     pub max_extensions: Option<u32>,
     /// Our host's suspensions counted before the acquisition began ([`ClockBoard::epoch`]).
     pub epoch: u64,
+    /// The kind's name in metrics and events.
+    pub kind_name: &'static str,
 }
 
 impl Lock {
@@ -309,6 +351,7 @@ impl Lock {
             Arc::clone(&resource),
             acquired,
             Arc::clone(&engine.board),
+            Arc::clone(&engine.telemetry),
         ));
         Lock {
             engine,
@@ -424,8 +467,8 @@ impl Lock {
             let _op = self.shared.op();
             self.shared.extend_locked(&self.engine, ttl)
         };
-        if lost {
-            self.shared.mark_lost();
+        if let Some(reason) = lost {
+            self.shared.mark_lost(reason);
         }
         result
     }
@@ -475,7 +518,7 @@ impl Lock {
             }
             s.released = true;
         }
-        self.shared.end();
+        self.shared.end(None);
         true
     }
 }

@@ -32,6 +32,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::engine::Engine;
 use crate::lock::Shared;
+use crate::telemetry::{LOST_EXPIRED, LOST_SUSPENDED};
 
 const STACK: usize = 256 * 1024;
 
@@ -146,28 +147,31 @@ fn tick(engine: &Engine, job: &mut Job) -> Option<Instant> {
             || lock
                 .max_extensions()
                 .is_some_and(|max| lock.extensions() >= max);
-        if now >= deadline || lock.host_was_suspended() {
-            // Validity ran out before an extension succeeded, or our host was suspended (the
-            // validity, kept on our monotonic clock, overstates what is left on the nodes).
-            (None, true)
+        if lock.host_was_suspended() {
+            // Our host was suspended: the validity, kept on our monotonic clock, overstates
+            // what is left on the nodes.
+            (None, Some(LOST_SUSPENDED))
+        } else if now >= deadline {
+            // Validity ran out before an extension succeeded.
+            (None, Some(LOST_EXPIRED))
         } else if job.capped {
             // Extending has ended; report the lock lost when it runs out, if still held then.
             return Some(deadline);
         } else {
             match lock.extend_locked(engine, job.ttl) {
-                (Ok(()), _) => (Some(Instant::now() + job.every), false),
-                (Err(_), true) => (None, true),
-                (Err(_), false) => {
+                (Ok(()), _) => (Some(Instant::now() + job.every), None),
+                (Err(_), Some(reason)) => (None, Some(reason)),
+                (Err(_), None) => {
                     // NoQuorum or a node error: the old validity still stands (or a shorter
                     // one); retry while it does, sooner than the regular interval.
                     let retry = (job.every / 2).max(engine.config.node_timeout);
-                    (Some((Instant::now() + retry).min(lock.deadline())), false)
+                    (Some((Instant::now() + retry).min(lock.deadline())), None)
                 }
             }
         }
     };
-    if lost {
-        lock.mark_lost();
+    if let Some(reason) = lost {
+        lock.mark_lost(reason);
     }
     next
 }

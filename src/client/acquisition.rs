@@ -137,8 +137,32 @@ impl<'a> Acquisition<'a> {
         })
     }
 
-    /// Attempts until the lock is granted or patience runs out.
-    pub(super) fn run(mut self) -> Result<Lock> {
+    /// Attempts until the lock is granted or patience runs out, and counts how it ended.
+    pub(super) fn run(self) -> Result<Lock> {
+        let started = Instant::now();
+        let telemetry = Arc::clone(&self.engine.telemetry);
+        let (kind, resource) = (self.kind.name(), Arc::clone(self.kind.resource()));
+        let waits = self.wait_until.is_some();
+        if waits {
+            telemetry.waiting(true, None);
+        }
+        let result = self.attempts();
+        let took = started.elapsed();
+        if waits {
+            telemetry.waiting(false, Some(took));
+        }
+        let outcome = match &result {
+            Ok(_) => 0,
+            Err(Error::NotAcquired { .. }) => 1,
+            Err(Error::NoQuorum { .. }) => 2,
+            Err(Error::Cancelled { .. }) => 3,
+            Err(_) => 4,
+        };
+        telemetry.acquisition(outcome, kind, &resource, took);
+        result
+    }
+
+    fn attempts(mut self) -> Result<Lock> {
         self.join_queue()?;
         loop {
             self.check_cancel()?;
@@ -292,6 +316,7 @@ impl<'a> Acquisition<'a> {
                         kind: held,
                         max_extensions,
                         epoch,
+                        kind_name: self.kind.name(),
                     },
                 );
                 if let (Some(every), Some(auto)) = (self.every, self.request.auto_extend) {

@@ -244,6 +244,10 @@ impl Fenced {
 }
 
 impl Kind for Fenced {
+    fn name(&self) -> &'static str {
+        "fenced"
+    }
+
     fn resource(&self) -> &Arc<str> {
         &self.resource
     }

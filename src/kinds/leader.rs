@@ -132,6 +132,10 @@ impl Leader {
 }
 
 impl Kind for Leader {
+    fn name(&self) -> &'static str {
+        "leader"
+    }
+
     fn resource(&self) -> &Arc<str> {
         &self.resource
     }

@@ -118,6 +118,10 @@ impl Many {
 }
 
 impl Kind for Many {
+    fn name(&self) -> &'static str {
+        "many"
+    }
+
     fn resource(&self) -> &Arc<str> {
         &self.name
     }

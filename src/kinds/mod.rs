@@ -67,6 +67,11 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
     /// The keys the lock takes; a waiter listens for their releases.
     fn keys(&self) -> &[Arc<str>];
 
+    /// The kind's name in metrics and events (one of `telemetry::KINDS`).
+    fn name(&self) -> &'static str {
+        "plain"
+    }
+
     /// The value that marks one acquisition for `caller` on every node; the kind's own checks
     /// (a caller about to wait for itself) refuse it here.
     fn token(&self, caller: &Caller) -> Result<Arc<str>> {

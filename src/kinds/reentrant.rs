@@ -112,6 +112,10 @@ impl Reentrant {
 }
 
 impl Kind for Reentrant {
+    fn name(&self) -> &'static str {
+        "reentrant"
+    }
+
     fn resource(&self) -> &Arc<str> {
         &self.resource
     }

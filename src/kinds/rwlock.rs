@@ -253,6 +253,10 @@ fn name(mode: Mode) -> &'static str {
 }
 
 impl Kind for ReadWrite {
+    fn name(&self) -> &'static str {
+        name(self.mode)
+    }
+
     fn resource(&self) -> &Arc<str> {
         &self.resource
     }

@@ -157,6 +157,10 @@ impl Semaphore {
 }
 
 impl Kind for Semaphore {
+    fn name(&self) -> &'static str {
+        "semaphore"
+    }
+
     fn resource(&self) -> &Arc<str> {
         &self.resource
     }

@@ -1,0 +1,206 @@
+//! Counters, histograms and events against real redis-server nodes: they match the operations
+//! made, events arrive with their fields off the caller's thread, and listeners come and go
+//! without leaving threads behind.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redlock::{AutoExtend, Cancel, Error, Event, EventKind, LockRequest};
+use support::{Cluster, entries, eventually};
+
+const TTL: Duration = Duration::from_secs(5);
+
+#[test]
+fn counters_match_the_operations_made() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let before = rl.stats();
+    assert_eq!(before.acquisitions("acquired"), 0);
+    assert_eq!(before.locks_held, 0);
+
+    let mut held = Vec::new();
+    for i in 0..5 {
+        held.push(rl.lock(&format!("count:{i}"), TTL).unwrap());
+    }
+    let fenced = rl.lock_fenced("count:fenced", TTL).unwrap();
+    let s = rl.stats();
+    assert_eq!(s.acquisitions("acquired"), 6);
+    assert_eq!(s.locks_held, 6);
+    let by_kind = |kind: &str| {
+        s.acquisitions
+            .iter()
+            .filter(|a| a.kind == kind && a.outcome == "acquired")
+            .map(|a| a.duration.count)
+            .sum::<u64>()
+    };
+    assert_eq!((by_kind("plain"), by_kind("fenced")), (5, 1));
+
+    // Two refusals (a busy resource, one attempt each) and a cancelled wait.
+    for _ in 0..2 {
+        let r = rl.acquire(&LockRequest::new("count:0", TTL).once());
+        assert!(matches!(r, Err(Error::NotAcquired { .. })));
+    }
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let r = rl.acquire(
+        &LockRequest::new("count:1", TTL)
+            .wait(Duration::from_secs(5))
+            .cancel(&cancel),
+    );
+    assert!(matches!(r, Err(Error::Cancelled { .. })));
+
+    for lock in held.drain(..) {
+        lock.release().unwrap();
+    }
+    fenced.extend(TTL).unwrap();
+    drop(fenced); // a drop releases too
+    let s = rl.stats();
+    assert_eq!(s.acquisitions("refused"), 2);
+    assert_eq!(s.acquisitions("cancelled"), 1);
+    assert_eq!(s.locks_held, 0);
+    assert_eq!(s.hold.count, 6);
+    assert_eq!(s.extensions, 1);
+    assert_eq!(s.wait.count, 1, "one acquisition waited");
+    assert_eq!(s.waiters, 0);
+    assert_eq!(s.nodes.len(), 3);
+    assert_eq!(s.events_dropped, 0);
+    let acquired: u64 = s
+        .acquisitions
+        .iter()
+        .filter(|a| a.outcome == "acquired")
+        .map(|a| a.duration.buckets.iter().sum::<u64>())
+        .sum();
+    assert_eq!(acquired, 6, "every observation is in one bucket");
+
+    let text = s.prometheus();
+    assert!(text.contains("redlock_acquisitions_total{outcome=\"acquired\",kind=\"plain\"} 5"));
+    assert!(text.contains("redlock_locks_held 0"));
+    assert!(text.contains(
+        "redlock_acquire_duration_seconds_bucket{outcome=\"refused\",kind=\"plain\",le=\"+Inf\"} 2"
+    ));
+    assert!(
+        !text.contains("count:0"),
+        "resource names never become labels"
+    );
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+}
+
+#[test]
+fn events_arrive_off_the_callers_thread_with_their_fields() {
+    let cluster = Cluster::start(3);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let seen: Arc<Mutex<Vec<(Event, std::thread::ThreadId)>>> = Arc::default();
+    let listener = {
+        let seen = Arc::clone(&seen);
+        rl.on_event(move |e| {
+            seen.lock()
+                .unwrap()
+                .push((e.clone(), std::thread::current().id()))
+        })
+        .unwrap()
+    };
+    let me = std::thread::current().id();
+    let lock = rl.lock("ev", TTL).unwrap();
+    lock.release().unwrap();
+    let _held = rl.lock("ev", TTL).unwrap();
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let _ = rl.acquire(&LockRequest::new("ev", TTL).wait(TTL).cancel(&cancel));
+    // A lost lock: its keys deleted by hand, the extender finds it refused.
+    let lost = rl
+        .acquire(
+            &LockRequest::new("ev:lost", Duration::from_secs(4)).auto_extend(AutoExtend::new()),
+        )
+        .unwrap();
+    for node in &cluster.nodes {
+        node.del("ev:lost");
+    }
+    assert!(eventually(Duration::from_secs(5), || lost.is_lost()));
+    // A hung node: its worker's connection times out and the node is reported down.
+    cluster.nodes[2].hang();
+    let _ = rl.acquire(&LockRequest::new("ev:hang", TTL).once());
+    let down = eventually(Duration::from_secs(10), || {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|(e, _)| e.kind == EventKind::NodeDisconnected)
+    });
+    cluster.nodes[2].resume();
+
+    let kinds_of = |kind: EventKind| -> Vec<Event> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|(e, _)| e.kind == kind)
+            .map(|(e, _)| e.clone())
+            .collect()
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        kinds_of(EventKind::Lost).len() == 1
+    }));
+    let acquired = kinds_of(EventKind::Acquired);
+    assert!(acquired.len() >= 3);
+    assert_eq!(acquired[0].resource.as_deref(), Some("ev"));
+    assert_eq!(acquired[0].lock_kind, Some("plain"));
+    assert!(acquired[0].duration.is_some());
+    assert_eq!(
+        kinds_of(EventKind::Released)[0].resource.as_deref(),
+        Some("ev")
+    );
+    assert_eq!(kinds_of(EventKind::Cancelled).len(), 1);
+    let lost_event = &kinds_of(EventKind::Lost)[0];
+    assert_eq!(lost_event.resource.as_deref(), Some("ev:lost"));
+    assert_eq!(lost_event.reason.as_deref(), Some("refused"));
+    assert!(down, "the hung node was reported disconnected");
+    let node = &kinds_of(EventKind::NodeDisconnected)[0];
+    assert_eq!(
+        node.node.as_deref(),
+        Some(cluster.nodes[2].url().trim_start_matches("redis://"))
+    );
+    assert!(
+        seen.lock().unwrap().iter().all(|(_, t)| *t != me),
+        "never delivered on the caller's thread"
+    );
+    drop(listener);
+}
+
+#[test]
+fn listeners_come_and_go_without_leaving_threads() {
+    let cluster = Cluster::start(1);
+    let rl = cluster.client();
+    let _warm = rl.lock("warm", TTL).unwrap();
+    let threads = entries("/proc/self/task");
+    for _ in 0..50 {
+        let a = rl.on_event(|_| {}).unwrap();
+        let b = rl.on_event(|_| {}).unwrap();
+        rl.lock("come-and-go", TTL).unwrap().release().unwrap();
+        drop(a);
+        drop(b);
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || entries("/proc/self/task")
+            <= threads),
+        "the dispatcher stops with its last listener"
+    );
+    // A listener that panics does not stop the others.
+    let count = Arc::new(Mutex::new(0));
+    let _p = rl.on_event(|_| panic!("a listener's bug")).unwrap();
+    let _c = {
+        let count = Arc::clone(&count);
+        rl.on_event(move |_| *count.lock().unwrap() += 1).unwrap()
+    };
+    rl.lock("after-panic", TTL).unwrap().release().unwrap();
+    assert!(eventually(Duration::from_secs(5), || *count
+        .lock()
+        .unwrap()
+        >= 2));
+}
