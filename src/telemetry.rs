@@ -522,7 +522,12 @@ fn node_events(before: &[NodeStatus], now: &[NodeStatus]) -> Vec<Event> {
 }
 
 /// A per-node metric: name, type, help, and how to read it from the status.
-type NodeMetric = (&'static str, &'static str, &'static str, fn(&NodeStatus) -> u64);
+type NodeMetric = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&NodeStatus) -> u64,
+);
 
 /// Acquisitions of one outcome and kind.
 #[derive(Debug, Clone, PartialEq)]

@@ -49,6 +49,8 @@ Options:
   --kill-grace DUR          Time COMMAND gets between a signal and SIGKILL, and between
                             --kill-signal and the end of the leadership's validity (default 5s,
                             or half the validity left before an extension for short TTLs)
+  --metrics-addr ADDR       Serve this client's metrics (Prometheus text) at
+                            http://ADDR/metrics while redlock runs; PORT alone binds localhost
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
   -h, --help                Show this
@@ -89,6 +91,7 @@ struct Options {
     once: bool,
     kill_signal: i32,
     kill_grace: Option<Duration>,
+    metrics_addr: Option<String>,
     command: Vec<OsString>,
 }
 
@@ -102,6 +105,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
         once: false,
         kill_signal: libc::SIGTERM,
         kill_grace: None,
+        metrics_addr: None,
         command: Vec::new(),
     };
     let mut name: Option<String> = None;
@@ -128,6 +132,11 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
             }
             Long("ttl") => o.ttl = duration("--ttl", parser.value().map_err(|e| usage(&e))?)?,
             Long("once") => o.once = true,
+            Long("metrics-addr") => {
+                let v = parser.value().map_err(|e| usage(&e))?;
+                o.metrics_addr =
+                    Some(crate::metrics::address(&v.to_string_lossy()).map_err(|m| usage(&m))?);
+            }
             Long("kill-signal") => {
                 let v = parser.value().map_err(|e| usage(&e))?;
                 o.kill_signal = args::signal(&v.to_string_lossy())
@@ -192,6 +201,9 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     let cancel = Cancel::new();
     supervise::install_handlers(&cancel)?;
     let client = crate::client(&o.common, "elect")?;
+    if let Some(addr) = &o.metrics_addr {
+        crate::metrics::serve(addr, &client)?;
+    }
     let identity = o.identity.clone().unwrap_or_else(default_identity);
     let election = client
         .election(&o.name, &identity, o.ttl)

@@ -14,6 +14,7 @@ use lexopt::prelude::*;
 
 mod args;
 mod elect;
+mod metrics;
 mod run;
 mod show;
 mod supervise;

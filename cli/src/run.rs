@@ -52,6 +52,8 @@ Options:
                             lock's validity (default 5s, or half the validity left before
                             an extension when the TTL is shorter than about 15s; a grace
                             given must fit in that validity)
+  --metrics-addr ADDR       Serve this client's metrics (Prometheus text) at
+                            http://ADDR/metrics while redlock runs; PORT alone binds localhost
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH; prefer those for
                             URLs with passwords: --nodes shows in `ps`)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
@@ -77,6 +79,8 @@ struct Options {
     kill_signal: i32,
     /// `None`: the default, derived from the TTL ([`kill_grace`]).
     kill_grace: Option<Duration>,
+    /// Where to serve the client's metrics while the command runs.
+    metrics_addr: Option<String>,
     resource: String,
     command: Vec<OsString>,
 }
@@ -93,6 +97,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
         conflict_exit_code: EXIT_TEMPFAIL,
         kill_signal: libc::SIGTERM,
         kill_grace: None,
+        metrics_addr: None,
         resource: String::new(),
         command: Vec::new(),
     };
@@ -150,6 +155,11 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
                     "--kill-grace",
                     parser.value().map_err(|e| usage(&e))?,
                 )?)
+            }
+            Long("metrics-addr") => {
+                let v = parser.value().map_err(|e| usage(&e))?;
+                o.metrics_addr =
+                    Some(crate::metrics::address(&v.to_string_lossy()).map_err(|m| usage(&m))?);
             }
             Value(v) if resource.is_none() => {
                 resource = Some(
@@ -298,6 +308,9 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     let cancel = Cancel::new();
     supervise::install_handlers(&cancel)?;
     let client = crate::client(&o.common, "run")?;
+    if let Some(addr) = &o.metrics_addr {
+        crate::metrics::serve(addr, &client)?;
+    }
 
     let mut request = LockRequest::new(&o.resource, o.ttl)
         .auto_extend(AutoExtend::new())
@@ -446,6 +459,7 @@ mod tests {
             conflict_exit_code: EXIT_TEMPFAIL,
             kill_signal: libc::SIGTERM,
             kill_grace,
+            metrics_addr: None,
             resource: "r".into(),
             command: vec!["true".into()],
         }

@@ -287,3 +287,98 @@ fn bad_arguments_exit_64() {
     let o = redlock(&cluster, "leader", &[]).output().unwrap();
     assert_eq!(o.status.code(), Some(64));
 }
+
+/// `GET /metrics` from a running redlock.
+fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+/// The samples of a Prometheus text exposition as `prometheus_client`'s parser reads it (name
+/// with labels → value): a text it cannot parse fails.
+fn parse_prometheus(text: &str) -> BTreeMap<String, f64> {
+    let script = r#"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        print(f"{s.name}{{{labels}}} {s.value}")
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client could not parse the exposition (pip install prometheus_client): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_owned(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn metrics_addr_serves_prometheus_text_while_the_command_runs() {
+    let cluster = Cluster::start(3);
+    for (sub, args) in [
+        ("run", vec!["held", "--", "sleep", "30"]),
+        (
+            "elect",
+            vec!["--identity", "m", "metered", "--", "sleep", "30"],
+        ),
+    ] {
+        let port = support::free_port();
+        let port_text = port.to_string();
+        let mut all = vec!["--metrics-addr", port_text.as_str()];
+        all.extend(args.iter().copied());
+        let mut child = redlock(&cluster, sub, &all)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let kind = if sub == "run" { "plain" } else { "leader" };
+        let want = format!("redlock_acquisitions_total{{kind=\"{kind}\",outcome=\"acquired\"}}");
+        let mut samples = BTreeMap::new();
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                samples = scrape(port)
+                    .map(|t| parse_prometheus(&t))
+                    .unwrap_or_default();
+                samples.get(&want) == Some(&1.0)
+            }),
+            "{sub}: {samples:?}"
+        );
+        assert_eq!(samples.get("redlock_locks_held{}"), Some(&1.0), "{sub}");
+        let up: f64 = samples
+            .iter()
+            .filter(|(k, _)| k.starts_with("redlock_node_up{"))
+            .map(|(_, v)| v)
+            .sum();
+        assert_eq!(up, 3.0, "{sub}: every node up");
+        signal(&child, libc::SIGTERM);
+        assert!(wait_timeout(&mut child, Duration::from_secs(10)).is_some());
+    }
+}
