@@ -271,19 +271,11 @@ impl Kind for Fenced {
     }
 
     fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>, _: &Caller) -> Grant {
-        let fence = acquired.tally.max_value().unwrap_or(0);
-        let write = Command::script(&WRITE_FENCE, Reply::Flag)
-            .keys(Keys::KeyAnd(Arc::clone(&self.counter)))
-            .number(fence);
-        let mut written = engine.quorum_call(&write, &self.resource, token);
-        // Validity and the report count from the acquire's start.
-        written.t0 = acquired.t0;
-        let held = (written.decision == Decision::Quorum)
-            .then(|| Box::new(HeldFenced { fence }) as Box<dyn Held>);
-        Grant {
-            held,
-            last: Some(written),
-        }
+        write_back(engine, acquired, token, &self.resource, |fence| {
+            Command::script(&WRITE_FENCE, Reply::Flag)
+                .keys(Keys::KeyAnd(Arc::clone(&self.counter)))
+                .number(fence)
+        })
     }
 
     fn release_command(&self, nonce: Arc<str>) -> Command {
@@ -291,6 +283,28 @@ impl Kind for Fenced {
     }
 }
 
+/// Step 2 of the protocol: the fence is the largest counter among the acquire's replies, and
+/// `write(fence)` writes it back to a quorum; the lock is granted only if that succeeded.
+pub(crate) fn write_back(
+    engine: &Engine,
+    acquired: &Outcome,
+    token: &Arc<str>,
+    resource: &Arc<str>,
+    write: impl FnOnce(u64) -> Command,
+) -> Grant {
+    let fence = acquired.tally.max_value().unwrap_or(0);
+    let mut written = engine.quorum_call(&write(fence), resource, token);
+    // Validity and the report count from the acquire's start.
+    written.t0 = acquired.t0;
+    let held = (written.decision == Decision::Quorum)
+        .then(|| Box::new(HeldFenced { fence }) as Box<dyn Held>);
+    Grant {
+        held,
+        last: Some(written),
+    }
+}
+
+/// A granted fenced lock (also a leadership: the term is its fence).
 #[derive(Debug)]
 struct HeldFenced {
     fence: u64,

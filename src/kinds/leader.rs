@@ -21,8 +21,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::kinds::fenced::{self, fence_key};
-use crate::kinds::{Caller, Grant, Held, Kind, plain};
-use crate::quorum::Decision;
+use crate::kinds::{Caller, Grant, Kind, plain};
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
 /// The prefix of an election's lock key.
@@ -153,43 +152,17 @@ impl Kind for Leader {
     }
 
     fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>, _: &Caller) -> Grant {
-        let term = acquired.tally.max_value().unwrap_or(0);
-        let write = Command::script(&WRITE_LEADER, Reply::Flag)
-            .keys(Keys::List(Arc::clone(&self.write_keys)))
-            .announcing()
-            .number(term)
-            .text(Arc::clone(&self.identity));
-        let mut written = engine.quorum_call(&write, &self.resource, token);
-        written.t0 = acquired.t0;
-        let held = (written.decision == Decision::Quorum)
-            .then(|| Box::new(HeldLeader { term }) as Box<dyn Held>);
-        Grant {
-            held,
-            last: Some(written),
-        }
+        fenced::write_back(engine, acquired, token, &self.resource, |term| {
+            Command::script(&WRITE_LEADER, Reply::Flag)
+                .keys(Keys::List(Arc::clone(&self.write_keys)))
+                .announcing()
+                .number(term)
+                .text(Arc::clone(&self.identity))
+        })
     }
 
     fn release_command(&self, nonce: Arc<str>) -> Command {
         plain::release(nonce)
-    }
-}
-
-#[derive(Debug)]
-struct HeldLeader {
-    term: u64,
-}
-
-impl Held for HeldLeader {
-    fn extend(&self, ttl_ms: u64) -> Command {
-        plain::extend(ttl_ms)
-    }
-
-    fn release(&self, nonce: Arc<str>) -> Command {
-        plain::release(nonce)
-    }
-
-    fn fence(&self) -> Option<u64> {
-        Some(self.term)
     }
 }
 
