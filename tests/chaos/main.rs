@@ -159,6 +159,7 @@ mod support;
 
 mod checker;
 mod client;
+mod election;
 mod fenced;
 mod keys;
 mod kinds;
@@ -433,6 +434,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     checker_catches_made_up_violations();
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
+    election::checker_catches_made_up_violations();
     let faults = schedule(seed, chaos_ms, &flags);
     println!(
         "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
@@ -671,6 +673,8 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     );
     let storage = fenced::Storage::read(&mut data.conn());
     let fenced_stats = fenced::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    let storage = election::read_storage(&mut data.conn());
+    let election_stats = election::check(&logs, &storage, &record.pauses, origin, &mut verdict);
     check_coverage(&logs, &record, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
@@ -678,11 +682,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     summarize(&logs, &record, &stats);
     kinds::summarize(&logs, &kind_stats);
     fenced::summarize(&fenced_stats);
+    election::summarize(&election_stats);
     print_table(
         &logs,
         &record,
         &stats,
         &fenced_stats,
+        &election_stats,
         &verdict,
         seed,
         chaos_ms,
@@ -754,6 +760,7 @@ fn print_table(
     record: &schedule::Record,
     stats: &checker::Stats,
     fenced: &fenced::Stats,
+    election: &election::Stats,
     verdict: &Verdict,
     seed: u64,
     chaos_ms: u64,
@@ -806,6 +813,10 @@ fn print_table(
         fenced.holds, fenced.ordered_pairs
     );
     println!(
+        "| leader election: leaderships (campaigns) | {} ({} campaigns, {} cancelled; {} ordered pairs checked) |",
+        election.leaderships, election.campaigns, election.cancelled, election.ordered_pairs
+    );
+    println!(
         "| read-write: read / write / plain | {} / {} / {} ({} cancelled waits) |",
         role("read"),
         role("write"),
@@ -846,6 +857,14 @@ fn print_table(
     println!(
         "| fenced writes made late, rejected by the storage | {} of {} late ({} after a driver pause) |",
         fenced.late_rejected, fenced.late, fenced.late_paused
+    );
+    println!(
+        "| leaders' writes made late, rejected by the term-checking storage | {} of {} late ({} after a driver pause); {} stale reads and {} stale writes rejected in all |",
+        election.late_rejected,
+        election.late,
+        election.late_paused,
+        election.rejected_reads,
+        election.rejected_writes
     );
     println!();
 }
