@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::client::OPS;
+use crate::election::{self, ELECTION_KEY, ElectionHold, Observed};
 use crate::fenced::{self, FENCED_RESOURCE, FencedHold, paused_across};
 use crate::kinds::{self, KindHold};
 use crate::schedule::{Action, Outage, Pause, Record, Restart, majority_down};
@@ -185,6 +186,9 @@ pub struct Logs {
     pub kinds: Vec<KindHold>,
     /// Fenced holds (`F` lines; see `fenced.rs`).
     pub fenced: Vec<FencedHold>,
+    /// Leaderships (`E` lines) and answers of `leader` (`O` lines; see `election.rs`).
+    pub elections: Vec<ElectionHold>,
+    pub observed: Vec<Observed>,
     /// Intervals during which the parent, which runs the relays, did not get to run: every
     /// client's traffic waited meanwhile, as on a slow network.
     pub relay_stalls: Vec<(u64, u64)>,
@@ -286,6 +290,8 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                 }
                 "R" => logs.kinds.push(kinds::parse(&f)),
                 "F" => logs.fenced.push(fenced::parse(&f)),
+                "E" => logs.elections.push(election::parse(&f)),
+                "O" => logs.observed.push(election::parse_observed(&f)),
                 _ => panic!("bad line {line:?}"),
             }
         }
@@ -451,8 +457,11 @@ pub fn check(
     for c in &logs.calls {
         let took = (c.end - c.start) / MS;
         let stalled = logs.stalled(c.client, c.start, c.end) / MS;
-        let bound =
-            bound_ms(&c.op) + kinds::extra_bound_ms(&c.op, &c.resource) + CALL_MARGIN_MS + stalled;
+        let bound = bound_ms(&c.op)
+            + kinds::extra_bound_ms(&c.op, &c.resource)
+            + election::extra_bound_ms(&c.op, &c.resource)
+            + CALL_MARGIN_MS
+            + stalled;
         if took > bound {
             verdict.fail(format!(
                 "(c) client {} {} {} took {took} ms at {} (bound {bound} ms, of which {stalled} \
@@ -702,6 +711,12 @@ pub fn check_coverage(logs: &Logs, record: &Record, verdict: &mut Verdict) {
         .iter()
         .filter(|w| w.resource == kinds::SEM_RESOURCE)
         .count();
+    let campaigns = |outcome: &str| {
+        logs.waits
+            .iter()
+            .filter(|w| w.resource == ELECTION_KEY && w.outcome == outcome)
+            .count()
+    };
     let classes = [
         ("node hangs", outages(Action::Hang)),
         ("crashes with a delayed restart", restarts(false)),
@@ -724,6 +739,8 @@ pub fn check_coverage(logs: &Logs, record: &Record, verdict: &mut Verdict) {
         ),
         ("cancellable read-write waits", rw_waits),
         ("cancellable semaphore waits", sem_waits),
+        ("elections won", campaigns("ok").min(logs.elections.len())),
+        ("cancelled campaigns", campaigns("cancelled")),
     ];
     for (what, n) in classes {
         if n == 0 {
@@ -840,7 +857,7 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
         waits("", "not_acquired"),
         waits("", "no_quorum")
     );
-    for mode in ["before", "during", "release"] {
+    for mode in ["before", "during", "release", "never"] {
         let of_mode: Vec<&Wait> = logs.waits.iter().filter(|w| w.mode == mode).collect();
         let fired = of_mode
             .iter()
@@ -987,10 +1004,12 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
         (
             "client process paused past its validity (SIGSTOP)".into(),
             format!(
-                "{} ({} at a plain write, {} at a fenced write; longest {} ms)",
+                "{} ({} at a plain write, {} at a fenced write, {} at a leader's write; longest \
+                 {} ms)",
                 record.pauses.len(),
                 at_write("plain"),
                 at_write("fenced"),
+                at_write("election"),
                 record
                     .pauses
                     .iter()
@@ -1089,6 +1108,8 @@ pub fn checker_catches_made_up_violations() {
         probes: BTreeMap::new(),
         kinds: Vec::new(),
         fenced: Vec::new(),
+        elections: Vec::new(),
+        observed: Vec::new(),
         relay_stalls: Vec::new(),
     };
     // n0 hung for everyone; n1 and n2 cut off from client 1 only.

@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use redlock::{Cancel, Error, Lock, LockRequest, Redlock};
 
 use crate::checker::{lock_bound_ms, wait_bound_ms};
+use crate::election::ELECTION_THREADS;
 use crate::fenced::FENCED_THREADS;
 use crate::keys::{KeyKind, Probe};
 use crate::kinds::{RW_THREADS, SEM_THREADS};
@@ -83,7 +84,9 @@ pub struct Busy {
     pub op: AtomicU64,
 }
 
-pub const OPS: [&str; 6] = ["lock", "try_lock", "extend", "release", "wait", "overask"];
+pub const OPS: [&str; 7] = [
+    "lock", "try_lock", "extend", "release", "wait", "overask", "leader",
+];
 
 /// When a cancellable wait is cancelled: before the call (it must fail at once), at a random
 /// moment during it (often within its first attempt), or around a release of its resource by
@@ -94,6 +97,8 @@ pub enum CancelMode {
     Before,
     During,
     Release,
+    /// Not cancelled: the wait ends by itself (it must not return `Cancelled`).
+    Never,
 }
 
 impl CancelMode {
@@ -102,6 +107,7 @@ impl CancelMode {
             CancelMode::Before => "before",
             CancelMode::During => "during",
             CancelMode::Release => "release",
+            CancelMode::Never => "never",
         }
     }
 }
@@ -215,7 +221,8 @@ impl Worker {
             t if t < THREADS => self.run_mutex(end_ns),
             t if t < THREADS + RW_THREADS => self.run_rw(end_ns),
             t if t < THREADS + RW_THREADS + SEM_THREADS => self.run_sem(end_ns),
-            _ => self.run_fenced(end_ns),
+            t if t < THREADS + RW_THREADS + SEM_THREADS + FENCED_THREADS => self.run_fenced(end_ns),
+            _ => self.run_election(end_ns),
         }
     }
 
@@ -277,11 +284,19 @@ impl Worker {
     /// A cancel for a wait on `res`, to fire before the call (fired here), at a random moment
     /// during it, or around a release of `res` by another thread of the process.
     pub fn arm(&mut self, res: &str) -> Armed {
+        self.arm_as(res, true)
+    }
+
+    /// [`arm`](Worker::arm); without `release` (for a resource that no other thread of the
+    /// process releases), a wait that would have been cancelled around a release is not
+    /// cancelled at all: it ends by itself.
+    pub fn arm_as(&mut self, res: &str, release: bool) -> Armed {
         let cancel = Cancel::new();
         let fired = Arc::new(AtomicU64::new(0));
         let mode = match self.rng.below(10) {
             0 => CancelMode::Before,
             1..=4 => CancelMode::During,
+            _ if !release => CancelMode::Never,
             _ => CancelMode::Release,
         };
         self.armed += 1;
@@ -305,6 +320,7 @@ impl Worker {
                 };
                 self.shared.canceller.send(fire).expect("canceller");
             }
+            CancelMode::Never => {}
             CancelMode::Release => self.shared.waiters.lock().unwrap().push(Waiter {
                 id,
                 resource: res.to_owned(),
@@ -481,7 +497,7 @@ pub fn child(args: ChildArgs) {
         chaos_start_ns: args.chaos_start_ns,
     });
     let data_client = redis::Client::open(args.data.as_str()).expect("data url");
-    let threads = THREADS + RW_THREADS + SEM_THREADS + FENCED_THREADS;
+    let threads = THREADS + RW_THREADS + SEM_THREADS + FENCED_THREADS + ELECTION_THREADS;
     let busy: Vec<Arc<Busy>> = (0..threads).map(|_| Arc::default()).collect();
     let (fires_tx, fires) = crossbeam_channel::unbounded();
     let canceller = std::thread::spawn(move || canceller(fires));

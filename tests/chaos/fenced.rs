@@ -55,7 +55,7 @@ pub fn rejected_key() -> String {
 /// value}`, or `{0, highest}` for a token below the highest seen. ARGV[2] = "0" is the broken
 /// storage of `--unchecked-storage`, which checks nothing. Tokens stay below 2^53 (exact in
 /// Lua's doubles) whether they count acquisitions or microseconds since the epoch.
-const READ: &str = r#"
+pub const READ: &str = r#"
 local highest = tonumber(redis.call("get", KEYS[2]) or "0")
 local token = tonumber(ARGV[1])
 if ARGV[2] == "1" and token < highest then
@@ -71,7 +71,7 @@ return {1, tonumber(redis.call("get", KEYS[1]) or "0")}
 /// The storage's write (KEYS: counter, highest, accepted log, rejected log; ARGV: token, check,
 /// who, value): 1 when accepted (and logged with its token), 0 when the token is below the
 /// highest seen.
-const WRITE: &str = r#"
+pub const WRITE: &str = r#"
 local highest = tonumber(redis.call("get", KEYS[2]) or "0")
 local token = tonumber(ARGV[1])
 if ARGV[2] == "1" and token < highest then
@@ -222,20 +222,35 @@ pub struct Storage {
 
 impl Storage {
     pub fn read(data: &mut redis::Connection) -> Storage {
+        Storage::read_keys(
+            data,
+            &accepted_key(),
+            &rejected_key(),
+            &counter_key(FENCED_RESOURCE),
+        )
+    }
+
+    /// A storage of the same scripts kept under other keys (the election's).
+    pub fn read_keys(
+        data: &mut redis::Connection,
+        accepted_key: &str,
+        rejected_key: &str,
+        counter_key: &str,
+    ) -> Storage {
         let accepted: Vec<String> = redis::cmd("LRANGE")
-            .arg(accepted_key())
+            .arg(accepted_key)
             .arg(0)
             .arg(-1)
             .query(data)
             .expect("LRANGE accepted");
         let rejected: Vec<String> = redis::cmd("LRANGE")
-            .arg(rejected_key())
+            .arg(rejected_key)
             .arg(0)
             .arg(-1)
             .query(data)
             .expect("LRANGE rejected");
         let counter: Option<u64> = redis::cmd("GET")
-            .arg(counter_key(FENCED_RESOURCE))
+            .arg(counter_key)
             .query(data)
             .expect("GET counter");
         Storage {
@@ -371,40 +386,7 @@ fn check_rules(
     }
 
     // (f2) The storage accepted no stale write, and lost no update.
-    for (i, w) in storage.accepted.iter().enumerate() {
-        if i > 0 && w.fence < storage.accepted[i - 1].fence {
-            f2.fail(format!(
-                "(f2) {FENCED_RESOURCE}: the storage accepted write {} (value {}, {}) with fence {} \
-                 after one with fence {}: a stale write landed",
-                i + 1,
-                w.value,
-                w.who,
-                w.fence,
-                storage.accepted[i - 1].fence
-            ));
-        }
-        // Each accepted write read what the one before it left: values 1..=n in order. (Judged
-        // against the write before, so that one lost update is reported once.)
-        let before = i.checked_sub(1).map_or(0, |j| storage.accepted[j].value);
-        if w.value != before + 1 {
-            f2.fail(format!(
-                "(f2) {FENCED_RESOURCE}: accepted write {} (fence {}, {}) wrote {} after one that \
-                 left {before}: lost update",
-                i + 1,
-                w.fence,
-                w.who,
-                w.value
-            ));
-        }
-    }
-    let last = storage.accepted.last().map_or(0, |w| w.value);
-    if storage.counter != last {
-        f2.fail(format!(
-            "(f2) {FENCED_RESOURCE}: counter is {} after {} accepted writes, the last of {last}",
-            storage.counter,
-            storage.accepted.len()
-        ));
-    }
+    storage_rule(storage, "(f2)", FENCED_RESOURCE, f2);
     stats.rejected_reads = storage
         .rejected
         .iter()
@@ -428,6 +410,46 @@ fn check_rules(
         ));
     }
     stats
+}
+
+/// No stale write accepted, no update lost: the writes `storage` accepted carry
+/// non-decreasing tokens in its order, their values are 1..=n in that order, and the counter
+/// is n. Violations are named `rule` (`(f2)`, `el3`) and `what` (the resource).
+pub fn storage_rule(storage: &Storage, rule: &str, what: &str, f2: &mut Verdict) {
+    for (i, w) in storage.accepted.iter().enumerate() {
+        if i > 0 && w.fence < storage.accepted[i - 1].fence {
+            f2.fail(format!(
+                "{rule} {what}: the storage accepted write {} (value {}, {}) with token {} \
+                 after one with token {}: a stale write landed",
+                i + 1,
+                w.value,
+                w.who,
+                w.fence,
+                storage.accepted[i - 1].fence
+            ));
+        }
+        // Each accepted write read what the one before it left: values 1..=n in order. (Judged
+        // against the write before, so that one lost update is reported once.)
+        let before = i.checked_sub(1).map_or(0, |j| storage.accepted[j].value);
+        if w.value != before + 1 {
+            f2.fail(format!(
+                "{rule} {what}: accepted write {} (token {}, {}) wrote {} after one that \
+                 left {before}: lost update",
+                i + 1,
+                w.fence,
+                w.who,
+                w.value
+            ));
+        }
+    }
+    let last = storage.accepted.last().map_or(0, |w| w.value);
+    if storage.counter != last {
+        f2.fail(format!(
+            "{rule} {what}: counter is {} after {} accepted writes, the last of {last}",
+            storage.counter,
+            storage.accepted.len()
+        ));
+    }
 }
 
 pub fn summarize(s: &Stats) {

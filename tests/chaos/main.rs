@@ -91,11 +91,18 @@
 //!   `CANCEL_BOUND_MS` (plus stalls); one whose cancel fired before the call fails at once;
 //! - (p) the phases held (a check of the harness): no acquisition by a client without grace ran
 //!   from a quick restart's kill until the largest TTL (plus the drift allowance) had passed;
-//! - (cov) every fault class above was injected, both kinds of client acquired, and
-//!   cancellable read-write and semaphore waits were made: a run that skipped one tested
-//!   nothing about it;
+//! - (cov) every fault class above was injected, both kinds of client acquired, cancellable
+//!   read-write and semaphore waits were made, elections were won and campaigns cancelled: a
+//!   run that skipped one tested nothing about it;
 //! - the fenced rules (f1) token order and (f2) no stale write accepted, in `fenced.rs`, and
-//!   the read-write and semaphore rules rw1-rw4 and sem1-sem4, in `kinds.rs`.
+//!   the read-write and semaphore rules rw1-rw4 and sem1-sem4, in `kinds.rs`;
+//! - the election rules, in `election.rs`: el1 at most one leader with validity left at any
+//!   instant (no two leadership windows `[campaign returned, min(validity deadline, resign
+//!   started)]` overlap); el2 terms strictly increase from leader to leader (a campaign that
+//!   started after another returned a leadership gets a greater term) and no term is handed
+//!   out twice; el3 no stale write accepted by the term-checking storage (as (f2)); el4 what
+//!   `Redlock::leader` reports names a granted leadership (a candidate's identity, with the
+//!   term that identity was granted, by a campaign begun before the read returned).
 //!
 //! A quarter of the mutex calls are cancellable waits: reentrant requests (`wait`, with a
 //! `Cancel`) whose owner, and so whose token, the client chooses per call, so that even a
@@ -110,18 +117,21 @@
 //! instant the waiter may be granted the lock, where a cancel that skipped the undo would leave
 //! keys behind.
 //!
-//! The read-write lock, the counting semaphore and the fenced lock run alongside, on resources
-//! of their own (`chaos-rw`, `chaos-sem`, `chaos-fenced`) under the same faults, each client
-//! process giving them threads of their own; `kinds.rs` and `fenced.rs` describe their clients
-//! and rules. Their releases are probed for keys left behind like the mutex's (f), and their
-//! calls are bounded (c) and refused while a majority is down (e) like the others.
+//! The read-write lock, the counting semaphore, the fenced lock and a leader election run
+//! alongside, on resources of their own (`chaos-rw`, `chaos-sem`, `chaos-fenced`, the election
+//! `chaos-election`) under the same faults, each client process giving them threads of their
+//! own; `kinds.rs`, `fenced.rs` and `election.rs` describe their clients and rules. Their
+//! releases (a leader's resignation or drop) are probed for keys left behind like the mutex's
+//! (f), and their calls (a campaign is a `wait`) are bounded (c) and refused while a majority
+//! is down (e) like the others.
 //!
 //! Parts: `schedule.rs` (the phases, the seeded faults and the driver), `relay.rs` (the
 //! per-client relays), `client.rs` (child mode: the client processes, their workers and
 //! cancels), `keys.rs` (the key probe of each client process), `checker.rs` (the rules, and
 //! their self-test on made-up violations), `kinds.rs` (the read-write lock and the semaphore:
 //! clients, rules, self-test), `fenced.rs` (fenced locks and the storage: client, rules,
-//! self-test); this file holds the configuration, the parent and the command line. On a
+//! self-test), `election.rs` (leader elections and their term-checked storage: candidates,
+//! rules, self-test); this file holds the configuration, the parent and the command line. On a
 //! failure the run prints a timeline of what the driver really did, and keeps the logs.
 //!
 //! Short profile (about a minute; part of `cargo test --release` and so of `scripts/test`;
@@ -140,16 +150,17 @@
 //! # Breaking it on purpose
 //! Each rule must be able to fail. Before each run the checker is fed made-up violations of
 //! every rule, which it must report (`checker_catches_made_up_violations` in `checker.rs`,
-//! `kinds.rs` and `fenced.rs`). And these flags break something real, to watch the rules fire
+//! `kinds.rs`, `fenced.rs` and `election.rs`). And these flags break something real, to watch the rules fire
 //! on real servers (each run then says it is broken on purpose, and should fail):
 //! - `--eager-restarts`: quick restarts in every phase, so clients without grace meet them
 //!   (rule (p) stands aside): (a), (b), rw1, sem1/sem2 and (f1) fire when a restarted node's
-//!   forgotten lock is taken again;
+//!   forgotten lock is taken again (el1 and el2 likewise when it is the election's, which
+//!   needs a leader on a bare majority: rarer);
 //! - `--grace-ms N`: the quick phases' clients use a restart grace of N ms (0: none) instead of
 //!   the largest TTL: the same rules fire, in quick phases;
-//! - `--unchecked-storage`: the fenced storage checks no token, and every client pause waits
-//!   for a fenced write: (f2) fires when the paused holder's stale write lands after a newer
-//!   holder's;
+//! - `--unchecked-storage`: the fenced storage and the election's check no token or term, and
+//!   every client pause waits for a fenced write or a leader's write: (f2) or el3 fires when
+//!   the paused holder's stale write lands after a newer holder's;
 //! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
 //!   client holding its locks on a bare majority that includes the jumping node: (a) and the
 //!   others fire when the jump frees such a lock early.
@@ -159,6 +170,7 @@ mod support;
 
 mod checker;
 mod client;
+mod election;
 mod fenced;
 mod keys;
 mod kinds;
@@ -301,7 +313,7 @@ pub struct Flags {
     pub eager: bool,
     /// `--grace-ms N`: the restart grace of the quick phases' clients (default: the largest TTL).
     pub grace_ms: u64,
-    /// `--unchecked-storage`: the fenced storage checks no token.
+    /// `--unchecked-storage`: the fenced storage (and the election's) checks no token (term).
     pub unchecked_storage: bool,
     /// `--no-clock-guard`: clients without the clock guard.
     pub no_clock_guard: bool,
@@ -433,6 +445,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     checker_catches_made_up_violations();
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
+    election::checker_catches_made_up_violations();
     let faults = schedule(seed, chaos_ms, &flags);
     println!(
         "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
@@ -671,6 +684,8 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     );
     let storage = fenced::Storage::read(&mut data.conn());
     let fenced_stats = fenced::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    let storage = election::read_storage(&mut data.conn());
+    let election_stats = election::check(&logs, &storage, &record.pauses, origin, &mut verdict);
     check_coverage(&logs, &record, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
@@ -678,11 +693,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     summarize(&logs, &record, &stats);
     kinds::summarize(&logs, &kind_stats);
     fenced::summarize(&fenced_stats);
+    election::summarize(&election_stats);
     print_table(
         &logs,
         &record,
         &stats,
         &fenced_stats,
+        &election_stats,
         &verdict,
         seed,
         chaos_ms,
@@ -754,6 +771,7 @@ fn print_table(
     record: &schedule::Record,
     stats: &checker::Stats,
     fenced: &fenced::Stats,
+    election: &election::Stats,
     verdict: &Verdict,
     seed: u64,
     chaos_ms: u64,
@@ -806,6 +824,10 @@ fn print_table(
         fenced.holds, fenced.ordered_pairs
     );
     println!(
+        "| leader election: leaderships (campaigns) | {} ({} campaigns, {} cancelled; {} ordered pairs checked) |",
+        election.leaderships, election.campaigns, election.cancelled, election.ordered_pairs
+    );
+    println!(
         "| read-write: read / write / plain | {} / {} / {} ({} cancelled waits) |",
         role("read"),
         role("write"),
@@ -846,6 +868,14 @@ fn print_table(
     println!(
         "| fenced writes made late, rejected by the storage | {} of {} late ({} after a driver pause) |",
         fenced.late_rejected, fenced.late, fenced.late_paused
+    );
+    println!(
+        "| leaders' writes made late, rejected by the term-checking storage | {} of {} late ({} after a driver pause); {} stale reads and {} stale writes rejected in all |",
+        election.late_rejected,
+        election.late,
+        election.late_paused,
+        election.rejected_reads,
+        election.rejected_writes
     );
     println!();
 }

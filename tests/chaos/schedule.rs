@@ -90,8 +90,8 @@ pub enum Step {
         client: usize,
         node: usize,
     },
-    /// SIGSTOP of a whole client process, as one of its holders of `kind` (`plain`, `fenced`)
-    /// says it is about to write, if one does soon.
+    /// SIGSTOP of a whole client process, as one of its holders of `kind` (`plain`, `fenced`,
+    /// `election`: a leader) says it is about to write, if one does soon.
     Pause {
         client: usize,
         kind: &'static str,
@@ -182,7 +182,7 @@ fn quick(rng: &mut Rng, node: usize) -> Step {
 /// (three nodes) goes down about every 20 s, the first after 18 s.
 ///
 /// A run broken on purpose steers its faults to what it broke: with `--unchecked-storage`
-/// every pause waits for a fenced write, with `--no-clock-guard` every clock jump comes with
+/// every pause waits for a fenced write or a leader's term-checked write, with `--no-clock-guard` every clock jump comes with
 /// a client holding its locks on a bare majority that includes the jumping node.
 pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     let eager = flags.eager;
@@ -358,10 +358,11 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
         }
         Class::Pause => {
             let client = rng.below(CLIENTS as u64) as usize;
-            let kind = if !flags.unchecked_storage && rng.chance(0.5) {
-                "plain"
-            } else {
-                "fenced"
+            // With `--unchecked-storage`, always at a term- or token-checked write.
+            let kind = match (flags.unchecked_storage, rng.below(4)) {
+                (false, 0 | 1) => "plain",
+                (_, k) if k % 2 == 0 => "fenced",
+                _ => "election",
             };
             steps.push((0, Step::Pause { client, kind }));
             // Longer than any lock's validity.
