@@ -19,15 +19,15 @@
 //! `O` line.
 //!
 //! Rules:
-//! - el1: at most one leader with validity left at any instant: no two leadership windows
+//! - (el1): at most one leader with validity left at any instant: no two leadership windows
 //!   overlap;
-//! - el2: terms strictly increase from leader to leader: when B's campaign started after A's
+//! - (el2): terms strictly increase from leader to leader: when B's campaign started after A's
 //!   returned, `term(B) > term(A)`; and no term is handed out twice;
-//! - el3: no stale write accepted: the writes the term-checking storage accepted carry
+//! - (el3): no stale write accepted: the writes the term-checking storage accepted carry
 //!   non-decreasing terms in its order, their values are 1..=n in that order and its counter is
 //!   n (as (f2)). A stale write it rejected (a leader paused past its validity) is counted, not a
 //!   violation;
-//! - el4: what `leader` reports names a leadership that was granted: an identity of a candidate,
+//! - (el4): what `leader` reports names a leadership that was granted: an identity of a candidate,
 //!   and a term that, if any campaign returned it, was returned to that identity, by a campaign
 //!   that started before the read returned. (A term that no campaign returned is printed as a
 //!   NOTE: a candidate whose write-back reached a quorum but whose validity was gone when it
