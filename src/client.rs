@@ -232,7 +232,9 @@ impl Redlock {
     /// delivered in order on a dispatcher thread of the client's own, never on the thread that
     /// made them, through a queue of [`EVENT_QUEUE`](crate::EVENT_QUEUE): a slow listener costs
     /// dropped events ([`Stats::events_dropped`]), never a stalled extension. A listener may call
-    /// into the library; a panic in it is caught. With no listener, events cost nothing.
+    /// into the library; a panic in it is caught. With no listener, events cost nothing. Once
+    /// the returned handle is dropped, its listener is not running and is not called again
+    /// (the drop waits for a call in flight), unless it is dropped by a listener itself.
     pub fn on_event(
         &self,
         listener: impl Fn(&Event) + Send + Sync + 'static,

@@ -29,7 +29,7 @@
 
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -238,6 +238,9 @@ pub(crate) struct Telemetry {
     dropped: AtomicU64,
     /// Someone listens: events are built and queued.
     listening: AtomicBool,
+    /// Held (shared) by the dispatcher while it calls listeners, so that a removal can wait
+    /// for a call in flight.
+    calling: RwLock<()>,
     listeners: Mutex<Listeners>,
 }
 
@@ -269,6 +272,7 @@ impl Telemetry {
             waiters: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             listening: AtomicBool::new(false),
+            calling: RwLock::new(()),
             listeners: Mutex::new(Listeners::default()),
         }
     }
@@ -400,11 +404,22 @@ impl Telemetry {
     }
 
     /// Removes a listener; with the last one the dispatcher stops (joined unless called on it).
+    /// Once it returns, the listener is not running and will not be called again, unless it is
+    /// called on the dispatcher thread (by a listener), which cannot wait for itself.
     pub(crate) fn remove(&self, id: u64) {
         let thread = {
             let mut l = relock(&self.listeners);
             l.list.retain(|(i, _)| *i != id);
+            let on_dispatcher = l
+                .dispatcher
+                .as_ref()
+                .is_some_and(|t| t.thread().id() == std::thread::current().id());
             if !l.list.is_empty() {
+                drop(l);
+                if !on_dispatcher {
+                    // Waits for a call in flight, which may have taken the old list.
+                    drop(self.calling.write().unwrap_or_else(|e| e.into_inner()));
+                }
                 return;
             }
             self.listening.store(false, Ordering::Relaxed);
@@ -467,6 +482,7 @@ fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeRead
         match events.recv_timeout(NODE_POLL) {
             Ok(event) => {
                 let Some(t) = telemetry.upgrade() else { return };
+                let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
                 for l in t.listeners() {
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
                 }
@@ -477,6 +493,7 @@ fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeRead
         let Some(now) = nodes() else { return };
         if let Some(before) = &last {
             let Some(t) = telemetry.upgrade() else { return };
+            let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
             for e in node_events(before, &now) {
                 for l in t.listeners() {
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&e)));
