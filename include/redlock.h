@@ -48,6 +48,43 @@ typedef enum redlock_status {
   REDLOCK_CANCELLED = 8,
 } redlock_status;
 
+// What happened, from `redlock_event_kind_of`. The numbers are part of the ABI and never
+// reused; later versions append kinds, so a `switch` needs a `default:` (an event of a kind
+// this header does not name comes as `REDLOCK_EVENT_UNKNOWN`, and `redlock_event_name` still
+// names it).
+typedef enum redlock_event_kind {
+  // A kind of event newer than this version of the ABI (see `redlock_event_name`); also for
+  // NULL.
+  REDLOCK_EVENT_UNKNOWN = 0,
+  // A lock was acquired; the duration is the acquisition's, retries and waits included.
+  REDLOCK_EVENT_ACQUIRED = 1,
+  // An acquisition gave up: the resource was held by another owner.
+  REDLOCK_EVENT_REFUSED = 2,
+  // An acquisition gave up: too few nodes answered.
+  REDLOCK_EVENT_NO_QUORUM = 3,
+  // An acquisition was cancelled.
+  REDLOCK_EVENT_CANCELLED = 4,
+  // A lock was released; the duration is how long it was held.
+  REDLOCK_EVENT_RELEASED = 5,
+  // A lock was extended.
+  REDLOCK_EVENT_EXTENDED = 6,
+  // An extension failed without losing the lock (too few nodes answered; it is retried).
+  REDLOCK_EVENT_EXTENSION_FAILED = 7,
+  // A held lock was found lost; the reason says why (`refused`, `expired`, `suspended`), the
+  // duration how long it was held.
+  REDLOCK_EVENT_LOST = 8,
+  // A node's worker connected.
+  REDLOCK_EVENT_NODE_CONNECTED = 9,
+  // A node's worker lost its connection; the reason is the error.
+  REDLOCK_EVENT_NODE_DISCONNECTED = 10,
+  // A node was seen restarted (a new `run_id` at a reconnect); the reason is the new run id.
+  REDLOCK_EVENT_NODE_RESTARTED = 11,
+  // The clock guard quarantined a node; the reason says why.
+  REDLOCK_EVENT_NODE_QUARANTINED = 12,
+  // A warning of the server probe or the clock guard; the reason is its text.
+  REDLOCK_EVENT_SERVER_WARNING = 13,
+} redlock_event_kind;
+
 // What a node's lock key holds, from `redlock_inspection_node_key_kind`. The numbers are part
 // of the ABI; later versions append kinds (for new lock kinds), so a `switch` needs a
 // `default:` that treats an unknown kind as `REDLOCK_KEY_OTHER` (the key exists and blocks the
@@ -99,6 +136,13 @@ typedef struct redlock_election redlock_election;
 // An error: a status and a message naming the failing node(s) where known.
 typedef struct redlock_error redlock_error;
 
+// One event, lent to a `redlock_event_callback` for the duration of the call: read it with the
+// `redlock_event_*` accessors, copy what is to outlive the call, never free it.
+typedef struct redlock_event redlock_event;
+
+// A callback registered with `redlock_client_on_event`; freeing it removes the callback.
+typedef struct redlock_event_listener redlock_event_listener;
+
 // What `redlock_client_force_release` did, node by node; read it with the
 // `redlock_forced_release_*` accessors and free it with `redlock_forced_release_free`.
 typedef struct redlock_forced_release redlock_forced_release;
@@ -142,6 +186,10 @@ typedef struct redlock_options redlock_options;
 // not change), free it with `redlock_request_free`. Not thread-safe while a setter runs.
 typedef struct redlock_request redlock_request;
 
+// A snapshot of a client's counters and latency histograms and of its nodes' status, from
+// `redlock_client_stats`. It does not change after it was taken; read it from any thread.
+typedef struct redlock_stats redlock_stats;
+
 // The callback type of `redlock_election_on_started_leading` and
 // `redlock_election_on_stopped_leading`: `user` as given, and the term of the leadership that
 // began or ended.
@@ -150,6 +198,10 @@ typedef void (*redlock_term_callback)(void *user, uint64_t term);
 // The callback type of `redlock_election_on_new_leader`: `user` as given, and the new leader
 // (NULL: nobody leads), owned by the library and valid only during the call.
 typedef void (*redlock_new_leader_callback)(void *user, const struct redlock_leader *leader);
+
+// The callback type of `redlock_client_on_event`: `user` as given, and the event, valid only
+// during the call.
+typedef void (*redlock_event_callback)(void *user, const struct redlock_event *event);
 
 // The callback type of `redlock_lock_on_lost`: `user` as given, and the resource name, valid
 // only during the call.
@@ -373,6 +425,101 @@ enum redlock_status redlock_election_campaign_for(const struct redlock_election 
                                                   const struct redlock_cancel *cancel,
                                                   struct redlock_leadership **out,
                                                   struct redlock_error **err);
+
+// What happened; `REDLOCK_EVENT_UNKNOWN` for a kind newer than this header, and for NULL.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call.
+enum redlock_event_kind redlock_event_kind_of(const struct redlock_event *event);
+
+// The event's name, as in logs: `acquired`, `lost`, `node_disconnected`, ... (also for kinds
+// newer than this header). Owned by the event; NULL for NULL.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call.
+const char *redlock_event_name(const struct redlock_event *event);
+
+// When it happened, by the client's wall clock, in ms since the Unix epoch; 0 for NULL.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call.
+uint64_t redlock_event_unix_ms(const struct redlock_event *event);
+
+// The resource of a lock event (a lock of several resources: their sorted names joined with
+// ','); NULL for node events, and for NULL. Owned by the event.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call.
+const char *redlock_event_resource(const struct redlock_event *event);
+
+// The kind of lock of a lock event: `plain`, `fenced`, `reentrant`, `many`, `read`, `write`,
+// `semaphore` or `leader` (later versions may add some); NULL for node events, and for NULL.
+// Owned by the event.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call.
+const char *redlock_event_lock_kind(const struct redlock_event *event);
+
+// The node of a node event, `host:port`; NULL for lock events, and for NULL. Owned by the
+// event.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call.
+const char *redlock_event_node(const struct redlock_event *event);
+
+// Why (a lost lock's reason, a node's error, a warning's text); NULL when the event has none,
+// and for NULL. Owned by the event.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call.
+const char *redlock_event_reason(const struct redlock_event *event);
+
+// The event's duration in ms (an acquisition's, or how long a released or lost lock was
+// held; see `redlock_event_kind`): true and `*duration_ms` (when not NULL) set when it has
+// one; false when it has none, and for NULL.
+//
+// # Safety
+// `event` is NULL or the event a callback was given, during the call; `duration_ms` is NULL or
+// writable.
+bool redlock_event_duration_ms(const struct redlock_event *event, uint64_t *duration_ms);
+
+// Registers `callback(user, event)` to run with each of the client's events (acquired,
+// refused, released, lost, a node disconnected, ...; see `redlock_event_kind`) until the
+// listener written to `*out` is freed with `redlock_event_listener_free`.
+//
+// The callback runs on a dispatcher thread of the client's own, in the order the events
+// happened, never on the thread that made them (a caller's, the extender's); the events reach
+// it through a bounded queue, so a slow callback costs dropped events
+// (`redlock_stats_events_dropped`), never a stalled lock. One thread runs all of a client's
+// callbacks, one at a time. The callback may call any redlock function (take a lock, read the
+// stats, free its own listener or another one) but must not wait for an event of its own client
+// (the dispatcher is busy running it) and must not unwind (no C++ exceptions, no longjmp) out of
+// it. Node events come up to 250 ms late (the dispatcher reads the nodes' status that often
+// while someone listens). `user` must stay valid until `redlock_event_listener_free` returned.
+//
+// `REDLOCK_INVALID_ARGUMENT` for a NULL client, callback or out; `REDLOCK_IO` when the
+// dispatcher thread cannot be started.
+//
+// # Safety
+// `client` is NULL or a live client; `callback` is NULL or a function safe to call from another
+// thread with `user`; `out` and `err` are NULL or writable.
+enum redlock_status redlock_client_on_event(const struct redlock_client *client,
+                                            redlock_event_callback callback,
+                                            void *user,
+                                            struct redlock_event_listener **out,
+                                            struct redlock_error **err);
+
+// Removes the callback and frees the listener. Once this returned, the callback is not running
+// and will not run again, so `user` may be freed; it waits for a call of the callback in
+// progress on the dispatcher thread (do not call it holding something the callback waits
+// for). From inside the callback itself it does not wait: the current call goes on to its
+// end, and no later one comes. It may be called before or after `redlock_client_free`. NULL is
+// a no-op.
+//
+// # Safety
+// `listener` is NULL or a pointer written by `redlock_client_on_event`, not used again
+// afterwards.
+void redlock_event_listener_free(struct redlock_event_listener *listener);
 
 // Reads `resource` on every node and writes to `*out` a new inspection: per node, whether it
 // answered, what the lock key holds (a token, reentrant owners, another type, nothing), its
@@ -1464,6 +1611,81 @@ enum redlock_status redlock_request_acquire(const struct redlock_request *reques
                                             const char *caller,
                                             struct redlock_lock **out,
                                             struct redlock_error **err);
+
+// Writes to `*out` a new snapshot of the client's counters (free it with `redlock_stats_free`):
+// cheap (atomic reads), it never waits for the nodes. The counters count from the client's
+// creation, whether anyone listens to events or not; resource names are never part of them.
+//
+// `REDLOCK_INVALID_ARGUMENT` for a NULL client or out.
+//
+// # Safety
+// `client` is NULL or a live client; `out` and `err` are NULL or writable.
+enum redlock_status redlock_client_stats(const struct redlock_client *client,
+                                         struct redlock_stats **out,
+                                         struct redlock_error **err);
+
+// Frees a snapshot. NULL is a no-op.
+//
+// # Safety
+// `stats` is NULL or a pointer written by `redlock_client_stats`, not used again afterwards.
+void redlock_stats_free(struct redlock_stats *stats);
+
+// The snapshot in the Prometheus text exposition format (version 0.0.4): every counter, gauge
+// and histogram under its `redlock_` name (see docs/c-abi.md, "Telemetry"), ready to serve on
+// a `/metrics` endpoint. Owned by the snapshot (valid until `redlock_stats_free`); NULL for
+// NULL.
+//
+// # Safety
+// `stats` is NULL or a live snapshot.
+const char *redlock_stats_prometheus(const struct redlock_stats *stats);
+
+// Acquisitions that ended with `outcome` (`acquired`, `refused`, `no_quorum`, `cancelled` or
+// `error`), of every kind of lock; NULL for all of them, whatever their outcome. 0 for an
+// outcome no acquisition had (an unknown one included), and for a NULL snapshot.
+//
+// # Safety
+// `stats` is NULL or a live snapshot; `outcome` is NULL or a NUL-terminated string.
+uint64_t redlock_stats_acquisitions(const struct redlock_stats *stats, const char *outcome);
+
+// Held locks found lost for `reason` (`refused`: a quorum no longer had them, `expired`: their
+// validity ran out before an extension succeeded, `suspended`: this host was suspended while
+// they were held); NULL for all reasons. 0 for an unknown reason and for a NULL snapshot.
+//
+// # Safety
+// `stats` is NULL or a live snapshot; `reason` is NULL or a NUL-terminated string.
+uint64_t redlock_stats_lost(const struct redlock_stats *stats, const char *reason);
+
+// Locks of the client held now (acquired, neither released nor found lost); 0 for NULL.
+//
+// # Safety
+// `stats` is NULL or a live snapshot.
+uint64_t redlock_stats_locks_held(const struct redlock_stats *stats);
+
+// Acquisitions waiting now for a resource to be released; 0 for NULL.
+//
+// # Safety
+// `stats` is NULL or a live snapshot.
+uint64_t redlock_stats_waiters(const struct redlock_stats *stats);
+
+// Extensions that succeeded (by hand or automatic); 0 for NULL.
+//
+// # Safety
+// `stats` is NULL or a live snapshot.
+uint64_t redlock_stats_extensions(const struct redlock_stats *stats);
+
+// Extensions that failed without losing the lock (too few nodes answered; retried while
+// validity remained); 0 for NULL.
+//
+// # Safety
+// `stats` is NULL or a live snapshot.
+uint64_t redlock_stats_extensions_failed(const struct redlock_stats *stats);
+
+// Events dropped because the listeners' queue was full (a callback too slow for the rate of
+// events); 0 for NULL.
+//
+// # Safety
+// `stats` is NULL or a live snapshot.
+uint64_t redlock_stats_events_dropped(const struct redlock_stats *stats);
 
 // The status an error carries; `REDLOCK_OK` for NULL.
 //

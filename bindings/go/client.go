@@ -26,6 +26,7 @@ type Client struct {
 	pending  map[*callCancel]struct{} // the own cancel handles of calls in flight
 	// freeOnIdle: Close came while calls were in flight; the last of them frees the client.
 	freeOnIdle bool
+	events     *eventLog // Options.Logger's listener; nil without a logger
 }
 
 var errNilClient = &Error{Status: StatusInvalidArgument, Message: "nil *Client"}
@@ -59,6 +60,12 @@ func New(urls []string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{ptr: ptr, closing: make(chan struct{})}
+	if opts.Logger != nil {
+		if c.events, err = startEventLog(ptr, opts.Logger); err != nil {
+			C.redlock_client_free(ptr)
+			return nil, err
+		}
+	}
 	runtime.SetFinalizer(c, (*Client).free)
 	return c, nil
 }
@@ -287,6 +294,7 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	close(c.closing)
+	c.events.stop()                    // quick: waits at most for one event being copied
 	C.redlock_cancel_trigger(c.cancel) // NULL is ignored
 	for k := range c.pending {
 		k.fire(reasonClosed)
@@ -364,6 +372,7 @@ func (c *Client) call(f func(ptr *C.redlock_client) error) error {
 // free frees the C client and the shared cancel handle; the finalizer calls it once the
 // Client is unreachable (no call can be in flight then).
 func (c *Client) free() {
+	c.events.stop()
 	c.mu.Lock()
 	ptr, cancel := c.take()
 	c.mu.Unlock()

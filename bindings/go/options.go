@@ -5,6 +5,7 @@ package redlock
 import "C"
 
 import (
+	"log/slog"
 	"math"
 	"strings"
 	"time"
@@ -58,6 +59,14 @@ type Options struct {
 	// replicas, a maxmemory-policy that can evict lock keys, INFO or TIME denied) instead of
 	// logging them and listing them in NodeStatus.Warnings.
 	StrictServers bool
+	// Logger, when not nil, receives the client's events as records: acquired, refused,
+	// released, extended (slog.LevelInfo), lost, node_disconnected, node_restarted,
+	// node_quarantined, server_warning (slog.LevelWarn), with the attributes event,
+	// resource, kind, node, duration, reason (those that apply) and at (when it happened).
+	// They are logged by a goroutine of the client's own, never on the goroutine that
+	// locked; when the logger cannot keep up, events are dropped and counted
+	// (Stats.EventsDropped). Nil: no events, and they cost nothing.
+	Logger *slog.Logger
 }
 
 // check refuses what libredlock cannot see: values Go must convert (negative or too large

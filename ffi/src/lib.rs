@@ -10,6 +10,8 @@ mod boundary;
 mod cancel;
 mod client;
 mod election;
+mod event;
+mod event_listener;
 mod inspect;
 mod leader;
 mod leadership;
@@ -18,12 +20,15 @@ mod node;
 mod observer;
 mod options;
 mod request;
+mod stats;
 mod status;
 
 pub use boundary::{redlock_error, redlock_status};
 pub use cancel::redlock_cancel;
 pub use client::redlock_client;
 pub use election::{redlock_election, redlock_new_leader_callback, redlock_term_callback};
+pub use event::{redlock_event, redlock_event_kind};
+pub use event_listener::{redlock_event_callback, redlock_event_listener};
 pub use inspect::{
     redlock_forced_release, redlock_inspection, redlock_key_kind, redlock_release_outcome,
 };
@@ -34,3 +39,4 @@ pub use node::redlock_node_status;
 pub use observer::redlock_observer;
 pub use options::redlock_options;
 pub use request::redlock_request;
+pub use stats::redlock_stats;

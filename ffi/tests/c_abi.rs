@@ -247,6 +247,44 @@ fn c_election_suite_under_valgrind() {
     run_suite(VALGRIND, &shared, SLOW);
 }
 
+/// ffi/tests/c/test_telemetry.c: the stats snapshot and its Prometheus text, event callbacks
+/// with their fields on the dispatcher thread (calling back into the library, a lost lock, a
+/// listener freed from another thread and from inside its own callback, a listener outliving
+/// its client), every refused argument, linked both ways.
+#[test]
+fn c_telemetry_suite_shared_and_static() {
+    let shared = compile(
+        "ffi/tests/c/test_telemetry.c",
+        "test_telemetry_shared",
+        false,
+    );
+    let fixed = compile(
+        "ffi/tests/c/test_telemetry.c",
+        "test_telemetry_static",
+        true,
+    );
+    run_suite(&[], &shared, &[]);
+    run_suite(&[], &fixed, &[]);
+}
+
+#[test]
+fn c_telemetry_suite_under_valgrind() {
+    if !valgrind_available() {
+        assert!(
+            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
+            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
+        );
+        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
+        return;
+    }
+    let shared = compile(
+        "ffi/tests/c/test_telemetry.c",
+        "test_telemetry_valgrind",
+        false,
+    );
+    run_suite(VALGRIND, &shared, SLOW);
+}
+
 #[test]
 fn c_example_builds_with_the_readme_line_and_runs() {
     let example = compile("examples/c/example.c", "example", false);

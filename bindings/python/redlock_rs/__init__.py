@@ -48,6 +48,7 @@ from ._node import NodeStatus
 from ._observer import Observer
 from ._options import default_options
 from ._request import AutoExtend, Request
+from ._stats import Stats
 from ._version import __version__
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "Leader",
     "Observer",
     "NodeStatus",
+    "Stats",
     "Inspection",
     "NodeInspection",
     "KeyKind",

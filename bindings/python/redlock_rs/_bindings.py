@@ -36,6 +36,22 @@ REDLOCK_PANIC = 6
 REDLOCK_IO = 7
 REDLOCK_CANCELLED = 8
 
+# enum redlock_event_kind: What happened, from `redlock_event_kind_of`.
+REDLOCK_EVENT_UNKNOWN = 0
+REDLOCK_EVENT_ACQUIRED = 1
+REDLOCK_EVENT_REFUSED = 2
+REDLOCK_EVENT_NO_QUORUM = 3
+REDLOCK_EVENT_CANCELLED = 4
+REDLOCK_EVENT_RELEASED = 5
+REDLOCK_EVENT_EXTENDED = 6
+REDLOCK_EVENT_EXTENSION_FAILED = 7
+REDLOCK_EVENT_LOST = 8
+REDLOCK_EVENT_NODE_CONNECTED = 9
+REDLOCK_EVENT_NODE_DISCONNECTED = 10
+REDLOCK_EVENT_NODE_RESTARTED = 11
+REDLOCK_EVENT_NODE_QUARANTINED = 12
+REDLOCK_EVENT_SERVER_WARNING = 13
+
 # enum redlock_key_kind: What a node's lock key holds, from `redlock_inspection_node_key_kind`.
 REDLOCK_KEY_UNKNOWN = 0
 REDLOCK_KEY_ABSENT = 1
@@ -66,6 +82,16 @@ class redlock_election(Structure):
 
 class redlock_error(Structure):
     """Opaque. An error: a status and a message naming the failing node(s) where known."""
+
+
+class redlock_event(Structure):
+    """Opaque. One event, lent to a `redlock_event_callback` for the duration of the call: read it
+    with the `redlock_event_*` accessors, copy what is to outlive the call, never free it."""
+
+
+class redlock_event_listener(Structure):
+    """Opaque. A callback registered with `redlock_client_on_event`; freeing it removes the
+    callback."""
 
 
 class redlock_forced_release(Structure):
@@ -110,10 +136,17 @@ class redlock_request(Structure):
     """Opaque. One acquisition's description: kind, patience and auto-extension."""
 
 
+class redlock_stats(Structure):
+    """Opaque. A snapshot of a client's counters and latency histograms and of its nodes' status,
+    from `redlock_client_stats`."""
+
+
 redlock_cancel_p = POINTER(redlock_cancel)
 redlock_client_p = POINTER(redlock_client)
 redlock_election_p = POINTER(redlock_election)
 redlock_error_p = POINTER(redlock_error)
+redlock_event_p = POINTER(redlock_event)
+redlock_event_listener_p = POINTER(redlock_event_listener)
 redlock_forced_release_p = POINTER(redlock_forced_release)
 redlock_inspection_p = POINTER(redlock_inspection)
 redlock_leader_p = POINTER(redlock_leader)
@@ -123,10 +156,13 @@ redlock_node_status_p = POINTER(redlock_node_status)
 redlock_observer_p = POINTER(redlock_observer)
 redlock_options_p = POINTER(redlock_options)
 redlock_request_p = POINTER(redlock_request)
+redlock_stats_p = POINTER(redlock_stats)
 
 redlock_term_callback = CFUNCTYPE(None, c_void_p, c_uint64)
 
 redlock_new_leader_callback = CFUNCTYPE(None, c_void_p, redlock_leader_p)
+
+redlock_event_callback = CFUNCTYPE(None, c_void_p, redlock_event_p)
 
 redlock_lost_callback = CFUNCTYPE(None, c_void_p, c_char_p)
 
@@ -198,6 +234,25 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
         ],
         c_int,
     ),
+    "redlock_event_kind_of": ([redlock_event_p], c_int),
+    "redlock_event_name": ([redlock_event_p], c_char_p),
+    "redlock_event_unix_ms": ([redlock_event_p], c_uint64),
+    "redlock_event_resource": ([redlock_event_p], c_char_p),
+    "redlock_event_lock_kind": ([redlock_event_p], c_char_p),
+    "redlock_event_node": ([redlock_event_p], c_char_p),
+    "redlock_event_reason": ([redlock_event_p], c_char_p),
+    "redlock_event_duration_ms": ([redlock_event_p, POINTER(c_uint64)], c_bool),
+    "redlock_client_on_event": (
+        [
+            redlock_client_p,
+            redlock_event_callback,
+            c_void_p,
+            POINTER(redlock_event_listener_p),
+            POINTER(redlock_error_p),
+        ],
+        c_int,
+    ),
+    "redlock_event_listener_free": ([redlock_event_listener_p], None),
     "redlock_client_inspect": (
         [redlock_client_p, c_char_p, POINTER(redlock_inspection_p), POINTER(redlock_error_p)],
         c_int,
@@ -435,6 +490,19 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
         ],
         c_int,
     ),
+    "redlock_client_stats": (
+        [redlock_client_p, POINTER(redlock_stats_p), POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_stats_free": ([redlock_stats_p], None),
+    "redlock_stats_prometheus": ([redlock_stats_p], c_char_p),
+    "redlock_stats_acquisitions": ([redlock_stats_p, c_char_p], c_uint64),
+    "redlock_stats_lost": ([redlock_stats_p, c_char_p], c_uint64),
+    "redlock_stats_locks_held": ([redlock_stats_p], c_uint64),
+    "redlock_stats_waiters": ([redlock_stats_p], c_uint64),
+    "redlock_stats_extensions": ([redlock_stats_p], c_uint64),
+    "redlock_stats_extensions_failed": ([redlock_stats_p], c_uint64),
+    "redlock_stats_events_dropped": ([redlock_stats_p], c_uint64),
     "redlock_error_status": ([redlock_error_p], c_int),
     "redlock_error_message": ([redlock_error_p], c_char_p),
     "redlock_error_free": ([redlock_error_p], None),

@@ -14,6 +14,7 @@ from . import _convert as convert
 from ._cancel import Cancel, CancelHandle
 from ._election import Election, election_name, poll_millis
 from ._errors import RedlockError, Status, check
+from ._events import EventListener, would_log
 from ._ffi import lib
 from ._inspect import ForcedRelease, Inspection
 from ._leader import Leader, leader_of
@@ -25,6 +26,7 @@ from ._observer import Observer
 from ._options import Options
 from ._request import Request
 from ._shorthands import Shorthands
+from ._stats import Stats, read_stats
 
 __all__ = ["Redlock"]
 
@@ -45,7 +47,14 @@ class Redlock(Managed, Shorthands[Lock]):
     ``clock_quarantine_ms`` (default 60000; make it at least your largest TTL), and a suspension
     of this host marks the locks held across it lost. ``strict_servers=True`` refuses the nodes
     the server probe only warns about (a master with replicas, an evicting
-    ``maxmemory-policy``). Close the client with :meth:`close` or use it as a context manager;
+    ``maxmemory-policy``.
+
+    The client's events (acquired, released, lost, a node disconnected, ...) become records of
+    the ``redlock_rs`` logger (see the README's "Logging and metrics"): with ``log_events=None``
+    (the default) when, at creation, a record at ``INFO`` would reach a handler (the level
+    allows it and a handler other than a :class:`logging.NullHandler` is configured), always
+    with ``True``, never with ``False``. Without it, events cost nothing; :meth:`stats` counts
+    in any case. Close the client with :meth:`close` or use it as a context manager;
     locks still alive keep working after the client is closed. A client cannot be used in a
     child process after ``fork()`` (create one there instead).
     """
@@ -70,10 +79,12 @@ class Redlock(Managed, Shorthands[Lock]):
         tls_ca_file: str | os.PathLike[str] | None = None,
         tls_client_cert_file: str | os.PathLike[str] | None = None,
         tls_client_key_file: str | os.PathLike[str] | None = None,
+        log_events: bool | None = None,
     ) -> None:
         super().__init__()
         self._pid = os.getpid()
         self._node_count = 0
+        self._listener: EventListener | None = None
         if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Iterable):
             raise TypeError(f"nodes must be a list of Redis URLs, not {type(nodes).__name__}")
         urls: list[bytes] = [convert.c_string("node URL", url) for url in nodes]
@@ -108,6 +119,8 @@ class Redlock(Managed, Shorthands[Lock]):
             raise RedlockError("redlock_client_new returned OK without a client", Status.PANIC)
         self._ptr = out
         self._node_count = len(urls)
+        if log_events or (log_events is None and would_log()):
+            self._listener = EventListener(out)
 
     def _delete(self, pointer: Any, lib: ctypes.CDLL = lib) -> None:
         lib.redlock_client_free(pointer)
@@ -166,6 +179,15 @@ class Redlock(Managed, Shorthands[Lock]):
         client = self._borrow()
         try:
             return node_statuses(client)
+        finally:
+            self._give_back()
+
+    def stats(self) -> Stats:
+        """A snapshot of the client's counters (see :class:`Stats`), with their Prometheus
+        text: cheap (atomic reads), it never waits for the nodes. ``ValueError`` once closed."""
+        client = self._borrow()
+        try:
+            return read_stats(client)
         finally:
             self._give_back()
 
@@ -290,8 +312,11 @@ class Redlock(Managed, Shorthands[Lock]):
 
         Locks acquired through it stay usable (release, extend); the connections and worker
         threads go away once the client is closed and those locks are dropped too. A call in
-        flight on another thread finishes first.
+        flight on another thread finishes first. Its events stop being logged at once.
         """
+        listener = getattr(self, "_listener", None)
+        if listener is not None:
+            listener.close()
         super().close()
 
     def __repr__(self) -> str:

@@ -48,6 +48,7 @@ from ._node import NodeStatus
 from ._observer import ENDED, Observer
 from ._request import Request
 from ._shorthands import Shorthands
+from ._stats import Stats
 
 __all__ = ["AsyncRedlock", "AsyncLock", "AsyncElection", "AsyncLeadership", "AsyncObserver"]
 
@@ -584,6 +585,10 @@ class AsyncRedlock(Shorthands[_Acquiring]):
     @property
     def closed(self) -> bool:
         return self._client.closed
+
+    def stats(self) -> Stats:
+        """:meth:`Redlock.stats`: atomic reads, it never waits, so it is not awaitable."""
+        return self._client.stats()
 
     async def acquire(self, request: Request) -> AsyncLock:
         """:meth:`Redlock.acquire` without blocking the loop; cancelling the task cancels the
