@@ -107,6 +107,9 @@ fn candidate(args: &[String]) {
                 let what = if accepted == 1 { "WROTE" } else { "REFUSED" };
                 writeln!(out, "{what} {term}").unwrap();
                 if !leadership.is_leader() {
+                    // Its validity is gone by its own clock; the lost signal follows at the
+                    // extender's next tick, due since the pause (this thread may look first).
+                    let _ = leadership.lost().recv_timeout(Duration::from_secs(5));
                     writeln!(out, "LOST {term} lost={}", leadership.is_lost()).unwrap();
                     return;
                 }
