@@ -24,8 +24,9 @@
 //! `redlock_hold_duration_seconds`, `redlock_wait_duration_seconds`,
 //! `redlock_acquisitions_total`, `redlock_extensions_total`, `redlock_lost_total` (by
 //! `reason`), `redlock_locks_held`, `redlock_waiters`, `redlock_events_dropped_total`, and per
-//! node (`node` = `host:port`) `redlock_node_up`, `redlock_node_connects_total`,
-//! `redlock_node_restarts_total`, `redlock_node_quarantined`.
+//! node (`node` = `host:port`) `db_client_operation_duration_seconds` (OpenTelemetry's
+//! `db.client.operation.duration`), `redlock_node_errors_total`, `redlock_node_up`,
+//! `redlock_node_connects_total`, `redlock_node_restarts_total`, `redlock_node_quarantined`.
 
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +36,7 @@ use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::histogram::{AtomicHistogram, BUCKETS, Histogram};
 use crate::node::NodeStatus;
 use crate::sync::relock;
 
@@ -43,11 +45,6 @@ pub const EVENT_QUEUE: usize = 1024;
 
 /// How often the dispatcher reads the node status for node events while someone listens.
 pub const NODE_POLL: Duration = Duration::from_millis(250);
-
-/// Upper bounds of the latency histograms' buckets, in seconds (the last bucket is +Inf).
-pub const BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -139,59 +136,6 @@ impl Event {
             node: None,
             duration: None,
             reason: None,
-        }
-    }
-}
-
-/// A latency histogram: counts per bucket of [`BUCKETS`] (the last one +Inf), their sum and
-/// count.
-#[derive(Debug, Clone, PartialEq, Default)]
-#[non_exhaustive]
-pub struct Histogram {
-    /// Counts per bucket (not cumulative), `BUCKETS.len() + 1` of them.
-    pub buckets: Vec<u64>,
-    /// Sum of the observations.
-    pub sum: Duration,
-    /// Observations.
-    pub count: u64,
-}
-
-struct AtomicHistogram {
-    buckets: [AtomicU64; BUCKETS.len() + 1],
-    sum_ns: AtomicU64,
-    count: AtomicU64,
-}
-
-impl AtomicHistogram {
-    fn new() -> Self {
-        AtomicHistogram {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_ns: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        let i = BUCKETS
-            .iter()
-            .position(|&b| s <= b)
-            .unwrap_or(BUCKETS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_ns
-            .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn snapshot(&self) -> Histogram {
-        Histogram {
-            buckets: self
-                .buckets
-                .iter()
-                .map(|b| b.load(Ordering::Relaxed))
-                .collect(),
-            sum: Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed)),
-            count: self.count.load(Ordering::Relaxed),
         }
     }
 }
@@ -697,7 +641,27 @@ impl Stats {
             "Events dropped because the listeners' queue was full.",
         );
         let _ = writeln!(out, "redlock_events_dropped_total {}", self.events_dropped);
-        let per_node: [NodeMetric; 4] = [
+        let node_label = |n: &NodeStatus| {
+            format!(
+                "node=\"{}\"",
+                n.address.replace('\\', "\\\\").replace('"', "\\\"")
+            )
+        };
+        header(
+            &mut out,
+            "db_client_operation_duration_seconds",
+            "histogram",
+            "How long each node took to answer a request (its pipeline's round trip).",
+        );
+        for n in &self.nodes {
+            h(
+                &mut out,
+                "db_client_operation_duration_seconds",
+                &node_label(n),
+                &n.command_duration,
+            );
+        }
+        let per_node: [NodeMetric; 5] = [
             (
                 "redlock_node_up",
                 "gauge",
@@ -722,16 +686,18 @@ impl Stats {
                 "Whether the clock guard keeps the node out of acquire quorums.",
                 |n| u64::from(n.quarantine_remaining.is_some()),
             ),
+            (
+                "redlock_node_errors_total",
+                "counter",
+                "Requests that failed on the node: error replies, timeouts, dropped connections, \
+                 not sent while it was down.",
+                |n| n.errors,
+            ),
         ];
         for (name, kind, help, value) in per_node {
             header(&mut out, name, kind, help);
             for n in &self.nodes {
-                let _ = writeln!(
-                    out,
-                    "{name}{{node=\"{}\"}} {}",
-                    n.address.replace('\\', "\\\\").replace('"', "\\\""),
-                    value(n)
-                );
+                let _ = writeln!(out, "{name}{{{}}} {}", node_label(n), value(n));
             }
         }
         out
@@ -741,20 +707,6 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn histograms_count_into_their_buckets() {
-        let h = AtomicHistogram::new();
-        h.observe(Duration::from_micros(300));
-        h.observe(Duration::from_millis(3));
-        h.observe(Duration::from_secs(60));
-        let s = h.snapshot();
-        assert_eq!(s.count, 3);
-        assert_eq!(s.buckets[0], 1);
-        assert_eq!(s.buckets[3], 1);
-        assert_eq!(s.buckets[BUCKETS.len()], 1);
-        assert_eq!(s.buckets.iter().sum::<u64>(), 3);
-    }
 
     #[test]
     fn node_changes_become_events() {
@@ -774,6 +726,8 @@ mod tests {
             clock_offset_ms: None,
             quarantine_remaining: None,
             quarantine_reason: None,
+            command_duration: Histogram::default(),
+            errors: 0,
         };
         let mut after = base.clone();
         after.connected = false;
