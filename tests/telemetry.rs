@@ -130,7 +130,7 @@ fn each_node_counts_its_command_latency_and_errors() {
     // answer everything.
     cluster.nodes[2].hang();
     for i in 0..3 {
-        let _ = rl.acquire(&LockRequest::new(&format!("per-node:hang:{i}"), TTL).once());
+        let _ = rl.acquire(&LockRequest::new(format!("per-node:hang:{i}"), TTL).once());
     }
     // Each acquire returned with the quorum of the other two; the hung node's failures are
     // counted when its worker times out.
