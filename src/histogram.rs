@@ -5,9 +5,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Upper bounds of the latency histograms' buckets, in seconds (the last bucket is +Inf).
-pub const BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+/// Upper bounds of the latency histograms' buckets, in seconds (the last bucket is +Inf): from
+/// 100 µs, a round trip on loopback or in one zone, to 10 s, a long wait.
+pub const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
 ];
 
 /// A latency histogram: counts per bucket of [`BUCKETS`] (the last one +Inf), their sum and
@@ -87,8 +89,8 @@ mod tests {
         h.observe(Duration::from_secs(60));
         let s = h.snapshot();
         assert_eq!(s.count, 3);
-        assert_eq!(s.buckets[0], 1);
-        assert_eq!(s.buckets[3], 1);
+        assert_eq!(s.buckets[2], 1, "300 µs is in (250 µs, 500 µs]");
+        assert_eq!(s.buckets[5], 1, "3 ms is in (2.5 ms, 5 ms]");
         assert_eq!(s.buckets[BUCKETS.len()], 1);
         assert_eq!(s.buckets.iter().sum::<u64>(), 3);
     }
