@@ -32,6 +32,13 @@
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 //!
+//! `-- --cost [--repeats R]` runs only the cost question of issue 29: the uncontended cycle on
+//! one thread at N = 1 and N = 5 with no event listener, with a listener that logs every event
+//! at INFO through the `log` crate (formatted into a sink), and with a metrics exporter that
+//! renders the Prometheus text every 100 ms (a scrape every 15 s is usual: this is an upper
+//! bound), interleaved R times (default 5), with the medians of CPU per cycle and the ratios
+//! to no listener.
+//!
 //! `-- --hot [--repeats R]` runs only the one-node question of issue 30: redlock's uncontended
 //! cycle at N = 1 against the naive client with one connection per thread, at 1, 4 and 16
 //! threads, interleaved R times (default 3), with the medians and ratios.
@@ -190,12 +197,7 @@ fn floor(cluster: &Cluster, threads: usize, length: Duration) -> Sample {
 /// configurations interleaved R times (default 3) so that machine noise hits all alike. Prints
 /// each run, then the medians of cycles/s and CPU per cycle, and redlock's ratio to the floor.
 fn hot(one: &Cluster, length: Duration, args: &[String]) {
-    let repeats: usize = args
-        .iter()
-        .position(|a| a == "--repeats")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("--repeats takes a number"))
-        .unwrap_or(3);
+    let repeats = repeats(args, 3);
     let rl = client(one);
     let threads = [1usize, 4, 16];
     let mut runs: Vec<(&str, usize, f64, f64)> = Vec::new();
@@ -234,6 +236,116 @@ fn hot(one: &Cluster, length: Duration, args: &[String]) {
             median("redlock", t, |r| r.3),
         );
     }
+}
+
+/// `--cost [--repeats R]`: the telemetry's cost (see the module's doc).
+fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
+    /// Formats each record into a sink: what a logger costs, without the terminal's.
+    struct Sink;
+    impl log::Log for Sink {
+        fn enabled(&self, m: &log::Metadata) -> bool {
+            m.level() <= log::max_level()
+        }
+        fn log(&self, r: &log::Record) {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::sink(),
+                "{} {}: {}",
+                r.level(),
+                r.target(),
+                r.args()
+            );
+        }
+        fn flush(&self) {}
+    }
+    let repeats = repeats(args, 5);
+    static SINK: Sink = Sink;
+    log::set_logger(&SINK).expect("no other logger");
+    log::set_max_level(log::LevelFilter::Off);
+    let variants = ["none", "log", "metrics"];
+    // (nodes, variant, CPU µs per cycle, round)
+    let mut runs: Vec<(usize, &str, f64, usize)> = Vec::new();
+    for round in 0..repeats {
+        for (cluster, n) in [(one, 1), (five, 5)] {
+            let mut order = variants;
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for variant in order {
+                let rl = client(cluster);
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let mut listener = None;
+                let mut exporter = None;
+                match variant {
+                    "log" => {
+                        log::set_max_level(log::LevelFilter::Info);
+                        listener = Some(
+                            rl.on_event(|e| {
+                                log::info!(target: "redlock", "{} {:?} {:?} {:?}", e.kind, e.resource, e.lock_kind, e.duration)
+                            })
+                            .unwrap(),
+                        );
+                    }
+                    "metrics" => {
+                        let (rl, stop) = (rl.clone(), stop.clone());
+                        exporter = Some(std::thread::spawn(move || {
+                            while !stop.load(Ordering::Relaxed) {
+                                std::hint::black_box(rl.stats().prometheus());
+                                std::thread::sleep(Duration::from_millis(100));
+                            }
+                        }));
+                    }
+                    _ => {}
+                }
+                let mut s = cycles(&rl, 1, length);
+                drop(listener);
+                log::set_max_level(log::LevelFilter::Off);
+                stop.store(true, Ordering::Relaxed);
+                if let Some(e) = exporter {
+                    e.join().unwrap();
+                }
+                println!("{}", s.json(&format!("cost-{variant}"), n, 1));
+                let cpu = s.cpu_ticks as f64 * 1e4 / s.cycles.max(1) as f64;
+                runs.push((n, variant, cpu, round));
+            }
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for n in [1, 5] {
+        let of = |variant: &str| -> Vec<(usize, f64)> {
+            runs.iter()
+                .filter(|r| r.0 == n && r.1 == variant)
+                .map(|r| (r.3, r.2))
+                .collect()
+        };
+        let none = of("none");
+        for variant in variants {
+            let runs = of(variant);
+            // Each round's ratio to the same round's run with no listener.
+            let ratio = median(
+                runs.iter()
+                    .zip(&none)
+                    .map(|((_, cpu), (_, base))| cpu / base)
+                    .collect(),
+            );
+            println!(
+                "{{\"config\":\"telemetry-cost\",\"nodes\":{n},\"listener\":\"{variant}\",\
+                 \"repeats\":{repeats},\"cpu_us_per_cycle\":{:.1},\"ratio_to_none\":{ratio:.3}}}",
+                median(runs.iter().map(|r| r.1).collect()),
+            );
+        }
+    }
+}
+
+fn repeats(args: &[String], default: usize) -> usize {
+    args.iter()
+        .position(|a| a == "--repeats")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().expect("--repeats takes a number"))
+        .unwrap_or(default)
 }
 
 /// Sends `command` on every connection, then reads every answer: how many were `expected`.
@@ -284,6 +396,9 @@ fn main() {
         return hot(&one, length, &args);
     }
     let five = Cluster::start(5);
+    if args.iter().any(|a| a == "--cost") {
+        return cost(&one, &five, length, &args);
+    }
 
     let mut floor1 = floor(&one, 1, length);
     println!("{}", floor1.json("floor", 1, 1));
