@@ -11,7 +11,9 @@
 //! made them (a caller's, the extender's): a slow handler (a Python or Go one) must not stall
 //! extensions or I/O. They go through a bounded queue ([`EVENT_QUEUE`]) to a dispatcher thread
 //! of the client's own, which calls the listeners in order; when the queue is full the event is
-//! dropped and counted ([`Stats::events_dropped`]). The node events (connected, disconnected,
+//! dropped and counted ([`Stats::events_dropped`]). The dispatcher gathers what comes within
+//! 2 ms of an event and delivers it together, so a busy client wakes it once per batch rather
+//! than once per event: events arrive up to that late. The node events (connected, disconnected,
 //! restart seen, quarantined, server warning) are read by the dispatcher from the workers' node
 //! status every [`NODE_POLL`] while someone listens, so they come up to that late.
 //!
@@ -32,7 +34,7 @@ use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
@@ -45,6 +47,10 @@ pub const EVENT_QUEUE: usize = 1024;
 
 /// How often the dispatcher reads the node status for node events while someone listens.
 pub const NODE_POLL: Duration = Duration::from_millis(250);
+
+/// How long the dispatcher, woken by an event, waits for more before it delivers them: events
+/// reach the listeners up to this late.
+const GATHER: Duration = Duration::from_millis(2);
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -419,32 +425,46 @@ impl Telemetry {
     }
 }
 
-/// The dispatcher: runs the listeners on each event, and reads the node status for node events.
+/// The dispatcher: runs the listeners on the events, and reads the node status for node events
+/// every [`NODE_POLL`].
+///
+/// Woken by an event, it waits [`GATHER`] for more before it runs the listeners on all of them:
+/// a sender wakes the dispatcher only when it sleeps on the queue, so while events keep coming
+/// (two per lock cycle) they cost a queue push each instead of a thread wake-up each.
 fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeReader) {
     let mut last: Option<Vec<NodeStatus>> = None;
+    let mut polled = Instant::now();
+    let mut batch = Vec::new();
     loop {
-        match events.recv_timeout(NODE_POLL) {
+        let wait = (polled + NODE_POLL).saturating_duration_since(Instant::now());
+        match events.recv_timeout(wait) {
             Ok(event) => {
-                let Some(t) = telemetry.upgrade() else { return };
-                let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
-                for l in t.listeners() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
-                }
+                batch.push(event);
+                std::thread::sleep(GATHER);
+                batch.extend(events.try_iter().take(EVENT_QUEUE));
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        let Some(now) = nodes() else { return };
-        if let Some(before) = &last {
-            let Some(t) = telemetry.upgrade() else { return };
-            let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
-            for e in node_events(before, &now) {
-                for l in t.listeners() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&e)));
-                }
+        if polled.elapsed() >= NODE_POLL {
+            polled = Instant::now();
+            let Some(now) = nodes() else { return };
+            if let Some(before) = &last {
+                batch.extend(node_events(before, &now));
+            }
+            last = Some(now);
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let Some(t) = telemetry.upgrade() else { return };
+        let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
+        let listeners = t.listeners();
+        for event in batch.drain(..) {
+            for l in &listeners {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
             }
         }
-        last = Some(now);
     }
 }
 
