@@ -7,7 +7,8 @@
 //! `REDLOCK_DEMO_SECONDS` sets the length (default 10), `REDLOCK_DEMO_WORKERS` the workers (6).
 //!
 //! `--timeline FILE` also writes what happened when, as JSON lines (`t`: seconds since the
-//! start), for `examples/dashboard.py` to draw: each acquisition attempt of the workers
+//! start), for `examples/dashboard.py` to draw: first the run (`"type": "run"`, `nodes`,
+//! `workers`, `seconds`), then each acquisition attempt of the workers
 //! (`"type": "acquire"`, `outcome`, `latency_ms`, `t` when it began), each fault the demo
 //! injects (`"type": "fault"`, `node`, `action`: hang, resume, crash, restart) and the client's
 //! node events (`"type": "event"`, `kind`, `node`, `reason`). They are kept in memory and written
@@ -221,6 +222,20 @@ fn main() {
     let counter = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let started = timeline.as_ref().map_or_else(Instant::now, |tl| tl.started);
+    if let Some(tl) = &timeline {
+        let nodes: Vec<String> = rl
+            .node_status()
+            .iter()
+            .map(|s| json_string(&s.address))
+            .collect();
+        tl.push(
+            0.0,
+            format!(
+                r#"{{"t": 0.0, "type": "run", "nodes": [{}], "workers": {workers}, "seconds": {seconds}}}"#,
+                nodes.join(", ")
+            ),
+        );
+    }
     let handles: Vec<_> = (0..workers)
         .map(|_| {
             let (rl, stats, counter, stop, timeline) = (
