@@ -102,7 +102,8 @@ def read_timeline(path: str) -> Timeline:
                 tl.workers = r.get("workers")
                 tl.seconds = finite(r["seconds"]) if r.get("seconds") else None
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise TimelineError(f"{path}:{number}: not a timeline line ({e}): {line.strip()[:80]}")
+            excerpt = line.strip()[:80]
+            raise TimelineError(f"{path}:{number}: not a timeline line ({e}): {excerpt}") from None
     if not tl.attempts:
         raise TimelineError(f"{path}: no acquisition attempts (is it a demo --timeline file?)")
     for _, node, _ in tl.faults:
@@ -157,10 +158,17 @@ class Svg:
     def add(self, s: str) -> None:
         self.parts.append(s)
 
-    def text(self, x: float, y: float, s: str, size: int = 12, anchor: str = "start",
-             extra: str = "") -> None:
-        self.add(f"<text x='{x:.1f}' y='{y:.1f}' font-size='{size}' text-anchor='{anchor}'"
-                 f" {extra}>{escape(s)}</text>")
+    def text(
+        self, x: float, y: float, s: str, size: int = 12, anchor: str = "start", extra: str = ""
+    ) -> None:
+        self.add(
+            f"<text x='{x:.1f}' y='{y:.1f}' font-size='{size}' text-anchor='{anchor}'"
+            f" {extra}>{escape(s)}</text>"
+        )
+
+    def frame(self, x: float, y: float, w: float, h: float) -> None:
+        """A panel's outline."""
+        self.add(f"<rect x='{x}' y='{y}' width='{w}' height='{h}' fill='none' stroke='#999'/>")
 
     def line(self, x1: float, y1: float, x2: float, y2: float, style: str) -> None:
         self.add(f"<line x1='{x1:.1f}' y1='{y1:.1f}' x2='{x2:.1f}' y2='{y2:.1f}' {style}/>")
@@ -176,8 +184,9 @@ def marker(svg: Svg, shape: str, x: float, y: float, colour: str, title: str = "
     }[shape]
     tip = f"<title>{escape(title)}</title>" if title else ""
     pts = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
-    svg.add(f"<polygon points='{pts}' fill='{colour}' stroke='white' stroke-width='0.8'>{tip}"
-            "</polygon>")
+    svg.add(
+        f"<polygon points='{pts}' fill='{colour}' stroke='white' stroke-width='0.8'>{tip}</polygon>"
+    )
 
 
 def render(tl: Timeline) -> str:
@@ -200,11 +209,17 @@ def render(tl: Timeline) -> str:
     svg.text(LEFT, 26, title, size=16, extra="font-weight='bold'")
     summary = f"{workers}{len(tl.nodes)} nodes, {end:.0f} s: {len(acquired)} acquisitions"
     if acquired:
-        summary += (f", latency p50 {percentile(acquired, 0.5):.2f} ms,"
-                    f" p99 {percentile(acquired, 0.99):.2f} ms")
-    by_outcome = {o: sum(1 for a in failed if a.outcome == o) for o in sorted({a.outcome for a in failed})}
+        summary += (
+            f", latency p50 {percentile(acquired, 0.5):.2f} ms,"
+            f" p99 {percentile(acquired, 0.99):.2f} ms"
+        )
+    by_outcome = {
+        o: sum(1 for a in failed if a.outcome == o) for o in sorted({a.outcome for a in failed})
+    }
     if by_outcome:
-        summary += "; gave up: " + ", ".join(f"{o.replace('_', ' ')} {n}" for o, n in by_outcome.items())
+        summary += "; gave up: " + ", ".join(
+            f"{o.replace('_', ' ')} {n}" for o, n in by_outcome.items()
+        )
     svg.text(LEFT, 46, summary, size=12, extra="fill='#444'")
 
     # Panel heights, top to bottom.
@@ -221,22 +236,30 @@ def render(tl: Timeline) -> str:
     for t in ticks:
         x = x_of(t)
         svg.add(f"<g class='x-tick' data-t='{t:g}'>")
-        for top, h in ((lat_top, lat_h), (thr_top, thr_h), (lanes_top, lanes_h)):
-            svg.line(x, top, x, top + h, "stroke='#e6e6e6'")
-        for y in (lat_top + lat_h + 15, lanes_top + lanes_h + 15):
-            svg.text(x, y, f"{t:g}", size=11, anchor="middle")
+        for top, panel_h in ((lat_top, lat_h), (thr_top, thr_h), (lanes_top, lanes_h)):
+            svg.line(x, top, x, top + panel_h, "stroke='#e6e6e6'")
+        for label_y in (lat_top + lat_h + 15, lanes_top + lanes_h + 15):
+            svg.text(x, label_y, f"{t:g}", size=11, anchor="middle")
         svg.add("</g>")
-    for y in (lat_top + lat_h + 31, lanes_top + lanes_h + 31):
-        svg.text(LEFT + plot_w / 2, y, "seconds since the start", size=11, anchor="middle",
-                 extra="fill='#444'")
+    for label_y in (lat_top + lat_h + 31, lanes_top + lanes_h + 31):
+        svg.text(
+            LEFT + plot_w / 2,
+            label_y,
+            "seconds since the start",
+            size=11,
+            anchor="middle",
+            extra="fill='#444'",
+        )
 
     # Faults as faint bands through the latency and throughput panels, so spikes line up.
-    for node, what, start, stop in intervals:
+    for _, what, start, stop in intervals:
         fill = FAULT_STYLE[what][0]
-        for top, h in ((lat_top, lat_h), (thr_top, thr_h)):
-            svg.add(f"<rect class='fault-band' x='{x_of(start):.1f}' y='{top}'"
-                    f" width='{x_of(stop) - x_of(start):.1f}' height='{h}' fill='{fill}'"
-                    " fill-opacity='0.10'/>")
+        for top, panel_h in ((lat_top, lat_h), (thr_top, thr_h)):
+            svg.add(
+                f"<rect class='fault-band' x='{x_of(start):.1f}' y='{top}'"
+                f" width='{x_of(stop) - x_of(start):.1f}' height='{panel_h}' fill='{fill}'"
+                " fill-opacity='0.10'/>"
+            )
 
     # (a) Latency over time, log scale.
     all_ms = [a.latency_ms for a in tl.attempts if a.latency_ms > 0]
@@ -246,9 +269,15 @@ def render(tl: Timeline) -> str:
 
     def y_lat(ms: float) -> float:
         ms = min(max(ms, lo), hi)
-        return lat_top + lat_h - (math.log10(ms) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * lat_h
+        return (
+            lat_top
+            + lat_h
+            - (math.log10(ms) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * lat_h
+        )
 
-    svg.text(LEFT, lat_top - 10, "acquire latency (ms, log scale)", size=13, extra="font-weight='bold'")
+    svg.text(
+        LEFT, lat_top - 10, "acquire latency (ms, log scale)", size=13, extra="font-weight='bold'"
+    )
     decade = lo
     while decade <= hi * 1.001:
         y = y_lat(decade)
@@ -256,10 +285,11 @@ def render(tl: Timeline) -> str:
         svg.text(LEFT - 6, y + 4, fmt_number(decade), size=11, anchor="end")
         for m in (2, 5):
             if decade * m < hi:
-                svg.line(LEFT, y_lat(decade * m), LEFT + plot_w, y_lat(decade * m),
-                         "stroke='#f0f0f0'")
+                svg.line(
+                    LEFT, y_lat(decade * m), LEFT + plot_w, y_lat(decade * m), "stroke='#f0f0f0'"
+                )
         decade *= 10
-    svg.add(f"<rect x='{LEFT}' y='{lat_top}' width='{plot_w}' height='{lat_h}' fill='none' stroke='#999'/>")
+    svg.frame(LEFT, lat_top, plot_w, lat_h)
 
     # Dots: one per occupied pixel, so that 10,000 attempts stay a small file.
     seen: set[tuple[int, int]] = set()
@@ -270,12 +300,17 @@ def render(tl: Timeline) -> str:
             if cell not in seen:
                 seen.add(cell)
                 dots.append(f"M{cell[0]},{cell[1]}h0.01")
-    svg.add(f"<path class='dots' d='{''.join(dots)}' stroke='#777' stroke-opacity='0.35'"
-            " stroke-width='2.2' stroke-linecap='round' fill='none'/>")
+    svg.add(
+        f"<path class='dots' d='{''.join(dots)}' stroke='#777' stroke-opacity='0.35'"
+        " stroke-width='2.2' stroke-linecap='round' fill='none'/>"
+    )
     for a in failed:
         x, y = x_of(a.t), y_lat(a.latency_ms)
-        svg.add(f"<path class='failed' d='M{x - 3:.1f},{y - 3:.1f}l6,6m0,-6l-6,6' stroke='{FAILED_COLOUR}'"
-                f" stroke-width='1.6'><title>{escape(a.outcome)} after {a.latency_ms:.1f} ms</title></path>")
+        svg.add(
+            f"<path class='failed' d='M{x - 3:.1f},{y - 3:.1f}l6,6m0,-6l-6,6'"
+            f" stroke='{FAILED_COLOUR}' stroke-width='1.6'>"
+            f"<title>{escape(a.outcome)} after {a.latency_ms:.1f} ms</title></path>"
+        )
 
     # Percentile lines per bucket (acquired attempts, by when they began); gaps where none.
     buckets: dict[int, list[float]] = {}
@@ -295,8 +330,10 @@ def render(tl: Timeline) -> str:
             runs[-1].append(f"{x:.1f},{y_lat(percentile(values, p)):.1f}")
         for run in runs:
             if run:
-                svg.add(f"<polyline class='{name}' points='{' '.join(run)}' fill='none'"
-                        f" stroke='{colour}' stroke-width='{width}' stroke-linejoin='round'/>")
+                svg.add(
+                    f"<polyline class='{name}' points='{' '.join(run)}' fill='none'"
+                    f" stroke='{colour}' stroke-width='{width}' stroke-linejoin='round'/>"
+                )
 
     # Legend, above the panel on the right.
     lx, ly = LEFT + plot_w - 400, lat_top - 14
@@ -306,7 +343,10 @@ def render(tl: Timeline) -> str:
     svg.text(lx + 142, ly + 4, "p99", size=11)
     svg.add(f"<circle cx='{lx + 182}' cy='{ly}' r='2.5' fill='#777' fill-opacity='0.6'/>")
     svg.text(lx + 188, ly + 4, "an acquisition", size=11)
-    svg.add(f"<path d='M{lx + 282},{ly - 3}l6,6m0,-6l-6,6' stroke='{FAILED_COLOUR}' stroke-width='1.6'/>")
+    svg.add(
+        f"<path d='M{lx + 282},{ly - 3}l6,6m0,-6l-6,6' stroke='{FAILED_COLOUR}'"
+        " stroke-width='1.6'/>"
+    )
     svg.text(lx + 293, ly + 4, "gave up (failed)", size=11)
 
     # (b) Acquisitions per second, by when they completed.
@@ -331,35 +371,52 @@ def render(tl: Timeline) -> str:
     for b, rate in enumerate(rates):
         h = rate / rate_max * thr_h
         x0, x1 = x_of(b * BUCKET), x_of((b + 1) * BUCKET)  # the last one may be cut short
-        svg.add(f"<rect class='rate' x='{x0 + 0.5:.1f}' y='{thr_top + thr_h - h:.1f}'"
-                f" width='{max(x1 - x0 - 1, 0.5):.1f}' height='{h:.1f}' fill='#5b8fd0'/>")
-    svg.add(f"<rect x='{LEFT}' y='{thr_top}' width='{plot_w}' height='{thr_h}' fill='none' stroke='#999'/>")
+        svg.add(
+            f"<rect class='rate' x='{x0 + 0.5:.1f}' y='{thr_top + thr_h - h:.1f}'"
+            f" width='{max(x1 - x0 - 1, 0.5):.1f}' height='{h:.1f}' fill='#5b8fd0'/>"
+        )
+    svg.frame(LEFT, thr_top, plot_w, thr_h)
 
     # (c) One lane per node: fault intervals and the client's node events.
-    svg.text(LEFT, lanes_top - 10, "nodes: faults the demo injected, and what the client saw",
-             size=13, extra="font-weight='bold'")
+    svg.text(
+        LEFT,
+        lanes_top - 10,
+        "nodes: faults the demo injected, and what the client saw",
+        size=13,
+        extra="font-weight='bold'",
+    )
     for i, node in enumerate(tl.nodes):
         top = lanes_top + i * lane_h
         mid = top + lane_h / 2
         svg.add(f"<g class='lane' data-node={quoteattr(node)}>")
         if i % 2 == 0:
-            svg.add(f"<rect x='{LEFT}' y='{top}' width='{plot_w}' height='{lane_h}' fill='#f7f7f7'/>")
+            svg.add(
+                f"<rect x='{LEFT}' y='{top}' width='{plot_w}' height='{lane_h}' fill='#f7f7f7'/>"
+            )
         svg.text(LEFT - 6, mid + 4, node, size=11, anchor="end", extra="class='lane-label'")
-        for n, what, start, stop in intervals:
-            if n != node:
+        for owner, what, start, stop in intervals:
+            if owner != node:
                 continue
             fill, label = FAULT_STYLE[what]
             x0, x1 = x_of(start), x_of(stop)
-            svg.add(f"<rect class='fault {what}' data-start='{start:.3f}' data-end='{stop:.3f}'"
-                    f" x='{x0:.1f}' y='{top + 3}' width='{x1 - x0:.1f}' height='{lane_h - 6}'"
-                    f" fill='{fill}' fill-opacity='0.55' rx='3'>"
-                    f"<title>{escape(label)} {start:.2f}s to {stop:.2f}s</title></rect>")
+            svg.add(
+                f"<rect class='fault {what}' data-start='{start:.3f}' data-end='{stop:.3f}'"
+                f" x='{x0:.1f}' y='{top + 3}' width='{x1 - x0:.1f}' height='{lane_h - 6}'"
+                f" fill='{fill}' fill-opacity='0.55' rx='3'>"
+                f"<title>{escape(label)} {start:.2f}s to {stop:.2f}s</title></rect>"
+            )
             if x1 - x0 > 90:
-                svg.text((x0 + x1) / 2, mid + 4, f"{label}  {start:.1f}–{stop:.1f} s", size=10,
-                         anchor="middle", extra="fill='#222'")
+                svg.text(
+                    (x0 + x1) / 2,
+                    mid + 4,
+                    f"{label}  {start:.1f}–{stop:.1f} s",
+                    size=10,
+                    anchor="middle",
+                    extra="fill='#222'",
+                )
         last_x = -100.0
-        for t, kind, n, reason in sorted(tl.events):
-            if n == node and kind in EVENT_STYLE and 0 <= t <= end:
+        for t, kind, owner, reason in sorted(tl.events):
+            if owner == node and kind in EVENT_STYLE and 0 <= t <= end:
                 shape, colour, legend = EVENT_STYLE[kind]
                 tip = f"{legend} at {t:.2f}s" + (f": {reason}" if reason else "")
                 # Events of one poll (connected and restart seen) side by side, not on top.
@@ -367,14 +424,19 @@ def render(tl: Timeline) -> str:
                 marker(svg, shape, x, mid, colour, tip)
                 last_x = x
         svg.add("</g>")
-    svg.add(f"<rect x='{LEFT}' y='{lanes_top}' width='{plot_w}' height='{lanes_h}' fill='none' stroke='#999'/>")
+    svg.frame(LEFT, lanes_top, plot_w, lanes_h)
     if not tl.nodes:
-        svg.text(LEFT + 8, lanes_top + 16, "no node list, faults or node events in the timeline", size=11)
+        svg.text(
+            LEFT + 8, lanes_top + 16, "no node list, faults or node events in the timeline", size=11
+        )
 
     # Lane legend, under the axis labels.
     lx, ly = LEFT, lanes_top + lanes_h + 50
-    for what, (fill, label) in FAULT_STYLE.items():
-        svg.add(f"<rect x='{lx}' y='{ly - 6}' width='16' height='12' fill='{fill}' fill-opacity='0.55' rx='2'/>")
+    for fill, label in FAULT_STYLE.values():
+        svg.add(
+            f"<rect x='{lx}' y='{ly - 6}' width='16' height='12' fill='{fill}'"
+            " fill-opacity='0.55' rx='2'/>"
+        )
         svg.text(lx + 21, ly + 4, label, size=11)
         lx += 125
     for shape, colour, legend in EVENT_STYLE.values():
@@ -384,8 +446,13 @@ def render(tl: Timeline) -> str:
 
     # (d) Histogram of the whole run's acquire latencies: 5 log-spaced bins per decade.
     hist_w = 500
-    svg.text(LEFT, hist_top - 10, "acquire latency, whole run (acquisitions per bin)", size=13,
-             extra="font-weight='bold'")
+    svg.text(
+        LEFT,
+        hist_top - 10,
+        "acquire latency, whole run (acquisitions per bin)",
+        size=13,
+        extra="font-weight='bold'",
+    )
     per_decade = 4
     n_bins = int(round(math.log10(hi / lo) * per_decade))
     counts = [0] * n_bins
@@ -405,10 +472,18 @@ def render(tl: Timeline) -> str:
         x1 = x_hist(lo * 10 ** ((b + 1) / per_decade))
         # Square-root height, so that the tail's few hundred stay visible next to the bulk.
         h = max(math.sqrt(n / top_count) * bars_h, 1.0)
-        svg.add(f"<rect class='bin' x='{x0 + 0.5:.1f}' y='{hist_top + hist_h - h:.1f}'"
-                f" width='{x1 - x0 - 1:.1f}' height='{h:.1f}' fill='#8c8c8c'><title>{n}</title></rect>")
-        svg.text((x0 + x1) / 2, hist_top + hist_h - h - 3, str(n), size=9, anchor="middle",
-                 extra="fill='#444' stroke='white' stroke-width='3' paint-order='stroke'")
+        svg.add(
+            f"<rect class='bin' x='{x0 + 0.5:.1f}' y='{hist_top + hist_h - h:.1f}'"
+            f" width='{x1 - x0 - 1:.1f}' height='{h:.1f}' fill='#8c8c8c'><title>{n}</title></rect>"
+        )
+        svg.text(
+            (x0 + x1) / 2,
+            hist_top + hist_h - h - 3,
+            str(n),
+            size=9,
+            anchor="middle",
+            extra="fill='#444' stroke='white' stroke-width='3' paint-order='stroke'",
+        )
     if acquired:  # dashed lines at the run's p50 and p99, named on the right
         for p, colour in ((0.5, P50_COLOUR), (0.99, P99_COLOUR)):
             x = x_hist(max(percentile(acquired, p), lo))
@@ -420,8 +495,14 @@ def render(tl: Timeline) -> str:
         svg.text(x, hist_top + hist_h + 16, fmt_number(decade), size=11, anchor="middle")
         decade *= 10
     svg.line(LEFT, hist_top + hist_h, LEFT + hist_w, hist_top + hist_h, "stroke='#999'")
-    svg.text(LEFT + hist_w / 2, hist_top + hist_h + 32, "ms (log scale); bar height: square root of the count",
-             size=11, anchor="middle", extra="fill='#444'")
+    svg.text(
+        LEFT + hist_w / 2,
+        hist_top + hist_h + 32,
+        "ms (log scale); bar height: square root of the count",
+        size=11,
+        anchor="middle",
+        extra="fill='#444'",
+    )
     # To the right of the histogram: its percentile lines' key, and the faults as the demo
     # printed them.
     fx, fy = LEFT + hist_w + 40, hist_top - 10
@@ -429,9 +510,20 @@ def render(tl: Timeline) -> str:
     if acquired:
         for i, (p, colour) in enumerate(((0.5, P50_COLOUR), (0.99, P99_COLOUR))):
             y = fy + 4 + i * 16
-            svg.line(fx, y - 4, fx + 18, y - 4, f"stroke='{colour}' stroke-width='1.5' stroke-dasharray='4,3'")
-            svg.text(fx + 24, y, f"p{p * 100:g} {percentile(acquired, p):.2f} ms", size=11,
-                     extra=f"fill='{colour}'")
+            svg.line(
+                fx,
+                y - 4,
+                fx + 18,
+                y - 4,
+                f"stroke='{colour}' stroke-width='1.5' stroke-dasharray='4,3'",
+            )
+            svg.text(
+                fx + 24,
+                y,
+                f"p{p * 100:g} {percentile(acquired, p):.2f} ms",
+                size=11,
+                extra=f"fill='{colour}'",
+            )
     fy += 50
     svg.text(fx, fy, "faults injected", size=13, extra="font-weight='bold'")
     for i, (t, node, action) in enumerate(sorted(tl.faults)[:6]):
@@ -440,9 +532,11 @@ def render(tl: Timeline) -> str:
         svg.text(fx, fy + 20, "none (the demo injects none", size=11)
         svg.text(fx, fy + 36, "into REDLOCK_NODES)", size=11)
 
-    head = (f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}'"
-            f" viewBox='0 0 {WIDTH} {height}' {FONT}>\n"
-            f"<rect width='{WIDTH}' height='{height}' fill='white'/>\n")
+    head = (
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}'"
+        f" viewBox='0 0 {WIDTH} {height}' {FONT}>\n"
+        f"<rect width='{WIDTH}' height='{height}' fill='white'/>\n"
+    )
     return head + "\n".join(svg.parts) + "\n</svg>\n"
 
 

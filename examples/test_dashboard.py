@@ -11,6 +11,7 @@ import math
 import pathlib
 import sys
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 
@@ -27,23 +28,34 @@ HANG = (2.0, 4.0)  # B hung
 CRASH = (5.0, 7.0)  # C down
 
 
-def synthetic_timeline() -> list[dict]:
-    lines: list[dict] = [
+def synthetic_timeline() -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = [
         {"t": 0.0, "type": "run", "nodes": [A, B, C], "workers": 2, "seconds": 10}
     ]
     for i in range(1000):  # an attempt every 10 ms: fast, but slow while B hangs
         t = i * 0.01
         slow = HANG[0] <= t < HANG[1]
-        lines.append({"t": t, "type": "acquire", "outcome": "acquired",
-                      "latency_ms": (40.0 if i % 2 else 60.0) if slow else 0.2 + (i % 7) * 0.01})
+        lines.append(
+            {
+                "t": t,
+                "type": "acquire",
+                "outcome": "acquired",
+                "latency_ms": (40.0 if i % 2 else 60.0) if slow else 0.2 + (i % 7) * 0.01,
+            }
+        )
     lines.append({"t": 2.5, "type": "acquire", "outcome": "refused", "latency_ms": 400.0})
     lines += [
         {"t": HANG[0], "type": "fault", "node": B, "action": "hang"},
         {"t": HANG[1], "type": "fault", "node": B, "action": "resume"},
         {"t": CRASH[0], "type": "fault", "node": C, "action": "crash"},
         {"t": CRASH[1], "type": "fault", "node": C, "action": "restart"},
-        {"t": 2.3, "type": "event", "kind": "node_disconnected", "node": B,
-         "reason": "Resource temporarily unavailable \"os error 11\" <&>"},
+        {
+            "t": 2.3,
+            "type": "event",
+            "kind": "node_disconnected",
+            "node": B,
+            "reason": 'Resource temporarily unavailable "os error 11" <&>',
+        },
         {"t": 4.1, "type": "event", "kind": "node_connected", "node": B, "reason": None},
         {"t": 5.02, "type": "event", "kind": "node_disconnected", "node": C, "reason": "refused"},
         {"t": 7.3, "type": "event", "kind": "node_connected", "node": C, "reason": None},
@@ -52,7 +64,7 @@ def synthetic_timeline() -> list[dict]:
     return lines
 
 
-def render(tmp_path: pathlib.Path, lines: list[dict]) -> ET.Element:
+def render(tmp_path: pathlib.Path, lines: list[dict[str, Any]]) -> ET.Element:
     timeline = tmp_path / "timeline.jsonl"
     timeline.write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "out.svg"
@@ -66,8 +78,11 @@ def by_class(root: ET.Element, tag: str, cls: str) -> list[ET.Element]:
 
 def time_axis(root: ET.Element) -> tuple[float, float]:
     """(x at t = 0, pixels per second), read from the labelled ticks, which must agree."""
-    ticks = [(float(g.get("data-t", "nan")), float(g.find(SVG + "line").get("x1", "nan")))
-             for g in by_class(root, "g", "x-tick")]
+    ticks = []
+    for g in by_class(root, "g", "x-tick"):
+        line = g.find(SVG + "line")
+        assert line is not None
+        ticks.append((float(g.get("data-t", "nan")), float(line.get("x1", "nan"))))
     assert len(ticks) >= 3
     (t0, x0), (t1, x1) = ticks[0], ticks[-1]
     scale = (x1 - x0) / (t1 - t0)
@@ -109,14 +124,17 @@ def test_percentile_lines_show_the_slow_interval(tmp_path: pathlib.Path) -> None
 
     def points(cls: str) -> list[tuple[float, float]]:
         (line,) = by_class(root, "polyline", cls)  # one unbroken line: every bucket has data
-        return [(float(p.split(",")[0]), float(p.split(",")[1]))
-                for p in line.get("points", "").split()]
+        return [
+            (float(p.split(",")[0]), float(p.split(",")[1])) for p in line.get("points", "").split()
+        ]
 
     for cls in ("p50", "p99"):
         pts = points(cls)
         assert len(pts) == 40  # 250 ms buckets over 10 s
         inside = [y for x, y in pts if HANG[0] < (x - x_at_0) / per_second < HANG[1]]
-        outside = [y for x, y in pts if not HANG[0] - 0.5 < (x - x_at_0) / per_second < HANG[1] + 0.5]
+        outside = [
+            y for x, y in pts if not HANG[0] - 0.5 < (x - x_at_0) / per_second < HANG[1] + 0.5
+        ]
         # Higher latency is drawn higher up (smaller y): the hang stands out on both lines.
         assert inside and outside and max(inside) < min(outside)
     # p99 is never below p50.
