@@ -189,355 +189,350 @@ def marker(svg: Svg, shape: str, x: float, y: float, colour: str, title: str = "
     )
 
 
-def render(tl: Timeline) -> str:
-    end = tl.end
-    plot_w = WIDTH - LEFT - RIGHT
+class Picture:
+    """The SVG of one timeline, panel by panel, top to bottom."""
 
-    def x_of(t: float) -> float:
-        return LEFT + max(0.0, min(t, end)) / end * plot_w
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+        self.svg = Svg()
+        self.end = tl.end
+        self.plot_w = WIDTH - LEFT - RIGHT
+        self.acquired = sorted(a.latency_ms for a in tl.attempts if a.outcome == "acquired")
+        self.failed = [a for a in tl.attempts if a.outcome != "acquired"]
+        self.intervals = fault_intervals(tl)
+        self.n_buckets = int(math.ceil(self.end / BUCKET))
+        # The latency scale, shared by panel (a) and the histogram: whole decades, two at least.
+        all_ms = [a.latency_ms for a in tl.attempts if a.latency_ms > 0]
+        self.lo = 10 ** math.floor(math.log10(min(all_ms))) if all_ms else 0.01
+        hi = 10 ** math.ceil(math.log10(max(all_ms))) if all_ms else 1000
+        self.hi = max(hi, self.lo * 100)
+        # Panel tops and heights.
+        self.lat_top, self.lat_h = 92, 220
+        self.thr_top, self.thr_h = self.lat_top + self.lat_h + 44, 80
+        self.lanes_top, self.lane_h = self.thr_top + self.thr_h + 30, 24
+        self.lanes_h = self.lane_h * max(len(tl.nodes), 1)
+        self.hist_top, self.hist_h, self.hist_w = self.lanes_top + self.lanes_h + 100, 130, 500
+        self.height = self.hist_top + self.hist_h + 50
 
-    svg = Svg()
-    acquired = sorted(a.latency_ms for a in tl.attempts if a.outcome == "acquired")
-    failed = [a for a in tl.attempts if a.outcome != "acquired"]
-    intervals = fault_intervals(tl)
+    def x_of(self, t: float) -> float:
+        """Time (seconds since the start) to x, for the three time panels."""
+        return LEFT + max(0.0, min(t, self.end)) / self.end * self.plot_w
 
-    # Title and the summary line (the figures the demo prints).
-    workers = f"{tl.workers} workers, " if tl.workers else ""
-    title = "redlock demo: contention on one resource"
-    if tl.faults:
-        title += " while nodes hang and crash"
-    svg.text(LEFT, 26, title, size=16, extra="font-weight='bold'")
-    summary = f"{workers}{len(tl.nodes)} nodes, {end:.0f} s: {len(acquired)} acquisitions"
-    if acquired:
-        summary += (
-            f", latency p50 {percentile(acquired, 0.5):.2f} ms,"
-            f" p99 {percentile(acquired, 0.99):.2f} ms"
+    def log_fraction(self, ms: float) -> float:
+        """Where ms sits between lo (0) and hi (1) on the log latency scale."""
+        ms = min(max(ms, self.lo), self.hi)
+        return (math.log10(ms) - math.log10(self.lo)) / math.log10(self.hi / self.lo)
+
+    def y_lat(self, ms: float) -> float:
+        return self.lat_top + self.lat_h - self.log_fraction(ms) * self.lat_h
+
+    def x_hist(self, ms: float) -> float:
+        return LEFT + self.log_fraction(ms) * self.hist_w
+
+    def heading(self, y: float, s: str) -> None:
+        self.svg.text(LEFT, y, s, size=13, extra="font-weight='bold'")
+
+    def render(self) -> str:
+        self.title()
+        self.time_axis()
+        self.latency()
+        self.throughput()
+        self.lanes()
+        self.histogram()
+        head = (
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{self.height}'"
+            f" viewBox='0 0 {WIDTH} {self.height}' {FONT}>\n"
+            f"<rect width='{WIDTH}' height='{self.height}' fill='white'/>\n"
         )
-    by_outcome = {
-        o: sum(1 for a in failed if a.outcome == o) for o in sorted({a.outcome for a in failed})
-    }
-    if by_outcome:
-        summary += "; gave up: " + ", ".join(
-            f"{o.replace('_', ' ')} {n}" for o, n in by_outcome.items()
+        return head + "\n".join(self.svg.parts) + "\n</svg>\n"
+
+    def title(self) -> None:
+        """The title, and the figures the demo's summary prints."""
+        tl, svg, acquired = self.tl, self.svg, self.acquired
+        title = "redlock demo: contention on one resource"
+        if tl.faults:
+            title += " while nodes hang and crash"
+        svg.text(LEFT, 26, title, size=16, extra="font-weight='bold'")
+        workers = f"{tl.workers} workers, " if tl.workers else ""
+        summary = f"{workers}{len(tl.nodes)} nodes, {self.end:.0f} s: {len(acquired)} acquisitions"
+        if acquired:
+            summary += (
+                f", latency p50 {percentile(acquired, 0.5):.2f} ms,"
+                f" p99 {percentile(acquired, 0.99):.2f} ms"
+            )
+        outcomes = sorted({a.outcome for a in self.failed})
+        if outcomes:
+            summary += "; gave up: " + ", ".join(
+                f"{o.replace('_', ' ')} {sum(1 for a in self.failed if a.outcome == o)}"
+                for o in outcomes
+            )
+        svg.text(LEFT, 46, summary, size=12, extra="fill='#444'")
+
+    def time_axis(self) -> None:
+        """Ticks and grid lines through the three time panels, and the faults as faint bands
+        through the latency and throughput panels, so that spikes and dips line up with them."""
+        svg = self.svg
+        step = nice_step(self.end, 12)
+        for i in range(int(self.end / step + 1e-9) + 1):
+            t = i * step
+            x = self.x_of(t)
+            svg.add(f"<g class='x-tick' data-t='{t:g}'>")
+            for top, panel_h in (
+                (self.lat_top, self.lat_h),
+                (self.thr_top, self.thr_h),
+                (self.lanes_top, self.lanes_h),
+            ):
+                svg.line(x, top, x, top + panel_h, "stroke='#e6e6e6'")
+            for label_y in (self.lat_top + self.lat_h + 15, self.lanes_top + self.lanes_h + 15):
+                svg.text(x, label_y, f"{t:g}", size=11, anchor="middle")
+            svg.add("</g>")
+        for label_y in (self.lat_top + self.lat_h + 31, self.lanes_top + self.lanes_h + 31):
+            svg.text(
+                LEFT + self.plot_w / 2,
+                label_y,
+                "seconds since the start",
+                size=11,
+                anchor="middle",
+                extra="fill='#444'",
+            )
+        for _, what, start, stop in self.intervals:
+            fill = FAULT_STYLE[what][0]
+            for top, panel_h in ((self.lat_top, self.lat_h), (self.thr_top, self.thr_h)):
+                svg.add(
+                    f"<rect class='fault-band' x='{self.x_of(start):.1f}' y='{top}'"
+                    f" width='{self.x_of(stop) - self.x_of(start):.1f}' height='{panel_h}'"
+                    f" fill='{fill}' fill-opacity='0.10'/>"
+                )
+
+    def latency(self) -> None:
+        """(a) Each attempt's latency at the time it began, and p50 and p99 per bucket."""
+        svg, plot_w, lo, hi = self.svg, self.plot_w, self.lo, self.hi
+        self.heading(self.lat_top - 10, "acquire latency (ms, log scale)")
+        decade = lo
+        while decade <= hi * 1.001:
+            y = self.y_lat(decade)
+            svg.line(LEFT, y, LEFT + plot_w, y, "stroke='#dddddd'")
+            svg.text(LEFT - 6, y + 4, fmt_number(decade), size=11, anchor="end")
+            for m in (2, 5):
+                if decade * m < hi:
+                    y = self.y_lat(decade * m)
+                    svg.line(LEFT, y, LEFT + plot_w, y, "stroke='#f0f0f0'")
+            decade *= 10
+        svg.frame(LEFT, self.lat_top, plot_w, self.lat_h)
+
+        # Dots: one per occupied pixel, so that 10,000 attempts stay a small file.
+        seen: set[tuple[int, int]] = set()
+        dots = []
+        for a in self.tl.attempts:
+            if a.outcome == "acquired":
+                cell = (round(self.x_of(a.t)), round(self.y_lat(a.latency_ms)))
+                if cell not in seen:
+                    seen.add(cell)
+                    dots.append(f"M{cell[0]},{cell[1]}h0.01")
+        svg.add(
+            f"<path class='dots' d='{''.join(dots)}' stroke='#777' stroke-opacity='0.35'"
+            " stroke-width='2.2' stroke-linecap='round' fill='none'/>"
         )
-    svg.text(LEFT, 46, summary, size=12, extra="fill='#444'")
+        for a in self.failed:
+            x, y = self.x_of(a.t), self.y_lat(a.latency_ms)
+            svg.add(
+                f"<path class='failed' d='M{x - 3:.1f},{y - 3:.1f}l6,6m0,-6l-6,6'"
+                f" stroke='{FAILED_COLOUR}' stroke-width='1.6'>"
+                f"<title>{escape(a.outcome)} after {a.latency_ms:.1f} ms</title></path>"
+            )
 
-    # Panel heights, top to bottom.
-    lat_top, lat_h = 92, 220
-    thr_top, thr_h = lat_top + lat_h + 44, 80
-    lanes_top, lane_h = thr_top + thr_h + 30, 24
-    lanes_h = lane_h * max(len(tl.nodes), 1)
-    hist_top, hist_h = lanes_top + lanes_h + 100, 130
-    height = hist_top + hist_h + 50
+        # Percentile lines per bucket (acquired attempts, by when they began); gaps where none.
+        buckets: dict[int, list[float]] = {}
+        for a in self.tl.attempts:
+            if a.outcome == "acquired":
+                buckets.setdefault(int(max(a.t, 0) / BUCKET), []).append(a.latency_ms)
+        for name, p, colour in (("p99", 0.99, P99_COLOUR), ("p50", 0.5, P50_COLOUR)):
+            runs: list[list[str]] = [[]]
+            for b in range(self.n_buckets):
+                values = sorted(buckets.get(b, []))
+                if not values:
+                    if runs[-1]:
+                        runs.append([])
+                    continue
+                x = self.x_of(min((b + 0.5) * BUCKET, self.end))
+                runs[-1].append(f"{x:.1f},{self.y_lat(percentile(values, p)):.1f}")
+            for run in runs:
+                if run:
+                    svg.add(
+                        f"<polyline class='{name}' points='{' '.join(run)}' fill='none'"
+                        f" stroke='{colour}' stroke-width='2' stroke-linejoin='round'/>"
+                    )
 
-    # The time axis: ticks and grid lines through the three time panels.
-    step = nice_step(end, 12)
-    ticks = [i * step for i in range(int(end / step + 1e-9) + 1)]
-    for t in ticks:
-        x = x_of(t)
-        svg.add(f"<g class='x-tick' data-t='{t:g}'>")
-        for top, panel_h in ((lat_top, lat_h), (thr_top, thr_h), (lanes_top, lanes_h)):
-            svg.line(x, top, x, top + panel_h, "stroke='#e6e6e6'")
-        for label_y in (lat_top + lat_h + 15, lanes_top + lanes_h + 15):
-            svg.text(x, label_y, f"{t:g}", size=11, anchor="middle")
-        svg.add("</g>")
-    for label_y in (lat_top + lat_h + 31, lanes_top + lanes_h + 31):
+        # The legend, above the panel on the right.
+        lx, ly = LEFT + plot_w - 400, self.lat_top - 14
+        svg.line(lx, ly, lx + 18, ly, f"stroke='{P50_COLOUR}' stroke-width='2'")
+        svg.text(lx + 22, ly + 4, f"p50 per {BUCKET * 1000:.0f} ms", size=11)
+        svg.line(lx + 120, ly, lx + 138, ly, f"stroke='{P99_COLOUR}' stroke-width='2'")
+        svg.text(lx + 142, ly + 4, "p99", size=11)
+        svg.add(f"<circle cx='{lx + 182}' cy='{ly}' r='2.5' fill='#777' fill-opacity='0.6'/>")
+        svg.text(lx + 188, ly + 4, "an acquisition", size=11)
+        svg.add(
+            f"<path d='M{lx + 282},{ly - 3}l6,6m0,-6l-6,6' stroke='{FAILED_COLOUR}'"
+            " stroke-width='1.6'/>"
+        )
+        svg.text(lx + 293, ly + 4, "gave up (failed)", size=11)
+
+    def throughput(self) -> None:
+        """(b) Acquisitions per second, by when they completed."""
+        svg, top, h, end = self.svg, self.thr_top, self.thr_h, self.end
+        per_bucket = [0] * self.n_buckets
+        for a in self.tl.attempts:
+            if a.outcome == "acquired":
+                b = int(max(a.t + a.latency_ms / 1000, 0) / BUCKET)
+                if b < self.n_buckets:
+                    per_bucket[b] += 1
+        # A last bucket cut short by the end of the run counts over its own length.
+        rates = [n / (min((b + 1) * BUCKET, end) - b * BUCKET) for b, n in enumerate(per_bucket)]
+        top_rate = max(rates + [1.0])
+        rate_step = nice_step(top_rate, 3)
+        rate_max = math.ceil(top_rate / rate_step) * rate_step
+        self.heading(top - 10, "acquisitions per second")
+        r = 0.0
+        while r <= rate_max + 1e-9:
+            y = top + h - r / rate_max * h
+            svg.line(LEFT, y, LEFT + self.plot_w, y, "stroke='#e6e6e6'")
+            svg.text(LEFT - 6, y + 4, fmt_number(r), size=11, anchor="end")
+            r += rate_step
+        for b, rate in enumerate(rates):
+            bar_h = rate / rate_max * h
+            x0, x1 = self.x_of(b * BUCKET), self.x_of((b + 1) * BUCKET)  # the last may be short
+            svg.add(
+                f"<rect class='rate' x='{x0 + 0.5:.1f}' y='{top + h - bar_h:.1f}'"
+                f" width='{max(x1 - x0 - 1, 0.5):.1f}' height='{bar_h:.1f}' fill='#5b8fd0'/>"
+            )
+        svg.frame(LEFT, top, self.plot_w, h)
+
+    def lanes(self) -> None:
+        """(c) One lane per node: the fault intervals and the client's node events."""
+        svg, lane_h = self.svg, self.lane_h
+        self.heading(
+            self.lanes_top - 10, "nodes: faults the demo injected, and what the client saw"
+        )
+        for i, node in enumerate(self.tl.nodes):
+            top = self.lanes_top + i * lane_h
+            mid = top + lane_h / 2
+            svg.add(f"<g class='lane' data-node={quoteattr(node)}>")
+            if i % 2 == 0:
+                svg.add(
+                    f"<rect x='{LEFT}' y='{top}' width='{self.plot_w}' height='{lane_h}'"
+                    " fill='#f7f7f7'/>"
+                )
+            svg.text(LEFT - 6, mid + 4, node, size=11, anchor="end", extra="class='lane-label'")
+            for owner, what, start, stop in self.intervals:
+                if owner != node:
+                    continue
+                fill, label = FAULT_STYLE[what]
+                x0, x1 = self.x_of(start), self.x_of(stop)
+                svg.add(
+                    f"<rect class='fault {what}' data-start='{start:.3f}' data-end='{stop:.3f}'"
+                    f" x='{x0:.1f}' y='{top + 3}' width='{x1 - x0:.1f}' height='{lane_h - 6}'"
+                    f" fill='{fill}' fill-opacity='0.55' rx='3'>"
+                    f"<title>{escape(label)} {start:.2f}s to {stop:.2f}s</title></rect>"
+                )
+                if x1 - x0 > 90:
+                    text = f"{label}  {start:.1f}–{stop:.1f} s"
+                    svg.text((x0 + x1) / 2, mid + 4, text, size=10, anchor="middle")
+            last_x = -100.0
+            for t, kind, owner, reason in sorted(self.tl.events):
+                if owner == node and kind in EVENT_STYLE and 0 <= t <= self.end:
+                    shape, colour, legend = EVENT_STYLE[kind]
+                    tip = f"{legend} at {t:.2f}s" + (f": {reason}" if reason else "")
+                    # Events of one poll (connected and restart seen) side by side, not on top.
+                    x = max(self.x_of(t), last_x + 11)
+                    marker(svg, shape, x, mid, colour, tip)
+                    last_x = x
+            svg.add("</g>")
+        svg.frame(LEFT, self.lanes_top, self.plot_w, self.lanes_h)
+        if not self.tl.nodes:
+            text = "no node list, faults or node events in the timeline"
+            svg.text(LEFT + 8, self.lanes_top + 16, text, size=11)
+
+        # The legend, under the axis labels.
+        lx, ly = LEFT, self.lanes_top + self.lanes_h + 50
+        for fill, label in FAULT_STYLE.values():
+            svg.add(
+                f"<rect x='{lx}' y='{ly - 6}' width='16' height='12' fill='{fill}'"
+                " fill-opacity='0.55' rx='2'/>"
+            )
+            svg.text(lx + 21, ly + 4, label, size=11)
+            lx += 125
+        for shape, colour, legend in EVENT_STYLE.values():
+            marker(svg, shape, lx + 6, ly, colour)
+            svg.text(lx + 15, ly + 4, legend, size=11)
+            lx += 24 + 7 * len(legend)
+
+    def histogram(self) -> None:
+        """(d) The whole run's acquire latencies, 4 log-spaced bins per decade; to its right,
+        the key of its percentile lines and the faults as the demo printed them."""
+        svg, lo, acquired = self.svg, self.lo, self.acquired
+        top, h, bottom = self.hist_top, self.hist_h, self.hist_top + self.hist_h
+        self.heading(top - 10, "acquire latency, whole run (acquisitions per bin)")
+        per_decade = 4
+        n_bins = int(round(math.log10(self.hi / lo) * per_decade))
+        counts = [0] * n_bins
+        for ms in acquired:
+            b = int(self.log_fraction(ms) * n_bins)
+            counts[min(b, n_bins - 1)] += 1
+        top_count = max(counts + [1])
+        for b, n in enumerate(counts):
+            if n == 0:
+                continue
+            x0 = self.x_hist(lo * 10 ** (b / per_decade))
+            x1 = self.x_hist(lo * 10 ** ((b + 1) / per_decade))
+            # Square-root height, so that the tail's few hundred stay visible next to the bulk;
+            # 14 px kept for the tallest bar's count.
+            bar_h = max(math.sqrt(n / top_count) * (h - 14), 1.0)
+            svg.add(
+                f"<rect class='bin' x='{x0 + 0.5:.1f}' y='{bottom - bar_h:.1f}'"
+                f" width='{x1 - x0 - 1:.1f}' height='{bar_h:.1f}' fill='#8c8c8c'>"
+                f"<title>{n}</title></rect>"
+            )
+            halo = "fill='#444' stroke='white' stroke-width='3' paint-order='stroke'"
+            svg.text((x0 + x1) / 2, bottom - bar_h - 3, str(n), size=9, anchor="middle", extra=halo)
+        for p, colour in ((0.5, P50_COLOUR), (0.99, P99_COLOUR)) if acquired else ():
+            x = self.x_hist(percentile(acquired, p))
+            svg.line(x, top, x, bottom, f"stroke='{colour}' stroke-dasharray='4,3'")
+        decade = lo
+        while decade <= self.hi * 1.001:
+            x = self.x_hist(decade)
+            svg.line(x, bottom, x, bottom + 4, "stroke='#999'")
+            svg.text(x, bottom + 16, fmt_number(decade), size=11, anchor="middle")
+            decade *= 10
+        svg.line(LEFT, bottom, LEFT + self.hist_w, bottom, "stroke='#999'")
         svg.text(
-            LEFT + plot_w / 2,
-            label_y,
-            "seconds since the start",
+            LEFT + self.hist_w / 2,
+            bottom + 32,
+            "ms (log scale); bar height: square root of the count",
             size=11,
             anchor="middle",
             extra="fill='#444'",
         )
 
-    # Faults as faint bands through the latency and throughput panels, so spikes line up.
-    for _, what, start, stop in intervals:
-        fill = FAULT_STYLE[what][0]
-        for top, panel_h in ((lat_top, lat_h), (thr_top, thr_h)):
-            svg.add(
-                f"<rect class='fault-band' x='{x_of(start):.1f}' y='{top}'"
-                f" width='{x_of(stop) - x_of(start):.1f}' height='{panel_h}' fill='{fill}'"
-                " fill-opacity='0.10'/>"
-            )
-
-    # (a) Latency over time, log scale.
-    all_ms = [a.latency_ms for a in tl.attempts if a.latency_ms > 0]
-    lo = 10 ** math.floor(math.log10(min(all_ms))) if all_ms else 0.01
-    hi = 10 ** math.ceil(math.log10(max(all_ms))) if all_ms else 1000
-    hi = max(hi, lo * 100)  # two decades at least
-
-    def y_lat(ms: float) -> float:
-        ms = min(max(ms, lo), hi)
-        return (
-            lat_top
-            + lat_h
-            - (math.log10(ms) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * lat_h
-        )
-
-    svg.text(
-        LEFT, lat_top - 10, "acquire latency (ms, log scale)", size=13, extra="font-weight='bold'"
-    )
-    decade = lo
-    while decade <= hi * 1.001:
-        y = y_lat(decade)
-        svg.line(LEFT, y, LEFT + plot_w, y, "stroke='#dddddd'")
-        svg.text(LEFT - 6, y + 4, fmt_number(decade), size=11, anchor="end")
-        for m in (2, 5):
-            if decade * m < hi:
-                svg.line(
-                    LEFT, y_lat(decade * m), LEFT + plot_w, y_lat(decade * m), "stroke='#f0f0f0'"
-                )
-        decade *= 10
-    svg.frame(LEFT, lat_top, plot_w, lat_h)
-
-    # Dots: one per occupied pixel, so that 10,000 attempts stay a small file.
-    seen: set[tuple[int, int]] = set()
-    dots = []
-    for a in tl.attempts:
-        if a.outcome == "acquired":
-            cell = (round(x_of(a.t)), round(y_lat(a.latency_ms)))
-            if cell not in seen:
-                seen.add(cell)
-                dots.append(f"M{cell[0]},{cell[1]}h0.01")
-    svg.add(
-        f"<path class='dots' d='{''.join(dots)}' stroke='#777' stroke-opacity='0.35'"
-        " stroke-width='2.2' stroke-linecap='round' fill='none'/>"
-    )
-    for a in failed:
-        x, y = x_of(a.t), y_lat(a.latency_ms)
-        svg.add(
-            f"<path class='failed' d='M{x - 3:.1f},{y - 3:.1f}l6,6m0,-6l-6,6'"
-            f" stroke='{FAILED_COLOUR}' stroke-width='1.6'>"
-            f"<title>{escape(a.outcome)} after {a.latency_ms:.1f} ms</title></path>"
-        )
-
-    # Percentile lines per bucket (acquired attempts, by when they began); gaps where none.
-    buckets: dict[int, list[float]] = {}
-    for a in tl.attempts:
-        if a.outcome == "acquired":
-            buckets.setdefault(int(max(a.t, 0) / BUCKET), []).append(a.latency_ms)
-    n_buckets = int(math.ceil(end / BUCKET))
-    for name, p, colour, width in (("p99", 0.99, P99_COLOUR, 2.0), ("p50", 0.5, P50_COLOUR, 2.0)):
-        runs: list[list[str]] = [[]]
-        for b in range(n_buckets):
-            values = sorted(buckets.get(b, []))
-            if not values:
-                if runs[-1]:
-                    runs.append([])
-                continue
-            x = x_of(min((b + 0.5) * BUCKET, end))
-            runs[-1].append(f"{x:.1f},{y_lat(percentile(values, p)):.1f}")
-        for run in runs:
-            if run:
-                svg.add(
-                    f"<polyline class='{name}' points='{' '.join(run)}' fill='none'"
-                    f" stroke='{colour}' stroke-width='{width}' stroke-linejoin='round'/>"
-                )
-
-    # Legend, above the panel on the right.
-    lx, ly = LEFT + plot_w - 400, lat_top - 14
-    svg.line(lx, ly, lx + 18, ly, f"stroke='{P50_COLOUR}' stroke-width='2'")
-    svg.text(lx + 22, ly + 4, f"p50 per {BUCKET * 1000:.0f} ms", size=11)
-    svg.line(lx + 120, ly, lx + 138, ly, f"stroke='{P99_COLOUR}' stroke-width='2'")
-    svg.text(lx + 142, ly + 4, "p99", size=11)
-    svg.add(f"<circle cx='{lx + 182}' cy='{ly}' r='2.5' fill='#777' fill-opacity='0.6'/>")
-    svg.text(lx + 188, ly + 4, "an acquisition", size=11)
-    svg.add(
-        f"<path d='M{lx + 282},{ly - 3}l6,6m0,-6l-6,6' stroke='{FAILED_COLOUR}'"
-        " stroke-width='1.6'/>"
-    )
-    svg.text(lx + 293, ly + 4, "gave up (failed)", size=11)
-
-    # (b) Acquisitions per second, by when they completed.
-    per_bucket = [0] * n_buckets
-    for a in tl.attempts:
-        if a.outcome == "acquired":
-            b = int(max(a.t + a.latency_ms / 1000, 0) / BUCKET)
-            if b < n_buckets:
-                per_bucket[b] += 1
-    # A last bucket cut short by the end of the run counts over its own length.
-    rates = [n / (min((b + 1) * BUCKET, end) - b * BUCKET) for b, n in enumerate(per_bucket)]
-    top_rate = max(rates + [1.0])
-    rate_step = nice_step(top_rate, 3)
-    rate_max = math.ceil(top_rate / rate_step) * rate_step
-    svg.text(LEFT, thr_top - 10, "acquisitions per second", size=13, extra="font-weight='bold'")
-    r = 0.0
-    while r <= rate_max + 1e-9:
-        y = thr_top + thr_h - r / rate_max * thr_h
-        svg.line(LEFT, y, LEFT + plot_w, y, "stroke='#e6e6e6'")
-        svg.text(LEFT - 6, y + 4, fmt_number(r), size=11, anchor="end")
-        r += rate_step
-    for b, rate in enumerate(rates):
-        h = rate / rate_max * thr_h
-        x0, x1 = x_of(b * BUCKET), x_of((b + 1) * BUCKET)  # the last one may be cut short
-        svg.add(
-            f"<rect class='rate' x='{x0 + 0.5:.1f}' y='{thr_top + thr_h - h:.1f}'"
-            f" width='{max(x1 - x0 - 1, 0.5):.1f}' height='{h:.1f}' fill='#5b8fd0'/>"
-        )
-    svg.frame(LEFT, thr_top, plot_w, thr_h)
-
-    # (c) One lane per node: fault intervals and the client's node events.
-    svg.text(
-        LEFT,
-        lanes_top - 10,
-        "nodes: faults the demo injected, and what the client saw",
-        size=13,
-        extra="font-weight='bold'",
-    )
-    for i, node in enumerate(tl.nodes):
-        top = lanes_top + i * lane_h
-        mid = top + lane_h / 2
-        svg.add(f"<g class='lane' data-node={quoteattr(node)}>")
-        if i % 2 == 0:
-            svg.add(
-                f"<rect x='{LEFT}' y='{top}' width='{plot_w}' height='{lane_h}' fill='#f7f7f7'/>"
-            )
-        svg.text(LEFT - 6, mid + 4, node, size=11, anchor="end", extra="class='lane-label'")
-        for owner, what, start, stop in intervals:
-            if owner != node:
-                continue
-            fill, label = FAULT_STYLE[what]
-            x0, x1 = x_of(start), x_of(stop)
-            svg.add(
-                f"<rect class='fault {what}' data-start='{start:.3f}' data-end='{stop:.3f}'"
-                f" x='{x0:.1f}' y='{top + 3}' width='{x1 - x0:.1f}' height='{lane_h - 6}'"
-                f" fill='{fill}' fill-opacity='0.55' rx='3'>"
-                f"<title>{escape(label)} {start:.2f}s to {stop:.2f}s</title></rect>"
-            )
-            if x1 - x0 > 90:
-                svg.text(
-                    (x0 + x1) / 2,
-                    mid + 4,
-                    f"{label}  {start:.1f}–{stop:.1f} s",
-                    size=10,
-                    anchor="middle",
-                    extra="fill='#222'",
-                )
-        last_x = -100.0
-        for t, kind, owner, reason in sorted(tl.events):
-            if owner == node and kind in EVENT_STYLE and 0 <= t <= end:
-                shape, colour, legend = EVENT_STYLE[kind]
-                tip = f"{legend} at {t:.2f}s" + (f": {reason}" if reason else "")
-                # Events of one poll (connected and restart seen) side by side, not on top.
-                x = max(x_of(t), last_x + 11)
-                marker(svg, shape, x, mid, colour, tip)
-                last_x = x
-        svg.add("</g>")
-    svg.frame(LEFT, lanes_top, plot_w, lanes_h)
-    if not tl.nodes:
-        svg.text(
-            LEFT + 8, lanes_top + 16, "no node list, faults or node events in the timeline", size=11
-        )
-
-    # Lane legend, under the axis labels.
-    lx, ly = LEFT, lanes_top + lanes_h + 50
-    for fill, label in FAULT_STYLE.values():
-        svg.add(
-            f"<rect x='{lx}' y='{ly - 6}' width='16' height='12' fill='{fill}'"
-            " fill-opacity='0.55' rx='2'/>"
-        )
-        svg.text(lx + 21, ly + 4, label, size=11)
-        lx += 125
-    for shape, colour, legend in EVENT_STYLE.values():
-        marker(svg, shape, lx + 6, ly, colour)
-        svg.text(lx + 15, ly + 4, legend, size=11)
-        lx += 24 + 7 * len(legend)
-
-    # (d) Histogram of the whole run's acquire latencies: 5 log-spaced bins per decade.
-    hist_w = 500
-    svg.text(
-        LEFT,
-        hist_top - 10,
-        "acquire latency, whole run (acquisitions per bin)",
-        size=13,
-        extra="font-weight='bold'",
-    )
-    per_decade = 4
-    n_bins = int(round(math.log10(hi / lo) * per_decade))
-    counts = [0] * n_bins
-    for ms in acquired:
-        b = int((math.log10(max(ms, lo)) - math.log10(lo)) * per_decade)
-        counts[min(max(b, 0), n_bins - 1)] += 1
-    top_count = max(counts + [1])
-    bars_h = hist_h - 14  # room for the tallest bar's count
-
-    def x_hist(ms: float) -> float:
-        return LEFT + (math.log10(ms) - math.log10(lo)) / math.log10(hi / lo) * hist_w
-
-    for b, n in enumerate(counts):
-        if n == 0:
-            continue
-        x0 = x_hist(lo * 10 ** (b / per_decade))
-        x1 = x_hist(lo * 10 ** ((b + 1) / per_decade))
-        # Square-root height, so that the tail's few hundred stay visible next to the bulk.
-        h = max(math.sqrt(n / top_count) * bars_h, 1.0)
-        svg.add(
-            f"<rect class='bin' x='{x0 + 0.5:.1f}' y='{hist_top + hist_h - h:.1f}'"
-            f" width='{x1 - x0 - 1:.1f}' height='{h:.1f}' fill='#8c8c8c'><title>{n}</title></rect>"
-        )
-        svg.text(
-            (x0 + x1) / 2,
-            hist_top + hist_h - h - 3,
-            str(n),
-            size=9,
-            anchor="middle",
-            extra="fill='#444' stroke='white' stroke-width='3' paint-order='stroke'",
-        )
-    if acquired:  # dashed lines at the run's p50 and p99, named on the right
-        for p, colour in ((0.5, P50_COLOUR), (0.99, P99_COLOUR)):
-            x = x_hist(max(percentile(acquired, p), lo))
-            svg.line(x, hist_top, x, hist_top + hist_h, f"stroke='{colour}' stroke-dasharray='4,3'")
-    decade = lo
-    while decade <= hi * 1.001:
-        x = x_hist(decade)
-        svg.line(x, hist_top + hist_h, x, hist_top + hist_h + 4, "stroke='#999'")
-        svg.text(x, hist_top + hist_h + 16, fmt_number(decade), size=11, anchor="middle")
-        decade *= 10
-    svg.line(LEFT, hist_top + hist_h, LEFT + hist_w, hist_top + hist_h, "stroke='#999'")
-    svg.text(
-        LEFT + hist_w / 2,
-        hist_top + hist_h + 32,
-        "ms (log scale); bar height: square root of the count",
-        size=11,
-        anchor="middle",
-        extra="fill='#444'",
-    )
-    # To the right of the histogram: its percentile lines' key, and the faults as the demo
-    # printed them.
-    fx, fy = LEFT + hist_w + 40, hist_top - 10
-    mono = "font-family='DejaVu Sans Mono, monospace' xml:space='preserve'"
-    if acquired:
+        fx, fy = LEFT + self.hist_w + 40, top - 10
         for i, (p, colour) in enumerate(((0.5, P50_COLOUR), (0.99, P99_COLOUR))):
-            y = fy + 4 + i * 16
-            svg.line(
-                fx,
-                y - 4,
-                fx + 18,
-                y - 4,
-                f"stroke='{colour}' stroke-width='1.5' stroke-dasharray='4,3'",
-            )
-            svg.text(
-                fx + 24,
-                y,
-                f"p{p * 100:g} {percentile(acquired, p):.2f} ms",
-                size=11,
-                extra=f"fill='{colour}'",
-            )
-    fy += 50
-    svg.text(fx, fy, "faults injected", size=13, extra="font-weight='bold'")
-    for i, (t, node, action) in enumerate(sorted(tl.faults)[:6]):
-        svg.text(fx, fy + 20 + i * 16, f"{t:4.1f} s  {action:<8}{node}", size=11, extra=mono)
-    if not tl.faults:
-        svg.text(fx, fy + 20, "none (the demo injects none", size=11)
-        svg.text(fx, fy + 36, "into REDLOCK_NODES)", size=11)
+            if acquired:
+                y = fy + 4 + i * 16
+                dashed = f"stroke='{colour}' stroke-width='1.5' stroke-dasharray='4,3'"
+                svg.line(fx, y - 4, fx + 18, y - 4, dashed)
+                text = f"p{p * 100:g} {percentile(acquired, p):.2f} ms"
+                svg.text(fx + 24, y, text, size=11, extra=f"fill='{colour}'")
+        fy += 50
+        svg.text(fx, fy, "faults injected", size=13, extra="font-weight='bold'")
+        mono = "font-family='DejaVu Sans Mono, monospace' xml:space='preserve'"
+        for i, (t, node, action) in enumerate(sorted(self.tl.faults)[:6]):
+            svg.text(fx, fy + 20 + i * 16, f"{t:4.1f} s  {action:<8}{node}", size=11, extra=mono)
+        if not self.tl.faults:
+            svg.text(fx, fy + 20, "none (the demo injects none", size=11)
+            svg.text(fx, fy + 36, "into REDLOCK_NODES)", size=11)
 
-    head = (
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}'"
-        f" viewBox='0 0 {WIDTH} {height}' {FONT}>\n"
-        f"<rect width='{WIDTH}' height='{height}' fill='white'/>\n"
-    )
-    return head + "\n".join(svg.parts) + "\n</svg>\n"
+
+def render(tl: Timeline) -> str:
+    return Picture(tl).render()
 
 
 def main(argv: list[str]) -> int:
