@@ -66,11 +66,11 @@ impl Timeline {
         self.lines.lock().unwrap().push((t, line));
     }
 
-    fn acquire_line(&self, began: Instant, outcome: &str, latency: Duration) -> (f64, String) {
+    fn acquire_line(&self, began: Instant, outcome: &str, latency_us: u64) -> (f64, String) {
         let t = self.since_start(began);
         let line = format!(
             r#"{{"t": {t:.6}, "type": "acquire", "outcome": "{outcome}", "latency_ms": {:.3}}}"#,
-            latency.as_secs_f64() * 1000.0
+            latency_us as f64 / 1000.0
         );
         (t, line)
     }
@@ -252,6 +252,8 @@ fn main() {
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
                     let result = rl.lock(RESOURCE, Duration::from_secs(2));
+                    // One measurement for the summary and the timeline, so that they agree.
+                    let took_us = t.elapsed().as_micros() as u64;
                     if let Some(tl) = &timeline {
                         let outcome = match &result {
                             Ok(_) => "acquired",
@@ -259,11 +261,11 @@ fn main() {
                             Err(Error::NoQuorum { .. }) => "no_quorum",
                             Err(_) => "error",
                         };
-                        attempts.push(tl.acquire_line(t, outcome, t.elapsed()));
+                        attempts.push(tl.acquire_line(t, outcome, took_us));
                     }
                     match result {
                         Ok(lock) => {
-                            latencies.push(t.elapsed().as_micros() as u64);
+                            latencies.push(took_us);
                             let seen = counter.load(Ordering::SeqCst);
                             std::thread::sleep(Duration::from_micros(200));
                             counter.store(seen + 1, Ordering::SeqCst);
