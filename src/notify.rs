@@ -117,9 +117,43 @@ struct Registry {
     /// resource is free on enough nodes for an attempt to succeed. Waking on the first node's
     /// message would send the attempt to nodes that have not applied the release yet.
     quorum: usize,
+    /// Per node, whether its subscriber is failing (its connection broke or could not be made)
+    /// and since when it has been waiting for the node (a connect or a subscription not yet
+    /// confirmed; nanoseconds after `origin`, plus one; 0: not waiting). A new waiter does not
+    /// wait for such a node to subscribe: with one node hung, each waiter would otherwise spend
+    /// `node_timeout` before it listens (see [`Registry::live_nodes`]).
+    failing: Vec<AtomicBool>,
+    waiting_since: Vec<AtomicU64>,
+    origin: Instant,
 }
 
 impl Registry {
+    /// The nodes a new waiter should expect to subscribe within `patience`: those whose
+    /// subscriber is not failing and has not been waiting for its node for `patience` already.
+    fn live_nodes(&self, patience: Duration) -> usize {
+        let now = self.origin.elapsed().as_nanos() as u64 + 1;
+        let patience = patience.as_nanos() as u64;
+        self.failing
+            .iter()
+            .zip(&self.waiting_since)
+            .filter(|(failing, since)| {
+                let since = since.load(Ordering::Relaxed);
+                !failing.load(Ordering::Relaxed)
+                    && (since == 0 || now.saturating_sub(since) < patience)
+            })
+            .count()
+    }
+
+    /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.
+    fn waiting_for(&self, i: usize, waiting: bool) {
+        let since = if waiting {
+            self.origin.elapsed().as_nanos() as u64 + 1
+        } else {
+            0
+        };
+        self.waiting_since[i].store(since, Ordering::Relaxed);
+    }
+
     fn slot(&self, resource: &str) -> Option<Arc<Slot>> {
         relock(&self.slots)
             .get(resource)
@@ -199,6 +233,9 @@ impl Notifier {
         let registry = Arc::new(Registry {
             slots: Mutex::new(Slots::new()),
             quorum: crate::quorum::quorum(clients.len()),
+            failing: clients.iter().map(|_| AtomicBool::new(false)).collect(),
+            waiting_since: clients.iter().map(|_| AtomicU64::new(0)).collect(),
+            origin: Instant::now(),
         });
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         let mut notifier = Notifier {
@@ -210,6 +247,7 @@ impl Notifier {
         for (i, client) in clients.iter().enumerate() {
             let (tx, rx) = crossbeam_channel::unbounded();
             let sub = Subscriber {
+                index: i,
                 client: client.clone(),
                 requests: rx,
                 registry: Arc::clone(&notifier.registry),
@@ -246,7 +284,9 @@ impl Notifier {
 
     /// Registers a waiter on `resources`, subscribing each on every node if it is the first
     /// waiter there, and waits up to `ready_within` for the subscriptions to be active, so that
-    /// a release right after this returns is not missed. A `shared` waiter wakes on every
+    /// a release right after this returns is not missed: on every node but those whose
+    /// subscriber is failing or has waited for its node that long already (down or hung: they
+    /// would only make each waiter wait `ready_within`). A `shared` waiter wakes on every
     /// release (see [`Subscription::wait`]). A waiter that `queue`s on its one resource takes
     /// the last place in its queue (see [`Subscription::turn`]).
     pub(crate) fn subscribe(
@@ -302,7 +342,9 @@ impl Notifier {
         let deadline = Instant::now() + ready_within;
         for (_, slot) in &slots {
             let mut state = relock(&slot.state);
-            while state.subscribed < self.nodes.len() && !cancel.is_some_and(Cancel::is_cancelled) {
+            while state.subscribed < self.registry.live_nodes(ready_within)
+                && !cancel.is_some_and(Cancel::is_cancelled)
+            {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
@@ -544,6 +586,8 @@ impl Drop for Subscription {
 
 /// One node's subscriber thread.
 struct Subscriber {
+    /// The node's index, in the registry's per-node state.
+    index: usize,
     client: redis::Client,
     requests: Receiver<Request>,
     registry: Arc<Registry>,
@@ -575,18 +619,25 @@ impl Subscriber {
                     Err(_) => return,
                 }
             }
-            match self.connect() {
+            self.registry.waiting_for(self.index, true);
+            let connected = self.connect();
+            self.registry.waiting_for(self.index, false);
+            match connected {
                 Ok(mut conn) => {
                     backoff = BACKOFF_MIN;
-                    if let End::Closed = self.session(&mut conn) {
+                    let end = self.session(&mut conn);
+                    self.registry.waiting_for(self.index, false);
+                    if let End::Closed = end {
                         return;
                     }
+                    self.set_failing(true);
                     // Until resubscribed, releases on this node go unheard.
                     for res in std::mem::take(&mut self.active) {
                         self.registry.unsubscribed(&res);
                     }
                 }
                 Err(_) => {
+                    self.set_failing(true);
                     // Keep up with (un)subscriptions while the node is down.
                     let until = Instant::now() + backoff;
                     backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -600,6 +651,22 @@ impl Subscriber {
                 }
             }
         }
+    }
+
+    fn set_failing(&self, failing: bool) {
+        self.registry.failing[self.index].store(failing, Ordering::Relaxed);
+    }
+
+    /// (Un)subscribes on the connection, telling the registry it waits for the node meanwhile.
+    fn subscribe(&self, pubsub: &mut redis::PubSub<'_>, res: &str, on: bool) -> bool {
+        self.registry.waiting_for(self.index, true);
+        let ok = if on {
+            pubsub.subscribe(channel(res)).is_ok()
+        } else {
+            pubsub.unsubscribe(channel(res)).is_ok()
+        };
+        self.registry.waiting_for(self.index, false);
+        ok
     }
 
     fn apply_offline(&mut self, r: Request) {
@@ -617,7 +684,7 @@ impl Subscriber {
     fn apply(&mut self, pubsub: &mut redis::PubSub<'_>, r: Request) -> bool {
         match r {
             Request::Subscribe(res) => {
-                let ok = pubsub.subscribe(channel(&res)).is_ok();
+                let ok = self.subscribe(pubsub, &res, true);
                 if ok && self.active.insert(Arc::clone(&res)) {
                     self.registry.subscribed(&res);
                 }
@@ -629,7 +696,7 @@ impl Subscriber {
                 if self.active.remove(&res) {
                     self.registry.unsubscribed(&res);
                 }
-                pubsub.unsubscribe(channel(&res)).is_ok()
+                self.subscribe(pubsub, &res, false)
             }
         }
     }
@@ -649,13 +716,14 @@ impl Subscriber {
             return End::Broken;
         }
         for res in self.wanted.clone() {
-            if pubsub.subscribe(channel(&res)).is_err() {
+            if !self.subscribe(&mut pubsub, &res, true) {
                 return End::Broken;
             }
             if self.active.insert(Arc::clone(&res)) {
                 self.registry.subscribed(&res);
             }
         }
+        self.set_failing(false);
         loop {
             loop {
                 let request = match self.requests.try_recv() {

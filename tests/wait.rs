@@ -415,3 +415,56 @@ fn a_hung_node_does_not_stretch_a_wait_past_its_deadline() {
     assert!(waited < Duration::from_secs(3), "returned after {waited:?}");
     drop(held);
 }
+
+#[test]
+fn a_hung_node_does_not_hold_up_each_new_waiter_for_the_node_timeout() {
+    let cluster = Cluster::start(3);
+    // Long fallback waits: only a release notification wakes a waiter quickly.
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_secs(1))
+        .retry_delay(Duration::from_secs(5))
+        .retry_jitter(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    cluster.nodes[2].hang();
+    let round = |round: usize| {
+        let holder = rl.lock("hung-sub", TTL).unwrap();
+        let waiter = {
+            let rl = rl.clone();
+            std::thread::spawn(move || {
+                let lock = rl
+                    .acquire(&waiting("hung-sub", Duration::from_secs(30)))
+                    .unwrap();
+                let at = Instant::now();
+                lock.release().unwrap();
+                at
+            })
+        };
+        // The waiter subscribes on the two live nodes and waits for a release.
+        assert!(eventually(Duration::from_secs(5), || cluster.nodes[..2]
+            .iter()
+            .all(|n| n.release_subscribers("hung-sub") == 1)));
+        std::thread::sleep(Duration::from_millis(100));
+        let released = Instant::now();
+        holder.release().unwrap();
+        let acquired = waiter.join().unwrap();
+        // The last subscription goes with the waiter, so the next round subscribes anew.
+        assert!(eventually(Duration::from_secs(5), || cluster.nodes[..2]
+            .iter()
+            .all(|n| n.release_subscribers("hung-sub") == 0)));
+        (round, acquired.saturating_duration_since(released))
+    };
+    // The first waiter after the hang finds the node silent: its subscription there is not
+    // confirmed within the I/O timeout. Later waiters do not wait for that node to subscribe,
+    // so they hear the release at once instead of after their subscribe's 1 s.
+    round(0);
+    for r in 1..4 {
+        let (r, latency) = round(r);
+        assert!(
+            latency < Duration::from_millis(500),
+            "round {r}: acquired {latency:?} after the release"
+        );
+    }
+    cluster.nodes[2].resume();
+}
