@@ -432,7 +432,8 @@ impl Telemetry {
 /// a sender wakes the dispatcher only when it sleeps on the queue, so while events keep coming
 /// (two per lock cycle) they cost a queue push each instead of a thread wake-up each.
 fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeReader) {
-    let mut last: Option<Vec<NodeStatus>> = None;
+    // The baseline: what changes from here on is an event.
+    let Some(mut last) = nodes() else { return };
     let mut polled = Instant::now();
     let mut batch = Vec::new();
     loop {
@@ -449,10 +450,8 @@ fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeRead
         if polled.elapsed() >= NODE_POLL {
             polled = Instant::now();
             let Some(now) = nodes() else { return };
-            if let Some(before) = &last {
-                batch.extend(node_events(before, &now));
-            }
-            last = Some(now);
+            batch.extend(node_events(&last, &now));
+            last = now;
         }
         if batch.is_empty() {
             continue;
