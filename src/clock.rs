@@ -551,6 +551,16 @@ impl Guard {
         self.post_due = true;
     }
 
+    /// The worker now talks to another server for the same logical node (a Sentinel node's new
+    /// master): the previous sample, which belongs to the old server's clock, is forgotten, so
+    /// that the difference between the two clocks does not pass for a jump. The next sample is
+    /// a first one again, cross-checked with the other nodes' at the next acquire. A quarantine
+    /// under way stays.
+    pub(crate) fn new_server(&mut self) {
+        self.detector = Detector::default();
+        self.offset = None;
+    }
+
     /// The node's clock minus ours at the last sample, in ms.
     pub(crate) fn offset_ms(&self) -> Option<i64> {
         self.offset.map(|o| o.micros / 1000)

@@ -774,6 +774,8 @@ mod tests {
             clock_offset_ms: None,
             quarantine_remaining: None,
             quarantine_reason: None,
+            master: None,
+            failovers: 0,
         };
         let mut after = base.clone();
         after.connected = false;
