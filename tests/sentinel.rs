@@ -23,7 +23,7 @@ fn addr(node: &RedisNode) -> String {
 /// The group's problem in a failed acquisition's report, if it is listed.
 fn group_problem(err: &Error, group: &SentinelGroup) -> Option<NodeProblem> {
     match err {
-        Error::NoQuorum { report, .. } => report
+        Error::NoQuorum { report, .. } | Error::NotAcquired { report, .. } => report
             .failures
             .iter()
             .find(|f| f.node == group.address())
@@ -179,19 +179,19 @@ fn a_killed_master_is_replaced_and_the_change_counts_as_a_restart() {
     support::assert_no_worker_panicked();
 }
 
-/// The safety case. A holds a lock on a bare majority {group, A} (B is down), B comes back empty,
-/// and the group fails over to a replica that never got the key: the write is simulated as
-/// unreplicated by deleting the key on the replica (`replica-read-only no` for the moment) before
-/// the master is killed. Without a grace, a second client now gets the lock on {group, B} while
-/// A's is valid: two holders. With `restart_grace` ≥ the TTL nobody does, neither a client that
-/// saw the failover nor one started after it.
+/// The safety case. A holds a lock on a bare majority {group, A} (B refuses: an earlier owner's
+/// key, which expires soon after), and the group fails over to a replica that never got the key:
+/// the write is simulated as unreplicated by deleting the key on the replica
+/// (`replica-read-only no` for the moment) before the master is killed. Without a grace, a second
+/// client now gets the lock on {group, B} while A's is valid: two holders. With `restart_grace` ≥
+/// the TTL nobody does, neither a client that saw the failover nor one started after it.
 #[test]
 fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
     const TTL: Duration = Duration::from_secs(8);
     const GRACE: Duration = TTL;
     support::watch_workers();
     let a = RedisNode::start();
-    let mut b = RedisNode::start();
+    let b = RedisNode::start();
     let mut group = SentinelGroup::start();
     let urls = vec![group.url(), a.url(), b.url()];
     let holder = client(&urls, None);
@@ -204,11 +204,17 @@ fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
         "every node outgrows the grace"
     );
 
-    b.kill();
+    // B refuses A's acquire: a key left by an earlier owner, which expires soon after. (Not a
+    // restart of B: B's own restart grace would then keep the guarded clients out, and this test
+    // would not show that the failover's does.)
+    b.set("sentinel:safety", "an earlier owner", 1000);
     let held = holder
         .try_lock("sentinel:safety", TTL)
         .expect("A on {group, A}");
-    b.restart();
+    assert_eq!(
+        b.get("sentinel:safety").as_deref(),
+        Some("an earlier owner")
+    );
     assert!(
         eventually(Duration::from_secs(5), || group
             .replica
