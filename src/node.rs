@@ -727,7 +727,6 @@ impl Worker {
     /// with `EVAL`, because `SCRIPT LOAD` was refused.
     /// For a Sentinel node, the master is resolved first (see `sentinel.rs`), and what was
     /// learnt of it comes back too.
-    #[allow(clippy::type_complexity)]
     fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe, bool, Master)> {
         let Connected {
             mut conn,

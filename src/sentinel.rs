@@ -77,6 +77,9 @@ pub(crate) struct Sentinel {
     preferred: AtomicUsize,
 }
 
+/// A sentinel's answer: the master's host and port, and how long it has known it as the master.
+type Answer = ((String, u16), Option<Duration>);
+
 /// The master a sentinel named, and how long the sentinel has known it as the master.
 pub(crate) struct Resolved {
     pub conn: redis::Connection,
@@ -260,7 +263,7 @@ impl Sentinel {
         index: usize,
         connect_timeout: Duration,
         io_timeout: Duration,
-    ) -> redis::RedisResult<Option<((String, u16), Option<Duration>)>> {
+    ) -> redis::RedisResult<Option<Answer>> {
         let (host, port) = &self.sentinels[index];
         let mut conn = self.open(
             host,
@@ -383,8 +386,9 @@ fn role_reported_time(reply: &Value) -> Option<Duration> {
     .map(Duration::from_millis)
 }
 
-/// How a worker reaches its node.
+/// How a worker reaches its node. (Made once per node at build time: its size is no concern.)
 #[derive(Clone)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Target {
     Standalone(redis::Client),
     Sentinel(std::sync::Arc<Sentinel>),
