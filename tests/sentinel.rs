@@ -179,6 +179,59 @@ fn a_killed_master_is_replaced_and_the_change_counts_as_a_restart() {
     support::assert_no_worker_panicked();
 }
 
+/// `SENTINEL FAILOVER` while a lock is held: the old master stays up and becomes a replica. The
+/// worker must not keep talking to it (Sentinel closes its clients; the `ROLE` check and a
+/// `READONLY` reply would catch one it did not): the held lock's extension and release follow
+/// the new master, which has the key by replication.
+#[test]
+fn a_held_lock_follows_a_graceful_failover_to_the_new_master() {
+    support::watch_workers();
+    let group = SentinelGroup::start();
+    let rl = client(&[group.url()], None);
+    let lock = rl
+        .try_lock("sentinel:graceful", Duration::from_secs(20))
+        .expect("lock");
+    assert!(
+        eventually(Duration::from_secs(5), || group
+            .replica
+            .get("sentinel:graceful")
+            .is_some()),
+        "the key reached the replica"
+    );
+    let _: String = group.sentinels[0]
+        .query(
+            redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(SentinelGroup::NAME),
+        )
+        .expect("SENTINEL FAILOVER");
+    assert!(
+        eventually(Duration::from_secs(20), || group
+            .all_name(group.replica.port)
+            && group.master.info("replication").contains("role:slave")),
+        "the replica was promoted and the old master demoted"
+    );
+    let mut extended = false;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            extended = lock.extend(Duration::from_secs(20)).is_ok();
+            extended
+        }),
+        "the extension reaches the new master"
+    );
+    assert!(group.replica.pttl("sentinel:graceful") > 15_000);
+    let status = &rl.node_status()[0];
+    assert_eq!(status.master, Some(addr(&group.replica)), "{status:?}");
+    assert_eq!(status.failovers, 1, "{status:?}");
+    eprintln!(
+        "graceful failover: the worker's last connection error was {:?}",
+        status.last_error
+    );
+    lock.release().expect("release on the new master");
+    assert_eq!(group.replica.get("sentinel:graceful"), None);
+    support::assert_no_worker_panicked();
+}
+
 /// The safety case. A holds a lock on a bare majority {group, A} (B refuses: an earlier owner's
 /// key, which expires soon after), and the group fails over to a replica that never got the key:
 /// the write is simulated as unreplicated by deleting the key on the replica
