@@ -111,7 +111,12 @@ impl Default for Builder {
 
 impl Builder {
     /// Adds nodes: URLs as redis-rs takes them, `redis://[user:pass@]host:port[/db]`, or
-    /// `rediss://...` for TLS (see [`tls_ca_file`](Builder::tls_ca_file)).
+    /// `rediss://...` for TLS (see [`tls_ca_file`](Builder::tls_ca_file)); or a
+    /// Sentinel-managed master as one node,
+    /// `redis[s]+sentinel://[user:pass@]host:port/MASTERNAME[/db][?sentinel=host:port&…]`, where
+    /// `host:port` and each `sentinel=` are sentinels, the credentials are the master's, and
+    /// `sentinel_user=`/`sentinel_password=` give the sentinels' own. A change of master counts
+    /// as a restart for [`restart_grace`](Builder::restart_grace): see the README.
     ///
     /// Use an odd number of independent masters (no replication between them). An even N is
     /// allowed, but tolerates no more failed nodes than N − 1 would: 4 nodes survive 1 failure,
@@ -367,7 +372,7 @@ impl Builder {
         if self.tls.is_set() && !targets.iter().any(Target::is_tls) {
             return Err(Error::invalid(
                 "TLS certificates were given, but no node uses TLS: write its URL as \
-                 rediss://host:port",
+                 rediss://host:port (or rediss+sentinel://host:port/MASTERNAME)",
             ));
         }
         if let Some(certificates) = self.tls.certificates()? {

@@ -71,6 +71,9 @@ fn locks_through_a_sentinel_node_alone_and_beside_standalone_nodes() {
         assert_eq!(node.get("sentinel:three").as_deref(), Some(lock.token()));
     }
     lock.extend(Duration::from_secs(5)).expect("extend");
+    let seen = mixed.inspect("sentinel:three").expect("inspect");
+    assert_eq!(seen.holder.as_deref(), Some(lock.token()), "{seen:?}");
+    assert!(seen.nodes[0].state.is_ok(), "{seen:?}");
     lock.release().expect("release");
     for node in [&group.master, &a, &b] {
         assert_eq!(node.get("sentinel:three"), None);
