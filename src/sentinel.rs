@@ -296,7 +296,8 @@ impl Sentinel {
     }
 
     /// Resolves the master through the sentinels (the one that answered last first), connects
-    /// to it and checks that it says it is a master.
+    /// to it and checks that it says it is a master. A sentinel whose master cannot be reached,
+    /// or is not a master (a sentinel that has not switched yet), is passed over for the next.
     pub(crate) fn connect(
         &self,
         connect_timeout: Duration,
@@ -305,14 +306,36 @@ impl Sentinel {
         let n = self.sentinels.len();
         let first = self.preferred.load(Ordering::Relaxed) % n;
         let mut problems = Vec::new();
-        let mut found = None;
+        let mut master_error = None;
+        let mut tried: Vec<(String, u16)> = Vec::new();
         for index in (0..n).map(|k| (first + k) % n) {
             let (host, port) = &self.sentinels[index];
             match self.ask(index, connect_timeout, io_timeout) {
-                Ok(Some(answer)) => {
-                    self.preferred.store(index, Ordering::Relaxed);
-                    found = Some(answer);
-                    break;
+                Ok(Some(((master_host, master_port), master_for))) => {
+                    let at = (master_host, master_port);
+                    if tried.contains(&at) {
+                        continue;
+                    }
+                    let master = if at.0.contains(':') {
+                        format!("[{}]:{}", at.0, at.1)
+                    } else {
+                        format!("{}:{}", at.0, at.1)
+                    };
+                    match self.open_master(&at.0, at.1, &master, connect_timeout, io_timeout) {
+                        Ok(conn) => {
+                            self.preferred.store(index, Ordering::Relaxed);
+                            return Ok(Resolved {
+                                conn,
+                                master,
+                                master_for,
+                            });
+                        }
+                        Err(e) => {
+                            problems.push(format!("sentinel {host}:{port} named {master}: {e}"));
+                            master_error.get_or_insert(e);
+                        }
+                    }
+                    tried.push(at);
                 }
                 Ok(None) => problems.push(format!(
                     "sentinel {host}:{port} knows no master named {:?}",
@@ -321,20 +344,39 @@ impl Sentinel {
                 Err(e) => problems.push(format!("sentinel {host}:{port}: {e}")),
             }
         }
-        let Some(((host, port), master_for)) = found else {
-            return Err(redis::RedisError::from((
+        match master_error {
+            // One master, one problem: its own error, which says the most (TLS, auth).
+            Some(e) if problems.len() == 1 => Err(e),
+            _ => Err(redis::RedisError::from((
                 redis::ErrorKind::Io,
-                "no sentinel gave the master's address",
+                "no sentinel gave a reachable master",
                 problems.join("; "),
-            )));
+            ))),
+        }
+    }
+
+    /// Connects to the master a sentinel named and checks with `ROLE` that it says it is one.
+    fn open_master(
+        &self,
+        host: &str,
+        port: u16,
+        master: &str,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let mut conn = self.open(host, port, &self.master_redis, connect_timeout, io_timeout)?;
+        let role: Value = match redis::cmd("ROLE").query(&mut conn) {
+            Ok(role) => role,
+            // An ACL that denies ROLE: the server probe's INFO replication still refuses a
+            // replica (role:slave).
+            Err(e)
+                if e.code().is_some_and(|c| c == "NOPERM")
+                    || e.to_string().contains("unknown command") =>
+            {
+                return Ok(conn);
+            }
+            Err(e) => return Err(e),
         };
-        let master = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        let mut conn = self.open(&host, port, &self.master_redis, connect_timeout, io_timeout)?;
-        let role: Value = redis::cmd("ROLE").query(&mut conn)?;
         let role = match &role {
             Value::Array(parts) => parts.first().and_then(text),
             _ => None,
@@ -349,11 +391,7 @@ impl Sentinel {
                 ),
             )));
         }
-        Ok(Resolved {
-            conn,
-            master,
-            master_for,
-        })
+        Ok(conn)
     }
 }
 
