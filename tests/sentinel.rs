@@ -368,6 +368,45 @@ fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
     support::assert_no_worker_panicked();
 }
 
+/// The first sentinel of the URL hangs (SIGSTOP): its query costs the client's timeouts, then the
+/// next sentinel names the master. No call waits longer than its node timeout meanwhile.
+#[test]
+fn a_hung_sentinel_is_passed_over_within_the_timeouts() {
+    support::watch_workers();
+    let group = SentinelGroup::start();
+    group.sentinels[0].hang();
+    let started = Instant::now();
+    let (rl, _) = support::timed("build", || {
+        Redlock::builder()
+            .node(group.url())
+            .node_timeout(Duration::from_millis(200))
+            .retry_count(0)
+            .build()
+            .expect("client")
+    });
+    let mut locked = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let (got, _) = support::timed("try_lock", || {
+                rl.try_lock("sentinel:hung", Duration::from_secs(5))
+            });
+            locked = got.ok();
+            locked.is_some()
+        }),
+        "the other sentinels named the master: {:?}",
+        rl.node_status()[0]
+    );
+    eprintln!(
+        "with the seed sentinel hung, the first lock after {:?}",
+        started.elapsed()
+    );
+    let status = &rl.node_status()[0];
+    assert_eq!(status.master, Some(addr(&group.master)), "{status:?}");
+    locked.unwrap().release().expect("release");
+    group.sentinels[0].resume();
+    support::assert_no_worker_panicked();
+}
+
 #[test]
 fn bad_sentinel_urls_are_refused_at_build_with_what_is_wrong() {
     for (url, why) in [

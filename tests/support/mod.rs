@@ -556,6 +556,25 @@ impl SentinelProcess {
         panic!("could not start a sentinel: {last_error}");
     }
 
+    fn signal(&self, sig: i32) {
+        if let Some(child) = &self.child {
+            // SAFETY: sending a signal to our own child process.
+            unsafe {
+                libc::kill(child.id() as i32, sig);
+            }
+        }
+    }
+
+    /// Hangs the sentinel (SIGSTOP): it keeps its socket but answers nothing.
+    pub fn hang(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Resumes a hung sentinel (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
     /// Runs `cmd` on a new connection to this sentinel.
     pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
         sentinel_query(self.port, cmd)
@@ -598,6 +617,7 @@ fn sentinel_query<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redi
 
 impl Drop for SentinelProcess {
     fn drop(&mut self) {
+        self.resume();
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
