@@ -6,9 +6,11 @@
 //! that answered last time first), each query on a plain connection bounded by the client's
 //! connect and I/O timeouts (redis-rs's own Sentinel client sets none), connects to the address it
 //! gets and checks with `ROLE` that the server says it is a master, as the Sentinel client
-//! guidelines ask: a master that was just demoted may still be reachable. A connection error, a
-//! `READONLY` reply or a `ROLE` other than master drops the connection, and the next connect
-//! resolves the master again (the worker's usual reconnect with backoff).
+//! guidelines ask: a master that was just demoted may still be reachable. A sentinel whose master
+//! cannot be reached or is not a master (one that has not switched yet) is passed over for the
+//! next. A connection error, a `READONLY` reply or a `ROLE` other than master drops the
+//! connection, and the next connect resolves the master again (the worker's usual reconnect with
+//! backoff). The release-notification subscriber of the node resolves the master the same way.
 //!
 //! # A change of master is a restart
 //!
@@ -30,14 +32,16 @@
 //! The argument is the standalone one. Say a holder got a lock on a quorum that includes this
 //! group, and the group fails over to a replica that never received the key. Until the holder's
 //! TTL has run out, the group's "yes" to a second client must not count. Every client has this
-//! group in its grace from no later than the sentinels' switch to the new master, which is
-//! after the old master stopped accepting writes the new one does not have; with a grace of at
-//! least the largest TTL, every key the failover lost has expired by the time the group's votes
-//! count again. What it does not do: with N = 1 on a Sentinel group, the grace only delays
-//! availability, and the lock is at most as safe as the group's failover (Sentinel may also
-//! promote a replica while the old master still accepts writes from clients on its side of a
-//! partition); and it does not cover a key lost without a change of master or of the master's
-//! identity (an eviction, a `FLUSHALL`).
+//! group in its grace from no later than the sentinels' switch to the new master (the second
+//! rule; the first alone for a client that saw the change, when the sentinels deny `SENTINEL
+//! MASTER`), which is after the old master stopped accepting writes the new one does not have;
+//! with a grace of at least the largest TTL, every key the failover lost has expired by the time
+//! the group's votes count again. That holds for N = 1 on a group as well. What it does not do:
+//! it cannot make a group safer than its own failover: Sentinel may promote a replica while the
+//! old master still accepts writes from clients on its side of a partition (two masters; with
+//! N = 1 two holders, with N ≥ 3 the group is one voter and a quorum needs the others), and a key
+//! lost without a change of master or of the master's identity (an eviction, a `FLUSHALL`) is
+//! not seen. See docs/guarantees.md, "Sentinel-managed nodes".
 //!
 //! The clock guard's sample belongs to a server, not to a logical node: it is reset when the
 //! master's address changes, so that the new master's different clock does not pass for a jump.
