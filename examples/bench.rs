@@ -32,6 +32,18 @@
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
 //!
+//! `-- --latency` runs only the placement question of issue 30: five nodes behind relays that
+//! delay them like nodes in one zone, across regions, or with one slow node, and the
+//! acquire + release cycle of redlock (which decides on a quorum), the floor (which reads every
+//! answer) and node-redlock.
+//!
+//! `-- --cost [--repeats R]` runs only the cost question of issue 29: the uncontended cycle on
+//! one thread at N = 1 and N = 5 with no event listener, with a listener that logs every event
+//! at INFO through the `log` crate (formatted into a sink), and with a metrics exporter that
+//! renders the Prometheus text every 100 ms (a scrape every 15 s is usual: this is an upper
+//! bound), interleaved R times (default 5), with the medians of CPU per cycle and the ratios
+//! to no listener.
+//!
 //! `-- --hot [--repeats R]` runs only the one-node question of issue 30: redlock's uncontended
 //! cycle at N = 1 against the naive client with one connection per thread, at 1, 4 and 16
 //! threads, interleaved R times (default 3), with the medians and ratios.
@@ -141,8 +153,12 @@ where
 /// thread does on blocking sockets with nothing around it: no token, no quorum logic, no
 /// workers; with several threads, a naive client with one connection per thread.
 fn floor(cluster: &Cluster, threads: usize, length: Duration) -> Sample {
+    floor_at(cluster.urls(), threads, length)
+}
+
+/// [`floor`] on nodes at `urls`.
+fn floor_at(urls: Vec<String>, threads: usize, length: Duration) -> Sample {
     const RELEASE: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end"#;
-    let urls = cluster.urls();
     measure(threads, length, move |t| {
         let mut conns: Vec<redis::Connection> = urls
             .iter()
@@ -190,12 +206,7 @@ fn floor(cluster: &Cluster, threads: usize, length: Duration) -> Sample {
 /// configurations interleaved R times (default 3) so that machine noise hits all alike. Prints
 /// each run, then the medians of cycles/s and CPU per cycle, and redlock's ratio to the floor.
 fn hot(one: &Cluster, length: Duration, args: &[String]) {
-    let repeats: usize = args
-        .iter()
-        .position(|a| a == "--repeats")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("--repeats takes a number"))
-        .unwrap_or(3);
+    let repeats = repeats(args, 3);
     let rl = client(one);
     let threads = [1usize, 4, 16];
     let mut runs: Vec<(&str, usize, f64, f64)> = Vec::new();
@@ -234,6 +245,240 @@ fn hot(one: &Cluster, length: Duration, args: &[String]) {
             median("redlock", t, |r| r.3),
         );
     }
+}
+
+/// Where five nodes are, as round trips from the client (ms), for `--latency`.
+const PLACEMENTS: [(&str, [f64; 5]); 3] = [
+    // Five nodes in the client's zone.
+    ("one-zone", [0.5, 0.5, 0.5, 0.5, 0.5]),
+    // Two nodes in the client's region, one in a neighbouring region, two far away.
+    ("regions", [1.0, 1.0, 12.0, 70.0, 140.0]),
+    // One zone, one node slow to answer (overloaded, a long fork, a far replica set).
+    ("one-slow-node", [0.5, 0.5, 0.5, 0.5, 100.0]),
+];
+
+/// `--latency`: acquire + release on five nodes behind relays that delay each direction by half
+/// a round trip of [`PLACEMENTS`]: redlock (which decides once a quorum has answered), the
+/// floor (a bare client that reads every answer before it decides, as redsync does by
+/// default), node-redlock (which returns on a quorum too) and redsync with and without
+/// `WithFailFast`, one thread each. Prints each run and the medians' ratios.
+fn latency(five: &Cluster, length: Duration) {
+    for (name, rtts) in PLACEMENTS {
+        let relays: Vec<DelayRelay> = five
+            .nodes
+            .iter()
+            .zip(rtts)
+            .map(|(n, rtt)| DelayRelay::start(n.port, Duration::from_secs_f64(rtt / 2000.0)))
+            .collect();
+        let urls: Vec<String> = relays
+            .iter()
+            .map(|r| format!("redis://127.0.0.1:{}", r.port))
+            .collect();
+        let rl = Redlock::builder()
+            .nodes(&urls)
+            .node_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let mut ours = cycles(&rl, 1, length);
+        println!("{}", ours.json(&format!("latency-{name}-redlock"), 5, 1));
+        let mut all = floor_at(urls.clone(), 1, length);
+        println!("{}", all.json(&format!("latency-{name}-floor"), 5, 1));
+        let peers = [
+            ("node_redlock", node_redlock_at(&urls, length)),
+            ("redsync", redsync_at(&urls, length, false)),
+            ("redsync_failfast", redsync_at(&urls, length, true)),
+        ];
+        let p50 = |s: &Sample| s.latencies[s.latencies.len() / 2];
+        let mut summary = format!(
+            "{{\"config\":\"latency\",\"placement\":\"{name}\",\"rtts_ms\":{rtts:?},\
+             \"redlock_p50_ms\":{:.2},\"floor_p50_ms\":{:.2}",
+            p50(&ours) / 1000.0,
+            p50(&all) / 1000.0,
+        );
+        for (peer, line) in &peers {
+            let Some(line) = line else { continue };
+            println!("{line}");
+            let peer_p50 = line
+                .split("\"p50_us\":")
+                .nth(1)
+                .and_then(|v| v.split([',', '}']).next())
+                .and_then(|v| v.parse::<f64>().ok());
+            if let Some(v) = peer_p50 {
+                summary += &format!(
+                    ",\"{peer}_p50_ms\":{:.2},\"{peer}_over_redlock\":{:.2}",
+                    v / 1000.0,
+                    v / p50(&ours)
+                );
+            }
+        }
+        println!("{summary}}}");
+    }
+}
+
+/// A TCP relay to a local node that holds each chunk, in each direction, for `one_way` before
+/// passing it on: a node that far away, on a link with room to spare. Runs until the process
+/// ends.
+struct DelayRelay {
+    port: u16,
+}
+
+impl DelayRelay {
+    fn start(node_port: u16, one_way: Duration) -> DelayRelay {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for down in listener.incoming().flatten() {
+                let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", node_port)) else {
+                    continue;
+                };
+                let _ = (down.set_nodelay(true), up.set_nodelay(true));
+                let (down2, up2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
+                DelayRelay::pump(down, up, one_way);
+                DelayRelay::pump(up2, down2, one_way);
+            }
+        });
+        DelayRelay { port }
+    }
+
+    /// Forwards `from` to `to`, each chunk `delay` after it was read.
+    fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay: Duration) {
+        use std::io::{Read, Write};
+        let (tx, rx) = crossbeam_channel::unbounded::<(Instant, Vec<u8>)>();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0
+                    || tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for (due, chunk) in rx {
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                if to.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Write);
+        });
+    }
+}
+
+/// `--cost [--repeats R]`: the telemetry's cost (see the module's doc).
+fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
+    /// Formats each record into a sink: what a logger costs, without the terminal's.
+    struct Sink;
+    impl log::Log for Sink {
+        fn enabled(&self, m: &log::Metadata) -> bool {
+            m.level() <= log::max_level()
+        }
+        fn log(&self, r: &log::Record) {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::sink(),
+                "{} {}: {}",
+                r.level(),
+                r.target(),
+                r.args()
+            );
+        }
+        fn flush(&self) {}
+    }
+    let repeats = repeats(args, 5);
+    static SINK: Sink = Sink;
+    log::set_logger(&SINK).expect("no other logger");
+    log::set_max_level(log::LevelFilter::Off);
+    let variants = ["none", "log", "metrics"];
+    // (nodes, variant, CPU µs per cycle, round)
+    let mut runs: Vec<(usize, &str, f64, usize)> = Vec::new();
+    for round in 0..repeats {
+        for (cluster, n) in [(one, 1), (five, 5)] {
+            let mut order = variants;
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for variant in order {
+                let rl = client(cluster);
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let mut listener = None;
+                let mut exporter = None;
+                match variant {
+                    "log" => {
+                        log::set_max_level(log::LevelFilter::Info);
+                        listener = Some(
+                            rl.on_event(|e| {
+                                log::info!(target: "redlock", "{} {:?} {:?} {:?}", e.kind, e.resource, e.lock_kind, e.duration)
+                            })
+                            .unwrap(),
+                        );
+                    }
+                    "metrics" => {
+                        let (rl, stop) = (rl.clone(), stop.clone());
+                        exporter = Some(std::thread::spawn(move || {
+                            while !stop.load(Ordering::Relaxed) {
+                                std::hint::black_box(rl.stats().prometheus());
+                                std::thread::sleep(Duration::from_millis(100));
+                            }
+                        }));
+                    }
+                    _ => {}
+                }
+                let mut s = cycles(&rl, 1, length);
+                drop(listener);
+                log::set_max_level(log::LevelFilter::Off);
+                stop.store(true, Ordering::Relaxed);
+                if let Some(e) = exporter {
+                    e.join().unwrap();
+                }
+                println!("{}", s.json(&format!("cost-{variant}"), n, 1));
+                let cpu = s.cpu_ticks as f64 * 1e4 / s.cycles.max(1) as f64;
+                runs.push((n, variant, cpu, round));
+            }
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for n in [1, 5] {
+        let of = |variant: &str| -> Vec<(usize, f64)> {
+            runs.iter()
+                .filter(|r| r.0 == n && r.1 == variant)
+                .map(|r| (r.3, r.2))
+                .collect()
+        };
+        let none = of("none");
+        for variant in variants {
+            let runs = of(variant);
+            // Each round's ratio to the same round's run with no listener.
+            let ratio = median(
+                runs.iter()
+                    .zip(&none)
+                    .map(|((_, cpu), (_, base))| cpu / base)
+                    .collect(),
+            );
+            println!(
+                "{{\"config\":\"telemetry-cost\",\"nodes\":{n},\"listener\":\"{variant}\",\
+                 \"repeats\":{repeats},\"cpu_us_per_cycle\":{:.1},\"ratio_to_none\":{ratio:.3}}}",
+                median(runs.iter().map(|r| r.1).collect()),
+            );
+        }
+    }
+}
+
+fn repeats(args: &[String], default: usize) -> usize {
+    args.iter()
+        .position(|a| a == "--repeats")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().expect("--repeats takes a number"))
+        .unwrap_or(default)
 }
 
 /// Sends `command` on every connection, then reads every answer: how many were `expected`.
@@ -284,6 +529,12 @@ fn main() {
         return hot(&one, length, &args);
     }
     let five = Cluster::start(5);
+    if args.iter().any(|a| a == "--cost") {
+        return cost(&one, &five, length, &args);
+    }
+    if args.iter().any(|a| a == "--latency") {
+        return latency(&five, length);
+    }
 
     let mut floor1 = floor(&one, 1, length);
     println!("{}", floor1.json("floor", 1, 1));
@@ -584,6 +835,132 @@ const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
 
 /// node-redlock v5 on the same nodes, if node and npm are here: its cycles per second.
 fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
+    let line = node_redlock_at(&cluster.urls(), length)?;
+    println!("{line}");
+    line.split("\"cycles_per_s\":")
+        .nth(1)?
+        .split([',', '}'])
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// redsync (Go) on the nodes at `urls`: one mutex per cycle, one try, default options or
+/// `WithFailFast(true)` (return once a quorum answered). The program's source, built on first use
+/// into a scratch directory with redsync v4.18.1 and go-redis v9.
+const GO_REDSYNC: &str = r#"package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredislib "github.com/redis/go-redis/v9"
+)
+
+func main() {
+	urls := strings.Split(os.Args[1], ",")
+	seconds, _ := strconv.ParseFloat(os.Args[2], 64)
+	failFast := len(os.Args) > 3 && os.Args[3] == "failfast"
+	var pools []redis.Pool
+	for _, u := range urls {
+		opt, err := goredislib.ParseURL(u)
+		if err != nil {
+			panic(err)
+		}
+		pools = append(pools, goredis.NewPool(goredislib.NewClient(opt)))
+	}
+	rs := redsync.New(pools...)
+	opts := []redsync.Option{redsync.WithTries(1), redsync.WithExpiry(10 * time.Second)}
+	if failFast {
+		opts = append(opts, redsync.WithFailFast(true))
+	}
+	cycle := func() {
+		m := rs.NewMutex("bench-redsync", opts...)
+		if err := m.Lock(); err != nil {
+			panic(err)
+		}
+		if ok, err := m.Unlock(); !ok || err != nil {
+			panic(fmt.Sprint("unlock ", ok, err))
+		}
+	}
+	for i := 0; i < 50; i++ {
+		cycle()
+	}
+	var lat []float64
+	end := time.Now().Add(time.Duration(seconds * float64(time.Second)))
+	for time.Now().Before(end) {
+		t := time.Now()
+		cycle()
+		lat = append(lat, float64(time.Since(t).Microseconds()))
+	}
+	sort.Float64s(lat)
+	name := "redsync"
+	if failFast {
+		name = "redsync-failfast"
+	}
+	out, _ := json.Marshal(map[string]any{"config": name, "nodes": len(urls), "threads": 1, "cycles": len(lat),
+		"cycles_per_s": int(float64(len(lat)) / seconds), "p50_us": lat[len(lat)/2], "p99_us": lat[len(lat)*99/100]})
+	fmt.Println(string(out))
+}
+"#;
+
+/// redsync's JSON line on the nodes at `urls`, or `None` (with a message) when `go` is not here
+/// or the modules cannot be fetched.
+fn redsync_at(urls: &[String], length: Duration, fail_fast: bool) -> Option<String> {
+    let dir = std::env::temp_dir().join("redlock-bench-redsync");
+    let binary = dir.join("rsbench");
+    if !binary.exists() {
+        let _ = std::fs::create_dir_all(&dir);
+        std::fs::write(dir.join("main.go"), GO_REDSYNC).ok()?;
+        std::fs::write(dir.join("go.mod"), "module rsbench\n\ngo 1.21\n").ok()?;
+        let go = |args: &[&str]| {
+            std::process::Command::new("go")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !go(&[
+            "get",
+            "github.com/go-redsync/redsync/v4@v4.18.1",
+            "github.com/redis/go-redis/v9",
+        ]) || !go(&["build", "-o", "rsbench", "."])
+        {
+            eprintln!(
+                "redsync: skipped (go is not on PATH, or fetching or building redsync failed)"
+            );
+            return None;
+        }
+    }
+    let mut cmd = std::process::Command::new(&binary);
+    cmd.arg(urls.join(","))
+        .arg(format!("{}", length.as_secs_f64()));
+    if fail_fast {
+        cmd.arg("failfast");
+    }
+    let out = cmd.output().ok()?;
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || line.is_empty() {
+        eprintln!(
+            "redsync: skipped (it failed: {})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return None;
+    }
+    Some(line)
+}
+
+/// node-redlock v5 on the nodes at `urls`: its JSON line (cycles per second, p50 and p99 of the
+/// acquire + release cycle in µs), or `None` (with a message) when it cannot run here.
+fn node_redlock_at(urls: &[String], length: Duration) -> Option<String> {
     let have = |tool: &str| {
         std::process::Command::new(tool)
             .arg("--version")
@@ -612,7 +989,7 @@ fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
     std::fs::write(&script, NODE_SCRIPT).ok()?;
     let out = std::process::Command::new("node")
         .arg(&script)
-        .arg(cluster.urls().join(","))
+        .arg(urls.join(","))
         .arg(format!("{}", length.as_secs_f64()))
         .current_dir(&dir)
         .output()
@@ -625,11 +1002,5 @@ fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
         );
         return None;
     }
-    println!("{line}");
-    line.split("\"cycles_per_s\":")
-        .nth(1)?
-        .split([',', '}'])
-        .next()?
-        .parse()
-        .ok()
+    Some(line)
 }

@@ -88,6 +88,7 @@ mod config;
 mod election;
 mod engine;
 mod error;
+mod histogram;
 mod inspect;
 mod kinds;
 mod lock;
@@ -113,6 +114,7 @@ pub use election::{
     DEFAULT_OBSERVE_POLL, Election, Leader, Leadership, MAX_ELECTION_NAME, MAX_IDENTITY, Observer,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
+pub use histogram::{BUCKETS, Histogram};
 pub use inspect::{
     ForcedRelease, Inspection, KeyState, NodeInspection, NodeRelease, NodeState, Released,
 };
@@ -122,6 +124,5 @@ pub use lock::Lock;
 pub use node::NodeStatus;
 pub use request::{AutoExtend, DEFAULT_EXTEND_FRACTION, LockRequest};
 pub use telemetry::{
-    AcquireStats, BUCKETS, EVENT_QUEUE, Event, EventKind, Histogram, KINDS, LOST_REASONS,
-    NODE_POLL, OUTCOMES, Stats,
+    AcquireStats, EVENT_QUEUE, Event, EventKind, KINDS, LOST_REASONS, NODE_POLL, OUTCOMES, Stats,
 };

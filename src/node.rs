@@ -17,6 +17,7 @@ use redis::Value;
 
 use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
 use crate::error::NodeProblem;
+use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
 use crate::quorum::{Gate, Vote};
 use crate::sentinel::{Connected, Target};
@@ -135,6 +136,15 @@ pub struct NodeStatus {
     /// master address than the one before). With
     /// [`restart_grace`](crate::Builder::restart_grace) set, each starts a grace.
     pub failovers: u64,
+    /// How long the node took to answer, from sending a pipeline to reading its last reply
+    /// (each request in it counted with that round trip; a `NOSCRIPT` reload and resend
+    /// included). Only requests the node answered, with a reply or an error reply.
+    pub command_duration: Histogram,
+    /// Requests that failed on this node: error replies, timeouts, dropped connections,
+    /// requests not sent because the node was down, and requests dropped unsent because their
+    /// caller stopped waiting before the worker got to them. (A vote held out by the restart grace or
+    /// the clock quarantine is no error.)
+    pub errors: u64,
 }
 
 #[derive(Default)]
@@ -145,6 +155,9 @@ struct Health {
     identity: Mutex<Identity>,
     /// The clock guard's latest offset of the node, ms (an atomic: it changes on every acquire).
     clock_offset_ms: AtomicI64,
+    /// See `NodeStatus::command_duration` and `errors`.
+    command_duration: AtomicHistogram,
+    errors: AtomicU64,
 }
 
 /// Which server process the worker is talking to, as of the last connect.
@@ -246,6 +259,8 @@ impl Node {
                 .map(|(_, why)| why),
             master: identity.master,
             failovers: identity.failovers,
+            command_duration: self.health.command_duration.snapshot(),
+            errors: self.health.errors.load(Ordering::Relaxed),
         }
     }
 }
@@ -342,6 +357,7 @@ impl Worker {
     /// Answers a request that could not be sent, or keeps it for after the reconnect.
     /// A caller waiting for the answer hears of the failure now either way.
     fn fail(&mut self, mut r: Request, problem: &NodeProblem, now: Instant) {
+        self.health.errors.fetch_add(1, Ordering::Relaxed);
         if r.worth_keeping(now) && !self.closing {
             if let Some(reply) = r.reply.take() {
                 reply.send(Vote::Failed(problem.clone()));
@@ -513,7 +529,14 @@ impl Worker {
 
     fn serve(&mut self, batch: &mut Vec<Request>) {
         let now = Instant::now();
+        let queued = batch.len();
         batch.retain(|r| r.deadline.is_none_or(|d| d > now));
+        if batch.len() < queued {
+            // Their callers stopped waiting while the node was slow: timeouts too.
+            self.health
+                .errors
+                .fetch_add((queued - batch.len()) as u64, Ordering::Relaxed);
+        }
         self.deferred.retain(|r| r.worth_keeping(now));
         if batch.is_empty() && (self.deferred.is_empty() || now < self.retry_at) {
             return;
@@ -574,6 +597,18 @@ impl Worker {
             Ok((votes, time, sent)) => {
                 let now = Instant::now();
                 self.used_at = now;
+                self.health
+                    .command_duration
+                    .observe_n(now.saturating_duration_since(sent), batch.len() as u64);
+                let errors = votes
+                    .iter()
+                    .filter(|v| matches!(v, Vote::Failed(_)))
+                    .count();
+                if errors > 0 {
+                    self.health
+                        .errors
+                        .fetch_add(errors as u64, Ordering::Relaxed);
+                }
                 if let Some(time) = time {
                     let events = self.guard.sample(time, now);
                     self.record(events);
@@ -623,6 +658,9 @@ impl Worker {
                     let (mut again, lost): (Vec<_>, Vec<_>) = batch
                         .drain(..)
                         .partition(|r| r.command.resendable && r.deadline.is_none_or(|d| d > now));
+                    self.health
+                        .errors
+                        .fetch_add(lost.len() as u64, Ordering::Relaxed);
                     for r in lost {
                         answer(r, Vote::Failed(problem.clone()));
                     }

@@ -11,7 +11,9 @@
 //! made them (a caller's, the extender's): a slow handler (a Python or Go one) must not stall
 //! extensions or I/O. They go through a bounded queue ([`EVENT_QUEUE`]) to a dispatcher thread
 //! of the client's own, which calls the listeners in order; when the queue is full the event is
-//! dropped and counted ([`Stats::events_dropped`]). The node events (connected, disconnected,
+//! dropped and counted ([`Stats::events_dropped`]). The dispatcher gathers what comes within
+//! 2 ms of an event and delivers it together, so a busy client wakes it once per batch rather
+//! than once per event: events arrive up to that late. The node events (connected, disconnected,
 //! restart seen, quarantined, server warning) are read by the dispatcher from the workers' node
 //! status every [`NODE_POLL`] while someone listens, so they come up to that late.
 //!
@@ -24,17 +26,19 @@
 //! `redlock_hold_duration_seconds`, `redlock_wait_duration_seconds`,
 //! `redlock_acquisitions_total`, `redlock_extensions_total`, `redlock_lost_total` (by
 //! `reason`), `redlock_locks_held`, `redlock_waiters`, `redlock_events_dropped_total`, and per
-//! node (`node` = `host:port`) `redlock_node_up`, `redlock_node_connects_total`,
-//! `redlock_node_restarts_total`, `redlock_node_quarantined`.
+//! node (`node` = `host:port`) `db_client_operation_duration_seconds` (OpenTelemetry's
+//! `db.client.operation.duration`), `redlock_node_errors_total`, `redlock_node_up`,
+//! `redlock_node_connects_total`, `redlock_node_restarts_total`, `redlock_node_quarantined`.
 
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::histogram::{AtomicHistogram, BUCKETS, Histogram};
 use crate::node::NodeStatus;
 use crate::sync::relock;
 
@@ -44,10 +48,9 @@ pub const EVENT_QUEUE: usize = 1024;
 /// How often the dispatcher reads the node status for node events while someone listens.
 pub const NODE_POLL: Duration = Duration::from_millis(250);
 
-/// Upper bounds of the latency histograms' buckets, in seconds (the last bucket is +Inf).
-pub const BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
+/// How long the dispatcher, woken by an event, waits for more before it delivers them: events
+/// reach the listeners up to this late.
+const GATHER: Duration = Duration::from_millis(2);
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -140,59 +143,6 @@ impl Event {
             node: None,
             duration: None,
             reason: None,
-        }
-    }
-}
-
-/// A latency histogram: counts per bucket of [`BUCKETS`] (the last one +Inf), their sum and
-/// count.
-#[derive(Debug, Clone, PartialEq, Default)]
-#[non_exhaustive]
-pub struct Histogram {
-    /// Counts per bucket (not cumulative), `BUCKETS.len() + 1` of them.
-    pub buckets: Vec<u64>,
-    /// Sum of the observations.
-    pub sum: Duration,
-    /// Observations.
-    pub count: u64,
-}
-
-struct AtomicHistogram {
-    buckets: [AtomicU64; BUCKETS.len() + 1],
-    sum_ns: AtomicU64,
-    count: AtomicU64,
-}
-
-impl AtomicHistogram {
-    fn new() -> Self {
-        AtomicHistogram {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_ns: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        let i = BUCKETS
-            .iter()
-            .position(|&b| s <= b)
-            .unwrap_or(BUCKETS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_ns
-            .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn snapshot(&self) -> Histogram {
-        Histogram {
-            buckets: self
-                .buckets
-                .iter()
-                .map(|b| b.load(Ordering::Relaxed))
-                .collect(),
-            sum: Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed)),
-            count: self.count.load(Ordering::Relaxed),
         }
     }
 }
@@ -476,32 +426,46 @@ impl Telemetry {
     }
 }
 
-/// The dispatcher: runs the listeners on each event, and reads the node status for node events.
+/// The dispatcher: runs the listeners on the events, and reads the node status for node events
+/// every [`NODE_POLL`].
+///
+/// Woken by an event, it waits [`GATHER`] for more before it runs the listeners on all of them:
+/// a sender wakes the dispatcher only when it sleeps on the queue, so while events keep coming
+/// (two per lock cycle) they cost a queue push each instead of a thread wake-up each.
 fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeReader) {
     let mut last: Option<Vec<NodeStatus>> = None;
+    let mut polled = Instant::now();
+    let mut batch = Vec::new();
     loop {
-        match events.recv_timeout(NODE_POLL) {
+        let wait = (polled + NODE_POLL).saturating_duration_since(Instant::now());
+        match events.recv_timeout(wait) {
             Ok(event) => {
-                let Some(t) = telemetry.upgrade() else { return };
-                let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
-                for l in t.listeners() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
-                }
+                batch.push(event);
+                std::thread::sleep(GATHER);
+                batch.extend(events.try_iter().take(EVENT_QUEUE));
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        let Some(now) = nodes() else { return };
-        if let Some(before) = &last {
-            let Some(t) = telemetry.upgrade() else { return };
-            let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
-            for e in node_events(before, &now) {
-                for l in t.listeners() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&e)));
-                }
+        if polled.elapsed() >= NODE_POLL {
+            polled = Instant::now();
+            let Some(now) = nodes() else { return };
+            if let Some(before) = &last {
+                batch.extend(node_events(before, &now));
+            }
+            last = Some(now);
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let Some(t) = telemetry.upgrade() else { return };
+        let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
+        let listeners = t.listeners();
+        for event in batch.drain(..) {
+            for l in &listeners {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
             }
         }
-        last = Some(now);
     }
 }
 
@@ -708,7 +672,27 @@ impl Stats {
             "Events dropped because the listeners' queue was full.",
         );
         let _ = writeln!(out, "redlock_events_dropped_total {}", self.events_dropped);
-        let per_node: [NodeMetric; 4] = [
+        let node_label = |n: &NodeStatus| {
+            format!(
+                "node=\"{}\"",
+                n.address.replace('\\', "\\\\").replace('"', "\\\"")
+            )
+        };
+        header(
+            &mut out,
+            "db_client_operation_duration_seconds",
+            "histogram",
+            "How long each node took to answer a request (its pipeline's round trip).",
+        );
+        for n in &self.nodes {
+            h(
+                &mut out,
+                "db_client_operation_duration_seconds",
+                &node_label(n),
+                &n.command_duration,
+            );
+        }
+        let per_node: [NodeMetric; 5] = [
             (
                 "redlock_node_up",
                 "gauge",
@@ -733,16 +717,18 @@ impl Stats {
                 "Whether the clock guard keeps the node out of acquire quorums.",
                 |n| u64::from(n.quarantine_remaining.is_some()),
             ),
+            (
+                "redlock_node_errors_total",
+                "counter",
+                "Requests that failed on the node: error replies, timeouts, dropped connections, \
+                 not sent while it was down.",
+                |n| n.errors,
+            ),
         ];
         for (name, kind, help, value) in per_node {
             header(&mut out, name, kind, help);
             for n in &self.nodes {
-                let _ = writeln!(
-                    out,
-                    "{name}{{node=\"{}\"}} {}",
-                    n.address.replace('\\', "\\\\").replace('"', "\\\""),
-                    value(n)
-                );
+                let _ = writeln!(out, "{name}{{{}}} {}", node_label(n), value(n));
             }
         }
         out
@@ -752,20 +738,6 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn histograms_count_into_their_buckets() {
-        let h = AtomicHistogram::new();
-        h.observe(Duration::from_micros(300));
-        h.observe(Duration::from_millis(3));
-        h.observe(Duration::from_secs(60));
-        let s = h.snapshot();
-        assert_eq!(s.count, 3);
-        assert_eq!(s.buckets[0], 1);
-        assert_eq!(s.buckets[3], 1);
-        assert_eq!(s.buckets[BUCKETS.len()], 1);
-        assert_eq!(s.buckets.iter().sum::<u64>(), 3);
-    }
 
     #[test]
     fn node_changes_become_events() {
@@ -787,6 +759,8 @@ mod tests {
             quarantine_reason: None,
             master: None,
             failovers: 0,
+            command_duration: Histogram::default(),
+            errors: 0,
         };
         let mut after = base.clone();
         after.connected = false;

@@ -490,6 +490,14 @@ fn node_whose_clock_jumps_forward_is_kept_out_of_acquire_quorums() {
     let a = builder(&urls).clock_guard(false).build().unwrap();
     let unguarded = builder(&urls).clock_guard(false).build().unwrap();
     let guarded = builder(&urls).clock_quarantine(quarantine).build().unwrap();
+    // What an operator listening to the guarded client hears (issue 29).
+    let heard: std::sync::Arc<std::sync::Mutex<Vec<redlock::Event>>> = Default::default();
+    let _listening = {
+        let heard = heard.clone();
+        guarded
+            .on_event(move |e| heard.lock().unwrap().push(e.clone()))
+            .unwrap()
+    };
     // The guarded client samples the clocks in an acquire before the jump: all is well then.
     guarded
         .try_lock("clock:warmup", TTL)
@@ -557,6 +565,34 @@ fn node_whose_clock_jumps_forward_is_kept_out_of_acquire_quorums() {
         "{s:?}"
     );
     assert!(s.clock_offset_ms.is_some_and(|o| o > 25_000), "{s:?}");
+    // The quarantine is an event naming the node and the reason, and a gauge.
+    let quarantined = || {
+        heard
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == redlock::EventKind::NodeQuarantined)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || !quarantined().is_empty()),
+        "{:?}",
+        heard.lock().unwrap()
+    );
+    let event = &quarantined()[0];
+    assert_eq!(event.node.as_deref(), Some(address(&x.node).as_str()));
+    assert!(
+        event
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("jumped forward")),
+        "{event:?}"
+    );
+    assert!(guarded.stats().prometheus().contains(&format!(
+        "redlock_node_quarantined{{node=\"{}\"}} 1",
+        address(&x.node)
+    )));
     for other in [&y, &z] {
         assert_eq!(status(&guarded, other).quarantine_remaining, None);
     }

@@ -91,6 +91,75 @@ fn counters_match_the_operations_made() {
 }
 
 #[test]
+fn each_node_counts_its_command_latency_and_errors() {
+    let cluster = Cluster::start(3);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    for i in 0..10 {
+        rl.lock(&format!("per-node:{i}"), TTL)
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    // Every node answered each acquire and each release; a quorum return may leave the last
+    // answer of one node a moment behind.
+    assert!(
+        eventually(Duration::from_secs(5), || rl
+            .stats()
+            .nodes
+            .iter()
+            .all(|n| n.command_duration.count == 20)),
+        "{:?}",
+        rl.stats()
+            .nodes
+            .iter()
+            .map(|n| n.command_duration.count)
+            .collect::<Vec<_>>()
+    );
+    let s = rl.stats();
+    for n in &s.nodes {
+        assert_eq!(n.errors, 0, "{}", n.address);
+        assert_eq!(n.command_duration.buckets.iter().sum::<u64>(), 20);
+        assert!(!n.command_duration.sum.is_zero());
+    }
+
+    // A hung node fails what it is sent (timeouts, then not sent while it is down); the others
+    // answer everything.
+    cluster.nodes[2].hang();
+    for i in 0..3 {
+        let _ = rl.acquire(&LockRequest::new(format!("per-node:hang:{i}"), TTL).once());
+    }
+    // Each acquire returned with the quorum of the other two; the hung node's failures are
+    // counted when its worker times out.
+    assert!(
+        eventually(Duration::from_secs(5), || rl.stats().nodes[2].errors >= 3),
+        "{}",
+        rl.stats().nodes[2].errors
+    );
+    let s = rl.stats();
+    cluster.nodes[2].resume();
+    assert_eq!((s.nodes[0].errors, s.nodes[1].errors), (0, 0));
+    assert!(s.nodes[0].command_duration.count >= 23);
+
+    let text = s.prometheus();
+    let hung = cluster.nodes[2]
+        .url()
+        .trim_start_matches("redis://")
+        .to_owned();
+    assert!(text.contains(&format!(
+        "redlock_node_errors_total{{node=\"{hung}\"}} {}",
+        s.nodes[2].errors
+    )));
+    assert!(text.contains(&format!(
+        "db_client_operation_duration_seconds_count{{node=\"{hung}\"}} {}",
+        s.nodes[2].command_duration.count
+    )));
+}
+
+#[test]
 fn events_arrive_off_the_callers_thread_with_their_fields() {
     let cluster = Cluster::start(3);
     let rl = cluster

@@ -49,8 +49,9 @@ Options:
   --kill-grace DUR          Time COMMAND gets between a signal and SIGKILL, and between
                             --kill-signal and the end of the leadership's validity (default 5s,
                             or half the validity left before an extension for short TTLs)
-  --metrics-addr ADDR       Serve this client's metrics (Prometheus text) at
-                            http://ADDR/metrics while redlock runs; PORT alone binds localhost
+  --metrics-addr ADDR       Serve this client's metrics at http://ADDR/metrics (Prometheus
+                            text) and http://ADDR/stats.json ('redlock stats ADDR' reads it)
+                            while redlock runs; PORT alone binds localhost
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
   -h, --help                Show this

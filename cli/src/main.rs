@@ -3,7 +3,7 @@
 //! `run` holds a lock while a command runs (and kills the command before the lock can end
 //! under it), `status` shows a lock on every node, `release --force` removes a stuck one and
 //! `nodes` shows the nodes; `elect` runs a command while this process leads an election and
-//! `leader` shows who leads. Exit codes follow sysexits: 64 bad usage, 69 no quorum, 70 the
+//! `leader` shows who leads; `stats` reads the counters of a running `run` or `elect`. Exit codes follow sysexits: 64 bad usage, 69 no quorum, 70 the
 //! lock was lost, 75 the lock is busy.
 
 use std::ffi::OsString;
@@ -79,9 +79,10 @@ Commands:
   nodes    Show each node's status
   elect    Run a command while this process leads an election (a leader-elector sidecar)
   leader   Show who leads an election: identity, term, age, transitions
+  stats    Show the counters of a running 'run' or 'elect' (its --metrics-addr)
   help     Show this, or a command's help: redlock help <COMMAND>
 
-Nodes (every command):
+Nodes (every command but stats):
   --nodes URL,URL,...   Redis nodes (redis:// or rediss:// URLs), an odd number of
                         independent masters; a Sentinel-managed master is one node:
                         redis+sentinel://host:port/MASTERNAME?sentinel=host:port
@@ -130,7 +131,7 @@ fn dispatch() -> Result<u8, Failure> {
         Ok(None) => {
             return Err(Failure::usage(
                 "",
-                "missing command (run, status, release, nodes, elect, leader)",
+                "missing command (run, status, release, nodes, elect, leader, stats)",
             ));
         }
         Err(e) => return Err(Failure::usage("", e)),
@@ -143,6 +144,7 @@ fn dispatch() -> Result<u8, Failure> {
         "nodes" => show::nodes(parser),
         "elect" => elect::main(parser),
         "leader" => elect::leader(parser),
+        "stats" => metrics::stats(parser),
         "help" => {
             let topic = parser
                 .next()
@@ -161,6 +163,7 @@ fn dispatch() -> Result<u8, Failure> {
                 Some("nodes") => print!("{}", show::NODES_HELP),
                 Some("elect") => print!("{}", elect::HELP),
                 Some("leader") => print!("{}", elect::LEADER_HELP),
+                Some("stats") => print!("{}", metrics::STATS_HELP),
                 Some(other) => {
                     return Err(Failure::usage("", format!("unknown command '{other}'")));
                 }
@@ -170,7 +173,8 @@ fn dispatch() -> Result<u8, Failure> {
         other => Err(Failure::usage(
             "",
             format!(
-                "unknown command '{other}' (expected run, status, release, nodes, elect or leader)"
+                "unknown command '{other}' (expected run, status, release, nodes, elect, leader or \
+                 stats)"
             ),
         )),
     }

@@ -1,13 +1,16 @@
-//! `--metrics-addr`: the client's counters in the Prometheus text format, served over HTTP while
-//! `run` or `elect` runs its command.
+//! `--metrics-addr`: the client's counters in the Prometheus text format (`GET /metrics`) and
+//! as JSON (`GET /stats.json`), served over HTTP while `run` or `elect` runs its command; and
+//! `redlock stats`, which reads the JSON of such a process.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use redlock::Redlock;
+use lexopt::prelude::*;
+use redlock::{BUCKETS, Histogram, Redlock, Stats};
+use serde_json::{Value as Json, json};
 
-use crate::{EXIT_SOFTWARE, Failure};
+use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, Failure};
 
 /// Where to listen: `PORT` (on localhost), `HOST:PORT` or `[V6]:PORT`.
 pub fn address(text: &str) -> Result<String, String> {
@@ -62,19 +65,23 @@ fn answer(stream: TcpStream, client: &Redlock) -> std::io::Result<()> {
         line.clear();
     }
     let path = request.split(' ').nth(1).unwrap_or("");
-    let (status, kind, body) = if request.starts_with("GET ") && (path == "/metrics" || path == "/")
-    {
-        (
+    let get = request.starts_with("GET ");
+    let (status, kind, body) = match path {
+        "/metrics" | "/" if get => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
             client.stats().prometheus(),
-        )
-    } else {
-        (
+        ),
+        "/stats.json" if get => (
+            "200 OK",
+            "application/json",
+            format!("{}\n", stats_json(&client.stats())),
+        ),
+        _ => (
             "404 Not Found",
             "text/plain; charset=utf-8",
-            "not found: GET /metrics\n".to_owned(),
-        )
+            "not found: GET /metrics or GET /stats.json\n".to_owned(),
+        ),
     };
     let mut out = stream;
     write!(
@@ -83,6 +90,277 @@ fn answer(stream: TcpStream, client: &Redlock) -> std::io::Result<()> {
         body.len()
     )?;
     out.flush()
+}
+
+/// A histogram as JSON: its count, sum, the p50 and p99 estimated from the buckets, and the
+/// buckets (`le`: upper bound in seconds, `count`: observations in it, not cumulative).
+fn histogram_json(h: &Histogram) -> Json {
+    let buckets: Vec<Json> = h
+        .buckets
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match BUCKETS.get(i) {
+            Some(le) => json!({"le": le, "count": n}),
+            None => json!({"le": "+Inf", "count": n}),
+        })
+        .collect();
+    json!({
+        "count": h.count,
+        "sum_seconds": h.sum.as_secs_f64(),
+        "p50_seconds": quantile(h, 0.5),
+        "p99_seconds": quantile(h, 0.99),
+        "buckets": buckets,
+    })
+}
+
+/// The `q` quantile of a histogram, estimated as Prometheus's `histogram_quantile` does: linear
+/// within the bucket it falls in (the last finite bound when in +Inf); `None` when empty.
+pub fn quantile(h: &Histogram, q: f64) -> Option<f64> {
+    let total: u64 = h.buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q * total as f64;
+    let mut below = 0u64;
+    for (i, &n) in h.buckets.iter().enumerate() {
+        if n > 0 && (below + n) as f64 >= rank {
+            let Some(&upper) = BUCKETS.get(i) else {
+                return BUCKETS.last().copied();
+            };
+            let lower = if i == 0 { 0.0 } else { BUCKETS[i - 1] };
+            return Some(lower + (upper - lower) * ((rank - below as f64) / n as f64).max(0.0));
+        }
+        below += n;
+    }
+    BUCKETS.last().copied()
+}
+
+/// The snapshot as one JSON object (`redlock stats --help` documents it).
+pub fn stats_json(s: &Stats) -> Json {
+    let acquisitions: Vec<Json> = s
+        .acquisitions
+        .iter()
+        .map(|a| {
+            json!({
+                "outcome": a.outcome,
+                "kind": a.kind,
+                "count": a.duration.count,
+                "duration": histogram_json(&a.duration),
+            })
+        })
+        .collect();
+    let lost: serde_json::Map<String, Json> = s
+        .lost
+        .iter()
+        .map(|(reason, n)| ((*reason).to_owned(), json!(n)))
+        .collect();
+    let nodes: Vec<Json> = s
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "node": n.address,
+                "up": n.connected,
+                "connects": n.connects,
+                "restarts": n.restarts,
+                "quarantined": n.quarantine_remaining.is_some(),
+                "errors": n.errors,
+                "last_error": n.last_error,
+                "command_duration": histogram_json(&n.command_duration),
+            })
+        })
+        .collect();
+    json!({
+        "acquisitions": acquisitions,
+        "hold": histogram_json(&s.hold),
+        "wait": histogram_json(&s.wait),
+        "extensions": {"ok": s.extensions, "failed": s.extensions_failed},
+        "lost": lost,
+        "locks_held": s.locks_held,
+        "waiters": s.waiters,
+        "events_dropped": s.events_dropped,
+        "nodes": nodes,
+    })
+}
+
+pub const STATS_HELP: &str = "\
+Show the counters of a running redlock
+
+Usage: redlock stats [--json] ADDR
+
+Reads the counters of a 'redlock run' or 'redlock elect' started with --metrics-addr: ADDR is
+that address (PORT for localhost, or HOST:PORT). Prints acquisitions by outcome and kind with
+their latency, locks held, waiters, losses, extensions, and each node's request latency and
+errors. Latency quantiles are estimated from the histograms' buckets, as Prometheus's
+histogram_quantile does. For Prometheus itself, scrape http://ADDR/metrics.
+
+Options:
+  --json       The snapshot as JSON (what GET http://ADDR/stats.json serves): {\"acquisitions\":
+               [{\"outcome\", \"kind\", \"count\", \"duration\"}], \"hold\", \"wait\",
+               \"extensions\": {\"ok\", \"failed\"}, \"lost\": {\"refused\", \"expired\",
+               \"suspended\"}, \"locks_held\", \"waiters\", \"events_dropped\", \"nodes\": [{\"node\",
+               \"up\", \"connects\", \"restarts\", \"quarantined\", \"errors\", \"last_error\",
+               \"command_duration\"}]}; each duration is {\"count\", \"sum_seconds\",
+               \"p50_seconds\", \"p99_seconds\", \"buckets\": [{\"le\", \"count\"}]}, the
+               quantiles null when nothing was observed, the bucket counts not cumulative
+  -h, --help   Show this
+
+Exit codes: 0 success, 64 bad arguments, 69 ADDR cannot be reached or is no redlock.
+";
+
+/// `redlock stats`.
+pub fn stats(mut parser: lexopt::Parser) -> Result<u8, Failure> {
+    let mut as_json = false;
+    let mut addr = None;
+    while let Some(arg) = parser.next().map_err(|e| Failure::usage("stats", e))? {
+        match arg {
+            Long("json") => as_json = true,
+            Long("help") | Short('h') => {
+                print!("{STATS_HELP}");
+                return Ok(0);
+            }
+            Value(v) if addr.is_none() => addr = Some(v.to_string_lossy().into_owned()),
+            other => return Err(Failure::usage("stats", other.unexpected())),
+        }
+    }
+    let Some(addr) = addr else {
+        return Err(Failure::usage(
+            "stats",
+            "missing ADDR: the --metrics-addr of a running 'redlock run' or 'redlock elect'",
+        ));
+    };
+    let addr =
+        address(&addr).map_err(|e| Failure::usage("stats", e.replace("--metrics-addr", "ADDR")))?;
+    let body = fetch(&addr, "/stats.json").map_err(|e| Failure::new(EXIT_UNAVAILABLE, e))?;
+    let s: Json = serde_json::from_str(&body).map_err(|e| {
+        Failure::new(
+            EXIT_UNAVAILABLE,
+            format!("{addr} answered GET /stats.json with no redlock stats ({e})"),
+        )
+    })?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+    } else {
+        print!("{}", summary(&addr, &s));
+    }
+    Ok(0)
+}
+
+/// `GET path` on `addr` over plain HTTP/1.1; the body of a 200 answer.
+fn fetch(addr: &str, path: &str) -> Result<String, String> {
+    let unreachable = |e: &dyn std::fmt::Display| {
+        format!(
+            "cannot read the stats of {addr}: {e}; is a 'redlock run' or 'redlock elect' with \
+             --metrics-addr {addr} running?"
+        )
+    };
+    let target = addr
+        .to_socket_addrs()
+        .map_err(|e| unreachable(&e))?
+        .next()
+        .ok_or_else(|| unreachable(&"no address"))?;
+    let mut s =
+        TcpStream::connect_timeout(&target, Duration::from_secs(2)).map_err(|e| unreachable(&e))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .and_then(|()| s.set_write_timeout(Some(Duration::from_secs(5))))
+        .and_then(|()| {
+            write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+            )
+        })
+        .map_err(|e| unreachable(&e))?;
+    let mut answer = Vec::new();
+    s.take(64 << 20)
+        .read_to_end(&mut answer)
+        .map_err(|e| unreachable(&e))?;
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{addr} did not answer in HTTP"))?;
+    let status = head.lines().next().unwrap_or("");
+    if !status.contains(" 200 ") {
+        return Err(format!(
+            "{addr} answered GET {path} with '{status}': not a redlock with --metrics-addr?"
+        ));
+    }
+    Ok(body.to_owned())
+}
+
+fn ms(v: &Json) -> String {
+    v.as_f64()
+        .map_or_else(|| "-".to_owned(), |s| format!("{:.2}ms", s * 1000.0))
+}
+
+/// The human form of a `/stats.json` snapshot.
+fn summary(addr: &str, s: &Json) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let n = |v: &Json| v.as_u64().unwrap_or(0);
+    let _ = writeln!(out, "redlock at {addr}");
+    let _ = writeln!(
+        out,
+        "held now {}, waiting {}, extensions {} ({} failed), events dropped {}",
+        n(&s["locks_held"]),
+        n(&s["waiters"]),
+        n(&s["extensions"]["ok"]),
+        n(&s["extensions"]["failed"]),
+        n(&s["events_dropped"]),
+    );
+    let lost: Vec<String> = s["lost"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| format!("{k} {}", n(v))).collect())
+        .unwrap_or_default();
+    let _ = writeln!(out, "lost: {}", lost.join(", "));
+    let _ = writeln!(
+        out,
+        "\n{:<10} {:<10} {:>9} {:>10} {:>10}",
+        "outcome", "kind", "count", "p50", "p99"
+    );
+    for a in s["acquisitions"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "{:<10} {:<10} {:>9} {:>10} {:>10}",
+            a["outcome"].as_str().unwrap_or("?"),
+            a["kind"].as_str().unwrap_or("?"),
+            n(&a["count"]),
+            ms(&a["duration"]["p50_seconds"]),
+            ms(&a["duration"]["p99_seconds"]),
+        );
+    }
+    for (name, h) in [("hold", &s["hold"]), ("wait", &s["wait"])] {
+        let _ = writeln!(
+            out,
+            "{:<21} {:>9} {:>10} {:>10}",
+            name,
+            n(&h["count"]),
+            ms(&h["p50_seconds"]),
+            ms(&h["p99_seconds"])
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<24} {:<4} {:>9} {:>7} {:>10} {:>10}",
+        "node", "up", "requests", "errors", "p50", "p99"
+    );
+    for node in s["nodes"].as_array().into_iter().flatten() {
+        let d = &node["command_duration"];
+        let _ = writeln!(
+            out,
+            "{:<24} {:<4} {:>9} {:>7} {:>10} {:>10}",
+            node["node"].as_str().unwrap_or("?"),
+            if node["up"].as_bool() == Some(true) {
+                "yes"
+            } else {
+                "no"
+            },
+            n(&d["count"]),
+            n(&node["errors"]),
+            ms(&d["p50_seconds"]),
+            ms(&d["p99_seconds"]),
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -98,5 +376,20 @@ mod tests {
         assert!(address("host").is_err());
         assert!(address(":9464").is_err());
         assert!(address("host:99999").is_err());
+    }
+
+    #[test]
+    fn quantiles_follow_the_buckets() {
+        let mut h = Histogram::default();
+        assert_eq!(quantile(&h, 0.5), None);
+        h.buckets = vec![0; BUCKETS.len() + 1];
+        // 10 observations in (1 ms, 2.5 ms], 10 in +Inf.
+        let i = BUCKETS.iter().position(|&b| b == 0.0025).unwrap();
+        h.buckets[i] = 10;
+        h.buckets[BUCKETS.len()] = 10;
+        let p25 = quantile(&h, 0.25).unwrap();
+        assert!((p25 - 0.00175).abs() < 1e-9, "{p25}");
+        assert_eq!(quantile(&h, 0.5), Some(0.0025));
+        assert_eq!(quantile(&h, 0.99), Some(10.0));
     }
 }

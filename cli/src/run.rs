@@ -52,8 +52,9 @@ Options:
                             lock's validity (default 5s, or half the validity left before
                             an extension when the TTL is shorter than about 15s; a grace
                             given must fit in that validity)
-  --metrics-addr ADDR       Serve this client's metrics (Prometheus text) at
-                            http://ADDR/metrics while redlock runs; PORT alone binds localhost
+  --metrics-addr ADDR       Serve this client's metrics at http://ADDR/metrics (Prometheus
+                            text) and http://ADDR/stats.json ('redlock stats ADDR' reads it)
+                            while redlock runs; PORT alone binds localhost
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH; prefer those for
                             URLs with passwords: --nodes shows in `ps`)
   --node-timeout DUR        How long to wait for any one node (default 50ms)

@@ -341,6 +341,34 @@ for family in text_string_to_metric_families(sys.stdin.read()):
 }
 
 #[test]
+fn stats_refuses_what_it_cannot_read() {
+    let o = Command::new(BIN).arg("stats").output().unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    let o = Command::new(BIN)
+        .args(["stats", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    // Nothing listens there.
+    let port = support::free_port().to_string();
+    let o = Command::new(BIN).args(["stats", &port]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(69), "{err}");
+    assert!(err.contains("--metrics-addr"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // Something that is not a redlock: a redis-server's port answers no HTTP.
+    let cluster = Cluster::start(1);
+    let port = cluster.urls()[0].rsplit(':').next().unwrap().to_owned();
+    let o = Command::new(BIN).args(["stats", &port]).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(69),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn metrics_addr_serves_prometheus_text_while_the_command_runs() {
     let cluster = Cluster::start(3);
     for (sub, args) in [
@@ -378,6 +406,50 @@ fn metrics_addr_serves_prometheus_text_while_the_command_runs() {
             .map(|(_, v)| v)
             .sum();
         assert_eq!(up, 3.0, "{sub}: every node up");
+
+        // `redlock stats` reads the same counters as JSON, and as a summary.
+        let o = Command::new(BIN)
+            .args(["stats", "--json", &port_text])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(s["locks_held"], 1, "{sub}: {s}");
+        let acquired: Vec<&serde_json::Value> = s["acquisitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["outcome"] == "acquired" && a["kind"] == kind)
+            .collect();
+        assert_eq!(acquired.len(), 1, "{sub}: {s}");
+        assert_eq!(acquired[0]["count"], 1);
+        assert!(acquired[0]["duration"]["p50_seconds"].as_f64().unwrap() > 0.0);
+        let nodes = s["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 3);
+        for (n, url) in nodes.iter().zip(cluster.urls()) {
+            assert_eq!(n["node"], url.trim_start_matches("redis://"), "{sub}: {s}");
+            assert_eq!(n["up"], true);
+            assert_eq!(n["errors"], 0);
+            assert!(
+                n["command_duration"]["count"].as_u64().unwrap() >= 1,
+                "{sub}: {s}"
+            );
+        }
+        let o = Command::new(BIN)
+            .args(["stats", &port_text])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0));
+        assert!(text.contains("held now 1"), "{text}");
+        for url in cluster.urls() {
+            assert!(text.contains(url.trim_start_matches("redis://")), "{text}");
+        }
         signal(&child, libc::SIGTERM);
         assert!(wait_timeout(&mut child, Duration::from_secs(10)).is_some());
     }

@@ -53,7 +53,7 @@ class Call(Generic[T]):
         dispose: Callable[[T], None] | None = None,
         notify: Callable[[], None] | None = None,
     ) -> None:
-        self._function = function
+        self._function: Callable[[], T] | None = function
         self._dispose = dispose
         self._notify = notify
         # A raw C lock: ``with`` on it runs no Python code between acquiring and entering.
@@ -87,10 +87,14 @@ class Call(Generic[T]):
         self._running.release()
         value: T | None = None
         error: BaseException | None = None
+        function, self._function = self._function, None
         try:
-            value = self._function()
+            value = function()  # type: ignore[misc]
         except BaseException as exc:  # handed to the waiter, raised there
             error = exc
+        # The closure holds what the call used (a lock, a request, the client): it must not
+        # outlive the call, or a closed client's threads and connections stay until the next.
+        del function
         self._finish(value, error)
 
     def _finish(self, value: T | None, error: BaseException | None) -> None:
@@ -165,6 +169,8 @@ def _spawn(calls: queue.SimpleQueue[Call[Any]]) -> None:
             call._start_thread()
         except BaseException:  # _start_thread hands errors to the waiter; keep serving anyway
             pass
+        # Not kept while waiting for the next: it holds what its call uses (see Call._run).
+        del call
 
 
 # The calls waiting for their thread, and the spawner serving them: started by one C call

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import time
 
 from redis_nodes import PATIENT_MS
@@ -31,6 +33,9 @@ def _settle(start_fds: int, start_threads: int) -> tuple:
 
 
 def test_no_fd_or_thread_leaks(urls, resource):
+    # The process-wide parts that stay for good, started first so that they are not counted:
+    # the cancel relay (a thread and a self-pipe, with the first cancel handle).
+    redlock_rs.Cancel()
     gc.collect()
     start = (_open_fds(), _threads())
 
@@ -60,3 +65,43 @@ def test_no_fd_or_thread_leaks(urls, resource):
     # At most as many as before: a thread or descriptor of an earlier test may have ended since.
     assert fds <= start[0], f"{fds - start[0]} file descriptors leaked"
     assert threads <= start[1], f"{threads - start[1]} threads leaked"
+
+
+_BLOCKING_CALLS = """
+import gc, os, sys, time
+import redlock_rs
+
+def workers():
+    names = (open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
+    return sorted(n for n in names if n.startswith("redlock-node"))
+
+rl = redlock_rs.Redlock(sys.argv[1].split(","))
+assert workers(), "the client runs node workers, so this test can see them"
+# On the main thread, blocking calls (lock, release) run on helper threads.
+with rl.lock(sys.argv[2], ttl_ms=10_000):
+    pass
+lock = rl.try_lock(sys.argv[2], ttl_ms=10_000)
+lock.release()
+del lock
+rl.close()
+del rl
+deadline = time.monotonic() + 10
+while workers() and time.monotonic() < deadline:
+    gc.collect()
+    time.sleep(0.05)
+print(" ".join(workers()) or "none")
+"""
+
+
+def test_blocking_calls_keep_nothing_of_a_closed_client(urls, resource):
+    """The helper threads of the main thread's blocking calls hold nothing once a call has
+    ended: a closed and dropped client's node workers go (it used to keep the last call's
+    lock, and so its client, alive until the next call). A fresh interpreter, so that no other
+    test's client is counted."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(redlock_rs.__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", _BLOCKING_CALLS, ",".join(urls), resource],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "none", f"node workers left: {out.stdout.strip()}"
