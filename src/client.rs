@@ -98,7 +98,7 @@ impl Redlock {
         Builder::default()
     }
 
-    fn start(clients: Vec<redis::Client>, config: Config) -> Result<Redlock> {
+    fn start(clients: Vec<crate::sentinel::Target>, config: Config) -> Result<Redlock> {
         let engine = Engine::start(clients, config, &SCRIPT_SETS)?;
         Ok(Redlock {
             inner: Arc::new(Inner {

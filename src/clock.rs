@@ -551,6 +551,16 @@ impl Guard {
         self.post_due = true;
     }
 
+    /// The worker now talks to another server for the same logical node (a Sentinel node's new
+    /// master): the previous sample, which belongs to the old server's clock, is forgotten, so
+    /// that the difference between the two clocks does not pass for a jump. The next sample is
+    /// a first one again, cross-checked with the other nodes' at the next acquire. A quarantine
+    /// under way stays.
+    pub(crate) fn new_server(&mut self) {
+        self.detector = Detector::default();
+        self.offset = None;
+    }
+
     /// The node's clock minus ours at the last sample, in ms.
     pub(crate) fn offset_ms(&self) -> Option<i64> {
         self.offset.map(|o| o.micros / 1000)
@@ -1003,5 +1013,53 @@ mod tests {
         off.connected(true);
         assert!(!off.wants_time(true) && !off.is_on());
         assert_eq!(off.sample(TimeReading::new(time(now_secs), t), t), vec![]);
+    }
+
+    #[test]
+    fn a_new_server_for_the_node_is_not_a_jump_of_the_old_ones_clock() {
+        use redis::Value;
+        let time = |at: Duration| {
+            Value::Array(vec![
+                Value::BulkString(at.as_secs().to_string().into_bytes()),
+                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
+            ])
+        };
+        let now = || {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+        };
+        let board = Arc::new(ClockBoard::new(3, Some(LIMITS.threshold)));
+        let mut g = Guard::new(Some(LIMITS), "sentinel:m".into(), 0, board);
+        g.connected(true);
+        let t = Instant::now();
+        assert_eq!(g.sample(TimeReading::new(time(now()), t), t), vec![]);
+        // A Sentinel node's new master, whose clock is 10 s ahead of the old one's.
+        g.new_server();
+        g.connected(true);
+        let t = Instant::now();
+        let events = g.sample(
+            TimeReading::new(time(now() + Duration::from_secs(10)), t),
+            t,
+        );
+        assert!(
+            !events.iter().any(|e| matches!(e, Event::Quarantined(..))),
+            "{events:?}"
+        );
+        assert_eq!(g.held_out(t, t), None);
+        assert!(
+            g.cross_check_due,
+            "the new server is cross-checked like a first one"
+        );
+        // The new server's own clock jumping is still a jump.
+        let t = Instant::now();
+        let events = g.sample(
+            TimeReading::new(time(now() + Duration::from_secs(130)), t),
+            t,
+        );
+        assert!(
+            events.iter().any(|e| matches!(e, Event::Quarantined(..))),
+            "{events:?}"
+        );
     }
 }

@@ -4,7 +4,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use redis::{ClientTlsConfig, ConnectionAddr, TlsCertificates};
+use std::sync::Arc;
+
+use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -12,6 +14,7 @@ use crate::clock::Limits;
 pub use crate::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::error::{Error, Result};
 use crate::quorum::drift_allowance;
+use crate::sentinel::{self, Sentinel, Target};
 
 /// Default retries after the first attempt of [`Redlock::lock`].
 pub const DEFAULT_RETRY_COUNT: u32 = 3;
@@ -108,7 +111,12 @@ impl Default for Builder {
 
 impl Builder {
     /// Adds nodes: URLs as redis-rs takes them, `redis://[user:pass@]host:port[/db]`, or
-    /// `rediss://...` for TLS (see [`tls_ca_file`](Builder::tls_ca_file)).
+    /// `rediss://...` for TLS (see [`tls_ca_file`](Builder::tls_ca_file)); or a
+    /// Sentinel-managed master as one node,
+    /// `redis[s]+sentinel://[user:pass@]host:port/MASTERNAME[/db][?sentinel=host:port&…]`, where
+    /// `host:port` and each `sentinel=` are sentinels, the credentials are the master's, and
+    /// `sentinel_user=`/`sentinel_password=` give the sentinels' own. A change of master counts
+    /// as a restart for [`restart_grace`](Builder::restart_grace): see the README.
     ///
     /// Use an odd number of independent masters (no replication between them). An even N is
     /// allowed, but tolerates no more failed nodes than N − 1 would: 4 nodes survive 1 failure,
@@ -322,7 +330,7 @@ impl Builder {
     }
 
     /// Validates the settings and the URLs; [`build`](Builder::build) starts the client.
-    pub(crate) fn finish(self) -> Result<(Vec<redis::Client>, Config)> {
+    pub(crate) fn finish(self) -> Result<(Vec<Target>, Config)> {
         if self.urls.is_empty() {
             return Err(Error::invalid(
                 "no nodes: give at least one redis:// URL (Redlock wants an odd number of \
@@ -330,51 +338,67 @@ impl Builder {
             ));
         }
         self.check()?;
-        let mut clients = Vec::with_capacity(self.urls.len());
+        let mut targets: Vec<Target> = Vec::with_capacity(self.urls.len());
         for (i, url) in self.urls.iter().enumerate() {
-            let client = redis::Client::open(url.as_str()).map_err(|e| {
-                Error::invalid(format!(
-                    "node {i} ({}): not a usable Redis URL: {e}; expected \
-                     redis[s]://[user:password@]host:port[/db]",
-                    redact(url)
-                ))
-            })?;
-            let address = crate::node::address(client.get_connection_info());
-            if let Some(j) = clients.iter().position(|c: &redis::Client| {
-                crate::node::address(c.get_connection_info()) == address
-            }) {
+            let target = if sentinel::is_sentinel_url(url) {
+                let s = Sentinel::parse(url).map_err(|why| {
+                    Error::invalid(format!(
+                        "node {i} ({}): not a usable Sentinel URL: {why}; {}",
+                        redact(url),
+                        sentinel::EXPECTED
+                    ))
+                })?;
+                Target::Sentinel(Arc::new(s))
+            } else {
+                let client = redis::Client::open(url.as_str()).map_err(|e| {
+                    Error::invalid(format!(
+                        "node {i} ({}): not a usable Redis URL: {e}; expected \
+                         redis[s]://[user:password@]host:port[/db], or \
+                         redis[s]+sentinel://[user:password@]host:port/MASTERNAME[?sentinel=host:port&…]",
+                        redact(url)
+                    ))
+                })?;
+                Target::Standalone(client)
+            };
+            let address = target.address();
+            if let Some(j) = targets.iter().position(|t| t.address() == address) {
                 return Err(Error::invalid(format!(
                     "nodes {j} and {i} are the same node ({address}): it would count twice toward \
                      the quorum"
                 )));
             }
-            clients.push(client);
+            targets.push(target);
         }
-        let is_tls = |c: &redis::Client| {
-            matches!(
-                c.get_connection_info().addr(),
-                ConnectionAddr::TcpTls { .. }
-            )
-        };
-        if self.tls.is_set() && !clients.iter().any(is_tls) {
+        if self.tls.is_set() && !targets.iter().any(Target::is_tls) {
             return Err(Error::invalid(
                 "TLS certificates were given, but no node uses TLS: write its URL as \
-                 rediss://host:port",
+                 rediss://host:port (or rediss+sentinel://host:port/MASTERNAME)",
             ));
         }
         if let Some(certificates) = self.tls.certificates()? {
-            for (i, client) in clients.iter_mut().enumerate().filter(|(_, c)| is_tls(c)) {
-                *client = redis::Client::build_with_tls(
-                    client.get_connection_info().clone(),
-                    certificates.clone(),
-                )
-                .map_err(|e| Error::invalid(format!("node {i}: TLS settings rejected: {e}")))?;
+            for (i, target) in targets.iter_mut().enumerate().filter(|(_, t)| t.is_tls()) {
+                match target {
+                    Target::Standalone(client) => {
+                        *client = redis::Client::build_with_tls(
+                            client.get_connection_info().clone(),
+                            certificates.clone(),
+                        )
+                        .map_err(|e| {
+                            Error::invalid(format!("node {i}: TLS settings rejected: {e}"))
+                        })?;
+                    }
+                    Target::Sentinel(s) => {
+                        if let Some(s) = Arc::get_mut(s) {
+                            s.set_certificates(certificates.clone());
+                        }
+                    }
+                }
             }
         }
-        if clients.iter().any(is_tls) {
+        if targets.iter().any(Target::is_tls) {
             use_ring_unless_chosen();
         }
-        Ok((clients, self.config))
+        Ok((targets, self.config))
     }
 }
 
@@ -535,15 +559,17 @@ fn use_ring_unless_chosen() {
     }
 }
 
-/// A URL with its password (or its whole user part, when it has no `user:` prefix) hidden.
+/// A URL with its password (or its whole user part, when it has no `user:` prefix) hidden, and
+/// the value of a `sentinel_password=` query parameter too.
 pub(crate) fn redact(url: &str) -> String {
+    let url = redact_query(url);
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
+        return url;
     };
     let rest = &url[scheme_end..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
+        return url;
     };
     let userinfo = &rest[..at];
     let shown = match userinfo.split_once(':') {
@@ -551,6 +577,26 @@ pub(crate) fn redact(url: &str) -> String {
         None => "***".to_owned(),
     };
     format!("{}{}{}", &url[..scheme_end], shown, &rest[at..])
+}
+
+/// `sentinel_password=…` in a query string, hidden.
+fn redact_query(url: &str) -> String {
+    const KEY: &str = "sentinel_password=";
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    while let Some(at) = rest.find(KEY) {
+        let starts_param = at > 0 && matches!(rest.as_bytes()[at - 1], b'?' | b'&');
+        let value_start = at + KEY.len();
+        out.push_str(&rest[..value_start]);
+        rest = &rest[value_start..];
+        if starts_param {
+            let end = rest.find(['&', '#']).unwrap_or(rest.len());
+            out.push_str("***");
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 impl fmt::Debug for Builder {
@@ -575,6 +621,14 @@ mod tests {
         assert_eq!(redact("redis://hunter2@h:1"), "redis://***@h:1");
         assert_eq!(redact("redis://h:1/2"), "redis://h:1/2");
         assert_eq!(redact("not a url"), "not a url");
+        assert_eq!(
+            redact("redis+sentinel://u:pw@h:1/m?sentinel_user=a&sentinel_password=s3&x=1"),
+            "redis+sentinel://u:***@h:1/m?sentinel_user=a&sentinel_password=***&x=1"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=s3#insecure"),
+            "redis+sentinel://h:1/m?sentinel_password=***#insecure"
+        );
         let b = Builder::default().node("redis://u:hunter2@h:1");
         assert!(!format!("{b:?}").contains("hunter2"));
     }

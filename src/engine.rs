@@ -38,7 +38,7 @@ pub(crate) struct Engine {
     exited: Receiver<()>,
     pub(crate) config: Config,
     /// For connections of other kinds (the subscribers of `notify.rs`).
-    pub(crate) clients: Vec<redis::Client>,
+    pub(crate) clients: Vec<crate::sentinel::Target>,
     /// What the workers learn about clocks; held locks watch its count of our host's
     /// suspensions ([`ClockBoard::epoch`]).
     pub(crate) board: Arc<ClockBoard>,
@@ -116,7 +116,7 @@ impl Engine {
     /// against `node_timeout`. Unreachable nodes do not fail the start: their workers keep
     /// trying.
     pub(crate) fn start(
-        clients: Vec<redis::Client>,
+        clients: Vec<crate::sentinel::Target>,
         config: Config,
         scripts: &'static [&'static [&'static Script]],
     ) -> Result<Engine> {

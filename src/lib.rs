@@ -97,6 +97,7 @@ mod notify;
 mod probe;
 mod quorum;
 mod request;
+mod sentinel;
 mod sync;
 mod telemetry;
 mod token;

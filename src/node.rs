@@ -20,6 +20,7 @@ use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
 use crate::quorum::{Gate, Vote};
+use crate::sentinel::{Connected, Target};
 use crate::wire::{Command, Script};
 
 /// Most requests sent in one pipeline.
@@ -79,7 +80,10 @@ impl Request {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NodeStatus {
-    /// `host:port` of the node (never with credentials).
+    /// `host:port` of the node (never with credentials), plus `/db` when a database is selected.
+    /// For a Sentinel-managed node, `sentinel:MASTERNAME@host:port` with the first sentinel of
+    /// its URL: it stays the same across failovers, since reports and logs name the node by it;
+    /// the current master is in [`master`](NodeStatus::master).
     pub address: String,
     /// Whether the worker holds a working connection.
     pub connected: bool,
@@ -125,6 +129,13 @@ pub struct NodeStatus {
     pub quarantine_remaining: Option<Duration>,
     /// Why the node was last quarantined, while it is.
     pub quarantine_reason: Option<String>,
+    /// For a Sentinel-managed node: the master (`host:port`) the sentinels named at the last
+    /// connect; `None` for a standalone node, or before the first connect.
+    pub master: Option<String>,
+    /// For a Sentinel-managed node: changes of master seen (a reconnect that found another
+    /// master address than the one before). With
+    /// [`restart_grace`](crate::Builder::restart_grace) set, each starts a grace.
+    pub failovers: u64,
     /// How long the node took to answer, from sending a pipeline to reading its last reply
     /// (each request in it counted with that round trip; a `NOSCRIPT` reload and resend
     /// included). Only requests the node answered, with a reply or an error reply.
@@ -165,6 +176,19 @@ struct Identity {
     /// The clock guard's latest warnings (a few).
     clock_warnings: Vec<String>,
     quarantine: Option<(Instant, String)>,
+    /// A Sentinel node's master at the last connect, `host:port`.
+    master: Option<String>,
+    /// Its `master_replid` then.
+    replid: Option<String>,
+    failovers: u64,
+}
+
+/// What resolving a Sentinel node's master told (nothing for a standalone node).
+struct Master {
+    /// `host:port`.
+    address: Option<String>,
+    /// How long the answering sentinel has known it as the master.
+    master_for: Option<Duration>,
 }
 
 /// `Health::clock_offset_ms` before the first sample.
@@ -233,6 +257,8 @@ impl Node {
                 .quarantine
                 .filter(|(until, _)| *until > now)
                 .map(|(_, why)| why),
+            master: identity.master,
+            failovers: identity.failovers,
             command_duration: self.health.command_duration.snapshot(),
             errors: self.health.errors.load(Ordering::Relaxed),
         }
@@ -271,7 +297,7 @@ pub(crate) fn address(info: &redis::ConnectionInfo) -> String {
 /// of its channel) is dropped.
 pub(crate) fn spawn(
     index: usize,
-    client: redis::Client,
+    client: Target,
     settings: Settings,
     ready: Sender<()>,
     exited: Sender<()>,
@@ -282,7 +308,7 @@ pub(crate) fn spawn(
         clock_offset_ms: AtomicI64::new(NO_OFFSET),
         ..Health::default()
     });
-    let address = address(client.get_connection_info());
+    let address = client.address();
     let worker = Worker {
         address: address.clone(),
         client,
@@ -303,6 +329,7 @@ pub(crate) fn spawn(
         buf: Vec::with_capacity(4096),
         deferred: Vec::new(),
         inline_scripts: false,
+        demoted: false,
         _exited: exited,
     };
     let handle = std::thread::Builder::new()
@@ -399,7 +426,7 @@ fn describe(e: &redis::RedisError) -> NodeProblem {
 
 struct Worker {
     address: String,
-    client: redis::Client,
+    client: Target,
     conn: Option<redis::Connection>,
     rx: Receiver<Request>,
     settings: Settings,
@@ -428,6 +455,8 @@ struct Worker {
     /// The connection's user may not run `SCRIPT LOAD` (a managed service, a tight ACL): its
     /// scripts go whole with `EVAL` instead of by hash with `EVALSHA`.
     inline_scripts: bool,
+    /// A Sentinel node's connection answered `READONLY`: dropped once the batch is answered.
+    demoted: bool,
     /// Dropped when the thread ends, which the client's drop waits for.
     _exited: Sender<()>,
 }
@@ -612,6 +641,14 @@ impl Worker {
                     };
                     answer(r, vote);
                 }
+                if std::mem::take(&mut self.demoted) {
+                    self.disconnect(&redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "READONLY",
+                        "the master was demoted to a replica; resolving the master again"
+                            .to_owned(),
+                    )));
+                }
             }
             Err(e) => {
                 let problem = describe(&e);
@@ -687,6 +724,10 @@ impl Worker {
                 values[i] = v;
             }
         }
+        if self.client.is_sentinel() && values.iter().any(is_readonly) {
+            // The sentinels' master was demoted under us: resolve it again.
+            self.demoted = true;
+        }
         let votes = values
             .into_iter()
             .zip(batch)
@@ -697,8 +738,8 @@ impl Worker {
 
     fn connect(&mut self) {
         match self.open() {
-            Ok((conn, probe, inline_scripts)) => {
-                self.observe(probe);
+            Ok((conn, probe, inline_scripts, master)) => {
+                self.observe(probe, master);
                 self.inline_scripts = inline_scripts;
                 self.conn = Some(conn);
                 self.used_at = Instant::now();
@@ -707,10 +748,7 @@ impl Worker {
                 self.health.connects.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                let tls = matches!(
-                    self.client.get_connection_info().addr(),
-                    redis::ConnectionAddr::TcpTls { .. }
-                );
+                let tls = self.client.is_tls();
                 self.down_reason = describe_connect_error(&e) + tls_hint(&e, tls);
                 // Counted from the end of the attempt, which can itself take a timeout.
                 self.retry_at = Instant::now() + self.backoff;
@@ -725,13 +763,20 @@ impl Worker {
     /// Connects, probes the server (refusing it before any script runs if it cannot hold
     /// locks safely: see `probe.rs`) and loads the scripts; says whether they must go whole
     /// with `EVAL`, because `SCRIPT LOAD` was refused.
-    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe, bool)> {
-        let mut conn = self
+    /// For a Sentinel node, the master is resolved first (see `sentinel.rs`), and what was
+    /// learnt of it comes back too.
+    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe, bool, Master)> {
+        let Connected {
+            mut conn,
+            master,
+            master_for,
+        } = self
             .client
-            .get_connection_with_timeout(self.settings.connect_timeout)?;
-        conn.set_read_timeout(Some(self.settings.io_timeout))?;
-        conn.set_write_timeout(Some(self.settings.io_timeout))?;
+            .connect(self.settings.connect_timeout, self.settings.io_timeout)?;
         let mut probe = probe::run(&mut conn)?;
+        if master.is_some() {
+            probe::expect_replicas(&mut probe.assessment);
+        }
         if self.guard.is_on()
             && let Some(why) = &probe.time_error
         {
@@ -777,7 +822,15 @@ impl Worker {
             }
             Err(e) => return Err(e),
         };
-        Ok((conn, probe, inline_scripts))
+        Ok((
+            conn,
+            probe,
+            inline_scripts,
+            Master {
+                address: master,
+                master_for,
+            },
+        ))
     }
 
     /// Logs `warnings` unless they are the ones logged last.
@@ -791,10 +844,31 @@ impl Worker {
     }
 
     /// Records which server process this connection reached and what it said about itself,
-    /// notices restarts, and gives the clock guard its sample.
-    fn observe(&mut self, probe: Probe) {
+    /// notices restarts (and, for a Sentinel node, changes of master), and gives the clock guard
+    /// its sample.
+    fn observe(&mut self, probe: Probe, master: Master) {
         let now = Instant::now();
         self.log_once(&probe.assessment.warnings);
+        let (previous_master, previous_run_id, previous_replid) = self
+            .health
+            .identity
+            .lock()
+            .map(|i| (i.master.clone(), i.run_id.clone(), i.replid.clone()))
+            .unwrap_or_default();
+        let sentinel = master.address.is_some();
+        // A Sentinel node whose master is at another address now: a failover.
+        let moved = sentinel && previous_master.is_some() && master.address != previous_master;
+        let differs = |old: &Option<String>, new: &Option<String>| matches!((old, new), (Some(a), Some(b)) if a != b);
+        // Another master process, or the same one with another dataset lineage (promoted, or
+        // restarted empty): it may lack keys the previous one acknowledged. A restart.
+        let new_master = sentinel
+            && (moved
+                || differs(&previous_run_id, &probe.report.run_id)
+                || differs(&previous_replid, &probe.report.replid));
+        if moved {
+            // The clock sample belongs to the server, not to the logical node.
+            self.guard.new_server();
+        }
         self.guard.connected(probe.time.is_some());
         if let Some(time) = probe.time {
             // The previous sample survives a reconnect (a restarted process still reads the
@@ -808,13 +882,36 @@ impl Worker {
         identity.persistence = probe::persistence(&probe.report);
         (identity.server_name, identity.server_version) = probe::server(&probe.report);
         identity.server_warnings = probe.assessment.warnings;
+        if sentinel {
+            if moved {
+                identity.failovers += 1;
+                log::warn!(
+                    "redlock: node {}: its master changed from {} to {} (a failover){}",
+                    self.address,
+                    previous_master.as_deref().unwrap_or("?"),
+                    master.address.as_deref().unwrap_or("?"),
+                    match self.settings.restart_grace {
+                        Some(g) => format!(
+                            "; not counted toward acquire quorums for {} ms (restart_grace), \
+                             since the new master may lack lock keys the old one had",
+                            g.as_millis()
+                        ),
+                        None => "; the new master may lack lock keys the old one had: \
+                                 consider restart_grace"
+                            .to_owned(),
+                    }
+                );
+            }
+            identity.master = master.address;
+            identity.replid = probe.report.replid.clone();
+        }
         let (Some(run_id), Some(uptime)) = (probe.report.run_id, probe.report.uptime) else {
             identity.run_id = None;
             identity.uptime = None;
             return;
         };
         let previous = identity.run_id.take();
-        if let Some(old) = previous.filter(|old| *old != run_id) {
+        if let Some(old) = previous.filter(|old| *old != run_id && !moved) {
             identity.restarts += 1;
             log::warn!(
                 "redlock: node {} restarted (run_id {old} -> {run_id}, up {} s){}",
@@ -828,7 +925,16 @@ impl Worker {
                 }
             );
         }
-        self.grace_until = grace_until(self.settings.restart_grace, uptime, now);
+        // A Sentinel node's master has been the master for no longer than the sentinel has
+        // known it as such: a promoted replica is old by its uptime.
+        let age = master.master_for.map_or(uptime, |t| t.min(uptime));
+        let mut until = grace_until(self.settings.restart_grace, age, now);
+        if new_master && let Some(grace) = self.settings.restart_grace {
+            // A change of master is a restart, counted from when it is seen.
+            until = until.max(Some(now + grace));
+        }
+        // A grace under way is not ended by a reconnect.
+        self.grace_until = until.max(self.grace_until.filter(|t| *t > now));
         identity.grace_until = self.grace_until;
         identity.uptime = Some((uptime, now));
         identity.run_id = Some(run_id);
@@ -922,6 +1028,13 @@ fn pipeline<'a>(
         None
     };
     Ok((values, reading))
+}
+
+/// Whether a reply says the server is a read-only replica now.
+fn is_readonly(value: &Value) -> bool {
+    matches!(value, Value::ServerError(e)
+        if e.code() == "READONLY"
+            || e.details().is_some_and(|d| d.contains("read only replica")))
 }
 
 /// Whether a server error says the command is not for this user or not on this server (an

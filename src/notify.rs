@@ -226,7 +226,7 @@ pub(crate) struct Notifier {
 
 impl Notifier {
     pub(crate) fn start(
-        clients: &[redis::Client],
+        clients: &[crate::sentinel::Target],
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> std::io::Result<Notifier> {
@@ -588,7 +588,7 @@ impl Drop for Subscription {
 struct Subscriber {
     /// The node's index, in the registry's per-node state.
     index: usize,
-    client: redis::Client,
+    client: crate::sentinel::Target,
     requests: Receiver<Request>,
     registry: Arc<Registry>,
     /// Resources subscribed (or to subscribe once connected).
@@ -702,11 +702,9 @@ impl Subscriber {
     }
 
     fn connect(&self) -> redis::RedisResult<redis::Connection> {
-        let conn = self
-            .client
-            .get_connection_with_timeout(self.connect_timeout)?;
-        conn.set_write_timeout(Some(self.io_timeout))?;
-        Ok(conn)
+        // A Sentinel node's subscriber resolves the master as its worker does.
+        let connected = self.client.connect(self.connect_timeout, self.io_timeout)?;
+        Ok(connected.conn)
     }
 
     fn session(&mut self, conn: &mut redis::Connection) -> End {

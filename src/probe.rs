@@ -52,6 +52,8 @@ pub(crate) struct ServerReport {
     /// `valkey_version`, on Valkey.
     pub valkey_version: Option<String>,
     pub run_id: Option<String>,
+    /// `master_replid`: a master gets a new one when it is promoted or restarted empty.
+    pub replid: Option<String>,
     pub uptime: Option<Duration>,
     pub role: Option<String>,
     pub master: Option<String>,
@@ -162,6 +164,7 @@ pub(crate) fn parse_info(r: &mut ServerReport, text: &str) {
             "server_name" if !value.is_empty() => r.server_name = Some(value),
             "valkey_version" if !value.is_empty() => r.valkey_version = Some(value),
             "run_id" if !value.is_empty() => r.run_id = Some(value),
+            "master_replid" if !value.is_empty() => r.replid = Some(value),
             "uptime_in_seconds" => r.uptime = value.parse().ok().map(Duration::from_secs),
             "role" => r.role = Some(value),
             "master_host" => {
@@ -222,6 +225,15 @@ impl Assessment {
     }
 }
 
+/// How the warning about a master with replicas starts.
+const REPLICAS_WARNING: &str = "it is a master with ";
+
+/// A Sentinel-managed master has replicas by design, and a change of master counts as a restart
+/// (see `sentinel.rs`): the warning about its replicas does not apply.
+pub(crate) fn expect_replicas(a: &mut Assessment) {
+    a.warnings.retain(|w| !w.starts_with(REPLICAS_WARNING));
+}
+
 /// Applies the policy to a report.
 pub(crate) fn assess(r: &ServerReport) -> Assessment {
     let mut a = Assessment::default();
@@ -273,7 +285,7 @@ pub(crate) fn assess(r: &ServerReport) -> Assessment {
         && let Some(n) = r.connected_replicas.filter(|n| *n > 0)
     {
         a.warnings.push(format!(
-            "it is a master with {n} connected replica(s): a failover can promote a replica \
+            "{REPLICAS_WARNING}{n} connected replica(s): a failover can promote a replica \
              that never received a lock and hand it to a second owner; Redlock wants independent \
              masters without failover"
         ));

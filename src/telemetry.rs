@@ -76,7 +76,8 @@ pub enum EventKind {
     NodeConnected,
     /// A node's worker lost its connection (`reason`: the error).
     NodeDisconnected,
-    /// A node was seen restarted (a new `run_id` at a reconnect).
+    /// A node was seen restarted (a new `run_id` at a reconnect; `reason`: it), or a Sentinel
+    /// node failed over to another master (`reason`: "failover to host:port").
     NodeRestarted,
     /// A node was quarantined by the clock guard (`reason`).
     NodeQuarantined,
@@ -486,6 +487,16 @@ fn node_events(before: &[NodeStatus], now: &[NodeStatus]) -> Vec<Event> {
         if n.restarts > b.restarts {
             out.push(node(EventKind::NodeRestarted, n.run_id.clone()));
         }
+        // A Sentinel node's change of master is a restart for Redlock (see `sentinel.rs`).
+        if n.failovers > b.failovers {
+            out.push(node(
+                EventKind::NodeRestarted,
+                Some(format!(
+                    "failover to {}",
+                    n.master.as_deref().unwrap_or("an unknown master")
+                )),
+            ));
+        }
         if n.quarantine_remaining.is_some()
             && (b.quarantine_remaining.is_none() || n.quarantine_reason != b.quarantine_reason)
         {
@@ -745,6 +756,8 @@ mod tests {
             clock_offset_ms: None,
             quarantine_remaining: None,
             quarantine_reason: None,
+            master: None,
+            failovers: 0,
             command_duration: Histogram::default(),
             errors: 0,
         };

@@ -84,7 +84,8 @@ Commands:
 
 Nodes (every command but stats):
   --nodes URL,URL,...   Redis nodes (redis:// or rediss:// URLs), an odd number of
-                        independent masters
+                        independent masters; a Sentinel-managed master is one node:
+                        redis+sentinel://host:port/MASTERNAME?sentinel=host:port
   --nodes-file PATH     Read the URLs from a file (one per line or comma-separated; #
                         comments)
   REDLOCK_NODES         Environment variable used when neither option is given

@@ -71,7 +71,8 @@ Show each node's status
 Usage: redlock nodes [OPTIONS]
 
 For each node: whether it is reachable, which server it is (name and version), its run id and
-uptime, restarts seen, the last connection error, and the restart grace left.
+uptime, restarts seen, the last connection error, and the restart grace left. A Sentinel-managed
+node (redis+sentinel://) also shows its current master and the failovers seen.
 
 Options:
   --json                One JSON object per node in a list
@@ -536,6 +537,8 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
                     "connects": s.connects,
                     "restarts": s.restarts,
                     "grace_remaining_ms": s.grace_remaining.map(|g| g.as_millis() as u64),
+                    "master": s.master,
+                    "failovers": s.failovers,
                     "error": s.last_error.as_deref().map(one_line),
                 })
             })
@@ -567,17 +570,55 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
                 ]
             })
             .collect();
-        print_table(
-            &[
-                "NODE",
-                "REACHABLE",
-                "SERVER",
-                "RUN ID",
-                "UPTIME",
-                "RESTARTS",
-            ],
-            &rows,
-        );
+        if statuses.iter().any(|s| s.address.starts_with("sentinel:")) {
+            // Sentinel-managed nodes: their current master and the failovers seen.
+            let rows: Vec<[String; 8]> = rows
+                .into_iter()
+                .zip(&statuses)
+                .map(|([node, reachable, server, run_id, uptime, restarts], s)| {
+                    let sentinel = s.address.starts_with("sentinel:");
+                    [
+                        node,
+                        s.master.clone().unwrap_or_else(|| "-".into()),
+                        reachable,
+                        server,
+                        run_id,
+                        uptime,
+                        restarts,
+                        if sentinel {
+                            s.failovers.to_string()
+                        } else {
+                            "-".into()
+                        },
+                    ]
+                })
+                .collect();
+            print_table(
+                &[
+                    "NODE",
+                    "MASTER",
+                    "REACHABLE",
+                    "SERVER",
+                    "RUN ID",
+                    "UPTIME",
+                    "RESTARTS",
+                    "FAILOVERS",
+                ],
+                &rows,
+            );
+        } else {
+            print_table(
+                &[
+                    "NODE",
+                    "REACHABLE",
+                    "SERVER",
+                    "RUN ID",
+                    "UPTIME",
+                    "RESTARTS",
+                ],
+                &rows,
+            );
+        }
     }
     let quorum = statuses.len() / 2 + 1;
     Ok(if reachable >= quorum {

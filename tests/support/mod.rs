@@ -480,3 +480,213 @@ pub fn build_shim(name: &str, dir: &std::path::Path, libs: &[&str]) -> PathBuf {
     assert!(status.success(), "building {} failed", source.display());
     out
 }
+
+/// A Sentinel-managed group for tests: one master, one replica (`--replicaof`), three sentinels
+/// (`redis-server sentinel.conf --sentinel`) monitoring it as [`SentinelGroup::NAME`] with quorum
+/// 2, `down-after-milliseconds 1000` and `failover-timeout 3000`; every process on a free port,
+/// killed on drop.
+pub struct SentinelGroup {
+    pub master: RedisNode,
+    pub replica: RedisNode,
+    pub sentinels: Vec<SentinelProcess>,
+}
+
+/// One sentinel process.
+pub struct SentinelProcess {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl SentinelProcess {
+    fn start(master_port: u16) -> SentinelProcess {
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-sentinel-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let conf = dir.join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\n\
+                     sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
+                     sentinel down-after-milliseconds {name} 1000\n\
+                     sentinel failover-timeout {name} 3000\n",
+                    dir.display(),
+                    name = SentinelGroup::NAME
+                ),
+            )
+            .expect("write sentinel.conf");
+            let mut child = Command::new(server_binary())
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server --sentinel");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    last_error = format!("sentinel exited at start: {status}");
+                    break;
+                }
+                if sentinel_query::<String>(port, redis::cmd("INFO").arg("server"))
+                    .is_ok_and(|i| i.contains(&format!("process_id:{}\r", child.id())))
+                {
+                    return SentinelProcess {
+                        port,
+                        dir,
+                        child: Some(child),
+                    };
+                }
+                if Instant::now() > deadline {
+                    last_error = "the sentinel did not answer as our child within 10 s".into();
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!("could not start a sentinel: {last_error}");
+    }
+
+    fn signal(&self, sig: i32) {
+        if let Some(child) = &self.child {
+            // SAFETY: sending a signal to our own child process.
+            unsafe {
+                libc::kill(child.id() as i32, sig);
+            }
+        }
+    }
+
+    /// Hangs the sentinel (SIGSTOP): it keeps its socket but answers nothing.
+    pub fn hang(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Resumes a hung sentinel (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Runs `cmd` on a new connection to this sentinel.
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+        sentinel_query(self.port, cmd)
+    }
+
+    /// The port of the master this sentinel names now.
+    pub fn master_port(&self) -> Option<u16> {
+        self.query::<Option<(String, u16)>>(
+            redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(SentinelGroup::NAME),
+        )
+        .ok()
+        .flatten()
+        .map(|(_, port)| port)
+    }
+
+    /// A field of `SENTINEL MASTER NAME`.
+    pub fn master_field(&self, field: &str) -> Option<String> {
+        let fields: Vec<String> = self
+            .query(
+                redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(SentinelGroup::NAME),
+            )
+            .ok()?;
+        fields
+            .chunks(2)
+            .find(|pair| pair[0] == field)
+            .map(|pair| pair[1].clone())
+    }
+}
+
+fn sentinel_query<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    let mut conn = client.get_connection_with_timeout(Duration::from_millis(500))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    cmd.query(&mut conn)
+}
+
+impl Drop for SentinelProcess {
+    fn drop(&mut self) {
+        self.resume();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl SentinelGroup {
+    /// The master's name as the sentinels know it.
+    pub const NAME: &'static str = "redlockmaster";
+
+    /// Starts the group and waits until every sentinel knows the master, its replica and the
+    /// two other sentinels, and the replica is in sync: a failover can then happen.
+    pub fn start() -> SentinelGroup {
+        let master = RedisNode::start();
+        let port = master.port.to_string();
+        let replica = RedisNode::start_with(&["--replicaof", "127.0.0.1", &port]);
+        let sentinels: Vec<SentinelProcess> = (0..3)
+            .map(|_| SentinelProcess::start(master.port))
+            .collect();
+        let group = SentinelGroup {
+            master,
+            replica,
+            sentinels,
+        };
+        let ready = eventually(Duration::from_secs(20), || {
+            group
+                .replica
+                .info("replication")
+                .contains("master_link_status:up")
+                && group.sentinels.iter().all(|s| {
+                    s.master_field("num-slaves").as_deref() == Some("1")
+                        && s.master_field("num-other-sentinels").as_deref() == Some("2")
+                })
+        });
+        assert!(
+            ready,
+            "the sentinels did not come to know the group within 20 s"
+        );
+        group
+    }
+
+    /// `redis+sentinel://` URL naming the first sentinel as the seed and the others as extra
+    /// seeds.
+    pub fn url(&self) -> String {
+        let mut url = format!(
+            "redis+sentinel://127.0.0.1:{}/{}",
+            self.sentinels[0].port,
+            Self::NAME
+        );
+        for (i, s) in self.sentinels.iter().enumerate().skip(1) {
+            url.push(if i == 1 { '?' } else { '&' });
+            url.push_str(&format!("sentinel=127.0.0.1:{}", s.port));
+        }
+        url
+    }
+
+    /// The address reported for the node (`sentinel:NAME@seed`).
+    pub fn address(&self) -> String {
+        format!(
+            "sentinel:{}@127.0.0.1:{}",
+            Self::NAME,
+            self.sentinels[0].port
+        )
+    }
+
+    /// Whether every sentinel names `port` as the master.
+    pub fn all_name(&self, port: u16) -> bool {
+        self.sentinels.iter().all(|s| s.master_port() == Some(port))
+    }
+}
