@@ -282,16 +282,6 @@ pub(crate) struct Settings {
     pub strict_servers: bool,
 }
 
-/// The address a user sees for a node: `host:port`, plus `/db` when a database is selected.
-pub(crate) fn address(info: &redis::ConnectionInfo) -> String {
-    let db = info.redis_settings().db();
-    if db == 0 {
-        info.addr().to_string()
-    } else {
-        format!("{}/{db}", info.addr())
-    }
-}
-
 /// Starts the worker for one node. It connects right away, says so on `ready` once that first
 /// attempt is over (whatever its outcome), and stops when the returned [`Node`] (the only sender
 /// of its channel) is dropped.

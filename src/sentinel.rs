@@ -447,7 +447,7 @@ impl Target {
     /// The node's name in reports, logs and `NodeStatus::address`.
     pub(crate) fn address(&self) -> String {
         match self {
-            Target::Standalone(client) => crate::node::address(client.get_connection_info()),
+            Target::Standalone(client) => standalone_address(client.get_connection_info()),
             Target::Sentinel(s) => s.id(),
         }
     }
@@ -493,6 +493,17 @@ impl Target {
                 })
             }
         }
+    }
+}
+
+/// The address a user sees for a standalone node: `host:port`, plus `/db` when a database is
+/// selected.
+fn standalone_address(info: &redis::ConnectionInfo) -> String {
+    let db = info.redis_settings().db();
+    if db == 0 {
+        info.addr().to_string()
+    } else {
+        format!("{}/{db}", info.addr())
     }
 }
 
