@@ -1081,6 +1081,28 @@ uint64_t redlock_node_status_connects(const struct redlock_node_status *status);
 // `status` is NULL or a live node status.
 uint64_t redlock_node_status_restarts(const struct redlock_node_status *status);
 
+// For a Sentinel-managed node (`redis+sentinel://`): the master (`host:port`) the sentinels
+// named at the last connect, owned by the status; NULL for a standalone node, before the
+// first connect, and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+const char *redlock_node_status_master(const struct redlock_node_status *status);
+
+// For a Sentinel-managed node: changes of master seen (each one starts a restart grace when
+// `redlock_options_set_restart_grace_ms` is set); 0 for a standalone node and for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+uint64_t redlock_node_status_failovers(const struct redlock_node_status *status);
+
+// Requests that failed on this node so far: error replies, timeouts, dropped connections, not
+// sent while it was down, or dropped unsent once their caller stopped waiting; 0 for NULL.
+//
+// # Safety
+// `status` is NULL or a live node status.
+uint64_t redlock_node_status_errors(const struct redlock_node_status *status);
+
 // The server's uptime in ms (whole seconds when reported, plus time since; it can overstate
 // the age by up to a second); `UINT64_MAX` when unknown (not connected yet, or `INFO` denied)
 // and for NULL.

@@ -68,6 +68,9 @@ func TestNodeStatusReportsTheGuards(t *testing.T) {
 		if len(s.Warnings) != 0 || s.QuarantineRemaining != 0 || s.QuarantineReason != "" {
 			t.Errorf("%s: unexpected warnings or quarantine: %+v", s.Address, s)
 		}
+		if s.Master != "" || s.Failovers != 0 || s.Errors != 0 {
+			t.Errorf("%s: a healthy standalone node with a master, failovers or errors: %+v", s.Address, s)
+		}
 		if s.ClockOffsetKnown {
 			sampled++
 			// Same host: the nodes' clocks are ours, within a generous bound.

@@ -47,6 +47,15 @@ type NodeStatus struct {
 	// its clock jumped forward; QuarantineReason says why (empty when it is not).
 	QuarantineRemaining time.Duration
 	QuarantineReason    string
+	// Master is, for a Sentinel-managed node (redis+sentinel://), the master (host:port)
+	// the sentinels named at the last connect; empty for a standalone node.
+	Master string
+	// Failovers counts the changes of master seen on a Sentinel-managed node (each starts
+	// a restart grace when Options.RestartGrace is set).
+	Failovers uint64
+	// Errors counts requests that failed on this node: error replies, timeouts, dropped
+	// connections, not sent while it was down.
+	Errors uint64
 }
 
 // NodeStatus reports what the client's workers last saw of each node, in the order of
@@ -88,6 +97,9 @@ func readNodeStatus(raw *C.redlock_node_status) NodeStatus {
 		Persistence:         goString(C.redlock_node_status_persistence(raw)),
 		QuarantineRemaining: time.Duration(C.redlock_node_status_quarantine_remaining_ms(raw)) * time.Millisecond,
 		QuarantineReason:    goString(C.redlock_node_status_quarantine_reason(raw)),
+		Master:              goString(C.redlock_node_status_master(raw)),
+		Failovers:           uint64(C.redlock_node_status_failovers(raw)),
+		Errors:              uint64(C.redlock_node_status_errors(raw)),
 	}
 	if ms := C.redlock_node_status_uptime_ms(raw); ms != C.uint64_t(math.MaxUint64) {
 		s.Uptime = time.Duration(ms) * time.Millisecond

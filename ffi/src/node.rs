@@ -26,6 +26,7 @@ pub struct redlock_node_status {
     persistence: Option<CString>,
     warnings: Vec<CString>,
     quarantine_reason: Option<CString>,
+    master: Option<CString>,
 }
 
 impl From<NodeStatus> for redlock_node_status {
@@ -39,6 +40,7 @@ impl From<NodeStatus> for redlock_node_status {
             persistence: status.persistence.as_deref().map(c_string),
             warnings: status.warnings.iter().map(|w| c_string(w)).collect(),
             quarantine_reason: status.quarantine_reason.as_deref().map(c_string),
+            master: status.master.as_deref().map(c_string),
             status,
         }
     }
@@ -126,6 +128,42 @@ pub unsafe extern "C" fn redlock_node_status_connects(status: *const redlock_nod
 pub unsafe extern "C" fn redlock_node_status_restarts(status: *const redlock_node_status) -> u64 {
     // SAFETY: per the contract.
     unsafe { read(status, |s| s.status.restarts) }
+}
+
+/// For a Sentinel-managed node (`redis+sentinel://`): the master (`host:port`) the sentinels
+/// named at the last connect, owned by the status; NULL for a standalone node, before the
+/// first connect, and for NULL.
+///
+/// # Safety
+/// `status` is NULL or a live node status.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_node_status_master(
+    status: *const redlock_node_status,
+) -> *const c_char {
+    // SAFETY: per the contract.
+    unsafe { read(status, |s| c_ptr(s.master.as_ref())) }
+}
+
+/// For a Sentinel-managed node: changes of master seen (each one starts a restart grace when
+/// `redlock_options_set_restart_grace_ms` is set); 0 for a standalone node and for NULL.
+///
+/// # Safety
+/// `status` is NULL or a live node status.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_node_status_failovers(status: *const redlock_node_status) -> u64 {
+    // SAFETY: per the contract.
+    unsafe { read(status, |s| s.status.failovers) }
+}
+
+/// Requests that failed on this node so far: error replies, timeouts, dropped connections, not
+/// sent while it was down, or dropped unsent once their caller stopped waiting; 0 for NULL.
+///
+/// # Safety
+/// `status` is NULL or a live node status.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_node_status_errors(status: *const redlock_node_status) -> u64 {
+    // SAFETY: per the contract.
+    unsafe { read(status, |s| s.status.errors) }
 }
 
 /// The server's uptime in ms (whole seconds when reported, plus time since; it can overstate

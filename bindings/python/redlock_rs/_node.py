@@ -52,6 +52,15 @@ class NodeStatus:
     """How much longer the node is out of acquire quorums because its clock jumped forward."""
     quarantine_reason: str | None = None
     """Why the node is in clock quarantine, while it is."""
+    master: str | None = None
+    """For a Sentinel-managed node (``redis+sentinel://``): the master (``host:port``) the
+    sentinels named at the last connect; ``None`` for a standalone node."""
+    failovers: int = 0
+    """For a Sentinel-managed node: changes of master seen (each starts a restart grace when
+    ``restart_grace_ms`` is set)."""
+    errors: int = 0
+    """Requests that failed on this node: error replies, timeouts, dropped connections, not
+    sent while it was down."""
 
 
 def node_statuses(client: Any) -> list[NodeStatus]:
@@ -90,4 +99,7 @@ def _read(raw: Any) -> NodeStatus:
         clock_offset_ms=int(offset.value) if offset_known else None,
         quarantine_remaining_ms=int(lib.redlock_node_status_quarantine_remaining_ms(raw)),
         quarantine_reason=text(lib.redlock_node_status_quarantine_reason(raw)),
+        master=text(lib.redlock_node_status_master(raw)),
+        failovers=int(lib.redlock_node_status_failovers(raw)),
+        errors=int(lib.redlock_node_status_errors(raw)),
     )

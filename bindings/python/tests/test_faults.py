@@ -45,6 +45,13 @@ def test_a_minority_down_does_not_matter(nodes, make_client, resource):
         assert_on_nodes(nodes[2:], resource, lock.token)
         lock.extend(20_000)
     assert_on_nodes(nodes[2:], resource, None)
+    # What failed is counted per node: the crashed and the hung one, not the others.
+    deadline = time.monotonic() + 10
+    while min(s.errors for s in rl.node_status()[:2]) == 0:
+        assert time.monotonic() < deadline, rl.node_status()
+        time.sleep(0.05)
+    assert [s.errors for s in rl.node_status()[2:]] == [0] * (len(nodes) - 2)
+    assert "redlock_node_errors_total{node=" in rl.stats().prometheus
 
 
 def test_client_recovers_after_nodes_restart(nodes, make_client, resource):

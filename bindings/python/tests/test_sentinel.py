@@ -95,6 +95,8 @@ def test_locks_through_a_sentinel_url(group: Group) -> None:
         assert status.address == f"sentinel:{NAME}@127.0.0.1:{group.sentinels[0]}"
         assert status.connected
         assert not any("replica" in w for w in status.warnings), status.warnings
+        assert status.master == f"127.0.0.1:{group.master.port}"
+        assert (status.failovers, status.errors) == (0, 0)
         lock = client.try_lock("py:sentinel", 5000)
         assert resp(group.master.port, "GET", "py:sentinel") == lock.token
         lock.release()

@@ -427,6 +427,9 @@ static void test_restart_grace_and_node_status(void) {
         CHECK(redlock_node_status_connected(status));
         CHECK(redlock_node_status_connects(status) == 1);
         CHECK(redlock_node_status_restarts(status) == 0);
+        CHECK(redlock_node_status_master(status) == NULL); /* a standalone node */
+        CHECK(redlock_node_status_failovers(status) == 0);
+        CHECK(redlock_node_status_errors(status) == 0);
         CHECK(strlen(redlock_node_status_run_id(status)) == 40);
         uint64_t uptime = redlock_node_status_uptime_ms(status);
         CHECK(uptime != UINT64_MAX && uptime < 3600000);
@@ -469,6 +472,9 @@ static void test_restart_grace_and_node_status(void) {
     CHECK(!redlock_node_status_connected(NULL));
     CHECK(redlock_node_status_connects(NULL) == 0);
     CHECK(redlock_node_status_restarts(NULL) == 0);
+    CHECK(redlock_node_status_master(NULL) == NULL);
+    CHECK(redlock_node_status_failovers(NULL) == 0);
+    CHECK(redlock_node_status_errors(NULL) == 0);
     CHECK(redlock_node_status_uptime_ms(NULL) == UINT64_MAX);
     CHECK(redlock_node_status_grace_remaining_ms(NULL) == 0);
     CHECK(redlock_node_status_run_id(NULL) == NULL);
