@@ -581,21 +581,31 @@ pub(crate) fn redact(url: &str) -> String {
 
 /// `sentinel_password=…` in a query string, hidden.
 fn redact_query(url: &str) -> String {
-    const KEY: &str = "sentinel_password=";
-    let mut out = String::with_capacity(url.len());
-    let mut rest = url;
-    while let Some(at) = rest.find(KEY) {
-        let starts_param = at > 0 && matches!(rest.as_bytes()[at - 1], b'?' | b'&');
-        let value_start = at + KEY.len();
-        out.push_str(&rest[..value_start]);
-        rest = &rest[value_start..];
-        if starts_param {
-            let end = rest.find(['&', '#']).unwrap_or(rest.len());
-            out.push_str("***");
-            rest = &rest[end..];
-        }
+    let Some((head, rest)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let (query, fragment) = match rest.split_once('#') {
+        Some((q, f)) => (q, Some(f)),
+        None => (rest, None),
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|param| {
+            let (key, _) = param.split_once('=').unwrap_or((param, ""));
+            // The key as the URL parser reads it: `sentinel%5Fpassword` is the same key.
+            let decoded = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
+            if decoded.eq_ignore_ascii_case("sentinel_password") {
+                format!("{key}=***")
+            } else {
+                param.to_owned()
+            }
+        })
+        .collect();
+    let mut out = format!("{head}?{}", params.join("&"));
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
     }
-    out.push_str(rest);
     out
 }
 
@@ -628,6 +638,10 @@ mod tests {
         assert_eq!(
             redact("redis+sentinel://h:1/m?sentinel_password=s3#insecure"),
             "redis+sentinel://h:1/m?sentinel_password=***#insecure"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel%5Fpassword=s3&sentinel=h:2"),
+            "redis+sentinel://h:1/m?sentinel%5Fpassword=***&sentinel=h:2"
         );
         let b = Builder::default().node("redis://u:hunter2@h:1");
         assert!(!format!("{b:?}").contains("hunter2"));

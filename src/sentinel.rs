@@ -34,12 +34,19 @@
 //! TTL has run out, the group's "yes" to a second client must not count. Every client has this
 //! group in its grace from no later than the sentinels' switch to the new master (the second
 //! rule; the first alone for a client that saw the change, when the sentinels deny `SENTINEL
-//! MASTER`), which is after the old master stopped accepting writes the new one does not have;
-//! with a grace of at least the largest TTL, every key the failover lost has expired by the time
-//! the group's votes count again. That holds for N = 1 on a group as well. What it does not do:
+//! MASTER`). If the old master stopped accepting writes by then (it died), every key the
+//! failover lost belongs to a lock acquired before the switch, and with a grace of at least the
+//! largest TTL it has expired by the time the group's votes count again. **If the old master
+//! still takes writes after the switch** (`SENTINEL FAILOVER` of a live master: Sentinel promotes
+//! the replica first and demotes the old master at its next `INFO` refresh, seconds later; or a
+//! partition), a client still connected to it can take a lock there after the switch, and the
+//! grace must also cover that window: `min-replicas-to-write 1` on the masters bounds it by
+//! `min-replicas-max-lag`, so the grace needs the largest TTL plus that lag. A worker does not
+//! re-ask the sentinels while its connection works; doing so periodically would narrow the window
+//! (not done yet). That holds for N = 1 on a group as well. What it does not do:
 //! it cannot make a group safer than its own failover: Sentinel may promote a replica while the
 //! old master still accepts writes from clients on its side of a partition (two masters; with
-//! N = 1 two holders, with N ≥ 3 the group is one voter and a quorum needs the others), and a key
+//! N = 1 two holders; with N ≥ 3 the group votes on both sides, once per master), and a key
 //! lost without a change of master or of the master's identity (an eviction, a `FLUSHALL`) is
 //! not seen. See docs/guarantees.md, "Sentinel-managed nodes".
 //!
@@ -103,7 +110,16 @@ fn decode(s: &str) -> Result<String, String> {
 
 /// `host:port` (or `[v6]:port`) of an extra sentinel.
 fn parse_seed(seed: &str) -> Result<(String, u16), String> {
-    let bad = || format!("sentinel={seed:?} is not host:port");
+    // Never echoed when it could carry credentials (`user:password@host:port`).
+    let bad = || {
+        if seed.contains('@') {
+            "a sentinel= value is not host:port (no credentials there: use sentinel_user= and \
+             sentinel_password=)"
+                .to_owned()
+        } else {
+            format!("sentinel={seed:?} is not host:port")
+        }
+    };
     let (host, port) = seed.rsplit_once(':').ok_or_else(bad)?;
     let host = host
         .strip_prefix('[')
@@ -561,6 +577,11 @@ mod tests {
                 .unwrap_or_else(|| panic!("{url} parsed"));
             assert!(err.contains(why), "{url}: {err}");
         }
+        // A sentinel= value with credentials is refused without echoing them.
+        let err = Sentinel::parse("redis+sentinel://h:1/m?sentinel=u:s3cret@h:2")
+            .err()
+            .expect("refused");
+        assert!(err.contains("not host:port") && !err.contains("s3cret"), "{err}");
     }
 
     #[test]
