@@ -581,7 +581,10 @@ mod tests {
         let err = Sentinel::parse("redis+sentinel://h:1/m?sentinel=u:s3cret@h:2")
             .err()
             .expect("refused");
-        assert!(err.contains("not host:port") && !err.contains("s3cret"), "{err}");
+        assert!(
+            err.contains("not host:port") && !err.contains("s3cret"),
+            "{err}"
+        );
     }
 
     #[test]
