@@ -448,22 +448,31 @@ fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeRead
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
+        // The client is gone once its node status cannot be read: what was gathered is still
+        // delivered, then the dispatcher ends.
+        let mut gone = false;
         if polled.elapsed() >= NODE_POLL {
             polled = Instant::now();
-            let Some(now) = nodes() else { return };
-            batch.extend(node_events(&last, &now));
-            last = now;
-        }
-        if batch.is_empty() {
-            continue;
-        }
-        let Some(t) = telemetry.upgrade() else { return };
-        let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
-        let listeners = t.listeners();
-        for event in batch.drain(..) {
-            for l in &listeners {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
+            match nodes() {
+                Some(now) => {
+                    batch.extend(node_events(&last, &now));
+                    last = now;
+                }
+                None => gone = true,
             }
+        }
+        if !batch.is_empty() {
+            let Some(t) = telemetry.upgrade() else { return };
+            let _calling = t.calling.read().unwrap_or_else(|e| e.into_inner());
+            let listeners = t.listeners();
+            for event in batch.drain(..) {
+                for l in &listeners {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
+                }
+            }
+        }
+        if gone {
+            return;
         }
     }
 }
