@@ -52,6 +52,16 @@ pub const NODE_POLL: Duration = Duration::from_millis(250);
 /// reach the listeners up to this late.
 const GATHER: Duration = Duration::from_millis(2);
 
+/// How long removing a listener waits for the events queued before it to be delivered.
+const FLUSH: Duration = Duration::from_secs(1);
+
+/// What the dispatcher's queue carries: events, and a listener's removal waiting for the events
+/// queued before it.
+enum Queued {
+    Event(Event),
+    Flush(Sender<()>),
+}
+
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -204,7 +214,7 @@ pub(crate) type NodeReader = Box<dyn Fn() -> Option<Vec<NodeStatus>> + Send>;
 struct Listeners {
     next: u64,
     list: Vec<(u64, Listener)>,
-    queue: Option<Sender<Event>>,
+    queue: Option<Sender<Queued>>,
     dispatcher: Option<JoinHandle<()>>,
 }
 
@@ -235,7 +245,7 @@ impl Telemetry {
     fn emit(&self, event: Event) {
         let queue = relock(&self.listeners).queue.clone();
         if let Some(q) = queue
-            && q.try_send(event).is_err()
+            && q.try_send(Queued::Event(event)).is_err()
         {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -355,9 +365,27 @@ impl Telemetry {
     }
 
     /// Removes a listener; with the last one the dispatcher stops (joined unless called on it).
-    /// Once it returns, the listener is not running and will not be called again, unless it is
-    /// called on the dispatcher thread (by a listener), which cannot wait for itself.
+    /// The events queued before are delivered first (to it too), waiting up to [`FLUSH`] for
+    /// that, so that a client closed right after its last release still tells of it. Once it
+    /// returns, the listener is not running and will not be called again, unless it is called on
+    /// the dispatcher thread (by a listener), which cannot wait for itself.
     pub(crate) fn remove(&self, id: u64) {
+        let (queue, on_dispatcher) = {
+            let l = relock(&self.listeners);
+            let on_dispatcher = l
+                .dispatcher
+                .as_ref()
+                .is_some_and(|t| t.thread().id() == std::thread::current().id());
+            (l.queue.clone(), on_dispatcher)
+        };
+        if let Some(q) = queue
+            && !on_dispatcher
+        {
+            let (done, flushed) = crossbeam_channel::bounded(1);
+            if q.send_timeout(Queued::Flush(done), FLUSH).is_ok() {
+                let _ = flushed.recv_timeout(FLUSH);
+            }
+        }
         let thread = {
             let mut l = relock(&self.listeners);
             l.list.retain(|(i, _)| *i != id);
@@ -432,18 +460,26 @@ impl Telemetry {
 /// Woken by an event, it waits [`GATHER`] for more before it runs the listeners on all of them:
 /// a sender wakes the dispatcher only when it sleeps on the queue, so while events keep coming
 /// (two per lock cycle) they cost a queue push each instead of a thread wake-up each.
-fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeReader) {
+fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Queued>, nodes: NodeReader) {
     // The baseline: what changes from here on is an event.
     let Some(mut last) = nodes() else { return };
     let mut polled = Instant::now();
     let mut batch = Vec::new();
+    let mut flushed = Vec::new();
     loop {
         let wait = (polled + NODE_POLL).saturating_duration_since(Instant::now());
         match events.recv_timeout(wait) {
-            Ok(event) => {
-                batch.push(event);
-                std::thread::sleep(GATHER);
-                batch.extend(events.try_iter().take(EVENT_QUEUE));
+            Ok(first) => {
+                // A removal waiting for what was queued before it is served at once.
+                if !matches!(first, Queued::Flush(_)) {
+                    std::thread::sleep(GATHER);
+                }
+                for q in std::iter::once(first).chain(events.try_iter().take(EVENT_QUEUE)) {
+                    match q {
+                        Queued::Event(e) => batch.push(e),
+                        Queued::Flush(done) => flushed.push(done),
+                    }
+                }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
@@ -470,6 +506,9 @@ fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Event>, nodes: NodeRead
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
                 }
             }
+        }
+        for done in flushed.drain(..) {
+            let _ = done.send(());
         }
         if gone {
             return;

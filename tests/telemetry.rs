@@ -273,3 +273,30 @@ fn listeners_come_and_go_without_leaving_threads() {
         .unwrap()
         >= 2));
 }
+
+#[test]
+fn a_listener_removed_right_after_a_release_has_heard_it() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    for round in 0..20 {
+        let seen: Arc<Mutex<Vec<EventKind>>> = Arc::default();
+        let listener = {
+            let seen = Arc::clone(&seen);
+            rl.on_event(move |e| seen.lock().unwrap().push(e.kind))
+                .unwrap()
+        };
+        rl.lock(&format!("flush:{round}"), TTL)
+            .unwrap()
+            .release()
+            .unwrap();
+        // Removing a listener delivers what was queued before it: a client closed right after
+        // its last release still tells of it.
+        drop(listener);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [EventKind::Acquired, EventKind::Released],
+            "round {round}"
+        );
+    }
+}

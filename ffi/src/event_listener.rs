@@ -20,8 +20,8 @@ pub type redlock_event_callback =
 /// A callback registered with `redlock_client_on_event`; freeing it removes the callback.
 pub struct redlock_event_listener {
     gate: Arc<Gate>,
-    /// Removes the callback from the client's listeners when dropped.
-    _listener: EventListener,
+    /// Removes the callback from the client's listeners when dropped (taken in `drop`).
+    listener: Option<EventListener>,
 }
 
 /// The C callback and whether it may still run. The core may call a listener once more after
@@ -83,7 +83,18 @@ impl Gate {
 
 impl Drop for redlock_event_listener {
     fn drop(&mut self) {
-        self.gate.close();
+        let inside = self.gate.state().running_on == Some(thread::current().id());
+        if inside {
+            // Freed from its own callback: the core cannot wait for the dispatcher it runs on,
+            // so the gate makes sure it is not called again.
+            self.gate.close();
+            drop(self.listener.take());
+        } else {
+            // The core delivers the events queued before the removal (to this callback too),
+            // and once the removal returns never calls it again; the gate then only guards.
+            drop(self.listener.take());
+            self.gate.close();
+        }
     }
 }
 
@@ -136,7 +147,7 @@ pub unsafe extern "C" fn redlock_client_on_event(
         };
         out.write(redlock_event_listener {
             gate,
-            _listener: listener,
+            listener: Some(listener),
         });
         Ok(())
     })
