@@ -766,6 +766,18 @@ impl Worker {
         let mut probe = probe::run(&mut conn)?;
         if master.is_some() {
             probe::expect_replicas(&mut probe.assessment);
+            if self.settings.restart_grace.is_some() && master_for.is_none() {
+                // Fail-open otherwise unseen: without the sentinel's switch time, a client
+                // that connects after a failover it did not witness takes the promoted
+                // replica's age from its uptime, and counts it at once.
+                probe.assessment.warnings.push(
+                    "the sentinels did not tell how long this master has been the master \
+                     (SENTINEL MASTER refused or without role-reported-time): a failover before \
+                     this client connected is not covered by restart_grace; allow \
+                     +sentinel|master for the sentinel user"
+                        .to_owned(),
+                );
+            }
         }
         if self.guard.is_on()
             && let Some(why) = &probe.time_error
