@@ -144,6 +144,7 @@ impl Engine {
             recent_ns: AtomicU64::new(0),
             telemetry: Arc::new(Telemetry::new()),
         };
+        let servers = Arc::new(node::Servers::new(clients.len()));
         let (ready, connected) = crossbeam_channel::bounded(clients.len());
         for (i, client) in clients.into_iter().enumerate() {
             let (node, worker) = node::spawn(
@@ -153,6 +154,7 @@ impl Engine {
                 ready.clone(),
                 exited_tx.clone(),
                 Arc::clone(&board),
+                Arc::clone(&servers),
             )
             .map_err(|source| Error::Io {
                 context: format!("starting the worker thread for node {i}"),

@@ -194,6 +194,37 @@ struct Master {
 /// `Health::clock_offset_ms` before the first sample.
 const NO_OFFSET: i64 = i64::MIN;
 
+/// Which server process (`run_id`) each node of one client reached at its last connect, so that
+/// one server reached through two URLs (an alias, `localhost` and `127.0.0.1`, a proxy, a
+/// Sentinel group's master named again as a standalone node) cannot vote twice: the build-time
+/// check compares only the URLs. The node that connects second is refused.
+pub(crate) struct Servers {
+    run_ids: Mutex<Vec<Option<(String, String)>>>,
+}
+
+impl Servers {
+    pub(crate) fn new(nodes: usize) -> Servers {
+        Servers {
+            run_ids: Mutex::new(vec![None; nodes]),
+        }
+    }
+
+    /// Records that node `index` (at `address`) reached the server `run_id`, unless another
+    /// node already did: then that node's index and address.
+    fn claim(&self, index: usize, run_id: &str, address: &str) -> Option<(usize, String)> {
+        let mut run_ids = self.run_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((j, (_, other))) = run_ids.iter().enumerate().find_map(|(j, r)| {
+            r.as_ref()
+                .filter(|(id, _)| j != index && id == run_id)
+                .map(|r| (j, r))
+        }) {
+            return Some((j, other.clone()));
+        }
+        run_ids[index] = Some((run_id.to_owned(), address.to_owned()));
+        None
+    }
+}
+
 /// Clock warnings kept for `node_status()`.
 const CLOCK_WARNINGS_KEPT: usize = 4;
 
@@ -292,6 +323,7 @@ pub(crate) fn spawn(
     ready: Sender<()>,
     exited: Sender<()>,
     board: Arc<ClockBoard>,
+    servers: Arc<Servers>,
 ) -> io::Result<(Node, JoinHandle<()>)> {
     let (tx, rx) = crossbeam_channel::unbounded();
     let health = Arc::new(Health {
@@ -300,6 +332,8 @@ pub(crate) fn spawn(
     });
     let address = client.address();
     let worker = Worker {
+        index,
+        servers,
         address: address.clone(),
         client,
         conn: None,
@@ -415,6 +449,9 @@ fn describe(e: &redis::RedisError) -> NodeProblem {
 }
 
 struct Worker {
+    index: usize,
+    /// Which server process each node of the client reached (see [`Servers`]).
+    servers: Arc<Servers>,
     address: String,
     client: Target,
     conn: Option<redis::Connection>,
@@ -793,6 +830,21 @@ impl Worker {
                 redis::ErrorKind::Client,
                 "refused by the server probe",
                 refusal,
+            )));
+        }
+        if let Some(run_id) = &probe.report.run_id
+            && let Some((j, other)) = self.servers.claim(self.index, run_id, &self.address)
+        {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the same server as another node",
+                format!(
+                    "node {} ({}) reached the same server process as node {j} ({other}), run_id \
+                     {run_id}: one server must not count twice toward the quorum; give each \
+                     server once (an alias, a proxy or a Sentinel group's current master named \
+                     again?)",
+                    self.index, self.address
+                ),
             )));
         }
         let identified = probe.report.run_id.is_some() && probe.report.uptime.is_some();

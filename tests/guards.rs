@@ -659,3 +659,40 @@ fn clock_settings_are_validated() {
     assert_eq!(redlock::DEFAULT_CLOCK_JUMP, Duration::from_millis(50));
     assert_eq!(redlock::DEFAULT_CLOCK_QUARANTINE, Duration::from_secs(60));
 }
+
+/// One server reached through two URLs (`127.0.0.1` and `localhost`: the build-time check
+/// compares URLs only) must not vote twice: otherwise, with the third node down, that one
+/// server alone would make a quorum of 2 of 3.
+#[test]
+fn one_server_named_twice_votes_once() {
+    watch_workers();
+    let a = RedisNode::start();
+    let mut b = RedisNode::start();
+    let urls = vec![
+        a.url(),
+        format!("redis://localhost:{}", a.port),
+        b.url(),
+    ];
+    let rl = builder(&urls).build().unwrap();
+    // Whichever of the two connected second is refused, saying why.
+    let statuses = rl.node_status();
+    let refused: Vec<&NodeStatus> = statuses[..2].iter().filter(|s| !s.connected).collect();
+    assert_eq!(refused.len(), 1, "{statuses:?}");
+    let why = refused[0].last_error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("same server process as node") && why.contains("count twice"),
+        "{why}"
+    );
+    // The two real servers still make a quorum.
+    rl.try_lock("named-twice", TTL)
+        .expect("A and B are 2 of 3")
+        .release()
+        .unwrap();
+    // With B gone, A alone is one vote of three: no quorum.
+    b.kill();
+    let err = rl
+        .try_lock("named-twice", TTL)
+        .expect_err("one server cannot make a quorum of 3");
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err}");
+    assert_no_worker_panicked();
+}
