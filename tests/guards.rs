@@ -668,11 +668,7 @@ fn one_server_named_twice_votes_once() {
     watch_workers();
     let a = RedisNode::start();
     let mut b = RedisNode::start();
-    let urls = vec![
-        a.url(),
-        format!("redis://localhost:{}", a.port),
-        b.url(),
-    ];
+    let urls = vec![a.url(), format!("redis://localhost:{}", a.port), b.url()];
     let rl = builder(&urls).build().unwrap();
     // Whichever of the two connected second is refused, saying why.
     let statuses = rl.node_status();
