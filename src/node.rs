@@ -21,6 +21,7 @@ use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
 use crate::quorum::{Gate, Vote};
 use crate::sentinel::{Connected, Target};
+use crate::sync::relock;
 use crate::wire::{Command, Script};
 
 /// Most requests sent in one pipeline.
@@ -212,7 +213,7 @@ impl Servers {
     /// Records that node `index` (at `address`) reached the server `run_id`, unless another
     /// node already did: then that node's index and address.
     fn claim(&self, index: usize, run_id: &str, address: &str) -> Option<(usize, String)> {
-        let mut run_ids = self.run_ids.lock().unwrap_or_else(|e| e.into_inner());
+        let mut run_ids = relock(&self.run_ids);
         if let Some((j, (_, other))) = run_ids.iter().enumerate().find_map(|(j, r)| {
             r.as_ref()
                 .filter(|(id, _)| j != index && id == run_id)

@@ -88,8 +88,9 @@ class Call(Generic[T]):
         value: T | None = None
         error: BaseException | None = None
         function, self._function = self._function, None
+        assert function is not None  # a call runs once
         try:
-            value = function()  # type: ignore[misc]
+            value = function()
         except BaseException as exc:  # handed to the waiter, raised there
             error = exc
         # The closure holds what the call used (a lock, a request, the client): it must not
