@@ -33,11 +33,15 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError};
 
 use crate::cancel::Cancel;
+use crate::queue::{TurnNews, turn_news};
 use crate::sync::relock;
 use crate::wire::{channel, released_key};
 
 /// How often a waiter for its subscriptions to become active looks at its cancel.
 const CANCEL_SLICE: Duration = Duration::from_millis(1);
+
+/// How long waiters keep no queue on a node after a queue command to it failed.
+const QUEUE_PAUSE: Duration = Duration::from_secs(5);
 
 /// How long a subscriber reads before it looks at new (un)subscriptions.
 const READ_SLICE: Duration = Duration::from_millis(20);
@@ -72,6 +76,10 @@ struct SlotState {
     /// Queued exclusive waiters, in arrival order (see the module's doc): each one's place and
     /// where to tell it that it is at the front.
     queue: VecDeque<(u64, Sender<Turn>)>,
+    /// The queue across processes (`queue.rs`): the head the last turn message named, and this
+    /// client's waiters in it, by id, with where to tell each one the news about it.
+    fair_head: Option<String>,
+    fair: HashMap<Arc<str>, (Sender<News>, bool)>,
 }
 
 impl Default for SlotState {
@@ -84,6 +92,8 @@ impl Default for SlotState {
             all_tx,
             all_rx,
             queue: VecDeque::new(),
+            fair_head: None,
+            fair: HashMap::new(),
         }
     }
 }
@@ -102,6 +112,17 @@ pub(crate) enum Turn {
     /// The wait's deadline passed first.
     TimedOut,
     Cancelled,
+}
+
+/// What a waiter in the queue across processes (`queue.rs`) learns from its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum News {
+    /// It is at the head: the one before got the lock (`held`: wait for its release) or gave up.
+    Head { held: bool },
+    /// It is right behind the head, which it should watch.
+    Next,
+    /// A subscription was rebuilt, so news may have been lost: read the queue again.
+    Recheck,
 }
 
 /// How many recent release tokens a slot remembers.
@@ -124,6 +145,9 @@ struct Registry {
     /// `node_timeout` before it listens (see [`Registry::live_nodes`]).
     failing: Vec<AtomicBool>,
     waiting_since: Vec<AtomicU64>,
+    /// Per node, until when (nanoseconds after `origin`) waiters keep no queue there: a queue
+    /// command to it failed (see `queue.rs`).
+    no_queue_until: Vec<AtomicU64>,
     origin: Instant,
 }
 
@@ -131,17 +155,18 @@ impl Registry {
     /// The nodes a new waiter should expect to subscribe within `patience`: those whose
     /// subscriber is not failing and has not been waiting for its node for `patience` already.
     fn live_nodes(&self, patience: Duration) -> usize {
-        let now = self.origin.elapsed().as_nanos() as u64 + 1;
-        let patience = patience.as_nanos() as u64;
-        self.failing
-            .iter()
-            .zip(&self.waiting_since)
-            .filter(|(failing, since)| {
-                let since = since.load(Ordering::Relaxed);
-                !failing.load(Ordering::Relaxed)
-                    && (since == 0 || now.saturating_sub(since) < patience)
-            })
+        (0..self.failing.len())
+            .filter(|&i| self.live(i, patience))
             .count()
+    }
+
+    /// Whether node `i`'s subscriber is neither failing nor waiting for its node for
+    /// `patience` already (see [`live_nodes`](Registry::live_nodes)).
+    fn live(&self, i: usize, patience: Duration) -> bool {
+        let now = self.origin.elapsed().as_nanos() as u64 + 1;
+        let since = self.waiting_since[i].load(Ordering::Relaxed);
+        !self.failing[i].load(Ordering::Relaxed)
+            && (since == 0 || now.saturating_sub(since) < patience.as_nanos() as u64)
     }
 
     /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.
@@ -162,9 +187,29 @@ impl Registry {
 
     fn subscribed(&self, resource: &str) {
         if let Some(slot) = self.slot(resource) {
-            relock(&slot.state).subscribed += 1;
+            let mut state = relock(&slot.state);
+            state.subscribed += 1;
+            for (tx, _) in state.fair.values() {
+                let _ = tx.try_send(News::Recheck);
+            }
+            drop(state);
             slot.ready.notify_all();
         }
+    }
+
+    /// A turn message about `resource`'s queue (see `queue.rs`).
+    fn turn(&self, resource: &str, news: TurnNews) {
+        let Some(slot) = self.slot(resource) else {
+            return;
+        };
+        let mut state = relock(&slot.state);
+        if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
+            let _ = tx.try_send(News::Head { held: news.held });
+        }
+        if let Some((tx, _)) = news.next.as_deref().and_then(|n| state.fair.get(n)) {
+            let _ = tx.try_send(News::Next);
+        }
+        state.fair_head = news.head;
     }
 
     /// A node's subscription to `resource` ended (unsubscribed, or its connection broke).
@@ -235,6 +280,7 @@ impl Notifier {
             quorum: crate::quorum::quorum(clients.len()),
             failing: clients.iter().map(|_| AtomicBool::new(false)).collect(),
             waiting_since: clients.iter().map(|_| AtomicU64::new(0)).collect(),
+            no_queue_until: clients.iter().map(|_| AtomicU64::new(0)).collect(),
             origin: Instant::now(),
         });
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
@@ -275,11 +321,37 @@ impl Notifier {
         Ok(notifier)
     }
 
-    /// How many waiters are queued on `resource` (see the module's doc).
+    /// Whether this client knows of waiters queued across processes on `resource`: some of its
+    /// own, or a head named by the last turn message.
+    pub(crate) fn queue_known(&self, resource: &str) -> bool {
+        self.registry.slot(resource).is_some_and(|slot| {
+            let state = relock(&slot.state);
+            state.fair_head.is_some() || !state.fair.is_empty()
+        })
+    }
+
+    /// Whether node `i`'s subscriber is neither failing nor has waited for its node for
+    /// `patience` already: a queue on a node that is not would cost each waiter `patience`.
+    pub(crate) fn node_live(&self, i: usize, patience: Duration) -> bool {
+        let now = self.registry.origin.elapsed().as_nanos() as u64;
+        self.registry.live(i, patience)
+            && self.registry.no_queue_until[i].load(Ordering::Relaxed) <= now
+    }
+
+    /// A queue command to node `i` failed: keep no queue there for `QUEUE_PAUSE`, so that
+    /// the waiters of that time do not each wait for it.
+    pub(crate) fn queue_failed(&self, i: usize) {
+        let until = self.registry.origin.elapsed() + QUEUE_PAUSE;
+        self.registry.no_queue_until[i].store(until.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// How many waiters are queued on `resource` (see the module's doc), in this client's
+    /// queue or in the one across processes.
     pub(crate) fn queued(&self, resource: &str) -> usize {
-        self.registry
-            .slot(resource)
-            .map_or(0, |slot| relock(&slot.state).queue.len())
+        self.registry.slot(resource).map_or(0, |slot| {
+            let state = relock(&slot.state);
+            state.queue.len() + state.fair.values().filter(|(_, joined)| *joined).count()
+        })
     }
 
     /// Registers a waiter on `resources`, subscribing each on every node if it is the first
@@ -362,6 +434,7 @@ impl Notifier {
             slots,
             shared: shared.then(|| Mutex::new(seen)),
             place,
+            fair: None,
         }
     }
 
@@ -388,6 +461,8 @@ pub(crate) struct Subscription {
     shared: Option<Mutex<Vec<u64>>>,
     /// A queued waiter's place in its resource's queue.
     place: Option<Place>,
+    /// Its id in the queue across processes, once [`enlist`](Subscription::enlist)ed.
+    fair: Option<Arc<str>>,
 }
 
 struct Place {
@@ -448,6 +523,35 @@ impl Subscription {
             let _ = op.recv(rx);
         }
         Turn::Cancelled
+    }
+
+    /// Registers this waiter (of one resource) as `id` in the queue across processes; the news
+    /// about it arrives on the receiver.
+    pub(crate) fn enlist(&mut self, id: Arc<str>) -> Receiver<News> {
+        let (tx, rx) = crossbeam_channel::bounded(4);
+        if let [(_, slot)] = &self.slots[..] {
+            relock(&slot.state)
+                .fair
+                .insert(Arc::clone(&id), (tx, false));
+            self.fair = Some(id);
+        }
+        rx
+    }
+
+    /// Takes this waiter out of the queue across processes' news (it goes on without it).
+    pub(crate) fn unenlist(&mut self) {
+        if let (Some(id), [(_, slot)]) = (self.fair.take(), &self.slots[..]) {
+            relock(&slot.state).fair.remove(&id);
+        }
+    }
+
+    /// Records that this enlisted waiter's `JOIN` was answered (for [`Notifier::queued`]).
+    pub(crate) fn joined(&self) {
+        if let (Some(id), [(_, slot)]) = (&self.fair, &self.slots[..])
+            && let Some((_, joined)) = relock(&slot.state).fair.get_mut(id)
+        {
+            *joined = true;
+        }
     }
 
     /// Whether this waiter is at the front of its queue, or did not queue.
@@ -544,6 +648,9 @@ fn select(receivers: &[&Receiver<()>], timeout: Duration, cancel: Option<&Cancel
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        if let (Some(id), [(_, slot)]) = (&self.fair, &self.slots[..]) {
+            relock(&slot.state).fair.remove(id);
+        }
         if let (Some(place), [(_, slot)]) = (&self.place, &self.slots[..]) {
             let held_until = *relock(&place.held_until);
             let mut state = relock(&slot.state);
@@ -756,10 +863,16 @@ impl Subscriber {
                 Ok(msg) => {
                     if let Some(res) = released_key(msg.get_channel_name()) {
                         let nonce: String = msg.get_payload().unwrap_or_default();
-                        self.registry.released(res, nonce);
+                        match turn_news(&nonce) {
+                            Some(news) => self.registry.turn(res, news),
+                            None => self.registry.released(res, nonce),
+                        }
                     }
                 }
-                Err(e) if e.is_timeout() => {}
+                // A read cut short by a signal (`EINTR`: the process was stopped and continued,
+                // say) left the connection as it was, as a timeout does: dropping it would lose
+                // the releases already on their way (tests/fair.rs, the stopped waiter).
+                Err(e) if e.is_timeout() || !e.is_unrecoverable_error() => {}
                 Err(_) => return End::Broken,
             }
         }
