@@ -342,6 +342,38 @@ impl Engine {
         }
     }
 
+    /// Sends `command` to node `i` alone and waits for its answer up to `node_timeout` (a
+    /// queue's command, see `queue.rs`).
+    pub(crate) fn call_one(
+        &self,
+        i: usize,
+        command: &Command,
+        key: &Arc<str>,
+        token: &Arc<str>,
+    ) -> Vote {
+        let Some(node) = self.nodes.get(i) else {
+            return Vote::Failed(NodeProblem::Server(format!("no node {i}")));
+        };
+        let deadline = Instant::now() + self.config.node_timeout;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        node.send(Request {
+            command: command.clone(),
+            key: Arc::clone(key),
+            token: Arc::clone(token),
+            deadline: Some(deadline),
+            reply: Some(ReplyTo {
+                node: i,
+                tx,
+                gate: None,
+            }),
+            live_until: None,
+        });
+        match rx.recv_deadline(deadline) {
+            Ok((_, vote)) => vote,
+            Err(_) => Vote::Failed(NodeProblem::TimedOut),
+        }
+    }
+
     /// Queues `command` on the nodes marked in `targets` (all when `None`) without waiting.
     /// `live_until`: how long the keys it removes may live, so that a node found down gets the
     /// command after its reconnect instead of never (see `Request::live_until`).

@@ -95,6 +95,7 @@ mod lock;
 mod node;
 mod notify;
 mod probe;
+mod queue;
 mod quorum;
 mod request;
 mod sentinel;

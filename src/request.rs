@@ -58,6 +58,7 @@ pub struct LockRequest {
     pub(crate) retry_delay: Option<Duration>,
     pub(crate) retry_jitter: Option<Duration>,
     pub(crate) notifications: bool,
+    pub(crate) fair: bool,
     pub(crate) auto_extend: Option<AutoExtend>,
     pub(crate) cancel: Option<Cancel>,
     /// Who the acquisition is for, for the read-write self-wait check; `None`: the thread.
@@ -139,6 +140,7 @@ impl LockRequest {
             retry_delay: None,
             retry_jitter: None,
             notifications: true,
+            fair: true,
             auto_extend: None,
             cancel: None,
             caller: None,
@@ -277,6 +279,15 @@ impl LockRequest {
     /// While waiting, wake on release notifications (default) or only poll.
     pub fn notifications(mut self, on: bool) -> Self {
         self.notifications = on;
+        self
+    }
+
+    /// While waiting for an exclusive lock on one resource, queue in arrival order with the
+    /// waiters of every process (default), so that a release wakes only the next one: see
+    /// `queue.rs` in the source for how and why it cannot take exclusion away or hang. `false`:
+    /// one waiter per client tries on each release, as every earlier version did.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
         self
     }
 

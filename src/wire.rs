@@ -60,9 +60,19 @@ pub(crate) fn channel(key: &str) -> String {
 
 /// [`channel`] in pieces, to write without allocating.
 fn channel_parts(key: &str) -> [&str; 6] {
+    named_parts(CHANNEL_PREFIX, key)
+}
+
+/// `prefix` and `key` as [`channel`] joins them: another name in `key`'s hash slot (a queue's,
+/// see `queue.rs`).
+pub(crate) fn named(prefix: &str, key: &str) -> String {
+    named_parts(prefix, key).concat()
+}
+
+fn named_parts<'a>(prefix: &'a str, key: &'a str) -> [&'a str; 6] {
     match hash_tag(key).or((!key.contains('}')).then_some(key)) {
-        Some(tag) => [CHANNEL_PREFIX, "{", tag, "}", ":", key],
-        None => [CHANNEL_PREFIX, key, "", "", "", ""],
+        Some(tag) => [prefix, "{", tag, "}", ":", key],
+        None => [prefix, key, "", "", "", ""],
     }
 }
 

@@ -342,7 +342,10 @@ fn cancels_racing_a_release_never_leave_a_key_behind() {
     for round in 0..rounds {
         let kind = KINDS[round % KINDS.len()];
         let name = format!("race:{}", round % 7);
-        let keys = keys(kind, &name);
+        let mut keys = keys(kind, &name);
+        // A waiter queued across processes leaves its queue too (see `queue.rs`).
+        keys.push(format!("redlock:queue:{{{name}}}:{name}"));
+        keys.push(format!("redlock:queue-lease:{{{name}}}:{name}"));
         let held = holder
             .acquire(&request(kind, &name, TTL).wait(Duration::from_secs(10)))
             .unwrap_or_else(|e| panic!("round {round}: holder: {e}"));

@@ -220,10 +220,22 @@ fn queue_waiter(
     queued: usize,
     order: &Arc<std::sync::Mutex<Vec<usize>>>,
 ) -> std::thread::JoinHandle<()> {
+    queue_waiter_fair(rl, resource, id, queued, order, true)
+}
+
+/// [`queue_waiter`] in the queue across processes (`fair`) or only in its client's.
+fn queue_waiter_fair(
+    rl: &redlock::Redlock,
+    resource: &'static str,
+    id: usize,
+    queued: usize,
+    order: &Arc<std::sync::Mutex<Vec<usize>>>,
+    fair: bool,
+) -> std::thread::JoinHandle<()> {
     let (rl2, order) = (rl.clone(), Arc::clone(order));
     let t = std::thread::spawn(move || {
         let lock = rl2
-            .acquire(&waiting(resource, Duration::from_secs(60)))
+            .acquire(&waiting(resource, Duration::from_secs(60)).fair(fair))
             .unwrap();
         order.lock().unwrap().push(id);
         std::thread::sleep(Duration::from_millis(5));
@@ -256,15 +268,27 @@ fn local_waiters_get_the_lock_in_arrival_order() {
 
 #[test]
 fn waiters_queued_behind_another_send_nothing_until_their_turn() {
+    quiet_waiters(false);
+}
+
+#[test]
+fn fair_waiters_queued_behind_another_send_only_their_join_until_their_turn() {
+    quiet_waiters(true);
+}
+
+/// Ten waiters queue behind one at the front: with `fair`, each sends its `JOIN` (one script
+/// on the queue node), and without, nothing; neither tries nor reads TTLs.
+fn quiet_waiters(fair: bool) {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let holder = rl.lock("quiet", TTL).unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     // The first waiter tries, is refused and waits for the release at the front.
-    let mut threads = vec![queue_waiter(&rl, "quiet", 0, 1, &order)];
+    let mut threads = vec![queue_waiter_fair(&rl, "quiet", 0, 1, &order, fair)];
     // It queues before its last commands land (the refused attempt's third SET, the TTL read
     // once its subscriptions are up): count from when the nodes' counts stand still.
-    let calls = || (cluster.calls("set"), cluster.calls("evalsha"));
+    // (The head of a queue across processes renews its place: `evalsha` of `JOIN`.)
+    let calls = || (cluster.calls("set"), cluster.calls("pttl"));
     let mut last = calls();
     assert!(
         eventually(Duration::from_secs(5), || {
@@ -274,13 +298,22 @@ fn waiters_queued_behind_another_send_nothing_until_their_turn() {
         }),
         "the waiter in front keeps sending commands"
     );
-    let (sets, scripts) = last;
+    let (sets, reads) = last;
+    let joins = cluster.calls("zrank");
     for i in 1..11 {
-        threads.push(queue_waiter(&rl, "quiet", i, i + 1, &order));
+        threads.push(queue_waiter_fair(&rl, "quiet", i, i + 1, &order, fair));
     }
     // Ten more waiters, and not one attempt or read among them.
     assert_eq!(cluster.calls("set"), sets);
-    assert_eq!(cluster.calls("evalsha"), scripts);
+    assert_eq!(cluster.calls("pttl"), reads);
+    // Each fair one joined the queue once (one `ZRANK` in each `JOIN`; the head's renewals
+    // may add a few).
+    let joined = cluster.calls("zrank") - joins;
+    if fair {
+        assert!((10..14).contains(&joined), "{joined} JOINs");
+    } else {
+        assert_eq!(joined, 0);
+    }
     holder.release().unwrap();
     for t in threads {
         t.join().unwrap();

@@ -13,9 +13,13 @@ use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Operation, Result};
 use crate::kinds::{Caller, Kind, free_in};
 use crate::lock::{Acquired, Lock};
-use crate::notify::{Subscription, Turn, Wake};
+use crate::notify::{News, Subscription, Turn, Wake};
+use crate::queue;
+use crate::quorum::Vote;
 use crate::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
 use crate::request::{AutoExtend, LockRequest, Patience};
+use crate::token::new_token;
+use crate::wire::Keys;
 
 use super::Redlock;
 
@@ -162,7 +166,239 @@ impl<'a> Acquisition<'a> {
         result
     }
 
-    fn attempts(mut self) -> Result<Lock> {
+    fn attempts(self) -> Result<Lock> {
+        if self.queues && self.request.fair {
+            return self.fair_attempts();
+        }
+        self.unfair_attempts()
+    }
+
+    /// Attempts as a waiter in the queue across processes (see `queue.rs`): one try first,
+    /// unless this client knows of a queue on the resource; refused, it joins the queue and
+    /// tries only at the head, after the release of the lock the one before it took. Falls
+    /// back to [`unfair_attempts`](Acquisition::unfair_attempts) while the queue node fails.
+    fn fair_attempts(mut self) -> Result<Lock> {
+        let notifier = self.client.notifier()?;
+        let resource = Arc::clone(self.kind.resource());
+        let mut failed = None;
+        if !notifier.queue_known(&resource) {
+            self.check_cancel()?;
+            self.attempts = self.attempts.saturating_add(1);
+            match self.attempt()? {
+                Tried::Granted(lock) => return Ok(lock),
+                Tried::Failed(f) if self.next_pause().is_none() => return Err(self.give_up(f)),
+                Tried::Failed(f) => failed = Some(f),
+            }
+        }
+        // The kind's own checks (a caller waiting for itself) before anything is queued.
+        self.kind.token(&self.caller)?;
+        let mut sub = notifier.subscribe(
+            self.kind.keys(),
+            self.config.node_timeout,
+            false,
+            false,
+            self.cancel,
+        );
+        let id: Arc<str> = new_token()?.into();
+        let news = sub.enlist(Arc::clone(&id));
+        self.subscription = Some(sub);
+        let mut member = Member {
+            engine: self.engine,
+            node: queue::queue_node(&resource, self.engine.addresses()),
+            keys: queue::keys(&resource),
+            resource,
+            id,
+            joined: false,
+            heard: Instant::now(),
+            tried: failed.is_some(),
+        };
+        // A queue node found down or hung by the subscriber (after the subscribe above, which
+        // gave it `node_timeout`) would cost each waiter that long: go on without the queue.
+        if !notifier.node_live(member.node, self.config.node_timeout) {
+            return self.degrade(member);
+        }
+        let Some(mut rank) = member.join() else {
+            return self.degrade(member);
+        };
+        if let Some(sub) = &self.subscription {
+            sub.joined();
+        }
+        // At the head after a refused try: the lock is held, so wait for its release first.
+        let mut step = if failed.is_some() {
+            Step::Wait
+        } else {
+            Step::Try
+        };
+        let deadline = self.wait_until.expect("a queued waiter has a deadline");
+        loop {
+            self.check_cancel()?;
+            if Instant::now() >= deadline {
+                // A last try, as every waiter makes.
+                self.attempts = self.attempts.saturating_add(1);
+                return match self.attempt()? {
+                    Tried::Granted(lock) => {
+                        member.leave(true);
+                        Ok(lock)
+                    }
+                    Tried::Failed(f) => Err(self.give_up(f)),
+                };
+            }
+            if rank != 0 {
+                step = self.member_wait(&news, &mut member, &mut rank)?;
+            } else {
+                // Right after a refused try, the holder's keys' TTLs are worth reading; told
+                // that the one before just took the lock, the release is what to wait for.
+                let mut fresh = failed.is_some() && member.tried;
+                member.tried = false;
+                if step == Step::Try {
+                    self.attempts = self.attempts.saturating_add(1);
+                    match self.attempt()? {
+                        Tried::Granted(lock) => {
+                            member.leave(true);
+                            return Ok(lock);
+                        }
+                        Tried::Failed(f) if self.next_pause().is_none() => {
+                            return Err(self.give_up(f));
+                        }
+                        Tried::Failed(f) => failed = Some(f),
+                    }
+                    fresh = true;
+                }
+                let read = failed.as_ref().filter(|_| fresh);
+                step = self.head_wait(&mut member, &mut rank, read)?;
+            }
+            if step == Step::Degrade {
+                return self.degrade(member);
+            }
+        }
+    }
+
+    /// Goes on without the queue, whose node failed: leaves it (best effort) and waits as a
+    /// client's waiters did before it.
+    fn degrade(mut self, member: Member<'_>) -> Result<Lock> {
+        if let Ok(notifier) = self.client.notifier() {
+            notifier.queue_failed(member.node);
+        }
+        drop(member);
+        // The subscription stays: made again, it would wait for the nodes to confirm it anew.
+        if let Some(sub) = &mut self.subscription {
+            sub.unenlist();
+        }
+        self.unfair_attempts()
+    }
+
+    /// At the head of the queue: waits for the release of the lock (or for its keys to expire
+    /// on a quorum, read after a refused try), renewing the place every `HEAD_RENEW`.
+    fn head_wait(
+        &mut self,
+        member: &mut Member<'_>,
+        rank: &mut u64,
+        failed: Option<&Failed>,
+    ) -> Result<Step> {
+        let now = Instant::now();
+        let deadline = self.wait_until.unwrap_or(now);
+        let mut until = now + self.fallback();
+        if let Some(failed) = failed.filter(|f| f.refused()) {
+            let remaining = self.kind.remaining();
+            let read = self.engine.fan_out(
+                &remaining,
+                self.kind.resource(),
+                &failed.token,
+                None,
+                self.cancel,
+            );
+            if let Some(free) = free_in(&read, quorum(self.engine.node_count())) {
+                let free = now + free + Duration::from_millis(1);
+                let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
+                until = if !failed.contested && healthy {
+                    free
+                } else {
+                    until.min(free)
+                };
+            }
+        }
+        let until = until.min(deadline);
+        let Some(sub) = &self.subscription else {
+            return Ok(Step::Try);
+        };
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                self.rounds = self.rounds.saturating_add(1);
+                return Ok(Step::Try);
+            }
+            let renew_at = member.heard + queue::HEAD_RENEW;
+            match sub.wait(until.min(renew_at) - now, self.cancel) {
+                Wake::Released => return Ok(Step::Try),
+                Wake::Cancelled => return Err(self.cancelled()),
+                Wake::TimedOut if Instant::now() >= renew_at => match member.join() {
+                    None => return Ok(Step::Degrade),
+                    Some(0) => {}
+                    Some(r) => {
+                        // Evicted (its lease ran out while it was stopped, say): back in line.
+                        *rank = r;
+                        return Ok(Step::Wait);
+                    }
+                },
+                Wake::TimedOut => {}
+            }
+        }
+    }
+
+    /// Behind others in the queue: waits for news of its place, re-reading it every
+    /// `NEXT_CHECK` right behind the head (evicting a head whose lease ended) or `MEMBER_CHECK`
+    /// further back.
+    fn member_wait(
+        &self,
+        news: &crossbeam_channel::Receiver<News>,
+        member: &mut Member<'_>,
+        rank: &mut u64,
+    ) -> Result<Step> {
+        let check = if *rank == 1 {
+            queue::NEXT_CHECK
+        } else {
+            queue::MEMBER_CHECK
+        };
+        let now = Instant::now();
+        let until = (member.heard + check).min(self.wait_until.unwrap_or(now));
+        let timeout = until.saturating_duration_since(now);
+        let heard = match self.cancel {
+            Some(c) => crossbeam_channel::select! {
+                recv(news) -> n => n.ok(),
+                recv(c.fired()) -> _ => return Err(self.cancelled()),
+                default(timeout) => None,
+            },
+            None => news.recv_timeout(timeout).ok(),
+        };
+        match heard {
+            Some(News::Head { held }) => {
+                *rank = 0;
+                member.heard = Instant::now();
+                Ok(if held { Step::Wait } else { Step::Try })
+            }
+            Some(News::Next) => {
+                *rank = 1;
+                member.heard = Instant::now();
+                Ok(Step::Wait)
+            }
+            Some(News::Recheck) | None => {
+                if self.wait_until.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(Step::Wait);
+                }
+                match member.join() {
+                    None => Ok(Step::Degrade),
+                    Some(r) => {
+                        *rank = r;
+                        // At the head by a re-read: the one before left or was evicted.
+                        Ok(if r == 0 { Step::Try } else { Step::Wait })
+                    }
+                }
+            }
+        }
+    }
+
+    /// The loop of a waiter that is not in the queue across processes.
+    fn unfair_attempts(mut self) -> Result<Lock> {
         self.join_queue()?;
         loop {
             self.check_cancel()?;
@@ -482,6 +718,74 @@ impl<'a> Acquisition<'a> {
                 report,
             }
         }
+    }
+}
+
+/// What a waiter in the queue across processes does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Try (when at the head).
+    Try,
+    /// Wait: for the release of the lock at the head, for news of its place behind others.
+    Wait,
+    /// Go on without the queue: its node failed.
+    Degrade,
+}
+
+/// A waiter's place in the queue across processes (`queue.rs`): left when dropped.
+struct Member<'a> {
+    engine: &'a Arc<Engine>,
+    /// The queue node.
+    node: usize,
+    keys: Keys,
+    resource: Arc<str>,
+    id: Arc<str>,
+    /// A `JOIN` was sent: the node may have the waiter in its queue.
+    joined: bool,
+    /// When the waiter last renewed or heard of its place.
+    heard: Instant,
+    /// It tried just before joining.
+    tried: bool,
+}
+
+impl Member<'_> {
+    /// Joins or renews the place: its rank, or `None` when the queue node did not answer with
+    /// one.
+    fn join(&mut self) -> Option<u64> {
+        self.joined = true;
+        let vote = self.engine.call_one(
+            self.node,
+            &queue::join(&self.keys),
+            &self.resource,
+            &self.id,
+        );
+        self.heard = Instant::now();
+        match vote {
+            Vote::Value(rank) => Some(rank),
+            _ => None,
+        }
+    }
+
+    /// Leaves the queue, having got the lock (`held`) or not; without waiting.
+    fn leave(&mut self, held: bool) {
+        if !std::mem::take(&mut self.joined) {
+            return;
+        }
+        let mut targets = vec![false; self.engine.node_count()];
+        targets[self.node] = true;
+        self.engine.send_nowait(
+            &queue::leave(&self.keys, held),
+            &self.resource,
+            &self.id,
+            Some(&targets),
+            None,
+        );
+    }
+}
+
+impl Drop for Member<'_> {
+    fn drop(&mut self) {
+        self.leave(false);
     }
 }
 

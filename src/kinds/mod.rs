@@ -28,7 +28,7 @@ pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 
 /// Every script of every kind, loaded on each connection.
-pub(crate) static SCRIPTS: [&Script; 19] = [
+pub(crate) static SCRIPTS: [&Script; 21] = [
     &plain::RELEASE,
     &plain::EXTEND,
     &fenced::ACQUIRE,
@@ -48,6 +48,8 @@ pub(crate) static SCRIPTS: [&Script; 19] = [
     &semaphore::EXTEND,
     &REMAINING,
     &REMAINING_ANY,
+    &crate::queue::JOIN,
+    &crate::queue::LEAVE,
 ];
 
 /// Who an acquisition is for, as the read-write lock's self-wait check tells callers apart:

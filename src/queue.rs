@@ -1,0 +1,245 @@
+//! Fair hand-over across processes: waiters of one exclusive resource queue in arrival order on
+//! one node, and a release wakes the waiter at the head of that queue, in whichever process it
+//! is, instead of one waiter in every process.
+//!
+//! ## The queue
+//! - **Where**: on one node per resource, the *queue node*, picked by rendezvous hashing of the
+//!   resource and the node addresses as configured ([`queue_node`]). Clients that list the same
+//!   nodes pick the same one. Clients that disagree (other addresses for the same servers) keep
+//!   queues on different nodes; each is still a queue, and exclusion does not depend on it.
+//! - **What**: a sorted set of waiter ids scored by arrival (the queue node's `TIME` in µs when
+//!   the id first joined) and a sorted set of leases (their expiry in the node's ms). Both keys
+//!   and the channel are in the resource's hash slot, named like its release channel.
+//! - **Arrival order** is the order in which the waiters' `JOIN`s reached the queue node. A
+//!   waiter first tries once as before, unless its client already knows of a queue on the
+//!   resource; a refused waiter joins. So a newcomer whose client knows nothing of a queue can
+//!   still take a lock that has just been released ahead of the head (an inversion, counted by
+//!   `examples/waiters`); one whose client knows joins behind the others.
+//! - **Turns**: a waiter that got the lock, or gave up, leaves with `LEAVE`. When the head (or
+//!   the one after it) leaves, the script publishes `turn:<head>:<next>:<held>` on the
+//!   resource's release channel, which every waiting client already listens to. The client of
+//!   `<head>` tells that waiter it is at the front: after the release of the lock just taken
+//!   (`held` = 1), or at once (the one before gave up). The client of `<next>` tells it to watch
+//!   the head.
+//!
+//! ## Why it cannot take exclusion away
+//! The lock is still `SET NX` (or the kind's acquire script) on a quorum, exactly as without the
+//! queue: the queue only decides which waiter *tries* when. A wrong, stale, lost or duplicated
+//! queue makes a waiter try too early (it is refused, as today) or too late (it waits longer);
+//! never does any queue state make a node grant a key it would not grant otherwise.
+//!
+//! ## Why it cannot hang (Redisson's fair lock did: redisson#1104, #2883, #3004, #3730, #7224)
+//! - **A waiter that dies or stops** keeps its place until its lease ends: [`MEMBER_LEASE`] while
+//!   behind others, but only [`HEAD_LEASE`] once at the front. Becoming the head cuts the lease to
+//!   that, and only the waiter's own waiting thread renews it ([`HEAD_RENEW`]), so a live
+//!   process with a stuck waiting thread does not keep the queue either. The waiter behind the
+//!   head re-reads the queue every [`NEXT_CHECK`]; that `JOIN` evicts an expired head and
+//!   announces the new one. A dead head costs at most `HEAD_LEASE + NEXT_CHECK`.
+//! - **Every wait still ends on its own clock**: a waiter behind others re-reads its place every
+//!   [`MEMBER_CHECK`] and when its subscription to a node was rebuilt (a message may have been
+//!   lost meanwhile), and the head tries when the holder's keys expire, as every waiter did.
+//! - **The queue node restarts or loses the queue**: the next `JOIN`s rebuild it (in the order
+//!   they come, so arrival order is lost once), and the rebuilt subscriptions make every waiter
+//!   `JOIN` at once.
+//! - **The queue node is down or answers an error**: the waiter goes on as without a queue
+//!   (every client's front waiter tries on each release), which is slower, never stuck.
+//! - **A cancel or a timeout at the head** leaves with `held` = 0: the next tries at once.
+//! - **Keys left behind** expire [`MEMBER_LEASE`] after the last `JOIN`.
+//!
+//! Not queued: multi-resource locks (they would stand in several queues), readers of a
+//! read-write lock (they get in together), semaphores, reentrant locks (a holder taking its lock
+//! again must not wait behind its own waiters), waits without notifications, and requests with
+//! [`fair(false)`](crate::LockRequest::fair).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::wire::{Command, Keys, Reply, Script, named};
+
+/// How long a waiter at the head of the queue keeps its place without renewing it.
+pub(crate) const HEAD_LEASE: Duration = Duration::from_secs(1);
+/// How often the head renews its place (a third of its lease).
+pub(crate) const HEAD_RENEW: Duration = Duration::from_millis(330);
+/// How often the waiter behind the head re-reads the queue, evicting a head whose lease ended.
+pub(crate) const NEXT_CHECK: Duration = Duration::from_millis(1100);
+/// How long a waiter behind others keeps its place without renewing it, and how often it does.
+pub(crate) const MEMBER_LEASE: Duration = Duration::from_secs(45);
+pub(crate) const MEMBER_CHECK: Duration = Duration::from_secs(15);
+
+/// What a turn message starts with.
+const TURN: &str = "turn:";
+
+/// Lua: `now` (the node's time, ms) and `tick` (µs), and `cut(id)`, which shortens the lease of
+/// a waiter that became the head to `HEAD_LEASE` (ARGV[2]) unless it is shorter.
+macro_rules! queue_fns {
+    () => {
+        r#"if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local tick = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function cut(id)
+    local s = redis.call("zscore", KEYS[2], id)
+    if s and tonumber(s) > now + tonumber(ARGV[2]) then
+        redis.call("zadd", KEYS[2], now + tonumber(ARGV[2]), id)
+    end
+end
+local function announce(held)
+    local h = redis.call("zrange", KEYS[1], 0, 1)
+    if h[1] then cut(h[1]) end
+    redis.call("publish", KEYS[3], "turn:" .. (h[1] or "") .. ":" .. (h[2] or "") .. ":" .. held)
+end
+"#
+    };
+}
+
+/// Joins the queue (KEYS[1], leases KEYS[2], channel KEYS[3]) as ARGV[1], or renews the place
+/// it has, first evicting every waiter whose lease ended (announcing the new head if that
+/// changed it). The lease is ARGV[2] (`HEAD_LEASE`) at the head, else ARGV[3]
+/// (`MEMBER_LEASE`), which the keys also live for. Returns the waiter's rank (0: the head).
+pub(crate) static JOIN: Script = Script::new(concat!(
+    queue_fns!(),
+    r#"local dead = redis.call("zrangebyscore", KEYS[2], "-inf", now)
+local head
+if #dead > 0 then
+    head = redis.call("zrange", KEYS[1], 0, 0)[1]
+    redis.call("zremrangebyscore", KEYS[2], "-inf", now)
+    redis.call("zrem", KEYS[1], unpack(dead))
+end
+redis.call("zadd", KEYS[1], "NX", tick, ARGV[1])
+local rank = redis.call("zrank", KEYS[1], ARGV[1])
+local lease = tonumber(ARGV[3])
+if rank == 0 then lease = tonumber(ARGV[2]) end
+redis.call("zadd", KEYS[2], now + lease, ARGV[1])
+redis.call("pexpire", KEYS[1], ARGV[3])
+redis.call("pexpire", KEYS[2], ARGV[3])
+if head and redis.call("zrange", KEYS[1], 0, 0)[1] ~= head then
+    announce("0")
+end
+return rank"#
+));
+
+/// Leaves the queue as ARGV[1], having got the lock (ARGV[3] = "1") or given up ("0"); when it
+/// was the head or the one after it, announces the new head and next.
+pub(crate) static LEAVE: Script = Script::new(concat!(
+    queue_fns!(),
+    r#"local rank = redis.call("zrank", KEYS[1], ARGV[1])
+if not rank then return 0 end
+redis.call("zrem", KEYS[1], ARGV[1])
+redis.call("zrem", KEYS[2], ARGV[1])
+if rank <= 1 then
+    local held = "0"
+    if rank == 0 then held = ARGV[3] end
+    announce(held)
+end
+return 1"#
+));
+
+/// The node that keeps `resource`'s queue: the highest rendezvous hash of the resource with
+/// each node's address (FNV-1a, the same in every process).
+pub(crate) fn queue_node<'a>(resource: &str, addresses: impl Iterator<Item = &'a str>) -> usize {
+    addresses
+        .enumerate()
+        .max_by_key(|(_, address)| {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in resource
+                .bytes()
+                .chain(std::iter::once(0))
+                .chain(address.bytes())
+            {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            h
+        })
+        .map_or(0, |(i, _)| i)
+}
+
+/// The keys of `resource`'s queue, then its release channel.
+pub(crate) fn keys(resource: &str) -> Keys {
+    Keys::List(Arc::from(vec![
+        Arc::from(named("redlock:queue:", resource)),
+        Arc::from(named("redlock:queue-lease:", resource)),
+        Arc::from(crate::wire::channel(resource)),
+    ]))
+}
+
+/// `JOIN` (see [`JOIN`]): its reply is the rank.
+pub(crate) fn join(keys: &Keys) -> Command {
+    Command::script(&JOIN, Reply::Count)
+        .keys(keys.clone())
+        .number(HEAD_LEASE.as_millis() as u64)
+        .text(Arc::from(MEMBER_LEASE.as_millis().to_string()))
+}
+
+/// `LEAVE` (see [`LEAVE`]) after getting the lock (`held`) or giving up.
+pub(crate) fn leave(keys: &Keys, held: bool) -> Command {
+    Command::script(&LEAVE, Reply::Flag)
+        .keys(keys.clone())
+        .number(HEAD_LEASE.as_millis() as u64)
+        .text(Arc::from(if held { "1" } else { "0" }))
+}
+
+/// A turn message: the new head and the one after it, and whether the one before got the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TurnNews {
+    pub head: Option<String>,
+    pub next: Option<String>,
+    pub held: bool,
+}
+
+/// Reads a message on a release channel as a turn message, if it is one.
+pub(crate) fn turn_news(message: &str) -> Option<TurnNews> {
+    let mut parts = message.strip_prefix(TURN)?.split(':');
+    let id = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_owned);
+    let head = id(parts.next());
+    let next = id(parts.next());
+    let held = parts.next() == Some("1");
+    Some(TurnNews { head, next, held })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_process_picks_the_same_queue_node_and_resources_spread() {
+        let nodes = ["a:1", "b:2", "c:3", "d:4", "e:5"];
+        let mut counts = [0usize; 5];
+        for r in 0..1000 {
+            let resource = format!("job-{r}");
+            let i = queue_node(&resource, nodes.iter().copied());
+            assert_eq!(i, queue_node(&resource, nodes.iter().copied()));
+            counts[i] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 100), "{counts:?}");
+        // Another order of the same nodes picks the same address.
+        let reversed: Vec<&str> = nodes.iter().rev().copied().collect();
+        for r in 0..100 {
+            let resource = format!("job-{r}");
+            let i = queue_node(&resource, nodes.iter().copied());
+            let j = queue_node(&resource, reversed.iter().copied());
+            assert_eq!(nodes[i], reversed[j]);
+        }
+    }
+
+    #[test]
+    fn turn_messages_read_back() {
+        assert_eq!(
+            turn_news("turn:ab:cd:1"),
+            Some(TurnNews {
+                head: Some("ab".into()),
+                next: Some("cd".into()),
+                held: true
+            })
+        );
+        assert_eq!(
+            turn_news("turn:::0"),
+            Some(TurnNews {
+                head: None,
+                next: None,
+                held: false
+            })
+        );
+        assert_eq!(turn_news("3f2a9c"), None);
+    }
+}
