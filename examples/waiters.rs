@@ -48,17 +48,48 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// A release (before it was sent) or an acquisition (once it returned), at a `now_ns` time.
+/// A release (before it was sent) or an acquisition (once it returned, with when its `acquire`
+/// was called), at `now_ns` times.
 #[derive(Clone, Copy)]
 enum Event {
     Released(u64),
-    Acquired(u64),
+    Acquired { arrived: u64, at: u64 },
 }
 
 impl Event {
     fn at(self) -> u64 {
         match self {
-            Event::Released(t) | Event::Acquired(t) => t,
+            Event::Released(t) | Event::Acquired { at: t, .. } => t,
+        }
+    }
+}
+
+/// How a waiter waits.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// Polling on its `retry_delay`.
+    Poll,
+    /// Woken by release notifications, one waiter per client trying (`fair(false)`).
+    Notify,
+    /// In the queue across processes (the default).
+    Fair,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Poll => "poll",
+            Mode::Notify => "notify",
+            Mode::Fair => "fair",
+        }
+    }
+
+    fn parse(s: &str) -> Mode {
+        match s {
+            "poll" => Mode::Poll,
+            "notify" => Mode::Notify,
+            "fair" => Mode::Fair,
+            other => panic!("unknown mode {other:?}"),
         }
     }
 }
@@ -67,7 +98,7 @@ impl Event {
 fn take_turns(
     rl: &Redlock,
     resource: &str,
-    notifications: bool,
+    mode: Mode,
     waiters: usize,
     hold: Duration,
     end_ns: u64,
@@ -81,11 +112,18 @@ fn take_turns(
                     let left = Duration::from_nanos(end_ns.saturating_sub(now_ns()));
                     let request = LockRequest::new(&resource, Duration::from_secs(10))
                         .wait(left)
-                        .notifications(notifications);
+                        .notifications(mode != Mode::Poll)
+                        .fair(mode == Mode::Fair);
+                    let arrived = now_ns();
                     let Ok(lock) = rl.acquire(&request) else {
                         break;
                     };
-                    events.lock().unwrap().push(Event::Acquired(now_ns()));
+                    let at = now_ns();
+                    if at >= end_ns {
+                        // A last try at the wait's deadline, after the measured time.
+                        break;
+                    }
+                    events.lock().unwrap().push(Event::Acquired { arrived, at });
                     std::thread::sleep(hold);
                     events.lock().unwrap().push(Event::Released(now_ns()));
                     let _ = lock.release();
@@ -110,9 +148,9 @@ fn wake_ups(mut events: Vec<Event>) -> Vec<f64> {
     for e in events {
         match e {
             Event::Released(t) => released = Some(t),
-            Event::Acquired(t) => {
+            Event::Acquired { at, .. } => {
                 if let Some(r) = released.take() {
-                    wake.push(t.saturating_sub(r) as f64 / 1e6);
+                    wake.push(at.saturating_sub(r) as f64 / 1e6);
                 }
             }
         }
@@ -120,31 +158,70 @@ fn wake_ups(mut events: Vec<Event>) -> Vec<f64> {
     wake
 }
 
+/// Acquisitions that overtook a waiter: some other acquisition's `acquire` was called more than
+/// `margin_ns` before this one's, and returned after it. Not those that arrived in the first
+/// second, when every waiter calls `acquire` at once and no order is meant.
+fn inversions(events: &[Event], margin_ns: u64) -> usize {
+    let start = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Acquired { arrived, .. } => Some(arrived),
+            Event::Released(_) => None,
+        })
+        .min()
+        .unwrap_or(0);
+    let mut got: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Acquired { arrived, at } => Some((at, arrived)),
+            Event::Released(_) => None,
+        })
+        .collect();
+    got.sort();
+    // From the last acquisition back: the earliest arrival among those acquired later.
+    let mut earliest_later = u64::MAX;
+    let mut overtook = 0;
+    for &(_, arrived) in got.iter().rev() {
+        if earliest_later.saturating_add(margin_ns) < arrived && arrived > start + 1_000_000_000 {
+            overtook += 1;
+        }
+        earliest_later = earliest_later.min(arrived);
+    }
+    overtook
+}
+
 /// One mode: the waiters in one client of this process, or spread over `processes` children.
 fn run(
     cluster: &Cluster,
-    notifications: bool,
+    mode: Mode,
     waiters: usize,
     processes: usize,
     hold: Duration,
     length: Duration,
 ) {
-    let resource = format!("busy-{notifications}-{processes}");
+    let resource = format!("busy-{}-{processes}-{}", mode.name(), hold.as_millis());
+    let calls_before = by_command(cluster);
     let (events, before, sent_before, elapsed) = if processes == 0 {
         let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
         let (before, sent_before, start) = (cluster.commands_processed(), sent(cluster), now_ns());
         let events = take_turns(
             &rl,
             &resource,
-            notifications,
+            mode,
             waiters,
             hold,
             start + length.as_nanos() as u64,
         );
         (events, before, sent_before, now_ns() - start)
     } else {
-        children(cluster, &resource, waiters, processes, hold, length)
+        children(cluster, &resource, mode, waiters, processes, hold, length)
     };
+    // Waiters that call `acquire` within a few ms of each other reach the queue node in either
+    // order (the first try, the subscription): only larger leads count, besides all of them.
+    // Per 1,000 hand-overs after the first second.
+    let calls_after = by_command(cluster);
+    let overtook = inversions(&events, 0);
+    let overtook_5ms = inversions(&events, 5_000_000);
     let elapsed = elapsed as f64 / 1e9;
     let issued = cluster.commands_processed() - before;
     let sent = sent(cluster) - sent_before;
@@ -161,8 +238,8 @@ fn run(
         "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"processes\":{},\"hold_ms\":{},\
          \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
          \"commands_per_handover\":{:.1},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
-         \"wake_p90_ms\":{:.1}}}",
-        if notifications { "notify" } else { "poll" },
+         \"wake_p90_ms\":{:.1},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
+        mode.name(),
         cluster.nodes.len(),
         processes.max(1),
         hold.as_millis(),
@@ -171,7 +248,18 @@ fn run(
         issued as f64 / l.len().max(1) as f64,
         sent as f64 / l.len().max(1) as f64,
         pct(0.5),
-        pct(0.9)
+        pct(0.9),
+        overtook as f64 * 1000.0 / l.len().max(1) as f64,
+        overtook_5ms as f64 * 1000.0 / l.len().max(1) as f64,
+        calls_after
+            .iter()
+            .filter(|(name, _)| name.as_str() != "info")
+            .map(|(name, n)| {
+                let d = n - calls_before.get(name).copied().unwrap_or(0);
+                format!("\"{name}\":{:.1}", d as f64 / l.len().max(1) as f64)
+            })
+            .collect::<Vec<_>>()
+            .join(",")
     );
 }
 
@@ -182,6 +270,7 @@ fn run(
 fn children(
     cluster: &Cluster,
     resource: &str,
+    mode: Mode,
     waiters: usize,
     processes: usize,
     hold: Duration,
@@ -196,6 +285,7 @@ fn children(
                 .args(["--child", &cluster.urls().join(","), resource])
                 .args(["--waiters", &share.to_string()])
                 .args(["--hold-ms", &hold.as_millis().to_string()])
+                .args(["--mode", mode.name()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -219,11 +309,15 @@ fn children(
     for i in 0..processes {
         loop {
             let l = line(i);
-            let (kind, t) = l.split_once(' ').unwrap_or((&l, "0"));
-            let t: u64 = t.parse().unwrap();
+            let mut parts = l.split(' ');
+            let kind = parts.next().unwrap_or("");
+            let mut t = || -> u64 { parts.next().unwrap_or("0").parse().unwrap() };
             match kind {
-                "A" => events.push(Event::Acquired(t)),
-                "R" => events.push(Event::Released(t)),
+                "A" => {
+                    let (arrived, at) = (t(), t());
+                    events.push(Event::Acquired { arrived, at })
+                }
+                "R" => events.push(Event::Released(t())),
                 _ => break,
             }
         }
@@ -251,11 +345,12 @@ fn child(args: &[String]) {
     let end: u64 = end.trim().parse().unwrap();
     let waiters = arg("--waiters", 10) as usize;
     let hold = Duration::from_millis(arg("--hold-ms", 100));
-    let events = take_turns(&rl, resource, true, waiters, hold, end);
+    let mode = text_arg("--mode").map_or(Mode::Fair, |m| Mode::parse(&m));
+    let events = take_turns(&rl, resource, mode, waiters, hold, end);
     let mut out = std::io::stdout().lock();
     for e in events {
         match e {
-            Event::Acquired(t) => writeln!(out, "A {t}").unwrap(),
+            Event::Acquired { arrived, at } => writeln!(out, "A {arrived} {at}").unwrap(),
             Event::Released(t) => writeln!(out, "R {t}").unwrap(),
         }
     }
@@ -264,6 +359,28 @@ fn child(args: &[String]) {
     drop(out);
     let mut rest = String::new();
     let _ = input.read_line(&mut rest);
+}
+
+/// Calls per command name (`INFO commandstats`), summed over the nodes.
+fn by_command(cluster: &Cluster) -> std::collections::BTreeMap<String, u64> {
+    let mut calls = std::collections::BTreeMap::new();
+    for node in &cluster.nodes {
+        for line in node.info("commandstats").lines() {
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(":calls="))
+            else {
+                continue;
+            };
+            let n: u64 = rest
+                .split(',')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            *calls.entry(name.to_owned()).or_default() += n;
+        }
+    }
+    calls
 }
 
 /// Commands the clients sent, summed over the nodes: `total_commands_processed` also counts
@@ -288,18 +405,43 @@ fn main() {
     }
     let seconds = arg("--seconds", 8);
     let waiters = arg("--waiters", 50) as usize;
-    let hold = Duration::from_millis(arg("--hold-ms", 100));
+    let list = |name: &str, default: &str| -> Vec<u64> {
+        text_arg(name)
+            .unwrap_or_else(|| default.to_owned())
+            .split(',')
+            .map(|v| v.parse().unwrap())
+            .collect()
+    };
+    let holds = list("--hold-ms", "100,20");
+    let processes = list("--processes", "1,5,25");
     let cluster = Cluster::start(5);
-    // Polling and notifications in one client (one service), and notifications with the
-    // waiters spread over 5 processes.
-    for (notifications, processes) in [(false, 0), (true, 0), (true, 5)] {
-        run(
-            &cluster,
-            notifications,
-            waiters,
-            processes,
-            hold,
-            Duration::from_secs(seconds),
-        );
+    for hold in holds {
+        let hold = Duration::from_millis(hold);
+        // Polling in one client (one service) as the baseline; then, for each number of
+        // processes (1: the waiters in one client of this process), one waiter per client
+        // trying on each release (`fair(false)`) against the queue across processes.
+        let mut plan = vec![(Mode::Poll, 0)];
+        for &p in &processes {
+            let p = if p <= 1 { 0 } else { p as usize };
+            plan.push((Mode::Notify, p));
+            plan.push((Mode::Fair, p));
+        }
+        for (mode, p) in plan {
+            run(
+                &cluster,
+                mode,
+                waiters,
+                p,
+                hold,
+                Duration::from_secs(seconds),
+            );
+        }
     }
+}
+
+/// The text after `name` on the command line.
+fn text_arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).cloned()
 }

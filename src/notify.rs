@@ -117,8 +117,9 @@ pub(crate) enum Turn {
 /// What a waiter in the queue across processes (`queue.rs`) learns from its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum News {
-    /// It is at the head: the one before got the lock (`held`: wait for its release) or gave up.
-    Head { held: bool },
+    /// It is at the head: the one before got the lock for at most `held` (wait for its release
+    /// until then), or gave up (`None`: try now).
+    Head { held: Option<Duration> },
     /// It is right behind the head, which it should watch.
     Next,
     /// A subscription was rebuilt, so news may have been lost: read the queue again.
@@ -204,7 +205,8 @@ impl Registry {
         };
         let mut state = relock(&slot.state);
         if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
-            let _ = tx.try_send(News::Head { held: news.held });
+            let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
+            let _ = tx.try_send(News::Head { held });
         }
         if let Some((tx, _)) = news.next.as_deref().and_then(|n| state.fair.get(n)) {
             let _ = tx.try_send(News::Next);

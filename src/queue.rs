@@ -18,8 +18,8 @@
 //! - **Turns**: a waiter that got the lock, or gave up, leaves with `LEAVE`. When the head (or
 //!   the one after it) leaves, the script publishes `turn:<head>:<next>:<held>` on the
 //!   resource's release channel, which every waiting client already listens to. The client of
-//!   `<head>` tells that waiter it is at the front: after the release of the lock just taken
-//!   (`held` = 1), or at once (the one before gave up). The client of `<next>` tells it to watch
+//!   `<head>` tells that waiter it is at the front: to try at the release of the lock just taken
+//!   (`held`: its TTL in ms, the longest it can take), or at once (0: the one before gave up). The client of `<next>` tells it to watch
 //!   the head.
 //!
 //! ## Why it cannot take exclusion away
@@ -44,6 +44,8 @@
 //! - **The queue node is down or answers an error**: the waiter goes on as without a queue
 //!   (every client's front waiter tries on each release), which is slower, never stuck.
 //! - **A cancel or a timeout at the head** leaves with `held` = 0: the next tries at once.
+//! - **A release that goes unheard** (a message lost with a connection) costs the head at most
+//!   the `held` TTL of the lock before it, as it cost every waiter before the queue.
 //! - **Keys left behind** expire [`MEMBER_LEASE`] after the last `JOIN`.
 //!
 //! Not queued: multi-resource locks (they would stand in several queues), readers of a
@@ -118,8 +120,8 @@ end
 return rank"#
 ));
 
-/// Leaves the queue as ARGV[1], having got the lock (ARGV[3] = "1") or given up ("0"); when it
-/// was the head or the one after it, announces the new head and next.
+/// Leaves the queue as ARGV[1], having got the lock for ARGV[3] ms (its TTL) or given up ("0");
+/// when it was the head or the one after it, announces the new head and next.
 pub(crate) static LEAVE: Script = Script::new(concat!(
     queue_fns!(),
     r#"local rank = redis.call("zrank", KEYS[1], ARGV[1])
@@ -171,20 +173,21 @@ pub(crate) fn join(keys: &Keys) -> Command {
         .text(Arc::from(MEMBER_LEASE.as_millis().to_string()))
 }
 
-/// `LEAVE` (see [`LEAVE`]) after getting the lock (`held`) or giving up.
-pub(crate) fn leave(keys: &Keys, held: bool) -> Command {
+/// `LEAVE` (see [`LEAVE`]) after getting the lock for `held_ms` (its TTL), or giving up (0).
+pub(crate) fn leave(keys: &Keys, held_ms: u64) -> Command {
     Command::script(&LEAVE, Reply::Flag)
         .keys(keys.clone())
         .number(HEAD_LEASE.as_millis() as u64)
-        .text(Arc::from(if held { "1" } else { "0" }))
+        .text(Arc::from(held_ms.to_string()))
 }
 
-/// A turn message: the new head and the one after it, and whether the one before got the lock.
+/// A turn message: the new head and the one after it, and for how long at most the one before
+/// holds the lock it just got (its TTL, ms; 0: it gave up).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TurnNews {
     pub head: Option<String>,
     pub next: Option<String>,
-    pub held: bool,
+    pub held_ms: u64,
 }
 
 /// Reads a message on a release channel as a turn message, if it is one.
@@ -193,8 +196,12 @@ pub(crate) fn turn_news(message: &str) -> Option<TurnNews> {
     let id = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_owned);
     let head = id(parts.next());
     let next = id(parts.next());
-    let held = parts.next() == Some("1");
-    Some(TurnNews { head, next, held })
+    let held_ms = parts.next().and_then(|h| h.parse().ok()).unwrap_or(0);
+    Some(TurnNews {
+        head,
+        next,
+        held_ms,
+    })
 }
 
 #[cfg(test)]
@@ -225,11 +232,11 @@ mod tests {
     #[test]
     fn turn_messages_read_back() {
         assert_eq!(
-            turn_news("turn:ab:cd:1"),
+            turn_news("turn:ab:cd:10000"),
             Some(TurnNews {
                 head: Some("ab".into()),
                 next: Some("cd".into()),
-                held: true
+                held_ms: 10_000
             })
         );
         assert_eq!(
@@ -237,7 +244,7 @@ mod tests {
             Some(TurnNews {
                 head: None,
                 next: None,
-                held: false
+                held_ms: 0
             })
         );
         assert_eq!(turn_news("3f2a9c"), None);

@@ -211,6 +211,7 @@ impl<'a> Acquisition<'a> {
             joined: false,
             heard: Instant::now(),
             tried: failed.is_some(),
+            held_until: None,
         };
         // A queue node found down or hung by the subscriber (after the subscribe above, which
         // gave it `node_timeout`) would cost each waiter that long: go on without the queue.
@@ -237,7 +238,7 @@ impl<'a> Acquisition<'a> {
                 self.attempts = self.attempts.saturating_add(1);
                 return match self.attempt()? {
                     Tried::Granted(lock) => {
-                        member.leave(true);
+                        member.leave(self.ttl_ms);
                         Ok(lock)
                     }
                     Tried::Failed(f) => Err(self.give_up(f)),
@@ -254,7 +255,7 @@ impl<'a> Acquisition<'a> {
                     self.attempts = self.attempts.saturating_add(1);
                     match self.attempt()? {
                         Tried::Granted(lock) => {
-                            member.leave(true);
+                            member.leave(self.ttl_ms);
                             return Ok(lock);
                         }
                         Tried::Failed(f) if self.next_pause().is_none() => {
@@ -297,7 +298,12 @@ impl<'a> Acquisition<'a> {
     ) -> Result<Step> {
         let now = Instant::now();
         let deadline = self.wait_until.unwrap_or(now);
+        let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
         let mut until = now + self.fallback();
+        // Told that the one before took the lock for so long: its release comes by then.
+        if let Some(held) = member.held_until.take() {
+            until = if healthy { held } else { until.min(held) };
+        }
         if let Some(failed) = failed.filter(|f| f.refused()) {
             let remaining = self.kind.remaining();
             let read = self.engine.fan_out(
@@ -309,7 +315,6 @@ impl<'a> Acquisition<'a> {
             );
             if let Some(free) = free_in(&read, quorum(self.engine.node_count())) {
                 let free = now + free + Duration::from_millis(1);
-                let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
                 until = if !failed.contested && healthy {
                     free
                 } else {
@@ -374,7 +379,12 @@ impl<'a> Acquisition<'a> {
             Some(News::Head { held }) => {
                 *rank = 0;
                 member.heard = Instant::now();
-                Ok(if held { Step::Wait } else { Step::Try })
+                member.held_until = held.map(|d| member.heard + d + Duration::from_millis(1));
+                Ok(if held.is_some() {
+                    Step::Wait
+                } else {
+                    Step::Try
+                })
             }
             Some(News::Next) => {
                 *rank = 1;
@@ -746,6 +756,8 @@ struct Member<'a> {
     heard: Instant,
     /// It tried just before joining.
     tried: bool,
+    /// Told that it is at the head: until when the lock the one before took may be held.
+    held_until: Option<Instant>,
 }
 
 impl Member<'_> {
@@ -766,15 +778,16 @@ impl Member<'_> {
         }
     }
 
-    /// Leaves the queue, having got the lock (`held`) or not; without waiting.
-    fn leave(&mut self, held: bool) {
+    /// Leaves the queue, having got the lock for `held_ms` (its TTL) or not (0); without
+    /// waiting.
+    fn leave(&mut self, held_ms: u64) {
         if !std::mem::take(&mut self.joined) {
             return;
         }
         let mut targets = vec![false; self.engine.node_count()];
         targets[self.node] = true;
         self.engine.send_nowait(
-            &queue::leave(&self.keys, held),
+            &queue::leave(&self.keys, held_ms),
             &self.resource,
             &self.id,
             Some(&targets),
@@ -785,7 +798,7 @@ impl Member<'_> {
 
 impl Drop for Member<'_> {
     fn drop(&mut self) {
-        self.leave(false);
+        self.leave(0);
     }
 }
 
