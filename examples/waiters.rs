@@ -15,8 +15,13 @@
 //! spread over 5 processes of 10 waiters each (this program again, with `--child`); times come
 //! from `CLOCK_MONOTONIC`, which all processes of the host share.
 //!
-//! `cargo run --release --example waiters [-- --seconds S --waiters W --hold-ms H]`
+//! `cargo run --release --example waiters [-- --seconds S --waiters W --hold-ms H --svg FILE]`
+//!
+//! `--svg FILE` also writes a chart of commands per hand-over against the number of processes,
+//! one series per mode, from the JSON lines printed.
 
+#[path = "chart/mod.rs"]
+mod chart;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -121,6 +126,7 @@ fn wake_ups(mut events: Vec<Event>) -> Vec<f64> {
 }
 
 /// One mode: the waiters in one client of this process, or spread over `processes` children.
+/// Prints its JSON line and returns it.
 fn run(
     cluster: &Cluster,
     notifications: bool,
@@ -128,7 +134,7 @@ fn run(
     processes: usize,
     hold: Duration,
     length: Duration,
-) {
+) -> String {
     let resource = format!("busy-{notifications}-{processes}");
     let (events, before, sent_before, elapsed) = if processes == 0 {
         let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
@@ -157,7 +163,7 @@ fn run(
             l[((l.len() - 1) as f64 * p).round() as usize]
         }
     };
-    println!(
+    let line = format!(
         "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"processes\":{},\"hold_ms\":{},\
          \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
          \"commands_per_handover\":{:.1},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
@@ -173,6 +179,8 @@ fn run(
         pct(0.5),
         pct(0.9)
     );
+    println!("{line}");
+    line
 }
 
 /// Runs the waiters in `processes` children (with notifications), counting the nodes'
@@ -290,16 +298,29 @@ fn main() {
     let waiters = arg("--waiters", 50) as usize;
     let hold = Duration::from_millis(arg("--hold-ms", 100));
     let cluster = Cluster::start(5);
+    let mut lines = Vec::new();
     // Polling and notifications in one client (one service), and notifications with the
     // waiters spread over 5 processes.
     for (notifications, processes) in [(false, 0), (true, 0), (true, 5)] {
-        run(
+        lines.push(run(
             &cluster,
             notifications,
             waiters,
             processes,
             hold,
             Duration::from_secs(seconds),
+        ));
+    }
+    if let Some(i) = args.iter().position(|a| a == "--svg") {
+        let caption = format!(
+            "{} waiters, {} ms holds, {} nodes, {seconds} s per mode\n{}",
+            waiters,
+            hold.as_millis(),
+            cluster.nodes.len(),
+            chart::machine()
         );
+        let svg = chart::handover_chart_from_json(&lines, &caption);
+        std::fs::write(args.get(i + 1).expect("--svg takes a file name"), svg)
+            .expect("write the chart");
     }
 }
