@@ -25,11 +25,11 @@ pub mod style {
     pub const FLOOR: usize = 6;
 }
 
-const WIDTH: f64 = 780.0;
+const WIDTH: f64 = 800.0;
 /// Left of the plot area: y tick labels and the y axis label.
 const LEFT: f64 = 78.0;
 /// Right of the plot area: the legend.
-const LEGEND: f64 = 210.0;
+const LEGEND: f64 = 230.0;
 const PLOT_W: f64 = WIDTH - LEFT - LEGEND;
 const PLOT_H: f64 = 230.0;
 /// A panel: its title above the plot area, tick labels and the x axis label below.
@@ -37,6 +37,8 @@ const PANEL_TOP: f64 = 30.0;
 const PANEL_H: f64 = PANEL_TOP + PLOT_H + 52.0;
 const TITLE_H: f64 = 40.0;
 const CAPTION_LINE: f64 = 15.0;
+/// Characters of caption on one line, at its 11 px.
+const CAPTION_CHARS: usize = 125;
 
 /// One named series of (x, y) points, drawn joined in x order with a marker at each point (or
 /// without markers when it has many).
@@ -46,6 +48,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Index into the palette, dash patterns and markers.
     pub style: usize,
+    /// One marker only, at the first point with y at or above this (a CDF's median), instead
+    /// of one at each point.
+    pub marker_at_y: Option<f64>,
 }
 
 impl Series {
@@ -54,6 +59,7 @@ impl Series {
             name: name.into(),
             points,
             style,
+            marker_at_y: None,
         }
     }
 }
@@ -76,7 +82,11 @@ pub struct Plot {
 
 /// A standalone SVG: `title`, the plots stacked below it, then `caption` (one line per `\n`).
 pub fn figure(title: &str, caption: &str, plots: &[Plot]) -> String {
-    let captions: Vec<&str> = caption.lines().filter(|l| !l.trim().is_empty()).collect();
+    let captions: Vec<String> = caption
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .flat_map(|l| wrap(l, CAPTION_CHARS))
+        .collect();
     let height =
         TITLE_H + PANEL_H * plots.len() as f64 + CAPTION_LINE * captions.len() as f64 + 14.0;
     let mut s = String::new();
@@ -110,7 +120,7 @@ pub fn figure(title: &str, caption: &str, plots: &[Plot]) -> String {
             s,
             "<text class=\"caption\" x=\"{}\" y=\"{y}\" font-size=\"11\" fill=\"#555555\">{}</text>",
             LEFT - 60.0,
-            escape(line)
+            escape(&line)
         );
         y += CAPTION_LINE;
     }
@@ -180,7 +190,10 @@ pub fn cdf_chart(
             series: p
                 .series
                 .iter()
-                .map(|(n, style, samples)| Series::new(n.clone(), *style, cdf(samples)))
+                .map(|(n, style, samples)| Series {
+                    marker_at_y: Some(0.5),
+                    ..Series::new(n.clone(), *style, cdf(samples))
+                })
                 .collect(),
             ..Plot::default()
         })
@@ -334,26 +347,47 @@ fn linear_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
         .collect()
 }
 
-/// Ticks for a log axis over [lo, hi] (both > 0): 1-2-5 steps over up to three decades,
-/// powers of ten past that, linear ticks within one narrow decade.
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let (d0, d1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
-    let mults: &[f64] = if d1 - d0 > 3 {
+/// The range and ticks of a log axis holding [lo, hi] (both > 0): the range widened to the
+/// nearest tick on each side when one is close, else by a little; ticks at 1-2-3-5 steps within
+/// about a decade and a half, 1-2-5 up to three decades, powers of ten past that, and linear
+/// ticks when that gives fewer than three.
+fn log_axis(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let decades = (hi / lo).log10();
+    let mults: &[f64] = if decades > 3.0 {
         &[1.0]
-    } else {
+    } else if decades > 1.5 {
         &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0, 2.0, 3.0, 5.0]
     };
-    let mut ticks: Vec<f64> = (d0..=d1)
+    let (d0, d1) = (lo.log10().floor() as i32 - 1, hi.log10().ceil() as i32 + 1);
+    let candidates: Vec<f64> = (d0..=d1)
         .flat_map(|d| mults.iter().map(move |m| m * 10f64.powi(d)))
-        .filter(|t| *t >= lo * 0.999 && *t <= hi * 1.001)
+        .collect();
+    let from = candidates
+        .iter()
+        .rev()
+        .copied()
+        .find(|t| *t <= lo / 1.02)
+        .filter(|t| lo / t <= 1.6)
+        .unwrap_or(lo / 1.08);
+    let to = candidates
+        .iter()
+        .copied()
+        .find(|t| *t >= hi * 1.02)
+        .filter(|t| t / hi <= 1.6)
+        .unwrap_or(hi * 1.08);
+    let mut ticks: Vec<f64> = candidates
+        .into_iter()
+        .filter(|t| *t >= from * 0.999 && *t <= to * 1.001)
         .collect();
     if ticks.len() < 3 {
-        ticks = linear_ticks(lo, hi, 5)
+        ticks = linear_ticks(from, to, 5)
             .into_iter()
-            .filter(|t| *t >= lo * 0.999 && *t <= hi * 1.001 && *t > 0.0)
+            .filter(|t| *t >= from * 0.999 && *t <= to * 1.001 && *t > 0.0)
             .collect();
     }
-    ticks
+    (from, to, ticks)
 }
 
 /// The x range and ticks of a plot.
@@ -387,8 +421,7 @@ fn x_axis(plot: &Plot) -> (f64, f64, Vec<f64>) {
             let ticks = t.iter().copied().filter(|x| *x > 0.0).collect();
             return (lo / 1.3, hi * 1.3, ticks);
         }
-        let ticks = log_ticks(lo / 1.08, hi * 1.08);
-        return (lo / 1.08, hi * 1.08, ticks);
+        return log_axis(lo, hi);
     }
     if hi - lo < f64::EPSILON * hi.abs().max(1.0) {
         (lo, hi) = (lo - 0.5 * lo.abs().max(1.0), hi + 0.5 * hi.abs().max(1.0));
@@ -492,17 +525,14 @@ fn panel(s: &mut String, plot: &Plot) {
         escape(&plot.y_label)
     );
     // Reference lines, labelled at the top.
-    for (i, (at, label)) in plot.rules.iter().enumerate() {
+    for (at, label) in &plot.rules {
         if !at.is_finite() || (plot.log_x && *at <= 0.0) {
             continue;
         }
         let pxx = px(x.at(*at));
         let _ = writeln!(
             s,
-            "<g class=\"rule\"><line x1=\"{pxx}\" y1=\"{top}\" x2=\"{pxx}\" y2=\"{bottom}\" stroke=\"#666666\" stroke-dasharray=\"3 3\"/>\
-             <text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#444444\">{}</text></g>",
-            pxx + 3.0,
-            top + 12.0 + 12.0 * i as f64,
+            "<g class=\"rule\"><title>{}</title><line x1=\"{pxx}\" y1=\"{top}\" x2=\"{pxx}\" y2=\"{bottom}\" stroke=\"#666666\" stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/></g>",
             escape(label)
         );
     }
@@ -544,24 +574,42 @@ fn panel(s: &mut String, plot: &Plot) {
                 path.join(" ")
             );
         }
-        if pixels.len() <= 40 {
+        if let Some(at) = series.marker_at_y {
+            if let Some(i) = points.iter().position(|p| p.1 >= at) {
+                s.push_str(&marker(series.style, pixels[i].0, pixels[i].1));
+            }
+        } else if pixels.len() <= 40 {
             for &(a, b) in &pixels {
                 s.push_str(&marker(series.style, a, b));
             }
         }
         s.push_str("</g>\n");
     }
-    // Legend, right of the plot area.
+    // Legend, right of the plot area: the series, then the reference lines.
     let lx = LEFT + PLOT_W + 14.0;
-    for (i, series) in plot.series.iter().enumerate() {
+    let mut ly = top + 10.0;
+    let text = |s: &mut String, ly: f64, lines: &[String], fill: &str| {
+        for (k, line) in lines.iter().enumerate() {
+            let _ = write!(
+                s,
+                "<text x=\"{}\" y=\"{}\" stroke=\"none\" fill=\"{fill}\">{}</text>",
+                lx + 34.0,
+                ly + 4.0 + 14.0 * k as f64,
+                escape(line)
+            );
+        }
+    };
+    for series in &plot.series {
         let colour = PALETTE[series.style % PALETTE.len()];
         let dash = DASHES[series.style % DASHES.len()];
-        let ly = top + 10.0 + 20.0 * i as f64;
         let empty = series.points.is_empty();
-        let _ = writeln!(
+        let lines = wrap(
+            &format!("{}{}", series.name, if empty { " (no data)" } else { "" }),
+            LEGEND_CHARS,
+        );
+        let _ = write!(
             s,
-            "<g class=\"legend\" stroke=\"{colour}\" fill=\"{colour}\"><line x1=\"{lx}\" y1=\"{ly}\" x2=\"{}\" y2=\"{ly}\" stroke-width=\"2\"{}/>{}\
-             <text x=\"{}\" y=\"{}\" stroke=\"none\" fill=\"{}\">{}{}</text></g>",
+            "<g class=\"legend\" stroke=\"{colour}\" fill=\"{colour}\"><line x1=\"{lx}\" y1=\"{ly}\" x2=\"{}\" y2=\"{ly}\" stroke-width=\"2\"{}/>{}",
             lx + 28.0,
             if dash.is_empty() {
                 String::new()
@@ -569,13 +617,43 @@ fn panel(s: &mut String, plot: &Plot) {
                 format!(" stroke-dasharray=\"{dash}\"")
             },
             marker(series.style, lx + 14.0, ly),
-            lx + 34.0,
-            ly + 4.0,
-            if empty { "#888888" } else { "#222222" },
-            escape(&series.name),
-            if empty { " (no data)" } else { "" }
         );
+        text(s, ly, &lines, if empty { "#888888" } else { "#222222" });
+        s.push_str("</g>\n");
+        ly += 6.0 + 14.0 * lines.len() as f64;
     }
+    for (_, label) in &plot.rules {
+        let lines = wrap(label, LEGEND_CHARS);
+        let _ = write!(
+            s,
+            "<g class=\"legend\"><line x1=\"{lx}\" y1=\"{ly}\" x2=\"{}\" y2=\"{ly}\" stroke=\"#666666\" stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/>",
+            lx + 28.0
+        );
+        text(s, ly, &lines, "#444444");
+        s.push_str("</g>\n");
+        ly += 6.0 + 14.0 * lines.len() as f64;
+    }
+}
+
+/// Characters of legend text on one line.
+const LEGEND_CHARS: usize = 26;
+
+/// `text` broken at spaces into lines of at most `width` characters (longer words stay whole).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_owned()),
+        }
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
 }
 
 /// A marker of style `style` centred at (x, y): circle, square, triangle, diamond, triangle
@@ -846,12 +924,23 @@ mod tests {
             assert!(t[0] <= lo && *t.last().unwrap() >= hi, "{t:?}");
             assert!(t.len() <= 12, "{t:?}");
         }
-        for (lo, hi) in [(1.5, 5.0), (20.0, 300.0), (0.8, 300.0), (0.01, 1000.0)] {
-            let t = log_ticks(lo, hi);
+        for (lo, hi) in [
+            (1.5, 5.0),
+            (20.0, 300.0),
+            (0.8, 300.0),
+            (0.01, 1000.0),
+            (1.6, 1.7),
+        ] {
+            let (from, to, t) = log_axis(lo, hi);
+            assert!(from < lo && to > hi, "{lo} {hi}: {from} {to}");
             assert!(t.len() >= 2, "{lo} {hi} {t:?}");
             assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
-            assert!(t.iter().all(|&v| v >= lo * 0.999 && v <= hi * 1.001));
+            assert!(t.iter().all(|&v| v >= from * 0.999 && v <= to * 1.001));
         }
+        assert_eq!(
+            log_axis(24.0, 282.0).2,
+            [20.0, 30.0, 50.0, 100.0, 200.0, 300.0]
+        );
         assert_eq!(number(22_500.0), "22.5k");
         assert_eq!(number(0.25), "0.25");
         assert_eq!(number(140.0), "140");
@@ -926,6 +1015,16 @@ mod tests {
         assert_eq!(json_number(line, "nodes"), Some(5.0));
         assert_eq!(json_field(line, "x"), Some("a b"));
         assert_eq!(json_field(line, "missing"), None);
+    }
+
+    #[test]
+    fn long_text_wraps_at_spaces() {
+        assert_eq!(wrap("a bb ccc", 4), ["a bb", "ccc"]);
+        assert_eq!(
+            wrap("averyveryverylongword x", 4),
+            ["averyveryverylongword", "x"]
+        );
+        assert_eq!(wrap("", 4), [""]);
     }
 
     #[test]
