@@ -905,6 +905,11 @@ fn write_chart(path: &str, svg: &str) {
 /// runs: one panel per number of nodes, one series per client, the median where a
 /// configuration ran more than once; with `cpu`, a panel of CPU per cycle below each.
 fn rates_chart(title: &str, caption: &str, lines: &[String], cpu: bool) -> String {
+    chart::figure(title, caption, &rate_plots(lines, cpu))
+}
+
+/// The panels of [`rates_chart`].
+fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
     const CLIENTS: [(&str, &str, usize); 3] = [
         ("redlock", "redlock", chart::style::REDLOCK),
         (
@@ -996,7 +1001,7 @@ fn rates_chart(title: &str, caption: &str, lines: &[String], cpu: bool) -> Strin
             });
         }
     }
-    chart::figure(title, caption, &plots)
+    plots
 }
 
 /// Resident memory of this process, from /proc (0 where there is none).
@@ -1280,4 +1285,36 @@ fn node_redlock_at(
         return None;
     }
     Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rates_chart_has_a_panel_per_node_count_and_takes_medians() {
+        let lines: Vec<String> = [
+            r#"{"config":"floor","nodes":1,"threads":1,"cycles":10,"cycles_per_s":1000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":20}"#,
+            r#"{"config":"floor","nodes":1,"threads":1,"cycles":10,"cycles_per_s":3000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":20}"#,
+            r#"{"config":"floor","nodes":1,"threads":1,"cycles":10,"cycles_per_s":2000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":20}"#,
+            r#"{"config":"redlock","nodes":1,"threads":4,"cycles":10,"cycles_per_s":9000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":40}"#,
+            r#"{"config":"redlock","nodes":5,"threads":16,"cycles":10,"cycles_per_s":7000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":40}"#,
+            r#"{"config":"hung-2-of-5-acquire","nodes":5,"threads":1,"cycles":10,"cycles_per_s":50,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":40}"#,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let svg = rates_chart("t", "c", &lines, false);
+        assert_eq!(svg.matches("class=\"panel\"").count(), 2);
+        // One node: floor and redlock; five nodes: redlock alone (no peer ran).
+        assert_eq!(svg.matches("class=\"series\"").count(), 3);
+        assert!(!svg.contains("node-redlock"));
+        // The floor's point is the median of its three runs.
+        let plots = rate_plots(&lines, false);
+        let floor = plots[0].series.iter().find(|s| s.name.starts_with("floor"));
+        assert_eq!(floor.unwrap().points, [(1.0, 2000.0)]);
+        let with_cpu = rates_chart("t", "c", &lines, true);
+        assert_eq!(with_cpu.matches("class=\"panel\"").count(), 4);
+        assert!(!with_cpu.contains("NaN"));
+        assert!(rates_chart("t", "c", &[], true).contains("</svg>"));
+    }
 }
