@@ -645,7 +645,7 @@ fn main() {
             write_chart(
                 path,
                 &rates_chart(
-                    "One hot node: cycles/s by caller threads",
+                    "Hot node: cycles/s by caller threads",
                     &caption,
                     &lines,
                     true,
