@@ -93,8 +93,10 @@ pub fn figure(title: &str, caption: &str, plots: &[Plot]) -> String {
     let _ = writeln!(
         s,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-         viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
+         viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">"
     );
+    // Named for screen readers and as the tooltip where the SVG is shown on its own.
+    let _ = writeln!(s, "<title>{}</title>", escape(title));
     let _ = writeln!(
         s,
         "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{height}\" fill=\"#ffffff\"/>"
@@ -834,7 +836,7 @@ mod tests {
         well_formed(&svg);
         assert_eq!(svg.matches("class=\"series\"").count(), 3);
         assert_eq!(svg.matches("class=\"legend\"").count(), 3);
-        assert!(svg.contains("Cycles &amp; &lt;threads&gt;"));
+        assert!(svg.contains("<title>Cycles &amp; &lt;threads&gt;</title>"));
         assert!(svg.contains("(no data)"));
         assert!(svg.contains("AMD EPYC"));
     }
