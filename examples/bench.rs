@@ -47,11 +47,21 @@
 //! `-- --hot [--repeats R]` runs only the one-node question of issue 30: redlock's uncontended
 //! cycle at N = 1 against the naive client with one connection per thread, at 1, 4 and 16
 //! threads, interleaved R times (default 3), with the medians and ratios.
+//!
+//! `--svg FILE` also writes a chart (examples/chart): in the default mode and with `--hot`,
+//! cycles/s by caller threads per client, one panel per number of nodes (medians over
+//! repeats; `--hot` adds CPU per cycle); with `--latency`, the CDF of the acquire + release
+//! latency per client, one panel per placement, from the raw samples (the peers write theirs
+//! to a file named in `BENCH_SAMPLES`). Clients that could not run are left out. The JSON
+//! lines are the same with or without it.
 
+#[path = "chart/mod.rs"]
+mod chart;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -85,6 +95,15 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
+
+/// The per-configuration JSON lines printed so far, kept for `--svg`.
+static PRINTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Prints one JSON line and keeps it for the chart.
+fn emit(line: String) {
+    println!("{line}");
+    PRINTED.lock().unwrap().push(line);
+}
 
 struct Sample {
     cycles: usize,
@@ -218,7 +237,7 @@ fn hot(one: &Cluster, length: Duration, args: &[String]) {
                 } else {
                     cycles(&rl, t, length)
                 };
-                println!("{}", s.json(name, 1, t));
+                emit(s.json(name, 1, t));
                 let rate = s.cycles as f64 / s.elapsed.as_secs_f64();
                 let cpu = s.cpu_ticks as f64 * 1e4 / s.cycles.max(1) as f64;
                 runs.push((name, t, rate, cpu));
@@ -261,8 +280,10 @@ const PLACEMENTS: [(&str, [f64; 5]); 3] = [
 /// a round trip of [`PLACEMENTS`]: redlock (which decides once a quorum has answered), the
 /// floor (a bare client that reads every answer before it decides, as redsync does by
 /// default), node-redlock (which returns on a quorum too) and redsync with and without
-/// `WithFailFast`, one thread each. Prints each run and the medians' ratios.
-fn latency(five: &Cluster, length: Duration) {
+/// `WithFailFast`, one thread each. Prints each run and the medians' ratios; with `svg`, writes
+/// the CDFs there, one panel per placement.
+fn latency(five: &Cluster, length: Duration, svg: Option<&str>) {
+    let mut panels = Vec::new();
     for (name, rtts) in PLACEMENTS {
         let relays: Vec<DelayRelay> = five
             .nodes
@@ -283,10 +304,28 @@ fn latency(five: &Cluster, length: Duration) {
         println!("{}", ours.json(&format!("latency-{name}-redlock"), 5, 1));
         let mut all = floor_at(urls.clone(), 1, length);
         println!("{}", all.json(&format!("latency-{name}-floor"), 5, 1));
+        // Where each peer writes its raw samples (µs, one a line), when there is a chart.
+        let file = |peer: &str| {
+            svg.map(|_| {
+                std::env::temp_dir().join(format!(
+                    "redlock-bench-{}-{name}-{peer}.samples",
+                    std::process::id()
+                ))
+            })
+        };
         let peers = [
-            ("node_redlock", node_redlock_at(&urls, length)),
-            ("redsync", redsync_at(&urls, length, false)),
-            ("redsync_failfast", redsync_at(&urls, length, true)),
+            (
+                "node_redlock",
+                node_redlock_at(&urls, length, file("node_redlock").as_deref()),
+            ),
+            (
+                "redsync",
+                redsync_at(&urls, length, false, file("redsync").as_deref()),
+            ),
+            (
+                "redsync_failfast",
+                redsync_at(&urls, length, true, file("redsync_failfast").as_deref()),
+            ),
         ];
         let p50 = |s: &Sample| s.latencies[s.latencies.len() / 2];
         let mut summary = format!(
@@ -312,6 +351,65 @@ fn latency(five: &Cluster, length: Duration) {
             }
         }
         println!("{summary}}}");
+        if svg.is_some() {
+            let ms = |us: &[f64]| us.iter().map(|v| v / 1000.0).collect::<Vec<f64>>();
+            let mut series = vec![
+                (
+                    "redlock".to_owned(),
+                    chart::style::REDLOCK,
+                    ms(&ours.latencies),
+                ),
+                (
+                    "floor: reads every answer".to_owned(),
+                    chart::style::FLOOR,
+                    ms(&all.latencies),
+                ),
+            ];
+            for ((peer, line), (label, style)) in peers.iter().zip([
+                ("node-redlock v5", chart::style::NODE_REDLOCK),
+                ("redsync v4.18", chart::style::REDSYNC),
+                ("redsync WithFailFast", chart::style::REDSYNC_FAILFAST),
+            ]) {
+                let path = file(peer).unwrap();
+                let samples: Option<Vec<f64>> = std::fs::read_to_string(&path)
+                    .ok()
+                    .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect());
+                let _ = std::fs::remove_file(&path);
+                if let (Some(_), Some(samples)) = (line, samples) {
+                    series.push((label.to_owned(), style, ms(&samples)));
+                }
+            }
+            let mut sorted = rtts;
+            sorted.sort_by(f64::total_cmp);
+            let quorum = sorted[sorted.len() / 2];
+            let listed: Vec<String> = rtts.iter().map(|r| format!("{r}")).collect();
+            panels.push(chart::CdfPanel {
+                title: format!("{name}: round trips {} ms", listed.join(", ")),
+                series,
+                rules: vec![(
+                    2.0 * quorum,
+                    format!("2 × the 3rd-fastest round trip ({} ms)", 2.0 * quorum),
+                )],
+            });
+        }
+    }
+    if let Some(path) = svg {
+        let caption = format!(
+            "acquire + release on one thread, five nodes behind delaying relays (which add about \
+             0.3 ms per round trip), {} s per client and placement\n{}",
+            length.as_secs_f64(),
+            chart::machine()
+        );
+        write_chart(
+            path,
+            &chart::cdf_chart(
+                "Where the nodes are: acquire + release latency",
+                &caption,
+                "acquire + release, ms",
+                true,
+                &panels,
+            ),
+        );
     }
 }
 
@@ -522,31 +620,59 @@ fn main() {
             .expect("--seconds takes a number");
         length = Duration::from_secs_f64(s);
     }
+    let svg = args
+        .iter()
+        .position(|a| a == "--svg")
+        .map(|i| args.get(i + 1).expect("--svg takes a file name").clone());
     let one = Cluster {
         nodes: vec![support::RedisNode::start()],
     };
     if args.iter().any(|a| a == "--hot") {
-        return hot(&one, length, &args);
+        hot(&one, length, &args);
+        if let Some(path) = &svg {
+            let caption = match repeats(&args, 3) {
+                1 => format!(
+                    "uncontended acquire + release, one run of {} s",
+                    length.as_secs_f64()
+                ),
+                r => format!(
+                    "uncontended acquire + release, medians of {r} runs of {} s each",
+                    length.as_secs_f64()
+                ),
+            } + "\n"
+                + &chart::machine();
+            let lines = PRINTED.lock().unwrap();
+            write_chart(
+                path,
+                &rates_chart(
+                    "Hot node: cycles/s by caller threads",
+                    &caption,
+                    &lines,
+                    true,
+                ),
+            );
+        }
+        return;
     }
     let five = Cluster::start(5);
     if args.iter().any(|a| a == "--cost") {
         return cost(&one, &five, length, &args);
     }
     if args.iter().any(|a| a == "--latency") {
-        return latency(&five, length);
+        return latency(&five, length, svg.as_deref());
     }
 
     let mut floor1 = floor(&one, 1, length);
-    println!("{}", floor1.json("floor", 1, 1));
+    emit(floor1.json("floor", 1, 1));
     let mut floor5 = floor(&five, 1, length);
-    println!("{}", floor5.json("floor", 5, 1));
+    emit(floor5.json("floor", 5, 1));
     let mut results = Vec::new();
     for (cluster, n) in [(&one, 1), (&five, 5)] {
         let rl = client(cluster);
         let threads: &[usize] = if n == 5 { &[1, 4, 16] } else { &[1, 4] };
         for &threads in threads {
             let mut s = cycles(&rl, threads, length);
-            println!("{}", s.json("redlock", n, threads));
+            emit(s.json("redlock", n, threads));
             results.push((n, threads, s));
         }
     }
@@ -751,6 +877,131 @@ fn main() {
         rate(find(5, 1)) / rate(&floor5),
         rate(find(5, 16)) / rate(find(5, 4))
     );
+    if let Some(path) = &svg {
+        let caption = format!(
+            "uncontended acquire + release on loopback, each thread its own resource, {} s per configuration\n{}",
+            length.as_secs_f64(),
+            chart::machine()
+        );
+        let lines = PRINTED.lock().unwrap();
+        write_chart(
+            path,
+            &rates_chart(
+                "Loopback: cycles/s by caller threads",
+                &caption,
+                &lines,
+                false,
+            ),
+        );
+    }
+}
+
+fn write_chart(path: &str, svg: &str) {
+    std::fs::write(path, svg).unwrap_or_else(|e| panic!("writing {path}: {e}"));
+    eprintln!("chart: {path}");
+}
+
+/// Cycles/s by caller threads, from the JSON lines of `floor`, `redlock` and `node-redlock`
+/// runs: one panel per number of nodes, one series per client, the median where a
+/// configuration ran more than once; with `cpu`, a panel of CPU per cycle below each.
+fn rates_chart(title: &str, caption: &str, lines: &[String], cpu: bool) -> String {
+    chart::figure(title, caption, &rate_plots(lines, cpu))
+}
+
+/// The panels of [`rates_chart`].
+fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
+    const CLIENTS: [(&str, &str, usize); 3] = [
+        ("redlock", "redlock", chart::style::REDLOCK),
+        (
+            "floor",
+            "floor: bare redis-rs, a connection per thread",
+            chart::style::FLOOR,
+        ),
+        (
+            "node-redlock",
+            "node-redlock v5 + ioredis",
+            chart::style::NODE_REDLOCK,
+        ),
+    ];
+    // (config, nodes, threads, cycles/s, CPU µs per cycle) of every run.
+    type Run<'a> = (&'a str, u64, u64, f64, f64);
+    let runs: Vec<Run> = lines
+        .iter()
+        .filter_map(|l| {
+            Some((
+                chart::json_field(l, "config")?,
+                chart::json_number(l, "nodes")? as u64,
+                chart::json_number(l, "threads")? as u64,
+                chart::json_number(l, "cycles_per_s")?,
+                chart::json_number(l, "cpu_us_per_cycle").unwrap_or(f64::NAN),
+            ))
+        })
+        .filter(|r| CLIENTS.iter().any(|c| c.0 == r.0))
+        .collect();
+    let mut sizes: Vec<u64> = runs.iter().map(|r| r.1).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut threads: Vec<f64> = runs.iter().map(|r| r.2 as f64).collect();
+    threads.sort_by(f64::total_cmp);
+    threads.dedup();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let series = |n: u64, pick: fn(&Run) -> f64| -> Vec<chart::Series> {
+        CLIENTS
+            .iter()
+            .filter(|c| runs.iter().any(|r| r.0 == c.0 && r.1 == n))
+            .map(|&(config, name, style)| {
+                let mut ts: Vec<u64> = runs
+                    .iter()
+                    .filter(|r| r.0 == config && r.1 == n)
+                    .map(|r| r.2)
+                    .collect();
+                ts.sort_unstable();
+                ts.dedup();
+                let points = ts
+                    .iter()
+                    .map(|&t| {
+                        let of = runs
+                            .iter()
+                            .filter(|r| r.0 == config && r.1 == n && r.2 == t);
+                        (t as f64, median(of.map(pick).collect()))
+                    })
+                    .collect();
+                chart::Series::new(name, style, points)
+            })
+            .collect()
+    };
+    let mut plots = Vec::new();
+    for &n in &sizes {
+        let nodes = match n {
+            1 => "one node (N = 1)".to_owned(),
+            5 => "five nodes (N = 5)".to_owned(),
+            n => format!("{n} nodes"),
+        };
+        plots.push(chart::Plot {
+            title: nodes.clone(),
+            x_label: "caller threads".to_owned(),
+            y_label: "cycles/s".to_owned(),
+            log_x: threads.len() > 1,
+            x_ticks: Some(threads.clone()),
+            series: series(n, |r| r.3),
+            ..chart::Plot::default()
+        });
+        if cpu {
+            plots.push(chart::Plot {
+                title: format!("{nodes}: CPU per cycle of this process (callers and workers)"),
+                x_label: "caller threads".to_owned(),
+                y_label: "CPU µs per cycle".to_owned(),
+                log_x: threads.len() > 1,
+                x_ticks: Some(threads.clone()),
+                series: series(n, |r| r.4),
+                ..chart::Plot::default()
+            });
+        }
+    }
+    plots
 }
 
 /// Resident memory of this process, from /proc (0 where there is none).
@@ -826,6 +1077,7 @@ const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
     lat.push(Number(process.hrtime.bigint() - t) / 1000);
   }
   lat.sort((a, b) => a - b);
+  if (process.env.BENCH_SAMPLES) require("fs").writeFileSync(process.env.BENCH_SAMPLES, lat.join("\n"));
   console.log(JSON.stringify({ config: "node-redlock", nodes: urls.length, threads: 1,
     cycles: lat.length, cycles_per_s: Math.round(lat.length / seconds),
     p50_us: lat[Math.floor(lat.length / 2)], p99_us: lat[Math.floor(lat.length * 0.99)] }));
@@ -835,8 +1087,8 @@ const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
 
 /// node-redlock v5 on the same nodes, if node and npm are here: its cycles per second.
 fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
-    let line = node_redlock_at(&cluster.urls(), length)?;
-    println!("{line}");
+    let line = node_redlock_at(&cluster.urls(), length, None)?;
+    emit(line.clone());
     line.split("\"cycles_per_s\":")
         .nth(1)?
         .split([',', '}'])
@@ -902,6 +1154,16 @@ func main() {
 		lat = append(lat, float64(time.Since(t).Microseconds()))
 	}
 	sort.Float64s(lat)
+	if path := os.Getenv("BENCH_SAMPLES"); path != "" {
+		var b strings.Builder
+		for _, v := range lat {
+			b.WriteString(strconv.FormatFloat(v, 'f', -1, 64))
+			b.WriteByte('\n')
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			panic(err)
+		}
+	}
 	name := "redsync"
 	if failFast {
 		name = "redsync-failfast"
@@ -913,11 +1175,19 @@ func main() {
 "#;
 
 /// redsync's JSON line on the nodes at `urls`, or `None` (with a message) when `go` is not here
-/// or the modules cannot be fetched.
-fn redsync_at(urls: &[String], length: Duration, fail_fast: bool) -> Option<String> {
+/// or the modules cannot be fetched. With `samples`, it also writes its raw samples there (µs,
+/// one a line).
+fn redsync_at(
+    urls: &[String],
+    length: Duration,
+    fail_fast: bool,
+    samples: Option<&std::path::Path>,
+) -> Option<String> {
     let dir = std::env::temp_dir().join("redlock-bench-redsync");
     let binary = dir.join("rsbench");
-    if !binary.exists() {
+    // Built again when its source changed (a binary from an older source does not write samples).
+    let current = std::fs::read_to_string(dir.join("main.go")).is_ok_and(|s| s == GO_REDSYNC);
+    if !binary.exists() || !current {
         let _ = std::fs::create_dir_all(&dir);
         std::fs::write(dir.join("main.go"), GO_REDSYNC).ok()?;
         std::fs::write(dir.join("go.mod"), "module rsbench\n\ngo 1.21\n").ok()?;
@@ -946,6 +1216,9 @@ fn redsync_at(urls: &[String], length: Duration, fail_fast: bool) -> Option<Stri
     if fail_fast {
         cmd.arg("failfast");
     }
+    if let Some(path) = samples {
+        cmd.env("BENCH_SAMPLES", path);
+    }
     let out = cmd.output().ok()?;
     let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     if !out.status.success() || line.is_empty() {
@@ -959,8 +1232,13 @@ fn redsync_at(urls: &[String], length: Duration, fail_fast: bool) -> Option<Stri
 }
 
 /// node-redlock v5 on the nodes at `urls`: its JSON line (cycles per second, p50 and p99 of the
-/// acquire + release cycle in µs), or `None` (with a message) when it cannot run here.
-fn node_redlock_at(urls: &[String], length: Duration) -> Option<String> {
+/// acquire + release cycle in µs), or `None` (with a message) when it cannot run here. With
+/// `samples`, it also writes its raw samples there (µs, one a line).
+fn node_redlock_at(
+    urls: &[String],
+    length: Duration,
+    samples: Option<&std::path::Path>,
+) -> Option<String> {
     let have = |tool: &str| {
         std::process::Command::new(tool)
             .arg("--version")
@@ -987,7 +1265,11 @@ fn node_redlock_at(urls: &[String], length: Duration) -> Option<String> {
     }
     let script = dir.join("bench.js");
     std::fs::write(&script, NODE_SCRIPT).ok()?;
-    let out = std::process::Command::new("node")
+    let mut cmd = std::process::Command::new("node");
+    if let Some(path) = samples {
+        cmd.env("BENCH_SAMPLES", path);
+    }
+    let out = cmd
         .arg(&script)
         .arg(urls.join(","))
         .arg(format!("{}", length.as_secs_f64()))
@@ -1003,4 +1285,36 @@ fn node_redlock_at(urls: &[String], length: Duration) -> Option<String> {
         return None;
     }
     Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rates_chart_has_a_panel_per_node_count_and_takes_medians() {
+        let lines: Vec<String> = [
+            r#"{"config":"floor","nodes":1,"threads":1,"cycles":10,"cycles_per_s":1000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":20}"#,
+            r#"{"config":"floor","nodes":1,"threads":1,"cycles":10,"cycles_per_s":3000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":20}"#,
+            r#"{"config":"floor","nodes":1,"threads":1,"cycles":10,"cycles_per_s":2000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":20}"#,
+            r#"{"config":"redlock","nodes":1,"threads":4,"cycles":10,"cycles_per_s":9000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":40}"#,
+            r#"{"config":"redlock","nodes":5,"threads":16,"cycles":10,"cycles_per_s":7000,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":40}"#,
+            r#"{"config":"hung-2-of-5-acquire","nodes":5,"threads":1,"cycles":10,"cycles_per_s":50,"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":40}"#,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let svg = rates_chart("t", "c", &lines, false);
+        assert_eq!(svg.matches("class=\"panel\"").count(), 2);
+        // One node: floor and redlock; five nodes: redlock alone (no peer ran).
+        assert_eq!(svg.matches("class=\"series\"").count(), 3);
+        assert!(!svg.contains("node-redlock"));
+        // The floor's point is the median of its three runs.
+        let plots = rate_plots(&lines, false);
+        let floor = plots[0].series.iter().find(|s| s.name.starts_with("floor"));
+        assert_eq!(floor.unwrap().points, [(1.0, 2000.0)]);
+        let with_cpu = rates_chart("t", "c", &lines, true);
+        assert_eq!(with_cpu.matches("class=\"panel\"").count(), 4);
+        assert!(!with_cpu.contains("NaN"));
+        assert!(rates_chart("t", "c", &[], true).contains("</svg>"));
+    }
 }

@@ -17,6 +17,8 @@
 //!
 //! `cargo run --release --example waiters [-- --seconds S --waiters W --hold-ms H]`
 
+#[path = "chart/mod.rs"]
+mod chart;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -191,6 +193,7 @@ fn inversions(events: &[Event], margin_ns: u64) -> usize {
 }
 
 /// One mode: the waiters in one client of this process, or spread over `processes` children.
+/// Prints its JSON line and returns it.
 fn run(
     cluster: &Cluster,
     mode: Mode,
@@ -198,7 +201,7 @@ fn run(
     processes: usize,
     hold: Duration,
     length: Duration,
-) {
+) -> String {
     let resource = format!("busy-{}-{processes}-{}", mode.name(), hold.as_millis());
     let calls_before = by_command(cluster);
     let (events, before, sent_before, elapsed) = if processes == 0 {
@@ -234,7 +237,7 @@ fn run(
             l[((l.len() - 1) as f64 * p).round() as usize]
         }
     };
-    println!(
+    let line = format!(
         "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"processes\":{},\"hold_ms\":{},\
          \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
          \"commands_per_handover\":{:.1},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
@@ -261,6 +264,8 @@ fn run(
             .collect::<Vec<_>>()
             .join(",")
     );
+    println!("{line}");
+    line
 }
 
 /// Runs the waiters in `processes` children (with notifications), counting the nodes'
@@ -415,7 +420,8 @@ fn main() {
     let holds = list("--hold-ms", "100,20");
     let processes = list("--processes", "1,5,25");
     let cluster = Cluster::start(5);
-    for hold in holds {
+    let mut lines = Vec::new();
+    for &hold in &holds {
         let hold = Duration::from_millis(hold);
         // Polling in one client (one service) as the baseline; then, for each number of
         // processes (1: the waiters in one client of this process), one waiter per client
@@ -427,7 +433,7 @@ fn main() {
             plan.push((Mode::Fair, p));
         }
         for (mode, p) in plan {
-            run(
+            let line = run(
                 &cluster,
                 mode,
                 waiters,
@@ -435,7 +441,37 @@ fn main() {
                 hold,
                 Duration::from_secs(seconds),
             );
+            if mode != Mode::Poll {
+                lines.push((
+                    format!("{}, {} ms holds", mode.name(), hold.as_millis()),
+                    line,
+                ));
+            }
         }
+    }
+    if let Some(file) = text_arg("--svg") {
+        let points: Vec<(&str, u32, f64)> = lines
+            .iter()
+            .filter_map(|(series, l)| {
+                let number = |field: &str| -> Option<f64> {
+                    let at = l.find(&format!("\"{field}\":"))? + field.len() + 3;
+                    let end = l[at..].find([',', '}'])?;
+                    l[at..at + end].parse().ok()
+                };
+                Some((
+                    series.as_str(),
+                    number("processes")? as u32,
+                    number("commands_per_handover")?,
+                ))
+            })
+            .collect();
+        let caption = format!(
+            "{waiters} waiters, {} nodes, {seconds} s per mode; fair: the queue across \
+             processes, notify: fair(false)\n{}",
+            cluster.nodes.len(),
+            chart::machine()
+        );
+        std::fs::write(&file, chart::handover_chart(&points, &caption)).expect("write the chart");
     }
 }
 
