@@ -1,21 +1,31 @@
-//! Waiters on one busy resource: the Redis commands they cause and how soon one of them gets
-//! the lock after a release, with release notifications and with plain polling.
+//! Waiters on one busy resource: the Redis commands they cause, how soon one of them gets the
+//! lock after a release, and whether they get it in the order they came.
 //!
-//! 50 waiter threads take turns on one resource: each holds it for `--hold-ms` (default 100),
-//! releases it, steps back for 2⅓ times that and queues again, for `--seconds` (default 8) per
-//! mode, against 5 local redis-server nodes started here. (Not a whole multiple of the hold: a
-//! thread coming back exactly as another releases kept the cores awake at each release and made
-//! wake-ups look about 0.4 ms faster than they are on an idle machine.) Reported per mode, one
-//! JSON line each: commands per second the nodes ran (`INFO stats` `total_commands_processed`
-//! deltas, summed over the nodes), handovers, and the wake-up latency from a release to the next
-//! acquisition (median, p90), and per handover both the commands the nodes ran
-//! (`commands_per_handover`, script-internal ones included) and the commands the clients sent
-//! (`sent_per_handover`). Polling uses the client's `retry_delay` (200 ms ± 100 ms, the
-//! defaults). Notifications run twice: all waiters in one client (as in one service), and
-//! spread over 5 processes of 10 waiters each (this program again, with `--child`); times come
-//! from `CLOCK_MONOTONIC`, which all processes of the host share.
+//! 50 waiter threads take turns on one resource: each holds it for a hold (`--hold-ms`, a list,
+//! default `100,20`), releases it, steps back for 2⅓ times that and queues again, for
+//! `--seconds` (default 8) per mode, against 5 local redis-server nodes started here. (Not a
+//! whole multiple of the hold: a thread coming back exactly as another releases kept the cores
+//! awake at each release and made wake-ups look about 0.4 ms faster than they are on an idle
+//! machine.) For each hold the modes are: polling on `retry_delay` (200 ms ± 100 ms, the
+//! defaults) in one client; then for each number of processes in `--processes` (default
+//! `1,5,25`; 1: all waiters in one client of this process, else spread over that many
+//! processes, this program again with `--child`), release notifications with `fair(false)`
+//! (`notify`: one waiter per client tries on each release) and with the default queue across
+//! processes (`fair`, `src/queue.rs`).
 //!
-//! `cargo run --release --example waiters [-- --seconds S --waiters W --hold-ms H]`
+//! Reported per mode, one JSON line each: commands per second the nodes ran (`INFO stats`
+//! `total_commands_processed` deltas, summed over the nodes), handovers, the wake-up latency
+//! from a release to the next acquisition (median, p90), per handover the commands the nodes
+//! ran (`commands_per_handover`, script-internal ones included, so a release is 4 on each node:
+//! EVALSHA, GET, DEL, PUBLISH), the commands the clients sent (`sent_per_handover`), and the
+//! calls per command name (`per_handover_by_command`, which also counts the children's
+//! connecting), and arrival-order inversions per 1,000 handovers: acquisitions whose `acquire`
+//! was called after that of another which got the lock later, leaving out the first second
+//! (when every waiter comes at once), with no margin and with 5 ms. Times come from
+//! `CLOCK_MONOTONIC`, which all processes of the host share.
+//!
+//! `cargo run --release --example waiters [-- --seconds S --waiters W --hold-ms H,H
+//! --processes P,P --svg FILE]`; `--svg` also charts commands per hand-over against processes.
 
 #[path = "chart/mod.rs"]
 mod chart;
