@@ -3,8 +3,9 @@
 //!
 //! **Read-write** (`chaos-rw`): each round a thread is a reader (60 %, `.read()`), a writer
 //! (30 %, `.write()`) or a plain holder (10 %, `LockRequest::new`, which a writer must exclude
-//! like any other Redlock client's `SET NX`), always with `.wait()`, often auto-extended, now and
-//! then holding for longer than its TTL. Writers and plain holders do the counter's non-atomic
+//! like any other Redlock client's `SET NX`), always with `.wait()` (writers and plain holders
+//! queued across the client processes, `src/queue.rs`, but a fifth of them with `fair(false)`),
+//! often auto-extended, now and then holding for longer than its TTL. Writers and plain holders do the counter's non-atomic
 //! read-modify-write, then write the new value to two fields in two steps; readers read the two
 //! fields in two steps and log what they saw. A few readers that are not auto-extended sleep
 //! until their entry has surely expired on every node and then extend: the library must refuse
@@ -183,7 +184,11 @@ impl Worker {
     /// The request with `.wait()`, auto-extended if `long` and sometimes otherwise; whether it
     /// is.
     fn request(&mut self, req: LockRequest, long: bool) -> (LockRequest, bool) {
-        let req = req.wait(Duration::from_millis(WAIT_MS));
+        // Writers and plain waiters queue across the client processes (`src/queue.rs`), with
+        // the cancels and pauses below; a fifth wait the old way (`fair(false)`), contending
+        // with them.
+        let fair = !self.rng.chance(0.2);
+        let req = req.wait(Duration::from_millis(WAIT_MS)).fair(fair);
         if long || self.rng.chance(0.3) {
             (req.auto_extend(AutoExtend::new()), true)
         } else {
