@@ -16,13 +16,14 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
 use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
+use crate::cluster::{Link, Routed};
 use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
 use crate::quorum::{Gate, Vote};
-use crate::sentinel::{Connected, Target};
+use crate::sentinel::{Linked, Target};
 use crate::sync::relock;
-use crate::wire::{Command, Script};
+use crate::wire::{Command, Script, load_scripts};
 
 /// Most requests sent in one pipeline.
 const MAX_BATCH: usize = 256;
@@ -455,7 +456,7 @@ struct Worker {
     servers: Arc<Servers>,
     address: String,
     client: Target,
-    conn: Option<redis::Connection>,
+    conn: Option<Link>,
     rx: Receiver<Request>,
     settings: Settings,
     /// Until then, with `restart_grace` set, this node's acquire successes do not count.
@@ -611,7 +612,7 @@ impl Worker {
             .conn
             .as_mut()
             .expect("probe is called with a connection");
-        redis::cmd("PING").query::<()>(conn)?;
+        conn.ping()?;
         self.used_at = Instant::now();
         Ok(())
     }
@@ -732,26 +733,55 @@ impl Worker {
             .expect("execute is called with a connection");
         let sent = Instant::now();
         let inline = self.inline_scripts;
-        let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), inline, time)?;
-        let noscript: Vec<usize> = values
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"))
-            .map(|(i, _)| i)
-            .collect();
-        if !noscript.is_empty() {
-            load_scripts(conn, self.settings.scripts)?;
-            let (again, _) = pipeline(
-                conn,
-                &mut self.buf,
-                noscript.iter().map(|&i| &batch[i]),
-                inline,
-                false,
-            )?;
-            for (i, v) in noscript.into_iter().zip(again) {
-                values[i] = v;
+        let (values, time) = match conn {
+            Link::Plain(conn) => {
+                let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), inline, time)?;
+                let noscript: Vec<usize> = values
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"))
+                    .map(|(i, _)| i)
+                    .collect();
+                if !noscript.is_empty() {
+                    load_scripts(conn, self.settings.scripts)?;
+                    let (again, _) = pipeline(
+                        conn,
+                        &mut self.buf,
+                        noscript.iter().map(|&i| &batch[i]),
+                        inline,
+                        false,
+                    )?;
+                    for (i, v) in noscript.into_iter().zip(again) {
+                        values[i] = v;
+                    }
+                }
+                (values, time)
             }
-        }
+            Link::Cluster(link) => {
+                let routed: Vec<Routed<'_>> = batch
+                    .iter()
+                    .map(|r| Routed {
+                        command: &r.command,
+                        key: &r.key,
+                        token: &r.token,
+                        deadline: r.deadline,
+                    })
+                    .collect();
+                let result = link.execute(&routed, inline, time, self.settings.scripts)?;
+                if let Some(probe) = link.take_refreshed() {
+                    // A MOVED led to new masters: a failover, seen before the votes count.
+                    let address = Some(link.masters());
+                    self.observe(
+                        probe,
+                        Master {
+                            address,
+                            master_for: None,
+                        },
+                    );
+                }
+                result
+            }
+        };
         if self.client.is_sentinel() && values.iter().any(is_readonly) {
             // The sentinels' master was demoted under us: resolve it again.
             self.demoted = true;
@@ -793,18 +823,21 @@ impl Worker {
     /// with `EVAL`, because `SCRIPT LOAD` was refused.
     /// For a Sentinel node, the master is resolved first (see `sentinel.rs`), and what was
     /// learnt of it comes back too.
-    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe, bool, Master)> {
-        let Connected {
-            mut conn,
+    fn open(&mut self) -> redis::RedisResult<(Link, Probe, bool, Master)> {
+        let Linked {
+            link: mut conn,
             master,
             master_for,
         } = self
             .client
-            .connect(self.settings.connect_timeout, self.settings.io_timeout)?;
-        let mut probe = probe::run(&mut conn)?;
+            .link(self.settings.connect_timeout, self.settings.io_timeout)?;
+        let mut probe = conn.probe()?;
         if master.is_some() {
             probe::expect_replicas(&mut probe.assessment);
-            if self.settings.restart_grace.is_some() && master_for.is_none() {
+            if self.client.is_sentinel()
+                && self.settings.restart_grace.is_some()
+                && master_for.is_none()
+            {
                 // Fail-open otherwise unseen: without the sentinel's switch time, a client
                 // that connects after a failover it did not witness takes the promoted
                 // replica's age from its uptime, and counts it at once.
@@ -865,7 +898,7 @@ impl Worker {
                 ),
             )));
         }
-        let inline_scripts = match load_scripts(&mut conn, self.settings.scripts) {
+        let inline_scripts = match conn.load_scripts(self.settings.scripts) {
             Ok(()) => false,
             Err(e) if command_refused(&e) => {
                 probe.assessment.warnings.push(format!(
@@ -1100,24 +1133,4 @@ fn command_refused(e: &redis::RedisError) -> bool {
         || text.contains("NoPerm")
         || text.contains("unknown command")
         || text.contains("unknown subcommand")
-}
-
-/// Loads every script in one round trip.
-fn load_scripts(conn: &mut redis::Connection, sets: &[&[&Script]]) -> redis::RedisResult<()> {
-    let scripts = || sets.iter().flat_map(|set| set.iter());
-    let mut pipe = redis::pipe();
-    for script in scripts() {
-        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
-    }
-    let shas: Vec<String> = pipe.query(conn)?;
-    for (script, sha) in scripts().zip(shas) {
-        if sha != script.sha() {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "SCRIPT LOAD returned an unexpected hash",
-                sha,
-            )));
-        }
-    }
-    Ok(())
 }

@@ -228,6 +228,15 @@ impl Assessment {
 /// How the warning about a master with replicas starts.
 const REPLICAS_WARNING: &str = "it is a master with ";
 
+/// How the refusal of a Cluster node starts.
+const CLUSTER_ERROR: &str = "it runs in Redis Cluster mode";
+
+/// A node reached through a `redis+cluster://` URL is a cluster's master, routed by slot (see
+/// `cluster.rs`): its cluster mode is expected.
+pub(crate) fn expect_cluster(a: &mut Assessment) {
+    a.errors.retain(|e| !e.starts_with(CLUSTER_ERROR));
+}
+
 /// A Sentinel-managed master has replicas by design, and a change of master counts as a restart
 /// (see `sentinel.rs`): the warning about its replicas does not apply.
 pub(crate) fn expect_replicas(a: &mut Assessment) {
@@ -262,11 +271,10 @@ pub(crate) fn assess(r: &ServerReport) -> Assessment {
         ));
     }
     if r.cluster_enabled == Some(true) {
-        a.errors.push(
-            "it runs in Redis Cluster mode (cluster_enabled:1), where most keys answer MOVED: \
-             each Redlock node must be a standalone master"
-                .to_owned(),
-        );
+        a.errors.push(format!(
+            "{CLUSTER_ERROR} (cluster_enabled:1), where most keys answer MOVED: name the \
+                 whole cluster as one node with a redis+cluster://host:port URL"
+        ));
     }
     if let Some(v) = &r.version {
         match parse_version(v) {
