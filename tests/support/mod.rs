@@ -164,6 +164,9 @@ impl RedisNode {
                 Ok(()) => return node,
                 Err(e) => last_error = e,
             }
+            // Dropping the failed attempt removes the directory: make it again.
+            drop(node);
+            std::fs::create_dir_all(&dir).expect("create temp dir");
         }
         panic!("could not start redis-server: {last_error}");
     }
