@@ -148,7 +148,17 @@ fn a_waiter_on_a_cluster_node_wakes_at_the_release_and_a_cancel_stops_it() {
             (lock, started.elapsed())
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    // The waiter listens on one node of the cluster (classic pub/sub reaches every node).
+    let listening = eventually(Duration::from_secs(5), || {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| n.release_subscribers("cluster:wait"))
+            .sum::<i64>()
+            == 1
+    });
+    assert!(listening, "the waiter subscribed to the release channel");
+    std::thread::sleep(Duration::from_millis(200));
     let released = Instant::now();
     held.release().expect("release");
     let (lock, _) = waiter.join().expect("waiter");
