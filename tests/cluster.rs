@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redlock::{Cancel, Error, LockRequest, Redlock};
+use redlock::{Cancel, Error, LockRequest, NodeProblem, Redlock};
 use support::{RedisCluster, RedisNode, eventually};
 
 fn client(urls: &[String]) -> Redlock {
@@ -14,6 +14,26 @@ fn client(urls: &[String]) -> Redlock {
         .retry_count(0)
         .build()
         .expect("client")
+}
+
+fn guarded(urls: &[String], grace: Duration) -> Redlock {
+    support::builder(urls)
+        .retry_count(0)
+        .restart_grace(grace)
+        .build()
+        .expect("client")
+}
+
+/// The cluster's problem in a failed acquisition's report, if it is listed.
+fn cluster_problem(err: &Error, cluster: &RedisCluster) -> Option<NodeProblem> {
+    match err {
+        Error::NoQuorum { report, .. } | Error::NotAcquired { report, .. } => report
+            .failures
+            .iter()
+            .find(|f| f.node == cluster.address())
+            .map(|f| f.problem.clone()),
+        _ => None,
+    }
 }
 
 /// Waits until every replica of the cluster has what its master has (`WAIT` on each master),
@@ -379,5 +399,102 @@ fn three_clusters_as_three_nodes_keep_exclusion_while_one_is_down() {
         .try_lock("clusters:three", ttl)
         .expect("the next client locks on the 2 clusters left");
     next.release().expect("release");
+    support::assert_no_worker_panicked();
+}
+
+/// N = 3: a cluster (one master, one replica) and two standalone nodes. A holds a lock on the
+/// cluster and A; the cluster's master is killed and the promoted replica lacks the key (removed
+/// by hand: what asynchronous replication loses). A client that saw the failover keeps the
+/// cluster out of its quorums for `restart_grace`, so no second holder gets in while A's lock
+/// is valid; a client without the grace hands the lock out again.
+#[test]
+fn a_lock_key_lost_in_a_cluster_failover_lets_no_second_holder_in_during_the_grace() {
+    const TTL: Duration = Duration::from_secs(8);
+    const GRACE: Duration = TTL;
+    support::watch_workers();
+    let a = RedisNode::start();
+    let b = RedisNode::start();
+    let mut cluster = RedisCluster::start(1, 1);
+    let urls = vec![cluster.url(), a.url(), b.url()];
+    let holder = client(&urls);
+    let watching = guarded(&urls, GRACE);
+    assert!(
+        eventually(GRACE + Duration::from_secs(2), || watching
+            .node_status()
+            .iter()
+            .all(|s| s.grace_remaining.is_none())),
+        "every node outgrows the grace"
+    );
+    // The watching client has talked to the cluster before the failover.
+    assert!(matches!(
+        watching.try_lock("cluster:other", TTL).map(|l| l.release()),
+        Ok(Ok(()))
+    ));
+
+    // B refuses A's acquire: a key left by an earlier owner, which expires soon after.
+    b.set("cluster:safety", "an earlier owner", 1000);
+    let held = holder
+        .try_lock("cluster:safety", TTL)
+        .expect("A on {cluster, A}");
+    replicate(&cluster, "cluster:safety");
+    cluster.nodes[0].kill();
+    // A lone master's replica finds no other master to vote for it: it takes over.
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query(&mut cluster.nodes[1].conn())
+        .expect("CLUSTER FAILOVER TAKEOVER");
+    assert!(
+        cluster.wait_until_master(1, Duration::from_secs(20)),
+        "the replica took over"
+    );
+    cluster.nodes[1].del("cluster:safety");
+    let unguarded = client(&urls);
+
+    let mut in_grace = false;
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && held.validity() > Duration::from_millis(500) {
+        match watching.try_lock("cluster:safety", TTL) {
+            Ok(second) => panic!(
+                "the client that saw the failover got the lock while A's is valid for {:?}: two \
+                 holders ({second:?})",
+                held.validity()
+            ),
+            Err(e) => {
+                if matches!(
+                    cluster_problem(&e, &cluster),
+                    Some(NodeProblem::InGrace { .. })
+                ) {
+                    in_grace = true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        in_grace,
+        "the cluster was in grace for the client that saw the failover"
+    );
+    let status = &watching.node_status()[0];
+    assert_eq!(status.failovers, 1, "{status:?}");
+    assert!(status.grace_remaining.is_some(), "{status:?}");
+
+    // Without it: the unsafety the grace is there for.
+    let mut second = None;
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            second = unguarded.try_lock("cluster:safety", TTL).ok();
+            second.is_some()
+        }),
+        "without restart_grace, the new master and B hand out the lock again"
+    );
+    assert!(
+        held.validity() > Duration::ZERO,
+        "two holders: A's lock is valid while the second one is held"
+    );
+    second
+        .unwrap()
+        .release()
+        .expect("release the second holder");
     support::assert_no_worker_panicked();
 }
