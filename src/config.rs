@@ -116,7 +116,9 @@ impl Builder {
     /// Sentinel-managed master as one node,
     /// `redis[s]+sentinel://[user:pass@]host:port/MASTERNAME[/db][?sentinel=host:port&…]`, where
     /// `host:port` and each `sentinel=` are sentinels, the credentials are the master's, and
-    /// `sentinel_user=`/`sentinel_password=` give the sentinels' own. A change of master counts
+    /// `sentinel_user=`/`sentinel_password=` give the sentinels' own; or a whole Redis Cluster
+    /// as one node, `redis[s]+cluster://[user:pass@]host:port[?seed=host:port&…]`, where
+    /// `host:port` and each `seed=` are any nodes of the cluster. A change of master counts
     /// as a restart for [`restart_grace`](Builder::restart_grace): see the README.
     ///
     /// Use an odd number of independent masters (no replication between them). An even N is

@@ -85,7 +85,8 @@ pub struct NodeStatus {
     /// `host:port` of the node (never with credentials), plus `/db` when a database is selected.
     /// For a Sentinel-managed node, `sentinel:MASTERNAME@host:port` with the first sentinel of
     /// its URL: it stays the same across failovers, since reports and logs name the node by it;
-    /// the current master is in [`master`](NodeStatus::master).
+    /// the current master is in [`master`](NodeStatus::master). For a Redis Cluster,
+    /// `cluster:host:port` with the first seed of its URL.
     pub address: String,
     /// Whether the worker holds a working connection.
     pub connected: bool,
@@ -132,10 +133,12 @@ pub struct NodeStatus {
     /// Why the node was last quarantined, while it is.
     pub quarantine_reason: Option<String>,
     /// For a Sentinel-managed node: the master (`host:port`) the sentinels named at the last
-    /// connect; `None` for a standalone node, or before the first connect.
+    /// connect; for a Redis Cluster, its masters (`host:port,host:port,…`, by address; the
+    /// `run_id` is then theirs, joined the same way, and the uptime the youngest one's); `None`
+    /// for a standalone node, or before the first connect.
     pub master: Option<String>,
-    /// For a Sentinel-managed node: changes of master seen (a reconnect that found another
-    /// master address than the one before). With
+    /// For a Sentinel-managed node or a Redis Cluster: changes of master seen (another master
+    /// address, or list of masters, than the one before). With
     /// [`restart_grace`](crate::Builder::restart_grace) set, each starts a grace.
     pub failovers: u64,
     /// How long the node took to answer, from sending a pipeline to reading its last reply

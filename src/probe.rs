@@ -6,7 +6,8 @@
 //! cluster) and `CONFIG GET` of the settings that decide whether keys can vanish, and:
 //!
 //! - refuses a replica (`role:slave`), a node in Redis Cluster mode (`cluster_enabled:1`: most
-//!   keys would answer `MOVED`) and a server older than [`MIN_VERSION`], with an error that
+//!   keys would answer `MOVED`) unless it was reached through a `redis+cluster://` URL (which
+//!   routes by slot: `cluster.rs`), and a server older than [`MIN_VERSION`], with an error that
 //!   says why (the node then counts as unavailable, and is probed again on each reconnect);
 //! - warns about a master with connected replicas (a failover can promote a replica that never
 //!   got a lock, handing it to a second owner) and about a `maxmemory-policy` that can evict

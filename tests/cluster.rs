@@ -393,6 +393,15 @@ fn three_clusters_as_three_nodes_keep_exclusion_while_one_is_down() {
         matches!(refused, Err(Error::NotAcquired { .. })),
         "exclusion holds with one cluster down: {refused:?}"
     );
+    // N = 1 on the cluster that is down: nothing is granted.
+    let alone = client(&[clusters[2].url()]);
+    assert!(
+        matches!(
+            alone.try_lock("clusters:alone", ttl),
+            Err(Error::NoQuorum { .. })
+        ),
+        "a cluster that is down grants nothing"
+    );
     lock.extend(ttl).expect("2 of 3 extend");
     lock.release().expect("2 of 3 release");
     let next = b
