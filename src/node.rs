@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
 use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
-use crate::cluster::{Link, Routed};
+use crate::cluster::{ClusterLink, Link, Routed};
 use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
@@ -730,61 +730,55 @@ impl Worker {
         let time = self
             .guard
             .wants_time(batch.iter().any(|r| r.command.samples_clock));
-        let conn = self
+        let conn = match self
             .conn
             .as_mut()
-            .expect("execute is called with a connection");
-        let sent = Instant::now();
-        let inline = self.inline_scripts;
-        let (values, time) = match conn {
-            Link::Plain(conn) => {
-                let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), inline, time)?;
-                let noscript: Vec<usize> = values
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, v)| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"))
-                    .map(|(i, _)| i)
-                    .collect();
-                if !noscript.is_empty() {
-                    load_scripts(conn, self.settings.scripts)?;
-                    let (again, _) = pipeline(
-                        conn,
-                        &mut self.buf,
-                        noscript.iter().map(|&i| &batch[i]),
-                        inline,
-                        false,
-                    )?;
-                    for (i, v) in noscript.into_iter().zip(again) {
-                        values[i] = v;
-                    }
-                }
-                (values, time)
-            }
+            .expect("execute is called with a connection")
+        {
+            Link::Plain(conn) => conn,
             Link::Cluster(link) => {
-                let routed: Vec<Routed<'_>> = batch
-                    .iter()
-                    .map(|r| Routed {
-                        command: &r.command,
-                        key: &r.key,
-                        token: &r.token,
-                        deadline: r.deadline,
-                    })
-                    .collect();
-                let result = link.execute(&routed, inline, time, self.settings.scripts)?;
-                if let Some(probe) = link.take_refreshed() {
-                    // A MOVED led to new masters: a failover, seen before the votes count.
-                    let address = Some(link.masters());
-                    self.observe(
-                        probe,
-                        Master {
-                            address,
-                            master_for: None,
-                        },
-                    );
+                let sent = Instant::now();
+                let (votes, time, refreshed) = on_cluster(
+                    link,
+                    batch,
+                    self.inline_scripts,
+                    time,
+                    self.settings.scripts,
+                )?;
+                if let Some((probe, masters)) = refreshed {
+                    // New masters seen through a MOVED (a failover): observed before the votes
+                    // count, so that the restart grace they start holds this batch out.
+                    let master = Master {
+                        address: Some(masters),
+                        master_for: None,
+                    };
+                    self.observe(probe, master);
                 }
-                result
+                return Ok((votes, time, sent));
             }
         };
+        let sent = Instant::now();
+        let inline = self.inline_scripts;
+        let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), inline, time)?;
+        let noscript: Vec<usize> = values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"))
+            .map(|(i, _)| i)
+            .collect();
+        if !noscript.is_empty() {
+            load_scripts(conn, self.settings.scripts)?;
+            let (again, _) = pipeline(
+                conn,
+                &mut self.buf,
+                noscript.iter().map(|&i| &batch[i]),
+                inline,
+                false,
+            )?;
+            for (i, v) in noscript.into_iter().zip(again) {
+                values[i] = v;
+            }
+        }
         if self.client.is_sentinel() && values.iter().any(is_readonly) {
             // The sentinels' master was demoted under us: resolve it again.
             self.demoted = true;
@@ -1119,6 +1113,37 @@ fn pipeline<'a>(
         None
     };
     Ok((values, reading))
+}
+
+/// A batch on a cluster's masters (see `cluster.rs`, which handles `NOSCRIPT`, `MOVED` and
+/// `ASK` itself): the votes, the `TIME` reading, and when the masters changed on the way, their
+/// merged probe and list for the worker to observe.
+type OnCluster = (Vec<Vote>, Option<TimeReading>, Option<(Probe, String)>);
+
+fn on_cluster(
+    link: &mut ClusterLink,
+    batch: &[Request],
+    inline: bool,
+    time: bool,
+    scripts: &[&[&Script]],
+) -> redis::RedisResult<OnCluster> {
+    let routed: Vec<Routed<'_>> = batch
+        .iter()
+        .map(|r| Routed {
+            command: &r.command,
+            key: &r.key,
+            token: &r.token,
+            deadline: r.deadline,
+        })
+        .collect();
+    let (values, time) = link.execute(&routed, inline, time, scripts)?;
+    let refreshed = link.take_refreshed().map(|probe| (probe, link.masters()));
+    let votes = values
+        .into_iter()
+        .zip(batch)
+        .map(|(v, r)| r.command.interpret(v))
+        .collect();
+    Ok((votes, time, refreshed))
 }
 
 /// Whether a reply says the server is a read-only replica now.
