@@ -212,6 +212,7 @@ fn a_waiter_on_a_cluster_node_wakes_at_the_release_and_a_cancel_stops_it() {
 #[test]
 fn keys_that_do_not_fit_one_slot_are_refused_with_the_reason() {
     let cluster = RedisCluster::start(1, 0);
+    let before = cluster.nodes[0].clients("");
     let rl = client(&[cluster.url()]);
     let ttl = Duration::from_secs(5);
     match rl.lock_many(["orders:1", "orders:2"], ttl) {
@@ -235,6 +236,14 @@ fn keys_that_do_not_fit_one_slot_are_refused_with_the_reason() {
         .expect("plain lock of a name with braces")
         .release()
         .expect("release");
+
+    // Nothing is left open once the client is gone.
+    drop(rl);
+    assert!(
+        eventually(Duration::from_secs(5), || cluster.nodes[0].clients("")
+            == before),
+        "the client's connections are closed"
+    );
 
     // A standalone URL to a cluster node says what to write instead.
     let plain = client(&[format!("redis://127.0.0.1:{}", cluster.nodes[0].port)]);
