@@ -42,13 +42,14 @@
 //! Release notifications use classic pub/sub: a cluster carries a `PUBLISH` to every one of
 //! its nodes, so the node's subscriber listens on any one node of the cluster.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
 use crate::clock::{TIME_COMMAND, TimeReading};
 use crate::probe::{self, Probe};
+use crate::sync::relock;
 use crate::wire::{self, Command, Script};
 
 /// Slots in a Redis Cluster.
@@ -116,6 +117,9 @@ pub(crate) struct Cluster {
     certificates: Option<TlsCertificates>,
     /// Credentials, the same on every node.
     redis: RedisConnectionInfo,
+    /// Every node of the last slot map read, replicas included: tried after the seeds, so that
+    /// a cluster whose seeds are gone (replaced, failed over) is still found.
+    known: Mutex<Vec<(String, u16)>>,
 }
 
 impl Cluster {
@@ -174,6 +178,7 @@ impl Cluster {
             tls,
             certificates: None,
             redis,
+            known: Mutex::new(Vec::new()),
         })
     }
 
@@ -223,8 +228,20 @@ impl Cluster {
         Ok(conn)
     }
 
-    /// A connection to the first node that answers, among `first` and then the seeds: for the
-    /// release subscriber, since a cluster carries every `PUBLISH` to all of its nodes.
+    /// The seeds, then the nodes of the last slot map read.
+    fn candidates(&self) -> Vec<(String, u16)> {
+        let mut all = self.seeds.clone();
+        for node in relock(&self.known).iter() {
+            if !all.contains(node) {
+                all.push(node.clone());
+            }
+        }
+        all
+    }
+
+    /// A connection to the first node that answers, among the seeds and then the nodes of the
+    /// last slot map: for the release subscriber, since a cluster carries every `PUBLISH` to
+    /// all of its nodes.
     pub(crate) fn connect_any(
         &self,
         connect_timeout: Duration,
@@ -235,7 +252,7 @@ impl Cluster {
             io: io_timeout,
         };
         let mut problems = Vec::new();
-        for (host, port) in &self.seeds {
+        for (host, port) in &self.candidates() {
             match self.open(host, *port, timeouts) {
                 Ok(conn) => return Ok(conn),
                 Err(e) => problems.push(format!("{}: {e}", address(host, *port))),
@@ -244,12 +261,12 @@ impl Cluster {
         Err(unreachable("no seed of the cluster answered", problems))
     }
 
-    /// The slot map, from the first of `known` (the masters of the last map) and then the seeds
-    /// that answers `CLUSTER SLOTS`.
-    fn discover(&self, known: &[(String, u16)], timeouts: Timeouts) -> redis::RedisResult<Map> {
+    /// The slot map, from the first node that answers `CLUSTER SLOTS` among `first`, the seeds
+    /// and the nodes of the last map.
+    fn discover(&self, first: &[(String, u16)], timeouts: Timeouts) -> redis::RedisResult<Map> {
         let mut problems = Vec::new();
         let mut tried = Vec::new();
-        for (host, port) in known.iter().chain(&self.seeds) {
+        for (host, port) in first.iter().chain(&self.candidates()) {
             if tried.contains(&(host, port)) {
                 continue;
             }
@@ -260,7 +277,10 @@ impl Cluster {
                 .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
             match reply {
                 Ok(reply) => match Map::read(&reply, host) {
-                    Some(map) if !map.masters.is_empty() => return Ok(map),
+                    Some(map) if !map.masters.is_empty() => {
+                        *relock(&self.known) = map.nodes.clone();
+                        return Ok(map);
+                    }
                     _ => problems.push(format!("{at}: CLUSTER SLOTS named no master")),
                 },
                 Err(e) => problems.push(format!("{at}: {e}")),
@@ -311,6 +331,9 @@ struct Map {
     owner: Vec<u16>,
     /// Sorted by address.
     masters: Vec<(String, u16)>,
+    /// Every node the map names, replicas included: where to discover the cluster from next
+    /// time, should the URL's seeds be gone.
+    nodes: Vec<(String, u16)>,
 }
 
 impl Map {
@@ -321,37 +344,23 @@ impl Map {
             return None;
         };
         let mut spans = Vec::new();
+        let mut nodes = Vec::new();
         for range in ranges {
             let Value::Array(parts) = range else {
                 return None;
             };
-            let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
-                (parts.first(), parts.get(1), parts.get(2))
+            let (Some(Value::Int(start)), Some(Value::Int(end))) = (parts.first(), parts.get(1))
             else {
                 return None;
             };
-            let host = match master.first()? {
-                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                Value::SimpleString(s) => s.clone(),
-                Value::Nil => String::new(),
-                _ => return None,
-            };
-            let host = if host.is_empty() || host == "?" {
-                asked.to_owned()
-            } else {
-                host
-            };
-            let Some(Value::Int(port)) = master.get(1) else {
-                return None;
-            };
-            let (start, end, port) = (
-                usize::try_from(*start).ok()?,
-                usize::try_from(*end).ok()?,
-                u16::try_from(*port).ok()?,
-            );
+            let mut members = parts[2..].iter().map(|n| member(n, asked));
+            let (host, port) = members.next()??;
+            nodes.extend(members.flatten());
+            let (start, end) = (usize::try_from(*start).ok()?, usize::try_from(*end).ok()?);
             if start > end || end >= SLOTS {
                 return None;
             }
+            nodes.push((host.clone(), port));
             spans.push((start, end, (host, port)));
         }
         let mut masters: Vec<(String, u16)> = spans.iter().map(|(_, _, m)| m.clone()).collect();
@@ -362,9 +371,40 @@ impl Map {
             let i = masters.binary_search(master).ok()? as u16;
             owner[*start..=*end].fill(i);
         }
-        Some(Map { owner, masters })
+        nodes.sort();
+        nodes.dedup();
+        Some(Map {
+            owner,
+            masters,
+            nodes,
+        })
     }
 }
+
+/// A node of a `CLUSTER SLOTS` range, `[host, port, id, …]`: its host (the one asked when it
+/// reports none) and port.
+fn member(node: &Value, asked: &str) -> Option<(String, u16)> {
+    let Value::Array(fields) = node else {
+        return None;
+    };
+    let host = match fields.first()? {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Nil => String::new(),
+        _ => return None,
+    };
+    let host = if host.is_empty() || host == "?" {
+        asked.to_owned()
+    } else {
+        host
+    };
+    let Some(Value::Int(port)) = fields.get(1) else {
+        return None;
+    };
+    Some((host, u16::try_from(*port).ok()?))
+}
+
+impl Map {}
 
 /// Why `command` for the request's `key` cannot run on a cluster: its keys are not all in one
 /// hash slot (a script must name keys of one slot only).
@@ -934,6 +974,14 @@ mod tests {
         assert_eq!(map.owner[8191], 0);
         assert_eq!(map.owner[8192], 1);
         assert_eq!(map.owner[16383], 1);
+        assert_eq!(
+            map.nodes,
+            vec![
+                ("10.0.0.2".to_owned(), 7001),
+                ("10.0.0.9".to_owned(), 7009),
+                ("seed".to_owned(), 7000)
+            ]
+        );
         assert!(Map::read(&Value::Nil, "seed").is_none());
 
         // A MOVED of slot 0 to a new master; the old one keeps the rest of its range.

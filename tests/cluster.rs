@@ -318,11 +318,16 @@ fn a_held_lock_follows_a_manual_failover_of_its_master() {
 fn a_killed_master_fails_over_and_the_holder_and_a_new_client_carry_on() {
     support::watch_workers();
     let mut cluster = RedisCluster::start(3, 1);
-    let rl = client(&[cluster.url()]);
+    let old = cluster.master_of("cluster:killed");
+    // Its only seed is the master about to die: after the failover the worker finds the
+    // cluster through the nodes of the slot map it read before.
+    let rl = client(&[format!(
+        "redis+cluster://127.0.0.1:{}",
+        cluster.nodes[old].port
+    )]);
     let lock = rl
         .try_lock("cluster:killed", Duration::from_secs(20))
         .expect("lock");
-    let old = cluster.master_of("cluster:killed");
     let replica = cluster.replica_of(old);
     replicate(&cluster, "cluster:killed");
     cluster.nodes[old].kill();
