@@ -528,8 +528,10 @@ impl ClusterLink {
 
     /// Takes `map` as the slot map: keeps the connections to masters it still names, opens
     /// the others (and loads `scripts` on them, unless they go whole), and drops the rest.
+    /// On an error the link serves no slot (the worker drops it anyway).
     fn adopt(&mut self, map: Map, scripts: Option<&[&[&Script]]>) -> redis::RedisResult<()> {
         let mut old: Vec<Master> = std::mem::take(&mut self.masters);
+        self.owner = vec![NO_MASTER; SLOTS];
         let mut masters = Vec::with_capacity(map.masters.len());
         for (host, port) in map.masters {
             let kept = old
