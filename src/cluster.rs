@@ -597,12 +597,17 @@ impl ClusterLink {
     ) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>)> {
         let all: Vec<usize> = (0..batch.len()).collect();
         let mut values = vec![Value::Nil; batch.len()];
-        let reading = self.round(batch, &all, inline, time, &mut values)?;
+        let mut reading = self.round(batch, &all, inline, time, &mut values)?;
         // NOSCRIPT: a master that restarted or flushed its scripts.
         let noscript = matching(&values, "NOSCRIPT");
         if !noscript.is_empty() {
-            for &i in &noscript {
-                let m = self.owner[batch[i].slot()];
+            let mut masters: Vec<u16> = noscript
+                .iter()
+                .map(|&i| self.owner[batch[i].slot()])
+                .collect();
+            masters.sort_unstable();
+            masters.dedup();
+            for m in masters {
                 if let Some(master) = self.masters.get_mut(usize::from(m)) {
                     wire::load_scripts(&mut master.conn, scripts)?;
                 }
@@ -621,6 +626,10 @@ impl ClusterLink {
                 .filter_map(|&i| Some((batch[i].slot(), redirect(&values[i])?)))
                 .collect();
             self.refresh(&redirects, (!inline).then_some(scripts))?;
+            if self.refreshed.is_some() {
+                // Read from the old first master, whose clock the guard no longer follows.
+                reading = None;
+            }
             self.round(batch, &moved, inline, false, &mut values)?;
         }
         // ASK: the key's slot is being migrated, and the key is on the node named.
