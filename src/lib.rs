@@ -84,6 +84,7 @@
 mod cancel;
 mod client;
 mod clock;
+mod cluster;
 mod config;
 mod election;
 mod engine;

@@ -16,13 +16,14 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
 use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
+use crate::cluster::{ClusterLink, Link, Routed};
 use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
 use crate::quorum::{Gate, Vote};
-use crate::sentinel::{Connected, Target};
+use crate::sentinel::{Linked, Target};
 use crate::sync::relock;
-use crate::wire::{Command, Script};
+use crate::wire::{Command, Script, load_scripts};
 
 /// Most requests sent in one pipeline.
 const MAX_BATCH: usize = 256;
@@ -84,7 +85,8 @@ pub struct NodeStatus {
     /// `host:port` of the node (never with credentials), plus `/db` when a database is selected.
     /// For a Sentinel-managed node, `sentinel:MASTERNAME@host:port` with the first sentinel of
     /// its URL: it stays the same across failovers, since reports and logs name the node by it;
-    /// the current master is in [`master`](NodeStatus::master).
+    /// the current master is in [`master`](NodeStatus::master). For a Redis Cluster,
+    /// `cluster:host:port` with the first seed of its URL.
     pub address: String,
     /// Whether the worker holds a working connection.
     pub connected: bool,
@@ -131,10 +133,12 @@ pub struct NodeStatus {
     /// Why the node was last quarantined, while it is.
     pub quarantine_reason: Option<String>,
     /// For a Sentinel-managed node: the master (`host:port`) the sentinels named at the last
-    /// connect; `None` for a standalone node, or before the first connect.
+    /// connect; for a Redis Cluster, its masters (`host:port,host:port,…`, by address; the
+    /// `run_id` is then theirs, joined the same way, and the uptime the youngest one's); `None`
+    /// for a standalone node, or before the first connect.
     pub master: Option<String>,
-    /// For a Sentinel-managed node: changes of master seen (a reconnect that found another
-    /// master address than the one before). With
+    /// For a Sentinel-managed node or a Redis Cluster: changes of master seen (another master
+    /// address, or list of masters, than the one before). With
     /// [`restart_grace`](crate::Builder::restart_grace) set, each starts a grace.
     pub failovers: u64,
     /// How long the node took to answer, from sending a pipeline to reading its last reply
@@ -455,7 +459,7 @@ struct Worker {
     servers: Arc<Servers>,
     address: String,
     client: Target,
-    conn: Option<redis::Connection>,
+    conn: Option<Link>,
     rx: Receiver<Request>,
     settings: Settings,
     /// Until then, with `restart_grace` set, this node's acquire successes do not count.
@@ -611,7 +615,7 @@ impl Worker {
             .conn
             .as_mut()
             .expect("probe is called with a connection");
-        redis::cmd("PING").query::<()>(conn)?;
+        conn.ping()?;
         self.used_at = Instant::now();
         Ok(())
     }
@@ -726,10 +730,33 @@ impl Worker {
         let time = self
             .guard
             .wants_time(batch.iter().any(|r| r.command.samples_clock));
-        let conn = self
+        let conn = match self
             .conn
             .as_mut()
-            .expect("execute is called with a connection");
+            .expect("execute is called with a connection")
+        {
+            Link::Plain(conn) => conn,
+            Link::Cluster(link) => {
+                let sent = Instant::now();
+                let (votes, time, refreshed) = on_cluster(
+                    link,
+                    batch,
+                    self.inline_scripts,
+                    time,
+                    self.settings.scripts,
+                )?;
+                if let Some((probe, masters)) = refreshed {
+                    // New masters seen through a MOVED (a failover): observed before the votes
+                    // count, so that the restart grace they start holds this batch out.
+                    let master = Master {
+                        address: Some(masters),
+                        master_for: None,
+                    };
+                    self.observe(probe, master);
+                }
+                return Ok((votes, time, sent));
+            }
+        };
         let sent = Instant::now();
         let inline = self.inline_scripts;
         let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), inline, time)?;
@@ -793,18 +820,21 @@ impl Worker {
     /// with `EVAL`, because `SCRIPT LOAD` was refused.
     /// For a Sentinel node, the master is resolved first (see `sentinel.rs`), and what was
     /// learnt of it comes back too.
-    fn open(&mut self) -> redis::RedisResult<(redis::Connection, Probe, bool, Master)> {
-        let Connected {
-            mut conn,
+    fn open(&mut self) -> redis::RedisResult<(Link, Probe, bool, Master)> {
+        let Linked {
+            link: mut conn,
             master,
             master_for,
         } = self
             .client
-            .connect(self.settings.connect_timeout, self.settings.io_timeout)?;
-        let mut probe = probe::run(&mut conn)?;
+            .link(self.settings.connect_timeout, self.settings.io_timeout)?;
+        let mut probe = conn.probe()?;
         if master.is_some() {
             probe::expect_replicas(&mut probe.assessment);
-            if self.settings.restart_grace.is_some() && master_for.is_none() {
+            if self.client.is_sentinel()
+                && self.settings.restart_grace.is_some()
+                && master_for.is_none()
+            {
                 // Fail-open otherwise unseen: without the sentinel's switch time, a client
                 // that connects after a failover it did not witness takes the promoted
                 // replica's age from its uptime, and counts it at once.
@@ -865,7 +895,7 @@ impl Worker {
                 ),
             )));
         }
-        let inline_scripts = match load_scripts(&mut conn, self.settings.scripts) {
+        let inline_scripts = match conn.load_scripts(self.settings.scripts) {
             Ok(()) => false,
             Err(e) if command_refused(&e) => {
                 probe.assessment.warnings.push(format!(
@@ -1085,6 +1115,37 @@ fn pipeline<'a>(
     Ok((values, reading))
 }
 
+/// A batch on a cluster's masters (see `cluster.rs`, which handles `NOSCRIPT`, `MOVED` and
+/// `ASK` itself): the votes, the `TIME` reading, and when the masters changed on the way, their
+/// merged probe and list for the worker to observe.
+type OnCluster = (Vec<Vote>, Option<TimeReading>, Option<(Probe, String)>);
+
+fn on_cluster(
+    link: &mut ClusterLink,
+    batch: &[Request],
+    inline: bool,
+    time: bool,
+    scripts: &[&[&Script]],
+) -> redis::RedisResult<OnCluster> {
+    let routed: Vec<Routed<'_>> = batch
+        .iter()
+        .map(|r| Routed {
+            command: &r.command,
+            key: &r.key,
+            token: &r.token,
+            deadline: r.deadline,
+        })
+        .collect();
+    let (values, time) = link.execute(&routed, inline, time, scripts)?;
+    let refreshed = link.take_refreshed().map(|probe| (probe, link.masters()));
+    let votes = values
+        .into_iter()
+        .zip(batch)
+        .map(|(v, r)| r.command.interpret(v))
+        .collect();
+    Ok((votes, time, refreshed))
+}
+
 /// Whether a reply says the server is a read-only replica now.
 fn is_readonly(value: &Value) -> bool {
     matches!(value, Value::ServerError(e)
@@ -1100,24 +1161,4 @@ fn command_refused(e: &redis::RedisError) -> bool {
         || text.contains("NoPerm")
         || text.contains("unknown command")
         || text.contains("unknown subcommand")
-}
-
-/// Loads every script in one round trip.
-fn load_scripts(conn: &mut redis::Connection, sets: &[&[&Script]]) -> redis::RedisResult<()> {
-    let scripts = || sets.iter().flat_map(|set| set.iter());
-    let mut pipe = redis::pipe();
-    for script in scripts() {
-        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
-    }
-    let shas: Vec<String> = pipe.query(conn)?;
-    for (script, sha) in scripts().zip(shas) {
-        if sha != script.sha() {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "SCRIPT LOAD returned an unexpected hash",
-                sha,
-            )));
-        }
-    }
-    Ok(())
 }

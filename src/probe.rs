@@ -6,7 +6,8 @@
 //! cluster) and `CONFIG GET` of the settings that decide whether keys can vanish, and:
 //!
 //! - refuses a replica (`role:slave`), a node in Redis Cluster mode (`cluster_enabled:1`: most
-//!   keys would answer `MOVED`) and a server older than [`MIN_VERSION`], with an error that
+//!   keys would answer `MOVED`) unless it was reached through a `redis+cluster://` URL (which
+//!   routes by slot: `cluster.rs`), and a server older than [`MIN_VERSION`], with an error that
 //!   says why (the node then counts as unavailable, and is probed again on each reconnect);
 //! - warns about a master with connected replicas (a failover can promote a replica that never
 //!   got a lock, handing it to a second owner) and about a `maxmemory-policy` that can evict
@@ -228,6 +229,15 @@ impl Assessment {
 /// How the warning about a master with replicas starts.
 const REPLICAS_WARNING: &str = "it is a master with ";
 
+/// How the refusal of a Cluster node starts.
+const CLUSTER_ERROR: &str = "it runs in Redis Cluster mode";
+
+/// A node reached through a `redis+cluster://` URL is a cluster's master, routed by slot (see
+/// `cluster.rs`): its cluster mode is expected.
+pub(crate) fn expect_cluster(a: &mut Assessment) {
+    a.errors.retain(|e| !e.starts_with(CLUSTER_ERROR));
+}
+
 /// A Sentinel-managed master has replicas by design, and a change of master counts as a restart
 /// (see `sentinel.rs`): the warning about its replicas does not apply.
 pub(crate) fn expect_replicas(a: &mut Assessment) {
@@ -262,11 +272,10 @@ pub(crate) fn assess(r: &ServerReport) -> Assessment {
         ));
     }
     if r.cluster_enabled == Some(true) {
-        a.errors.push(
-            "it runs in Redis Cluster mode (cluster_enabled:1), where most keys answer MOVED: \
-             each Redlock node must be a standalone master"
-                .to_owned(),
-        );
+        a.errors.push(format!(
+            "{CLUSTER_ERROR} (cluster_enabled:1), where most keys answer MOVED: name the \
+                 whole cluster as one node with a redis+cluster://host:port URL"
+        ));
     }
     if let Some(v) = &r.version {
         match parse_version(v) {

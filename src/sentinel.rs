@@ -58,6 +58,8 @@ use std::time::Duration;
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
+use crate::cluster::{Cluster, Link};
+
 /// Default Sentinel port when a URL gives none.
 const DEFAULT_SENTINEL_PORT: u16 = 26379;
 
@@ -450,11 +452,20 @@ fn role_reported_time(reply: &Value) -> Option<Duration> {
 pub(crate) enum Target {
     Standalone(redis::Client),
     Sentinel(std::sync::Arc<Sentinel>),
+    Cluster(std::sync::Arc<Cluster>),
 }
 
 /// A new connection, and for a Sentinel node, which master it reached.
 pub(crate) struct Connected {
     pub conn: redis::Connection,
+    pub master: Option<String>,
+    pub master_for: Option<Duration>,
+}
+
+/// A worker's new link to its node, and which master(s) it reached: a Sentinel node's master,
+/// or a cluster's masters (`host:port,…`).
+pub(crate) struct Linked {
+    pub link: Link,
     pub master: Option<String>,
     pub master_for: Option<Duration>,
 }
@@ -465,6 +476,7 @@ impl Target {
         match self {
             Target::Standalone(client) => standalone_address(client.get_connection_info()),
             Target::Sentinel(s) => s.id(),
+            Target::Cluster(c) => c.id(),
         }
     }
 
@@ -475,6 +487,7 @@ impl Target {
                 ConnectionAddr::TcpTls { .. }
             ),
             Target::Sentinel(s) => s.is_tls(),
+            Target::Cluster(c) => c.is_tls(),
         }
     }
 
@@ -482,7 +495,39 @@ impl Target {
         matches!(self, Target::Sentinel(_))
     }
 
-    /// Connects (for a Sentinel node: to the current master), with the read and write timeouts
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Target::Cluster(_))
+    }
+
+    /// The worker's link: [`connect`](Target::connect)'s connection, or for a cluster, one
+    /// connection per master and the slot map (see `cluster.rs`).
+    pub(crate) fn link(
+        &self,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> redis::RedisResult<Linked> {
+        if let Target::Cluster(c) = self {
+            let link = c.link(connect_timeout, io_timeout)?;
+            return Ok(Linked {
+                master: Some(link.masters()),
+                link: Link::Cluster(Box::new(link)),
+                master_for: None,
+            });
+        }
+        let Connected {
+            conn,
+            master,
+            master_for,
+        } = self.connect(connect_timeout, io_timeout)?;
+        Ok(Linked {
+            link: Link::Plain(conn),
+            master,
+            master_for,
+        })
+    }
+
+    /// Connects (for a Sentinel node: to the current master; for a cluster: to any of its
+    /// nodes, which is what the release subscriber needs), with the read and write timeouts
     /// set to `io_timeout`.
     pub(crate) fn connect(
         &self,
@@ -508,6 +553,11 @@ impl Target {
                     master_for: r.master_for,
                 })
             }
+            Target::Cluster(c) => Ok(Connected {
+                conn: c.connect_any(connect_timeout, io_timeout)?,
+                master: None,
+                master_for: None,
+            }),
         }
     }
 }

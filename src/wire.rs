@@ -44,6 +44,24 @@ pub(crate) fn hash_tag(key: &str) -> Option<&str> {
     (len > 0).then(|| &key[open + 1..open + 1 + len])
 }
 
+/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag, or of the whole key
+/// when it has none, modulo 16384.
+pub(crate) fn slot(key: &str) -> u16 {
+    let hashed = hash_tag(key).unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &byte in hashed.as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 /// The channel a release of `key` is announced on (see `notify.rs`), in the same hash slot as
 /// the key, so that a script may declare it among its keys and a cluster's sharded pub/sub can
 /// carry it: `redlock:released:{<tag>}:<key>`, where the tag is the key's own hash tag, or the
@@ -243,6 +261,31 @@ impl Command {
         }
     }
 
+    /// The key a cluster routes the command by: its first (all of a script's keys are in one
+    /// slot, which [`keys_of`](Command::keys_of) lets a caller check).
+    pub(crate) fn first_key<'a>(&'a self, key: &'a str) -> &'a str {
+        match &self.keys {
+            Keys::List(keys) => keys.first().map_or(key, |k| k),
+            Keys::Key | Keys::KeyAnd(_) => key,
+        }
+    }
+
+    /// Every name the command declares as a key for the request's `key`, channels included.
+    pub(crate) fn keys_of(&self, key: &str) -> Vec<String> {
+        let lock_keys: Vec<String> = match &self.keys {
+            Keys::Key | Keys::KeyAnd(_) => vec![key.to_owned()],
+            Keys::List(keys) => keys.iter().map(|k| k.to_string()).collect(),
+        };
+        let mut all = lock_keys.clone();
+        if let Keys::KeyAnd(other) = &self.keys {
+            all.push(other.to_string());
+        }
+        if self.announces && matches!(self.op, Op::Eval(_)) {
+            all.extend(lock_keys.iter().map(|k| channel(k)));
+        }
+        all
+    }
+
     /// Appends the command for the request's `key` and `token` to `buf` in RESP, the way
     /// redis-rs would pack it, without allocating (the worker reuses `buf` for every batch).
     /// `inline`: send a script whole with `EVAL` (on a connection whose user may not run
@@ -408,6 +451,29 @@ impl Command {
     }
 }
 
+/// Loads every script in one round trip.
+pub(crate) fn load_scripts(
+    conn: &mut redis::Connection,
+    sets: &[&[&Script]],
+) -> redis::RedisResult<()> {
+    let scripts = || sets.iter().flat_map(|set| set.iter());
+    let mut pipe = redis::pipe();
+    for script in scripts() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
+    }
+    let shas: Vec<String> = pipe.query(conn)?;
+    for (script, sha) in scripts().zip(shas) {
+        if sha != script.sha() {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "SCRIPT LOAD returned an unexpected hash",
+                sha,
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// What an error reply means, the same on every server: a permission denial (each server and
 /// version words it its own way, inside a script and out), or another error reply.
 pub(crate) fn server_problem(e: &redis::ServerError) -> NodeProblem {
@@ -436,6 +502,20 @@ pub(crate) fn is_denied(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn computes_cluster_slots() {
+        // Redis Cluster's specification: CRC16 of "123456789" is 0x31C3.
+        assert_eq!(slot("123456789"), 0x31C3);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("user1000"));
+        assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
+        assert_ne!(slot("foo{}{bar}"), slot("bar"));
+        // A release's channel is in its key's slot.
+        for key in ["orders:42", "{u}:a", "a{b}c"] {
+            assert_eq!(slot(&channel(key)), slot(key), "{key}");
+        }
+    }
 
     static ECHO: Script = Script::new("return ARGV[1]");
 

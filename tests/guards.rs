@@ -300,7 +300,7 @@ fn cluster_mode_node_is_refused() {
     let err = rl.try_lock("probe:cluster", TTL).unwrap_err();
     let why = unavailable_reason(&err, &node);
     assert!(
-        why.contains("Cluster mode") && why.contains("standalone"),
+        why.contains("Cluster mode") && why.contains("redis+cluster://"),
         "{err}"
     );
     assert_no_worker_panicked();

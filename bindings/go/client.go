@@ -32,7 +32,9 @@ type Client struct {
 var errNilClient = &Error{Status: StatusInvalidArgument, Message: "nil *Client"}
 
 // New connects to the Redis nodes at urls ("redis://[user:password@]host:port", or
-// "rediss://..." for TLS; one per independent master; a lock needs a majority of them).
+// "rediss://..." for TLS; one per independent master; a lock needs a majority of them). A
+// Sentinel-managed master ("redis+sentinel://host:port/NAME") or a whole Redis Cluster
+// ("redis+cluster://host:port?seed=host:port") is one node.
 func New(urls []string, opts Options) (*Client, error) {
 	if err := checkLibraryVersion(); err != nil {
 		return nil, err

@@ -48,10 +48,11 @@ type NodeStatus struct {
 	QuarantineRemaining time.Duration
 	QuarantineReason    string
 	// Master is, for a Sentinel-managed node (redis+sentinel://), the master (host:port)
-	// the sentinels named at the last connect; empty for a standalone node.
+	// the sentinels named at the last connect; for a Redis Cluster (redis+cluster://), its
+	// masters (host:port,host:port,...); empty for a standalone node.
 	Master string
-	// Failovers counts the changes of master seen on a Sentinel-managed node (each starts
-	// a restart grace when Options.RestartGrace is set).
+	// Failovers counts the changes of master seen on a Sentinel-managed node or a Redis
+	// Cluster (each starts a restart grace when Options.RestartGrace is set).
 	Failovers uint64
 	// Errors counts requests that failed on this node: error replies, timeouts, dropped
 	// connections, not sent while it was down.

@@ -85,7 +85,9 @@ Commands:
 Nodes (every command but stats):
   --nodes URL,URL,...   Redis nodes (redis:// or rediss:// URLs), an odd number of
                         independent masters; a Sentinel-managed master is one node:
-                        redis+sentinel://host:port/MASTERNAME?sentinel=host:port
+                        redis+sentinel://host:port/MASTERNAME?sentinel=host:port,
+                        and so is a whole Redis Cluster:
+                        redis+cluster://host:port?seed=host:port
   --nodes-file PATH     Read the URLs from a file (one per line or comma-separated; #
                         comments)
   REDLOCK_NODES         Environment variable used when neither option is given

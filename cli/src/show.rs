@@ -72,7 +72,8 @@ Usage: redlock nodes [OPTIONS]
 
 For each node: whether it is reachable, which server it is (name and version), its run id and
 uptime, restarts seen, the last connection error, and the restart grace left. A Sentinel-managed
-node (redis+sentinel://) also shows its current master and the failovers seen.
+node (redis+sentinel://) also shows its current master and the failovers seen, a Redis Cluster
+(redis+cluster://) its masters and the failovers seen.
 
 Options:
   --json                One JSON object per node in a list
@@ -570,13 +571,17 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
                 ]
             })
             .collect();
-        if statuses.iter().any(|s| s.address.starts_with("sentinel:")) {
-            // Sentinel-managed nodes: their current master and the failovers seen.
+        let group = |s: &redlock::NodeStatus| {
+            s.address.starts_with("sentinel:") || s.address.starts_with("cluster:")
+        };
+        if statuses.iter().any(group) {
+            // Sentinel-managed nodes and clusters: their current master(s) and the failovers
+            // seen.
             let rows: Vec<[String; 8]> = rows
                 .into_iter()
                 .zip(&statuses)
                 .map(|([node, reachable, server, run_id, uptime, restarts], s)| {
-                    let sentinel = s.address.starts_with("sentinel:");
+                    let sentinel = group(s);
                     [
                         node,
                         s.master.clone().unwrap_or_else(|| "-".into()),

@@ -93,6 +93,15 @@ impl<'a> Acquisition<'a> {
         let engine = &client.inner.engine;
         let config = engine.config;
         let ttl_ms = config.ttl_ms(request.ttl)?;
+        if let Some(i) = engine.clients.iter().position(|t| t.is_cluster())
+            && let Some(why) =
+                crate::cluster::cross_slot(&kind.acquire(ttl_ms, &config), kind.resource())
+        {
+            return Err(Error::invalid(format!(
+                "node {i} ({}): {why}",
+                engine.clients[i].address()
+            )));
+        }
         let ttl = Duration::from_millis(ttl_ms);
         let every = match &request.auto_extend {
             Some(auto) => Some(extension_interval(auto, ttl, &config)?),

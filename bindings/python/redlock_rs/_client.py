@@ -34,7 +34,9 @@ __all__ = ["Redlock"]
 class Redlock(Managed, Shorthands[Lock]):
     """A Redlock client over N independent Redis masters; thread-safe.
 
-    ``nodes`` are Redis URLs (``redis://[user:password@]host:port``, ``rediss://`` for TLS);
+    ``nodes`` are Redis URLs (``redis://[user:password@]host:port``, ``rediss://`` for TLS; a
+    Sentinel-managed master ``redis+sentinel://host:port/NAME`` or a whole Redis Cluster
+    ``redis+cluster://host:port?seed=host:port`` is one node);
     options left as ``None`` take the library's defaults (see :func:`default_options`).
     ``max_extensions=None`` means no cap on :meth:`Lock.extend` calls. ``restart_grace_ms`` keeps
     a node whose Redis process is younger than that out of acquire quorums (off by default): set

@@ -54,10 +54,11 @@ class NodeStatus:
     """Why the node is in clock quarantine, while it is."""
     master: str | None = None
     """For a Sentinel-managed node (``redis+sentinel://``): the master (``host:port``) the
-    sentinels named at the last connect; ``None`` for a standalone node."""
+    sentinels named at the last connect; for a Redis Cluster (``redis+cluster://``), its masters
+    (``host:port,host:port,...``); ``None`` for a standalone node."""
     failovers: int = 0
-    """For a Sentinel-managed node: changes of master seen (each starts a restart grace when
-    ``restart_grace_ms`` is set)."""
+    """For a Sentinel-managed node or a Redis Cluster: changes of master seen (each starts a
+    restart grace when ``restart_grace_ms`` is set)."""
     errors: int = 0
     """Requests that failed on this node: error replies, timeouts, dropped connections, not
     sent while it was down."""

@@ -1,0 +1,59 @@
+"""A Redis Cluster as one node (``redis+cluster://``) through the Python binding: the URL goes
+through the core's builder like any other, so one lock on a single-master cluster is what is
+checked here (3-master clusters and failovers are tested in the Rust suite, tests/cluster.rs)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import _redis_binary
+from redis_nodes import PATIENT_MS, RedisNode, free_port, resp
+
+import redlock_rs
+
+
+@pytest.fixture
+def cluster_node() -> Iterator[RedisNode]:
+    directory = Path(tempfile.mkdtemp(prefix="redlock-py-cluster-"))
+    node = RedisNode(
+        _redis_binary(),
+        directory,
+        ("--cluster-enabled", "yes", "--cluster-port", str(free_port())),
+    )
+    try:
+        assert resp(node.port, "CLUSTER", "ADDSLOTSRANGE", "0", "16383") == "OK"
+        deadline = time.monotonic() + 10
+        while "cluster_state:ok" not in resp(node.port, "CLUSTER", "INFO"):
+            if time.monotonic() > deadline:
+                pytest.fail("the cluster did not become ready within 10 s")
+            time.sleep(0.05)
+        yield node
+    finally:
+        node.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_locks_through_a_cluster_url(cluster_node: RedisNode) -> None:
+    url = f"redis+cluster://127.0.0.1:{cluster_node.port}"
+    with redlock_rs.Redlock([url], node_timeout_ms=PATIENT_MS) as client:
+        status = client.node_status()[0]
+        assert status.address == f"cluster:127.0.0.1:{cluster_node.port}"
+        assert status.connected
+        assert status.master == f"127.0.0.1:{cluster_node.port}"
+        lock = client.try_lock("py:cluster", 5000)
+        assert resp(cluster_node.port, "GET", "py:cluster") == lock.token
+        lock.release()
+        assert resp(cluster_node.port, "GET", "py:cluster") is None
+        with pytest.raises(ValueError, match="hash slot"):
+            client.lock_many(["py:a", "py:b"], ttl_ms=5000)
+
+
+def test_a_bad_cluster_url_is_a_value_error_naming_the_problem() -> None:
+    with pytest.raises(ValueError, match="only database 0") as info:
+        redlock_rs.Redlock(["redis+cluster://:s3cret@127.0.0.1:1/3"])
+    assert "s3cret" not in str(info.value)

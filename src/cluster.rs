@@ -1,0 +1,1040 @@
+//! A node that is a whole Redis Cluster: `redis+cluster://` and `rediss+cluster://` URLs, and
+//! how a worker routes its batches over the cluster's masters.
+//!
+//! Such a node is still one logical node: one worker, one vote, the same per-node timeout.
+//! redis-rs's synchronous `ClusterConnection` does not fit that worker (it routes a whole
+//! pipeline by its first command and sleeps between retries), so the routing is ours, over one
+//! plain connection per master:
+//!
+//! - at each connect the worker asks the seeds in turn for `CLUSTER SLOTS` (each query bounded by
+//!   the connect and I/O timeouts), connects to every master, probes each one (`probe.rs`) and
+//!   loads the scripts on each;
+//! - each command of a batch goes to the master of its keys' slot (every script declares its
+//!   keys, all in one slot: `wire::slot`); the batch is one pipeline per master, all of them
+//!   written before any reply is read, so the masters work in parallel;
+//! - a `MOVED` reply (a failover, a resharding) refreshes the slot map, connects and probes
+//!   the new masters and resends what moved once, while its caller still waits; an `ASK` reply
+//!   (a slot being migrated) resends the command to the node named, after `ASKING`, with the
+//!   script's source (that node may not have our scripts); a `NOSCRIPT` reply loads the scripts
+//!   on that master and resends once;
+//! - a master that cannot be reached makes the whole node unavailable until the cluster has
+//!   failed over (its slots' keys would be missing from the node's answers otherwise), and the
+//!   worker reconnects as for any node.
+//!
+//! # A change of master is a restart
+//!
+//! As for a Sentinel group (`sentinel.rs`): replication is asynchronous, so a promoted replica
+//! may lack lock keys its master acknowledged. The node's `master` in
+//! [`NodeStatus`](crate::NodeStatus) is the list of the cluster's masters, its `run_id` their
+//! `run_id`s and its uptime the youngest master's, so that the worker's rule for a Sentinel
+//! node applies unchanged: a new master (a failover, seen at a reconnect or after a `MOVED`),
+//! a master's new `run_id` or replication ID starts the node's `restart_grace`, counted from
+//! when it is seen, and `failovers` counts the changes of the list. The grace holds out the
+//! whole node's acquire votes, not only those in the failed-over slots (simpler, and never
+//! less safe). What the cluster does not say is how long a master has been the master, so a
+//! client that starts after a failover it did not witness counts the promoted replica's age
+//! from its uptime (docs/guarantees.md).
+//!
+//! The clock guard's sample belongs to a server: the worker samples the first master of the
+//! list (by address), and a change of the list resets the guard's sample, so that the new
+//! master's clock does not pass for a jump. A jump of another master's clock is not seen.
+//!
+//! Release notifications use classic pub/sub: a cluster carries a `PUBLISH` to every one of
+//! its nodes, so the node's subscriber listens on any one node of the cluster.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
+
+use crate::clock::{TIME_COMMAND, TimeReading};
+use crate::probe::{self, Probe};
+use crate::sync::relock;
+use crate::wire::{self, Command, Script};
+
+/// Slots in a Redis Cluster.
+const SLOTS: usize = 16384;
+/// No master serves the slot.
+const NO_MASTER: u16 = u16::MAX;
+const DEFAULT_PORT: u16 = 6379;
+
+/// What to expect, for error messages.
+pub(crate) const EXPECTED: &str =
+    "expected redis[s]+cluster://[user:password@]host:port[?seed=host:port&seed=host:port]";
+
+/// Whether `url` is a Cluster URL (by its scheme).
+pub(crate) fn is_cluster_url(url: &str) -> bool {
+    let lower = url.trim_start().to_ascii_lowercase();
+    lower.starts_with("redis+cluster://") || lower.starts_with("rediss+cluster://")
+}
+
+/// `host:port`, with brackets around an IPv6 address.
+fn address(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+fn decode(s: &str) -> Result<String, String> {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| "the user or password is not valid UTF-8 once percent-decoded".to_owned())
+}
+
+/// `host:port` (or `[v6]:port`) of an extra seed.
+fn parse_seed(seed: &str) -> Result<(String, u16), String> {
+    // Never echoed when it could carry credentials (`user:password@host:port`).
+    let bad = || {
+        if seed.contains('@') {
+            "a seed= value is not host:port (no credentials there: they go before the first \
+             host, and are the same for every node of the cluster)"
+                .to_owned()
+        } else {
+            format!("seed={seed:?} is not host:port")
+        }
+    };
+    let (host, port) = seed.rsplit_once(':').ok_or_else(bad)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 || host.contains(['/', '@', '?', '#']) {
+        return Err(bad());
+    }
+    Ok((host.to_owned(), port))
+}
+
+/// One Redis Cluster, as its URL describes it.
+pub(crate) struct Cluster {
+    /// Nodes to discover the cluster from, the URL's host first.
+    seeds: Vec<(String, u16)>,
+    /// TLS: `Some(insecure)`.
+    tls: Option<bool>,
+    certificates: Option<TlsCertificates>,
+    /// Credentials, the same on every node.
+    redis: RedisConnectionInfo,
+    /// Every node of the last slot map read, replicas included: tried after the seeds, so that
+    /// a cluster whose seeds are gone (replaced, failed over) is still found.
+    known: Mutex<Vec<(String, u16)>>,
+}
+
+impl Cluster {
+    /// Parses a `redis[s]+cluster://` URL; the error says what is wrong, never with the
+    /// password.
+    pub(crate) fn parse(url: &str) -> Result<Cluster, String> {
+        let parsed = url::Url::parse(url.trim()).map_err(|e| format!("{e}"))?;
+        let tls = match parsed.scheme() {
+            "redis+cluster" => None,
+            "rediss+cluster" => Some(match parsed.fragment() {
+                None => false,
+                Some("insecure") => true,
+                Some(_) => return Err("only #insecure is supported as URL fragment".into()),
+            }),
+            other => return Err(format!("unknown scheme {other:?}")),
+        };
+        if tls.is_none() && parsed.fragment().is_some() {
+            return Err("a URL fragment (#…) is only for rediss+cluster://…#insecure".into());
+        }
+        let host = match parsed.host() {
+            Some(url::Host::Domain(d)) if !d.is_empty() => d.to_owned(),
+            Some(url::Host::Ipv4(v4)) => v4.to_string(),
+            Some(url::Host::Ipv6(v6)) => v6.to_string(),
+            _ => return Err("no host".into()),
+        };
+        let port = parsed.port().unwrap_or(DEFAULT_PORT);
+        let path = parsed.path().trim_matches('/');
+        if !path.is_empty() {
+            return Err(format!(
+                "a cluster has only database 0, so the URL takes no path (found /{path})"
+            ));
+        }
+        let mut redis = RedisConnectionInfo::default();
+        if !parsed.username().is_empty() {
+            redis = redis.set_username(decode(parsed.username())?);
+        }
+        if let Some(password) = parsed.password() {
+            redis = redis.set_password(decode(password)?);
+        }
+        let mut seeds = vec![(host, port)];
+        for (key, value) in parsed.query_pairs() {
+            match key.as_ref() {
+                "seed" => {
+                    let seed = parse_seed(&value)?;
+                    if !seeds.contains(&seed) {
+                        seeds.push(seed);
+                    }
+                }
+                other => {
+                    return Err(format!("unknown query parameter {other:?} (known: seed)"));
+                }
+            }
+        }
+        Ok(Cluster {
+            seeds,
+            tls,
+            certificates: None,
+            redis,
+            known: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The node's name in reports, logs and `NodeStatus::address`: `cluster:host:port`, its
+    /// first seed.
+    pub(crate) fn id(&self) -> String {
+        let (host, port) = &self.seeds[0];
+        format!("cluster:{}", address(host, *port))
+    }
+
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    pub(crate) fn set_certificates(&mut self, certificates: TlsCertificates) {
+        self.certificates = Some(certificates);
+    }
+
+    /// A connection to one node, with the client's timeouts on connect, reads and writes.
+    fn open(
+        &self,
+        host: &str,
+        port: u16,
+        timeouts: Timeouts,
+    ) -> redis::RedisResult<redis::Connection> {
+        let addr = match self.tls {
+            None => ConnectionAddr::Tcp(host.to_owned(), port),
+            Some(insecure) => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure,
+                tls_params: None,
+            },
+        };
+        let info = addr
+            .into_connection_info()?
+            .set_redis_settings(self.redis.clone());
+        let client = match &self.certificates {
+            Some(certificates) if self.tls.is_some() => {
+                redis::Client::build_with_tls(info, certificates.clone())?
+            }
+            _ => redis::Client::open(info)?,
+        };
+        let conn = client.get_connection_with_timeout(timeouts.connect)?;
+        conn.set_read_timeout(Some(timeouts.io))?;
+        conn.set_write_timeout(Some(timeouts.io))?;
+        Ok(conn)
+    }
+
+    /// The seeds, then the nodes of the last slot map read.
+    fn candidates(&self) -> Vec<(String, u16)> {
+        let mut all = self.seeds.clone();
+        for node in relock(&self.known).iter() {
+            if !all.contains(node) {
+                all.push(node.clone());
+            }
+        }
+        all
+    }
+
+    /// A connection to the first node that answers, among the seeds and then the nodes of the
+    /// last slot map: for the release subscriber, since a cluster carries every `PUBLISH` to
+    /// all of its nodes.
+    pub(crate) fn connect_any(
+        &self,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let timeouts = Timeouts {
+            connect: connect_timeout,
+            io: io_timeout,
+        };
+        let mut problems = Vec::new();
+        for (host, port) in &self.candidates() {
+            match self.open(host, *port, timeouts) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => problems.push(format!("{}: {e}", address(host, *port))),
+            }
+        }
+        Err(unreachable("no seed of the cluster answered", problems))
+    }
+
+    /// The slot map, from the first node that answers `CLUSTER SLOTS` among `first`, the seeds
+    /// and the nodes of the last map.
+    fn discover(&self, first: &[(String, u16)], timeouts: Timeouts) -> redis::RedisResult<Map> {
+        let mut problems = Vec::new();
+        let mut tried = Vec::new();
+        for (host, port) in first.iter().chain(&self.candidates()) {
+            if tried.contains(&(host, port)) {
+                continue;
+            }
+            tried.push((host, port));
+            let at = address(host, *port);
+            let reply = self
+                .open(host, *port, timeouts)
+                .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
+            match reply {
+                Ok(reply) => match Map::read(&reply, host) {
+                    Some(map) if !map.masters.is_empty() => {
+                        *relock(&self.known) = map.nodes.clone();
+                        return Ok(map);
+                    }
+                    _ => problems.push(format!("{at}: CLUSTER SLOTS named no master")),
+                },
+                Err(e) => problems.push(format!("{at}: {e}")),
+            }
+        }
+        Err(unreachable(
+            "no seed of the cluster told its slots (CLUSTER SLOTS)",
+            problems,
+        ))
+    }
+
+    /// Discovers the cluster and connects to every master.
+    pub(crate) fn link(
+        self: &Arc<Self>,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> redis::RedisResult<ClusterLink> {
+        let timeouts = Timeouts {
+            connect: connect_timeout,
+            io: io_timeout,
+        };
+        let map = self.discover(&[], timeouts)?;
+        let mut link = ClusterLink {
+            cluster: Arc::clone(self),
+            timeouts,
+            owner: Vec::new(),
+            masters: Vec::new(),
+            refreshed: None,
+        };
+        link.adopt(map, None)?;
+        Ok(link)
+    }
+}
+
+fn unreachable(what: &'static str, problems: Vec<String>) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Io, what, problems.join("; ")))
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    connect: Duration,
+    io: Duration,
+}
+
+/// Which master serves each slot.
+struct Map {
+    /// Per slot, an index into `masters`, or [`NO_MASTER`].
+    owner: Vec<u16>,
+    /// Sorted by address.
+    masters: Vec<(String, u16)>,
+    /// Every node the map names, replicas included: where to discover the cluster from next
+    /// time, should the URL's seeds be gone.
+    nodes: Vec<(String, u16)>,
+}
+
+impl Map {
+    /// Reads a `CLUSTER SLOTS` reply: `[start, end, [host, port, id, …], replicas…]` per
+    /// range. An empty host (a node that does not know its own address) is the one asked.
+    fn read(reply: &Value, asked: &str) -> Option<Map> {
+        let Value::Array(ranges) = reply else {
+            return None;
+        };
+        let mut spans = Vec::new();
+        let mut nodes = Vec::new();
+        for range in ranges {
+            let Value::Array(parts) = range else {
+                return None;
+            };
+            let (Some(Value::Int(start)), Some(Value::Int(end))) = (parts.first(), parts.get(1))
+            else {
+                return None;
+            };
+            let mut members = parts[2..].iter().map(|n| member(n, asked));
+            let (host, port) = members.next()??;
+            nodes.extend(members.flatten());
+            let (start, end) = (usize::try_from(*start).ok()?, usize::try_from(*end).ok()?);
+            if start > end || end >= SLOTS {
+                return None;
+            }
+            nodes.push((host.clone(), port));
+            spans.push((start, end, (host, port)));
+        }
+        let mut masters: Vec<(String, u16)> = spans.iter().map(|(_, _, m)| m.clone()).collect();
+        masters.sort();
+        masters.dedup();
+        let mut owner = vec![NO_MASTER; SLOTS];
+        for (start, end, master) in &spans {
+            let i = masters.binary_search(master).ok()? as u16;
+            owner[*start..=*end].fill(i);
+        }
+        nodes.sort();
+        nodes.dedup();
+        Some(Map {
+            owner,
+            masters,
+            nodes,
+        })
+    }
+}
+
+/// A node of a `CLUSTER SLOTS` range, `[host, port, id, …]`: its host (the one asked when it
+/// reports none) and port.
+fn member(node: &Value, asked: &str) -> Option<(String, u16)> {
+    let Value::Array(fields) = node else {
+        return None;
+    };
+    let host = match fields.first()? {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Nil => String::new(),
+        _ => return None,
+    };
+    let host = if host.is_empty() || host == "?" {
+        asked.to_owned()
+    } else {
+        host
+    };
+    let Some(Value::Int(port)) = fields.get(1) else {
+        return None;
+    };
+    Some((host, u16::try_from(*port).ok()?))
+}
+
+impl Map {}
+
+/// Why `command` for the request's `key` cannot run on a cluster: its keys are not all in one
+/// hash slot (a script must name keys of one slot only).
+pub(crate) fn cross_slot(command: &Command, key: &str) -> Option<String> {
+    let keys = command.keys_of(key);
+    let first = wire::slot(keys.first()?);
+    let other = keys.iter().find(|k| wire::slot(k) != first)?;
+    let lock_keys: Vec<&String> = keys.iter().filter(|k| !k.starts_with("redlock:")).collect();
+    Some(
+        if lock_keys
+            .iter()
+            .any(|k| wire::slot(k) != wire::slot(lock_keys[0]))
+        {
+            let slots: Vec<String> = lock_keys
+                .iter()
+                .map(|k| format!("{k:?} in slot {}", wire::slot(k)))
+                .collect();
+            format!(
+                "on a Redis Cluster node, one lock's resources must be in one hash slot, but {}: \
+                 give them a common hash tag (e.g. {{orders}}:1 and {{orders}}:2)",
+                slots.join(", ")
+            )
+        } else {
+            format!(
+                "on a Redis Cluster node, the braces in the resource name put its key {:?} \
+                 (slot {first}) in another hash slot than {other:?} (slot {}), a key the lock \
+                 needs beside it: use a name without {{ and }} for this kind of lock",
+                keys[0],
+                wire::slot(other)
+            )
+        },
+    )
+}
+
+impl Map {
+    /// Gives `slot` to the master at `at` (a `MOVED` said so), and drops masters left without
+    /// a slot; the masters stay sorted.
+    fn assign(&mut self, slot: usize, at: &(String, u16)) {
+        let index = match self.masters.iter().position(|m| m == at) {
+            Some(i) => i,
+            None => {
+                self.masters.push(at.clone());
+                self.masters.len() - 1
+            }
+        };
+        self.owner[slot] = index as u16;
+        let mut used: Vec<(String, u16, usize)> = self
+            .masters
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.owner.contains(&(*i as u16)))
+            .map(|(i, (host, port))| (host.clone(), *port, i))
+            .collect();
+        used.sort();
+        let mut renumber = vec![NO_MASTER; self.masters.len()];
+        for (new, (_, _, old)) in used.iter().enumerate() {
+            renumber[*old] = new as u16;
+        }
+        for m in &mut self.owner {
+            if *m != NO_MASTER {
+                *m = renumber[usize::from(*m)];
+            }
+        }
+        self.masters = used.into_iter().map(|(h, p, _)| (h, p)).collect();
+    }
+}
+
+/// One master and the worker's connection to it.
+struct Master {
+    host: String,
+    port: u16,
+    conn: redis::Connection,
+}
+
+impl Master {
+    fn address(&self) -> String {
+        address(&self.host, self.port)
+    }
+}
+
+/// One command of a batch: what to send, for which key and token, and until when its caller
+/// waits for it (none: always worth sending).
+pub(crate) struct Routed<'a> {
+    pub command: &'a Command,
+    pub key: &'a str,
+    pub token: &'a str,
+    pub deadline: Option<Instant>,
+}
+
+impl Routed<'_> {
+    fn slot(&self) -> usize {
+        usize::from(wire::slot(self.command.first_key(self.key)))
+    }
+}
+
+/// A worker's connections to a cluster's masters, and the slot map that routes its commands.
+pub(crate) struct ClusterLink {
+    cluster: Arc<Cluster>,
+    timeouts: Timeouts,
+    owner: Vec<u16>,
+    /// Sorted by address; the first one's clock is the node's clock.
+    masters: Vec<Master>,
+    /// A `MOVED` changed the masters: the new ones' merged probe, for the worker to observe.
+    refreshed: Option<Probe>,
+}
+
+impl ClusterLink {
+    /// The masters, `host:port,host:port,…` in address order (`NodeStatus::master`).
+    pub(crate) fn masters(&self) -> String {
+        self.masters
+            .iter()
+            .map(Master::address)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// What the worker should observe after a batch that followed a `MOVED` to new masters.
+    pub(crate) fn take_refreshed(&mut self) -> Option<Probe> {
+        self.refreshed.take()
+    }
+
+    /// Takes `map` as the slot map: keeps the connections to masters it still names, opens
+    /// the others (and loads `scripts` on them, unless they go whole), and drops the rest.
+    /// On an error the link serves no slot (the worker drops it anyway).
+    fn adopt(&mut self, map: Map, scripts: Option<&[&[&Script]]>) -> redis::RedisResult<()> {
+        let mut old: Vec<Master> = std::mem::take(&mut self.masters);
+        self.owner = vec![NO_MASTER; SLOTS];
+        let mut masters = Vec::with_capacity(map.masters.len());
+        for (host, port) in map.masters {
+            let kept = old
+                .iter()
+                .position(|m| m.host == host && m.port == port)
+                .map(|i| old.swap_remove(i));
+            let master = match kept {
+                Some(m) => m,
+                None => {
+                    let mut conn = self
+                        .cluster
+                        .open(&host, port, self.timeouts)
+                        .map_err(|e| name_master(e, &address(&host, port)))?;
+                    if let Some(scripts) = scripts {
+                        wire::load_scripts(&mut conn, scripts)?;
+                    }
+                    Master { host, port, conn }
+                }
+            };
+            masters.push(master);
+        }
+        self.masters = masters;
+        self.owner = map.owner;
+        Ok(())
+    }
+
+    /// Probes every master, as one report: see [`merge`].
+    pub(crate) fn probe(&mut self) -> redis::RedisResult<Probe> {
+        let mut probes = Vec::with_capacity(self.masters.len());
+        for m in &mut self.masters {
+            let address = m.address();
+            let probe = probe::run(&mut m.conn).map_err(|e| name_master(e, &address))?;
+            probes.push((address, probe));
+        }
+        merge(probes).ok_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Client, "the cluster has no master"))
+        })
+    }
+
+    pub(crate) fn load_scripts(&mut self, sets: &[&[&Script]]) -> redis::RedisResult<()> {
+        for m in &mut self.masters {
+            wire::load_scripts(&mut m.conn, sets)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn ping(&mut self) -> redis::RedisResult<()> {
+        for m in &mut self.masters {
+            redis::cmd("PING").query::<()>(&mut m.conn)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the batch, one pipeline per master, and returns the replies in the batch's order;
+    /// with `time`, the first master's `TIME` too. Handles `NOSCRIPT`, `MOVED` and `ASK` (see
+    /// the module's doc). `scripts` are loaded on masters met on the way, unless `inline`.
+    pub(crate) fn execute(
+        &mut self,
+        batch: &[Routed<'_>],
+        inline: bool,
+        time: bool,
+        scripts: &[&[&Script]],
+    ) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>)> {
+        let all: Vec<usize> = (0..batch.len()).collect();
+        let mut values = vec![Value::Nil; batch.len()];
+        let mut reading = self.round(batch, &all, inline, time, &mut values)?;
+        // NOSCRIPT: a master that restarted or flushed its scripts.
+        let noscript = matching(&values, "NOSCRIPT");
+        if !noscript.is_empty() {
+            let mut masters: Vec<u16> = noscript
+                .iter()
+                .map(|&i| self.owner[batch[i].slot()])
+                .collect();
+            masters.sort_unstable();
+            masters.dedup();
+            for m in masters {
+                if let Some(master) = self.masters.get_mut(usize::from(m)) {
+                    wire::load_scripts(&mut master.conn, scripts)?;
+                }
+            }
+            self.round(batch, &noscript, inline, false, &mut values)?;
+        }
+        // MOVED: the slot has another master now (a failover, a resharding).
+        let now = Instant::now();
+        let moved: Vec<usize> = matching(&values, "MOVED")
+            .into_iter()
+            .filter(|&i| batch[i].deadline.is_none_or(|d| d > now))
+            .collect();
+        if !moved.is_empty() {
+            let redirects: Vec<(usize, (String, u16))> = moved
+                .iter()
+                .filter_map(|&i| Some((batch[i].slot(), redirect(&values[i])?)))
+                .collect();
+            self.refresh(&redirects, (!inline).then_some(scripts))?;
+            if self.refreshed.is_some() {
+                // Read from the old first master, whose clock the guard no longer follows.
+                reading = None;
+            }
+            self.round(batch, &moved, inline, false, &mut values)?;
+        }
+        // ASK: the key's slot is being migrated, and the key is on the node named.
+        for i in matching(&values, "ASK") {
+            values[i] = self.ask(&batch[i], &values[i])?;
+        }
+        Ok((values, reading))
+    }
+
+    /// Sends the batch's commands `which` to their masters (all pipelines written before any
+    /// reply is read) and puts the replies in `values`. With `time`, the first master's
+    /// pipeline ends with `TIME`, whose reading comes back.
+    fn round(
+        &mut self,
+        batch: &[Routed<'_>],
+        which: &[usize],
+        inline: bool,
+        time: bool,
+        values: &mut [Value],
+    ) -> redis::RedisResult<Option<TimeReading>> {
+        let mut per_master: Vec<Vec<usize>> = vec![Vec::new(); self.masters.len()];
+        for &i in which {
+            match self.owner[batch[i].slot()] {
+                NO_MASTER => {
+                    values[i] = error_reply(&format!(
+                        "CLUSTERDOWN no master serves slot {} (of key {:?}) in the cluster's slot \
+                         map",
+                        batch[i].slot(),
+                        batch[i].key
+                    ))
+                }
+                m => per_master[usize::from(m)].push(i),
+            }
+        }
+        let time = time && !self.masters.is_empty();
+        let mut buf = Vec::new();
+        let mut sent_at = None;
+        for (m, indices) in per_master.iter().enumerate() {
+            let with_time = time && m == 0;
+            if indices.is_empty() && !with_time {
+                continue;
+            }
+            buf.clear();
+            for &i in indices {
+                let r = &batch[i];
+                r.command.write_resp(r.key, r.token, inline, &mut buf);
+            }
+            if with_time {
+                buf.extend_from_slice(TIME_COMMAND);
+                sent_at = Some(Instant::now());
+            }
+            let master = &mut self.masters[m];
+            master.conn.send_packed_command(&buf)?;
+        }
+        let mut reading = None;
+        for (m, indices) in per_master.iter().enumerate() {
+            let with_time = time && m == 0;
+            let conn = &mut self.masters[m].conn;
+            for &i in indices {
+                values[i] = next_reply(conn)?;
+            }
+            if with_time {
+                let value = next_reply(conn)?;
+                reading = sent_at.map(|sent| TimeReading::new(value, sent));
+            }
+        }
+        Ok(reading)
+    }
+
+    /// Reads the slot map again after `MOVED`s (`redirects`: slot and where to), asking the
+    /// nodes they name first (a new master knows it is one before the others hear of it), and
+    /// takes each redirect over the map where they disagree; connects to new masters and, when
+    /// the masters changed, probes them all for the worker to observe.
+    fn refresh(
+        &mut self,
+        redirects: &[(usize, (String, u16))],
+        scripts: Option<&[&[&Script]]>,
+    ) -> redis::RedisResult<()> {
+        let known: Vec<(String, u16)> = self
+            .masters
+            .iter()
+            .map(|m| (m.host.clone(), m.port))
+            .collect();
+        let first: Vec<(String, u16)> = redirects
+            .iter()
+            .map(|(_, at)| at.clone())
+            .chain(known.iter().cloned())
+            .collect();
+        let mut map = self.cluster.discover(&first, self.timeouts)?;
+        for (slot, at) in redirects {
+            map.assign(*slot, at);
+        }
+        let changed = map.masters != known;
+        self.adopt(map, scripts)?;
+        if changed {
+            self.refreshed = Some(self.probe()?);
+        }
+        Ok(())
+    }
+
+    /// Sends a command that answered `ASK slot host:port` to that node, after `ASKING`, with
+    /// its script's source (the node may not have our scripts). The node's reply, or the `ASK`
+    /// itself when it cannot be read.
+    fn ask(&mut self, r: &Routed<'_>, ask: &Value) -> redis::RedisResult<Value> {
+        let Some((host, port)) = redirect(ask) else {
+            return Ok(ask.clone());
+        };
+        let mut conn = match self
+            .masters
+            .iter()
+            .position(|m| m.host == host && m.port == port)
+        {
+            Some(i) => return self.asking(i, r),
+            None => self
+                .cluster
+                .open(&host, port, self.timeouts)
+                .map_err(|e| name_master(e, &address(&host, port)))?,
+        };
+        send_asking(&mut conn, r)
+    }
+
+    fn asking(&mut self, master: usize, r: &Routed<'_>) -> redis::RedisResult<Value> {
+        send_asking(&mut self.masters[master].conn, r)
+    }
+}
+
+/// A worker's connection to its node: one server (standalone, or a Sentinel group's master),
+/// or a cluster's masters.
+pub(crate) enum Link {
+    Plain(redis::Connection),
+    Cluster(Box<ClusterLink>),
+}
+
+impl Link {
+    /// The server probe (`probe.rs`); for a cluster, every master's, merged.
+    pub(crate) fn probe(&mut self) -> redis::RedisResult<Probe> {
+        match self {
+            Link::Plain(conn) => probe::run(conn),
+            Link::Cluster(link) => link.probe(),
+        }
+    }
+
+    /// Loads every script, on every master.
+    pub(crate) fn load_scripts(&mut self, sets: &[&[&Script]]) -> redis::RedisResult<()> {
+        match self {
+            Link::Plain(conn) => wire::load_scripts(conn, sets),
+            Link::Cluster(link) => link.load_scripts(sets),
+        }
+    }
+
+    /// `PING`, on every master.
+    pub(crate) fn ping(&mut self) -> redis::RedisResult<()> {
+        match self {
+            Link::Plain(conn) => redis::cmd("PING").query::<()>(conn),
+            Link::Cluster(link) => link.ping(),
+        }
+    }
+}
+
+fn send_asking(conn: &mut redis::Connection, r: &Routed<'_>) -> redis::RedisResult<Value> {
+    let mut buf = Vec::new();
+    redis::cmd("ASKING").write_packed_command(&mut buf);
+    r.command.write_resp(r.key, r.token, true, &mut buf);
+    conn.send_packed_command(&buf)?;
+    let _asking = next_reply(conn)?;
+    next_reply(conn)
+}
+
+/// An error reply, as a server would send it.
+fn error_reply(text: &str) -> Value {
+    let line = format!("-{}\r\n", text.replace(['\r', '\n'], " "));
+    redis::parse_redis_value(line.as_bytes()).unwrap_or(Value::Nil)
+}
+
+/// The next reply on `conn`, skipping RESP3 pushes.
+fn next_reply(conn: &mut redis::Connection) -> redis::RedisResult<Value> {
+    loop {
+        match conn.recv_response()? {
+            Value::Push { .. } => {}
+            value => return Ok(value),
+        }
+    }
+}
+
+/// The indices of the replies that are server errors with `code`.
+fn matching(values: &[Value], code: &str) -> Vec<usize> {
+    values
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| matches!(v, Value::ServerError(e) if e.code() == code))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The `host:port` of a `MOVED` or `ASK` reply (`slot host:port`).
+fn redirect(value: &Value) -> Option<(String, u16)> {
+    let Value::ServerError(e) = value else {
+        return None;
+    };
+    let (_, at) = e.details()?.trim().split_once(' ')?;
+    let (host, port) = at.rsplit_once(':')?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    Some((host.to_owned(), port.parse().ok()?))
+}
+
+/// An error of one master, naming it.
+fn name_master(e: redis::RedisError, master: &str) -> redis::RedisError {
+    if e.is_io_error() || e.is_timeout() {
+        // Kept as it is: the worker tells a dropped connection or a timeout by its kind.
+        return e;
+    }
+    redis::RedisError::from((
+        e.kind(),
+        "a master of the cluster failed",
+        format!("{master}: {e}"),
+    ))
+}
+
+/// Every master's probe as one: the first master's report (its clock, version and
+/// persistence), with the `run_id`s and replication IDs of all masters joined by `,` (any
+/// change of one is a change of the node's), the youngest master's uptime, and every master's
+/// errors and warnings, each naming its master. Cluster mode and replicas are expected here.
+fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
+    let join = |f: &dyn Fn(&Probe) -> Option<String>| -> Option<String> {
+        probes
+            .iter()
+            .map(|(_, p)| f(p))
+            .collect::<Option<Vec<_>>>()
+            .map(|all| all.join(","))
+    };
+    let run_id = join(&|p| p.report.run_id.clone());
+    let replid = join(&|p| p.report.replid.clone());
+    let uptime = probes
+        .iter()
+        .map(|(_, p)| p.report.uptime)
+        .collect::<Option<Vec<_>>>()
+        .and_then(|all| all.into_iter().min());
+    let several = probes.len() > 1;
+    let mut merged: Option<Probe> = None;
+    for (address, mut p) in probes {
+        probe::expect_cluster(&mut p.assessment);
+        probe::expect_replicas(&mut p.assessment);
+        let name = |w: String| {
+            if several {
+                format!("master {address}: {w}")
+            } else {
+                w
+            }
+        };
+        match &mut merged {
+            None => {
+                p.assessment.errors = p.assessment.errors.into_iter().map(name).collect();
+                p.assessment.warnings = p.assessment.warnings.into_iter().map(name).collect();
+                merged = Some(p);
+            }
+            Some(m) => {
+                m.assessment
+                    .errors
+                    .extend(p.assessment.errors.into_iter().map(name));
+                m.assessment
+                    .warnings
+                    .extend(p.assessment.warnings.into_iter().map(name));
+            }
+        }
+    }
+    let mut merged = merged?;
+    merged.report.run_id = run_id;
+    merged.report.replid = replid;
+    merged.report.uptime = uptime;
+    Some(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_forms() {
+        let c = Cluster::parse(
+            "redis+cluster://u:p%40ss@10.0.0.1:7000?seed=10.0.0.2:7001&seed=[::1]:5",
+        )
+        .unwrap();
+        assert_eq!(
+            c.seeds,
+            vec![
+                ("10.0.0.1".to_owned(), 7000),
+                ("10.0.0.2".to_owned(), 7001),
+                ("::1".to_owned(), 5)
+            ]
+        );
+        assert_eq!(c.redis.username(), Some("u"));
+        assert_eq!(c.redis.password(), Some("p@ss"));
+        assert_eq!(c.id(), "cluster:10.0.0.1:7000");
+        assert!(!c.is_tls());
+        let c = Cluster::parse("rediss+cluster://h/#insecure").unwrap();
+        assert_eq!(c.tls, Some(true));
+        assert_eq!(c.seeds, vec![("h".to_owned(), DEFAULT_PORT)]);
+        assert!(is_cluster_url(" REDIS+CLUSTER://h:1"));
+        assert!(!is_cluster_url("redis://h:1"));
+    }
+
+    #[test]
+    fn refuses_bad_forms() {
+        for (url, why) in [
+            ("redis+cluster://h:1/2", "only database 0"),
+            ("redis+cluster://h:1?seed=nope", "not host:port"),
+            ("redis+cluster://h:1?seed=h:0", "not host:port"),
+            (
+                "redis+cluster://h:1?sentinel=h:2",
+                "unknown query parameter",
+            ),
+            ("redis+cluster:///", "no host"),
+            ("redis+cluster://h:99999", "invalid port"),
+            ("redis+cluster://h:1#insecure", "fragment"),
+            ("rediss+cluster://h:1#other", "fragment"),
+        ] {
+            let err = Cluster::parse(url)
+                .err()
+                .unwrap_or_else(|| panic!("{url} parsed"));
+            assert!(err.contains(why), "{url}: {err}");
+        }
+        let err = Cluster::parse("redis+cluster://h:1?seed=u:s3cret@h:2")
+            .err()
+            .expect("refused");
+        assert!(
+            err.contains("not host:port") && !err.contains("s3cret"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn reads_cluster_slots() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let node = |host: &str, port: i64| Value::Array(vec![b(host), Value::Int(port), b("id")]);
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8191),
+                node("10.0.0.2", 7001),
+                node("10.0.0.9", 7009),
+            ]),
+            Value::Array(vec![Value::Int(8192), Value::Int(16383), node("", 7000)]),
+        ]);
+        let map = Map::read(&reply, "seed").unwrap();
+        assert_eq!(
+            map.masters,
+            vec![("10.0.0.2".to_owned(), 7001), ("seed".to_owned(), 7000)]
+        );
+        assert_eq!(map.owner[0], 0);
+        assert_eq!(map.owner[8191], 0);
+        assert_eq!(map.owner[8192], 1);
+        assert_eq!(map.owner[16383], 1);
+        assert_eq!(
+            map.nodes,
+            vec![
+                ("10.0.0.2".to_owned(), 7001),
+                ("10.0.0.9".to_owned(), 7009),
+                ("seed".to_owned(), 7000)
+            ]
+        );
+        assert!(Map::read(&Value::Nil, "seed").is_none());
+
+        // A MOVED of slot 0 to a new master; the old one keeps the rest of its range.
+        let mut map = map;
+        map.assign(0, &("10.0.0.1".to_owned(), 7005));
+        assert_eq!(map.masters[0], ("10.0.0.1".to_owned(), 7005));
+        assert_eq!(map.owner[0], 0);
+        assert_eq!(map.masters[usize::from(map.owner[1])].1, 7001);
+        assert_eq!(map.masters[usize::from(map.owner[16383])].1, 7000);
+        // A master left without a slot is dropped.
+        let mut one = Map::read(
+            &Value::Array(vec![Value::Array(vec![
+                Value::Int(0),
+                Value::Int(0),
+                node("a", 1),
+            ])]),
+            "seed",
+        )
+        .unwrap();
+        one.assign(0, &("b".to_owned(), 2));
+        assert_eq!(one.masters, vec![("b".to_owned(), 2)]);
+        assert_eq!(one.owner[0], 0);
+        assert_eq!(one.owner[1], NO_MASTER);
+    }
+
+    #[test]
+    fn reads_redirections() {
+        assert_eq!(
+            redirect(&error_reply("MOVED 3999 127.0.0.1:6381")),
+            Some(("127.0.0.1".to_owned(), 6381))
+        );
+        assert_eq!(
+            redirect(&error_reply("ASK 1 [::1]:7000")),
+            Some(("::1".to_owned(), 7000))
+        );
+        assert_eq!(redirect(&Value::Nil), None);
+        let values = [
+            error_reply("MOVED 1 h:1"),
+            Value::Okay,
+            error_reply("ASK 1 h:1"),
+        ];
+        assert_eq!(matching(&values, "MOVED"), vec![0]);
+        assert_eq!(matching(&values, "ASK"), vec![2]);
+    }
+}

@@ -1,0 +1,523 @@
+//! Redis Cluster nodes (`redis+cluster://`), against real processes (`support::RedisCluster`):
+//! a whole cluster as one Redlock node, and three small clusters as three nodes; failovers by
+//! `CLUSTER FAILOVER` and by SIGKILL.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redlock::{Cancel, Error, LockRequest, NodeProblem, Redlock};
+use support::{RedisCluster, RedisNode, eventually};
+
+fn client(urls: &[String]) -> Redlock {
+    support::builder(urls)
+        .retry_count(0)
+        .build()
+        .expect("client")
+}
+
+fn guarded(urls: &[String], grace: Duration) -> Redlock {
+    support::builder(urls)
+        .retry_count(0)
+        .restart_grace(grace)
+        .build()
+        .expect("client")
+}
+
+/// The cluster's problem in a failed acquisition's report, if it is listed.
+fn cluster_problem(err: &Error, cluster: &RedisCluster) -> Option<NodeProblem> {
+    match err {
+        Error::NoQuorum { report, .. } | Error::NotAcquired { report, .. } => report
+            .failures
+            .iter()
+            .find(|f| f.node == cluster.address())
+            .map(|f| f.problem.clone()),
+        _ => None,
+    }
+}
+
+/// Waits until every replica of the cluster has what its master has (`WAIT` on each master),
+/// so that a failover loses nothing.
+fn replicate(cluster: &RedisCluster, key: &str) {
+    let m = cluster.master_of(key);
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(2000)
+        .query(&mut cluster.nodes[m].conn())
+        .expect("WAIT");
+    assert_eq!(acked, 1, "the replica acknowledged the writes");
+}
+
+#[test]
+fn a_whole_cluster_is_one_node_for_every_kind() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 1);
+    let rl = client(&[cluster.url()]);
+    let status = &rl.node_status()[0];
+    assert_eq!(status.address, cluster.address(), "{status:?}");
+    assert!(status.connected, "{status:?}");
+    let masters = status.master.clone().expect("the masters are listed");
+    assert_eq!(masters.split(',').count(), 3, "{status:?}");
+    assert_eq!(status.failovers, 0);
+    assert!(
+        status
+            .warnings
+            .iter()
+            .all(|w| !w.contains("replica") && !w.contains("Cluster mode")),
+        "a cluster's replicas and mode are expected: {:?}",
+        status.warnings
+    );
+
+    // Keys in every master's slots.
+    let ttl = Duration::from_secs(10);
+    for resource in [
+        "cluster:a",
+        "cluster:b",
+        "cluster:c",
+        "cluster:d",
+        "cluster:e",
+    ] {
+        let lock = rl.try_lock(resource, ttl).expect("lock");
+        assert_eq!(cluster.get(resource).as_deref(), Some(lock.token()));
+        assert!(matches!(
+            rl.try_lock(resource, ttl),
+            Err(Error::NotAcquired { .. })
+        ));
+        lock.extend(ttl).expect("extend");
+        lock.release().expect("release");
+        assert_eq!(cluster.get(resource), None);
+    }
+    let covered: std::collections::HashSet<usize> = ["cluster:a", "cluster:b", "cluster:c"]
+        .iter()
+        .chain(&["cluster:d", "cluster:e"])
+        .map(|r| cluster.master_of(r))
+        .collect();
+    assert!(covered.len() >= 2, "the resources spread over the masters");
+
+    // Every kind, with its own keys in its resource's slot.
+    let fenced = rl.lock_fenced("cluster:fenced", ttl).expect("fenced");
+    let first = fenced.fence().expect("a fencing token");
+    fenced.release().expect("release fenced");
+    let fenced = rl.lock_fenced("cluster:fenced", ttl).expect("fenced again");
+    assert!(fenced.fence().expect("token") > first, "tokens rise");
+    fenced.release().expect("release fenced");
+    let owner = Redlock::new_owner().expect("owner");
+    let outer = rl.reentrant_lock("cluster:re", &owner, ttl).expect("outer");
+    let inner = rl.reentrant_lock("cluster:re", &owner, ttl).expect("inner");
+    assert_eq!(inner.hold_count(), Some(2));
+    inner.release().expect("inner release");
+    outer.release().expect("outer release");
+    let r1 = rl
+        .acquire(&LockRequest::new("cluster:rw", ttl).read())
+        .expect("reader");
+    let r2 = rl
+        .acquire(&LockRequest::new("cluster:rw", ttl).read())
+        .expect("second reader");
+    assert!(
+        rl.acquire(&LockRequest::new("cluster:rw", ttl).write().once())
+            .is_err()
+    );
+    r1.release().expect("release reader");
+    r2.release().expect("release reader");
+    let permits: Vec<_> = (0..2)
+        .map(|_| {
+            rl.acquire(&LockRequest::new("cluster:sem", ttl).semaphore(2))
+                .expect("permit")
+        })
+        .collect();
+    assert!(
+        rl.acquire(&LockRequest::new("cluster:sem", ttl).semaphore(2).once())
+            .is_err()
+    );
+    for p in permits {
+        p.release().expect("release permit");
+    }
+    let many = rl
+        .lock_many(["{cluster}:1", "{cluster}:2"], ttl)
+        .expect("several resources in one slot");
+    many.release().expect("release many");
+
+    // inspect and force_release.
+    let lock = rl.try_lock("cluster:inspect", ttl).expect("lock");
+    let seen = rl.inspect("cluster:inspect").expect("inspect");
+    assert_eq!(seen.holder.as_deref(), Some(lock.token()), "{seen:?}");
+    assert!(seen.held);
+    rl.force_release("cluster:inspect", None)
+        .expect("force_release");
+    assert_eq!(cluster.get("cluster:inspect"), None);
+    assert!(matches!(lock.release(), Err(Error::Lost { .. }) | Ok(())));
+    support::assert_no_worker_panicked();
+}
+
+#[test]
+fn a_waiter_on_a_cluster_node_wakes_at_the_release_and_a_cancel_stops_it() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 0);
+    let rl = client(&[cluster.url()]);
+    let ttl = Duration::from_secs(30);
+    let held = rl.try_lock("cluster:wait", ttl).expect("lock");
+
+    let waiter = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let lock = rl.acquire(
+                &LockRequest::new("cluster:wait", Duration::from_secs(5))
+                    .wait(Duration::from_secs(20)),
+            );
+            (lock, started.elapsed())
+        })
+    };
+    // The waiter listens on one node of the cluster (classic pub/sub reaches every node).
+    let listening = eventually(Duration::from_secs(5), || {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| n.release_subscribers("cluster:wait"))
+            .sum::<i64>()
+            == 1
+    });
+    assert!(listening, "the waiter subscribed to the release channel");
+    std::thread::sleep(Duration::from_millis(200));
+    let released = Instant::now();
+    held.release().expect("release");
+    let (lock, _) = waiter.join().expect("waiter");
+    let woke = released.elapsed();
+    let lock = lock.expect("the waiter gets the lock after the release");
+    assert!(
+        woke < Duration::from_secs(5),
+        "woken by the release, long before the holder's 30 s TTL: {woke:?}"
+    );
+
+    let cancel = Cancel::new();
+    let waiter = {
+        let rl = rl.clone();
+        let cancel = cancel.clone();
+        std::thread::spawn(move || {
+            rl.acquire(
+                &LockRequest::new("cluster:wait", ttl)
+                    .wait(Duration::from_secs(20))
+                    .cancel(&cancel),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    cancel.cancel();
+    let (result, _) = support::timed("a cancelled wait", || waiter.join().expect("waiter"));
+    assert!(matches!(result, Err(Error::Cancelled { .. })), "{result:?}");
+    lock.release().expect("release");
+    support::assert_no_worker_panicked();
+}
+
+#[test]
+fn keys_that_do_not_fit_one_slot_are_refused_with_the_reason() {
+    let cluster = RedisCluster::start(1, 0);
+    let before = cluster.nodes[0].clients("");
+    let rl = client(&[cluster.url()]);
+    let ttl = Duration::from_secs(5);
+    match rl.lock_many(["orders:1", "orders:2"], ttl) {
+        Err(Error::InvalidArgument { message: why }) => {
+            assert!(
+                why.contains("hash slot") && why.contains("hash tag"),
+                "{why}"
+            );
+            assert!(why.contains(&cluster.address()), "names the node: {why}");
+        }
+        other => panic!("resources in two slots: {other:?}"),
+    }
+    match rl.lock_fenced("a{b}c", ttl) {
+        Err(Error::InvalidArgument { message: why }) => {
+            assert!(why.contains("braces"), "{why}")
+        }
+        other => panic!("a name with braces of its own, fenced: {other:?}"),
+    }
+    // A plain lock's keys are the name and its channel, which shares the name's slot.
+    rl.try_lock("a{b}c", ttl)
+        .expect("plain lock of a name with braces")
+        .release()
+        .expect("release");
+
+    // Nothing is left open once the client is gone.
+    drop(rl);
+    assert!(
+        eventually(Duration::from_secs(5), || cluster.nodes[0].clients("")
+            == before),
+        "the client's connections are closed"
+    );
+
+    // A standalone URL to a cluster node says what to write instead.
+    let plain = client(&[format!("redis://127.0.0.1:{}", cluster.nodes[0].port)]);
+    let status = &plain.node_status()[0];
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("redis+cluster://")),
+        "{status:?}"
+    );
+
+    for (url, why) in [
+        ("redis+cluster://127.0.0.1:1/2", "only database 0"),
+        ("redis+cluster://127.0.0.1:1?seed=nope", "not host:port"),
+        (
+            "redis+cluster://u:s3cret@127.0.0.1:1?x=1",
+            "unknown query parameter",
+        ),
+    ] {
+        match Redlock::builder().node(url).build() {
+            Err(Error::InvalidArgument { message: msg }) => {
+                assert!(msg.contains(why), "{url}: {msg}");
+                assert!(!msg.contains("s3cret"), "{msg}");
+                assert!(msg.contains("redis[s]+cluster://"), "{msg}");
+            }
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_held_lock_follows_a_manual_failover_of_its_master() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 1);
+    let rl = client(&[cluster.url()]);
+    let lock = rl
+        .try_lock("cluster:failover", Duration::from_secs(20))
+        .expect("lock");
+    let old = cluster.master_of("cluster:failover");
+    let replica = cluster.replica_of(old);
+    replicate(&cluster, "cluster:failover");
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut cluster.nodes[replica].conn())
+        .expect("CLUSTER FAILOVER");
+    assert!(
+        cluster.wait_until_master(replica, Duration::from_secs(15)),
+        "the replica took over"
+    );
+
+    let (extended, _) = support::timed("extend after the failover", || {
+        lock.extend(Duration::from_secs(20))
+    });
+    extended.expect("the extension follows the new master (MOVED)");
+    assert!(cluster.nodes[replica].pttl("cluster:failover") > 10_000);
+    let status = &rl.node_status()[0];
+    assert_eq!(status.failovers, 1, "{status:?}");
+    assert!(
+        status
+            .master
+            .as_deref()
+            .is_some_and(|m| m.contains(&format!(":{}", cluster.nodes[replica].port))),
+        "{status:?}"
+    );
+    lock.release().expect("release on the new master");
+    assert_eq!(cluster.nodes[replica].get("cluster:failover"), None);
+    support::assert_no_worker_panicked();
+}
+
+#[test]
+fn a_killed_master_fails_over_and_the_holder_and_a_new_client_carry_on() {
+    support::watch_workers();
+    let mut cluster = RedisCluster::start(3, 1);
+    let old = cluster.master_of("cluster:killed");
+    // Its only seed is the master about to die: after the failover the worker finds the
+    // cluster through the nodes of the slot map it read before.
+    let rl = client(&[format!(
+        "redis+cluster://127.0.0.1:{}",
+        cluster.nodes[old].port
+    )]);
+    let lock = rl
+        .try_lock("cluster:killed", Duration::from_secs(20))
+        .expect("lock");
+    let replica = cluster.replica_of(old);
+    replicate(&cluster, "cluster:killed");
+    cluster.nodes[old].kill();
+
+    // While the cluster fails over: clean errors, within the bound, never a hang.
+    let (early, _) = support::timed("extend during the failover", || {
+        lock.extend(Duration::from_secs(20))
+    });
+    if let Err(e) = &early {
+        assert!(
+            matches!(e, Error::NoQuorum { .. } | Error::Lost { .. }),
+            "{e:?}"
+        );
+    }
+    assert!(
+        cluster.wait_until_master(replica, Duration::from_secs(20)),
+        "the replica took over"
+    );
+    let mut last = None;
+    let extended = eventually(Duration::from_secs(10), || {
+        match lock.extend(Duration::from_secs(20)) {
+            Ok(()) => true,
+            Err(e) => {
+                last = Some(e);
+                false
+            }
+        }
+    });
+    assert!(
+        extended,
+        "the holder extends on the promoted replica: {last:?}, {:?}",
+        rl.node_status()
+    );
+    assert_eq!(
+        cluster.nodes[replica].get("cluster:killed").as_deref(),
+        Some(lock.token())
+    );
+    let (released, _) = support::timed("release after the failover", || lock.release());
+    released.expect("release");
+
+    let other = client(&[cluster.url()]);
+    let got = eventually(Duration::from_secs(10), || {
+        other
+            .try_lock("cluster:killed", Duration::from_secs(5))
+            .and_then(|l| l.release())
+            .is_ok()
+    });
+    assert!(got, "a new client locks on the cluster after the failover");
+    assert!(
+        other.node_status()[0].failovers == 0,
+        "it never saw the old master"
+    );
+    assert!(rl.node_status()[0].failovers >= 1, "{:?}", rl.node_status());
+    support::assert_no_worker_panicked();
+}
+
+#[test]
+fn three_clusters_as_three_nodes_keep_exclusion_while_one_is_down() {
+    support::watch_workers();
+    let mut clusters: Vec<RedisCluster> = (0..3).map(|_| RedisCluster::start(1, 0)).collect();
+    let urls: Vec<String> = clusters.iter().map(RedisCluster::url).collect();
+    let a = client(&urls);
+    let b = client(&urls);
+    let ttl = Duration::from_secs(20);
+    let lock = a
+        .try_lock("clusters:three", ttl)
+        .expect("lock on 3 clusters");
+    for c in &clusters {
+        assert_eq!(c.get("clusters:three").as_deref(), Some(lock.token()));
+    }
+    let down: &mut RedisNode = &mut clusters[2].nodes[0];
+    down.kill();
+    let (refused, _) = support::timed("a second client's try", || {
+        b.try_lock("clusters:three", ttl)
+    });
+    assert!(
+        matches!(refused, Err(Error::NotAcquired { .. })),
+        "exclusion holds with one cluster down: {refused:?}"
+    );
+    // N = 1 on the cluster that is down: nothing is granted.
+    let alone = client(&[clusters[2].url()]);
+    assert!(
+        matches!(
+            alone.try_lock("clusters:alone", ttl),
+            Err(Error::NoQuorum { .. })
+        ),
+        "a cluster that is down grants nothing"
+    );
+    lock.extend(ttl).expect("2 of 3 extend");
+    lock.release().expect("2 of 3 release");
+    let next = b
+        .try_lock("clusters:three", ttl)
+        .expect("the next client locks on the 2 clusters left");
+    next.release().expect("release");
+    support::assert_no_worker_panicked();
+}
+
+/// N = 3: a cluster (one master, one replica) and two standalone nodes. A holds a lock on the
+/// cluster and A; the cluster's master is killed and the promoted replica lacks the key (removed
+/// by hand: what asynchronous replication loses). A client that saw the failover keeps the
+/// cluster out of its quorums for `restart_grace`, so no second holder gets in while A's lock
+/// is valid; a client without the grace hands the lock out again.
+#[test]
+fn a_lock_key_lost_in_a_cluster_failover_lets_no_second_holder_in_during_the_grace() {
+    const TTL: Duration = Duration::from_secs(8);
+    const GRACE: Duration = TTL;
+    support::watch_workers();
+    let a = RedisNode::start();
+    let b = RedisNode::start();
+    let mut cluster = RedisCluster::start(1, 1);
+    let urls = vec![cluster.url(), a.url(), b.url()];
+    let holder = client(&urls);
+    let watching = guarded(&urls, GRACE);
+    assert!(
+        eventually(GRACE + Duration::from_secs(2), || watching
+            .node_status()
+            .iter()
+            .all(|s| s.grace_remaining.is_none())),
+        "every node outgrows the grace"
+    );
+    // The watching client has talked to the cluster before the failover.
+    assert!(matches!(
+        watching.try_lock("cluster:other", TTL).map(|l| l.release()),
+        Ok(Ok(()))
+    ));
+
+    // B refuses A's acquire: a key left by an earlier owner, which expires soon after.
+    b.set("cluster:safety", "an earlier owner", 1000);
+    let held = holder
+        .try_lock("cluster:safety", TTL)
+        .expect("A on {cluster, A}");
+    replicate(&cluster, "cluster:safety");
+    cluster.nodes[0].kill();
+    // A lone master's replica finds no other master to vote for it: it takes over.
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query(&mut cluster.nodes[1].conn())
+        .expect("CLUSTER FAILOVER TAKEOVER");
+    assert!(
+        cluster.wait_until_master(1, Duration::from_secs(20)),
+        "the replica took over"
+    );
+    cluster.nodes[1].del("cluster:safety");
+    let unguarded = client(&urls);
+
+    let mut in_grace = false;
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && held.validity() > Duration::from_millis(500) {
+        match watching.try_lock("cluster:safety", TTL) {
+            Ok(second) => panic!(
+                "the client that saw the failover got the lock while A's is valid for {:?}: two \
+                 holders ({second:?})",
+                held.validity()
+            ),
+            Err(e) => {
+                if matches!(
+                    cluster_problem(&e, &cluster),
+                    Some(NodeProblem::InGrace { .. })
+                ) {
+                    in_grace = true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        in_grace,
+        "the cluster was in grace for the client that saw the failover"
+    );
+    let status = &watching.node_status()[0];
+    assert_eq!(status.failovers, 1, "{status:?}");
+    assert!(status.grace_remaining.is_some(), "{status:?}");
+
+    // Without it: the unsafety the grace is there for.
+    let mut second = None;
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            second = unguarded.try_lock("cluster:safety", TTL).ok();
+            second.is_some()
+        }),
+        "without restart_grace, the new master and B hand out the lock again"
+    );
+    assert!(
+        held.validity() > Duration::ZERO,
+        "two holders: A's lock is valid while the second one is held"
+    );
+    second
+        .unwrap()
+        .release()
+        .expect("release the second holder");
+    support::assert_no_worker_panicked();
+}
