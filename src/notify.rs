@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError};
 
 use crate::cancel::Cancel;
-use crate::queue::{TurnNews, turn_news};
+use crate::queue::{QueueNews, queue_news};
 use crate::sync::relock;
 use crate::wire::{channel, released_key};
 
@@ -118,8 +118,13 @@ pub(crate) enum Turn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum News {
     /// It is at the head: the one before got the lock for at most `held` (wait for its release
-    /// until then), or gave up (`None`: try now).
-    Head { held: Option<Duration> },
+    /// until then), or gave up (`None`: try now); `watched`: a waiter is behind it.
+    Head {
+        held: Option<Duration>,
+        watched: bool,
+    },
+    /// It is at the head and a waiter came right behind it: renew its place from now on.
+    Watched,
     /// It is right behind the head, which it should watch.
     Next,
     /// A subscription was rebuilt, so news may have been lost: read the queue again.
@@ -198,15 +203,25 @@ impl Registry {
         }
     }
 
-    /// A turn message about `resource`'s queue (see `queue.rs`).
-    fn turn(&self, resource: &str, news: TurnNews) {
+    /// News of `resource`'s queue (see `queue.rs`).
+    fn queue(&self, resource: &str, news: QueueNews) {
         let Some(slot) = self.slot(resource) else {
             return;
         };
         let mut state = relock(&slot.state);
+        let news = match news {
+            QueueNews::Watch(head) => {
+                if let Some((tx, _)) = state.fair.get(head.as_str()) {
+                    let _ = tx.try_send(News::Watched);
+                }
+                return;
+            }
+            QueueNews::Turn(news) => news,
+        };
         if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
             let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
-            let _ = tx.try_send(News::Head { held });
+            let watched = news.next.is_some();
+            let _ = tx.try_send(News::Head { held, watched });
         }
         if let Some((tx, _)) = news.next.as_deref().and_then(|n| state.fair.get(n)) {
             let _ = tx.try_send(News::Next);
@@ -586,6 +601,44 @@ impl Subscription {
         select(&receivers, timeout, cancel)
     }
 
+    /// [`wait`](Subscription::wait) that also ends when `news` has something: `Err` with it.
+    pub(crate) fn wait_news(
+        &self,
+        news: &Receiver<News>,
+        timeout: Duration,
+        cancel: Option<&Cancel>,
+    ) -> std::result::Result<Wake, News> {
+        let mut select = Select::new();
+        for (_, slot) in &self.slots {
+            select.recv(&slot.released);
+        }
+        let n = self.slots.len();
+        select.recv(news);
+        let fired = cancel.map(Cancel::fired);
+        if let Some(rx) = fired {
+            select.recv(rx);
+        }
+        let Ok(op) = select.select_timeout(timeout) else {
+            return Ok(Wake::TimedOut);
+        };
+        let i = op.index();
+        if i < n {
+            let _ = op.recv(&self.slots[i].1.released);
+            return Ok(Wake::Released);
+        }
+        if i == n {
+            return match op.recv(news) {
+                Ok(heard) => Err(heard),
+                // The sender lives as long as this subscription is enlisted.
+                Err(_) => Ok(Wake::TimedOut),
+            };
+        }
+        if let Some(rx) = fired {
+            let _ = op.recv(rx);
+        }
+        Ok(Wake::Cancelled)
+    }
+
     fn wait_shared(
         &self,
         seen: &Mutex<Vec<u64>>,
@@ -865,8 +918,8 @@ impl Subscriber {
                 Ok(msg) => {
                     if let Some(res) = released_key(msg.get_channel_name()) {
                         let nonce: String = msg.get_payload().unwrap_or_default();
-                        match turn_news(&nonce) {
-                            Some(news) => self.registry.turn(res, news),
+                        match queue_news(&nonce) {
+                            Some(news) => self.registry.queue(res, news),
                             None => self.registry.released(res, nonce),
                         }
                     }

@@ -68,8 +68,9 @@ pub(crate) const NEXT_CHECK: Duration = Duration::from_millis(1100);
 pub(crate) const MEMBER_LEASE: Duration = Duration::from_secs(45);
 pub(crate) const MEMBER_CHECK: Duration = Duration::from_secs(15);
 
-/// What a turn message starts with.
+/// What a turn message starts with, and a watch message (see [`JOIN`]).
 const TURN: &str = "turn:";
+const WATCH: &str = "watch:";
 
 /// Lua: `now` (the node's time, ms) and `tick` (µs), and `cut(id)`, which shortens the lease of
 /// a waiter that became the head to `HEAD_LEASE` (ARGV[2]) unless it is shorter.
@@ -96,8 +97,10 @@ end
 
 /// Joins the queue (KEYS[1], leases KEYS[2], channel KEYS[3]) as ARGV[1], or renews the place
 /// it has, first evicting every waiter whose lease ended (announcing the new head if that
-/// changed it). The lease is ARGV[2] (`HEAD_LEASE`) at the head, else ARGV[3]
-/// (`MEMBER_LEASE`), which the keys also live for. Returns the waiter's rank (0: the head).
+/// changed it). The lease is ARGV[2] (`HEAD_LEASE`) at the head with a waiter behind it, else
+/// ARGV[3] (`MEMBER_LEASE`), which the keys also live for. A newcomer right behind the head
+/// cuts the head's lease and publishes `watch:<head>`: the head renews from then on. Returns
+/// the waiter's rank (0: the head) and how many wait behind it.
 pub(crate) static JOIN: Script = Script::new(concat!(
     queue_fns!(),
     r#"local dead = redis.call("zrangebyscore", KEYS[2], "-inf", now)
@@ -107,17 +110,22 @@ if #dead > 0 then
     redis.call("zremrangebyscore", KEYS[2], "-inf", now)
     redis.call("zrem", KEYS[1], unpack(dead))
 end
-redis.call("zadd", KEYS[1], "NX", tick, ARGV[1])
+local added = redis.call("zadd", KEYS[1], "NX", tick, ARGV[1])
 local rank = redis.call("zrank", KEYS[1], ARGV[1])
+local behind = redis.call("zcard", KEYS[1]) - rank - 1
 local lease = tonumber(ARGV[3])
-if rank == 0 then lease = tonumber(ARGV[2]) end
+if rank == 0 and behind > 0 then lease = tonumber(ARGV[2]) end
 redis.call("zadd", KEYS[2], now + lease, ARGV[1])
 redis.call("pexpire", KEYS[1], ARGV[3])
 redis.call("pexpire", KEYS[2], ARGV[3])
 if head and redis.call("zrange", KEYS[1], 0, 0)[1] ~= head then
     announce("0")
+elseif added == 1 and rank == 1 then
+    local h = redis.call("zrange", KEYS[1], 0, 0)[1]
+    cut(h)
+    redis.call("publish", KEYS[3], "watch:" .. h)
 end
-return rank"#
+return {rank, behind}"#
 ));
 
 /// Leaves the queue as ARGV[1], having got the lock for ARGV[3] ms (its TTL) or given up ("0");
@@ -165,9 +173,9 @@ pub(crate) fn keys(resource: &str) -> Keys {
     ]))
 }
 
-/// `JOIN` (see [`JOIN`]): its reply is the rank.
+/// `JOIN` (see [`JOIN`]): its reply is the rank and how many wait behind (see [`place`]).
 pub(crate) fn join(keys: &Keys) -> Command {
-    Command::script(&JOIN, Reply::Count)
+    Command::script(&JOIN, Reply::Raw)
         .keys(keys.clone())
         .number(HEAD_LEASE.as_millis() as u64)
         .text(Arc::from(MEMBER_LEASE.as_millis().to_string()))
@@ -181,6 +189,27 @@ pub(crate) fn leave(keys: &Keys, held_ms: u64) -> Command {
         .text(Arc::from(held_ms.to_string()))
 }
 
+/// Reads `JOIN`'s reply: the rank (0: the head) and how many wait behind.
+pub(crate) fn place(reply: &redis::Value) -> Option<(u64, u64)> {
+    let redis::Value::Array(items) = reply else {
+        return None;
+    };
+    match items[..] {
+        [redis::Value::Int(rank), redis::Value::Int(behind)] if rank >= 0 && behind >= 0 => {
+            Some((rank as u64, behind as u64))
+        }
+        _ => None,
+    }
+}
+
+/// News from a queue node about its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum QueueNews {
+    Turn(TurnNews),
+    /// A waiter came right behind this head, which must renew its place from now on.
+    Watch(String),
+}
+
 /// A turn message: the new head and the one after it, and for how long at most the one before
 /// holds the lock it just got (its TTL, ms; 0: it gave up).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,8 +219,15 @@ pub(crate) struct TurnNews {
     pub held_ms: u64,
 }
 
-/// Reads a message on a release channel as a turn message, if it is one.
-pub(crate) fn turn_news(message: &str) -> Option<TurnNews> {
+/// Reads a message on a release channel as news of a queue, if it is that.
+pub(crate) fn queue_news(message: &str) -> Option<QueueNews> {
+    if let Some(head) = message.strip_prefix(WATCH) {
+        return Some(QueueNews::Watch(head.to_owned()));
+    }
+    turn_news(message).map(QueueNews::Turn)
+}
+
+fn turn_news(message: &str) -> Option<TurnNews> {
     let mut parts = message.strip_prefix(TURN)?.split(':');
     let id = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_owned);
     let head = id(parts.next());
@@ -247,6 +283,7 @@ mod tests {
                 held_ms: 0
             })
         );
-        assert_eq!(turn_news("3f2a9c"), None);
+        assert_eq!(queue_news("3f2a9c"), None);
+        assert_eq!(queue_news("watch:ab"), Some(QueueNews::Watch("ab".into())));
     }
 }

@@ -221,6 +221,7 @@ impl<'a> Acquisition<'a> {
             heard: Instant::now(),
             tried: failed.is_some(),
             held_until: None,
+            watched: false,
         };
         // A queue node found down or hung by the subscriber (after the subscribe above, which
         // gave it `node_timeout`) would cost each waiter that long: go on without the queue.
@@ -275,7 +276,7 @@ impl<'a> Acquisition<'a> {
                     fresh = true;
                 }
                 let read = failed.as_ref().filter(|_| fresh);
-                step = self.head_wait(&mut member, &mut rank, read)?;
+                step = self.head_wait(&news, &mut member, &mut rank, read)?;
             }
             if step == Step::Degrade {
                 return self.degrade(member);
@@ -301,6 +302,7 @@ impl<'a> Acquisition<'a> {
     /// on a quorum, read after a refused try), renewing the place every `HEAD_RENEW`.
     fn head_wait(
         &mut self,
+        news: &crossbeam_channel::Receiver<News>,
         member: &mut Member<'_>,
         rank: &mut u64,
         failed: Option<&Failed>,
@@ -341,11 +343,26 @@ impl<'a> Acquisition<'a> {
                 self.rounds = self.rounds.saturating_add(1);
                 return Ok(Step::Try);
             }
-            let renew_at = member.heard + queue::HEAD_RENEW;
-            match sub.wait(until.min(renew_at) - now, self.cancel) {
-                Wake::Released => return Ok(Step::Try),
-                Wake::Cancelled => return Err(self.cancelled()),
-                Wake::TimedOut if Instant::now() >= renew_at => match member.join() {
+            // Alone in the queue, nobody waits on its lease: it renews only once watched.
+            let renew_at = if member.watched {
+                member.heard + queue::HEAD_RENEW
+            } else {
+                until
+            };
+            let renew = match sub.wait_news(news, until.min(renew_at) - now, self.cancel) {
+                Ok(Wake::Released) => return Ok(Step::Try),
+                Ok(Wake::Cancelled) => return Err(self.cancelled()),
+                Ok(Wake::TimedOut) => member.watched && Instant::now() >= renew_at,
+                // Its lease was just cut to `HEAD_LEASE`: renew at once.
+                Err(News::Watched | News::Recheck) => true,
+                Err(News::Head { watched, .. }) => {
+                    member.watched |= watched;
+                    false
+                }
+                Err(News::Next) => false,
+            };
+            if renew {
+                match member.join() {
                     None => return Ok(Step::Degrade),
                     Some(0) => {}
                     Some(r) => {
@@ -353,8 +370,7 @@ impl<'a> Acquisition<'a> {
                         *rank = r;
                         return Ok(Step::Wait);
                     }
-                },
-                Wake::TimedOut => {}
+                }
             }
         }
     }
@@ -385,9 +401,10 @@ impl<'a> Acquisition<'a> {
             None => news.recv_timeout(timeout).ok(),
         };
         match heard {
-            Some(News::Head { held }) => {
+            Some(News::Head { held, watched }) => {
                 *rank = 0;
                 member.heard = Instant::now();
+                member.watched = watched;
                 member.held_until = held.map(|d| member.heard + d + Duration::from_millis(1));
                 Ok(if held.is_some() {
                     Step::Wait
@@ -395,6 +412,8 @@ impl<'a> Acquisition<'a> {
                     Step::Try
                 })
             }
+            // Stale: it is not at the head (or not any more).
+            Some(News::Watched) => Ok(Step::Wait),
             Some(News::Next) => {
                 *rank = 1;
                 member.heard = Instant::now();
@@ -767,6 +786,8 @@ struct Member<'a> {
     tried: bool,
     /// Told that it is at the head: until when the lock the one before took may be held.
     held_until: Option<Instant>,
+    /// At the head with a waiter behind it, which watches its lease: it renews its place.
+    watched: bool,
 }
 
 impl Member<'_> {
@@ -781,10 +802,12 @@ impl Member<'_> {
             &self.id,
         );
         self.heard = Instant::now();
-        match vote {
-            Vote::Value(rank) => Some(rank),
-            _ => None,
-        }
+        let (rank, behind) = match vote {
+            Vote::Raw(reply) => queue::place(&reply)?,
+            _ => return None,
+        };
+        self.watched = behind > 0;
+        Some(rank)
     }
 
     /// Leaves the queue, having got the lock for `held_ms` (its TTL) or not (0); without
