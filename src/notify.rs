@@ -40,6 +40,11 @@ use crate::wire::{channel, released_key};
 /// How often a waiter for its subscriptions to become active looks at its cancel.
 const CANCEL_SLICE: Duration = Duration::from_millis(1);
 
+/// How long a client remembers that it found others queued on a resource, and on how many
+/// resources at most.
+const QUEUE_MEMORY: Duration = Duration::from_secs(10);
+const QUEUES_REMEMBERED: usize = 1024;
+
 /// How long waiters keep no queue on a node after a queue command to it failed.
 const QUEUE_PAUSE: Duration = Duration::from_secs(5);
 
@@ -284,6 +289,10 @@ pub(crate) struct Notifier {
     nodes: Vec<Sender<Request>>,
     threads: Vec<JoinHandle<()>>,
     exited: Receiver<()>,
+    /// Resources on which this client's waiters lately found others queued, and when: a
+    /// newcomer there joins the queue before it tries, even while no waiter of this client is
+    /// left to hear the queue's news (see [`queue_known`](Notifier::queue_known)).
+    queues_seen: Mutex<HashMap<Arc<str>, Instant>>,
 }
 
 impl Notifier {
@@ -306,6 +315,7 @@ impl Notifier {
             nodes: Vec::new(),
             threads: Vec::new(),
             exited,
+            queues_seen: Mutex::new(HashMap::new()),
         };
         for (i, client) in clients.iter().enumerate() {
             let (tx, rx) = crossbeam_channel::unbounded();
@@ -341,10 +351,28 @@ impl Notifier {
     /// Whether this client knows of waiters queued across processes on `resource`: some of its
     /// own, or a head named by the last turn message.
     pub(crate) fn queue_known(&self, resource: &str) -> bool {
-        self.registry.slot(resource).is_some_and(|slot| {
+        let now = Instant::now();
+        let seen = relock(&self.queues_seen)
+            .get(resource)
+            .is_some_and(|&at| now.saturating_duration_since(at) < QUEUE_MEMORY);
+        seen || self.registry.slot(resource).is_some_and(|slot| {
             let state = relock(&slot.state);
             state.fair_head.is_some() || !state.fair.is_empty()
         })
+    }
+
+    /// A waiter of this client found others in `resource`'s queue (see
+    /// [`queue_known`](Notifier::queue_known)).
+    pub(crate) fn queue_seen(&self, resource: &Arc<str>) {
+        let now = Instant::now();
+        let mut seen = relock(&self.queues_seen);
+        if seen.len() >= QUEUES_REMEMBERED && !seen.contains_key(resource) {
+            seen.retain(|_, at| now.saturating_duration_since(*at) < QUEUE_MEMORY);
+            if seen.len() >= QUEUES_REMEMBERED {
+                return;
+            }
+        }
+        seen.insert(Arc::clone(resource), now);
     }
 
     /// Whether node `i`'s subscriber is neither failing nor has waited for its node for

@@ -231,6 +231,9 @@ impl<'a> Acquisition<'a> {
         let Some(mut rank) = member.join() else {
             return self.degrade(member);
         };
+        if rank > 0 || member.watched {
+            notifier.queue_seen(&member.resource);
+        }
         if let Some(sub) = &self.subscription {
             sub.joined();
         }
