@@ -1587,6 +1587,19 @@ enum redlock_status redlock_request_set_notifications(struct redlock_request *re
                                                       bool on,
                                                       struct redlock_error **err);
 
+// Whether a waiter (`redlock_request_set_wait`) for a plain, fenced or write lock on one resource
+// queues in arrival order with the waiters of every process, so that a release wakes only the next
+// one (default true), or, with false, one waiter per client tries on each release, as every
+// earlier version did. Readers, semaphores, reentrant locks, several resources and waits without
+// notifications never queue. The queue only orders the tries: exclusion stays with the nodes
+// either way.
+//
+// # Safety
+// As for `redlock_request_set_fenced`.
+enum redlock_status redlock_request_set_fair(struct redlock_request *request,
+                                             bool on,
+                                             struct redlock_error **err);
+
 // Keeps the lock alive while it is held, on the client's extender thread: extends every
 // `fraction × ttl` (0: the default 1/3; otherwise in (0, 1)), stops `max_hold_ms` after
 // acquisition (0: never) or after `max_extensions` extensions (0: the client's cap). See

@@ -65,6 +65,7 @@ type requestSpec struct {
 	hasDelay  bool
 	wait      time.Duration
 	polling   bool
+	unfair    bool
 	auto      *AutoExtend
 	err       error // the first bad option
 }
@@ -273,6 +274,14 @@ func WithPolling() RequestOption {
 	return func(r *Request) { r.spec.polling = true }
 }
 
+// WithUnfair takes a waiter out of the queue that, by default, the waiters of every process
+// for a plain, fenced or write lock on one resource stand in, so that a release wakes only
+// the one that came first: with it, one waiter per client tries on each release, as every
+// earlier version did. The queue only orders the tries; exclusion does not depend on it.
+func WithUnfair() RequestOption {
+	return func(r *Request) { r.spec.unfair = true }
+}
+
 // WithAutoExtend keeps the lock alive while it is held: the client's extender thread
 // extends it every a.Fraction of the TTL, each time on a quorum; Lock.Held and Lock.Lost
 // tell whether it still is. Extension stops for good on Unlock, when the Lock is
@@ -388,6 +397,7 @@ func (s *requestSpec) configure(req *C.redlock_request) error {
 		cStep{s.patience == patienceRetries, func(e cErr) cStatus { return C.redlock_request_set_retries(req, C.uint32_t(s.retries), e) }},
 		cStep{s.patience == patienceWait, func(e cErr) cStatus { return C.redlock_request_set_wait(req, millis(s.wait), e) }},
 		cStep{s.polling, func(e cErr) cStatus { return C.redlock_request_set_notifications(req, false, e) }},
+		cStep{s.unfair, func(e cErr) cStatus { return C.redlock_request_set_fair(req, false, e) }},
 		cStep{s.auto != nil, func(e cErr) cStatus {
 			return C.redlock_request_set_auto_extend(req, fraction, maxHold, maxExtensions, e)
 		}},

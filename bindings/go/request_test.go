@@ -457,3 +457,81 @@ func TestRequestCopies(t *testing.T) {
 	runtime.GC()
 	runtime.GC()
 }
+
+// A waiter in the cross-process queue (the default) and one out of it (WithUnfair) both get
+// the lock when the holder lets go; only the first stands in the queue, which shows that
+// WithUnfair reaches libredlock. The queue's keys share the resource's hash slot:
+// redlock:queue:{<resource>}:<resource> for a name without braces.
+func TestRequestFairAndUnfairWaitersGetTheLock(t *testing.T) {
+	holders := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient)
+	for _, unfair := range []bool{false, true} {
+		resource := fmt.Sprintf("go:fair-unfair:%v", unfair)
+		opts := []redlock.RequestOption{redlock.WithWait(30 * time.Second)}
+		if unfair {
+			opts = append(opts, redlock.WithUnfair())
+		}
+		req := redlock.NewRequest(resource, 10*time.Second, opts...)
+		defer req.Close()
+		holder := mustLock(t, holders, resource, 30*time.Second)
+		got := make(chan error, 1)
+		go func() {
+			l, err := c.Acquire(req)
+			if err == nil {
+				err = l.Unlock()
+			}
+			got <- err
+		}()
+		channel := "redlock:released:{" + resource + "}:" + resource
+		queue := "redlock:queue:{" + resource + "}:" + resource
+		if unfair {
+			eventually(t, "the waiter listens", func() bool { return anyNode(func(nd *node) bool { return nd.subscribers(t, channel) > 0 }) })
+			time.Sleep(300 * time.Millisecond) // a queued waiter would have joined by now
+			if anyNode(func(nd *node) bool { return keyExists(t, nd, queue) }) {
+				t.Errorf("WithUnfair: the waiter stands in the queue %s", queue)
+			}
+		} else {
+			eventually(t, "the waiter queues", func() bool { return anyNode(func(nd *node) bool { return keyExists(t, nd, queue) }) })
+		}
+		if err := holder.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Errorf("unfair %v: the waiter got %v, want the lock", unfair, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("unfair %v: the waiter did not get the lock after the release", unfair)
+		}
+		assertNoKey(t, resource)
+	}
+}
+
+func anyNode(f func(nd *node) bool) bool {
+	for _, nd := range shared.nodes {
+		if f(nd) {
+			return true
+		}
+	}
+	return false
+}
+
+func keyExists(t *testing.T, nd *node, key string) bool {
+	t.Helper()
+	n, err := redisCommand(nd.addr(), "EXISTS", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == "1"
+}
+
+// eventually waits up to 10 s for cond, failing the test with what if it never holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+}

@@ -477,6 +477,7 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
         [redlock_request_p, c_bool, POINTER(redlock_error_p)],
         c_int,
     ),
+    "redlock_request_set_fair": ([redlock_request_p, c_bool, POINTER(redlock_error_p)], c_int),
     "redlock_request_set_auto_extend": (
         [redlock_request_p, c_double, c_uint64, c_uint32, POINTER(redlock_error_p)],
         c_int,

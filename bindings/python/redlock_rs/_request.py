@@ -120,9 +120,13 @@ class Request(Managed):
 
     Patience: by default the client's ``retry_count``; ``retries=N`` retries up to N times
     (0: a single attempt); ``wait_timeout`` waits up to that long, woken by the release
-    notifications the nodes publish (``notifications=False`` only polls). ``retry_delay`` and
-    ``retry_jitter`` override the client's delay between attempts for this request (they are
-    given together). ``retries`` and ``wait_timeout`` exclude each other.
+    notifications the nodes publish (``notifications=False`` only polls). A waiter for a plain,
+    fenced or write lock queues in arrival order with the waiters of every process, so that a
+    release wakes only the next one; ``fair=False`` leaves the queue, and one waiter per client
+    tries on each release, as every earlier version did (the queue only orders the tries:
+    exclusion does not depend on it). ``retry_delay`` and ``retry_jitter`` override the client's
+    delay between attempts for this request (they are given together). ``retries`` and
+    ``wait_timeout`` exclude each other.
 
     ``auto_extend``: ``True`` or an :class:`AutoExtend`. ``cancel``: a :class:`Cancel` that ends
     its acquisitions early with :class:`~redlock_rs.Cancelled`.
@@ -158,6 +162,7 @@ class Request(Managed):
         wait_timeout: Seconds | None = None,
         wait_timeout_ms: int | None = None,
         notifications: bool = True,
+        fair: bool = True,
         auto_extend: bool | AutoExtend = False,
         cancel: Cancel | None = None,
     ) -> None:
@@ -187,6 +192,7 @@ class Request(Managed):
             ("read", read),
             ("write", write),
             ("notifications", notifications),
+            ("fair", fair),
         ):
             convert.flag(name, value)
         owner = None
@@ -240,6 +246,7 @@ class Request(Managed):
         if (self._retry_delay_ms is None) != (self._retry_jitter_ms is None):
             raise ValueError("retry_delay and retry_jitter go together")
         self._notifications = notifications
+        self._fair = fair
         if auto_extend is True:
             self._auto_extend: AutoExtend | None = AutoExtend()
         elif auto_extend is False:
@@ -297,6 +304,8 @@ class Request(Managed):
                 call(lib.redlock_request_set_wait, out, self._wait_timeout_ms)
             if not self._notifications:
                 call(lib.redlock_request_set_notifications, out, False)
+            if not self._fair:
+                call(lib.redlock_request_set_fair, out, False)
             auto = self._auto_extend
             if auto is not None:
                 call(
@@ -396,6 +405,7 @@ class Request(Managed):
             "retry_jitter_ms": self._retry_jitter_ms,
             "wait_timeout_ms": self._wait_timeout_ms,
             "notifications": self._notifications,
+            "fair": self._fair,
             "auto_extend": self._auto_extend or False,
             "cancel": self._cancel,
         }
@@ -466,6 +476,8 @@ class Request(Managed):
             parts.append(f"wait_timeout_ms={self._wait_timeout_ms}")
         if not self._notifications:
             parts.append("notifications=False")
+        if not self._fair:
+            parts.append("fair=False")
         if self._auto_extend is not None:
             parts.append(f"auto_extend={self._auto_extend!r}")
         if self._cancel is not None:
@@ -490,6 +502,7 @@ class LockKeywords(TypedDict, total=False):
     max_hold: Seconds | None
     extend_fraction: float | None
     notifications: bool
+    fair: bool
     cancel: Cancel | None
 
 
@@ -521,6 +534,7 @@ def shorthand(
         wait_timeout=keywords.get("wait_timeout"),
         wait_timeout_ms=keywords.get("wait_timeout_ms"),
         notifications=keywords.get("notifications", True),
+        fair=keywords.get("fair", True),
         auto_extend=extension,
         cancel=keywords.get("cancel"),
         **kind,

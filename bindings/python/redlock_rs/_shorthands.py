@@ -51,8 +51,9 @@ class Shorthands(Generic[T]):
 
         ``wait_timeout`` waits up to that long for a busy resource instead of ``retry_count``
         attempts, woken by the release notifications the nodes publish
-        (``notifications=False`` polls at ``retry_delay_ms`` instead). ``cancel``: a
-        :class:`Cancel` that ends the acquisition early.
+        (``notifications=False`` polls at ``retry_delay_ms`` instead), queued in arrival order
+        with the waiters of every process (``fair=False``: one waiter per client tries on each
+        release instead). ``cancel``: a :class:`Cancel` that ends the acquisition early.
 
         Blocks (without holding the GIL) until acquired or out of retries: about
         ``retry_count * (retry_delay_ms + retry_jitter_ms)`` plus the node timeouts at most;

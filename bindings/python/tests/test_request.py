@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from redis_nodes import assert_on_nodes, values
+from redis_nodes import assert_on_nodes, resp, values
 
 import redlock_rs
 from redlock_rs import AutoExtend, Cancel, Request
@@ -226,6 +226,76 @@ def test_request_validation():
     assert request.auto_extend == AutoExtend()
     assert request.replace(ttl=3).ttl_ms == 3000
     assert request.replace(resources=["x", "y"]).resources == ["x", "y"]
+
+
+def queued(nodes, resource: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether any node holds the cross-process waiting queue of ``resource``."""
+    return any(
+        resource in key
+        for node in nodes
+        for key in resp(node.port, "KEYS", "redlock:queue:*")
+    )
+
+
+def subscribed(nodes, resource: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a waiter listens for the releases of ``resource`` on any node."""
+    return any(
+        resource in channel
+        for node in nodes
+        for channel in resp(node.port, "PUBSUB", "CHANNELS", "*")
+    )
+
+
+def eventually(predicate, seconds: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize("fair", [None, False, True])
+def test_fair_and_unfair_waiters_get_the_lock(nodes, make_client, resource, fair):
+    """A waiter in the cross-process queue (the default, or fair=True) and one out of it
+    (fair=False) both get the lock when the holder lets go; only the first is in the queue."""
+    holder = make_client().try_lock(resource, ttl=30)
+    rl = make_client()
+    keywords = {} if fair is None else {"fair": fair}
+    request = Request(resource, ttl=10, wait_timeout=30, **keywords)  # type: ignore[arg-type]
+    got: list[redlock_rs.Lock] = []
+    waiter = threading.Thread(target=lambda: got.append(rl.acquire(request)))
+    waiter.start()
+    try:
+        if fair is False:
+            assert eventually(lambda: subscribed(nodes, resource))
+            time.sleep(0.3)  # a queued waiter would have joined by now
+            assert not queued(nodes, resource)
+        else:
+            assert eventually(lambda: queued(nodes, resource))
+    finally:
+        holder.release()
+        waiter.join(30)
+    assert len(got) == 1 and got[0].held
+    got[0].release()
+    assert_on_nodes(nodes, resource, None)
+    # The shorthands forward it as they do notifications=.
+    with rl.lock(resource, ttl=10, wait_timeout=5, **keywords) as lock:  # type: ignore[arg-type]
+        assert lock.held
+
+
+def test_fair_is_a_bool_like_the_other_flags(make_client, resource):
+    for name in ("fenced", "read", "write", "notifications", "fair"):
+        for bad in (1, "yes", None):
+            with pytest.raises(TypeError, match=f"{name} must be a bool"):
+                Request("r", ttl=1, **{name: bad})  # type: ignore[arg-type]
+    rl = make_client()
+    with pytest.raises(TypeError, match="fair must be a bool"):
+        rl.lock(resource, ttl=1, fair=1)  # type: ignore[typeddict-item]
+    unfair = Request("r", ttl=1, wait_timeout=1, fair=False)
+    assert "fair=False" in repr(unfair) and "fair" not in repr(Request("r", ttl=1))
+    assert "fair=False" in repr(unfair.replace(ttl=2))
+    assert "fair" not in repr(unfair.replace(fair=True))
 
 
 def test_acquire_rejects_what_is_not_a_request(make_client):

@@ -116,6 +116,9 @@ static void test_constructors_and_null_handles(void) {
     check_error(redlock_request_set_wait(NULL, 10, &err), REDLOCK_INVALID_ARGUMENT, &err);
     check_error(redlock_request_set_notifications(NULL, false, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
+    check_error(redlock_request_set_fair(NULL, false, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_request_set_fair(NULL, true, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(redlock_request_set_fair(NULL, true, NULL) == REDLOCK_INVALID_ARGUMENT);
     check_error(redlock_request_set_auto_extend(NULL, 0.0, 0, 0, &err), REDLOCK_INVALID_ARGUMENT,
                 &err);
     CHECK(redlock_request_set_fenced(NULL, NULL) == REDLOCK_INVALID_ARGUMENT);
@@ -277,6 +280,8 @@ static void test_bad_setters_change_nothing(void) {
     CHECK(redlock_request_set_auto_extend(many, 1e-9, 0, 0, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_auto_extend(many, 0.0, 0, 0, NULL) == REDLOCK_OK);
     CHECK(redlock_request_set_notifications(many, false, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_fair(many, false, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_fair(many, true, NULL) == REDLOCK_OK);
     CHECK(acquire(many, client, NULL, &lock, NULL) == REDLOCK_OK);
     CHECK(redlock_lock_release(lock, NULL) == REDLOCK_OK);
     redlock_lock_free(lock);
@@ -469,6 +474,40 @@ static void test_waiter_gets_the_lock_after_release(void) {
     redlock_lock_free(holder);
     redlock_request_free(brief);
     redlock_request_free(req);
+    redlock_client_free(client);
+}
+
+/* A waiter that leaves the cross-process queue (fair false) and one in it (fair true, also the
+ * default) both get the lock when the holder releases. */
+static void test_fair_and_unfair_waiters_get_the_lock(void) {
+    redlock_client *client = new_client();
+    const char *const keys[] = {"cr:fair-off", "cr:fair-on"};
+    for (int fair = 0; fair <= 1; fair++) {
+        const char *key = keys[fair];
+        redlock_lock *holder = NULL;
+        CHECK(redlock_client_lock(client, key, 30000, &holder, NULL) == REDLOCK_OK);
+        redlock_request *req = request_one(key, 30000);
+        redlock_error *err = NULL;
+        CHECK(redlock_request_set_wait(req, 60000, &err) == REDLOCK_OK && err == NULL);
+        /* The last call wins: the opposite first, then the one under test. */
+        CHECK(redlock_request_set_fair(req, !fair, &err) == REDLOCK_OK && err == NULL);
+        CHECK(redlock_request_set_fair(req, fair, &err) == REDLOCK_OK && err == NULL);
+        struct acquisition w = acquisition(req, client, NULL, NULL);
+        pthread_t thread;
+        CHECK(pthread_create(&thread, NULL, acquire_in_thread, &w) == 0);
+        CHECK(waiting_for(key));
+        CHECK(redlock_lock_release(holder, NULL) == REDLOCK_OK);
+        pthread_join(thread, NULL);
+        CHECK(w.status == REDLOCK_OK && w.lock != NULL);
+        if (w.status != REDLOCK_OK)
+            fprintf(stderr, "  fair=%d: %s: %s\n", fair, redlock_status_str(w.status),
+                    redlock_error_message(w.err));
+        acquisition_free(&w); /* releases */
+        CHECK(gone_everywhere(key));
+        CHECK(free_now(client, key));
+        redlock_lock_free(holder);
+        redlock_request_free(req);
+    }
     redlock_client_free(client);
 }
 
@@ -863,6 +902,7 @@ static void all(void) {
     test_bad_setters_change_nothing();
     test_every_combination();
     test_waiter_gets_the_lock_after_release();
+    test_fair_and_unfair_waiters_get_the_lock();
     test_cancel_from_another_thread();
     test_cancel_from_a_signal_handler();
     test_cancel_before_the_call();
