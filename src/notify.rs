@@ -629,6 +629,15 @@ impl Subscription {
         select(&receivers, timeout, cancel)
     }
 
+    /// A receiver that disconnects at the next release of this waiter's one resource that a
+    /// quorum announced, without taking it from the waiter it wakes.
+    pub(crate) fn releases(&self) -> Option<Receiver<()>> {
+        let [(_, slot)] = &self.slots[..] else {
+            return None;
+        };
+        Some(relock(&slot.state).all_rx.clone())
+    }
+
     /// [`wait`](Subscription::wait) that also ends when `news` has something: `Err` with it.
     pub(crate) fn wait_news(
         &self,

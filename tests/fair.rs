@@ -6,6 +6,7 @@
 //!   after the release, not after the 60 s TTL or its own 60 s wait.
 //! - The queue node restarts empty with waiters queued: they all still get the lock.
 //! - The waiter at the head is cancelled: the next one gets the lock at the release.
+//! - The queue node hangs (SIGSTOP) with waiters queued: they all still get the lock.
 //!
 //! Its own `main` (no libtest): the waiters are child processes of the test.
 
@@ -29,7 +30,7 @@ fn main() {
         return;
     }
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [(&str, fn()); 5] = [
+    let cases: [(&str, fn()); 6] = [
         (
             "waiters_in_six_processes_get_the_lock_in_the_order_they_queued",
             waiters_in_six_processes_get_the_lock_in_the_order_they_queued,
@@ -49,6 +50,10 @@ fn main() {
         (
             "a_cancel_at_the_head_passes_the_turn_on",
             a_cancel_at_the_head_passes_the_turn_on,
+        ),
+        (
+            "a_hung_queue_node_leaves_no_waiter_stuck",
+            a_hung_queue_node_leaves_no_waiter_stuck,
         ),
     ];
     if args.iter().any(|a| a == "--list") {
@@ -303,4 +308,28 @@ fn a_cancel_at_the_head_passes_the_turn_on() {
                 .unwrap()
                 == 0
         })));
+}
+
+fn a_hung_queue_node_leaves_no_waiter_stuck() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let holder = rl.lock("hung-queue", TTL).unwrap();
+    let waiters: Vec<Waiter> = (0..3)
+        .map(|_| Waiter::start(&cluster, "hung-queue", 20))
+        .collect();
+    let q = queue_node(&cluster, "hung-queue");
+    cluster.nodes[q].hang();
+    // The release reaches the other two nodes, a quorum; the queue's news stops.
+    let released = Instant::now();
+    holder.release().unwrap();
+    for w in &waiters {
+        w.expect("ACQUIRED", Duration::from_secs(30));
+        w.expect("RELEASED", Duration::from_secs(30));
+    }
+    let took = released.elapsed();
+    cluster.nodes[q].resume();
+    // The head hears the release from the other nodes; the others find the queue node silent
+    // at their next look (NEXT_CHECK, then one node_timeout) and go on without the queue.
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    eprintln!("three waiters got the lock {took:?} after the release, the queue node hung");
 }

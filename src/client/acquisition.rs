@@ -393,15 +393,27 @@ impl<'a> Acquisition<'a> {
             queue::MEMBER_CHECK
         };
         let now = Instant::now();
-        let until = (member.heard + check).min(self.wait_until.unwrap_or(now));
-        let timeout = until.saturating_duration_since(now);
-        let heard = match self.cancel {
-            Some(c) => crossbeam_channel::select! {
-                recv(news) -> n => n.ok(),
-                recv(c.fired()) -> _ => return Err(self.cancelled()),
-                default(timeout) => None,
-            },
-            None => news.recv_timeout(timeout).ok(),
+        let mut until = (member.heard + check).min(self.wait_until.unwrap_or(now));
+        // A release, heard without consuming it (the head takes that), should be followed soon
+        // by news of the queue: the head's `LEAVE` once it got the lock. A queue that stays
+        // silent after a release (its node hung, say) is read again instead of waited on for
+        // `MEMBER_CHECK`.
+        let mut releases = self.subscription.as_ref().and_then(|s| s.releases());
+        let never = crossbeam_channel::never();
+        let heard = loop {
+            let timeout = until.saturating_duration_since(Instant::now());
+            let released = releases.as_ref().unwrap_or(&never);
+            let fired = self.cancel.map_or(&never, |c| c.fired());
+            crossbeam_channel::select! {
+                recv(news) -> n => break n.ok(),
+                recv(fired) -> _ => return Err(self.cancelled()),
+                recv(released) -> _ => {
+                    releases = None;
+                    let silence = 2 * self.config.node_timeout + Duration::from_millis(100);
+                    until = until.min(Instant::now() + silence);
+                }
+                default(timeout) => break None,
+            }
         };
         match heard {
             Some(News::Head { held, watched }) => {
