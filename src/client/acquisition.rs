@@ -226,10 +226,10 @@ impl<'a> Acquisition<'a> {
         // A queue node found down or hung by the subscriber (after the subscribe above, which
         // gave it `node_timeout`) would cost each waiter that long: go on without the queue.
         if !notifier.node_live(member.node, self.config.node_timeout) {
-            return self.degrade(member);
+            return self.degrade(member, false);
         }
         let Some(mut rank) = member.join() else {
-            return self.degrade(member);
+            return self.degrade(member, true);
         };
         if rank > 0 || member.watched {
             notifier.queue_seen(&member.resource);
@@ -282,15 +282,16 @@ impl<'a> Acquisition<'a> {
                 step = self.head_wait(&news, &mut member, &mut rank, read)?;
             }
             if step == Step::Degrade {
-                return self.degrade(member);
+                return self.degrade(member, true);
             }
         }
     }
 
-    /// Goes on without the queue, whose node failed: leaves it (best effort) and waits as a
-    /// client's waiters did before it.
-    fn degrade(mut self, member: Member<'_>) -> Result<Lock> {
-        if let Ok(notifier) = self.client.notifier() {
+    /// Goes on without the queue, whose node failed (a queue command to it: `failed`, and
+    /// this client's next waiters skip it for a while) or is not heard from: leaves it (best
+    /// effort) and waits as a client's waiters did before it.
+    fn degrade(mut self, member: Member<'_>, failed: bool) -> Result<Lock> {
+        if failed && let Ok(notifier) = self.client.notifier() {
             notifier.queue_failed(member.node);
         }
         drop(member);
