@@ -1437,3 +1437,71 @@ fn command_refused(e: &redis::RedisError) -> bool {
         || text.contains("unknown command")
         || text.contains("unknown subcommand")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(k: u32) -> Wait {
+        Wait {
+            k,
+            ms: 25,
+            answer_by: Instant::now(),
+            io_timeout: Duration::from_millis(100),
+        }
+    }
+
+    #[test]
+    fn a_wait_short_of_replicas_fails_the_vote_with_the_count() {
+        let enough = Acked::Reply(Value::Int(2));
+        assert_eq!(acknowledged(&enough, &wait(2)), None);
+        let short = Acked::Reply(Value::Int(1));
+        let problem = acknowledged(&short, &wait(2)).expect("short");
+        assert_eq!(
+            problem,
+            NodeProblem::NotReplicated {
+                acknowledged: 1,
+                required: 2,
+                waited: Duration::from_millis(25)
+            }
+        );
+        assert!(
+            problem
+                .to_string()
+                .starts_with("WAIT: 1 of 2 replicas acknowledged within 25 ms"),
+            "{problem}"
+        );
+        let late = Acked::Late(Duration::from_millis(37));
+        assert!(matches!(
+            acknowledged(&late, &wait(1)),
+            Some(NodeProblem::NotReplicated {
+                acknowledged: 0,
+                required: 1,
+                waited
+            }) if waited == Duration::from_millis(37)
+        ));
+        let denied = Acked::Reply(
+            redis::parse_redis_value(b"-NOPERM this user has no permissions to run 'wait'\r\n")
+                .expect("an error reply"),
+        );
+        assert!(matches!(
+            acknowledged(&denied, &wait(1)),
+            Some(NodeProblem::Server(why)) if why.contains("+wait")
+        ));
+    }
+
+    #[test]
+    fn a_failed_acknowledgement_counts_as_applied_for_the_undo() {
+        let vote = Vote::Failed(NodeProblem::NotReplicated {
+            acknowledged: 0,
+            required: 1,
+            waited: Duration::from_millis(25),
+        });
+        assert!(vote.applied());
+        let refused = Vote::Failed(NodeProblem::TooFewReplicas {
+            connected: 0,
+            required: 1,
+        });
+        assert!(!refused.applied(), "nothing was sent");
+    }
+}

@@ -518,6 +518,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn writes_wait_as_redis_rs_would_pack_it() {
+        let mut buf = Vec::new();
+        write_wait(1, 25, &mut buf);
+        assert_eq!(buf, redis::cmd("WAIT").arg(1).arg(25).get_packed_command());
+        // 0 would wait forever.
+        buf.clear();
+        write_wait(3, 0, &mut buf);
+        assert_eq!(buf, redis::cmd("WAIT").arg(3).arg(1).get_packed_command());
+    }
+
+    #[test]
     fn computes_cluster_slots() {
         // Redis Cluster's specification: CRC16 of "123456789" is 0x31C3.
         assert_eq!(slot("123456789"), 0x31C3);

@@ -76,10 +76,27 @@ fn an_acquired_lock_is_on_the_replica_when_acquire_returns() {
         lock.release().expect("release");
     }
     took.sort();
+    let plain = support::builder(&[master.url()])
+        .retry_count(0)
+        .build()
+        .expect("client");
+    let mut baseline = Vec::new();
+    for i in 0..20 {
+        let started = Instant::now();
+        let lock = plain
+            .try_lock(&format!("replicas:plain:{i}"), Duration::from_secs(10))
+            .expect("lock");
+        baseline.push(started.elapsed());
+        lock.release().expect("release");
+    }
+    baseline.sort();
     eprintln!(
-        "acquire with min_replicas(1), replica well: median {:.2} ms, max {:.2} ms",
+        "acquire, replica well: with min_replicas(1) median {:.2} ms (max {:.2}), without \
+         median {:.2} ms (max {:.2})",
         ms(took[took.len() / 2]),
-        ms(took[took.len() - 1])
+        ms(took[took.len() - 1]),
+        ms(baseline[baseline.len() / 2]),
+        ms(baseline[baseline.len() - 1])
     );
     let status = &rl.node_status()[0];
     assert_eq!(status.errors, 0, "{status:?}");
@@ -107,7 +124,20 @@ fn a_hung_replica_fails_acquisitions_without_stalling_the_other_callers() {
         })
         .collect();
 
+    let extended = rl
+        .try_lock("replicas:extended", Duration::from_secs(30))
+        .expect("lock while the replica is well");
     replica.hang();
+    let started = Instant::now();
+    let err = extended
+        .extend(Duration::from_secs(60))
+        .expect_err("no acknowledgement, no extension");
+    eprintln!(
+        "hung replica: extension refused in {:.1} ms: {err}",
+        ms(started.elapsed())
+    );
+    assert!(err.to_string().contains("WAIT: 0 of 1 replicas"), "{err}");
+    let _ = extended.release();
     let stop = Arc::new(AtomicBool::new(false));
     // Acquisitions from another thread keep the WAIT connection blocked throughout.
     let acquirer = {
