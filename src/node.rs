@@ -1060,6 +1060,23 @@ impl Worker {
                 ),
             )));
         }
+        if let (Some(k), Link::Plain(c)) = (self.wait_for, &mut conn) {
+            // WAIT 0 answers at once: whether this user may run it, before any lock is written
+            // that a refused WAIT would leave uncounted.
+            if let Err(e) = redis::cmd("WAIT").arg(0).arg(1).query::<i64>(c) {
+                if !command_refused(&e) {
+                    return Err(e);
+                }
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "min_replicas needs the WAIT command",
+                    format!(
+                        "WAIT is refused ({e}): allow +wait for this user, or unset \
+                         min_replicas ({k})"
+                    ),
+                )));
+            }
+        }
         if let Some(k) = self.settings.min_replicas {
             let connected = probe.report.connected_replicas;
             if connected.is_some_and(|n| n >= u64::from(k)) {

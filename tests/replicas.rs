@@ -419,6 +419,40 @@ fn a_node_without_enough_replicas_is_refused_clearly() {
     );
     assert_eq!(lone.get("replicas:lone"), None, "nothing was sent");
 
+    // A user without WAIT: the second connection is refused at connect, saying what to allow.
+    let mut admin = lone.conn();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "nowait",
+            "on",
+            ">nowait-secret",
+            "~*",
+            "&*",
+            "+@all",
+            "-wait",
+        ])
+        .query(&mut admin)
+        .expect("ACL SETUSER");
+    let denied = support::builder(&[format!(
+        "redis://nowait:nowait-secret@127.0.0.1:{}",
+        lone.port
+    )])
+    .retry_count(0)
+    .min_replicas(1)
+    .build()
+    .expect("client");
+    let err = denied
+        .try_lock("replicas:nowait", Duration::from_secs(5))
+        .expect_err("WAIT is refused");
+    assert!(err.to_string().contains("allow +wait"), "{err}");
+    let status = &denied.node_status()[0];
+    assert!(
+        status.warnings.iter().any(|w| w.contains("allow +wait")),
+        "{status:?}"
+    );
+    assert_eq!(lone.get("replicas:nowait"), None, "nothing was written");
+
     // A replica attached later is seen within the re-check interval.
     let port = lone.port.to_string();
     let replica = RedisNode::start_with(&["--replicaof", "127.0.0.1", &port]);
