@@ -1020,6 +1020,20 @@ impl Worker {
                  user (+time)"
             ));
         }
+        if let Some(k) = self.settings.min_replicas
+            && let Some(n) = probe.report.connected_replicas
+        {
+            if n <= u64::from(k) {
+                // Every replica acknowledges each counted lock write, so whichever is promoted
+                // has it: the probe's warning about replicas does not apply.
+                probe::expect_replicas(&mut probe.assessment);
+            } else {
+                probe.assessment.warnings.push(format!(
+                    "min_replicas {k} is below its {n} connected replicas: a failover may \
+                     promote one that did not acknowledge a lock; set min_replicas to {n}"
+                ));
+            }
+        }
         if let Some(refusal) = probe.assessment.refusal(self.settings.strict_servers) {
             self.log_once(std::slice::from_ref(&refusal));
             return Err(redis::RedisError::from((
@@ -1079,10 +1093,6 @@ impl Worker {
         }
         if let Some(k) = self.settings.min_replicas {
             let connected = probe.report.connected_replicas;
-            if connected.is_some_and(|n| n >= u64::from(k)) {
-                // Every replica that could be promoted acknowledges each lock write.
-                probe::expect_replicas(&mut probe.assessment);
-            }
             match connected {
                 Some(n) if n < u64::from(k) => probe.assessment.warnings.push(format!(
                     "{n} replicas connected (INFO replication connected_slaves), fewer than \
