@@ -98,6 +98,27 @@ fn an_acquired_lock_is_on_the_replica_when_acquire_returns() {
         ms(baseline[baseline.len() / 2]),
         ms(baseline[baseline.len() - 1])
     );
+    // Concurrent callers share each pipeline's WAIT.
+    for (name, client) in [("min_replicas(1)", &rl), ("without", &plain)] {
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                s.spawn(move || {
+                    for i in 0..100 {
+                        client
+                            .try_lock(&format!("replicas:many:{t}:{i}"), Duration::from_secs(10))
+                            .expect("lock")
+                            .release()
+                            .expect("release");
+                    }
+                });
+            }
+        });
+        eprintln!(
+            "4 threads x 100 lock+release, {name}: {:.0} ms",
+            ms(started.elapsed())
+        );
+    }
     let status = &rl.node_status()[0];
     assert_eq!(status.errors, 0, "{status:?}");
     support::assert_no_worker_panicked();
