@@ -1246,12 +1246,13 @@ void redlock_observer_free(struct redlock_observer *observer);
 // Writes new client options with the default settings to `*out`: retry_count 3,
 // retry_delay_ms 200, retry_jitter_ms 100, drift_factor 0.01, node_timeout_ms 50,
 // max_extensions 0 (no cap), restart_grace_ms 0 (off), the clock guard on with
-// clock_jump_threshold_ms 50 and clock_quarantine_ms 60000, strict_servers false, the system's
-// trusted roots and no client certificate for TLS. Free them with `redlock_options_free`.
+// clock_jump_threshold_ms 50 and clock_quarantine_ms 60000, strict_servers false,
+// min_replicas 0 (off), the system's trusted roots and no client certificate for TLS. Free them with `redlock_options_free`.
 //
 // # Safety
 // `out` and `err` are NULL or writable.
-enum redlock_status redlock_options_new(struct redlock_options **out, struct redlock_error **err);
+enum redlock_status redlock_options_new(struct redlock_options **out,
+                                        struct redlock_error **err);
 
 // Frees client options. NULL is a no-op.
 //
@@ -1302,6 +1303,18 @@ enum redlock_status redlock_options_set_drift_factor(struct redlock_options *o,
 enum redlock_status redlock_options_set_node_timeout_ms(struct redlock_options *o,
                                                         uint64_t ms,
                                                         struct redlock_error **err);
+
+// Replicas that must acknowledge (`WAIT`) an acquisition's or an extension's write before a
+// node's vote counts; 0 = off (default). The commands that need it go over a second connection
+// per node, so releases and inspections never wait behind a lagging replica; a node with too
+// few replicas fails its vote saying so, and `redlock_client_new` refuses Redis Cluster nodes
+// with it (`REDLOCK_INVALID_ARGUMENT`). See `min_replicas` in docs/guarantees.md.
+//
+// # Safety
+// As for `redlock_options_set_retry_count`.
+enum redlock_status redlock_options_set_min_replicas(struct redlock_options *o,
+                                                     uint32_t replicas,
+                                                     struct redlock_error **err);
 
 // Cap on `redlock_lock_extend` calls per lock (and on auto-extensions); 0 = no cap (default).
 //
@@ -1454,6 +1467,13 @@ uint64_t redlock_options_clock_jump_threshold_ms(const struct redlock_options *o
 // # Safety
 // `o` is NULL or live options.
 uint64_t redlock_options_clock_quarantine_ms(const struct redlock_options *o);
+
+// The replicas `o` waits for (`redlock_options_set_min_replicas`); 0 (off, the default) for
+// NULL.
+//
+// # Safety
+// `o` is NULL or live options.
+uint32_t redlock_options_min_replicas(const struct redlock_options *o);
 
 // Whether `o` refuses the servers the probe warns about; false (the default) for NULL.
 //

@@ -87,6 +87,9 @@ pub struct Config {
     pub clock_quarantine: Duration,
     /// Whether server-probe warnings refuse a node.
     pub strict_servers: bool,
+    /// Replicas that must acknowledge an acquisition's or an extension's write (`WAIT`)
+    /// before a node's vote counts, if set.
+    pub min_replicas: Option<u32>,
 }
 
 impl Default for Builder {
@@ -104,6 +107,7 @@ impl Default for Builder {
                 clock_jump: Some(DEFAULT_CLOCK_JUMP),
                 clock_quarantine: DEFAULT_CLOCK_QUARANTINE,
                 strict_servers: false,
+                min_replicas: None,
             },
             tls: Tls::default(),
         }
@@ -238,6 +242,31 @@ impl Builder {
     /// Cluster nodes and too-old servers are always refused.
     pub fn strict_servers(mut self, strict: bool) -> Self {
         self.config.strict_servers = strict;
+        self
+    }
+
+    /// Counts a node's vote for an acquisition or an extension only once `WAIT k` confirms that
+    /// `k` of its replicas have the write (default: off; zero turns it off). For Sentinel-managed
+    /// masters and standalone masters with replicas; refused with Redis Cluster nodes.
+    ///
+    /// A node whose replicas do not acknowledge in time votes no, with
+    /// [`NodeProblem::NotReplicated`](crate::NodeProblem::NotReplicated), and the attempt's undo
+    /// runs there as for any failed vote (the key was written on the master). A node with fewer
+    /// connected replicas than `k` (`connected_slaves` of `INFO replication`, re-read every
+    /// second while short) votes no at once with
+    /// [`NodeProblem::TooFewReplicas`](crate::NodeProblem::TooFewReplicas), and says so in
+    /// `node_status().warnings`.
+    ///
+    /// `WAIT` blocks its connection, so these commands go over a second connection per node,
+    /// with a worker of its own: releases, inspections and the client's other commands keep the
+    /// first one and never wait behind a lagging replica. The `WAIT` timeout is half of what is
+    /// left of the earliest `node_timeout` in its pipeline, and the lane stops reading for its
+    /// answer at three quarters (an idle Redis ends a timed-out `WAIT` up to `1000 / hz` ms
+    /// late), so the vote and its reason still come within `node_timeout`. What it protects
+    /// against, and what not (asynchronous replication, Sentinel's choice of replica):
+    /// `docs/guarantees.md`.
+    pub fn min_replicas(mut self, k: u32) -> Self {
+        self.config.min_replicas = Some(k).filter(|k| *k > 0);
         self
     }
 
@@ -413,6 +442,16 @@ impl Builder {
                     }
                 }
             }
+        }
+        if let Some(k) = self.config.min_replicas
+            && let Some(i) = targets.iter().position(Target::is_cluster)
+        {
+            return Err(Error::invalid(format!(
+                "node {i} ({}) is a Redis Cluster, and min_replicas ({k}) is not supported on \
+                 cluster nodes: WAIT would have to follow each key to its master; use \
+                 Sentinel-managed or standalone masters with min_replicas, or unset it",
+                targets[i].address()
+            )));
         }
         if targets.iter().any(Target::is_tls) {
             use_ring_unless_chosen();

@@ -126,6 +126,7 @@ impl Engine {
             restart_grace: config.restart_grace,
             clock_guard: config.clock_limits(),
             strict_servers: config.strict_servers,
+            min_replicas: config.min_replicas,
             scripts,
         };
         let board = Arc::new(ClockBoard::new(
@@ -145,9 +146,10 @@ impl Engine {
             telemetry: Arc::new(Telemetry::new()),
         };
         let servers = Arc::new(node::Servers::new(clients.len()));
-        let (ready, connected) = crossbeam_channel::bounded(clients.len());
+        // With min_replicas, a node has two workers (see `node::Lane`).
+        let (ready, connected) = crossbeam_channel::bounded(2 * clients.len());
         for (i, client) in clients.into_iter().enumerate() {
-            let (node, worker) = node::spawn(
+            let (node, workers) = node::spawn(
                 i,
                 client,
                 settings,
@@ -161,11 +163,11 @@ impl Engine {
                 source,
             })?;
             engine.nodes.push(node);
-            engine.workers.push(worker);
+            engine.workers.extend(workers);
         }
         drop((ready, exited_tx));
         let deadline = Instant::now() + settings.connect_timeout;
-        for _ in 0..engine.nodes.len() {
+        for _ in 0..engine.workers.len() {
             if connected.recv_deadline(deadline).is_err() {
                 break;
             }

@@ -42,6 +42,25 @@ pub enum NodeProblem {
         /// How much longer the node is kept out of acquire quorums.
         remaining: Duration,
     },
+    /// With [`min_replicas`](crate::Builder::min_replicas): the node took the write, but `WAIT`
+    /// confirmed fewer replicas than required within its timeout (a replica lags, hangs or is
+    /// cut off). The write stays on the master: an acquisition's undo removes it.
+    NotReplicated {
+        /// Replicas that acknowledged the write.
+        acknowledged: u64,
+        /// `min_replicas`.
+        required: u32,
+        /// The `WAIT` timeout.
+        waited: Duration,
+    },
+    /// With [`min_replicas`](crate::Builder::min_replicas): the node has fewer connected
+    /// replicas (`connected_slaves` of `INFO replication`) than required, so nothing was sent.
+    TooFewReplicas {
+        /// Replicas connected at the last check.
+        connected: u64,
+        /// `min_replicas`.
+        required: u32,
+    },
 }
 
 /// One node's part in a failed quorum operation.
@@ -203,6 +222,24 @@ impl fmt::Display for NodeProblem {
                 "clock jumped forward by {} ms, not counted for another {} ms (clock_quarantine)",
                 jump.as_millis(),
                 remaining.as_millis()
+            ),
+            NodeProblem::NotReplicated {
+                acknowledged,
+                required,
+                waited,
+            } => write!(
+                f,
+                "WAIT: {acknowledged} of {required} replicas acknowledged within {} ms \
+                 (min_replicas); check the replicas' link and lag (INFO replication)",
+                waited.as_millis()
+            ),
+            NodeProblem::TooFewReplicas {
+                connected,
+                required,
+            } => write!(
+                f,
+                "{connected} replicas connected (INFO replication connected_slaves), fewer than \
+                 min_replicas {required}: attach replicas to this master or lower min_replicas"
             ),
         }
     }

@@ -33,6 +33,14 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// seconds) or a proxy: one that must carry a command not safe to resend is checked first.
 const IDLE_PROBE: Duration = Duration::from_secs(1);
 const WORKER_STACK: usize = 256 * 1024;
+/// How often a `WAIT` lane re-reads the replicas of a node that had too few.
+const REPLICAS_RECHECK: Duration = Duration::from_secs(1);
+/// The share of the time left to a batch's earliest deadline that its `WAIT` may take.
+/// Redis ends a timed-out `WAIT` at its event loop's next wake-up, up to `1000 / hz` ms (100 ms
+/// by default) late on an idle server, so the lane also stops reading for it at `READ_SHARE`
+/// (see [`Wait`]).
+const WAIT_SHARE: (u32, u32) = (1, 2);
+const READ_SHARE: (u32, u32) = (3, 4);
 
 /// Where a node's answer goes: the caller's channel, tagged with the node's index, and the
 /// gate that wakes the caller once the answers can decide (none: the caller waits on the
@@ -238,13 +246,29 @@ pub(crate) struct Node {
     pub address: String,
     tx: Sender<Request>,
     health: Arc<Health>,
+    /// With `min_replicas`: the second worker, which carries what needs `WAIT`.
+    lane: Option<Lane>,
+}
+
+/// A node's second worker and connection, for the commands whose vote waits for replicas
+/// (`min_replicas`): acquisitions and extensions, each batch followed by `WAIT k timeout`.
+/// `WAIT` blocks the connection it runs on, and must run on the one that made the write, so it
+/// gets a connection of its own: a lagging replica delays only the callers that need its
+/// acknowledgement, never a release, an inspection or a queue command on the first one.
+struct Lane {
+    tx: Sender<Request>,
+    health: Arc<Health>,
 }
 
 impl Node {
     /// Queues a request; if the worker is gone (it never stops while this handle exists), the
     /// request's caller is answered at once.
     pub(crate) fn send(&self, request: Request) {
-        if let Err(e) = self.tx.send(request) {
+        let tx = match &self.lane {
+            Some(lane) if needs_ack(&request.command) => &lane.tx,
+            _ => &self.tx,
+        };
+        if let Err(e) = tx.send(request) {
             answer(
                 e.0,
                 Vote::Failed(NodeProblem::Unavailable("worker stopped".into())),
@@ -260,7 +284,7 @@ impl Node {
             .lock()
             .map(|i| i.clone())
             .unwrap_or_default();
-        NodeStatus {
+        let status = NodeStatus {
             address: self.address.clone(),
             connected: self.health.connected.load(Ordering::Relaxed),
             connects: self.health.connects.load(Ordering::Relaxed),
@@ -297,8 +321,51 @@ impl Node {
             failovers: identity.failovers,
             command_duration: self.health.command_duration.snapshot(),
             errors: self.health.errors.load(Ordering::Relaxed),
+        };
+        match &self.lane {
+            Some(lane) => with_lane(status, &lane.health, now),
+            None => status,
         }
     }
+}
+
+/// Whether a command's vote waits for replicas, with `min_replicas`: what takes or prolongs a
+/// lock (a release needs no acknowledgement: a lost release only lets the key expire).
+fn needs_ack(command: &Command) -> bool {
+    command.acquire || command.samples_clock
+}
+
+/// A node's status with what its `WAIT` lane saw: it carries the acquisitions and extensions,
+/// so its clock samples, quarantine and restart grace are the ones that hold votes out.
+fn with_lane(mut status: NodeStatus, lane: &Health, now: Instant) -> NodeStatus {
+    let identity = lane.identity.lock().map(|i| i.clone()).unwrap_or_default();
+    status.errors += lane.errors.load(Ordering::Relaxed);
+    let offset = lane.clock_offset_ms.load(Ordering::Relaxed);
+    if offset != NO_OFFSET {
+        status.clock_offset_ms = Some(offset);
+    }
+    let left = |until: Instant| Some(until.saturating_duration_since(now)).filter(|d| !d.is_zero());
+    if let Some(grace) = identity.grace_until.and_then(left)
+        && status.grace_remaining.is_none_or(|g| g < grace)
+    {
+        status.grace_remaining = Some(grace);
+    }
+    if let Some((until, why)) = identity.quarantine
+        && let Some(remaining) = left(until)
+        && status.quarantine_remaining.is_none_or(|q| q < remaining)
+    {
+        status.quarantine_remaining = Some(remaining);
+        status.quarantine_reason = Some(why);
+    }
+    status.warnings.extend(identity.clock_warnings);
+    if !lane.connected.load(Ordering::Relaxed) {
+        let why = lane.last_error.lock().map_or(None, |e| e.clone());
+        status.warnings.push(format!(
+            "the connection for min_replicas (acquisitions and extensions, with WAIT) is down: {}",
+            why.as_deref().unwrap_or("not connected yet")
+        ));
+    }
+    status
 }
 
 /// What a worker needs to know from the client's configuration.
@@ -316,11 +383,15 @@ pub(crate) struct Settings {
     pub clock_guard: Option<clock::Limits>,
     /// Server-probe warnings refuse the node.
     pub strict_servers: bool,
+    /// Replicas that must acknowledge an acquisition or an extension (`WAIT`); with it, the
+    /// node has a second worker for them (see [`Lane`]).
+    pub min_replicas: Option<u32>,
 }
 
-/// Starts the worker for one node. It connects right away, says so on `ready` once that first
-/// attempt is over (whatever its outcome), and stops when the returned [`Node`] (the only sender
-/// of its channel) is dropped.
+/// Starts the worker for one node, and with `min_replicas` its `WAIT` lane (not for a cluster,
+/// which the builder refuses with it). Each connects right away, says so on `ready` once that
+/// first attempt is over (whatever its outcome), and stops when the returned [`Node`] (the only
+/// sender of its channels) is dropped.
 pub(crate) fn spawn(
     index: usize,
     client: Target,
@@ -329,49 +400,76 @@ pub(crate) fn spawn(
     exited: Sender<()>,
     board: Arc<ClockBoard>,
     servers: Arc<Servers>,
-) -> io::Result<(Node, JoinHandle<()>)> {
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let health = Arc::new(Health {
-        clock_offset_ms: AtomicI64::new(NO_OFFSET),
-        ..Health::default()
-    });
+) -> io::Result<(Node, Vec<JoinHandle<()>>)> {
     let address = client.address();
-    let worker = Worker {
-        index,
-        servers,
-        address: address.clone(),
-        client,
-        conn: None,
-        rx,
-        settings,
-        grace_until: None,
-        guard: Guard::new(settings.clock_guard, address.clone(), index, board),
-        logged: Vec::new(),
-        backoff: BACKOFF_MIN,
-        retry_at: Instant::now(),
-        down_reason: String::from("not connected yet"),
-        closing: false,
-        used_at: Instant::now(),
-        answered_at: Instant::now(),
-        quick: 0,
-        health: Arc::clone(&health),
-        buf: Vec::with_capacity(4096),
-        deferred: Vec::new(),
-        inline_scripts: false,
-        demoted: false,
-        _exited: exited,
+    let start =
+        |wait_for: Option<u32>| -> io::Result<(Sender<Request>, Arc<Health>, JoinHandle<()>)> {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let health = Arc::new(Health {
+                clock_offset_ms: AtomicI64::new(NO_OFFSET),
+                ..Health::default()
+            });
+            let worker = Worker {
+                index,
+                servers: Arc::clone(&servers),
+                address: address.clone(),
+                client: client.clone(),
+                conn: None,
+                rx,
+                settings,
+                grace_until: None,
+                guard: Guard::new(
+                    settings.clock_guard,
+                    address.clone(),
+                    index,
+                    Arc::clone(&board),
+                ),
+                logged: Vec::new(),
+                backoff: BACKOFF_MIN,
+                retry_at: Instant::now(),
+                down_reason: String::from("not connected yet"),
+                closing: false,
+                used_at: Instant::now(),
+                answered_at: Instant::now(),
+                quick: 0,
+                health: Arc::clone(&health),
+                buf: Vec::with_capacity(4096),
+                deferred: Vec::new(),
+                inline_scripts: false,
+                demoted: false,
+                wait_for,
+                replicas: None,
+                _exited: exited.clone(),
+            };
+            let ready = ready.clone();
+            let name = match wait_for {
+                Some(_) => format!("redlock-node-{index}-wait"),
+                None => format!("redlock-node-{index}"),
+            };
+            let handle = std::thread::Builder::new()
+                .name(name)
+                .stack_size(WORKER_STACK)
+                .spawn(move || worker.run(ready))?;
+            Ok((tx, health, handle))
+        };
+    let (tx, health, handle) = start(None)?;
+    let mut handles = vec![handle];
+    let lane = match settings.min_replicas.filter(|_| !client.is_cluster()) {
+        Some(k) => {
+            let (tx, health, handle) = start(Some(k))?;
+            handles.push(handle);
+            Some(Lane { tx, health })
+        }
+        None => None,
     };
-    let handle = std::thread::Builder::new()
-        .name(format!("redlock-node-{index}"))
-        .stack_size(WORKER_STACK)
-        .spawn(move || worker.run(ready))?;
     Ok((
         Node {
             address,
             tx,
             health,
+            lane,
         },
-        handle,
+        handles,
     ))
 }
 
@@ -489,6 +587,11 @@ struct Worker {
     inline_scripts: bool,
     /// A Sentinel node's connection answered `READONLY`: dropped once the batch is answered.
     demoted: bool,
+    /// On a node's `WAIT` lane: `min_replicas`, which every batch waits for.
+    wait_for: Option<u32>,
+    /// On a `WAIT` lane: the node's connected replicas at the last check, and when that was,
+    /// while they are fewer than `wait_for` (see `short_of_replicas`).
+    replicas: Option<(u64, Instant)>,
     /// Dropped when the thread ends, which the client's drop waits for.
     _exited: Sender<()>,
 }
@@ -585,6 +688,13 @@ impl Worker {
             }
             return;
         }
+        if let Some(problem) = self.short_of_replicas() {
+            let now = Instant::now();
+            for r in batch.drain(..) {
+                self.fail(r, &problem, now);
+            }
+            return;
+        }
         batch.append(&mut self.deferred);
         // Reentrant acquires and releases count holds, so unlike the rest they cannot be resent
         // when their connection turns out closed. A connection idle long enough to have been
@@ -608,6 +718,36 @@ impl Worker {
             }
         }
         self.execute_and_answer(batch, true);
+    }
+
+    /// On a `WAIT` lane whose node had fewer connected replicas than `min_replicas` at the last
+    /// check: why its batches are refused unsent, re-reading `INFO replication` once the check
+    /// is `REPLICAS_RECHECK` old (a read that fails drops the connection and refuses the batch).
+    fn short_of_replicas(&mut self) -> Option<NodeProblem> {
+        let k = self.wait_for?;
+        let (mut connected, checked) = self.replicas?;
+        if checked.elapsed() >= REPLICAS_RECHECK {
+            let Some(Link::Plain(conn)) = self.conn.as_mut() else {
+                return None;
+            };
+            match redis::cmd("INFO").arg("replication").query::<String>(conn) {
+                Ok(text) => {
+                    let mut report = probe::ServerReport::default();
+                    probe::parse_info(&mut report, &text);
+                    connected = report.connected_replicas.unwrap_or(0);
+                    self.replicas = (connected < u64::from(k)).then(|| (connected, Instant::now()));
+                }
+                Err(e) => {
+                    let problem = describe(&e);
+                    self.disconnect(&e);
+                    return Some(problem);
+                }
+            }
+        }
+        self.replicas.map(|_| NodeProblem::TooFewReplicas {
+            connected,
+            required: k,
+        })
     }
 
     fn probe(&mut self) -> redis::RedisResult<()> {
@@ -759,7 +899,23 @@ impl Worker {
         };
         let sent = Instant::now();
         let inline = self.inline_scripts;
-        let (mut values, time) = pipeline(conn, &mut self.buf, batch.iter(), inline, time)?;
+        let io_timeout = self.settings.io_timeout;
+        let wait = self.wait_for.map(|k| {
+            let left = batch
+                .iter()
+                .filter_map(|r| r.deadline)
+                .min()
+                .map_or(io_timeout / 2, |d| d.saturating_duration_since(sent));
+            let ms = (left * WAIT_SHARE.0 / WAIT_SHARE.1).as_millis().max(1);
+            Wait {
+                k,
+                ms: u64::try_from(ms).unwrap_or(u64::MAX),
+                answer_by: sent + left * READ_SHARE.0 / READ_SHARE.1,
+                io_timeout,
+            }
+        });
+        let (mut values, time, mut acked) =
+            pipeline(conn, &mut self.buf, batch.iter(), inline, time, wait)?;
         let noscript: Vec<usize> = values
             .iter()
             .enumerate()
@@ -768,16 +924,19 @@ impl Worker {
             .collect();
         if !noscript.is_empty() {
             load_scripts(conn, self.settings.scripts)?;
-            let (again, _) = pipeline(
+            let (again, _, acked_again) = pipeline(
                 conn,
                 &mut self.buf,
                 noscript.iter().map(|&i| &batch[i]),
                 inline,
                 false,
+                wait,
             )?;
             for (i, v) in noscript.into_iter().zip(again) {
                 values[i] = v;
             }
+            // The second WAIT covers every write of the connection so far.
+            acked = acked_again;
         }
         if self.client.is_sentinel() && values.iter().any(is_readonly) {
             // The sentinels' master was demoted under us: resolve it again.
@@ -787,6 +946,12 @@ impl Worker {
             .into_iter()
             .zip(batch)
             .map(|(v, r)| r.command.interpret(v))
+            .map(|vote| match (wait, &acked, vote) {
+                (Some(wait), Some(acked), vote) if vote.is_yes() => {
+                    acknowledged(acked, &wait).map_or(vote, Vote::Failed)
+                }
+                (_, _, vote) => vote,
+            })
             .collect();
         Ok((votes, time, sent))
     }
@@ -855,6 +1020,20 @@ impl Worker {
                  user (+time)"
             ));
         }
+        if let Some(k) = self.settings.min_replicas
+            && let Some(n) = probe.report.connected_replicas
+        {
+            if n <= u64::from(k) {
+                // Every replica acknowledges each counted lock write, so whichever is promoted
+                // has it: the probe's warning about replicas does not apply.
+                probe::expect_replicas(&mut probe.assessment);
+            } else {
+                probe.assessment.warnings.push(format!(
+                    "min_replicas {k} is below its {n} connected replicas: a failover may \
+                     promote one that did not acknowledge a lock; set min_replicas to {n}"
+                ));
+            }
+        }
         if let Some(refusal) = probe.assessment.refusal(self.settings.strict_servers) {
             self.log_once(std::slice::from_ref(&refusal));
             return Err(redis::RedisError::from((
@@ -895,6 +1074,44 @@ impl Worker {
                 ),
             )));
         }
+        if let (Some(k), Link::Plain(c)) = (self.wait_for, &mut conn) {
+            // WAIT 0 answers at once: whether this user may run it, before any lock is written
+            // that a refused WAIT would leave uncounted.
+            if let Err(e) = redis::cmd("WAIT").arg(0).arg(1).query::<i64>(c) {
+                if !command_refused(&e) {
+                    return Err(e);
+                }
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "min_replicas needs the WAIT command",
+                    format!(
+                        "WAIT is refused ({e}): allow +wait for this user, or unset \
+                         min_replicas ({k})"
+                    ),
+                )));
+            }
+        }
+        if let Some(k) = self.settings.min_replicas {
+            let connected = probe.report.connected_replicas;
+            match connected {
+                Some(n) if n < u64::from(k) => probe.assessment.warnings.push(format!(
+                    "{n} replicas connected (INFO replication connected_slaves), fewer than \
+                     min_replicas {k}: acquisitions and extensions on this node fail until \
+                     enough replicas are attached"
+                )),
+                None => probe.assessment.warnings.push(format!(
+                    "INFO did not tell how many replicas are connected: min_replicas {k} is only \
+                     checked by WAIT, each short vote waiting out its timeout; allow INFO for \
+                     this user (+info)"
+                )),
+                Some(_) => {}
+            }
+            if self.wait_for.is_some() {
+                self.replicas = connected
+                    .filter(|n| *n < u64::from(k))
+                    .map(|n| (n, Instant::now()));
+            }
+        }
         let inline_scripts = match conn.load_scripts(self.settings.scripts) {
             Ok(()) => false,
             Err(e) if command_refused(&e) => {
@@ -919,8 +1136,9 @@ impl Worker {
     }
 
     /// Logs `warnings` unless they are the ones logged last.
+    /// A `WAIT` lane logs nothing of its own: its node's first worker logs the same server.
     fn log_once(&mut self, warnings: &[String]) {
-        if self.logged != warnings {
+        if self.logged != warnings && self.wait_for.is_none() {
             for w in warnings {
                 log::warn!("redlock: node {}: {w}", self.address);
             }
@@ -970,6 +1188,8 @@ impl Worker {
         if sentinel {
             if moved {
                 identity.failovers += 1;
+            }
+            if moved && self.wait_for.is_none() {
                 log::warn!(
                     "redlock: node {}: its master changed from {} to {} (a failover){}",
                     self.address,
@@ -998,17 +1218,20 @@ impl Worker {
         let previous = identity.run_id.take();
         if let Some(old) = previous.filter(|old| *old != run_id && !moved) {
             identity.restarts += 1;
-            log::warn!(
-                "redlock: node {} restarted (run_id {old} -> {run_id}, up {} s){}",
-                self.address,
-                uptime.as_secs(),
-                if self.settings.restart_grace.is_some() {
-                    ""
-                } else {
-                    "; if it runs without persistence it may have lost lock keys: \
+            // A WAIT lane's is logged by the node's first worker.
+            if self.wait_for.is_none() {
+                log::warn!(
+                    "redlock: node {} restarted (run_id {old} -> {run_id}, up {} s){}",
+                    self.address,
+                    uptime.as_secs(),
+                    if self.settings.restart_grace.is_some() {
+                        ""
+                    } else {
+                        "; if it runs without persistence it may have lost lock keys: \
                      consider restart_grace"
-                }
-            );
+                    }
+                );
+            }
         }
         // A Sentinel node's master has been the master for no longer than the sentinel has
         // known it as such: a promoted replica is old by its uptime.
@@ -1081,38 +1304,117 @@ impl Worker {
 /// Sends the requests as one pipeline and reads their replies. The first failed read ends it:
 /// after a timeout the connection is out of step and gets dropped, and reading on (as
 /// redis-rs's `req_packed_commands` does) would cost one more timeout per queued request.
+///
+/// With `wait`, `WAIT` follows everything else, and its reply comes back apart; `TIME` goes
+/// before it and is read as soon as its reply is in, so the wait does not count in the clock
+/// sample's round trip.
 fn pipeline<'a>(
     conn: &mut redis::Connection,
     buf: &mut Vec<u8>,
     requests: impl Iterator<Item = &'a Request>,
     inline_scripts: bool,
     time: bool,
-) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>)> {
+    wait: Option<Wait>,
+) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>, Option<Acked>)> {
     buf.clear();
     let mut count = 0;
     for r in requests {
         r.command.write_resp(&r.key, &r.token, inline_scripts, buf);
         count += 1;
     }
+    let commands = count;
     if time {
         buf.extend_from_slice(TIME_COMMAND);
         count += 1;
     }
+    if let Some(w) = wait {
+        crate::wire::write_wait(w.k, w.ms, buf);
+    }
     let sent = Instant::now();
     conn.send_packed_command(buf)?;
     let mut values = Vec::with_capacity(count);
+    let mut reading = None;
     while values.len() < count {
         match conn.recv_response()? {
             Value::Push { .. } => {}
+            value if time && reading.is_none() && values.len() == commands => {
+                reading = Some(TimeReading::new(value, sent));
+                count -= 1;
+            }
             value => values.push(value),
         }
     }
-    let reading = if time {
-        values.pop().map(|value| TimeReading::new(value, sent))
-    } else {
-        None
+    let acked = match wait {
+        Some(w) => Some(w.read(conn, sent)?),
+        None => None,
     };
-    Ok((values, reading))
+    Ok((values, reading, acked))
+}
+
+/// The `WAIT k ms` that ends a `WAIT` lane's pipeline, and until when its reply is read.
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    k: u32,
+    ms: u64,
+    /// Past this, the callers are answered that the replicas did not acknowledge, and redis-rs
+    /// skips the late reply when the connection reads its next one.
+    answer_by: Instant,
+    /// The connection's read timeout otherwise.
+    io_timeout: Duration,
+}
+
+/// What the `WAIT` of a pipeline answered.
+enum Acked {
+    Reply(Value),
+    /// No reply by `answer_by`, this long after the pipeline was sent.
+    Late(Duration),
+}
+
+impl Wait {
+    fn read(&self, conn: &mut redis::Connection, sent: Instant) -> redis::RedisResult<Acked> {
+        let left = self
+            .answer_by
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        conn.set_read_timeout(Some(left))?;
+        let reply = conn.recv_response();
+        conn.set_read_timeout(Some(self.io_timeout))?;
+        match reply {
+            Ok(value) => Ok(Acked::Reply(value)),
+            Err(e) if e.is_timeout() => Ok(Acked::Late(sent.elapsed())),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Why a yes does not count, when `WAIT` answered fewer than `k` replicas (or not with a
+/// number, or not in time).
+fn acknowledged(acked: &Acked, wait: &Wait) -> Option<NodeProblem> {
+    let k = wait.k;
+    let reply = match acked {
+        Acked::Reply(reply) => reply,
+        Acked::Late(waited) => {
+            return Some(NodeProblem::NotReplicated {
+                acknowledged: 0,
+                required: k,
+                waited: *waited,
+            });
+        }
+    };
+    match reply {
+        Value::Int(n) if *n >= i64::from(k) => None,
+        Value::Int(n) => Some(NodeProblem::NotReplicated {
+            acknowledged: u64::try_from(*n).unwrap_or(0),
+            required: k,
+            waited: Duration::from_millis(wait.ms),
+        }),
+        Value::ServerError(e) => Some(NodeProblem::Server(format!(
+            "WAIT failed: {e}; min_replicas needs the WAIT command (+wait)"
+        ))),
+        other => Some(NodeProblem::Server(format!(
+            "WAIT answered {other:?}, not a count of replicas"
+        ))),
+    }
 }
 
 /// A batch on a cluster's masters (see `cluster.rs`, which handles `NOSCRIPT`, `MOVED` and
@@ -1161,4 +1463,72 @@ fn command_refused(e: &redis::RedisError) -> bool {
         || text.contains("NoPerm")
         || text.contains("unknown command")
         || text.contains("unknown subcommand")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(k: u32) -> Wait {
+        Wait {
+            k,
+            ms: 25,
+            answer_by: Instant::now(),
+            io_timeout: Duration::from_millis(100),
+        }
+    }
+
+    #[test]
+    fn a_wait_short_of_replicas_fails_the_vote_with_the_count() {
+        let enough = Acked::Reply(Value::Int(2));
+        assert_eq!(acknowledged(&enough, &wait(2)), None);
+        let short = Acked::Reply(Value::Int(1));
+        let problem = acknowledged(&short, &wait(2)).expect("short");
+        assert_eq!(
+            problem,
+            NodeProblem::NotReplicated {
+                acknowledged: 1,
+                required: 2,
+                waited: Duration::from_millis(25)
+            }
+        );
+        assert!(
+            problem
+                .to_string()
+                .starts_with("WAIT: 1 of 2 replicas acknowledged within 25 ms"),
+            "{problem}"
+        );
+        let late = Acked::Late(Duration::from_millis(37));
+        assert!(matches!(
+            acknowledged(&late, &wait(1)),
+            Some(NodeProblem::NotReplicated {
+                acknowledged: 0,
+                required: 1,
+                waited
+            }) if waited == Duration::from_millis(37)
+        ));
+        let denied = Acked::Reply(
+            redis::parse_redis_value(b"-NOPERM this user has no permissions to run 'wait'\r\n")
+                .expect("an error reply"),
+        );
+        assert!(matches!(
+            acknowledged(&denied, &wait(1)),
+            Some(NodeProblem::Server(why)) if why.contains("+wait")
+        ));
+    }
+
+    #[test]
+    fn a_failed_acknowledgement_counts_as_applied_for_the_undo() {
+        let vote = Vote::Failed(NodeProblem::NotReplicated {
+            acknowledged: 0,
+            required: 1,
+            waited: Duration::from_millis(25),
+        });
+        assert!(vote.applied());
+        let refused = Vote::Failed(NodeProblem::TooFewReplicas {
+            connected: 0,
+            required: 1,
+        });
+        assert!(!refused.applied(), "nothing was sent");
+    }
 }

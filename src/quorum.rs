@@ -89,17 +89,21 @@ impl Vote {
         }
     }
 
-    fn is_yes(&self) -> bool {
+    pub(crate) fn is_yes(&self) -> bool {
         matches!(self, Vote::Yes | Vote::Value(_) | Vote::Raw(_))
     }
 
     /// Whether the command took effect on the node: a yes, or a yes not counted because the
-    /// node is in its restart grace or clock quarantine.
+    /// node is in its restart grace or clock quarantine, or its replicas did not acknowledge it.
     pub(crate) fn applied(&self) -> bool {
         self.is_yes()
             || matches!(
                 self,
-                Vote::Failed(NodeProblem::InGrace { .. } | NodeProblem::ClockJump { .. })
+                Vote::Failed(
+                    NodeProblem::InGrace { .. }
+                        | NodeProblem::ClockJump { .. }
+                        | NodeProblem::NotReplicated { .. }
+                )
             )
     }
 }

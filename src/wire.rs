@@ -108,6 +108,20 @@ pub(crate) fn released_key(channel: &str) -> Option<&str> {
     Some(rest)
 }
 
+/// Appends `WAIT k ms` in RESP to `buf`: wait until `k` replicas acknowledge every write of the
+/// connection so far, for at most `ms` milliseconds (never 0, which would wait forever).
+pub(crate) fn write_wait(k: u32, ms: u64, buf: &mut Vec<u8>) {
+    use std::io::Write;
+    let (k, ms) = (k.to_string(), ms.max(1).to_string());
+    // Writing to a Vec cannot fail.
+    let _ = write!(
+        buf,
+        "*3\r\n$4\r\nWAIT\r\n${}\r\n{k}\r\n${}\r\n{ms}\r\n",
+        k.len(),
+        ms.len()
+    );
+}
+
 /// A Lua script and its SHA1, which `EVALSHA` names it by.
 pub(crate) struct Script {
     pub source: &'static str,
@@ -502,6 +516,17 @@ pub(crate) fn is_denied(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_wait_as_redis_rs_would_pack_it() {
+        let mut buf = Vec::new();
+        write_wait(1, 25, &mut buf);
+        assert_eq!(buf, redis::cmd("WAIT").arg(1).arg(25).get_packed_command());
+        // 0 would wait forever.
+        buf.clear();
+        write_wait(3, 0, &mut buf);
+        assert_eq!(buf, redis::cmd("WAIT").arg(3).arg(1).get_packed_command());
+    }
 
     #[test]
     fn computes_cluster_slots() {

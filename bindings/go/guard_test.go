@@ -97,3 +97,32 @@ func TestNodeStatusReportsTheGuards(t *testing.T) {
 		}
 	}
 }
+
+func TestMinReplicasIsPassedOnAndChecked(t *testing.T) {
+	cl := newCluster(t, 1)
+	if c, err := redlock.New(cl.urls(), redlock.Options{MinReplicas: -1}); !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "MinReplicas") {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("MinReplicas -1: New = %v, want ErrInvalidArgument naming MinReplicas", err)
+	}
+	if c, err := redlock.New([]string{"redis+cluster://127.0.0.1:1"}, redlock.Options{MinReplicas: 1}); !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "Redis Cluster") {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("MinReplicas with a cluster node: New = %v, want ErrInvalidArgument naming Redis Cluster", err)
+	}
+	// The test node has no replica: the vote fails at once, saying why.
+	c := newClient(t, cl.urls(), redlock.Options{MinReplicas: 1, RetryCount: -1})
+	l, err := c.TryLock("go:min-replicas", 5*time.Second)
+	if l != nil || !errors.Is(err, redlock.ErrNoQuorum) || !strings.Contains(err.Error(), "fewer than min_replicas 1") {
+		t.Fatalf("TryLock with MinReplicas 1 and no replica = %v, want ErrNoQuorum naming min_replicas", err)
+	}
+	statuses, err := c.NodeStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(statuses[0].Warnings, "\n"), "min_replicas 1") {
+		t.Errorf("NodeStatus warnings %q do not name min_replicas", statuses[0].Warnings)
+	}
+}

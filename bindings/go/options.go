@@ -59,6 +59,12 @@ type Options struct {
 	// replicas, a maxmemory-policy that can evict lock keys, INFO or TIME denied) instead of
 	// logging them and listing them in NodeStatus.Warnings.
 	StrictServers bool
+	// MinReplicas counts a node's vote for an acquisition or an extension only once WAIT
+	// confirms that this many of its replicas have the write; zero is the default (off).
+	// The commands that need it go over a second connection per node, so releases and
+	// inspections never wait behind a lagging replica. A node with fewer replicas fails its
+	// vote saying so; Redis Cluster nodes are refused with it. It must not be negative.
+	MinReplicas int
 	// Logger, when not nil, receives the client's events as records: acquired, refused,
 	// released, extended (slog.LevelInfo), lost, node_disconnected, node_restarted,
 	// node_quarantined, server_warning (slog.LevelWarn), with the attributes event,
@@ -88,10 +94,13 @@ func (o Options) check() error {
 	if o.MaxExtensions < 0 {
 		return invalidArgument("MaxExtensions %d is negative", o.MaxExtensions)
 	}
+	if o.MinReplicas < 0 {
+		return invalidArgument("MinReplicas %d is negative", o.MinReplicas)
+	}
 	for _, n := range []struct {
 		name  string
 		value int
-	}{{"RetryCount", o.RetryCount}, {"MaxExtensions", o.MaxExtensions}} {
+	}{{"RetryCount", o.RetryCount}, {"MaxExtensions", o.MaxExtensions}, {"MinReplicas", o.MinReplicas}} {
 		if n.value > math.MaxUint32 {
 			return invalidArgument("%s %d does not fit in 32 bits", n.name, n.value)
 		}
@@ -154,6 +163,9 @@ func (o Options) toC() (*C.redlock_options, error) {
 			return C.redlock_options_set_clock_quarantine_ms(opts, millis(o.ClockQuarantine), e)
 		}},
 		cStep{o.StrictServers, func(e cErr) cStatus { return C.redlock_options_set_strict_servers(opts, true, e) }},
+		cStep{o.MinReplicas != 0, func(e cErr) cStatus {
+			return C.redlock_options_set_min_replicas(opts, C.uint32_t(o.MinReplicas), e)
+		}},
 	)
 	if err != nil {
 		C.redlock_options_free(opts)

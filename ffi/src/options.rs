@@ -69,8 +69,8 @@ unsafe fn get<T: Nothing>(o: *const redlock_options, f: impl FnOnce(&Config) -> 
 /// Writes new client options with the default settings to `*out`: retry_count 3,
 /// retry_delay_ms 200, retry_jitter_ms 100, drift_factor 0.01, node_timeout_ms 50,
 /// max_extensions 0 (no cap), restart_grace_ms 0 (off), the clock guard on with
-/// clock_jump_threshold_ms 50 and clock_quarantine_ms 60000, strict_servers false, the system's
-/// trusted roots and no client certificate for TLS. Free them with `redlock_options_free`.
+/// clock_jump_threshold_ms 50 and clock_quarantine_ms 60000, strict_servers false,
+/// min_replicas 0 (off), the system's trusted roots and no client certificate for TLS. Free them with `redlock_options_free`.
 ///
 /// # Safety
 /// `out` and `err` are NULL or writable.
@@ -196,6 +196,29 @@ pub unsafe extern "C" fn redlock_options_set_node_timeout_ms(
                 return Err(invalid("node_timeout_ms must be greater than zero"));
             }
             c.node_timeout = arg_ms(ms, "node_timeout_ms")?;
+            Ok(())
+        })
+    }
+}
+
+/// Replicas that must acknowledge (`WAIT`) an acquisition's or an extension's write before a
+/// node's vote counts; 0 = off (default). The commands that need it go over a second connection
+/// per node, so releases and inspections never wait behind a lagging replica; a node with too
+/// few replicas fails its vote saying so, and `redlock_client_new` refuses Redis Cluster nodes
+/// with it (`REDLOCK_INVALID_ARGUMENT`). See `min_replicas` in docs/guarantees.md.
+///
+/// # Safety
+/// As for `redlock_options_set_retry_count`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_options_set_min_replicas(
+    o: *mut redlock_options,
+    replicas: u32,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    // SAFETY: same contract.
+    unsafe {
+        set(o, err, |c| {
+            c.min_replicas = (replicas > 0).then_some(replicas);
             Ok(())
         })
     }
@@ -504,6 +527,17 @@ pub unsafe extern "C" fn redlock_options_clock_jump_threshold_ms(o: *const redlo
 pub unsafe extern "C" fn redlock_options_clock_quarantine_ms(o: *const redlock_options) -> u64 {
     // SAFETY: same contract.
     unsafe { get(o, |c| to_ms(c.clock_quarantine)) }
+}
+
+/// The replicas `o` waits for (`redlock_options_set_min_replicas`); 0 (off, the default) for
+/// NULL.
+///
+/// # Safety
+/// `o` is NULL or live options.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_options_min_replicas(o: *const redlock_options) -> u32 {
+    // SAFETY: same contract.
+    unsafe { get(o, |c| c.min_replicas.unwrap_or(0)) }
 }
 
 /// Whether `o` refuses the servers the probe warns about; false (the default) for NULL.

@@ -399,6 +399,10 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
         [redlock_options_p, c_uint64, POINTER(redlock_error_p)],
         c_int,
     ),
+    "redlock_options_set_min_replicas": (
+        [redlock_options_p, c_uint32, POINTER(redlock_error_p)],
+        c_int,
+    ),
     "redlock_options_set_max_extensions": (
         [redlock_options_p, c_uint32, POINTER(redlock_error_p)],
         c_int,
@@ -441,6 +445,7 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
     "redlock_options_clock_guard": ([redlock_options_p], c_bool),
     "redlock_options_clock_jump_threshold_ms": ([redlock_options_p], c_uint64),
     "redlock_options_clock_quarantine_ms": ([redlock_options_p], c_uint64),
+    "redlock_options_min_replicas": ([redlock_options_p], c_uint32),
     "redlock_options_strict_servers": ([redlock_options_p], c_bool),
     "redlock_request_new": (
         [c_char_p, c_uint64, POINTER(redlock_request_p), POINTER(redlock_error_p)],

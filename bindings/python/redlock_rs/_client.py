@@ -49,7 +49,11 @@ class Redlock(Managed, Shorthands[Lock]):
     ``clock_quarantine_ms`` (default 60000; make it at least your largest TTL), and a suspension
     of this host marks the locks held across it lost. ``strict_servers=True`` refuses the nodes
     the server probe only warns about (a master with replicas, an evicting
-    ``maxmemory-policy``.
+    ``maxmemory-policy``. ``min_replicas=k`` counts a node's vote for an acquisition or an
+    extension only once ``WAIT`` confirms that k of its replicas have the write (over a second
+    connection per node, so releases and inspections never wait behind a lagging replica); a
+    node with fewer replicas fails its vote saying so, and Redis Cluster nodes are refused
+    (``ValueError``). What it protects against: the main README's Sentinel section.
 
     The client's events (acquired, released, lost, a node disconnected, ...) become records of
     the ``redlock_rs`` logger (see the README's "Logging and metrics"): with ``log_events=None``
@@ -78,6 +82,7 @@ class Redlock(Managed, Shorthands[Lock]):
         clock_jump_threshold_ms: int | None = None,
         clock_quarantine_ms: int | None = None,
         strict_servers: bool | None = None,
+        min_replicas: int | None = None,
         tls_ca_file: str | os.PathLike[str] | None = None,
         tls_client_cert_file: str | os.PathLike[str] | None = None,
         tls_client_key_file: str | os.PathLike[str] | None = None,
@@ -104,6 +109,7 @@ class Redlock(Managed, Shorthands[Lock]):
             clock_jump_threshold_ms=clock_jump_threshold_ms,
             clock_quarantine_ms=clock_quarantine_ms,
             strict_servers=strict_servers,
+            min_replicas=min_replicas,
             tls_ca_file=tls_ca_file,
             tls_client_cert_file=tls_client_cert_file,
             tls_client_key_file=tls_client_key_file,

@@ -32,6 +32,7 @@ def default_options() -> dict[str, int | float | bool | None]:
         "clock_jump_threshold_ms": lib.redlock_options_clock_jump_threshold_ms(None),
         "clock_quarantine_ms": lib.redlock_options_clock_quarantine_ms(None),
         "strict_servers": bool(lib.redlock_options_strict_servers(None)),
+        "min_replicas": lib.redlock_options_min_replicas(None) or None,
     }
 
 
@@ -55,6 +56,7 @@ class Options(Managed):
         clock_jump_threshold_ms: int | None,
         clock_quarantine_ms: int | None,
         strict_servers: bool | None,
+        min_replicas: int | None,
         tls_ca_file: str | os.PathLike[str] | None,
         tls_client_cert_file: str | os.PathLike[str] | None,
         tls_client_key_file: str | os.PathLike[str] | None,
@@ -66,7 +68,8 @@ class Options(Managed):
                 convert.flag(name, flag)
         if clock_guard is False and clock_jump_threshold_ms is not None:
             raise ValueError("clock_jump_threshold_ms has no effect with clock_guard=False")
-        # C spells "no cap" as max_extensions 0; in Python that is None, so 0 is refused.
+        # C spells "no cap" as max_extensions 0 (and "off" as min_replicas 0); in Python that is
+        # None, so 0 is refused.
         integers = (
             ("retry_count", retry_count, 0, convert.UINT32_MAX,
              lib.redlock_options_set_retry_count),
@@ -84,6 +87,8 @@ class Options(Managed):
              lib.redlock_options_set_clock_jump_threshold_ms),
             ("clock_quarantine_ms", clock_quarantine_ms, 1, convert.MAX_TTL_MS,
              lib.redlock_options_set_clock_quarantine_ms),
+            ("min_replicas", min_replicas, 1, convert.UINT32_MAX,
+             lib.redlock_options_set_min_replicas),
         )
         # (setter, its arguments) for every setting given, all checked before any C call.
         settings: list[tuple[Callable[..., int], tuple[Any, ...]]] = [

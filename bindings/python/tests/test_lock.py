@@ -265,6 +265,7 @@ def test_default_options_come_from_the_library():
         "clock_jump_threshold_ms": 50,
         "clock_quarantine_ms": 60000,
         "strict_servers": False,
+        "min_replicas": None,
     }
 
 

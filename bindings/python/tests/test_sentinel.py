@@ -107,3 +107,36 @@ def test_a_bad_sentinel_url_is_a_value_error_naming_the_problem() -> None:
     with pytest.raises(ValueError, match="no master name") as info:
         redlock_rs.Redlock(["redis+sentinel://:s3cret@127.0.0.1:1"])
     assert "s3cret" not in str(info.value)
+
+
+def test_min_replicas_waits_for_the_replica(group: Group) -> None:
+    deadline = time.monotonic() + 10
+    while "master_link_status:up" not in resp(group.replica.port, "INFO", "replication"):
+        assert time.monotonic() < deadline, "the replica did not sync within 10 s"
+        time.sleep(0.05)
+    with redlock_rs.Redlock([group.url], node_timeout_ms=PATIENT_MS, min_replicas=1) as client:
+        assert not any("replica" in w for w in client.node_status()[0].warnings)
+        lock = client.try_lock("py:acked", 5000)
+        # WAIT returned only once the replica had it: no polling.
+        assert resp(group.replica.port, "GET", "py:acked") == lock.token
+        lock.release()
+
+
+def test_min_replicas_on_a_node_without_replicas_fails_saying_so(urls: list[str]) -> None:
+    with redlock_rs.Redlock(urls[:1], retry_count=0, min_replicas=1) as client:
+        assert any("min_replicas 1" in w for w in client.node_status()[0].warnings)
+        with pytest.raises(redlock_rs.NoQuorum, match="fewer than min_replicas 1"):
+            client.try_lock("py:unacked", 5000)
+
+
+@pytest.mark.parametrize(
+    "value, error", [(0, ValueError), (-1, ValueError), (2**32, ValueError), ("1", TypeError)]
+)
+def test_bad_min_replicas(urls: list[str], value: object, error: type) -> None:
+    with pytest.raises(error, match="min_replicas"):
+        redlock_rs.Redlock(urls, min_replicas=value)
+
+
+def test_min_replicas_with_a_cluster_node_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="Redis Cluster"):
+        redlock_rs.Redlock(["redis+cluster://127.0.0.1:1"], min_replicas=1)

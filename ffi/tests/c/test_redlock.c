@@ -1555,6 +1555,41 @@ static void test_guard_settings(void) {
                 &err);
     /* NULL err is allowed. */
     CHECK(redlock_options_set_clock_quarantine_ms(opts, 0, NULL) == REDLOCK_INVALID_ARGUMENT);
+
+    /* min_replicas: off by default, 0 turns it off again. */
+    CHECK(redlock_options_min_replicas(opts) == 0 && redlock_options_min_replicas(NULL) == 0);
+    CHECK(redlock_options_set_min_replicas(opts, 2, &err) == REDLOCK_OK);
+    CHECK(redlock_options_min_replicas(opts) == 2);
+    CHECK(redlock_options_set_min_replicas(opts, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_min_replicas(opts) == 0);
+    check_error(redlock_options_set_min_replicas(NULL, 1, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_options_free(opts);
+}
+
+static void test_min_replicas(void) {
+    /* The test nodes have no replica: the vote fails at once, saying why. */
+    redlock_options *opts = test_options();
+    CHECK(redlock_options_set_retry_count(opts, 0, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_min_replicas(opts, 1, NULL) == REDLOCK_OK);
+    redlock_client *client = client_with(opts);
+    redlock_lock *lock = NULL;
+    redlock_error *err = NULL;
+    CHECK(redlock_client_try_lock(client, "c:min-replicas", 10000, &lock, &err) ==
+          REDLOCK_NO_QUORUM);
+    CHECK(lock == NULL);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "fewer than min_replicas 1") != NULL);
+    redlock_error_free(err);
+    redlock_client_free(client);
+
+    /* With a Redis Cluster node: refused when the client is made. */
+    opts = NULL;
+    err = NULL;
+    CHECK(redlock_options_new(&opts, NULL) == REDLOCK_OK);
+    CHECK(redlock_options_set_min_replicas(opts, 1, NULL) == REDLOCK_OK);
+    const char *cluster[] = {"redis+cluster://127.0.0.1:1"};
+    CHECK(redlock_client_new(cluster, 1, opts, &client, &err) == REDLOCK_INVALID_ARGUMENT);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "Redis Cluster") != NULL);
+    redlock_error_free(err);
     redlock_options_free(opts);
 }
 
@@ -1634,6 +1669,7 @@ static void all(void) {
     test_read_write_semaphore_bad_arguments();
     test_guard_settings();
     test_guard_node_status();
+    test_min_replicas();
 }
 
 static void no_quorum(void) {
