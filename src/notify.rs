@@ -85,11 +85,16 @@ struct SlotState {
     /// client's waiters in it, by id, with where to tell each one the news about it.
     fair_head: Option<String>,
     fair: HashMap<Arc<str>, (Sender<News>, bool)>,
+    /// Replaced at each turn message, like `all_tx`: every waiter in the queue learns that the
+    /// queue's node still speaks (see [`Subscription::turns`]).
+    turns_tx: Sender<()>,
+    turns_rx: Receiver<()>,
 }
 
 impl Default for SlotState {
     fn default() -> Self {
         let (all_tx, all_rx) = crossbeam_channel::bounded(0);
+        let (turns_tx, turns_rx) = crossbeam_channel::bounded(0);
         SlotState {
             recent: VecDeque::new(),
             subscribed: 0,
@@ -99,6 +104,8 @@ impl Default for SlotState {
             queue: VecDeque::new(),
             fair_head: None,
             fair: HashMap::new(),
+            turns_tx,
+            turns_rx,
         }
     }
 }
@@ -232,6 +239,9 @@ impl Registry {
             let _ = tx.try_send(News::Next);
         }
         state.fair_head = news.head;
+        let (turns_tx, turns_rx) = crossbeam_channel::bounded(0);
+        drop(std::mem::replace(&mut state.turns_tx, turns_tx));
+        state.turns_rx = turns_rx;
     }
 
     /// A node's subscription to `resource` ended (unsubscribed, or its connection broke).
@@ -636,6 +646,15 @@ impl Subscription {
             return None;
         };
         Some(relock(&slot.state).all_rx.clone())
+    }
+
+    /// A receiver that disconnects at the next turn message of this waiter's one resource's
+    /// queue, whoever it names.
+    pub(crate) fn turns(&self) -> Option<Receiver<()>> {
+        let [(_, slot)] = &self.slots[..] else {
+            return None;
+        };
+        Some(relock(&slot.state).turns_rx.clone())
     }
 
     /// [`wait`](Subscription::wait) that also ends when `news` has something: `Err` with it.
