@@ -17,8 +17,11 @@
 //! rebuilt, a key that expired instead of being released), so every wait also has a timeout, the
 //! jittered exponential backoff in `client.rs`.
 //!
-//! Waiters of an exclusive kind on one key also queue here, in arrival order: only the one at
-//! the front listens for releases and tries; the others wait for their turn and send nothing.
+//! Waiters of an exclusive kind on one key queue across processes by default (`queue.rs`): this
+//! module carries that queue's news (`turn:` and `watch:` messages on the same channel) to the
+//! waiters it names ([`News`]). With `fair(false)` they queue here instead, in this client's
+//! arrival order: only the one at the front listens for releases and tries; the others wait
+//! for their turn and send nothing.
 //! When the front leaves, the next becomes the front: told that the resource is held until a
 //! known time if the one before got the lock, else to try at once (it gave up, and may have taken
 //! a release notification with it). A release then costs the nodes one attempt per client, not one
@@ -130,10 +133,13 @@ pub(crate) enum Turn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum News {
     /// It is at the head: the one before got the lock for at most `held` (wait for its release
-    /// until then), or gave up (`None`: try now); `watched`: a waiter is behind it.
+    /// until then), or gave up (`None`: try now); `watched`: a waiter is behind it; `releases`:
+    /// how many releases of the resource this client had heard by then (see
+    /// [`Subscription::releases_heard`]): one still pending from before is not that lock's.
     Head {
         held: Option<Duration>,
         watched: bool,
+        releases: u64,
     },
     /// It is at the head and a waiter came right behind it: renew its place from now on.
     Watched,
@@ -233,7 +239,12 @@ impl Registry {
         if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
             let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
             let watched = news.next.is_some();
-            let _ = tx.try_send(News::Head { held, watched });
+            let releases = state.epoch;
+            let _ = tx.try_send(News::Head {
+                held,
+                watched,
+                releases,
+            });
         }
         if let Some((tx, _)) = news.next.as_deref().and_then(|n| state.fair.get(n)) {
             let _ = tx.try_send(News::Next);
@@ -583,7 +594,9 @@ impl Subscription {
     /// Registers this waiter (of one resource) as `id` in the queue across processes; the news
     /// about it arrives on the receiver.
     pub(crate) fn enlist(&mut self, id: Arc<str>) -> Receiver<News> {
-        let (tx, rx) = crossbeam_channel::bounded(4);
+        // Room for a `Recheck` from every node's rebuilt subscription besides the news that
+        // matters (a full channel drops news; the waiter's own looks make up for it).
+        let (tx, rx) = crossbeam_channel::bounded(16);
         if let [(_, slot)] = &self.slots[..] {
             relock(&slot.state)
                 .fair
@@ -646,6 +659,14 @@ impl Subscription {
             return None;
         };
         Some(relock(&slot.state).all_rx.clone())
+    }
+
+    /// How many releases of this waiter's one resource a quorum announced since this client
+    /// subscribed to it.
+    pub(crate) fn releases_heard(&self) -> u64 {
+        self.slots
+            .first()
+            .map_or(0, |(_, slot)| relock(&slot.state).epoch)
     }
 
     /// A receiver that disconnects at the next turn message of this waiter's one resource's
@@ -800,6 +821,13 @@ impl Drop for Subscription {
             }
         }
     }
+}
+
+/// Whether `e` is a read cut short by a signal (`EINTR`). redis-rs 1.8 keeps its I/O error to
+/// itself (`as_io_error` is private), so its text is read: the OS error number, 4 wherever
+/// this builds.
+fn interrupted(e: &redis::RedisError) -> bool {
+    e.is_io_error() && e.to_string().contains("(os error 4)")
 }
 
 /// One node's subscriber thread.
@@ -983,7 +1011,7 @@ impl Subscriber {
                 // A read cut short by a signal (`EINTR`: the process was stopped and continued,
                 // say) left the connection as it was, as a timeout does: dropping it would lose
                 // the releases already on their way (tests/fair.rs, the stopped waiter).
-                Err(e) if e.is_timeout() || !e.is_unrecoverable_error() => {}
+                Err(e) if e.is_timeout() || interrupted(&e) => {}
                 Err(_) => return End::Broken,
             }
         }

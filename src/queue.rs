@@ -30,11 +30,13 @@
 //!
 //! ## Why it cannot hang (Redisson's fair lock did: redisson#1104, #2883, #3004, #3730, #7224)
 //! - **A waiter that dies or stops** keeps its place until its lease ends: [`MEMBER_LEASE`] while
-//!   behind others, but only [`HEAD_LEASE`] once at the front. Becoming the head cuts the lease to
-//!   that, and only the waiter's own waiting thread renews it ([`HEAD_RENEW`]), so a live
-//!   process with a stuck waiting thread does not keep the queue either. The waiter behind the
-//!   head re-reads the queue every [`NEXT_CHECK`]; that `JOIN` evicts an expired head and
-//!   announces the new one. A dead head costs at most `HEAD_LEASE + NEXT_CHECK`.
+//!   behind others or alone, but only [`HEAD_LEASE`] at the front with a waiter behind it.
+//!   Becoming such a head (or getting a waiter behind, who says so: `watch:<head>`) cuts the
+//!   lease to that, and only the waiter's own waiting thread renews it ([`HEAD_RENEW`]), so a live
+//!   process with a stuck waiting thread does not keep the queue either; a head alone renews
+//!   every [`MEMBER_CHECK`]. The waiter behind the head, told so by the turn message or its
+//!   `JOIN`, re-reads the queue every [`NEXT_CHECK`]; that `JOIN` evicts an expired head and
+//!   announces the new head and next. A dead head costs about `HEAD_LEASE + NEXT_CHECK`.
 //! - **Every wait still ends on its own clock**: a waiter behind others re-reads its place every
 //!   [`MEMBER_CHECK`] and when its subscription to a node was rebuilt (a message may have been
 //!   lost meanwhile), and the head tries when the holder's keys expire, as every waiter did.
@@ -72,8 +74,9 @@ pub(crate) const MEMBER_CHECK: Duration = Duration::from_secs(15);
 const TURN: &str = "turn:";
 const WATCH: &str = "watch:";
 
-/// Lua: `now` (the node's time, ms) and `tick` (µs), and `cut(id)`, which shortens the lease of
-/// a waiter that became the head to `HEAD_LEASE` (ARGV[2]) unless it is shorter.
+/// Lua: `now` (the node's time, ms) and `tick` (µs); `cut(id)`, which shortens the lease of a
+/// head with a waiter behind it to `HEAD_LEASE` (ARGV[2]) unless it is shorter; and
+/// `announce(held)`, the turn message.
 macro_rules! queue_fns {
     () => {
         r#"if redis.replicate_commands then redis.replicate_commands() end
@@ -88,7 +91,7 @@ local function cut(id)
 end
 local function announce(held)
     local h = redis.call("zrange", KEYS[1], 0, 1)
-    if h[1] then cut(h[1]) end
+    if h[2] then cut(h[1]) end
     redis.call("publish", KEYS[3], "turn:" .. (h[1] or "") .. ":" .. (h[2] or "") .. ":" .. held)
 end
 "#
@@ -96,19 +99,21 @@ end
 }
 
 /// Joins the queue (KEYS[1], leases KEYS[2], channel KEYS[3]) as ARGV[1], or renews the place
-/// it has, first evicting every waiter whose lease ended (announcing the new head if that
-/// changed it). The lease is ARGV[2] (`HEAD_LEASE`) at the head with a waiter behind it, else
+/// it has, first evicting every waiter whose lease ended (announcing the new head and next if
+/// that changed them). The lease is ARGV[2] (`HEAD_LEASE`) at the head with a waiter behind it, else
 /// ARGV[3] (`MEMBER_LEASE`), which the keys also live for. A newcomer right behind the head
 /// cuts the head's lease and publishes `watch:<head>`: the head renews from then on. Returns
 /// the waiter's rank (0: the head) and how many wait behind it.
 pub(crate) static JOIN: Script = Script::new(concat!(
     queue_fns!(),
     r#"local dead = redis.call("zrangebyscore", KEYS[2], "-inf", now)
-local head
+local before
 if #dead > 0 then
-    head = redis.call("zrange", KEYS[1], 0, 0)[1]
+    before = redis.call("zrange", KEYS[1], 0, 1)
     redis.call("zremrangebyscore", KEYS[2], "-inf", now)
-    redis.call("zrem", KEYS[1], unpack(dead))
+    for i = 1, #dead, 1000 do
+        redis.call("zrem", KEYS[1], unpack(dead, i, math.min(i + 999, #dead)))
+    end
 end
 local added = redis.call("zadd", KEYS[1], "NX", tick, ARGV[1])
 local rank = redis.call("zrank", KEYS[1], ARGV[1])
@@ -118,7 +123,8 @@ if rank == 0 and behind > 0 then lease = tonumber(ARGV[2]) end
 redis.call("zadd", KEYS[2], now + lease, ARGV[1])
 redis.call("pexpire", KEYS[1], ARGV[3])
 redis.call("pexpire", KEYS[2], ARGV[3])
-if head and redis.call("zrange", KEYS[1], 0, 0)[1] ~= head then
+local after = before and redis.call("zrange", KEYS[1], 0, 1)
+if after and (after[1] ~= before[1] or after[2] ~= before[2]) then
     announce("0")
 elseif added == 1 and rank == 1 then
     local h = redis.call("zrange", KEYS[1], 0, 0)[1]

@@ -270,7 +270,10 @@ impl LockRequest {
     /// the nodes publish (one subscriber connection per node per client, shared by all its
     /// waiters), and otherwise retries after a jittered exponential backoff from `retry_delay`
     /// up to 1 s, never sleeping past the moment the holder's keys expire on a quorum (read from
-    /// the nodes), so a lost notification costs little.
+    /// the nodes), so a lost notification costs little. Waiters of an exclusive lock on one
+    /// resource also queue across processes ([`fair`](LockRequest::fair)): behind others, a
+    /// waiter sleeps until the queue says it is at the front, re-reading its place now and
+    /// then (every 15 s at most) instead of the holder's TTLs.
     pub fn wait(mut self, timeout: Duration) -> Self {
         self.patience = Patience::Wait(timeout);
         self

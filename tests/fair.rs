@@ -30,7 +30,7 @@ fn main() {
         return;
     }
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [(&str, fn()); 7] = [
+    let cases: [(&str, fn()); 8] = [
         (
             "waiters_in_six_processes_get_the_lock_in_the_order_they_queued",
             waiters_in_six_processes_get_the_lock_in_the_order_they_queued,
@@ -58,6 +58,10 @@ fn main() {
         (
             "waiters_further_back_send_nothing_at_each_release",
             waiters_further_back_send_nothing_at_each_release,
+        ),
+        (
+            "a_head_left_alone_keeps_its_place_through_a_long_hold",
+            a_head_left_alone_keeps_its_place_through_a_long_hold,
         ),
     ];
     if args.iter().any(|a| a == "--list") {
@@ -383,4 +387,76 @@ fn waiters_further_back_send_nothing_at_each_release() {
     let calls = zrank() - before;
     eprintln!("{calls} queue scripts for 8 hand-overs of 300 ms holds");
     assert!(calls < 28, "{calls} queue scripts for 8 hand-overs");
+}
+
+/// The members of `resource`'s queue on its node, head first.
+fn members(cluster: &Cluster, resource: &str) -> Vec<String> {
+    let key = format!("redlock:queue:{{{resource}}}:{resource}");
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            redis::cmd("ZRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(-1)
+                .query::<Vec<String>>(&mut n.conn())
+                .unwrap()
+        })
+        .find(|m| !m.is_empty())
+        .unwrap_or_default()
+}
+
+/// X takes the lock from the queue and holds it for 2.5 s; A, left alone at the head, renews
+/// nothing, and must keep its place (its lease is the long one while nobody waits behind it):
+/// B, coming after 1.5 s, queues behind A and does not evict it.
+fn a_head_left_alone_keeps_its_place_through_a_long_hold() {
+    let cluster = Cluster::start(3);
+    let (holder, x, a, b) = (
+        cluster.client(),
+        cluster.client(),
+        cluster.client(),
+        cluster.client(),
+    );
+    let held = holder.lock("alone", TTL).unwrap();
+    let waiter = |rl: &Redlock, hold: Duration| {
+        let rl = rl.clone();
+        let t = std::thread::spawn(move || {
+            let lock = rl
+                .acquire(&LockRequest::new("alone", TTL).wait(WAIT))
+                .unwrap();
+            let got = Instant::now();
+            std::thread::sleep(hold);
+            lock.release().unwrap();
+            got
+        });
+        t
+    };
+    let tx = waiter(&x, Duration::from_millis(2500));
+    assert!(eventually(Duration::from_secs(10), || x
+        .queued_waiters("alone")
+        == 1));
+    let ta = waiter(&a, Duration::from_millis(10));
+    assert!(eventually(Duration::from_secs(10), || a
+        .queued_waiters("alone")
+        == 1));
+    held.release().unwrap();
+    // X got the lock and left: A is the head, alone.
+    assert!(eventually(Duration::from_secs(5), || members(
+        &cluster, "alone"
+    )
+    .len()
+        == 1));
+    std::thread::sleep(Duration::from_millis(1500));
+    let tb = waiter(&b, Duration::from_millis(10));
+    assert!(eventually(Duration::from_secs(10), || b
+        .queued_waiters("alone")
+        == 1));
+    assert_eq!(
+        members(&cluster, "alone").len(),
+        2,
+        "B's JOIN evicted the head left alone"
+    );
+    let (gx, ga, gb) = (tx.join().unwrap(), ta.join().unwrap(), tb.join().unwrap());
+    assert!(gx < ga && ga < gb, "not in arrival order");
 }

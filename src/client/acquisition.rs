@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::cancel::Cancel;
 use crate::config::{Config, MAX_TTL};
 use crate::engine::{Engine, Outcome};
-use crate::error::{Error, Operation, Result};
+use crate::error::{Error, NodeProblem, Operation, Result};
 use crate::kinds::{Caller, Kind, free_in};
 use crate::lock::{Acquired, Lock};
 use crate::notify::{News, Subscription, Turn, Wake};
@@ -222,6 +222,8 @@ impl<'a> Acquisition<'a> {
             tried: failed.is_some(),
             held_until: None,
             watched: false,
+            releases_heard: None,
+            node_failed: false,
         };
         // A queue node found down or hung by the subscriber (after the subscribe above, which
         // gave it `node_timeout`) would cost each waiter that long: go on without the queue.
@@ -229,7 +231,8 @@ impl<'a> Acquisition<'a> {
             return self.degrade(member, false);
         }
         let Some(mut rank) = member.join() else {
-            return self.degrade(member, true);
+            let failed = member.node_failed;
+            return self.degrade(member, failed);
         };
         if rank > 0 || member.watched {
             notifier.queue_seen(&member.resource);
@@ -282,13 +285,15 @@ impl<'a> Acquisition<'a> {
                 step = self.head_wait(&news, &mut member, &mut rank, read)?;
             }
             if step == Step::Degrade {
-                return self.degrade(member, true);
+                let failed = member.node_failed;
+                return self.degrade(member, failed);
             }
         }
     }
 
-    /// Goes on without the queue, whose node failed (a queue command to it: `failed`, and
-    /// this client's next waiters skip it for a while) or is not heard from: leaves it (best
+    /// Goes on without the queue, whose node did not answer a queue command (`failed`: this
+    /// client's next waiters skip it for a while), answered it with an error (a key of another
+    /// type, an ACL that denies the queue's keys: this waiter only) or is not heard from: leaves it (best
     /// effort) and waits as a client's waiters did before it.
     fn degrade(mut self, member: Member<'_>, failed: bool) -> Result<Lock> {
         if failed && let Ok(notifier) = self.client.notifier() {
@@ -347,20 +352,37 @@ impl<'a> Acquisition<'a> {
                 self.rounds = self.rounds.saturating_add(1);
                 return Ok(Step::Try);
             }
-            // Alone in the queue, nobody waits on its lease: it renews only once watched.
-            let renew_at = if member.watched {
-                member.heard + queue::HEAD_RENEW
-            } else {
-                until
-            };
+            // Alone in the queue, nobody waits on its short lease: it renews the long one, which
+            // its keys live for.
+            let renew_at = member.heard
+                + if member.watched {
+                    queue::HEAD_RENEW
+                } else {
+                    queue::MEMBER_CHECK
+                };
             let renew = match sub.wait_news(news, until.min(renew_at) - now, self.cancel) {
-                Ok(Wake::Released) => return Ok(Step::Try),
+                // A release this client heard before it was told it is at the head is not the
+                // release of the lock the one before just took.
+                Ok(Wake::Released)
+                    if member
+                        .releases_heard
+                        .is_some_and(|before| sub.releases_heard() == before) =>
+                {
+                    false
+                }
+                Ok(Wake::Released) => {
+                    member.releases_heard = None;
+                    return Ok(Step::Try);
+                }
                 Ok(Wake::Cancelled) => return Err(self.cancelled()),
                 Ok(Wake::TimedOut) => member.watched && Instant::now() >= renew_at,
                 // Its lease was just cut to `HEAD_LEASE`: renew at once.
                 Err(News::Watched | News::Recheck) => true,
-                Err(News::Head { watched, .. }) => {
+                Err(News::Head {
+                    watched, releases, ..
+                }) => {
                     member.watched |= watched;
+                    member.releases_heard = Some(releases);
                     false
                 }
                 Err(News::Next) => false,
@@ -388,6 +410,8 @@ impl<'a> Acquisition<'a> {
         member: &mut Member<'_>,
         rank: &mut u64,
     ) -> Result<Step> {
+        // Its try before joining is long past by the time it is at the head.
+        member.tried = false;
         let check = if *rank == 1 {
             queue::NEXT_CHECK
         } else {
@@ -425,10 +449,15 @@ impl<'a> Acquisition<'a> {
             }
         };
         match heard {
-            Some(News::Head { held, watched }) => {
+            Some(News::Head {
+                held,
+                watched,
+                releases,
+            }) => {
                 *rank = 0;
                 member.heard = Instant::now();
                 member.watched = watched;
+                member.releases_heard = Some(releases);
                 member.held_until = held.map(|d| member.heard + d + Duration::from_millis(1));
                 Ok(if held.is_some() {
                     Step::Wait
@@ -436,14 +465,14 @@ impl<'a> Acquisition<'a> {
                     Step::Try
                 })
             }
-            // Stale: it is not at the head (or not any more).
-            Some(News::Watched) => Ok(Step::Wait),
             Some(News::Next) => {
                 *rank = 1;
                 member.heard = Instant::now();
                 Ok(Step::Wait)
             }
-            Some(News::Recheck) | None => {
+            // Told that a waiter is behind it, it is at the head, though it missed the news:
+            // read its place, like a recheck.
+            Some(News::Watched | News::Recheck) | None => {
                 if self.wait_until.is_some_and(|d| Instant::now() >= d) {
                     return Ok(Step::Wait);
                 }
@@ -812,11 +841,15 @@ struct Member<'a> {
     held_until: Option<Instant>,
     /// At the head with a waiter behind it, which watches its lease: it renews its place.
     watched: bool,
+    /// Told that it is at the head: the releases its client had heard by then.
+    releases_heard: Option<u64>,
+    /// A queue command found the node down, hung or unreachable (not an error reply).
+    node_failed: bool,
 }
 
 impl Member<'_> {
     /// Joins or renews the place: its rank, or `None` when the queue node did not answer with
-    /// one.
+    /// one (`node_failed`: it did not answer at all, rather than with an error of its own).
     fn join(&mut self) -> Option<u64> {
         self.joined = true;
         let vote = self.engine.call_one(
@@ -828,7 +861,11 @@ impl Member<'_> {
         self.heard = Instant::now();
         let (rank, behind) = match vote {
             Vote::Raw(reply) => queue::place(&reply)?,
-            _ => return None,
+            Vote::Failed(NodeProblem::Server(_) | NodeProblem::Denied(_)) => return None,
+            _ => {
+                self.node_failed = true;
+                return None;
+            }
         };
         self.watched = behind > 0;
         Some(rank)
@@ -847,7 +884,8 @@ impl Member<'_> {
             &self.resource,
             &self.id,
             Some(&targets),
-            None,
+            // Sent after a reconnect too, while the place may still be there.
+            Instant::now().checked_add(queue::MEMBER_LEASE),
         );
     }
 }
