@@ -421,7 +421,7 @@ fn a_head_left_alone_keeps_its_place_through_a_long_hold() {
     let held = holder.lock("alone", TTL).unwrap();
     let waiter = |rl: &Redlock, hold: Duration| {
         let rl = rl.clone();
-        let t = std::thread::spawn(move || {
+        std::thread::spawn(move || {
             let lock = rl
                 .acquire(&LockRequest::new("alone", TTL).wait(WAIT))
                 .unwrap();
@@ -429,8 +429,7 @@ fn a_head_left_alone_keeps_its_place_through_a_long_hold() {
             std::thread::sleep(hold);
             lock.release().unwrap();
             got
-        });
-        t
+        })
     };
     let tx = waiter(&x, Duration::from_millis(2500));
     assert!(eventually(Duration::from_secs(10), || x
