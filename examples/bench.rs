@@ -116,20 +116,27 @@ struct Sample {
 
 impl Sample {
     fn json(&mut self, name: &str, nodes: usize, threads: usize) -> String {
+        let [rate, p50, p99, cpu] = self.figures();
+        format!(
+            "{{\"config\":\"{name}\",\"nodes\":{nodes},\"threads\":{threads},\"cycles\":{},\
+             \"cycles_per_s\":{rate:.0},\"p50_us\":{p50:.1},\"p99_us\":{p99:.1},\"cpu_us_per_cycle\":{cpu:.0}}}",
+            self.cycles,
+        )
+    }
+
+    /// Cycles/s, p50 and p99 (µs), and CPU µs per cycle; sorts the latencies.
+    fn figures(&mut self) -> [f64; 4] {
         self.latencies.sort_by(f64::total_cmp);
         let pct = |p: f64| {
             let i = ((self.latencies.len() - 1) as f64 * p).round() as usize;
             self.latencies[i]
         };
-        format!(
-            "{{\"config\":\"{name}\",\"nodes\":{nodes},\"threads\":{threads},\"cycles\":{},\
-             \"cycles_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"cpu_us_per_cycle\":{:.0}}}",
-            self.cycles,
+        [
             self.cycles as f64 / self.elapsed.as_secs_f64(),
             pct(0.50),
             pct(0.99),
-            self.cpu_ticks as f64 * 1e4 / self.cycles.max(1) as f64
-        )
+            self.cpu_ticks as f64 * 1e4 / self.cycles.max(1) as f64,
+        ]
     }
 }
 
@@ -901,28 +908,30 @@ fn write_chart(path: &str, svg: &str) {
     eprintln!("chart: {path}");
 }
 
+/// The clients of the default mode's and `--hot`'s charts: config, legend, style.
+const LOOPBACK_CLIENTS: [(&str, &str, usize); 3] = [
+    ("redlock", "redlock", chart::style::REDLOCK),
+    (
+        "floor",
+        "floor: bare redis-rs, a connection per thread",
+        chart::style::FLOOR,
+    ),
+    (
+        "node-redlock",
+        "node-redlock v5 + ioredis",
+        chart::style::NODE_REDLOCK,
+    ),
+];
+
 /// Cycles/s by caller threads, from the JSON lines of `floor`, `redlock` and `node-redlock`
 /// runs: one panel per number of nodes, one series per client, the median where a
 /// configuration ran more than once; with `cpu`, a panel of CPU per cycle below each.
 fn rates_chart(title: &str, caption: &str, lines: &[String], cpu: bool) -> String {
-    chart::figure(title, caption, &rate_plots(lines, cpu))
+    chart::figure(title, caption, &rate_plots(lines, &LOOPBACK_CLIENTS, cpu))
 }
 
-/// The panels of [`rates_chart`].
-fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
-    const CLIENTS: [(&str, &str, usize); 3] = [
-        ("redlock", "redlock", chart::style::REDLOCK),
-        (
-            "floor",
-            "floor: bare redis-rs, a connection per thread",
-            chart::style::FLOOR,
-        ),
-        (
-            "node-redlock",
-            "node-redlock v5 + ioredis",
-            chart::style::NODE_REDLOCK,
-        ),
-    ];
+/// The panels of [`rates_chart`], for the runs of `clients` (config, legend, style) in `lines`.
+fn rate_plots(lines: &[String], clients: &[(&str, &str, usize)], cpu: bool) -> Vec<chart::Plot> {
     // (config, nodes, threads, cycles/s, CPU µs per cycle) of every run.
     type Run<'a> = (&'a str, u64, u64, f64, f64);
     let runs: Vec<Run> = lines
@@ -936,7 +945,7 @@ fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
                 chart::json_number(l, "cpu_us_per_cycle").unwrap_or(f64::NAN),
             ))
         })
-        .filter(|r| CLIENTS.iter().any(|c| c.0 == r.0))
+        .filter(|r| clients.iter().any(|c| c.0 == r.0))
         .collect();
     let mut sizes: Vec<u64> = runs.iter().map(|r| r.1).collect();
     sizes.sort_unstable();
@@ -949,7 +958,7 @@ fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
         v[v.len() / 2]
     };
     let series = |n: u64, pick: fn(&Run) -> f64| -> Vec<chart::Series> {
-        CLIENTS
+        clients
             .iter()
             .filter(|c| runs.iter().any(|r| r.0 == c.0 && r.1 == n))
             .map(|&(config, name, style)| {
@@ -1309,7 +1318,7 @@ mod tests {
         assert_eq!(svg.matches("class=\"series\"").count(), 3);
         assert!(!svg.contains("node-redlock"));
         // The floor's point is the median of its three runs.
-        let plots = rate_plots(&lines, false);
+        let plots = rate_plots(&lines, &LOOPBACK_CLIENTS, false);
         let floor = plots[0].series.iter().find(|s| s.name.starts_with("floor"));
         assert_eq!(floor.unwrap().points, [(1.0, 2000.0)]);
         let with_cpu = rates_chart("t", "c", &lines, true);
