@@ -57,10 +57,11 @@
 //! `--seconds`). Each thread goes round six resources of its own whose hash slots take the
 //! three masters in turn (the standalone configurations use the same ones). Prints each run
 //! (with `server_cpu_us_per_cycle`: what the configuration's redis-servers used, from /proc),
-//! the medians, the commands each master of the three-master cluster ran, and the ratio of each
+//! the medians, the commands each master of the three-master cluster ran and the `PUBLISH`
+//! messages it sent over the cluster bus (`cluster-masters`), and the ratio of each
 //! cluster configuration's medians to its standalone one's (`cluster_n1_over_standalone_n1`,
 //! `cluster_x3_over_standalone_n3`, `mixed_n3_over_standalone_n3`: cycles/s below 1, latency
-//! or CPU above 1, is the cluster's cost). About 75 s with the defaults.
+//! or CPU above 1, is the cluster's cost). About 70 s with the defaults.
 //!
 //! `--svg FILE` also writes a chart (examples/chart): in the default mode, with `--hot` and
 //! with `--cluster`, cycles/s by caller threads per client or configuration, one panel per
