@@ -30,7 +30,8 @@
 //! Every timed configuration also reports `cpu_us_per_cycle`: the CPU time the whole process
 //! used per cycle (callers and node workers, not the redis servers), from /proc in 10 ms ticks.
 //!
-//! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration).
+//! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration, 2 s
+//! with `--cluster`).
 //!
 //! `-- --latency` runs only the placement question of issue 30: five nodes behind relays that
 //! delay them like nodes in one zone, across regions, or with one slow node, and the
@@ -48,12 +49,26 @@
 //! cycle at N = 1 against the naive client with one connection per thread, at 1, 4 and 16
 //! threads, interleaved R times (default 3), with the medians and ratios.
 //!
-//! `--svg FILE` also writes a chart (examples/chart): in the default mode and with `--hot`,
-//! cycles/s by caller threads per client, one panel per number of nodes (medians over
-//! repeats; `--hot` adds CPU per cycle); with `--latency`, the CDF of the acquire + release
-//! latency per client, one panel per placement, from the raw samples (the peers write theirs
-//! to a file named in `BENCH_SAMPLES`). Clients that could not run are left out. The JSON
-//! lines are the same with or without it.
+//! `-- --cluster [--repeats R]` runs only the Redis Cluster question of issue 27: redlock's
+//! uncontended cycle with a whole Redis Cluster of three masters (no replicas) as its one node
+//! against one standalone master (N = 1); and with three single-master clusters, or that
+//! three-master cluster beside two standalone masters, against three standalone masters
+//! (N = 3); at 1 and 4 caller threads, interleaved R times (default 3) of 2 s each (unless
+//! `--seconds`). Each thread goes round six resources of its own whose hash slots take the
+//! three masters in turn (the standalone configurations use the same ones). Prints each run
+//! (with `server_cpu_us_per_cycle`: what the configuration's redis-servers used, from /proc),
+//! the medians, the commands each master of the three-master cluster ran and the `PUBLISH`
+//! messages it sent over the cluster bus (`cluster-masters`), and the ratio of each
+//! cluster configuration's medians to its standalone one's (`cluster_n1_over_standalone_n1`,
+//! `cluster_x3_over_standalone_n3`, `mixed_n3_over_standalone_n3`: cycles/s below 1, latency
+//! or CPU above 1, is the cluster's cost). About 70 s with the defaults.
+//!
+//! `--svg FILE` also writes a chart (examples/chart): in the default mode, with `--hot` and
+//! with `--cluster`, cycles/s by caller threads per client or configuration, one panel per
+//! number of nodes (medians over repeats; `--hot` and `--cluster` add CPU per cycle); with
+//! `--latency`, the CDF of the acquire + release latency per client, one panel per placement,
+//! from the raw samples (the peers write theirs to a file named in `BENCH_SAMPLES`). Clients
+//! that could not run are left out. The JSON lines are the same with or without it.
 
 #[path = "chart/mod.rs"]
 mod chart;
@@ -66,7 +81,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock::{AutoExtend, LockRequest, Redlock};
-use support::Cluster;
+use support::{Cluster, RedisCluster};
 
 /// Counts every allocation of the process.
 struct Counting;
@@ -116,20 +131,27 @@ struct Sample {
 
 impl Sample {
     fn json(&mut self, name: &str, nodes: usize, threads: usize) -> String {
+        let [rate, p50, p99, cpu] = self.figures();
+        format!(
+            "{{\"config\":\"{name}\",\"nodes\":{nodes},\"threads\":{threads},\"cycles\":{},\
+             \"cycles_per_s\":{rate:.0},\"p50_us\":{p50:.1},\"p99_us\":{p99:.1},\"cpu_us_per_cycle\":{cpu:.0}}}",
+            self.cycles,
+        )
+    }
+
+    /// Cycles/s, p50 and p99 (µs), and CPU µs per cycle; sorts the latencies.
+    fn figures(&mut self) -> [f64; 4] {
         self.latencies.sort_by(f64::total_cmp);
         let pct = |p: f64| {
             let i = ((self.latencies.len() - 1) as f64 * p).round() as usize;
             self.latencies[i]
         };
-        format!(
-            "{{\"config\":\"{name}\",\"nodes\":{nodes},\"threads\":{threads},\"cycles\":{},\
-             \"cycles_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"cpu_us_per_cycle\":{:.0}}}",
-            self.cycles,
+        [
             self.cycles as f64 / self.elapsed.as_secs_f64(),
             pct(0.50),
             pct(0.99),
-            self.cpu_ticks as f64 * 1e4 / self.cycles.max(1) as f64
-        )
+            self.cpu_ticks as f64 * 1e4 / self.cycles.max(1) as f64,
+        ]
     }
 }
 
@@ -264,6 +286,303 @@ fn hot(one: &Cluster, length: Duration, args: &[String]) {
             median("redlock", t, |r| r.3),
         );
     }
+}
+
+/// The configurations of `--cluster`: config, legend in its chart, style.
+const CLUSTER_CONFIGS: [(&str, &str, usize); 5] = [
+    (
+        "standalone-n1",
+        "one standalone master",
+        chart::style::REDLOCK,
+    ),
+    (
+        "cluster-n1",
+        "one 3-master Redis Cluster",
+        chart::style::CLUSTER,
+    ),
+    (
+        "standalone-n3",
+        "three standalone masters",
+        chart::style::REDLOCK,
+    ),
+    (
+        "cluster-x3",
+        "three 1-master clusters",
+        chart::style::CLUSTER,
+    ),
+    (
+        "mixed-n3",
+        "a 3-master cluster + two standalone",
+        chart::style::CLUSTER_MIXED,
+    ),
+];
+
+/// `--cluster [--repeats R]`: a Redis Cluster as a Redlock node against standalone masters
+/// (issue 27), the configurations of [`CLUSTER_CONFIGS`] interleaved R times (default 3) at 1
+/// and 4 caller threads. Prints each run, the medians, and the ratios of each cluster
+/// configuration to its standalone one (N = 1 to N = 1, the N = 3 ones to N = 3); with `svg`,
+/// writes the chart there.
+fn cluster(one: &Cluster, length: Duration, args: &[String], svg: Option<&str>) {
+    let repeats = repeats(args, 3);
+    let threads = [1usize, 4];
+    // No replicas: they would take CPU from the masters and do nothing for an uncontended cycle.
+    let wide = RedisCluster::start(3, 0);
+    let singles: Vec<RedisCluster> = (0..3).map(|_| RedisCluster::start(1, 0)).collect();
+    let three = Cluster::start(3);
+    let keys = spread_keys(&wide, threads[threads.len() - 1]);
+    let of = |urls: Vec<String>| Redlock::builder().nodes(urls).build().unwrap();
+    // In the order of CLUSTER_CONFIGS.
+    let clients = [
+        client(one),
+        of(vec![wide.url()]),
+        client(&three),
+        of(singles.iter().map(RedisCluster::url).collect()),
+        of(vec![wide.url(), three.nodes[0].url(), three.nodes[1].url()]),
+    ];
+    let nodes = |i: usize| if i < 2 { 1 } else { 3 };
+    // The redis-servers of each configuration, in the same order.
+    let servers: [Vec<&support::RedisNode>; 5] = [
+        one.nodes.iter().collect(),
+        wide.nodes.iter().collect(),
+        three.nodes.iter().collect(),
+        singles.iter().flat_map(|c| &c.nodes).collect(),
+        wide.nodes.iter().chain(&three.nodes[..2]).collect(),
+    ];
+    // Connected, scripts loaded and every key's master met once before any timing.
+    for rl in &clients {
+        spread_cycles(rl, &keys, 1, Duration::from_millis(200));
+    }
+    let counters = |n: &support::RedisNode| {
+        (
+            commands_processed(n),
+            cluster_info(n, "cluster_stats_messages_publish_sent"),
+        )
+    };
+    let before: Vec<(u64, u64)> = wide.nodes.iter().map(counters).collect();
+    // (config index, threads, [cycles/s, p50, p99, CPU per cycle, the servers' CPU per cycle],
+    // failed cycles) of every run.
+    let mut runs: Vec<(usize, usize, [f64; 5], usize)> = Vec::new();
+    // Cycles on the 3-master cluster (cluster-n1 and mixed-n3).
+    let mut wide_cycles = 0;
+    for round in 0..repeats {
+        for &t in &threads {
+            let mut order: Vec<usize> = (0..clients.len()).collect();
+            // Each goes first and last in turn, so that none gets the warmer (or noisier) slot.
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let ticks = server_ticks(&servers[i]);
+                let (mut s, failed) = spread_cycles(&clients[i], &keys, t, length);
+                let server_cpu =
+                    (server_ticks(&servers[i]) - ticks) as f64 * 1e4 / s.cycles.max(1) as f64;
+                let mut line = s.json(CLUSTER_CONFIGS[i].0, nodes(i), t);
+                line.pop();
+                line += &format!(",\"server_cpu_us_per_cycle\":{server_cpu:.0}");
+                if failed > 0 {
+                    line += &format!(",\"failed\":{failed}");
+                }
+                emit(line + "}");
+                if i == 1 || i == 4 {
+                    wide_cycles += s.cycles;
+                }
+                let [rate, p50, p99, cpu] = s.figures();
+                runs.push((i, t, [rate, p50, p99, cpu, server_cpu], failed));
+            }
+        }
+    }
+    // What each master of the 3-master cluster did over the runs of cluster-n1 and mixed-n3, by
+    // port: the commands it ran (the lowest port, first by address, also gets the clock guard's
+    // TIME with every acquire, so an acquire whose key is elsewhere is a pipeline to two
+    // masters), and the PUBLISH messages it sent its peers over the cluster bus (a cluster
+    // carries each release's PUBLISH to every node).
+    let mut after: Vec<(u16, u64, u64)> = wide
+        .nodes
+        .iter()
+        .zip(&before)
+        .map(|(n, b)| {
+            let (commands, published) = counters(n);
+            (n.port, commands - b.0, published - b.1)
+        })
+        .collect();
+    after.sort_unstable();
+    let by_port = |pick: fn(&(u16, u64, u64)) -> u64| {
+        let listed: Vec<String> = after
+            .iter()
+            .map(|m| format!("\"{}\":{}", m.0, pick(m)))
+            .collect();
+        listed.join(",")
+    };
+    println!(
+        "{{\"config\":\"cluster-masters\",\"cycles\":{wide_cycles},\"keys_per_thread\":{},\
+         \"commands_by_port\":{{{}}},\"bus_publish_sent_by_port\":{{{}}}}}",
+        keys[0].len(),
+        by_port(|m| m.1),
+        by_port(|m| m.2),
+    );
+    let median = |i: usize, t: usize| -> [f64; 5] {
+        let of: Vec<&[f64; 5]> = runs
+            .iter()
+            .filter(|r| r.0 == i && r.1 == t)
+            .map(|r| &r.2)
+            .collect();
+        std::array::from_fn(|k| {
+            let mut v: Vec<f64> = of.iter().map(|f| f[k]).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+    };
+    const FIELDS: [&str; 5] = [
+        "cycles_per_s",
+        "p50_us",
+        "p99_us",
+        "cpu_us_per_cycle",
+        "server_cpu_us_per_cycle",
+    ];
+    for (i, (config, _, _)) in CLUSTER_CONFIGS.iter().enumerate() {
+        for &t in &threads {
+            let m = median(i, t);
+            let failed: usize = runs
+                .iter()
+                .filter(|r| r.0 == i && r.1 == t)
+                .map(|r| r.3)
+                .sum();
+            println!(
+                "{{\"config\":\"{config}\",\"median_of_runs\":{repeats},\"nodes\":{},\
+                 \"threads\":{t},\"cycles_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\
+                 \"cpu_us_per_cycle\":{:.0},\"server_cpu_us_per_cycle\":{:.0},\"failed\":{failed}}}",
+                nodes(i),
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4]
+            );
+        }
+    }
+    // Each cluster configuration over its standalone one, as ratios of the medians.
+    let pairs = [(1, 0), (3, 2), (4, 2)];
+    let ratios: Vec<String> = pairs
+        .iter()
+        .map(|&(c, s)| {
+            let per_threads: Vec<String> = threads
+                .iter()
+                .map(|&t| {
+                    let (mc, ms) = (median(c, t), median(s, t));
+                    let fields: Vec<String> = FIELDS
+                        .iter()
+                        .enumerate()
+                        .map(|(k, f)| format!("\"{f}\":{:.2}", mc[k] / ms[k]))
+                        .collect();
+                    format!("\"t{t}\":{{{}}}", fields.join(","))
+                })
+                .collect();
+            format!(
+                "\"{}_over_{}\":{{{}}}",
+                CLUSTER_CONFIGS[c].0.replace('-', "_"),
+                CLUSTER_CONFIGS[s].0.replace('-', "_"),
+                per_threads.join(",")
+            )
+        })
+        .collect();
+    println!(
+        "{{\"ratios\":{{\"median_of_runs\":{repeats},{}}}}}",
+        ratios.join(",")
+    );
+    if let Some(path) = svg {
+        let caption = format!(
+            "uncontended acquire + release, each thread cycling over {} resources of its own \
+             spread over the 3-master cluster's masters, medians of {repeats} runs of {} s each\n{}",
+            keys[0].len(),
+            length.as_secs_f64(),
+            chart::machine()
+        );
+        let lines = PRINTED.lock().unwrap();
+        write_chart(
+            path,
+            &chart::figure(
+                "Redis Cluster as a node: cycles/s by caller threads",
+                &caption,
+                &rate_plots(&lines, &CLUSTER_CONFIGS, true),
+            ),
+        );
+    }
+}
+
+/// For each of `threads` threads, six resources of its own whose slots take the three masters
+/// of `cluster` in turn (two each), so that successive cycles use every master.
+fn spread_keys(cluster: &RedisCluster, threads: usize) -> Vec<Vec<String>> {
+    const EACH: usize = 2;
+    let masters = cluster.nodes.len();
+    (0..threads)
+        .map(|t| {
+            let mut by_master: Vec<Vec<String>> = vec![Vec::new(); masters];
+            for j in 0.. {
+                if by_master.iter().all(|keys| keys.len() == EACH) {
+                    break;
+                }
+                let key = format!("bench-{t}-{j}");
+                let keys = &mut by_master[cluster.master_of(&key)];
+                if keys.len() < EACH {
+                    keys.push(key);
+                }
+            }
+            (0..EACH)
+                .flat_map(|k| by_master.iter().map(move |keys| keys[k].clone()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Uncontended `try_lock` + `release` cycles on `threads` threads, thread `t` going round
+/// `keys[t]`; a cycle that fails (a node timed out on this busy machine) is counted, not timed.
+fn spread_cycles(
+    rl: &Redlock,
+    keys: &[Vec<String>],
+    threads: usize,
+    length: Duration,
+) -> (Sample, usize) {
+    let mut s = measure(threads, length, |t| {
+        let (rl, keys) = (rl.clone(), keys[t].clone());
+        move |i| {
+            let key = &keys[i as usize % keys.len()];
+            let start = Instant::now();
+            let done = rl
+                .try_lock(key, Duration::from_secs(10))
+                .is_ok_and(|lock| lock.release().is_ok());
+            if done {
+                start.elapsed().as_secs_f64() * 1e6
+            } else {
+                f64::NAN
+            }
+        }
+    });
+    let failed = s.latencies.iter().filter(|v| v.is_nan()).count();
+    s.latencies.retain(|v| !v.is_nan());
+    s.cycles = s.latencies.len();
+    assert!(s.cycles > 0, "every cycle failed");
+    (s, failed)
+}
+
+/// A counter of the node's `CLUSTER INFO` (0 where there is none).
+fn cluster_info(node: &support::RedisNode, field: &str) -> u64 {
+    redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query::<String>(&mut node.conn())
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The node's `total_commands_processed`.
+fn commands_processed(node: &support::RedisNode) -> u64 {
+    node.info("stats")
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Where five nodes are, as round trips from the client (ms), for `--latency`.
@@ -611,8 +930,12 @@ fn cycles(rl: &Redlock, threads: usize, length: Duration) -> Sample {
 }
 
 fn main() {
-    let mut length = Duration::from_secs(3);
     let args: Vec<String> = std::env::args().collect();
+    let mut length = Duration::from_secs(if args.iter().any(|a| a == "--cluster") {
+        2
+    } else {
+        3
+    });
     if let Some(i) = args.iter().position(|a| a == "--seconds") {
         let s: f64 = args
             .get(i + 1)
@@ -627,6 +950,9 @@ fn main() {
     let one = Cluster {
         nodes: vec![support::RedisNode::start()],
     };
+    if args.iter().any(|a| a == "--cluster") {
+        return cluster(&one, length, &args, svg.as_deref());
+    }
     if args.iter().any(|a| a == "--hot") {
         hot(&one, length, &args);
         if let Some(path) = &svg {
@@ -901,28 +1227,30 @@ fn write_chart(path: &str, svg: &str) {
     eprintln!("chart: {path}");
 }
 
+/// The clients of the default mode's and `--hot`'s charts: config, legend, style.
+const LOOPBACK_CLIENTS: [(&str, &str, usize); 3] = [
+    ("redlock", "redlock", chart::style::REDLOCK),
+    (
+        "floor",
+        "floor: bare redis-rs, a connection per thread",
+        chart::style::FLOOR,
+    ),
+    (
+        "node-redlock",
+        "node-redlock v5 + ioredis",
+        chart::style::NODE_REDLOCK,
+    ),
+];
+
 /// Cycles/s by caller threads, from the JSON lines of `floor`, `redlock` and `node-redlock`
 /// runs: one panel per number of nodes, one series per client, the median where a
 /// configuration ran more than once; with `cpu`, a panel of CPU per cycle below each.
 fn rates_chart(title: &str, caption: &str, lines: &[String], cpu: bool) -> String {
-    chart::figure(title, caption, &rate_plots(lines, cpu))
+    chart::figure(title, caption, &rate_plots(lines, &LOOPBACK_CLIENTS, cpu))
 }
 
-/// The panels of [`rates_chart`].
-fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
-    const CLIENTS: [(&str, &str, usize); 3] = [
-        ("redlock", "redlock", chart::style::REDLOCK),
-        (
-            "floor",
-            "floor: bare redis-rs, a connection per thread",
-            chart::style::FLOOR,
-        ),
-        (
-            "node-redlock",
-            "node-redlock v5 + ioredis",
-            chart::style::NODE_REDLOCK,
-        ),
-    ];
+/// The panels of [`rates_chart`], for the runs of `clients` (config, legend, style) in `lines`.
+fn rate_plots(lines: &[String], clients: &[(&str, &str, usize)], cpu: bool) -> Vec<chart::Plot> {
     // (config, nodes, threads, cycles/s, CPU µs per cycle) of every run.
     type Run<'a> = (&'a str, u64, u64, f64, f64);
     let runs: Vec<Run> = lines
@@ -936,7 +1264,7 @@ fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
                 chart::json_number(l, "cpu_us_per_cycle").unwrap_or(f64::NAN),
             ))
         })
-        .filter(|r| CLIENTS.iter().any(|c| c.0 == r.0))
+        .filter(|r| clients.iter().any(|c| c.0 == r.0))
         .collect();
     let mut sizes: Vec<u64> = runs.iter().map(|r| r.1).collect();
     sizes.sort_unstable();
@@ -949,7 +1277,7 @@ fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
         v[v.len() / 2]
     };
     let series = |n: u64, pick: fn(&Run) -> f64| -> Vec<chart::Series> {
-        CLIENTS
+        clients
             .iter()
             .filter(|c| runs.iter().any(|r| r.0 == c.0 && r.1 == n))
             .map(|&(config, name, style)| {
@@ -977,6 +1305,7 @@ fn rate_plots(lines: &[String], cpu: bool) -> Vec<chart::Plot> {
     for &n in &sizes {
         let nodes = match n {
             1 => "one node (N = 1)".to_owned(),
+            3 => "three nodes (N = 3)".to_owned(),
             5 => "five nodes (N = 5)".to_owned(),
             n => format!("{n} nodes"),
         };
@@ -1019,7 +1348,21 @@ fn rss_kib() -> u64 {
 /// CPU time this process has used, from /proc (utime + stime, in clock ticks of 10 ms: 10,000
 /// µs).
 fn cpu_ticks() -> u64 {
-    std::fs::read_to_string("/proc/self/stat")
+    ticks_of("/proc/self/stat")
+}
+
+/// CPU time the redis-servers `nodes` have used, in clock ticks like [`cpu_ticks`].
+fn server_ticks(nodes: &[&support::RedisNode]) -> u64 {
+    nodes
+        .iter()
+        .filter_map(|n| n.pid())
+        .map(|pid| ticks_of(&format!("/proc/{pid}/stat")))
+        .sum()
+}
+
+/// utime + stime from a `/proc/…/stat` file, in clock ticks (0 where there is none).
+fn ticks_of(stat: &str) -> u64 {
+    std::fs::read_to_string(stat)
         .ok()
         .and_then(|s| {
             let fields: Vec<&str> = s.rsplit(')').next()?.split_whitespace().collect();
@@ -1309,12 +1652,52 @@ mod tests {
         assert_eq!(svg.matches("class=\"series\"").count(), 3);
         assert!(!svg.contains("node-redlock"));
         // The floor's point is the median of its three runs.
-        let plots = rate_plots(&lines, false);
+        let plots = rate_plots(&lines, &LOOPBACK_CLIENTS, false);
         let floor = plots[0].series.iter().find(|s| s.name.starts_with("floor"));
         assert_eq!(floor.unwrap().points, [(1.0, 2000.0)]);
         let with_cpu = rates_chart("t", "c", &lines, true);
         assert_eq!(with_cpu.matches("class=\"panel\"").count(), 4);
         assert!(!with_cpu.contains("NaN"));
         assert!(rates_chart("t", "c", &[], true).contains("</svg>"));
+    }
+
+    #[test]
+    fn the_cluster_chart_sets_each_cluster_beside_its_standalone_configuration() {
+        let run = |config: &str, nodes: u32, threads: u32, rate: u32| {
+            format!(
+                r#"{{"config":"{config}","nodes":{nodes},"threads":{threads},"cycles":10,"cycles_per_s":{rate},"p50_us":1.0,"p99_us":2.0,"cpu_us_per_cycle":30}}"#
+            )
+        };
+        let mut lines = Vec::new();
+        for t in [1, 4] {
+            lines.push(run("standalone-n1", 1, t, 9000));
+            lines.push(run("cluster-n1", 1, t, 7000));
+            lines.push(run("cluster-n1", 1, t, 5000));
+            lines.push(run("cluster-n1", 1, t, 6000));
+            lines.push(run("standalone-n3", 3, t, 5000));
+            lines.push(run("cluster-x3", 3, t, 4000));
+            lines.push(run("mixed-n3", 3, t, 4500));
+        }
+        // Not a run: left out.
+        lines
+            .push(r#"{"config":"cluster-masters","commands_by_port":{"7001":10,"7002":5}}"#.into());
+        let plots = rate_plots(&lines, &CLUSTER_CONFIGS, true);
+        let titles: Vec<&str> = plots.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(titles.len(), 4, "{titles:?}");
+        assert_eq!(titles[0], "one node (N = 1)");
+        assert_eq!(titles[2], "three nodes (N = 3)");
+        let names =
+            |p: &chart::Plot| -> Vec<String> { p.series.iter().map(|s| s.name.clone()).collect() };
+        assert_eq!(
+            names(&plots[0]),
+            ["one standalone master", "one 3-master Redis Cluster"]
+        );
+        assert_eq!(names(&plots[2]).len(), 3);
+        // The cluster's points are the medians of its runs, at 1 and 4 threads.
+        assert_eq!(plots[0].series[1].points, [(1.0, 6000.0), (4.0, 6000.0)]);
+        assert_eq!(plots[1].series[1].points, [(1.0, 30.0), (4.0, 30.0)]);
+        // A cluster has one colour in both panels, apart from the standalone one's.
+        assert_eq!(plots[0].series[1].style, plots[2].series[1].style);
+        assert_ne!(plots[0].series[0].style, plots[0].series[1].style);
     }
 }

@@ -21,7 +21,11 @@ pub mod style {
     pub const REDLOCK: usize = 0;
     pub const REDSYNC: usize = 1;
     pub const NODE_REDLOCK: usize = 2;
+    /// redlock with a Redis Cluster as a node (`bench --cluster`).
+    pub const CLUSTER: usize = 3;
     pub const REDSYNC_FAILFAST: usize = 4;
+    /// redlock with a Redis Cluster and standalone masters as its nodes.
+    pub const CLUSTER_MIXED: usize = 5;
     pub const FLOOR: usize = 6;
 }
 
