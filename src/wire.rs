@@ -618,23 +618,6 @@ mod tests {
         }
     }
 
-    /// Redis Cluster's slot of a key: CRC16 (XMODEM) of its hash tag, or of the key.
-    fn slot(key: &str) -> u16 {
-        let tagged = hash_tag(key).unwrap_or(key);
-        let mut crc: u16 = 0;
-        for &b in tagged.as_bytes() {
-            crc ^= u16::from(b) << 8;
-            for _ in 0..8 {
-                crc = if crc & 0x8000 != 0 {
-                    (crc << 1) ^ 0x1021
-                } else {
-                    crc << 1
-                };
-            }
-        }
-        crc % 16384
-    }
-
     #[test]
     fn a_release_channel_shares_its_keys_slot_and_reads_back() {
         assert_eq!(slot("123456789"), 0x31c3, "CRC16/XMODEM check value");
