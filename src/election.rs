@@ -217,11 +217,7 @@ impl Election {
     /// (another candidate leads) or [`Error::NoQuorum`]. `Duration::ZERO`: one attempt.
     pub fn campaign_for(&self, wait: Duration, cancel: Option<&Cancel>) -> Result<Leadership> {
         let mut request = LockRequest::new(&*self.key, self.ttl)
-            .auto_extend(AutoExtend::new().max_extensions(u32::MAX))
-            // Campaigns keep their client's own queue, not the one across processes
-            // (`queue.rs`): with it, five processes that resign and campaign again at once made
-            // 72 of their 200 cycles in 240 s (tests/election_processes.rs), not yet traced.
-            .fair(false);
+            .auto_extend(AutoExtend::new().max_extensions(u32::MAX));
         request.kind = Ok(Arc::new(LeaderKind::new(
             Arc::clone(&self.key),
             Arc::clone(&self.identity),

@@ -133,13 +133,10 @@ pub(crate) enum Turn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum News {
     /// It is at the head: the one before got the lock for at most `held` (wait for its release
-    /// until then), or gave up (`None`: try now); `watched`: a waiter is behind it; `releases`:
-    /// how many releases of the resource this client had heard by then (see
-    /// [`Subscription::releases_heard`]): one still pending from before is not that lock's.
+    /// until then), or gave up (`None`: try now); `watched`: a waiter is behind it.
     Head {
         held: Option<Duration>,
         watched: bool,
-        releases: u64,
     },
     /// It is at the head and a waiter came right behind it: renew its place from now on.
     Watched,
@@ -239,12 +236,7 @@ impl Registry {
         if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
             let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
             let watched = news.next.is_some();
-            let releases = state.epoch;
-            let _ = tx.try_send(News::Head {
-                held,
-                watched,
-                releases,
-            });
+            let _ = tx.try_send(News::Head { held, watched });
         }
         if let Some((tx, _)) = news.next.as_deref().and_then(|n| state.fair.get(n)) {
             let _ = tx.try_send(News::Next);
@@ -659,14 +651,6 @@ impl Subscription {
             return None;
         };
         Some(relock(&slot.state).all_rx.clone())
-    }
-
-    /// How many releases of this waiter's one resource a quorum announced since this client
-    /// subscribed to it.
-    pub(crate) fn releases_heard(&self) -> u64 {
-        self.slots
-            .first()
-            .map_or(0, |(_, slot)| relock(&slot.state).epoch)
     }
 
     /// A receiver that disconnects at the next turn message of this waiter's one resource's

@@ -52,8 +52,8 @@
 //!
 //! Not queued: multi-resource locks (they would stand in several queues), readers of a
 //! read-write lock (they get in together), semaphores, reentrant locks (a holder taking its lock
-//! again must not wait behind its own waiters), waits without notifications, election
-//! campaigns (see `election.rs`), and requests with [`fair(false)`](crate::LockRequest::fair).
+//! again must not wait behind its own waiters), waits without notifications, and requests with
+//! [`fair(false)`](crate::LockRequest::fair). Election campaigns queue like exclusive locks.
 
 use std::sync::Arc;
 use std::time::Duration;

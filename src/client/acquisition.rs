@@ -222,7 +222,6 @@ impl<'a> Acquisition<'a> {
             tried: failed.is_some(),
             held_until: None,
             watched: false,
-            releases_heard: None,
             node_failed: false,
         };
         // A queue node found down or hung by the subscriber (after the subscribe above, which
@@ -360,29 +359,17 @@ impl<'a> Acquisition<'a> {
                 } else {
                     queue::MEMBER_CHECK
                 };
+            // A release pending from before it was told it is at the head may be the release of
+            // the lock the one before took (its release can be heard before the turn message,
+            // which comes from one node only): it tries at once, and a refusal costs one try.
             let renew = match sub.wait_news(news, until.min(renew_at) - now, self.cancel) {
-                // A release this client heard before it was told it is at the head is not the
-                // release of the lock the one before just took.
-                Ok(Wake::Released)
-                    if member
-                        .releases_heard
-                        .is_some_and(|before| sub.releases_heard() == before) =>
-                {
-                    false
-                }
-                Ok(Wake::Released) => {
-                    member.releases_heard = None;
-                    return Ok(Step::Try);
-                }
+                Ok(Wake::Released) => return Ok(Step::Try),
                 Ok(Wake::Cancelled) => return Err(self.cancelled()),
                 Ok(Wake::TimedOut) => member.watched && Instant::now() >= renew_at,
                 // Its lease was just cut to `HEAD_LEASE`: renew at once.
                 Err(News::Watched | News::Recheck) => true,
-                Err(News::Head {
-                    watched, releases, ..
-                }) => {
+                Err(News::Head { watched, .. }) => {
                     member.watched |= watched;
-                    member.releases_heard = Some(releases);
                     false
                 }
                 Err(News::Next) => false,
@@ -449,15 +436,10 @@ impl<'a> Acquisition<'a> {
             }
         };
         match heard {
-            Some(News::Head {
-                held,
-                watched,
-                releases,
-            }) => {
+            Some(News::Head { held, watched, .. }) => {
                 *rank = 0;
                 member.heard = Instant::now();
                 member.watched = watched;
-                member.releases_heard = Some(releases);
                 member.held_until = held.map(|d| member.heard + d + Duration::from_millis(1));
                 Ok(if held.is_some() {
                     Step::Wait
@@ -841,8 +823,6 @@ struct Member<'a> {
     held_until: Option<Instant>,
     /// At the head with a waiter behind it, which watches its lease: it renews its place.
     watched: bool,
-    /// Told that it is at the head: the releases its client had heard by then.
-    releases_heard: Option<u64>,
     /// A queue command found the node down, hung or unreachable (not an error reply).
     node_failed: bool,
 }
