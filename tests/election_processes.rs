@@ -25,13 +25,7 @@ const TTL: Duration = Duration::from_millis(1500);
 const NODE_TIMEOUT: Duration = Duration::from_millis(200);
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--candidate") {
-        candidate(&args[1..]);
-        return;
-    }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [(&str, fn()); 3] = [
+    let cases: &[(&str, fn())] = &[
         (
             "a_killed_leader_is_replaced_within_its_ttl",
             a_killed_leader_is_replaced_within_its_ttl,
@@ -45,19 +39,7 @@ fn main() {
             a_thousand_campaign_resign_cycles_never_overlap_and_terms_increase,
         ),
     ];
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in cases {
-            println!("{name}: test");
-        }
-        return;
-    }
-    for (name, case) in cases {
-        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
-            println!("test {name} ...");
-            case();
-            println!("test {name} ... ok");
-        }
-    }
+    support::own_harness("--candidate", candidate, cases);
 }
 
 fn now_ns() -> u128 {

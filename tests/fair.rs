@@ -24,13 +24,7 @@ const TTL: Duration = Duration::from_secs(60);
 const WAIT: Duration = Duration::from_secs(60);
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--waiter") {
-        waiter(&args[1..]);
-        return;
-    }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [(&str, fn()); 8] = [
+    let cases: &[(&str, fn())] = &[
         (
             "waiters_in_six_processes_get_the_lock_in_the_order_they_queued",
             waiters_in_six_processes_get_the_lock_in_the_order_they_queued,
@@ -64,19 +58,7 @@ fn main() {
             a_head_left_alone_keeps_its_place_through_a_long_hold,
         ),
     ];
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in cases {
-            println!("{name}: test");
-        }
-        return;
-    }
-    for (name, case) in cases {
-        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
-            println!("test {name} ...");
-            case();
-            println!("test {name} ... ok");
-        }
-    }
+    support::own_harness("--waiter", waiter, cases);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -39,13 +39,7 @@ const PAUSE: Duration = Duration::from_secs(5);
 const LONG_TTL: Duration = Duration::from_secs(12);
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--holder") {
-        holder(&args[1], &args[2]);
-        return;
-    }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [(&str, fn()); 2] = [
+    let cases: &[(&str, fn())] = &[
         (
             "an_acquisition_after_a_vm_pause_reports_the_held_lock_lost",
             an_acquisition_after_a_vm_pause_reports_the_held_lock_lost,
@@ -55,19 +49,7 @@ fn main() {
             an_extension_after_a_vm_pause_reports_the_held_lock_lost,
         ),
     ];
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in cases {
-            println!("{name}: test");
-        }
-        return;
-    }
-    for (name, case) in cases {
-        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
-            println!("test {name} ...");
-            case();
-            println!("test {name} ... ok");
-        }
-    }
+    support::own_harness("--holder", |a: &[String]| holder(&a[0], &a[1]), cases);
 }
 
 // ---------------------------------------------------------------------------------------------

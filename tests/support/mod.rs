@@ -112,6 +112,32 @@ pub struct RedisNode {
     info_conn: std::sync::Mutex<Option<redis::Connection>>,
 }
 
+/// The `main` of a test binary with its own harness (`harness = false`), whose cases run the
+/// binary again as child processes. Started with `role` (`--waiter`, …) as its first argument,
+/// it is such a child: it runs `child` with the arguments after that. Otherwise it runs the
+/// cases whose names contain an argument that is not a flag (every case when there is none), or
+/// lists them for `cargo test -- --list`.
+pub fn own_harness(role: &str, child: impl FnOnce(&[String]), cases: &[(&str, fn())]) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(role) {
+        return child(&args[1..]);
+    }
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in cases {
+            println!("{name}: test");
+        }
+        return;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    for (name, case) in cases {
+        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
+            println!("test {name} ...");
+            case();
+            println!("test {name} ... ok");
+        }
+    }
+}
+
 /// The `redis-server` binary tests run: `$REDLOCK_REDIS_SERVER`, or `redis-server` on PATH.
 pub fn server_binary() -> String {
     std::env::var("REDLOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
