@@ -59,6 +59,7 @@ use std::time::Duration;
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
 use crate::cluster::{Cluster, Link};
+use crate::node_url;
 
 /// Default Sentinel port when a URL gives none.
 const DEFAULT_SENTINEL_PORT: u16 = 26379;
@@ -103,61 +104,25 @@ pub(crate) struct Resolved {
     pub master_for: Option<Duration>,
 }
 
-fn decode(s: &str) -> Result<String, String> {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8()
-        .map(|s| s.into_owned())
-        .map_err(|_| "the user or password is not valid UTF-8 once percent-decoded".to_owned())
-}
-
 /// `host:port` (or `[v6]:port`) of an extra sentinel.
 fn parse_seed(seed: &str) -> Result<(String, u16), String> {
-    // Never echoed when it could carry credentials (`user:password@host:port`).
-    let bad = || {
-        if seed.contains('@') {
-            "a sentinel= value is not host:port (no credentials there: use sentinel_user= and \
-             sentinel_password=)"
-                .to_owned()
-        } else {
-            format!("sentinel={seed:?} is not host:port")
-        }
-    };
-    let (host, port) = seed.rsplit_once(':').ok_or_else(bad)?;
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.is_empty() || port == 0 || host.contains(['/', '@', '?', '#']) {
-        return Err(bad());
-    }
-    Ok((host.to_owned(), port))
+    node_url::host_port(
+        seed,
+        "sentinel",
+        "use sentinel_user= and sentinel_password=",
+    )
 }
 
 impl Sentinel {
     /// Parses a `redis[s]+sentinel://` URL; the error says what is wrong, never with the
     /// password.
     pub(crate) fn parse(url: &str) -> Result<Sentinel, String> {
-        let parsed = url::Url::parse(url.trim()).map_err(|e| format!("{e}"))?;
-        let tls = match parsed.scheme() {
-            "redis+sentinel" => None,
-            "rediss+sentinel" => Some(match parsed.fragment() {
-                None => false,
-                Some("insecure") => true,
-                Some(_) => return Err("only #insecure is supported as URL fragment".into()),
-            }),
-            other => return Err(format!("unknown scheme {other:?}")),
-        };
-        if tls.is_none() && parsed.fragment().is_some() {
-            return Err("a URL fragment (#…) is only for rediss+sentinel://…#insecure".into());
-        }
-        let host = match parsed.host() {
-            Some(url::Host::Domain(d)) if !d.is_empty() => d.to_owned(),
-            Some(url::Host::Ipv4(v4)) => v4.to_string(),
-            Some(url::Host::Ipv6(v6)) => v6.to_string(),
-            _ => return Err("no sentinel host".into()),
-        };
-        let port = parsed.port().unwrap_or(DEFAULT_SENTINEL_PORT);
+        let node_url::Head {
+            url: parsed,
+            tls,
+            host,
+            port,
+        } = node_url::head(url, "sentinel", DEFAULT_SENTINEL_PORT, "no sentinel host")?;
         let mut segments = parsed
             .path()
             .trim_start_matches('/')
@@ -165,7 +130,7 @@ impl Sentinel {
             .filter(|s| !s.is_empty());
         let name = segments
             .next()
-            .map(decode)
+            .map(node_url::decode)
             .transpose()?
             .filter(|n| !n.is_empty())
             .ok_or("no master name: put it in the path, /MASTERNAME")?;
@@ -179,13 +144,8 @@ impl Sentinel {
         if segments.next().is_some() {
             return Err("the path has more than /MASTERNAME[/db]".into());
         }
-        let mut master_redis = RedisConnectionInfo::default().set_db(db);
-        if !parsed.username().is_empty() {
-            master_redis = master_redis.set_username(decode(parsed.username())?);
-        }
-        if let Some(password) = parsed.password() {
-            master_redis = master_redis.set_password(decode(password)?);
-        }
+        let master_redis =
+            node_url::with_credentials(&parsed, RedisConnectionInfo::default().set_db(db))?;
         let mut sentinels = vec![(host, port)];
         let mut sentinel_redis = RedisConnectionInfo::default();
         for (key, value) in parsed.query_pairs() {
@@ -221,11 +181,7 @@ impl Sentinel {
     /// (the seed tells apart groups that use the same master name).
     pub(crate) fn id(&self) -> String {
         let (host, port) = &self.sentinels[0];
-        if host.contains(':') {
-            format!("sentinel:{}@[{host}]:{port}", self.name)
-        } else {
-            format!("sentinel:{}@{host}:{port}", self.name)
-        }
+        format!("sentinel:{}@{}", self.name, node_url::address(host, *port))
     }
 
     pub(crate) fn is_tls(&self) -> bool {
@@ -338,11 +294,7 @@ impl Sentinel {
                     if tried.contains(&at) {
                         continue;
                     }
-                    let master = if at.0.contains(':') {
-                        format!("[{}]:{}", at.0, at.1)
-                    } else {
-                        format!("{}:{}", at.0, at.1)
-                    };
+                    let master = node_url::address(&at.0, at.1);
                     match self.open_master(&at.0, at.1, &master, connect_timeout, io_timeout) {
                         Ok(conn) => {
                             self.preferred.store(index, Ordering::Relaxed);
