@@ -251,7 +251,7 @@ pub(crate) struct Node {
     /// With `min_replicas`: the second worker, which carries what needs `WAIT`.
     lane: Option<Lane>,
     /// For a Sentinel node: dropped with the node, which stops its watch thread.
-    _watch: Option<Sender<()>>,
+    _watch: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
 /// A node's second worker and connection, for the commands whose vote waits for replicas
@@ -407,8 +407,9 @@ pub(crate) fn spawn(
 ) -> io::Result<(Node, Vec<JoinHandle<()>>)> {
     let address = client.address();
     // A Sentinel node's watch: one thread that asks the sentinels which master they name,
-    // for both of the node's workers (see sentinel.rs, "Watching the sentinels").
-    let mut handles = Vec::new();
+    // for both of the node's workers (see sentinel.rs, "Watching the sentinels"). Its handle
+    // stays with the node, not among the workers', whose count the engine takes for how many
+    // first connects to wait for; the client's drop still waits for it through `exited`.
     let (watch, watch_stop) = match &client {
         Target::Sentinel(s) => {
             let (stop_tx, stop) = crossbeam_channel::bounded(0);
@@ -419,8 +420,7 @@ pub(crate) fn spawn(
                 stop,
                 exited.clone(),
             )?;
-            handles.push(handle);
-            (Some(watch), Some(stop_tx))
+            (Some(watch), Some((stop_tx, handle)))
         }
         _ => (None, None),
     };
@@ -478,7 +478,7 @@ pub(crate) fn spawn(
             Ok((tx, health, handle))
         };
     let (tx, health, handle) = start(None)?;
-    handles.push(handle);
+    let mut handles = vec![handle];
     let lane = match settings.min_replicas.filter(|_| !client.is_cluster()) {
         Some(k) => {
             let (tx, health, handle) = start(Some(k))?;

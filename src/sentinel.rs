@@ -558,7 +558,7 @@ impl Sentinel {
         let published = Arc::clone(&watch);
         let handle = std::thread::Builder::new()
             .name(format!("redlock-node-{node}-sentinels"))
-            .stack_size(128 * 1024)
+            .stack_size(256 * 1024)
             .spawn(move || {
                 let _exited = exited;
                 let mut conns: Vec<Option<redis::Connection>> =
