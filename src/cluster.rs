@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
 use crate::clock::{TIME_COMMAND, TimeReading};
+use crate::node_url::{self, address};
 use crate::probe::{self, Probe};
 use crate::sync::relock;
 use crate::wire::{self, Command, Script};
@@ -68,44 +69,13 @@ pub(crate) fn is_cluster_url(url: &str) -> bool {
     lower.starts_with("redis+cluster://") || lower.starts_with("rediss+cluster://")
 }
 
-/// `host:port`, with brackets around an IPv6 address.
-fn address(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-fn decode(s: &str) -> Result<String, String> {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8()
-        .map(|s| s.into_owned())
-        .map_err(|_| "the user or password is not valid UTF-8 once percent-decoded".to_owned())
-}
-
 /// `host:port` (or `[v6]:port`) of an extra seed.
 fn parse_seed(seed: &str) -> Result<(String, u16), String> {
-    // Never echoed when it could carry credentials (`user:password@host:port`).
-    let bad = || {
-        if seed.contains('@') {
-            "a seed= value is not host:port (no credentials there: they go before the first \
-             host, and are the same for every node of the cluster)"
-                .to_owned()
-        } else {
-            format!("seed={seed:?} is not host:port")
-        }
-    };
-    let (host, port) = seed.rsplit_once(':').ok_or_else(bad)?;
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.is_empty() || port == 0 || host.contains(['/', '@', '?', '#']) {
-        return Err(bad());
-    }
-    Ok((host.to_owned(), port))
+    node_url::host_port(
+        seed,
+        "seed",
+        "they go before the first host, and are the same for every node of the cluster",
+    )
 }
 
 /// One Redis Cluster, as its URL describes it.
@@ -126,39 +96,19 @@ impl Cluster {
     /// Parses a `redis[s]+cluster://` URL; the error says what is wrong, never with the
     /// password.
     pub(crate) fn parse(url: &str) -> Result<Cluster, String> {
-        let parsed = url::Url::parse(url.trim()).map_err(|e| format!("{e}"))?;
-        let tls = match parsed.scheme() {
-            "redis+cluster" => None,
-            "rediss+cluster" => Some(match parsed.fragment() {
-                None => false,
-                Some("insecure") => true,
-                Some(_) => return Err("only #insecure is supported as URL fragment".into()),
-            }),
-            other => return Err(format!("unknown scheme {other:?}")),
-        };
-        if tls.is_none() && parsed.fragment().is_some() {
-            return Err("a URL fragment (#…) is only for rediss+cluster://…#insecure".into());
-        }
-        let host = match parsed.host() {
-            Some(url::Host::Domain(d)) if !d.is_empty() => d.to_owned(),
-            Some(url::Host::Ipv4(v4)) => v4.to_string(),
-            Some(url::Host::Ipv6(v6)) => v6.to_string(),
-            _ => return Err("no host".into()),
-        };
-        let port = parsed.port().unwrap_or(DEFAULT_PORT);
+        let node_url::Head {
+            url: parsed,
+            tls,
+            host,
+            port,
+        } = node_url::head(url, "cluster", DEFAULT_PORT, "no host")?;
         let path = parsed.path().trim_matches('/');
         if !path.is_empty() {
             return Err(format!(
                 "a cluster has only database 0, so the URL takes no path (found /{path})"
             ));
         }
-        let mut redis = RedisConnectionInfo::default();
-        if !parsed.username().is_empty() {
-            redis = redis.set_username(decode(parsed.username())?);
-        }
-        if let Some(password) = parsed.password() {
-            redis = redis.set_password(decode(password)?);
-        }
+        let redis = node_url::with_credentials(&parsed, RedisConnectionInfo::default())?;
         let mut seeds = vec![(host, port)];
         for (key, value) in parsed.query_pairs() {
             match key.as_ref() {

@@ -94,6 +94,7 @@ mod inspect;
 mod kinds;
 mod lock;
 mod node;
+mod node_url;
 mod notify;
 mod probe;
 mod queue;

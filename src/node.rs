@@ -21,7 +21,7 @@ use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
 use crate::quorum::{Gate, Vote};
-use crate::sentinel::{Linked, Target};
+use crate::sentinel::{Linked, Target, Verdict, WATCH_INTERVAL, Watch};
 use crate::sync::relock;
 use crate::wire::{Command, Script, load_scripts};
 
@@ -202,6 +202,8 @@ struct Master {
     address: Option<String>,
     /// How long the answering sentinel has known it as the master.
     master_for: Option<Duration>,
+    /// The answering sentinel's `config-epoch`.
+    epoch: Option<u64>,
 }
 
 /// `Health::clock_offset_ms` before the first sample.
@@ -248,6 +250,8 @@ pub(crate) struct Node {
     health: Arc<Health>,
     /// With `min_replicas`: the second worker, which carries what needs `WAIT`.
     lane: Option<Lane>,
+    /// For a Sentinel node: dropped with the node, which stops its watch thread.
+    _watch: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
 /// A node's second worker and connection, for the commands whose vote waits for replicas
@@ -402,6 +406,24 @@ pub(crate) fn spawn(
     servers: Arc<Servers>,
 ) -> io::Result<(Node, Vec<JoinHandle<()>>)> {
     let address = client.address();
+    // A Sentinel node's watch: one thread that asks the sentinels which master they name,
+    // for both of the node's workers (see sentinel.rs, "Watching the sentinels"). Its handle
+    // stays with the node, not among the workers', whose count the engine takes for how many
+    // first connects to wait for; the client's drop still waits for it through `exited`.
+    let (watch, watch_stop) = match &client {
+        Target::Sentinel(s) => {
+            let (stop_tx, stop) = crossbeam_channel::bounded(0);
+            let (watch, handle) = s.watch(
+                index,
+                settings.connect_timeout,
+                settings.io_timeout,
+                stop,
+                exited.clone(),
+            )?;
+            (Some(watch), Some((stop_tx, handle)))
+        }
+        _ => (None, None),
+    };
     let start =
         |wait_for: Option<u32>| -> io::Result<(Sender<Request>, Arc<Health>, JoinHandle<()>)> {
             let (tx, rx) = crossbeam_channel::unbounded();
@@ -437,6 +459,9 @@ pub(crate) fn spawn(
                 deferred: Vec::new(),
                 inline_scripts: false,
                 demoted: false,
+                watch: watch.clone(),
+                watch_seen: 0,
+                master: None,
                 wait_for,
                 replicas: None,
                 _exited: exited.clone(),
@@ -468,6 +493,7 @@ pub(crate) fn spawn(
             tx,
             health,
             lane,
+            _watch: watch_stop,
         },
         handles,
     ))
@@ -587,6 +613,13 @@ struct Worker {
     inline_scripts: bool,
     /// A Sentinel node's connection answered `READONLY`: dropped once the batch is answered.
     demoted: bool,
+    /// A Sentinel node's watch (see `follow_the_sentinels`), and its generation the worker
+    /// last compared its master with.
+    watch: Option<Arc<Watch>>,
+    watch_seen: u64,
+    /// A Sentinel node's master on the current connection (`host:port`) and the `config-epoch`
+    /// it was named with.
+    master: Option<(String, Option<u64>)>,
     /// On a node's `WAIT` lane: `min_replicas`, which every batch waits for.
     wait_for: Option<u32>,
     /// On a `WAIT` lane: the node's connected replicas at the last check, and when that was,
@@ -651,7 +684,20 @@ impl Worker {
                 {
                     std::thread::yield_now()
                 }
-                Err(TryRecvError::Empty) => break self.rx.recv().map_err(|_| ()),
+                Err(TryRecvError::Empty) if self.watch.is_none() => {
+                    break self.rx.recv().map_err(|_| ());
+                }
+                // A Sentinel node looks at its watch while idle too, so that its status shows
+                // a change of master without waiting for a call.
+                Err(TryRecvError::Empty) => match self.rx.recv_timeout(WATCH_INTERVAL) {
+                    Ok(r) => break Ok(r),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        if self.follow_the_sentinels() {
+                            self.connect();
+                        }
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break Err(()),
+                },
             }
         };
         self.quick = if Instant::now() < until {
@@ -675,6 +721,9 @@ impl Worker {
         self.deferred.retain(|r| r.worth_keeping(now));
         if batch.is_empty() && (self.deferred.is_empty() || now < self.retry_at) {
             return;
+        }
+        if self.follow_the_sentinels() {
+            self.retry_at = now;
         }
         // A closing client's last releases go out on a live connection, but are not worth
         // reconnecting for: their keys expire with the TTL.
@@ -891,6 +940,7 @@ impl Worker {
                     let master = Master {
                         address: Some(masters),
                         master_for: None,
+                        epoch: None,
                     };
                     self.observe(probe, master);
                 }
@@ -957,8 +1007,12 @@ impl Worker {
     }
 
     fn connect(&mut self) {
+        // What the watch published before this resolution is no news to it.
+        let generation = self.watch.as_ref().map_or(0, |w| w.generation());
         match self.open() {
             Ok((conn, probe, inline_scripts, master)) => {
+                self.master = master.address.clone().map(|a| (a, master.epoch));
+                self.watch_seen = generation;
                 self.observe(probe, master);
                 self.inline_scripts = inline_scripts;
                 self.conn = Some(conn);
@@ -990,9 +1044,29 @@ impl Worker {
             link: mut conn,
             master,
             master_for,
+            epoch,
         } = self
             .client
             .link(self.settings.connect_timeout, self.settings.io_timeout)?;
+        if let (Some(watch), Some(reached)) = (&self.watch, &master)
+            && let Some(named) = watch.named()
+            && named.verdict(reached, epoch) == Verdict::Newer
+        {
+            // A sentinel that has not switched yet named the old master, which still says it is
+            // one (the new master is out of our reach, or that sentinel was asked first): its
+            // votes must not count while other clients vote from the new one.
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the sentinels name a newer master",
+                format!(
+                    "a sentinel named {reached} (config epoch {}), but another named {} (config \
+                     epoch {}) since: not voting from the older master; resolving again",
+                    epoch.map_or("?".to_owned(), |e| e.to_string()),
+                    named.master,
+                    named.epoch.map_or("?".to_owned(), |e| e.to_string()),
+                ),
+            )));
+        }
         let mut probe = conn.probe()?;
         if master.is_some() {
             probe::expect_replicas(&mut probe.assessment);
@@ -1131,8 +1205,51 @@ impl Worker {
             Master {
                 address: master,
                 master_for,
+                epoch,
             },
         ))
+    }
+
+    /// For a Sentinel node: whether the watch has heard the sentinels name another master than
+    /// the connection's, from a newer configuration (or one it cannot order); then the
+    /// connection is dropped, so that no vote comes from the old master, and the sentinel that
+    /// named the new one is asked first at the reconnect, which sees the change as a failover.
+    /// Called before every batch: while nothing changes it costs one atomic load.
+    fn follow_the_sentinels(&mut self) -> bool {
+        let Some(watch) = &self.watch else {
+            return false;
+        };
+        let generation = watch.generation();
+        if generation == self.watch_seen || self.conn.is_none() {
+            return false;
+        }
+        let (Some(named), Some((master, epoch))) = (watch.named(), self.master.as_ref()) else {
+            self.watch_seen = generation;
+            return false;
+        };
+        if matches!(
+            named.verdict(master, *epoch),
+            Verdict::Same | Verdict::Older
+        ) {
+            self.watch_seen = generation;
+            return false;
+        }
+        if let Target::Sentinel(s) = &self.client {
+            s.prefer(named.sentinel);
+        }
+        let why = format!(
+            "the sentinels now name {} as the master (config epoch {}), not {master} (config \
+             epoch {}): a failover; resolving the master again",
+            named.master,
+            named.epoch.map_or("?".to_owned(), |e| e.to_string()),
+            epoch.map_or("?".to_owned(), |e| e.to_string()),
+        );
+        self.disconnect(&redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "the master changed",
+            why,
+        )));
+        true
     }
 
     /// Logs `warnings` unless they are the ones logged last.
@@ -1288,6 +1405,7 @@ impl Worker {
     /// Drops a broken connection; the next request tries to reconnect at once.
     fn disconnect(&mut self, e: &redis::RedisError) {
         self.conn = None;
+        self.master = None;
         self.down_reason = describe_connect_error(e);
         self.retry_at = Instant::now();
         self.health.connected.store(false, Ordering::Relaxed);

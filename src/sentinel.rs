@@ -10,7 +10,11 @@
 //! cannot be reached or is not a master (one that has not switched yet) is passed over for the
 //! next. A connection error, a `READONLY` reply or a `ROLE` other than master drops the
 //! connection, and the next connect resolves the master again (the worker's usual reconnect with
-//! backoff). The release-notification subscriber of the node resolves the master the same way.
+//! backoff). While connected, the node's watch re-asks the sentinels every second (see
+//! "Watching the sentinels" below). The release-notification subscriber of the node resolves the
+//! master the same way, but does not watch: after a switch under a live connection it listens on
+//! the old master until that connection drops, and its waiters wake at their backoff instead of
+//! at the release (notifications only ever wake waiters early: `notify.rs`).
 //!
 //! # A change of master is a restart
 //!
@@ -38,27 +42,79 @@
 //! failover lost belongs to a lock acquired before the switch, and with a grace of at least the
 //! largest TTL it has expired by the time the group's votes count again. **If the old master
 //! still takes writes after the switch** (`SENTINEL FAILOVER` of a live master: Sentinel promotes
-//! the replica first and demotes the old master at its next `INFO` refresh, seconds later; or a
-//! partition), a client still connected to it can take a lock there after the switch, and the
-//! grace must also cover that window: `min-replicas-to-write 1` on the masters bounds it by
-//! `min-replicas-max-lag`, so the grace needs the largest TTL plus that lag. A worker does not
-//! re-ask the sentinels while its connection works; doing so periodically would narrow the window
-//! (not done yet). That holds for N = 1 on a group as well. What it does not do:
-//! it cannot make a group safer than its own failover: Sentinel may promote a replica while the
-//! old master still accepts writes from clients on its side of a partition (two masters; with
-//! N = 1 two holders; with N ≥ 3 the group votes on both sides, once per master), and a key
-//! lost without a change of master or of the master's identity (an eviction, a `FLUSHALL`) is
-//! not seen. See docs/guarantees.md, "Sentinel-managed nodes".
+//! the replica first and demotes the old master some seconds later, when its `INFO` shows it
+//! still a master; or a partition that keeps it from the sentinels), a client still connected
+//! to it can take a lock there after the switch, and the grace must also cover that window. The
+//! watch bounds it by `D` (below: 1 s plus two rounds of questions) for a
+//! client that reaches a sentinel that has switched; `min-replicas-to-write 1` on the masters
+//! bounds it by `min-replicas-max-lag` for every client (the old master refuses writes once its
+//! replica, now the master, is gone). So the grace needs the largest TTL plus the bound that
+//! applies. That holds for N = 1 on a group as well. What it does not do: it cannot make a
+//! group safer than its own failover: Sentinel may promote a replica while the old master still
+//! accepts writes from clients on its side of a partition that reach no sentinel that has
+//! switched (two masters; with N = 1 two holders; with N ≥ 3 the group votes on both sides, once
+//! per master; `min-replicas-to-write` is the defence there), and a key lost without a change of
+//! master or of the master's identity (an eviction, a `FLUSHALL`) is not seen. See
+//! docs/guarantees.md, "Sentinel-managed nodes".
+//!
+//! # Watching the sentinels
+//!
+//! A connection to a master can outlive its being the master, as above. A worker that went on
+//! voting from it would make the node answer twice: from the old master to this client, from the
+//! new one to every client that resolved the master since. So each Sentinel node has a watch,
+//! one thread beside its worker (and its `WAIT` lane): every [`WATCH_INTERVAL`] it asks every
+//! sentinel of the URL `SENTINEL get-master-addr-by-name` and `SENTINEL MASTER` (for its
+//! `config-epoch`), on one connection per sentinel kept from round to round, the questions
+//! written to all of them before any reply is read, each bounded by the client's connect and I/O
+//! timeouts. It publishes the answer of the newest configuration: the highest `config-epoch`,
+//! the epoch of the failover that made that master (Sentinel's own rule: the higher epoch
+//! wins), an answer without one counting as the oldest.
+//!
+//! **Any sentinel, not a majority.** A client that resolves the master takes the first sentinel
+//! that answers with a master that says it is one (every Sentinel client does), so as soon as one
+//! sentinel names the new master some client may vote from it: waiting for a majority would let
+//! the old master's votes count meanwhile. The epoch keeps a sentinel that has not switched yet
+//! from pulling the worker back to the old master. Without epochs (an ACL that denies `SENTINEL
+//! MASTER`) a change that any sentinel reports is followed; sentinels that disagree for good then
+//! make the worker reconnect at each round, each time a failover (with `restart_grace`, the node
+//! stays out of acquire quorums: the safe side).
+//!
+//! **The worker** compares the watch's generation with the last one it looked at before each
+//! batch (one atomic load while nothing changes; an idle worker looks once per interval). When
+//! the watch names another master from a newer configuration (or one it cannot order), it drops
+//! its connection before the batch goes out, asks the naming sentinel first and reconnects: a
+//! change of master as above (`NodeStatus::failovers`, the restart grace from that moment, the
+//! clock guard's sample reset). A resolution that reaches a master of an older configuration
+//! than the watch's (a sentinel that has not switched, with the new master out of our reach) is
+//! refused: the node is down rather than voting from the old master.
+//!
+//! **The bound.** A round takes one round trip when the sentinels answer; at most the I/O
+//! timeout when one hangs, plus the connect timeout for each connection it must reopen. Let `D`
+//! be [`WATCH_INTERVAL`] plus two rounds (a round under way when a sentinel switches may have
+//! asked it already; the next starts within an interval after it and takes one more round). No
+//! batch goes to the old master later than `D` after the first sentinel we can reach named the
+//! new master: with answering sentinels a little over 1 s (`tests/sentinel.rs` measures it, with
+//! the old master left writable: about 0.4 s, the interval's phase being random). A watch that
+//! hears no sentinel keeps the connection as it is: a sentinel outage does not take the node
+//! down, and a client cut off from every sentinel that has switched is the partition case above.
+//! At rest the watch costs each sentinel two commands a second per client node, and the worker
+//! nothing measurable.
 //!
 //! The clock guard's sample belongs to a server, not to a logical node: it is reset when the
 //! master's address changes, so that the new master's different clock does not pass for a jump.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
 use crate::cluster::{Cluster, Link};
+use crate::node_url;
+use crate::sync::relock;
 
 /// Default Sentinel port when a URL gives none.
 const DEFAULT_SENTINEL_PORT: u16 = 26379;
@@ -90,8 +146,17 @@ pub(crate) struct Sentinel {
     preferred: AtomicUsize,
 }
 
-/// A sentinel's answer: the master's host and port, and how long it has known it as the master.
-type Answer = ((String, u16), Option<Duration>);
+/// A sentinel's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Answer {
+    /// The master's host and port.
+    at: (String, u16),
+    /// How long the sentinel has known it as the master (`role-reported-time`).
+    master_for: Option<Duration>,
+    /// The sentinel's `config-epoch` for the master: the epoch of the failover that made it the
+    /// master (0 before any). A newer configuration has a higher epoch.
+    epoch: Option<u64>,
+}
 
 /// The master a sentinel named, and how long the sentinel has known it as the master.
 pub(crate) struct Resolved {
@@ -101,63 +166,29 @@ pub(crate) struct Resolved {
     /// Time since the answering sentinel switched to this master (or started monitoring it), if
     /// it said.
     pub master_for: Option<Duration>,
-}
-
-fn decode(s: &str) -> Result<String, String> {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8()
-        .map(|s| s.into_owned())
-        .map_err(|_| "the user or password is not valid UTF-8 once percent-decoded".to_owned())
+    /// The answering sentinel's `config-epoch`, if it said.
+    pub epoch: Option<u64>,
 }
 
 /// `host:port` (or `[v6]:port`) of an extra sentinel.
 fn parse_seed(seed: &str) -> Result<(String, u16), String> {
-    // Never echoed when it could carry credentials (`user:password@host:port`).
-    let bad = || {
-        if seed.contains('@') {
-            "a sentinel= value is not host:port (no credentials there: use sentinel_user= and \
-             sentinel_password=)"
-                .to_owned()
-        } else {
-            format!("sentinel={seed:?} is not host:port")
-        }
-    };
-    let (host, port) = seed.rsplit_once(':').ok_or_else(bad)?;
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.is_empty() || port == 0 || host.contains(['/', '@', '?', '#']) {
-        return Err(bad());
-    }
-    Ok((host.to_owned(), port))
+    node_url::host_port(
+        seed,
+        "sentinel",
+        "use sentinel_user= and sentinel_password=",
+    )
 }
 
 impl Sentinel {
     /// Parses a `redis[s]+sentinel://` URL; the error says what is wrong, never with the
     /// password.
     pub(crate) fn parse(url: &str) -> Result<Sentinel, String> {
-        let parsed = url::Url::parse(url.trim()).map_err(|e| format!("{e}"))?;
-        let tls = match parsed.scheme() {
-            "redis+sentinel" => None,
-            "rediss+sentinel" => Some(match parsed.fragment() {
-                None => false,
-                Some("insecure") => true,
-                Some(_) => return Err("only #insecure is supported as URL fragment".into()),
-            }),
-            other => return Err(format!("unknown scheme {other:?}")),
-        };
-        if tls.is_none() && parsed.fragment().is_some() {
-            return Err("a URL fragment (#…) is only for rediss+sentinel://…#insecure".into());
-        }
-        let host = match parsed.host() {
-            Some(url::Host::Domain(d)) if !d.is_empty() => d.to_owned(),
-            Some(url::Host::Ipv4(v4)) => v4.to_string(),
-            Some(url::Host::Ipv6(v6)) => v6.to_string(),
-            _ => return Err("no sentinel host".into()),
-        };
-        let port = parsed.port().unwrap_or(DEFAULT_SENTINEL_PORT);
+        let node_url::Head {
+            url: parsed,
+            tls,
+            host,
+            port,
+        } = node_url::head(url, "sentinel", DEFAULT_SENTINEL_PORT, "no sentinel host")?;
         let mut segments = parsed
             .path()
             .trim_start_matches('/')
@@ -165,7 +196,7 @@ impl Sentinel {
             .filter(|s| !s.is_empty());
         let name = segments
             .next()
-            .map(decode)
+            .map(node_url::decode)
             .transpose()?
             .filter(|n| !n.is_empty())
             .ok_or("no master name: put it in the path, /MASTERNAME")?;
@@ -179,13 +210,8 @@ impl Sentinel {
         if segments.next().is_some() {
             return Err("the path has more than /MASTERNAME[/db]".into());
         }
-        let mut master_redis = RedisConnectionInfo::default().set_db(db);
-        if !parsed.username().is_empty() {
-            master_redis = master_redis.set_username(decode(parsed.username())?);
-        }
-        if let Some(password) = parsed.password() {
-            master_redis = master_redis.set_password(decode(password)?);
-        }
+        let master_redis =
+            node_url::with_credentials(&parsed, RedisConnectionInfo::default().set_db(db))?;
         let mut sentinels = vec![(host, port)];
         let mut sentinel_redis = RedisConnectionInfo::default();
         for (key, value) in parsed.query_pairs() {
@@ -221,11 +247,7 @@ impl Sentinel {
     /// (the seed tells apart groups that use the same master name).
     pub(crate) fn id(&self) -> String {
         let (host, port) = &self.sentinels[0];
-        if host.contains(':') {
-            format!("sentinel:{}@[{host}]:{port}", self.name)
-        } else {
-            format!("sentinel:{}@{host}:{port}", self.name)
-        }
+        format!("sentinel:{}@{}", self.name, node_url::address(host, *port))
     }
 
     pub(crate) fn is_tls(&self) -> bool {
@@ -314,7 +336,11 @@ impl Sentinel {
                     .query(&mut conn)?;
                 Ok::<_, redis::RedisError>((addr, Value::Nil))
             })?;
-        Ok(addr.map(|addr| (addr, role_reported_time(&master))))
+        Ok(addr.map(|at| Answer {
+            at,
+            master_for: master_field(&master, "role-reported-time").map(Duration::from_millis),
+            epoch: master_field(&master, "config-epoch"),
+        }))
     }
 
     /// Resolves the master through the sentinels (the one that answered last first), connects
@@ -333,16 +359,15 @@ impl Sentinel {
         for index in (0..n).map(|k| (first + k) % n) {
             let (host, port) = &self.sentinels[index];
             match self.ask(index, connect_timeout, io_timeout) {
-                Ok(Some(((master_host, master_port), master_for))) => {
-                    let at = (master_host, master_port);
+                Ok(Some(Answer {
+                    at,
+                    master_for,
+                    epoch,
+                })) => {
                     if tried.contains(&at) {
                         continue;
                     }
-                    let master = if at.0.contains(':') {
-                        format!("[{}]:{}", at.0, at.1)
-                    } else {
-                        format!("{}:{}", at.0, at.1)
-                    };
+                    let master = node_url::address(&at.0, at.1);
                     match self.open_master(&at.0, at.1, &master, connect_timeout, io_timeout) {
                         Ok(conn) => {
                             self.preferred.store(index, Ordering::Relaxed);
@@ -350,6 +375,7 @@ impl Sentinel {
                                 conn,
                                 master,
                                 master_for,
+                                epoch,
                             });
                         }
                         Err(e) => {
@@ -417,6 +443,202 @@ impl Sentinel {
     }
 }
 
+/// How long the watch of a Sentinel node waits between two rounds of questions to the sentinels
+/// (see the module's "Watching the sentinels").
+pub(crate) const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The master the sentinels name, as the watch last heard it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Named {
+    /// `host:port`.
+    pub master: String,
+    /// The naming sentinel's `config-epoch` for it.
+    pub epoch: Option<u64>,
+    /// Which sentinel (its index in the URL) named it: asked first at the next connect.
+    pub sentinel: usize,
+}
+
+/// How the master the watch heard named compares with the one a connection reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The same address.
+    Same,
+    /// Another address, from a newer configuration (a higher `config-epoch`): a failover.
+    Newer,
+    /// Another address, from an older configuration: a sentinel that has not switched yet.
+    Older,
+    /// Another address, and no epochs to tell which configuration is newer (a sentinel whose
+    /// ACL denies `SENTINEL MASTER`, or two answers of one epoch).
+    Unordered,
+}
+
+impl Named {
+    /// How this compares with a connection's master (`host:port`) and the epoch it was named
+    /// with.
+    pub(crate) fn verdict(&self, master: &str, epoch: Option<u64>) -> Verdict {
+        match (self.epoch, epoch) {
+            _ if self.master == master => Verdict::Same,
+            (Some(named), Some(ours)) if named > ours => Verdict::Newer,
+            (Some(named), Some(ours)) if named < ours => Verdict::Older,
+            _ => Verdict::Unordered,
+        }
+    }
+}
+
+/// What a node's watch thread tells its workers (see `node.rs`, `follow_the_sentinels`).
+#[derive(Default)]
+pub(crate) struct Watch {
+    /// Bumped each time `named` changes: a worker compares it with the last one it looked at,
+    /// so that a batch costs one atomic load while nothing changes.
+    generation: AtomicU64,
+    named: Mutex<Option<Named>>,
+}
+
+impl Watch {
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn named(&self) -> Option<Named> {
+        relock(&self.named).clone()
+    }
+
+    fn publish(&self, named: Named) {
+        let mut current = relock(&self.named);
+        let changed = current
+            .as_ref()
+            .is_none_or(|c| c.master != named.master || c.epoch != named.epoch);
+        *current = Some(named);
+        if changed {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+/// Which of one round's answers (sentinel index, answer) the watch publishes: one from the
+/// newest configuration (the highest `config-epoch`; an answer without one counts as oldest),
+/// and among those, one that differs from what was published before, so that with no epochs
+/// to go by, a change any sentinel reports is followed.
+fn newest(answers: &[(usize, Answer)], previous: Option<&Named>) -> Option<Named> {
+    let top = answers.iter().map(|(_, a)| a.epoch).max()?;
+    let mut candidates = answers.iter().filter(|(_, a)| a.epoch == top);
+    let differs = |(_, a): &&(usize, Answer)| {
+        previous.is_none_or(|p| p.master != node_url::address(&a.at.0, a.at.1))
+    };
+    let (index, answer) = candidates
+        .clone()
+        .find(differs)
+        .or_else(|| candidates.next())?;
+    Some(Named {
+        master: node_url::address(&answer.at.0, answer.at.1),
+        epoch: answer.epoch,
+        sentinel: *index,
+    })
+}
+
+impl Sentinel {
+    /// Asks `index` first at the next resolution: it named a newer master.
+    pub(crate) fn prefer(&self, index: usize) {
+        self.preferred.store(index, Ordering::Relaxed);
+    }
+
+    /// Starts the node's watch thread: every [`WATCH_INTERVAL`] it asks every sentinel which
+    /// master it names and publishes the newest answer on the returned [`Watch`]. It stops when
+    /// `stop`'s sender is dropped, and drops `exited` then.
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        node: usize,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+        stop: Receiver<()>,
+        exited: Sender<()>,
+    ) -> std::io::Result<(Arc<Watch>, JoinHandle<()>)> {
+        let watch = Arc::new(Watch::default());
+        let sentinel = Arc::clone(self);
+        let published = Arc::clone(&watch);
+        let handle = std::thread::Builder::new()
+            .name(format!("redlock-node-{node}-sentinels"))
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let _exited = exited;
+                let mut conns: Vec<Option<redis::Connection>> =
+                    sentinel.sentinels.iter().map(|_| None).collect();
+                while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(WATCH_INTERVAL) {
+                    let answers = sentinel.round(&mut conns, connect_timeout, io_timeout);
+                    if let Some(named) = newest(&answers, published.named().as_ref()) {
+                        published.publish(named);
+                    }
+                }
+            })?;
+        Ok((watch, handle))
+    }
+
+    /// One round of the watch: `SENTINEL get-master-addr-by-name` and `SENTINEL MASTER` to every
+    /// sentinel on a connection kept from round to round (reopened when it failed), written to
+    /// all of them before any reply is read, so that a round takes one round trip when they
+    /// answer, and at most the I/O timeout (plus the connect timeout per connection reopened)
+    /// when one hangs. A sentinel that fails or answers nothing usable gives no answer.
+    fn round(
+        &self,
+        conns: &mut [Option<redis::Connection>],
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> Vec<(usize, Answer)> {
+        let query = redis::pipe()
+            .cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(&self.name)
+            .cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(&self.name)
+            .get_packed_pipeline();
+        for (index, slot) in conns.iter_mut().enumerate() {
+            if slot.is_none() {
+                let (host, port) = &self.sentinels[index];
+                *slot = self
+                    .open(
+                        host,
+                        *port,
+                        &self.sentinel_redis,
+                        connect_timeout,
+                        io_timeout,
+                    )
+                    .ok();
+            }
+            if let Some(conn) = slot
+                && conn.send_packed_command(&query).is_err()
+            {
+                *slot = None;
+            }
+        }
+        let mut answers = Vec::new();
+        for (index, slot) in conns.iter_mut().enumerate() {
+            let Some(conn) = slot else { continue };
+            let replies = conn
+                .recv_response()
+                .and_then(|addr| Ok((addr, conn.recv_response()?)));
+            match replies {
+                Ok((addr, master)) => {
+                    if let Ok(Some(at)) = redis::from_redis_value::<Option<(String, u16)>>(addr) {
+                        answers.push((
+                            index,
+                            Answer {
+                                at,
+                                master_for: master_field(&master, "role-reported-time")
+                                    .map(Duration::from_millis),
+                                epoch: master_field(&master, "config-epoch"),
+                            },
+                        ));
+                    }
+                }
+                // Out of step or gone: reopened at the next round.
+                Err(_) => *slot = None,
+            }
+        }
+        answers
+    }
+}
+
 fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
@@ -427,11 +649,11 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// `role-reported-time` (ms) from a `SENTINEL MASTER` reply (a flat array of field, value, or
-/// a map under RESP3).
-fn role_reported_time(reply: &Value) -> Option<Duration> {
+/// A numeric field (`role-reported-time`, ms; `config-epoch`) of a `SENTINEL MASTER` reply (a
+/// flat array of field, value, or a map under RESP3).
+fn master_field(reply: &Value, field: &str) -> Option<u64> {
     let find = |k: &Value, v: &Value| {
-        (text(k).as_deref() == Some("role-reported-time"))
+        (text(k).as_deref() == Some(field))
             .then(|| text(v)?.parse::<u64>().ok())
             .flatten()
     };
@@ -443,7 +665,6 @@ fn role_reported_time(reply: &Value) -> Option<Duration> {
         Value::Map(pairs) => pairs.iter().find_map(|(k, v)| find(k, v)),
         _ => None,
     }
-    .map(Duration::from_millis)
 }
 
 /// How a worker reaches its node. (Made once per node at build time: its size is no concern.)
@@ -460,6 +681,7 @@ pub(crate) struct Connected {
     pub conn: redis::Connection,
     pub master: Option<String>,
     pub master_for: Option<Duration>,
+    pub epoch: Option<u64>,
 }
 
 /// A worker's new link to its node, and which master(s) it reached: a Sentinel node's master,
@@ -468,6 +690,7 @@ pub(crate) struct Linked {
     pub link: Link,
     pub master: Option<String>,
     pub master_for: Option<Duration>,
+    pub epoch: Option<u64>,
 }
 
 impl Target {
@@ -512,17 +735,20 @@ impl Target {
                 master: Some(link.masters()),
                 link: Link::Cluster(Box::new(link)),
                 master_for: None,
+                epoch: None,
             });
         }
         let Connected {
             conn,
             master,
             master_for,
+            epoch,
         } = self.connect(connect_timeout, io_timeout)?;
         Ok(Linked {
             link: Link::Plain(conn),
             master,
             master_for,
+            epoch,
         })
     }
 
@@ -543,6 +769,7 @@ impl Target {
                     conn,
                     master: None,
                     master_for: None,
+                    epoch: None,
                 })
             }
             Target::Sentinel(s) => {
@@ -551,12 +778,14 @@ impl Target {
                     conn: r.conn,
                     master: Some(r.master),
                     master_for: r.master_for,
+                    epoch: r.epoch,
                 })
             }
             Target::Cluster(c) => Ok(Connected {
                 conn: c.connect_any(connect_timeout, io_timeout)?,
                 master: None,
                 master_for: None,
+                epoch: None,
             }),
         }
     }
@@ -637,14 +866,68 @@ mod tests {
         );
     }
 
+    fn answer(port: u16, epoch: Option<u64>) -> Answer {
+        Answer {
+            at: ("10.0.0.1".to_owned(), port),
+            master_for: None,
+            epoch,
+        }
+    }
+
+    #[test]
+    fn the_watch_follows_the_newest_configuration() {
+        let named = |port: u16, epoch: Option<u64>, sentinel: usize| Named {
+            master: format!("10.0.0.1:{port}"),
+            epoch,
+            sentinel,
+        };
+        // A sentinel that has switched wins over one that has not, whatever the order.
+        let round = [
+            (0, answer(1, Some(3))),
+            (1, answer(2, Some(4))),
+            (2, answer(1, Some(3))),
+        ];
+        assert_eq!(newest(&round, None), Some(named(2, Some(4), 1)));
+        // An answer without an epoch counts as oldest.
+        let round = [(0, answer(2, None)), (1, answer(1, Some(0)))];
+        assert_eq!(newest(&round, None), Some(named(1, Some(0), 1)));
+        // No epochs to go by: a change any sentinel reports is followed.
+        let round = [(0, answer(1, None)), (1, answer(2, None))];
+        let previous = named(1, None, 0);
+        assert_eq!(newest(&round, Some(&previous)), Some(named(2, None, 1)));
+        assert_eq!(newest(&[], Some(&previous)), None);
+
+        let n = named(2, Some(4), 1);
+        assert_eq!(n.verdict("10.0.0.1:2", Some(3)), Verdict::Same);
+        assert_eq!(n.verdict("10.0.0.1:1", Some(3)), Verdict::Newer);
+        assert_eq!(n.verdict("10.0.0.1:1", Some(5)), Verdict::Older);
+        assert_eq!(n.verdict("10.0.0.1:1", Some(4)), Verdict::Unordered);
+        assert_eq!(n.verdict("10.0.0.1:1", None), Verdict::Unordered);
+    }
+
+    #[test]
+    fn the_watch_bumps_its_generation_only_on_a_change() {
+        let watch = Watch::default();
+        let named = |port: u16, sentinel: usize| Named {
+            master: format!("h:{port}"),
+            epoch: Some(1),
+            sentinel,
+        };
+        watch.publish(named(1, 0));
+        assert_eq!(watch.generation(), 1);
+        watch.publish(named(1, 2));
+        assert_eq!(watch.generation(), 1, "another sentinel saying the same");
+        watch.publish(named(2, 2));
+        assert_eq!(watch.generation(), 2);
+        assert_eq!(watch.named(), Some(named(2, 2)));
+    }
+
     #[test]
     fn reads_role_reported_time() {
         let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
         let reply = Value::Array(vec![b("name"), b("m"), b("role-reported-time"), b("1234")]);
-        assert_eq!(
-            role_reported_time(&reply),
-            Some(Duration::from_millis(1234))
-        );
-        assert_eq!(role_reported_time(&Value::Nil), None);
+        assert_eq!(master_field(&reply, "role-reported-time"), Some(1234));
+        assert_eq!(master_field(&reply, "config-epoch"), None);
+        assert_eq!(master_field(&Value::Nil, "role-reported-time"), None);
     }
 }

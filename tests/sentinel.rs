@@ -407,6 +407,342 @@ fn a_hung_sentinel_is_passed_over_within_the_timeouts() {
     support::assert_no_worker_panicked();
 }
 
+/// How often a client re-asks the sentinels which master they name while connected
+/// (`sentinel::WATCH_INTERVAL`).
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// The node timeout of the watch tests: their I/O timeout is twice that (`io_timeout`).
+const WATCH_NODE_TIMEOUT: Duration = Duration::from_millis(250);
+/// The module's bound: a client stops counting the old master's votes within one interval and
+/// two rounds of questions after the first sentinel it can reach switched; with answering
+/// sentinels a round is one round trip, and never more than the I/O timeout (no connection to
+/// reopen here).
+const SWITCH_BOUND: Duration = Duration::from_millis(1000 + 2 * 2 * 250);
+
+fn watch_client(urls: &[String], grace: Option<Duration>) -> Redlock {
+    let mut b = support::builder(urls)
+        .node_timeout(WATCH_NODE_TIMEOUT)
+        .retry_count(0);
+    if let Some(grace) = grace {
+        b = b.restart_grace(grace);
+    }
+    b.build().expect("client")
+}
+
+/// Makes the group's master one the sentinels cannot demote: its ACL refuses them `REPLICAOF`,
+/// and with it the `CLIENT KILL` of the same transaction. After a switch it stays a writable
+/// master that keeps its clients, as the old master of a partition does for clients on its side
+/// (or as any old master does until the sentinels reconfigure it, seconds after the switch).
+fn undemotable(node: &RedisNode) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-replicaof")
+        .arg("-slaveof")
+        .query(&mut node.conn())
+        .expect("ACL SETUSER");
+}
+
+/// `SENTINEL FAILOVER` on the first sentinel (the one that switches first); returns when the test
+/// first saw it name the replica.
+fn switch(group: &SentinelGroup) -> Instant {
+    let _: String = group.sentinels[0]
+        .query(
+            redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(SentinelGroup::NAME),
+        )
+        .expect("SENTINEL FAILOVER");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if group
+            .sentinels
+            .iter()
+            .any(|s| s.master_port() == Some(group.replica.port))
+        {
+            return Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the sentinels did not switch within 20 s");
+}
+
+/// The gap the watch closes. The sentinels promote the replica while the client's connection
+/// to the old master works and the old master still takes writes. Without re-asking the
+/// sentinels the client would go on voting from it for as long as it stays up, while clients
+/// that connect now vote from the new master: one node answering twice. Locks taken all along
+/// show where the client's votes come from: none from the old master once the bound has passed.
+#[test]
+fn a_master_switched_under_a_live_connection_is_left_within_the_bound() {
+    support::watch_workers();
+    let group = SentinelGroup::start();
+    undemotable(&group.master);
+    let rl = watch_client(&[group.url()], None);
+    assert_eq!(rl.node_status()[0].master, Some(addr(&group.master)));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hammer = {
+        let (rl, stop) = (rl.clone(), stop.clone());
+        let (old, new) = (group.master.port, group.replica.port);
+        std::thread::spawn(move || {
+            let on = |port: u16, token: &str| {
+                let node = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+                let mut c = node
+                    .get_connection_with_timeout(Duration::from_secs(1))
+                    .ok()?;
+                let v: Option<String> =
+                    redis::cmd("GET").arg("sentinel:watch").query(&mut c).ok()?;
+                Some(v.as_deref() == Some(token))
+            };
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                if let Ok(lock) = rl.try_lock("sentinel:watch", Duration::from_secs(2)) {
+                    let old = on(old, lock.token()) == Some(true);
+                    let new = on(new, lock.token()) == Some(true);
+                    seen.push((started, old, new));
+                    let _ = lock.release();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let switched = switch(&group);
+    let mut moved = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let status = rl.node_status().remove(0);
+            if status.master == Some(addr(&group.replica)) {
+                moved = Some((Instant::now(), status));
+            }
+            moved.is_some()
+        }),
+        "the client went on with the old master: {:?}",
+        rl.node_status()[0]
+    );
+    let (moved_at, status) = moved.unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = hammer.join().expect("hammer");
+    let last_old = seen
+        .iter()
+        .filter(|(_, old, _)| *old)
+        .map(|(t, ..)| *t)
+        .max();
+    eprintln!(
+        "switch -> the client's status names the new master: {:?}; the last lock started on the \
+         old master {:?} after the switch; {} locks in all",
+        moved_at - switched,
+        last_old.map(|t| t.saturating_duration_since(switched)),
+        seen.len()
+    );
+    assert!(
+        group.master.info("replication").contains("role:master"),
+        "the old master stayed a writable master, as this test needs"
+    );
+    assert!(
+        seen.iter().any(|(t, old, _)| *old && *t < switched),
+        "locks were taken on the old master before the switch"
+    );
+    assert!(
+        last_old.is_some_and(|t| t < switched + SWITCH_BOUND),
+        "a lock started {:?} after the switch was counted from the old master",
+        last_old.map(|t| t.saturating_duration_since(switched))
+    );
+    assert!(
+        moved_at - switched <= SWITCH_BOUND + Duration::from_millis(100),
+        "the node status named the new master {:?} after the switch",
+        moved_at - switched
+    );
+    assert!(
+        seen.iter().any(|(t, _, new)| *new && *t > moved_at),
+        "locks go to the new master after the switch"
+    );
+    assert_eq!(
+        status.failovers, 1,
+        "a change of master is a failover: {status:?}"
+    );
+    assert!(
+        rl.node_status()[0]
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("the sentinels now name")),
+        "{:?}",
+        rl.node_status()[0]
+    );
+    support::assert_no_worker_panicked();
+}
+
+/// The same switch under N = 3 ({group, A, B}), with `restart_grace` at least the TTL plus the
+/// bound: no two clients hold the lock at once, neither in the window before the watching client
+/// notices the switch (a client that connects after it has the group in its grace from the
+/// switch on) nor after it. The last step is the one that fails without the watch: once every
+/// grace counted from the switch is over, the watching client tries while B is held by an
+/// earlier owner (it would get {old master, A}), then a fresh client once B is free again
+/// ({new master, B}).
+#[test]
+fn no_two_holders_while_the_old_master_stays_writable() {
+    const TTL: Duration = Duration::from_secs(3);
+    // TTL + the bound + slack for the sentinels' own spread.
+    const GRACE: Duration = Duration::from_secs(6);
+    support::watch_workers();
+    let a = RedisNode::start();
+    let b = RedisNode::start();
+    let group = SentinelGroup::start();
+    undemotable(&group.master);
+    let urls = vec![group.url(), a.url(), b.url()];
+    let watching = watch_client(&urls, Some(GRACE));
+    assert!(
+        eventually(GRACE + Duration::from_secs(2), || watching
+            .node_status()
+            .iter()
+            .all(|s| s.grace_remaining.is_none())),
+        "every node outgrows the grace"
+    );
+    const KEY: &str = "sentinel:split";
+    let mut held: Vec<(&str, redlock::Lock, Instant)> = Vec::new();
+    let take = |who: &'static str, c: &Redlock, held: &mut Vec<(&str, redlock::Lock, Instant)>| {
+        let Ok(lock) = c.try_lock(KEY, TTL) else {
+            return false;
+        };
+        let until = Instant::now() + lock.validity();
+        let now = Instant::now();
+        if let Some((other, _, other_until)) = held.iter().find(|(w, _, u)| *w != who && *u > now) {
+            panic!(
+                "two holders: {who} got the lock while {other}'s is valid for {:?} more",
+                other_until.saturating_duration_since(now)
+            );
+        }
+        held.push((who, lock, until));
+        true
+    };
+    // B refuses: an earlier owner's key, so that the watching client needs the group and A.
+    b.set(KEY, "an earlier owner", 60_000);
+    let switched = switch(&group);
+    let fresh = watch_client(&urls, Some(GRACE));
+    // The window, and the graces counted from the switch.
+    let mut windowed = 0;
+    while switched.elapsed() < GRACE {
+        if take("the watching client", &watching, &mut held) {
+            windowed += 1;
+        }
+        take("a client started after the switch", &fresh, &mut held);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        eventually(Duration::from_secs(3), || fresh.node_status()[0]
+            .grace_remaining
+            .is_none()
+            && watching.node_status()[0].grace_remaining.is_none()
+            && held.iter().all(|(_, _, u)| *u <= Instant::now())),
+        "the graces ended"
+    );
+    // The step that fails without the watch.
+    b.set(KEY, "an earlier owner", 1000);
+    let watching_got = take("the watching client", &watching, &mut held);
+    let on_old_master = watching_got && {
+        let (_, lock, _) = held.last().unwrap();
+        group.master.get(KEY).as_deref() == Some(lock.token())
+    };
+    assert!(
+        eventually(Duration::from_secs(3), || b.get(KEY).as_deref()
+            != Some("an earlier owner")),
+        "B's earlier owner expired"
+    );
+    let mut fresh_got = false;
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && !fresh_got {
+        fresh_got = take("a client started after the switch", &fresh, &mut held);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "split-master window: the watching client held {windowed} locks in the graces' span; \
+         after them, watching got it: {watching_got}, fresh got it: {fresh_got}"
+    );
+    assert!(
+        !on_old_master,
+        "the watching client's votes came from the old master"
+    );
+    assert!(
+        watching_got || fresh_got,
+        "one of them holds the lock once the graces are over"
+    );
+    let status = &watching.node_status()[0];
+    assert_eq!(status.master, Some(addr(&group.replica)), "{status:?}");
+    assert_eq!(status.failovers, 1, "{status:?}");
+    assert!(group.master.info("replication").contains("role:master"));
+    support::assert_no_worker_panicked();
+}
+
+/// Re-asking the sentinels while nothing changes costs one pipelined question a second to each
+/// sentinel (two commands), no reconnect and no failover: counted on the sentinels themselves
+/// (`total_commands_processed`, against a span without the client).
+#[test]
+fn watching_the_sentinels_costs_little_at_rest() {
+    const SPAN: Duration = Duration::from_secs(3);
+    support::watch_workers();
+    let group = SentinelGroup::start();
+    let processed = |s: &support::SentinelProcess| -> u64 {
+        let info: String = s
+            .query(redis::cmd("INFO").arg("stats"))
+            .expect("INFO stats");
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("total_commands_processed")
+    };
+    let count = |span: Duration| -> Vec<u64> {
+        let before: Vec<u64> = group.sentinels.iter().map(processed).collect();
+        std::thread::sleep(span);
+        group
+            .sentinels
+            .iter()
+            .zip(before)
+            // Less our own INFO.
+            .map(|(s, b)| processed(s) - b - 1)
+            .collect()
+    };
+    let baseline = count(SPAN);
+    let (rl, built) = support::timed("build", || watch_client(&[group.url()], None));
+    // The build waits for the workers' first connects, not for the watch: a Sentinel node's
+    // client is ready as soon as its master is.
+    eprintln!("a client of one Sentinel node built in {built:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let connects = rl.node_status()[0].connects;
+    let watched = count(SPAN);
+    let per_second: Vec<f64> = watched
+        .iter()
+        .zip(&baseline)
+        .map(|(w, b)| (*w as f64 - *b as f64) / SPAN.as_secs_f64())
+        .collect();
+    eprintln!(
+        "sentinel commands per second at rest, per sentinel, from the client: {per_second:.2?} \
+         (baseline over {SPAN:?}: {baseline:?}, with the client: {watched:?})"
+    );
+    for rate in &per_second {
+        // Two commands a round, one round a WATCH_INTERVAL; a third round may fall in the span,
+        // and the sentinels' own traffic varies by a command or two between the spans.
+        assert!(
+            *rate
+                <= 2.0 * (SPAN.as_secs_f64() / WATCH_INTERVAL.as_secs_f64() + 1.0)
+                    / SPAN.as_secs_f64()
+                    + 1.0,
+            "{rate:.2} sentinel commands a second from one idle client"
+        );
+    }
+    let status = &rl.node_status()[0];
+    assert_eq!(
+        status.connects, connects,
+        "no reconnect at rest: {status:?}"
+    );
+    assert_eq!(status.failovers, 0, "{status:?}");
+    let lock = rl
+        .try_lock("sentinel:rest", Duration::from_secs(5))
+        .expect("lock");
+    lock.release().expect("release");
+    support::assert_no_worker_panicked();
+}
+
 #[test]
 fn bad_sentinel_urls_are_refused_at_build_with_what_is_wrong() {
     for (url, why) in [
