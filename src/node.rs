@@ -1528,7 +1528,8 @@ fn on_cluster(
                         Waited::Reply(value) => acknowledged(&Acked::Reply(value), &wait),
                         Waited::Late(waited) => acknowledged(&Acked::Late(waited), &wait),
                         Waited::Gone(master) => Some(NodeProblem::Unavailable(format!(
-                            "master {master} took the write but left the cluster's slot map                              before its WAIT (min_replicas) could run"
+                            "master {master} took the write but left the cluster's slot map \
+                             before its WAIT (min_replicas) could run"
                         ))),
                     };
                     problem.map_or(vote, Vote::Failed)
