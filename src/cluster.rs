@@ -39,6 +39,17 @@
 //! list (by address), and a change of the list resets the guard's sample, so that the new
 //! master's clock does not pass for a jump. A jump of another master's clock is not seen.
 //!
+//! # `min_replicas` on a cluster
+//!
+//! `WAIT` counts the replicas that have the writes of *the connection it runs on*, so a
+//! cluster node's `WAIT` lane (`node.rs`) is a link of its own, one connection per master:
+//! after a batch's writes it sends `WAIT k` to each master that carried one of them, and a vote
+//! counts only if its own master's `WAIT` reached `k` (`ClusterLink::execute`). An `ASK` to a
+//! node the link has no connection to gets its `WAIT` on the connection opened for it. Every
+//! master must have `k` connected replicas (each probe's `INFO replication`, re-read every
+//! second while one is short): otherwise the lane refuses its batches unsent, naming the master.
+//! The lane follows failovers as the first link does (`MOVED`, or a reconnect).
+//!
 //! Release notifications use classic pub/sub: a cluster carries a `PUBLISH` to every one of
 //! its nodes, so the node's subscriber listens on any one node of the cluster.
 
@@ -259,6 +270,7 @@ impl Cluster {
             owner: Vec::new(),
             masters: Vec::new(),
             refreshed: None,
+            replicas: Vec::new(),
         };
         link.adopt(map, None)?;
         Ok(link)
@@ -459,6 +471,8 @@ pub(crate) struct ClusterLink {
     masters: Vec<Master>,
     /// A `MOVED` changed the masters: the new ones' merged probe, for the worker to observe.
     refreshed: Option<Probe>,
+    /// Each master's connected replicas (`INFO replication`), as its last probe read them.
+    replicas: Vec<(String, Option<u64>)>,
 }
 
 impl ClusterLink {
@@ -516,6 +530,10 @@ impl ClusterLink {
             let probe = probe::run(&mut m.conn).map_err(|e| name_master(e, &address))?;
             probes.push((address, probe));
         }
+        self.replicas = probes
+            .iter()
+            .map(|(address, p)| (address.clone(), p.report.connected_replicas))
+            .collect();
         merge(probes).ok_or_else(|| {
             redis::RedisError::from((redis::ErrorKind::Client, "the cluster has no master"))
         })
@@ -535,19 +553,47 @@ impl ClusterLink {
         Ok(())
     }
 
+    /// Each master's connected replicas, as its last probe read them (`INFO replication`).
+    pub(crate) fn probed_replicas(&self) -> Vec<(String, Option<u64>)> {
+        self.replicas.clone()
+    }
+
+    /// Runs `f` on every master's connection, in address order; an error names its master.
+    pub(crate) fn on_each<T>(
+        &mut self,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<Vec<(String, T)>> {
+        let mut all = Vec::with_capacity(self.masters.len());
+        for m in &mut self.masters {
+            let address = m.address();
+            let value = f(&mut m.conn).map_err(|e| name_master(e, &address))?;
+            all.push((address, value));
+        }
+        Ok(all)
+    }
+
     /// Runs the batch, one pipeline per master, and returns the replies in the batch's order;
     /// with `time`, the first master's `TIME` too. Handles `NOSCRIPT`, `MOVED` and `ASK` (see
     /// the module's doc). `scripts` are loaded on masters met on the way, unless `inline`.
+    ///
+    /// With `wait` (`min_replicas`), once every command has its reply, `WAIT` goes to each
+    /// connection that carried one of them (it counts the replicas that have the writes of the
+    /// connection it runs on): what it answered comes back per command, for the worker to
+    /// count each vote only if its own master's replicas have the write.
     pub(crate) fn execute(
         &mut self,
         batch: &[Routed<'_>],
         inline: bool,
         time: bool,
         scripts: &[&[&Script]],
-    ) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>)> {
+        wait: Option<WaitFor>,
+    ) -> redis::RedisResult<Executed> {
         let all: Vec<usize> = (0..batch.len()).collect();
         let mut values = vec![Value::Nil; batch.len()];
-        let mut reading = self.round(batch, &all, inline, time, &mut values)?;
+        // Where each command ran last: a master of the link, or (after an `ASK` to a node the
+        // link has no connection to) a connection of its own, whose `WAIT` was read there.
+        let mut ran_on: Vec<RanOn> = vec![RanOn::Nowhere; batch.len()];
+        let mut reading = self.round(batch, &all, inline, time, &mut values, &mut ran_on)?;
         // NOSCRIPT: a master that restarted or flushed its scripts.
         let noscript = matching(&values, "NOSCRIPT");
         if !noscript.is_empty() {
@@ -562,7 +608,7 @@ impl ClusterLink {
                     wire::load_scripts(&mut master.conn, scripts)?;
                 }
             }
-            self.round(batch, &noscript, inline, false, &mut values)?;
+            self.round(batch, &noscript, inline, false, &mut values, &mut ran_on)?;
         }
         // MOVED: the slot has another master now (a failover, a resharding).
         let now = Instant::now();
@@ -580,13 +626,68 @@ impl ClusterLink {
                 // Read from the old first master, whose clock the guard no longer follows.
                 reading = None;
             }
-            self.round(batch, &moved, inline, false, &mut values)?;
+            self.round(batch, &moved, inline, false, &mut values, &mut ran_on)?;
         }
         // ASK: the key's slot is being migrated, and the key is on the node named.
         for i in matching(&values, "ASK") {
-            values[i] = self.ask(&batch[i], &values[i])?;
+            let (value, on) = self.ask(&batch[i], &values[i], wait)?;
+            values[i] = value;
+            ran_on[i] = on;
         }
-        Ok((values, reading))
+        let acks = match wait {
+            Some(wait) => Some(self.wait(wait, ran_on)?),
+            None => None,
+        };
+        Ok((values, reading, acks))
+    }
+
+    /// Sends `WAIT` to every master that carried a command of the batch (all written before
+    /// any reply is read), reads each reply until `wait.answer_by`, and gives each command the
+    /// answer of the connection it ran on.
+    fn wait(&mut self, wait: WaitFor, ran_on: Vec<RanOn>) -> redis::RedisResult<Vec<Waited>> {
+        let mut on: Vec<usize> = Vec::new();
+        let mut buf = Vec::new();
+        wire::write_wait(wait.k, wait.ms, &mut buf);
+        for r in &ran_on {
+            if let RanOn::Master(host, port) = r
+                && let Some(m) = self.position(host, *port)
+                && !on.contains(&m)
+            {
+                self.masters[m].conn.send_packed_command(&buf)?;
+                on.push(m);
+            }
+        }
+        let mut answers: Vec<(usize, Waited)> = Vec::with_capacity(on.len());
+        for m in on {
+            let answer = wait.read(&mut self.masters[m].conn, self.timeouts.io)?;
+            answers.push((m, answer));
+        }
+        Ok(ran_on
+            .into_iter()
+            .map(|r| match r {
+                RanOn::Master(host, port) => {
+                    let answer = self
+                        .position(&host, port)
+                        .and_then(|m| answers.iter().find(|(a, _)| *a == m));
+                    match answer {
+                        Some((_, answer)) => answer.clone(),
+                        // Dropped from the slot map after it took the write: nothing tells
+                        // whether its replicas have it.
+                        None => Waited::Gone(address(&host, port)),
+                    }
+                }
+                RanOn::Alone(answer) => answer,
+                // Not sent (no master serves its slot): its reply is the error, no vote.
+                RanOn::Nowhere => Waited::Reply(Value::Int(0)),
+            })
+            .collect())
+    }
+
+    /// The index of the master at `host:port`, if the link has one.
+    fn position(&self, host: &str, port: u16) -> Option<usize> {
+        self.masters
+            .iter()
+            .position(|m| m.host == host && m.port == port)
     }
 
     /// Sends the batch's commands `which` to their masters (all pipelines written before any
@@ -599,6 +700,7 @@ impl ClusterLink {
         inline: bool,
         time: bool,
         values: &mut [Value],
+        ran_on: &mut [RanOn],
     ) -> redis::RedisResult<Option<TimeReading>> {
         let mut per_master: Vec<Vec<usize>> = vec![Vec::new(); self.masters.len()];
         for &i in which {
@@ -611,7 +713,11 @@ impl ClusterLink {
                         batch[i].key
                     ))
                 }
-                m => per_master[usize::from(m)].push(i),
+                m => {
+                    let master = &self.masters[usize::from(m)];
+                    ran_on[i] = RanOn::Master(master.host.clone(), master.port);
+                    per_master[usize::from(m)].push(i)
+                }
             }
         }
         let time = time && !self.masters.is_empty();
@@ -682,28 +788,94 @@ impl ClusterLink {
 
     /// Sends a command that answered `ASK slot host:port` to that node, after `ASKING`, with
     /// its script's source (the node may not have our scripts). The node's reply, or the `ASK`
-    /// itself when it cannot be read.
-    fn ask(&mut self, r: &Routed<'_>, ask: &Value) -> redis::RedisResult<Value> {
+    /// itself when it cannot be read; and where it ran. With `wait`, a node the link has no
+    /// connection to gets its `WAIT` on the connection opened for it, read here.
+    fn ask(
+        &mut self,
+        r: &Routed<'_>,
+        ask: &Value,
+        wait: Option<WaitFor>,
+    ) -> redis::RedisResult<(Value, RanOn)> {
         let Some((host, port)) = redirect(ask) else {
-            return Ok(ask.clone());
+            return Ok((ask.clone(), RanOn::Nowhere));
         };
-        let mut conn = match self
-            .masters
-            .iter()
-            .position(|m| m.host == host && m.port == port)
-        {
-            Some(i) => return self.asking(i, r),
-            None => self
-                .cluster
-                .open(&host, port, self.timeouts)
-                .map_err(|e| name_master(e, &address(&host, port)))?,
+        if let Some(i) = self.position(&host, port) {
+            let value = send_asking(&mut self.masters[i].conn, r)?;
+            return Ok((value, RanOn::Master(host, port)));
+        }
+        let mut conn = self
+            .cluster
+            .open(&host, port, self.timeouts)
+            .map_err(|e| name_master(e, &address(&host, port)))?;
+        let value = send_asking(&mut conn, r)?;
+        let on = match wait {
+            Some(wait) => {
+                let mut buf = Vec::new();
+                wire::write_wait(wait.k, wait.ms, &mut buf);
+                conn.send_packed_command(&buf)?;
+                RanOn::Alone(wait.read(&mut conn, self.timeouts.io)?)
+            }
+            None => RanOn::Nowhere,
         };
-        send_asking(&mut conn, r)
+        Ok((value, on))
     }
+}
 
-    fn asking(&mut self, master: usize, r: &Routed<'_>) -> redis::RedisResult<Value> {
-        send_asking(&mut self.masters[master].conn, r)
+/// What [`ClusterLink::execute`] returns: the replies in the batch's order, the `TIME`
+/// reading, and with a `WAIT`, what it answered for each command.
+pub(crate) type Executed = (Vec<Value>, Option<TimeReading>, Option<Vec<Waited>>);
+
+/// The `WAIT k ms` a batch of a `WAIT` lane ends with (`min_replicas`) on each master it wrote
+/// to, and until when its replies are read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitFor {
+    pub k: u32,
+    pub ms: u64,
+    /// Past this, a master whose `WAIT` has not answered counts as not acknowledged, and
+    /// redis-rs skips the late reply when that connection reads its next one.
+    pub answer_by: Instant,
+    /// When the batch was sent, for how long a late `WAIT` was waited for.
+    pub sent: Instant,
+}
+
+impl WaitFor {
+    /// Reads one `WAIT` reply on `conn` until `answer_by`, then puts the read timeout back.
+    fn read(&self, conn: &mut redis::Connection, io: Duration) -> redis::RedisResult<Waited> {
+        let left = self
+            .answer_by
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        conn.set_read_timeout(Some(left))?;
+        let reply = next_reply(conn);
+        conn.set_read_timeout(Some(io))?;
+        match reply {
+            Ok(value) => Ok(Waited::Reply(value)),
+            Err(e) if e.is_timeout() => Ok(Waited::Late(self.sent.elapsed())),
+            Err(e) => Err(e),
+        }
     }
+}
+
+/// What the `WAIT` on the connection that carried a command answered.
+#[derive(Debug, Clone)]
+pub(crate) enum Waited {
+    Reply(Value),
+    /// No reply by `answer_by`, this long after the batch was sent.
+    Late(Duration),
+    /// The master (`host:port`) that took the command left the slot map before its `WAIT`.
+    Gone(String),
+}
+
+/// Where a command of a batch ran last.
+#[derive(Debug, Clone)]
+enum RanOn {
+    /// Not sent: no master serves its slot.
+    Nowhere,
+    /// On the link's connection to this master.
+    Master(String, u16),
+    /// On a connection of its own (an `ASK` to a node the link has none to), whose `WAIT`
+    /// answered this.
+    Alone(Waited),
 }
 
 /// A worker's connection to its node: one server (standalone, or a Sentinel group's master),

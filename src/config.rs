@@ -247,7 +247,8 @@ impl Builder {
 
     /// Counts a node's vote for an acquisition or an extension only once `WAIT k` confirms that
     /// `k` of its replicas have the write (default: off; zero turns it off). For Sentinel-managed
-    /// masters and standalone masters with replicas; refused with Redis Cluster nodes.
+    /// masters, standalone masters with replicas, and Redis Cluster nodes, where every master
+    /// needs `k` replicas and each vote counts once the `WAIT` on its own key's master does.
     ///
     /// A node whose replicas do not acknowledge in time votes no, with
     /// [`NodeProblem::NotReplicated`](crate::NodeProblem::NotReplicated), and the attempt's undo
@@ -255,7 +256,7 @@ impl Builder {
     /// connected replicas than `k` (`connected_slaves` of `INFO replication`, re-read every
     /// second while short) votes no at once with
     /// [`NodeProblem::TooFewReplicas`](crate::NodeProblem::TooFewReplicas), and says so in
-    /// `node_status().warnings`.
+    /// `node_status().warnings` (on a cluster node: any master short of `k`, named).
     ///
     /// `WAIT` blocks its connection, so these commands go over a second connection per node,
     /// with a worker of its own: releases, inspections and the client's other commands keep the
@@ -442,16 +443,6 @@ impl Builder {
                     }
                 }
             }
-        }
-        if let Some(k) = self.config.min_replicas
-            && let Some(i) = targets.iter().position(Target::is_cluster)
-        {
-            return Err(Error::invalid(format!(
-                "node {i} ({}) is a Redis Cluster, and min_replicas ({k}) is not supported on \
-                 cluster nodes: WAIT would have to follow each key to its master; use \
-                 Sentinel-managed or standalone masters with min_replicas, or unset it",
-                targets[i].address()
-            )));
         }
         if targets.iter().any(Target::is_tls) {
             use_ring_unless_chosen();

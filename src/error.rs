@@ -60,6 +60,10 @@ pub enum NodeProblem {
         connected: u64,
         /// `min_replicas`.
         required: u32,
+        /// On a Redis Cluster node: the master (`host:port`) with the fewest connected replicas
+        /// (every master of the cluster needs `required`). `None` for other nodes, whose one
+        /// master is the node.
+        master: Option<String>,
     },
 }
 
@@ -236,10 +240,21 @@ impl fmt::Display for NodeProblem {
             NodeProblem::TooFewReplicas {
                 connected,
                 required,
+                master: None,
             } => write!(
                 f,
                 "{connected} replicas connected (INFO replication connected_slaves), fewer than \
                  min_replicas {required}: attach replicas to this master or lower min_replicas"
+            ),
+            NodeProblem::TooFewReplicas {
+                connected,
+                required,
+                master: Some(master),
+            } => write!(
+                f,
+                "master {master} of the cluster has {connected} replicas connected (INFO \
+                 replication connected_slaves), fewer than min_replicas {required}, which every \
+                 master needs: attach replicas to it or lower min_replicas"
             ),
         }
     }

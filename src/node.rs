@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
 use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
-use crate::cluster::{ClusterLink, Link, Routed};
+use crate::cluster::{ClusterLink, Link, Routed, WaitFor, Waited};
 use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
@@ -362,6 +362,12 @@ fn with_lane(mut status: NodeStatus, lane: &Health, now: Instant) -> NodeStatus 
         status.quarantine_reason = Some(why);
     }
     status.warnings.extend(identity.clock_warnings);
+    // The lane may see a failover first: after one, a holder's extensions go there while
+    // nothing else talks to the node.
+    if identity.failovers > status.failovers {
+        status.failovers = identity.failovers;
+        status.master = identity.master;
+    }
     if !lane.connected.load(Ordering::Relaxed) {
         let why = lane.last_error.lock().map_or(None, |e| e.clone());
         status.warnings.push(format!(
@@ -392,8 +398,8 @@ pub(crate) struct Settings {
     pub min_replicas: Option<u32>,
 }
 
-/// Starts the worker for one node, and with `min_replicas` its `WAIT` lane (not for a cluster,
-/// which the builder refuses with it). Each connects right away, says so on `ready` once that
+/// Starts the worker for one node, and with `min_replicas` its `WAIT` lane (for a cluster, a
+/// link of its own to every master). Each connects right away, says so on `ready` once that
 /// first attempt is over (whatever its outcome), and stops when the returned [`Node`] (the only
 /// sender of its channels) is dropped.
 pub(crate) fn spawn(
@@ -479,7 +485,7 @@ pub(crate) fn spawn(
         };
     let (tx, health, handle) = start(None)?;
     let mut handles = vec![handle];
-    let lane = match settings.min_replicas.filter(|_| !client.is_cluster()) {
+    let lane = match settings.min_replicas {
         Some(k) => {
             let (tx, health, handle) = start(Some(k))?;
             handles.push(handle);
@@ -622,9 +628,10 @@ struct Worker {
     master: Option<(String, Option<u64>)>,
     /// On a node's `WAIT` lane: `min_replicas`, which every batch waits for.
     wait_for: Option<u32>,
-    /// On a `WAIT` lane: the node's connected replicas at the last check, and when that was,
-    /// while they are fewer than `wait_for` (see `short_of_replicas`).
-    replicas: Option<(u64, Instant)>,
+    /// On a `WAIT` lane: the node's connected replicas at the last check (on a cluster, those
+    /// of its master with the fewest, named), and when that was, while they are fewer than
+    /// `wait_for` (see `short_of_replicas`).
+    replicas: Option<(Option<String>, u64, Instant)>,
     /// Dropped when the thread ends, which the client's drop waits for.
     _exited: Sender<()>,
 }
@@ -770,21 +777,33 @@ impl Worker {
     }
 
     /// On a `WAIT` lane whose node had fewer connected replicas than `min_replicas` at the last
-    /// check: why its batches are refused unsent, re-reading `INFO replication` once the check
-    /// is `REPLICAS_RECHECK` old (a read that fails drops the connection and refuses the batch).
+    /// check (on a cluster: one of its masters had): why its batches are refused unsent,
+    /// re-reading `INFO replication` (of every master) once the check is `REPLICAS_RECHECK` old
+    /// (a read that fails drops the connection and refuses the batch).
     fn short_of_replicas(&mut self) -> Option<NodeProblem> {
         let k = self.wait_for?;
-        let (mut connected, checked) = self.replicas?;
+        let (_, _, checked) = self.replicas.as_ref()?;
         if checked.elapsed() >= REPLICAS_RECHECK {
-            let Some(Link::Plain(conn)) = self.conn.as_mut() else {
-                return None;
+            let info = |conn: &mut redis::Connection| {
+                redis::cmd("INFO")
+                    .arg("replication")
+                    .query::<String>(conn)
+                    .map(|text| {
+                        let mut report = probe::ServerReport::default();
+                        probe::parse_info(&mut report, &text);
+                        // As before a check could fail: a master that does not tell has none.
+                        Some(report.connected_replicas.unwrap_or(0))
+                    })
             };
-            match redis::cmd("INFO").arg("replication").query::<String>(conn) {
-                Ok(text) => {
-                    let mut report = probe::ServerReport::default();
-                    probe::parse_info(&mut report, &text);
-                    connected = report.connected_replicas.unwrap_or(0);
-                    self.replicas = (connected < u64::from(k)).then(|| (connected, Instant::now()));
+            let read = match self.conn.as_mut()? {
+                Link::Plain(conn) => info(conn).map(|n| vec![(None, n)]),
+                Link::Cluster(link) => link
+                    .on_each(info)
+                    .map(|all| all.into_iter().map(|(m, n)| (Some(m), n)).collect()),
+            };
+            match read {
+                Ok(replicas) => {
+                    self.replicas = short_master(&replicas, k).map(|(m, n)| (m, n, Instant::now()));
                 }
                 Err(e) => {
                     let problem = describe(&e);
@@ -793,10 +812,13 @@ impl Worker {
                 }
             }
         }
-        self.replicas.map(|_| NodeProblem::TooFewReplicas {
-            connected,
-            required: k,
-        })
+        self.replicas
+            .as_ref()
+            .map(|(master, connected, _)| NodeProblem::TooFewReplicas {
+                connected: *connected,
+                required: k,
+                master: master.clone(),
+            })
     }
 
     fn probe(&mut self) -> redis::RedisResult<()> {
@@ -919,36 +941,7 @@ impl Worker {
         let time = self
             .guard
             .wants_time(batch.iter().any(|r| r.command.samples_clock));
-        let conn = match self
-            .conn
-            .as_mut()
-            .expect("execute is called with a connection")
-        {
-            Link::Plain(conn) => conn,
-            Link::Cluster(link) => {
-                let sent = Instant::now();
-                let (votes, time, refreshed) = on_cluster(
-                    link,
-                    batch,
-                    self.inline_scripts,
-                    time,
-                    self.settings.scripts,
-                )?;
-                if let Some((probe, masters)) = refreshed {
-                    // New masters seen through a MOVED (a failover): observed before the votes
-                    // count, so that the restart grace they start holds this batch out.
-                    let master = Master {
-                        address: Some(masters),
-                        master_for: None,
-                        epoch: None,
-                    };
-                    self.observe(probe, master);
-                }
-                return Ok((votes, time, sent));
-            }
-        };
         let sent = Instant::now();
-        let inline = self.inline_scripts;
         let io_timeout = self.settings.io_timeout;
         let wait = self.wait_for.map(|k| {
             let left = batch
@@ -964,6 +957,46 @@ impl Worker {
                 io_timeout,
             }
         });
+        let conn = match self
+            .conn
+            .as_mut()
+            .expect("execute is called with a connection")
+        {
+            Link::Plain(conn) => conn,
+            Link::Cluster(link) => {
+                let wait_for = wait.map(|w| WaitFor {
+                    k: w.k,
+                    ms: w.ms,
+                    answer_by: w.answer_by,
+                    sent,
+                });
+                let (votes, time, refreshed, replicas) = on_cluster(
+                    link,
+                    batch,
+                    self.inline_scripts,
+                    time,
+                    self.settings.scripts,
+                    wait.zip(wait_for),
+                )?;
+                if let Some((probe, masters)) = refreshed {
+                    // New masters seen through a MOVED (a failover): observed before the votes
+                    // count, so that the restart grace they start holds this batch out.
+                    let master = Master {
+                        address: Some(masters),
+                        master_for: None,
+                        epoch: None,
+                    };
+                    self.observe(probe, master);
+                    // A promoted replica may have fewer replicas of its own: the next batches
+                    // are refused at once until it has enough, as after a reconnect.
+                    if let Some(k) = self.wait_for {
+                        self.replicas = short_master(&replicas, k).map(|(m, n)| (m, n, sent));
+                    }
+                }
+                return Ok((votes, time, sent));
+            }
+        };
+        let inline = self.inline_scripts;
         let (mut values, time, mut acked) =
             pipeline(conn, &mut self.buf, batch.iter(), inline, time, wait)?;
         let noscript: Vec<usize> = values
@@ -1094,18 +1127,40 @@ impl Worker {
                  user (+time)"
             ));
         }
-        if let Some(k) = self.settings.min_replicas
-            && let Some(n) = probe.report.connected_replicas
-        {
-            if n <= u64::from(k) {
-                // Every replica acknowledges each counted lock write, so whichever is promoted
-                // has it: the probe's warning about replicas does not apply.
-                probe::expect_replicas(&mut probe.assessment);
-            } else {
-                probe.assessment.warnings.push(format!(
-                    "min_replicas {k} is below its {n} connected replicas: a failover may \
-                     promote one that did not acknowledge a lock; set min_replicas to {n}"
-                ));
+        // Each master's connected replicas: the node's one master, or every master of a cluster
+        // (each named in the warnings), all of which need `min_replicas`.
+        let replicas: Vec<(Option<String>, Option<u64>)> = match &conn {
+            Link::Plain(_) => vec![(None, probe.report.connected_replicas)],
+            Link::Cluster(link) => link
+                .probed_replicas()
+                .into_iter()
+                .map(|(m, n)| (Some(m), n))
+                .collect(),
+        };
+        let named = |master: &Option<String>, warning: String| match master {
+            Some(m) => format!("master {m}: {warning}"),
+            None => warning,
+        };
+        if let Some(k) = self.settings.min_replicas {
+            for (master, n) in &replicas {
+                match n {
+                    // Every replica acknowledges each counted lock write, so whichever is
+                    // promoted has it: the probe's warning about replicas does not apply. (A
+                    // cluster's merged probe expects replicas anyway.)
+                    Some(n) if *n <= u64::from(k) && master.is_none() => {
+                        probe::expect_replicas(&mut probe.assessment);
+                    }
+                    Some(n) if *n > u64::from(k) => probe.assessment.warnings.push(named(
+                        master,
+                        format!(
+                            "min_replicas {k} is below its {n} connected replicas: a failover \
+                             may promote one that did not acknowledge a lock; set min_replicas \
+                             to {n}"
+                        ),
+                    )),
+                    Some(_) => {}
+                    None => {}
+                }
             }
         }
         if let Some(refusal) = probe.assessment.refusal(self.settings.strict_servers) {
@@ -1148,10 +1203,16 @@ impl Worker {
                 ),
             )));
         }
-        if let (Some(k), Link::Plain(c)) = (self.wait_for, &mut conn) {
+        if let Some(k) = self.wait_for {
             // WAIT 0 answers at once: whether this user may run it, before any lock is written
-            // that a refused WAIT would leave uncounted.
-            if let Err(e) = redis::cmd("WAIT").arg(0).arg(1).query::<i64>(c) {
+            // that a refused WAIT would leave uncounted (on every master of a cluster).
+            let wait0 =
+                |c: &mut redis::Connection| redis::cmd("WAIT").arg(0).arg(1).query::<i64>(c);
+            let tried = match &mut conn {
+                Link::Plain(c) => wait0(c).map(|_| ()),
+                Link::Cluster(link) => link.on_each(wait0).map(|_| ()),
+            };
+            if let Err(e) = tried {
                 if !command_refused(&e) {
                     return Err(e);
                 }
@@ -1166,24 +1227,29 @@ impl Worker {
             }
         }
         if let Some(k) = self.settings.min_replicas {
-            let connected = probe.report.connected_replicas;
-            match connected {
-                Some(n) if n < u64::from(k) => probe.assessment.warnings.push(format!(
-                    "{n} replicas connected (INFO replication connected_slaves), fewer than \
-                     min_replicas {k}: acquisitions and extensions on this node fail until \
-                     enough replicas are attached"
-                )),
-                None => probe.assessment.warnings.push(format!(
-                    "INFO did not tell how many replicas are connected: min_replicas {k} is only \
-                     checked by WAIT, each short vote waiting out its timeout; allow INFO for \
-                     this user (+info)"
-                )),
-                Some(_) => {}
+            for (master, connected) in &replicas {
+                match connected {
+                    Some(n) if *n < u64::from(k) => probe.assessment.warnings.push(named(
+                        master,
+                        format!(
+                            "{n} replicas connected (INFO replication connected_slaves), fewer \
+                             than min_replicas {k}: acquisitions and extensions on this node \
+                             fail until enough replicas are attached"
+                        ),
+                    )),
+                    None => probe.assessment.warnings.push(named(
+                        master,
+                        format!(
+                            "INFO did not tell how many replicas are connected: min_replicas {k} \
+                             is only checked by WAIT, each short vote waiting out its timeout; \
+                             allow INFO for this user (+info)"
+                        ),
+                    )),
+                    Some(_) => {}
+                }
             }
             if self.wait_for.is_some() {
-                self.replicas = connected
-                    .filter(|n| *n < u64::from(k))
-                    .map(|n| (n, Instant::now()));
+                self.replicas = short_master(&replicas, k).map(|(m, n)| (m, n, Instant::now()));
             }
         }
         let inline_scripts = match conn.load_scripts(self.settings.scripts) {
@@ -1536,16 +1602,25 @@ fn acknowledged(acked: &Acked, wait: &Wait) -> Option<NodeProblem> {
 }
 
 /// A batch on a cluster's masters (see `cluster.rs`, which handles `NOSCRIPT`, `MOVED` and
-/// `ASK` itself): the votes, the `TIME` reading, and when the masters changed on the way, their
-/// merged probe and list for the worker to observe.
-type OnCluster = (Vec<Vote>, Option<TimeReading>, Option<(Probe, String)>);
+/// `ASK` itself): the votes, the `TIME` reading, when the masters changed on the way their
+/// merged probe and list for the worker to observe, and each master's connected replicas as
+/// the link last read them.
+type OnCluster = (
+    Vec<Vote>,
+    Option<TimeReading>,
+    Option<(Probe, String)>,
+    Vec<(Option<String>, Option<u64>)>,
+);
 
+/// With `wait` (a `WAIT` lane), a yes counts only if the `WAIT` on the connection of the master
+/// that took it confirmed `k` replicas.
 fn on_cluster(
     link: &mut ClusterLink,
     batch: &[Request],
     inline: bool,
     time: bool,
     scripts: &[&[&Script]],
+    wait: Option<(Wait, WaitFor)>,
 ) -> redis::RedisResult<OnCluster> {
     let routed: Vec<Routed<'_>> = batch
         .iter()
@@ -1556,14 +1631,51 @@ fn on_cluster(
             deadline: r.deadline,
         })
         .collect();
-    let (values, time) = link.execute(&routed, inline, time, scripts)?;
+    let (values, time, acks) = link.execute(&routed, inline, time, scripts, wait.map(|w| w.1))?;
     let refreshed = link.take_refreshed().map(|probe| (probe, link.masters()));
+    let mut acks = acks.map(Vec::into_iter);
     let votes = values
         .into_iter()
         .zip(batch)
-        .map(|(v, r)| r.command.interpret(v))
+        .map(|(v, r)| {
+            let vote = r.command.interpret(v);
+            let ack = acks.as_mut().and_then(Iterator::next);
+            match (wait, ack) {
+                (Some((wait, _)), Some(ack)) if vote.is_yes() => {
+                    let problem = match ack {
+                        Waited::Reply(value) => acknowledged(&Acked::Reply(value), &wait),
+                        Waited::Late(waited) => acknowledged(&Acked::Late(waited), &wait),
+                        Waited::Gone(master) => Some(NodeProblem::Unavailable(format!(
+                            "master {master} took the write but left the cluster's slot map \
+                             before its WAIT (min_replicas) could run"
+                        ))),
+                    };
+                    problem.map_or(vote, Vote::Failed)
+                }
+                _ => vote,
+            }
+        })
         .collect();
-    Ok((votes, time, refreshed))
+    let replicas = link
+        .probed_replicas()
+        .into_iter()
+        .map(|(m, n)| (Some(m), n))
+        .collect();
+    Ok((votes, time, refreshed, replicas))
+}
+
+/// The master with the fewest connected replicas among `replicas` (`None`: the node's one
+/// master), and how many, if that is fewer than `k`. A master that did not tell is not counted
+/// here (`WAIT` checks it).
+fn short_master(
+    replicas: &[(Option<String>, Option<u64>)],
+    k: u32,
+) -> Option<(Option<String>, u64)> {
+    replicas
+        .iter()
+        .filter_map(|(m, n)| Some((m.clone(), (*n)?)))
+        .min_by_key(|(_, n)| *n)
+        .filter(|(_, n)| *n < u64::from(k))
 }
 
 /// Whether a reply says the server is a read-only replica now.
@@ -1646,6 +1758,7 @@ mod tests {
         let refused = Vote::Failed(NodeProblem::TooFewReplicas {
             connected: 0,
             required: 1,
+            master: None,
         });
         assert!(!refused.applied(), "nothing was sent");
     }

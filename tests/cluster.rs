@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redlock::{Cancel, Error, LockRequest, NodeProblem, Redlock};
+use redlock::{Cancel, Error, Lock, LockRequest, NodeProblem, Redlock};
 use support::{RedisCluster, RedisNode, eventually};
 
 fn client(urls: &[String]) -> Redlock {
@@ -522,5 +522,296 @@ fn a_lock_key_lost_in_a_cluster_failover_lets_no_second_holder_in_during_the_gra
         .unwrap()
         .release()
         .expect("release the second holder");
+    support::assert_no_worker_panicked();
+}
+
+/// A client of the cluster with `min_replicas(k)`.
+fn acked(urls: &[String], k: u32) -> Redlock {
+    support::builder(urls)
+        .retry_count(0)
+        .min_replicas(k)
+        .build()
+        .expect("client")
+}
+
+/// `key`'s value and PTTL on cluster replica `i` (after `READONLY`: a replica redirects reads
+/// to its master otherwise).
+fn on_replica(cluster: &RedisCluster, i: usize, key: &str) -> (Option<String>, i64) {
+    let mut conn = cluster.nodes[i].conn();
+    let _: () = redis::cmd("READONLY").query(&mut conn).expect("READONLY");
+    let value: Option<String> = redis::cmd("GET").arg(key).query(&mut conn).expect("GET");
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).expect("PTTL");
+    (value, pttl)
+}
+
+/// `try_lock`, tried again for up to `limit` while it fails: on a loaded machine a replica's
+/// acknowledgement can take longer than the half node timeout `WAIT` gets (liveness, which
+/// Redlock leaves to retries; what a failure may never be is a second holder).
+fn lock_within(rl: &Redlock, resource: &str, ttl: Duration, limit: Duration) -> Lock {
+    let mut last = None;
+    let mut lock = None;
+    let got = eventually(limit, || match rl.try_lock(resource, ttl) {
+        Ok(l) => {
+            lock = Some(l);
+            true
+        }
+        Err(e) => {
+            last = Some(e);
+            false
+        }
+    });
+    assert!(got, "{resource} not locked within {limit:?}: {last:?}");
+    lock.expect("locked")
+}
+
+/// The problems a failed acquisition reports.
+fn problems(err: &Error) -> Vec<NodeProblem> {
+    match err {
+        Error::NoQuorum { report, .. } | Error::NotAcquired { report, .. } => {
+            report.failures.iter().map(|f| f.problem.clone()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `min_replicas(1)` on a 3-master, 3-replica cluster: the lock's master is SIGKILLed with no
+/// help from the test (no `WAIT` of its own), and the promoted replica has the lock, because
+/// the acquisition counted only once the `WAIT` on that master's connection said its replica
+/// had it. A second client is refused there; once the killed node is back as the new master's
+/// replica, the holder's extension is acknowledged by it, on the new topology.
+#[test]
+fn with_min_replicas_a_lock_survives_the_kill_of_its_master() {
+    support::watch_workers();
+    let mut cluster = RedisCluster::start(3, 1);
+    let key = "cluster:acked";
+    let old = cluster.master_of(key);
+    let replica = cluster.replica_of(old);
+    let holder = acked(&[cluster.url()], 1);
+    let status = &holder.node_status()[0];
+    assert!(
+        status.warnings.iter().all(|w| !w.contains("replica")),
+        "one replica per master is enough for min_replicas 1: {:?}",
+        status.warnings
+    );
+    // Long enough to outlive a slow failover on a loaded machine (see the killed-master test).
+    let lock = lock_within(
+        &holder,
+        key,
+        Duration::from_secs(60),
+        Duration::from_secs(10),
+    );
+    // No polling: the WAIT on the key's master returned only once its replica had the key.
+    assert_eq!(
+        on_replica(&cluster, replica, key).0.as_deref(),
+        Some(lock.token()),
+        "the replica has the lock when try_lock returns"
+    );
+    // Another key, on another master: each master's own WAIT covers its writes.
+    let elsewhere = (0..64)
+        .map(|i| format!("cluster:acked:{i}"))
+        .find(|k| cluster.master_of(k) != old)
+        .expect("a key on another master");
+    let other_replica = cluster.replica_of(cluster.master_of(&elsewhere));
+    let second = lock_within(
+        &holder,
+        &elsewhere,
+        Duration::from_secs(60),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        on_replica(&cluster, other_replica, &elsewhere).0.as_deref(),
+        Some(second.token()),
+        "the other master's replica has its lock"
+    );
+    second.release().expect("release");
+
+    // A hung replica (SIGSTOP) fails the votes of its own master's keys, within the node
+    // timeout, and the undo takes the unacknowledged key away; the other masters' WAITs are
+    // their own, so a key on the lock's master still locks meanwhile.
+    let near = (0..64)
+        .map(|i| format!("cluster:near:{i}"))
+        .find(|k| cluster.master_of(k) == old)
+        .expect("another key on the lock's master");
+    cluster.nodes[other_replica].hang();
+    let started = Instant::now();
+    let refused = holder.try_lock(&elsewhere, Duration::from_secs(60));
+    let took = started.elapsed();
+    let fine = lock_within(
+        &holder,
+        &near,
+        Duration::from_secs(60),
+        Duration::from_secs(5),
+    );
+    cluster.nodes[other_replica].resume();
+    let err = refused.expect_err("its master's replica acknowledges nothing");
+    assert!(
+        matches!(
+            problems(&err).as_slice(),
+            [NodeProblem::NotReplicated {
+                acknowledged: 0,
+                required: 1,
+                ..
+            }]
+        ),
+        "{err}"
+    );
+    assert!(
+        took < support::NODE_TIMEOUT + Duration::from_millis(300),
+        "the vote is bounded by node_timeout: {took:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || cluster.get(&elsewhere).is_none()),
+        "the undo removed the unacknowledged key"
+    );
+    fine.release().expect("release");
+    // Once the replica is back, that master's connection is in step: the next lock there is
+    // acknowledged and on the replica.
+    let again = lock_within(
+        &holder,
+        &elsewhere,
+        Duration::from_secs(60),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        on_replica(&cluster, other_replica, &elsewhere).0.as_deref(),
+        Some(again.token())
+    );
+    again.release().expect("release");
+
+    cluster.nodes[old].kill();
+    assert!(
+        cluster.wait_until_master(replica, Duration::from_secs(20)),
+        "the replica took over"
+    );
+    assert_eq!(
+        cluster.nodes[replica].get(key).as_deref(),
+        Some(lock.token()),
+        "the promoted replica has the acknowledged lock"
+    );
+
+    // A second client finds the lock there: refused, never granted while it is held.
+    let rival = client(&[cluster.url()]);
+    let mut last = None;
+    let refused = eventually(Duration::from_secs(10), || {
+        match rival.try_lock(key, Duration::from_secs(5)) {
+            Ok(got) => panic!(
+                "a second holder on the promoted replica while the lock is valid for {:?}: \
+                 {got:?}",
+                lock.validity()
+            ),
+            Err(e) => {
+                let refused = problems(&e) == [NodeProblem::Refused];
+                last = Some(e);
+                refused
+            }
+        }
+    });
+    assert!(refused, "the new master refuses the key it has: {last:?}");
+
+    // The killed node comes back (empty) and rejoins as the new master's replica.
+    cluster.nodes[old].restart();
+    let rejoined = eventually(Duration::from_secs(20), || {
+        cluster.nodes[old]
+            .info("replication")
+            .contains("master_link_status:up")
+            && cluster.nodes[replica]
+                .info("replication")
+                .contains("connected_slaves:1")
+    });
+    assert!(rejoined, "the killed node is the new master's replica");
+    let mut last = None;
+    let extended = eventually(Duration::from_secs(10), || {
+        match lock.extend(Duration::from_secs(30)) {
+            Ok(()) => true,
+            Err(e) => {
+                last = Some(e);
+                false
+            }
+        }
+    });
+    assert!(
+        extended,
+        "the holder extends on the promoted replica: {last:?}, {:?}",
+        holder.node_status()
+    );
+    assert!(
+        on_replica(&cluster, old, key).1 > 20_000,
+        "the extension is on the new master's replica when extend returns"
+    );
+    let rival = acked(&[cluster.url()], 1);
+    match rival.try_lock(key, Duration::from_secs(5)) {
+        Err(e) => assert_eq!(problems(&e), [NodeProblem::Refused], "{e}"),
+        Ok(got) => panic!("a second holder: {got:?}"),
+    }
+    let status = &holder.node_status()[0];
+    assert!(status.failovers >= 1, "{status:?}");
+    lock.release().expect("release on the new master");
+    assert_eq!(cluster.nodes[replica].get(key), None);
+    support::assert_no_worker_panicked();
+}
+
+/// `min_replicas(2)` on a cluster whose masters have one replica each: every master is named
+/// in the node's warnings, and a lock fails at once, unsent, naming a master that is short.
+#[test]
+fn min_replicas_a_cluster_master_cannot_meet_is_refused_naming_it() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 1);
+    let masters: Vec<String> = (0..cluster.nodes.len())
+        .filter(|&i| cluster.is_master(i))
+        .map(|i| format!("127.0.0.1:{}", cluster.nodes[i].port))
+        .collect();
+    assert_eq!(masters.len(), 3);
+    let rl = acked(&[cluster.url()], 2);
+    let status = &rl.node_status()[0];
+    for m in &masters {
+        assert!(
+            status
+                .warnings
+                .iter()
+                .any(|w| w.contains(&format!("master {m}"))
+                    && w.contains("1 replicas connected")
+                    && w.contains("fewer than min_replicas 2")),
+            "master {m} is named: {:?}",
+            status.warnings
+        );
+    }
+    let started = Instant::now();
+    let err = rl
+        .try_lock("cluster:short", Duration::from_secs(5))
+        .expect_err("no master has two replicas");
+    let took = started.elapsed();
+    let text = err.to_string();
+    assert!(
+        text.contains(&cluster.address())
+            && text.contains("1 replicas connected")
+            && text.contains("fewer than min_replicas 2"),
+        "names the node and what to do: {text}"
+    );
+    match problems(&err).as_slice() {
+        [
+            NodeProblem::TooFewReplicas {
+                connected: 1,
+                required: 2,
+                master: Some(m),
+            },
+        ] => assert!(masters.contains(m), "{m} is a master: {text}"),
+        other => panic!("{other:?}: {text}"),
+    }
+    assert!(
+        took < Duration::from_millis(500),
+        "refused at once, not after a WAIT: {took:?}"
+    );
+    assert_eq!(cluster.get("cluster:short"), None, "nothing was sent");
+
+    // The same cluster meets min_replicas 1.
+    let one = acked(&[cluster.url()], 1);
+    lock_within(
+        &one,
+        "cluster:short",
+        Duration::from_secs(5),
+        Duration::from_secs(10),
+    )
+    .release()
+    .expect("release");
     support::assert_no_worker_panicked();
 }

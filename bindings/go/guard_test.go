@@ -106,12 +106,6 @@ func TestMinReplicasIsPassedOnAndChecked(t *testing.T) {
 		}
 		t.Errorf("MinReplicas -1: New = %v, want ErrInvalidArgument naming MinReplicas", err)
 	}
-	if c, err := redlock.New([]string{"redis+cluster://127.0.0.1:1"}, redlock.Options{MinReplicas: 1}); !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "Redis Cluster") {
-		if c != nil {
-			c.Close()
-		}
-		t.Errorf("MinReplicas with a cluster node: New = %v, want ErrInvalidArgument naming Redis Cluster", err)
-	}
 	// The test node has no replica: the vote fails at once, saying why.
 	c := newClient(t, cl.urls(), redlock.Options{MinReplicas: 1, RetryCount: -1})
 	l, err := c.TryLock("go:min-replicas", 5*time.Second)

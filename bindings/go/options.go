@@ -63,7 +63,8 @@ type Options struct {
 	// confirms that this many of its replicas have the write; zero is the default (off).
 	// The commands that need it go over a second connection per node, so releases and
 	// inspections never wait behind a lagging replica. A node with fewer replicas fails its
-	// vote saying so; Redis Cluster nodes are refused with it. It must not be negative.
+	// vote saying so (on a Redis Cluster node every master needs them, and each vote waits
+	// for its own master's WAIT). It must not be negative.
 	MinReplicas int
 	// Logger, when not nil, receives the client's events as records: acquired, refused,
 	// released, extended (slog.LevelInfo), lost, node_disconnected, node_restarted,

@@ -66,4 +66,19 @@ func TestClusterURLIsOneNode(t *testing.T) {
 		!strings.Contains(err.Error(), "only database 0") {
 		t.Fatalf("a bad cluster URL: %v", err)
 	}
+
+	// MinReplicas on a cluster node: each master needs that many replicas, and this one has
+	// none, so the vote fails at once, naming it.
+	acked := patient
+	acked.MinReplicas = 1
+	acked.RetryCount = -1
+	ac, err := redlock.New([]string{"redis+cluster://" + nd.addr()}, acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close()
+	if l, err := ac.TryLock("go:cluster-acked", 5*time.Second); l != nil || !errors.Is(err, redlock.ErrNoQuorum) ||
+		!strings.Contains(err.Error(), "master "+nd.addr()+" of the cluster has 0 replicas") {
+		t.Fatalf("TryLock with MinReplicas 1 on a cluster without replicas = %v, want ErrNoQuorum naming the master", err)
+	}
 }

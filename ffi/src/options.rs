@@ -204,8 +204,8 @@ pub unsafe extern "C" fn redlock_options_set_node_timeout_ms(
 /// Replicas that must acknowledge (`WAIT`) an acquisition's or an extension's write before a
 /// node's vote counts; 0 = off (default). The commands that need it go over a second connection
 /// per node, so releases and inspections never wait behind a lagging replica; a node with too
-/// few replicas fails its vote saying so, and `redlock_client_new` refuses Redis Cluster nodes
-/// with it (`REDLOCK_INVALID_ARGUMENT`). See `min_replicas` in docs/guarantees.md.
+/// few replicas fails its vote saying so (on a Redis Cluster node, every master needs them, and
+/// each vote waits for its own master's `WAIT`). See `min_replicas` in docs/guarantees.md.
 ///
 /// # Safety
 /// As for `redlock_options_set_retry_count`.

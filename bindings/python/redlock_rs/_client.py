@@ -52,8 +52,9 @@ class Redlock(Managed, Shorthands[Lock]):
     ``maxmemory-policy``. ``min_replicas=k`` counts a node's vote for an acquisition or an
     extension only once ``WAIT`` confirms that k of its replicas have the write (over a second
     connection per node, so releases and inspections never wait behind a lagging replica); a
-    node with fewer replicas fails its vote saying so, and Redis Cluster nodes are refused
-    (``ValueError``). What it protects against: the main README's Sentinel section.
+    node with fewer replicas fails its vote saying so (on a Redis Cluster node every master
+    needs them, and each vote waits for its own master's ``WAIT``). What it protects against:
+    the main README's Sentinel section.
 
     The client's events (acquired, released, lost, a node disconnected, ...) become records of
     the ``redlock_rs`` logger (see the README's "Logging and metrics"): with ``log_events=None``

@@ -53,6 +53,18 @@ def test_locks_through_a_cluster_url(cluster_node: RedisNode) -> None:
             client.lock_many(["py:a", "py:b"], ttl_ms=5000)
 
 
+def test_min_replicas_on_a_cluster_node_names_the_master_without_replicas(
+    cluster_node: RedisNode,
+) -> None:
+    url = f"redis+cluster://127.0.0.1:{cluster_node.port}"
+    with redlock_rs.Redlock([url], retry_count=0, min_replicas=1) as client:
+        master = f"master 127.0.0.1:{cluster_node.port}"
+        assert any(master in w and "min_replicas 1" in w for w in client.node_status()[0].warnings)
+        with pytest.raises(redlock_rs.NoQuorum, match=f"{master} of the cluster has 0 replicas"):
+            client.try_lock("py:cluster-acked", 5000)
+    assert resp(cluster_node.port, "GET", "py:cluster-acked") is None
+
+
 def test_a_bad_cluster_url_is_a_value_error_naming_the_problem() -> None:
     with pytest.raises(ValueError, match="only database 0") as info:
         redlock_rs.Redlock(["redis+cluster://:s3cret@127.0.0.1:1/3"])

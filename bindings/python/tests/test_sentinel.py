@@ -136,7 +136,3 @@ def test_bad_min_replicas(urls: list[str], value: object, error: type) -> None:
     with pytest.raises(error, match="min_replicas"):
         redlock_rs.Redlock(urls, min_replicas=value)
 
-
-def test_min_replicas_with_a_cluster_node_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="Redis Cluster"):
-        redlock_rs.Redlock(["redis+cluster://127.0.0.1:1"], min_replicas=1)
