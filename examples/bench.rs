@@ -45,9 +45,10 @@
 //! bound), interleaved R times (default 5), with the medians of CPU per cycle and the ratios
 //! to no listener.
 //!
-//! `-- --hot [--repeats R]` runs only the one-node question of issue 30: redlock's uncontended
-//! cycle at N = 1 against the naive client with one connection per thread, at 1, 4 and 16
-//! threads, interleaved R times (default 3), with the medians and ratios.
+//! `-- --hot [--repeats R] [--nodes 1,5] [--threads 1,4,16]` runs only the hot-node question of
+//! issue 30: redlock's uncontended cycle at N = 1 (with `--nodes 1,5` also N = 5) against the
+//! naive client with one connection per thread per node, at 1, 4 and 16 threads (or those
+//! given), interleaved R times (default 3), with the medians and ratios.
 //!
 //! `-- --cluster [--repeats R]` runs only the Redis Cluster question of issue 27: redlock's
 //! uncontended cycle with a whole Redis Cluster of three masters (no replicas) as its one node
@@ -242,49 +243,72 @@ fn floor_at(urls: Vec<String>, threads: usize, length: Duration) -> Sample {
     })
 }
 
-/// `--hot [--repeats R]`: one node, many caller threads: redlock's uncontended cycle against
-/// the naive client with a connection per thread (`floor`), at 1, 4 and 16 threads, the
-/// configurations interleaved R times (default 3) so that machine noise hits all alike. Prints
-/// each run, then the medians of cycles/s and CPU per cycle, and redlock's ratio to the floor.
+/// `--hot [--repeats R] [--nodes 1,5] [--threads 1,4,16]`: many caller threads on one node (and
+/// on five): redlock's uncontended cycle against the naive client with a connection per thread
+/// per node (`floor`), the configurations interleaved R times (default 3) so that machine noise
+/// hits all alike. Prints each run, then the medians of cycles/s and CPU per cycle, and
+/// redlock's ratio to the floor.
 fn hot(one: &Cluster, length: Duration, args: &[String]) {
     let repeats = repeats(args, 3);
-    let rl = client(one);
-    let threads = [1usize, 4, 16];
-    let mut runs: Vec<(&str, usize, f64, f64)> = Vec::new();
+    let list = |name: &str, default: &[usize]| -> Vec<usize> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| {
+                v.split(',')
+                    .map(|n| n.parse().expect("a comma-separated list of numbers"))
+                    .collect()
+            })
+            .unwrap_or_else(|| default.to_vec())
+    };
+    let sizes = list("--nodes", &[1]);
+    let threads = list("--threads", &[1, 4, 16]);
+    let five = sizes.contains(&5).then(|| Cluster::start(5));
+    let cluster = |n: usize| match n {
+        1 => one,
+        5 => five.as_ref().expect("started above"),
+        _ => panic!("--nodes takes 1 and/or 5"),
+    };
+    let clients: Vec<(usize, Redlock)> = sizes.iter().map(|&n| (n, client(cluster(n)))).collect();
+    let mut runs: Vec<(&str, usize, usize, f64, f64)> = Vec::new();
     for _ in 0..repeats {
-        for &t in &threads {
-            for name in ["floor", "redlock"] {
-                let mut s = if name == "floor" {
-                    floor(one, t, length)
-                } else {
-                    cycles(&rl, t, length)
-                };
-                emit(s.json(name, 1, t));
-                let rate = s.cycles as f64 / s.elapsed.as_secs_f64();
-                let cpu = s.cpu_ticks as f64 * 1e4 / s.cycles.max(1) as f64;
-                runs.push((name, t, rate, cpu));
+        for (n, rl) in &clients {
+            for &t in &threads {
+                for name in ["floor", "redlock"] {
+                    let mut s = if name == "floor" {
+                        floor(cluster(*n), t, length)
+                    } else {
+                        cycles(rl, t, length)
+                    };
+                    emit(s.json(name, *n, t));
+                    let rate = s.cycles as f64 / s.elapsed.as_secs_f64();
+                    let cpu = s.cpu_ticks as f64 * 1e4 / s.cycles.max(1) as f64;
+                    runs.push((name, *n, t, rate, cpu));
+                }
             }
         }
     }
-    let median = |name: &str, t: usize, pick: fn(&(&str, usize, f64, f64)) -> f64| {
+    let median = |name: &str, n: usize, t: usize, pick: fn(&(&str, usize, usize, f64, f64)) -> f64| {
         let mut v: Vec<f64> = runs
             .iter()
-            .filter(|r| r.0 == name && r.1 == t)
+            .filter(|r| r.0 == name && r.1 == n && r.2 == t)
             .map(pick)
             .collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    for &t in &threads {
-        let (fr, rr) = (median("floor", t, |r| r.2), median("redlock", t, |r| r.2));
-        println!(
-            "{{\"config\":\"hot-node\",\"nodes\":1,\"threads\":{t},\"repeats\":{repeats},\
-             \"floor_cycles_per_s\":{fr:.0},\"redlock_cycles_per_s\":{rr:.0},\"ratio\":{:.2},\
-             \"floor_cpu_us_per_cycle\":{:.1},\"redlock_cpu_us_per_cycle\":{:.1}}}",
-            rr / fr,
-            median("floor", t, |r| r.3),
-            median("redlock", t, |r| r.3),
-        );
+    for &n in &sizes {
+        for &t in &threads {
+            let (fr, rr) = (median("floor", n, t, |r| r.3), median("redlock", n, t, |r| r.3));
+            println!(
+                "{{\"config\":\"hot-node\",\"nodes\":{n},\"threads\":{t},\"repeats\":{repeats},\
+                 \"floor_cycles_per_s\":{fr:.0},\"redlock_cycles_per_s\":{rr:.0},\"ratio\":{:.2},\
+                 \"floor_cpu_us_per_cycle\":{:.1},\"redlock_cpu_us_per_cycle\":{:.1}}}",
+                rr / fr,
+                median("floor", n, t, |r| r.4),
+                median("redlock", n, t, |r| r.4),
+            );
+        }
     }
 }
 
