@@ -1050,6 +1050,7 @@ fn main() {
     };
     // Which configurations: both (the default, the short profile in CI), or one.
     let mut configs = vec![false, true];
+    let mut plan = false;
     let mut filters = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -1084,6 +1085,8 @@ fn main() {
                 println!("chaos: test");
                 return;
             }
+            // The schedule only, to see what a seed would do.
+            "--plan" => plan = true,
             // libtest's own flags, passed along by `cargo test -- ...` to every test binary.
             a if a.starts_with('-') => {}
             filter => filters.push(filter.to_owned()),
@@ -1099,6 +1102,12 @@ fn main() {
     let mut failed = Vec::new();
     for cluster in configs {
         let flags = Flags { cluster, ..flags };
+        if plan {
+            for f in schedule(seed, chaos_ms, &flags) {
+                println!("{}", describe(&f));
+            }
+            continue;
+        }
         let started = std::time::Instant::now();
         let ok = run(seed, chaos_ms, flags);
         println!(

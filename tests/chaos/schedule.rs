@@ -99,12 +99,13 @@ pub enum Step {
     Cont(usize),
     /// Faults of the cluster node, each carried out whole by the driver, the `usize` choosing
     /// the master (the k-th of the masters by port, modulo their number). SIGKILL of a master;
-    /// once its replica is promoted, it restarts empty (its `nodes.conf` kept) and rejoins as
-    /// a replica.
-    ClusterKill(usize),
-    /// SIGSTOP of a master until its replica is promoted, then SIGCONT: it comes back as a
-    /// replica.
-    ClusterStop(usize),
+    /// once its replica is promoted, and no sooner than the `u64` ms after the fault began (a
+    /// quick window opens then: `back_after`), it restarts empty (its `nodes.conf` kept) and
+    /// rejoins as a replica.
+    ClusterKill(usize, u64),
+    /// SIGSTOP of a master until its replica is promoted (and the `u64` ms, likewise), then
+    /// SIGCONT: it comes back as a replica.
+    ClusterStop(usize, u64),
     /// `CLUSTER FAILOVER` on a replica of a master: a graceful, lossless change of master.
     ClusterFailover(usize),
 }
@@ -160,7 +161,9 @@ impl Fault {
                 } => 1_000,
                 Step::Pause { .. } => WRITE_WAIT_NS / MS,
                 // Typical lengths (the driver waits for the cluster, however long it takes).
-                Step::ClusterKill(_) | Step::ClusterStop(_) => CLUSTER_FAULT_MS,
+                Step::ClusterKill(_, back) | Step::ClusterStop(_, back) => {
+                    back + CLUSTER_FAULT_MS - CLUSTER_BACK_MS
+                }
                 Step::ClusterFailover(_) => 2_000,
                 _ => 0,
             })
@@ -170,10 +173,11 @@ impl Fault {
 }
 
 /// How long a cluster master's SIGKILL or SIGSTOP usually lasts, from the signal until the old
-/// master is a replica again: about 2 s for the failover (`cluster-node-timeout` 1000 ms, then
-/// the replica's election), plus its return. Planned with this much, and scheduled where a
-/// quick window holds from `CLUSTER_BACK_MS` in for `CLUSTER_BACK_WINDOW_MS` (see `drive`).
-const CLUSTER_FAULT_MS: u64 = 4_000;
+/// master is a replica again and the cluster whole: about 2 s for the failover
+/// (`cluster-node-timeout` 1000 ms, then the replica's election), then its return (planned
+/// `CLUSTER_BACK_MS` or later, when a quick window opens), its demotion within a few hundred
+/// ms and its resync.
+const CLUSTER_FAULT_MS: u64 = CLUSTER_BACK_MS + 1_000;
 /// When the old master comes back (SIGCONT, or the restart of a killed one), at the earliest
 /// after its fault began: the failover takes this long at least.
 const CLUSTER_BACK_MS: u64 = 2_000;
@@ -189,6 +193,19 @@ const CLUSTER_BACK_WINDOW_MS: u64 = 1_500;
 pub fn cluster_back_window(seed: u64, at_ms: u64, eager: bool) -> bool {
     quick_window(seed, at_ms, eager) && quick_window(seed, at_ms + CLUSTER_BACK_WINDOW_MS, eager)
 }
+
+/// A cluster master stopped or killed at `at_ms` comes back this many ms later: at the
+/// earliest `CLUSTER_BACK_MS` (its failover), else when the next window opens, if one opens
+/// within `CLUSTER_BACK_MAX_MS` (`None`: too far).
+fn back_after(seed: u64, at_ms: u64, eager: bool) -> Option<u64> {
+    (CLUSTER_BACK_MS..=CLUSTER_BACK_MAX_MS)
+        .step_by(50)
+        .find(|&d| cluster_back_window(seed, at_ms + d, eager))
+}
+
+/// A master stopped or killed waits at most this long for its window (the promotion part
+/// of its fault is safe in either phase, so it may begin before a quick window opens).
+const CLUSTER_BACK_MAX_MS: u64 = 6_000;
 
 /// The nodes the standalone faults (hangs, crashes, clock jumps, cuts) may hit: in the cluster
 /// configuration, all but the cluster node.
@@ -280,24 +297,39 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
         // In a quick phase, wait for the guard band to open (for a cluster master's return:
         // for its window).
         let combo_ok = |c: Class| match c {
-            Class::ClusterKill | Class::ClusterStop => {
-                cluster_back_window(seed, t + CLUSTER_BACK_MS, eager)
-                    && cluster_back_window(seed, t + CLUSTER_FAULT_MS, eager)
-            }
+            Class::ClusterKill | Class::ClusterStop => back_after(seed, t, eager).is_some(),
             Class::ClusterFailover => true,
+            // Its restart comes at once, or within a second and 100 ms when timed.
+            Class::Crash => {
+                !quick_phase(seed, t as i64)
+                    || quick_window(seed, t, eager) && quick_window(seed, t + 1_100, eager)
+            }
             _ => {
                 !quick_phase(seed, t as i64)
                     || quick_window(seed, t + 300, eager) && quick_window(seed, t + 1_500, eager)
             }
         };
-        let mut class = if t >= next_majority {
+        // The combination whose moment has come (in the cluster configuration, before a
+        // majority outage, whose time is loose: a quick phase has room for little more than a
+        // cluster master's fault and a crash).
+        let mut ready = combos.iter().rposition(|&c| combo_ok(c));
+        // A crash first, though, when a cluster master's fault still fits after it (a timed
+        // quick restart takes up to a second, and a gap follows).
+        if let Some(i) = ready
+            && matches!(combos[i], Class::ClusterKill | Class::ClusterStop)
+            && let Some(crash) = combos.iter().position(|&c| c == Class::Crash)
+            && combo_ok(Class::Crash)
+            && back_after(seed, t + 2_500, eager).is_some()
+        {
+            ready = Some(crash);
+        }
+        let mut class = if let Some(i) = ready.filter(|_| flags.cluster) {
+            combos.remove(i)
+        } else if t >= next_majority {
             next_majority += 20_000;
             Class::Majority
-        } else if let Some(&c) = combos.last()
-            && combo_ok(c)
-        {
-            combos.pop();
-            c
+        } else if let Some(i) = ready {
+            combos.remove(i)
         } else if let Some(c) = first.pop() {
             c
         } else if flags.cluster {
@@ -306,9 +338,9 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
                 30..50 => Class::Partition,
                 50..65 => Class::ClockJump,
                 65..80 => Class::Pause,
+                // The SIGKILLs and SIGSTOPs of cluster masters come as each quick phase's
+                // combination only: one at random could take that phase's window from it.
                 80..90 => Class::ClusterFailover,
-                _ if combo_ok(Class::ClusterKill) && rng.chance(0.5) => Class::ClusterKill,
-                _ if combo_ok(Class::ClusterStop) => Class::ClusterStop,
                 _ => Class::Crash,
             }
         } else {
@@ -544,8 +576,18 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
                 steps.push((rng.range(MIN_DOWN_AFTER_KILL_MS, 1_200), Step::Restart(n)));
             }
         }
-        Class::ClusterKill => steps.push((0, Step::ClusterKill(rng.below(3) as usize))),
-        Class::ClusterStop => steps.push((0, Step::ClusterStop(rng.below(3) as usize))),
+        Class::ClusterKill | Class::ClusterStop => {
+            let k = rng.below(3) as usize;
+            let back = back_after(seed, at_ms, eager).unwrap_or(CLUSTER_BACK_MS);
+            steps.push((
+                0,
+                if class == Class::ClusterKill {
+                    Step::ClusterKill(k, back)
+                } else {
+                    Step::ClusterStop(k, back)
+                },
+            ));
+        }
         Class::ClusterFailover => steps.push((0, Step::ClusterFailover(rng.below(3) as usize))),
     }
     Fault {
@@ -592,11 +634,13 @@ pub fn describe(fault: &Fault) -> String {
                 Step::Heal { client, node } => format!("heal c{client}-n{node}"),
                 Step::Pause { client, kind } => format!("SIGSTOP c{client} at a {kind} write"),
                 Step::Cont(c) => format!("SIGCONT c{c}"),
-                Step::ClusterKill(k) => format!(
-                    "SIGKILL cluster master #{k} of n{CLUSTER_NODE}, restart once failed over"
+                Step::ClusterKill(k, back) => format!(
+                    "SIGKILL cluster master #{k} of n{CLUSTER_NODE}, restart once failed over \
+                     (+{back} at the earliest)"
                 ),
-                Step::ClusterStop(k) => format!(
-                    "SIGSTOP cluster master #{k} of n{CLUSTER_NODE}, SIGCONT once failed over"
+                Step::ClusterStop(k, back) => format!(
+                    "SIGSTOP cluster master #{k} of n{CLUSTER_NODE}, SIGCONT once failed over \
+                     (+{back} at the earliest)"
                 ),
                 Step::ClusterFailover(k) => {
                     format!("CLUSTER FAILOVER of master #{k} of n{CLUSTER_NODE}")
@@ -894,16 +938,20 @@ pub fn drive(
                     signal(lab.pids[client], libc::SIGSTOP);
                     paused.push((client, now_ns(), at_write.then_some(kind)));
                 }
-                Step::ClusterKill(k) | Step::ClusterStop(k) | Step::ClusterFailover(k) => {
+                Step::ClusterKill(k, _) | Step::ClusterStop(k, _) | Step::ClusterFailover(k) => {
                     let rc = redis_cluster
                         .as_deref_mut()
                         .expect("cluster faults only in the cluster configuration");
                     let action = match step {
-                        Step::ClusterKill(_) => Action::ClusterKill,
-                        Step::ClusterStop(_) => Action::ClusterStop,
+                        Step::ClusterKill(..) => Action::ClusterKill,
+                        Step::ClusterStop(..) => Action::ClusterStop,
                         _ => Action::ClusterFailover,
                     };
-                    cluster_fault(rc, action, k, lab, chaos_start_ns, &mut rec);
+                    let back = match step {
+                        Step::ClusterKill(_, b) | Step::ClusterStop(_, b) => b,
+                        _ => 0,
+                    };
+                    cluster_fault(rc, action, (k, back), lab, chaos_start_ns, &mut rec);
                 }
                 Step::Cont(client) => {
                     let at = paused.iter().position(|p| p.0 == client).expect("paused");
@@ -1058,7 +1106,7 @@ fn healthy(rc: &RedisCluster) -> bool {
 fn cluster_fault(
     rc: &mut RedisCluster,
     action: Action,
-    k: usize,
+    (k, back_ms): (usize, u64),
     lab: &Lab,
     chaos_start_ns: u64,
     rec: &mut Record,
@@ -1115,7 +1163,10 @@ fn cluster_fault(
         // was scheduled so). A wait here delays the faults after it, like a timed restart.
         let since = |t: u64| t.saturating_sub(chaos_start_ns) / MS;
         let give_up = now_ns() + 2 * PHASE_MS * MS;
-        while !cluster_back_window(lab.seed, since(now_ns()), lab.eager) && now_ns() < give_up {
+        let earliest = f.start + back_ms * MS;
+        while (now_ns() < earliest || !cluster_back_window(lab.seed, since(now_ns()), lab.eager))
+            && now_ns() < give_up
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
         f.back = Some(now_ns());
