@@ -82,9 +82,14 @@
 //! `restart_grace` acquire, and rule (p) checks both halves on what the driver measured. A
 //! manual failover loses nothing and comes in delayed phases. The grace stays the largest TTL,
 //! less than A9 of `docs/guarantees.md` asks (plus `cluster-node-timeout`, for an old master
-//! that keeps serving clients across a partition, which these faults do not make): a client
-//! that takes a vote from a returning old master has just seen the list of masters change, and
-//! its grace covers the old master's few hundred ms until its demotion.
+//! that keeps serving clients across a partition, which these faults do not make): the clients
+//! with grace are busy on every master through a stop, so each saw the failover (a timeout,
+//! then the new slot map) and one that takes a vote from a returning old master has just seen
+//! the list of masters change again, its grace covering the old master's few hundred ms until
+//! its demotion. Not covered here: a client idle through the whole stop keeps its connection
+//! to the old master, sees no change at all, and its first vote there after the SIGCONT can be
+//! lost; the clients without grace are idle so in quick phases, but acquire only in the next
+//! delayed phase, long after the demotion.
 //!
 //! # Rules
 //! Afterwards a checker reads the logs and asserts:
