@@ -105,7 +105,13 @@ const BACKLOG_SLACK_NS: u64 = 2 * NODE_TIMEOUT.as_nanos() as u64;
 pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
     let down = outages.iter().any(|o| {
         let backlog = match o.action {
-            Action::Hang | Action::Blackhole => BACKLOG_SLACK_NS,
+            // A stopped cluster master's backlog goes to a replica by then, but a worker that
+            // followed the failover reconnects within its backoff like after a hang.
+            Action::Hang
+            | Action::Blackhole
+            | Action::ClusterKill
+            | Action::ClusterStop
+            | Action::ClusterFailover => BACKLOG_SLACK_NS,
             _ => 0,
         };
         o.node == s.node
@@ -567,6 +573,71 @@ pub fn check(
                 ));
             }
         }
+        // The cluster node: a master stopped or killed is replaced by a replica promoted only
+        // after the largest TTL (plus the drift allowance), so every key the replica may lack
+        // had expired: a delayed restart, safe for clients without grace. But the old master,
+        // back, believes itself the master until it is demoted, and a vote it gives meanwhile
+        // is lost: a quick restart, kept in a quick phase from its return until the largest
+        // TTL after its demotion.
+        let drift_ms = TTL_MAX_MS / 100 + 2;
+        for f in record
+            .failovers
+            .iter()
+            .filter(|f| f.back.is_some() && !options.eager)
+        {
+            if let Some(p) = f.promoted
+                && p < f.start + (TTL_MAX_MS + drift_ms) * MS
+            {
+                verdict.fail(format!(
+                    "(p) cluster master {} failed over to {} {:.0} ms after its {:?}, before \
+                     every key the replica may lack had expired",
+                    f.master,
+                    f.replica,
+                    (p - f.start) as f64 / 1e6,
+                    f.action
+                ));
+            }
+            let back = f.back.unwrap_or(0);
+            let until = f.demoted.unwrap_or(u64::MAX / 2) + (TTL_MAX_MS + drift_ms) * MS;
+            for c in logs
+                .calls
+                .iter()
+                .filter(|c| c.variant == "n" && c.acquires() && c.start < until && c.end > back)
+            {
+                verdict.fail(format!(
+                    "(p) client {} without restart grace ran {} {} [{} .. {}] while the old \
+                     cluster master {} could still have lost a vote (back at {}, a replica at \
+                     {}): the phases failed",
+                    c.client,
+                    c.op,
+                    c.resource,
+                    ms(c.start, origin),
+                    ms(c.end, origin),
+                    f.master,
+                    ms(back, origin),
+                    f.demoted.map_or("never".into(), |d| ms(d, origin))
+                ));
+            }
+        }
+    }
+
+    // (cl) Every fault of the cluster node ran its course (a check of the harness and of the
+    // cluster, not of the library): the replica was promoted, the old master came back as a
+    // replica, and the cluster was whole again before the next fault.
+    for f in &record.failovers {
+        if f.promoted.is_none() || f.demoted.is_none() || f.healthy.is_none() {
+            verdict.fail(format!(
+                "(cl) cluster fault {:?} of master {} (replica {}) at {}: promoted {}, old \
+                 master a replica {}, cluster healthy {}",
+                f.action,
+                f.master,
+                f.replica,
+                ms(f.start, origin),
+                f.promoted.map_or("never".into(), |t| ms(t, origin)),
+                f.demoted.map_or("never".into(), |t| ms(t, origin)),
+                f.healthy.map_or("never".into(), |t| ms(t, origin)),
+            ));
+        }
     }
 
     // (f) No key of a finished acquisition outlives its call: NODE_TIMEOUT after a wait that
@@ -697,7 +768,7 @@ pub fn last_heal(record: &Record) -> u64 {
 
 /// Every fault class the docs claim we survive was injected, and every kind of call made:
 /// a run that skipped one tested nothing about it.
-pub fn check_coverage(logs: &Logs, record: &Record, verdict: &mut Verdict) {
+pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut Verdict) {
     let outages = |a: Action| record.outages.iter().filter(|o| o.action == a).count();
     let restarts = |quick: bool| record.restarts.iter().filter(|r| r.quick == quick).count();
     let calls = |f: &dyn Fn(&Call) -> bool| logs.calls.iter().filter(|c| f(c)).count();
@@ -717,7 +788,28 @@ pub fn check_coverage(logs: &Logs, record: &Record, verdict: &mut Verdict) {
             .filter(|w| w.resource == ELECTION_KEY && w.outcome == outcome)
             .count()
     };
+    // In the cluster configuration, each fault of the cluster node, run its course.
+    let failovers = |a: Action| {
+        let done = record
+            .failovers
+            .iter()
+            .filter(|f| f.action == a && f.healthy.is_some())
+            .count();
+        if cluster { done } else { 1 }
+    };
     let classes = [
+        (
+            "cluster master SIGKILLs (failed over, restarted, a replica again)",
+            failovers(Action::ClusterKill),
+        ),
+        (
+            "cluster master SIGSTOPs (failed over, resumed, a replica again)",
+            failovers(Action::ClusterStop),
+        ),
+        (
+            "CLUSTER FAILOVERs of a replica",
+            failovers(Action::ClusterFailover),
+        ),
         ("node hangs", outages(Action::Hang)),
         ("crashes with a delayed restart", restarts(false)),
         ("crashes with a quick restart", restarts(true)),
@@ -961,7 +1053,45 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
         .filter(|c| c.variant == "g" && c.acquires() && c.outcome == "ok")
         .count();
     let count_ms = |a: Action| format!("{} ({} ms in all)", outages(a).count(), total_ms(a));
-    vec![
+    // The cluster node's faults: how many, how long until the replica was promoted, and until
+    // the old master was a replica again.
+    let failovers = |a: Action| {
+        let of: Vec<&crate::schedule::Failover> =
+            record.failovers.iter().filter(|f| f.action == a).collect();
+        let span = |to: fn(&crate::schedule::Failover) -> Option<u64>| {
+            let ms: Vec<u64> = of
+                .iter()
+                .filter_map(|f| to(f).map(|t| (t - f.start) / MS))
+                .collect();
+            format!(
+                "{}..{} ms",
+                ms.iter().min().unwrap_or(&0),
+                ms.iter().max().unwrap_or(&0)
+            )
+        };
+        format!(
+            "{} (promoted after {}; old master a replica after {})",
+            of.len(),
+            span(|f| f.promoted),
+            span(|f| f.demoted)
+        )
+    };
+    let mut rows: Vec<(String, String)> = Vec::new();
+    if !record.failovers.is_empty() {
+        rows.push((
+            "cluster master SIGKILL, failover, restart (back as a replica)".into(),
+            failovers(Action::ClusterKill),
+        ));
+        rows.push((
+            "cluster master SIGSTOP past its failover, SIGCONT (back as a replica)".into(),
+            failovers(Action::ClusterStop),
+        ));
+        rows.push((
+            "CLUSTER FAILOVER on a replica".into(),
+            failovers(Action::ClusterFailover),
+        ));
+    }
+    rows.extend(vec![
         ("node hang (SIGSTOP)".into(), count_ms(Action::Hang)),
         (
             "node crash, delayed restart (down > largest TTL; clients without grace)".into(),
@@ -1018,7 +1148,8 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
                     .unwrap_or(0)
             ),
         ),
-    ]
+    ]);
+    rows
 }
 
 /// The checker must be able to fail: it is fed one made-up violation of each kind.
@@ -1168,6 +1299,57 @@ pub fn checker_catches_made_up_violations() {
         );
     }
 
+    // The cluster node: a replica promoted 300 ms after its master stopped (before every key
+    // it may lack had expired), a client without grace acquiring 100 ms after the old master
+    // was demoted, and a killed master that never came back as a replica.
+    let failover = |action, promoted: u64, demoted: Option<u64>| crate::schedule::Failover {
+        action,
+        master: 1,
+        replica: 2,
+        start: t,
+        promoted: Some(t + promoted * MS),
+        back: Some(t + 2_000 * MS),
+        demoted: demoted.map(|d| t + d * MS),
+        healthy: demoted.map(|d| t + (d + 100) * MS),
+    };
+    let record = Record {
+        failovers: vec![
+            failover(Action::ClusterStop, 300, Some(2_200)),
+            failover(Action::ClusterKill, 2_000, None),
+        ],
+        ..Record::default()
+    };
+    let logs = Logs {
+        calls: vec![Call {
+            client: 0,
+            op: "lock".to_owned(),
+            resource: resource(0),
+            start: t + 2_300 * MS,
+            end: t + 2_310 * MS,
+            outcome: "ok".to_owned(),
+            variant: "n".to_owned(),
+        }],
+        ..Logs::default()
+    };
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check(&logs, &record, &BTreeMap::new(), t, &options, &mut verdict);
+    let count = |rule: &str, what: &str| {
+        verdict
+            .violations
+            .iter()
+            .filter(|v| v.starts_with(rule) && v.contains(what))
+            .count()
+    };
+    assert!(
+        count("(p)", "before every key") == 1
+            && count("(p)", "old cluster master") == 2
+            && count("(cl)", "") == 1,
+        "the checker missed a made-up cluster (p) or (cl) violation: {:?}",
+        verdict.violations
+    );
+
     // A holder stopped between its validity check and its write, which lands after another
     // holder's: the counter loses an update. With the driver's pause across the write it is
     // the known limit of unfenced locks; with no pause or stall to explain it, a violation.
@@ -1285,7 +1467,7 @@ pub fn checker_catches_made_up_violations() {
     let mut verdict = Verdict {
         violations: Vec::new(),
     };
-    check_coverage(&Logs::default(), &Record::default(), &mut verdict);
+    check_coverage(&Logs::default(), &Record::default(), true, &mut verdict);
     assert!(
         verdict.violations.len() >= 8 && verdict.violations.iter().all(|v| v.starts_with("(cov)")),
         "the checker missed a run without faults: {:?}",

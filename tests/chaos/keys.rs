@@ -70,6 +70,36 @@ const WATCH_LIMIT_NS: u64 = (TTL_MAX_MS + 500) * MS;
 struct Nodes {
     urls: Vec<String>,
     conns: Vec<Option<redis::Connection>>,
+    /// Per node: for a cluster node (`redis+cluster://`), the `host:port` of each of its
+    /// processes (the URL's host and seeds), to follow its failovers with.
+    cluster: Vec<Option<Vec<String>>>,
+    /// A cluster node's processes asked last for a resource (whose keys share one slot), and
+    /// connections to them by `host:port`.
+    routes: std::collections::HashMap<(usize, String), String>,
+    by_addr: std::collections::HashMap<String, redis::Connection>,
+}
+
+/// The processes a `redis+cluster://host:port?seed=host:port&…` URL names, or `None` for
+/// another URL.
+fn cluster_addrs(url: &str) -> Option<Vec<String>> {
+    let rest = url.strip_prefix("redis+cluster://")?;
+    let (first, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut addrs = vec![first.trim_end_matches('/').to_owned()];
+    addrs.extend(
+        query
+            .split('&')
+            .filter_map(|kv| kv.strip_prefix("seed="))
+            .map(str::to_owned),
+    );
+    Some(addrs)
+}
+
+fn open(addr: &str) -> Option<redis::Connection> {
+    let client = redis::Client::open(format!("redis://{addr}")).ok()?;
+    let conn = client.get_connection_with_timeout(IO_TIMEOUT).ok()?;
+    conn.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
+    conn.set_write_timeout(Some(IO_TIMEOUT)).ok()?;
+    Some(conn)
 }
 
 /// What a node said about one token.
@@ -93,48 +123,15 @@ impl Nodes {
     }
 
     fn look(&mut self, n: usize, kind: KeyKind, resource: &str, token: &str) -> Seen {
+        if let Some(addrs) = self.cluster[n].clone() {
+            return self.look_in_cluster(n, &addrs, kind, resource, token);
+        }
         let Some(conn) = self.conn(n) else {
             return Seen::Unreachable;
         };
-        // One round trip: for each key, whether it holds the token, and its PTTL.
-        let keys: Vec<String> = match kind {
-            KeyKind::Slots => (0..crate::kinds::PERMITS)
-                .map(|i| format!("redlock:sem:{{{resource}}}:{i}"))
-                .collect(),
-            _ => vec![resource.to_owned()],
-        };
-        let mut pipe = redis::pipe();
-        for key in &keys {
-            match kind {
-                KeyKind::Plain | KeyKind::Slots => pipe.cmd("GET").arg(key),
-                KeyKind::Reentrant => pipe.cmd("HEXISTS").arg(key).arg(token),
-                KeyKind::Reader => pipe.cmd("ZSCORE").arg(key).arg(token),
-            };
-            pipe.cmd("PTTL").arg(key);
-        }
-        let answer: redis::RedisResult<Vec<redis::Value>> = pipe.query(conn);
+        let answer = pipeline(kind, resource, token).query::<Vec<redis::Value>>(conn);
         match answer {
-            Ok(replies) => {
-                let pairs = replies.chunks(2).map(|r| {
-                    let pttl = match r.get(1) {
-                        Some(redis::Value::Int(ms)) => *ms,
-                        _ => -3,
-                    };
-                    (r[0].clone(), pttl)
-                });
-                let holding = pairs.into_iter().find(|(value, _)| match (kind, value) {
-                    (KeyKind::Plain | KeyKind::Slots, redis::Value::BulkString(v)) => {
-                        v == token.as_bytes()
-                    }
-                    (KeyKind::Reentrant, redis::Value::Int(1)) => true,
-                    (KeyKind::Reader, v) => *v != redis::Value::Nil,
-                    _ => false,
-                });
-                match holding {
-                    Some((_, pttl)) => Seen::Present(pttl),
-                    None => Seen::Absent,
-                }
-            }
+            Ok(replies) => seen(kind, token, &replies),
             // The other kind's key (WRONGTYPE) is not ours.
             Err(e) if e.code() == Some("WRONGTYPE") => Seen::Absent,
             Err(_) => {
@@ -143,6 +140,117 @@ impl Nodes {
                 Seen::Unreachable
             }
         }
+    }
+
+    /// `look` on a cluster node: on the master of the resource's slot, found by following
+    /// `MOVED` from the process asked last (the URL's host at first), or the next process when
+    /// one does not answer (stopped, killed): a few tries, each within `IO_TIMEOUT`.
+    fn look_in_cluster(
+        &mut self,
+        n: usize,
+        addrs: &[String],
+        kind: KeyKind,
+        resource: &str,
+        token: &str,
+    ) -> Seen {
+        let route = (n, resource.to_owned());
+        let mut at = self
+            .routes
+            .get(&route)
+            .cloned()
+            .unwrap_or_else(|| addrs[0].clone());
+        let mut pipe = pipeline(kind, resource, token);
+        pipe.ignore_errors();
+        for _ in 0..4 {
+            if !self.by_addr.contains_key(&at)
+                && let Some(conn) = open(&at)
+            {
+                self.by_addr.insert(at.clone(), conn);
+            }
+            let answer = match self.by_addr.get_mut(&at) {
+                Some(conn) => pipe.query::<Vec<redis::Value>>(conn),
+                None => Err(redis::RedisError::from(std::io::Error::other(
+                    "no connection",
+                ))),
+            };
+            let moved = answer.as_ref().ok().and_then(|replies| {
+                replies.iter().find_map(|r| match r {
+                    redis::Value::ServerError(e) if e.code() == "MOVED" => {
+                        Some(e.details()?.split_whitespace().nth(1)?.to_owned())
+                    }
+                    _ => None,
+                })
+            });
+            match (answer, moved) {
+                (Ok(_), Some(to)) => at = to,
+                (Ok(replies), None) => {
+                    if replies
+                        .iter()
+                        .any(|r| matches!(r, redis::Value::ServerError(_)))
+                    {
+                        // WRONGTYPE: the other kind's key, not ours; anything else (a
+                        // failover under way: CLUSTERDOWN, TRYAGAIN): unknown.
+                        return if replies.iter().any(|r| {
+                            matches!(r, redis::Value::ServerError(e) if e.code() == "WRONGTYPE")
+                        }) {
+                            Seen::Absent
+                        } else {
+                            Seen::Unreachable
+                        };
+                    }
+                    self.routes.insert(route, at);
+                    return seen(kind, token, &replies);
+                }
+                (Err(_), _) => {
+                    // A reply may still come on this connection: never reuse it.
+                    self.by_addr.remove(&at);
+                    let next = addrs.iter().position(|a| *a == at).map_or(0, |i| i + 1);
+                    at = addrs[next % addrs.len()].clone();
+                }
+            }
+        }
+        Seen::Unreachable
+    }
+}
+
+/// One round trip: for each of the resource's keys, whether it holds the token, and its PTTL.
+fn pipeline(kind: KeyKind, resource: &str, token: &str) -> redis::Pipeline {
+    let keys: Vec<String> = match kind {
+        KeyKind::Slots => (0..crate::kinds::PERMITS)
+            .map(|i| format!("redlock:sem:{{{resource}}}:{i}"))
+            .collect(),
+        _ => vec![resource.to_owned()],
+    };
+    let mut pipe = redis::pipe();
+    for key in &keys {
+        match kind {
+            KeyKind::Plain | KeyKind::Slots => pipe.cmd("GET").arg(key),
+            KeyKind::Reentrant => pipe.cmd("HEXISTS").arg(key).arg(token),
+            KeyKind::Reader => pipe.cmd("ZSCORE").arg(key).arg(token),
+        };
+        pipe.cmd("PTTL").arg(key);
+    }
+    pipe
+}
+
+/// What the replies of `pipeline` say about the token.
+fn seen(kind: KeyKind, token: &str, replies: &[redis::Value]) -> Seen {
+    let pairs = replies.chunks(2).map(|r| {
+        let pttl = match r.get(1) {
+            Some(redis::Value::Int(ms)) => *ms,
+            _ => -3,
+        };
+        (r[0].clone(), pttl)
+    });
+    let holding = pairs.into_iter().find(|(value, _)| match (kind, value) {
+        (KeyKind::Plain | KeyKind::Slots, redis::Value::BulkString(v)) => v == token.as_bytes(),
+        (KeyKind::Reentrant, redis::Value::Int(1)) => true,
+        (KeyKind::Reader, v) => *v != redis::Value::Nil,
+        _ => false,
+    });
+    match holding {
+        Some((_, pttl)) => Seen::Present(pttl),
+        None => Seen::Absent,
     }
 }
 
@@ -160,6 +268,9 @@ struct Watch {
 pub fn run(client: usize, urls: Vec<String>, probes: Receiver<Probe>) -> Vec<String> {
     let mut nodes = Nodes {
         conns: urls.iter().map(|_| None).collect(),
+        cluster: urls.iter().map(|u| cluster_addrs(u)).collect(),
+        routes: std::collections::HashMap::new(),
+        by_addr: std::collections::HashMap::new(),
         urls,
     };
     let mut log = Vec::new();

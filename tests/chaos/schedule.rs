@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Receiver;
 
 use crate::relay::{CutMode, Relay};
-use crate::support::Cluster;
+use crate::support::{Cluster, RedisCluster};
 use crate::{
-    CLIENTS, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, NODES, PHASE_MS, Rng,
-    TTL_MAX_MS, now_ns, sleep_until,
+    CLIENTS, CLUSTER_NODE, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, NODES,
+    PHASE_MS, Rng, TTL_MAX_MS, now_ns, sleep_until,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +97,17 @@ pub enum Step {
         kind: &'static str,
     },
     Cont(usize),
+    /// Faults of the cluster node, each carried out whole by the driver, the `usize` choosing
+    /// the master (the k-th of the masters by port, modulo their number). SIGKILL of a master;
+    /// once its replica is promoted, and no sooner than the `u64` ms after the fault began (a
+    /// quick window opens then: `back_after`), it restarts empty (its `nodes.conf` kept) and
+    /// rejoins as a replica.
+    ClusterKill(usize, u64),
+    /// SIGSTOP of a master until its replica is promoted (and the `u64` ms, likewise), then
+    /// SIGCONT: it comes back as a replica.
+    ClusterStop(usize, u64),
+    /// `CLUSTER FAILOVER` on a replica of a master: a graceful, lossless change of master.
+    ClusterFailover(usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +127,15 @@ pub enum Class {
     /// restarts empty: the only quorum is the restarted node and the two stale ones. The
     /// fencing scenario of issue 24, with hangs instead of partitions.
     Fence,
+    /// One standalone node crashed: a quick restart where the phases allow, else a delayed
+    /// one. In the cluster configuration, which has too few standalone nodes for Young and
+    /// Fence, each phase opens with one, so that both kinds of restart happen in every run.
+    Crash,
+    /// The cluster configuration's faults of its cluster node (`Step::ClusterKill` and the
+    /// next two).
+    ClusterKill,
+    ClusterStop,
+    ClusterFailover,
 }
 
 /// Steps at `at_ms` from the start of the chaos phase, each `delay` ms after the previous
@@ -140,10 +160,60 @@ impl Fault {
                     ..
                 } => 1_000,
                 Step::Pause { .. } => WRITE_WAIT_NS / MS,
+                // Typical lengths (the driver waits for the cluster, however long it takes).
+                Step::ClusterKill(_, back) | Step::ClusterStop(_, back) => {
+                    back + CLUSTER_FAULT_MS - CLUSTER_BACK_MS
+                }
+                Step::ClusterFailover(_) => 2_000,
                 _ => 0,
             })
             .sum();
         self.steps.iter().map(|(d, _)| d).sum::<u64>() + waits
+    }
+}
+
+/// How long a cluster master's SIGKILL or SIGSTOP usually lasts, from the signal until the old
+/// master is a replica again and the cluster whole: about 2 s for the failover
+/// (`cluster-node-timeout` 1000 ms, then the replica's election), then its return (planned
+/// `CLUSTER_BACK_MS` or later, when a quick window opens), its demotion within a few hundred
+/// ms and its resync.
+const CLUSTER_FAULT_MS: u64 = CLUSTER_BACK_MS + 1_000;
+/// When the old master comes back (SIGCONT, or the restart of a killed one), at the earliest
+/// after its fault began: the failover takes this long at least.
+const CLUSTER_BACK_MS: u64 = 2_000;
+/// The old master, back, believes it is still the master until the cluster tells it
+/// otherwise, and a client that rediscovers the cluster from it at that moment can take a
+/// vote there that its demotion then loses: a quick restart of the node. So it comes back
+/// only where a quick window holds from then for this long (its demotion takes a few hundred
+/// ms at most; the driver measures it and rule (p) checks it).
+const CLUSTER_BACK_WINDOW_MS: u64 = 1_500;
+
+/// Whether a cluster master may come back from a SIGKILL or a SIGSTOP at `at_ms` (see
+/// `CLUSTER_BACK_WINDOW_MS`).
+pub fn cluster_back_window(seed: u64, at_ms: u64, eager: bool) -> bool {
+    quick_window(seed, at_ms, eager) && quick_window(seed, at_ms + CLUSTER_BACK_WINDOW_MS, eager)
+}
+
+/// A cluster master stopped or killed at `at_ms` comes back this many ms later: at the
+/// earliest `CLUSTER_BACK_MS` (its failover), else when the next window opens, if one opens
+/// within `CLUSTER_BACK_MAX_MS` (`None`: too far).
+fn back_after(seed: u64, at_ms: u64, eager: bool) -> Option<u64> {
+    (CLUSTER_BACK_MS..=CLUSTER_BACK_MAX_MS)
+        .step_by(50)
+        .find(|&d| cluster_back_window(seed, at_ms + d, eager))
+}
+
+/// A master stopped or killed waits at most this long for its window (the promotion part
+/// of its fault is safe in either phase, so it may begin before a quick window opens).
+const CLUSTER_BACK_MAX_MS: u64 = 6_000;
+
+/// The nodes the standalone faults (hangs, crashes, clock jumps, cuts) may hit: in the cluster
+/// configuration, all but the cluster node.
+fn cluster_except(flags: &Flags) -> Vec<usize> {
+    if flags.cluster {
+        vec![CLUSTER_NODE]
+    } else {
+        Vec::new()
     }
 }
 
@@ -197,26 +267,82 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     first.push(Class::ClockJump);
     let mut phase = None;
     let mut combos = Vec::new();
+    let mut quick_phases = 0u64;
     let mut t = rng.range(200, 800);
     while t < chaos_ms {
         if phase != Some(t / PHASE_MS) {
             phase = Some(t / PHASE_MS);
-            combos = if rng.chance(0.5) {
+            combos = if flags.cluster {
+                // Each phase: a standalone crash, and a fault of the cluster node: a graceful
+                // failover in a delayed phase; in a quick phase a SIGKILL or a SIGSTOP of a
+                // master, in turns (the seed choosing the first), since the old master comes
+                // back as one that believes it is still the master: a quick restart.
+                let cluster = if !quick_phase(seed, t as i64) {
+                    Class::ClusterFailover
+                } else {
+                    quick_phases += 1;
+                    if (quick_phases + seed / 2).is_multiple_of(2) {
+                        Class::ClusterKill
+                    } else {
+                        Class::ClusterStop
+                    }
+                };
+                vec![Class::Crash, cluster]
+            } else if rng.chance(0.5) {
                 vec![Class::Young, Class::Fence]
             } else {
                 vec![Class::Fence, Class::Young]
             };
         }
-        // In a quick phase, wait for the guard band to open.
-        let combo_ok = !quick_phase(seed, t as i64)
-            || quick_window(seed, t + 300, eager) && quick_window(seed, t + 1_500, eager);
-        let mut class = if t >= next_majority {
+        // In a quick phase, wait for the guard band to open (for a cluster master's return:
+        // for its window).
+        let combo_ok = |c: Class| match c {
+            Class::ClusterKill | Class::ClusterStop => back_after(seed, t, eager).is_some(),
+            Class::ClusterFailover => true,
+            // Its restart comes at once, or within a second and 100 ms when timed.
+            Class::Crash => {
+                !quick_phase(seed, t as i64)
+                    || quick_window(seed, t, eager) && quick_window(seed, t + 1_100, eager)
+            }
+            _ => {
+                !quick_phase(seed, t as i64)
+                    || quick_window(seed, t + 300, eager) && quick_window(seed, t + 1_500, eager)
+            }
+        };
+        // The combination whose moment has come (in the cluster configuration, before a
+        // majority outage, whose time is loose: a quick phase has room for little more than a
+        // cluster master's fault and a crash).
+        let mut ready = combos.iter().rposition(|&c| combo_ok(c));
+        // A crash first, though, when a cluster master's fault still fits after it (a timed
+        // quick restart takes up to a second, and a gap follows).
+        if let Some(i) = ready
+            && matches!(combos[i], Class::ClusterKill | Class::ClusterStop)
+            && let Some(crash) = combos.iter().position(|&c| c == Class::Crash)
+            && combo_ok(Class::Crash)
+            && back_after(seed, t + 2_500, eager).is_some()
+        {
+            ready = Some(crash);
+        }
+        let mut class = if let Some(i) = ready.filter(|_| flags.cluster) {
+            combos.remove(i)
+        } else if t >= next_majority {
             next_majority += 20_000;
             Class::Majority
-        } else if combo_ok && let Some(c) = combos.pop() {
-            c
+        } else if let Some(i) = ready {
+            combos.remove(i)
         } else if let Some(c) = first.pop() {
             c
+        } else if flags.cluster {
+            match rng.below(100) {
+                0..30 => Class::Nodes,
+                30..50 => Class::Partition,
+                50..65 => Class::ClockJump,
+                65..80 => Class::Pause,
+                // The SIGKILLs and SIGSTOPs of cluster masters come as each quick phase's
+                // combination only: one at random could take that phase's window from it.
+                80..90 => Class::ClusterFailover,
+                _ => Class::Crash,
+            }
         } else {
             match rng.below(100) {
                 0..30 => Class::Nodes,
@@ -241,6 +367,7 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
 
 fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> Fault {
     let eager = flags.eager;
+    let except = cluster_except(flags);
     let mut steps = Vec::new();
     match class {
         Class::Nodes | Class::Majority => {
@@ -250,7 +377,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             } else {
                 1 + rng.below(2) as usize
             };
-            let nodes = pick_nodes(rng, count, &[]);
+            let nodes = pick_nodes(rng, count, &except);
             let mut dur = if majority {
                 rng.range(1_000, 2_500)
             } else {
@@ -299,7 +426,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
                 } else {
                     1 + rng.below(2) as usize
                 };
-                for n in pick_nodes(rng, count, &[]) {
+                for n in pick_nodes(rng, count, &except) {
                     steps.push((
                         0,
                         Step::Cut {
@@ -317,13 +444,15 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             }
         }
         Class::ClockJump => {
-            let node = rng.below(NODES as u64) as usize;
+            let node = pick_nodes(rng, 1, &except)[0];
             let ms = rng.range(200, 3_000);
             // Often with a client cut off from two other nodes, so that its locks rest on a
             // bare majority that includes the jumping node.
             let cut = (flags.no_clock_guard || rng.chance(0.6)).then(|| {
                 let c = rng.below(CLIENTS as u64) as usize;
-                (c, pick_nodes(rng, 2, &[node]), mode(rng))
+                let mut off = except.clone();
+                off.push(node);
+                (c, pick_nodes(rng, 2, &off), mode(rng))
             });
             if let Some((c, nodes, m)) = &cut {
                 for &n in nodes {
@@ -438,6 +567,28 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             }
             steps.push((0, Step::Resume(others[1])));
         }
+        Class::Crash => {
+            let n = pick_nodes(rng, 1, &except)[0];
+            if quick_window(seed, at_ms, eager) {
+                steps.push((0, quick(rng, n)));
+            } else {
+                steps.push((0, Step::Kill(n)));
+                steps.push((rng.range(MIN_DOWN_AFTER_KILL_MS, 1_200), Step::Restart(n)));
+            }
+        }
+        Class::ClusterKill | Class::ClusterStop => {
+            let k = rng.below(3) as usize;
+            let back = back_after(seed, at_ms, eager).unwrap_or(CLUSTER_BACK_MS);
+            steps.push((
+                0,
+                if class == Class::ClusterKill {
+                    Step::ClusterKill(k, back)
+                } else {
+                    Step::ClusterStop(k, back)
+                },
+            ));
+        }
+        Class::ClusterFailover => steps.push((0, Step::ClusterFailover(rng.below(3) as usize))),
     }
     Fault {
         at_ms,
@@ -483,6 +634,17 @@ pub fn describe(fault: &Fault) -> String {
                 Step::Heal { client, node } => format!("heal c{client}-n{node}"),
                 Step::Pause { client, kind } => format!("SIGSTOP c{client} at a {kind} write"),
                 Step::Cont(c) => format!("SIGCONT c{c}"),
+                Step::ClusterKill(k, back) => format!(
+                    "SIGKILL cluster master #{k} of n{CLUSTER_NODE}, restart once failed over \
+                     (+{back} at the earliest)"
+                ),
+                Step::ClusterStop(k, back) => format!(
+                    "SIGSTOP cluster master #{k} of n{CLUSTER_NODE}, SIGCONT once failed over \
+                     (+{back} at the earliest)"
+                ),
+                Step::ClusterFailover(k) => {
+                    format!("CLUSTER FAILOVER of master #{k} of n{CLUSTER_NODE}")
+                }
             };
             if at == 0 { s } else { format!("+{at}: {s}") }
         })
@@ -508,6 +670,11 @@ pub enum Action {
     /// One client's relay to the node cut.
     Refuse,
     Blackhole,
+    /// The cluster node, from a master's SIGKILL, SIGSTOP or `CLUSTER FAILOVER` until its
+    /// replica was seen promoted (the node answers for every slot again).
+    ClusterKill,
+    ClusterStop,
+    ClusterFailover,
 }
 
 /// One node's outage, as the driver saw it: down from after the signal, up from before the
@@ -549,8 +716,30 @@ pub struct Restart {
     pub permille: u64,
 }
 
+/// A failover of the cluster node, as the driver saw it.
+#[derive(Debug, Clone)]
+pub struct Failover {
+    /// `ClusterKill`, `ClusterStop` or `ClusterFailover`.
+    pub action: Action,
+    /// Ports of the old master and of the replica promoted.
+    pub master: u16,
+    pub replica: u16,
+    /// The signal or the `CLUSTER FAILOVER`.
+    pub start: u64,
+    /// When the replica was first seen a master, with its slots served.
+    pub promoted: Option<u64>,
+    /// When the old master came back (SIGCONT, or its restart).
+    pub back: Option<u64>,
+    /// When the old master was first seen a replica again.
+    pub demoted: Option<u64>,
+    /// When every node of the cluster said `cluster_state:ok` and every replica's link was up.
+    pub healthy: Option<u64>,
+}
+
 #[derive(Debug, Default)]
 pub struct Record {
+    /// The cluster node's failovers (cluster configuration).
+    pub failovers: Vec<Failover>,
     pub outages: Vec<Outage>,
     pub pauses: Vec<Pause>,
     /// Every step of a node's clock: when, which node, the new offset in ms (0: back to the
@@ -579,6 +768,9 @@ pub struct Lab {
     pub pids: Vec<i32>,
     /// A holder about to write: (client, kind, when).
     pub writes: Receiver<(usize, String, u64)>,
+    /// The run's seed and `--eager-restarts`: when a cluster master may come back.
+    pub seed: u64,
+    pub eager: bool,
 }
 
 /// How long a pause waits for a holder of the kind it wants to say it is about to write.
@@ -601,11 +793,18 @@ fn signal(pid: i32, sig: i32) {
     }
 }
 
-pub fn drive(cluster: &mut Cluster, lab: &Lab, faults: &[Fault], chaos_start_ns: u64) -> Record {
+pub fn drive(
+    cluster: &mut Cluster,
+    mut redis_cluster: Option<&mut RedisCluster>,
+    lab: &Lab,
+    faults: &[Fault],
+    chaos_start_ns: u64,
+) -> Record {
     let mut rec = Record::default();
     let mut offsets = [0u64; NODES];
     let mut open: Vec<Open> = Vec::new();
     let mut paused: Vec<(usize, u64, Option<&'static str>)> = Vec::new();
+    let since = |t: u64| t.saturating_sub(chaos_start_ns) / MS;
     for fault in faults {
         sleep_until(chaos_start_ns + fault.at_ms * MS);
         for &(delay, step) in &fault.steps {
@@ -638,6 +837,33 @@ pub fn drive(cluster: &mut Cluster, lab: &Lab, faults: &[Fault], chaos_start_ns:
                         killed,
                         permille,
                     });
+                }
+                Step::QuickRestart { node, .. }
+                    if !quick_window(lab.seed, since(now_ns()), lab.eager) =>
+                {
+                    // The driver runs late (a cluster fault took longer than planned) and the
+                    // phase no longer allows a quick restart: a delayed one instead.
+                    cluster.nodes[node].kill();
+                    let killed = now_ns();
+                    sleep_until(killed + MIN_DOWN_AFTER_KILL_MS * MS);
+                    let permille = wall_ms(offsets[node]) % 1_000;
+                    rec.outages.push(Outage {
+                        node,
+                        client: None,
+                        action: Action::Kill,
+                        down_ns: killed,
+                        up_ns: now_ns(),
+                    });
+                    cluster.nodes[node].restart();
+                    rec.restarts.push(Restart {
+                        node,
+                        quick: false,
+                        killed,
+                        permille,
+                    });
+                }
+                Step::Shift { ms, .. } if ms > 0 && !jump_window(lab.seed, since(now_ns())) => {
+                    // Late likewise, too close to a phase's end for a jump: none this time.
                 }
                 Step::QuickRestart {
                     node,
@@ -711,6 +937,21 @@ pub fn drive(cluster: &mut Cluster, lab: &Lab, faults: &[Fault], chaos_start_ns:
                     let at_write = wait_for_write(lab, client, kind);
                     signal(lab.pids[client], libc::SIGSTOP);
                     paused.push((client, now_ns(), at_write.then_some(kind)));
+                }
+                Step::ClusterKill(k, _) | Step::ClusterStop(k, _) | Step::ClusterFailover(k) => {
+                    let rc = redis_cluster
+                        .as_deref_mut()
+                        .expect("cluster faults only in the cluster configuration");
+                    let action = match step {
+                        Step::ClusterKill(..) => Action::ClusterKill,
+                        Step::ClusterStop(..) => Action::ClusterStop,
+                        _ => Action::ClusterFailover,
+                    };
+                    let back = match step {
+                        Step::ClusterKill(_, b) | Step::ClusterStop(_, b) => b,
+                        _ => 0,
+                    };
+                    cluster_fault(rc, action, (k, back), lab, chaos_start_ns, &mut rec);
                 }
                 Step::Cont(client) => {
                     let at = paused.iter().position(|p| p.0 == client).expect("paused");
@@ -795,4 +1036,147 @@ pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
         }
     }
     intervals
+}
+
+/// How long the driver waits for each stage of a cluster fault (a failover, a return, the
+/// cluster healthy again) before it records the stage as not reached (rule (cl)).
+const CLUSTER_STAGE_NS: u64 = 20_000 * MS;
+
+/// Polls `f` every 10 ms until it holds (then when) or `CLUSTER_STAGE_NS` passed.
+fn when(mut f: impl FnMut() -> bool) -> Option<u64> {
+    let give_up = now_ns() + CLUSTER_STAGE_NS;
+    loop {
+        if f() {
+            return Some(now_ns());
+        }
+        if now_ns() > give_up {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `INFO replication` of node `i`, on a new connection with short timeouts: a stopped node
+/// must not hold the driver up, and a restarted one has a new process.
+fn replication(rc: &RedisCluster, i: usize) -> String {
+    let Ok(client) = redis::Client::open(rc.nodes[i].url()) else {
+        return String::new();
+    };
+    let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+        return String::new();
+    };
+    if conn
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .is_err()
+    {
+        return String::new();
+    }
+    redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut conn)
+        .unwrap_or_default()
+}
+
+/// Whether node `i` says it is a master serving slots, with the cluster ok.
+fn serving(rc: &RedisCluster, i: usize) -> bool {
+    replication(rc, i).contains("role:master")
+        && redis::Client::open(rc.nodes[i].url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+            .and_then(|mut conn| {
+                conn.set_read_timeout(Some(Duration::from_millis(500)))?;
+                redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut conn)
+            })
+            .is_ok_and(|info| info.contains("cluster_state:ok"))
+}
+
+/// Whether every node of the cluster runs, says `cluster_state:ok`, and is a master or a
+/// replica whose link is up.
+fn healthy(rc: &RedisCluster) -> bool {
+    (0..rc.nodes.len()).all(|i| {
+        let r = replication(rc, i);
+        (r.contains("role:master") && serving(rc, i)) || r.contains("master_link_status:up")
+    })
+}
+
+/// One fault of the cluster node, carried out whole: the master (the `k`-th by port) SIGKILLed,
+/// SIGSTOPped, or failed over by hand; its replica's promotion awaited; the old master brought
+/// back where a quick window holds (see `CLUSTER_BACK_WINDOW_MS`); its demotion and the
+/// cluster's health awaited. Recorded as an outage of the node until the promotion, and as a
+/// `Failover`.
+fn cluster_fault(
+    rc: &mut RedisCluster,
+    action: Action,
+    (k, back_ms): (usize, u64),
+    lab: &Lab,
+    chaos_start_ns: u64,
+    rec: &mut Record,
+) {
+    let mut masters: Vec<usize> = (0..rc.nodes.len())
+        .filter(|&i| replication(rc, i).contains("role:master"))
+        .collect();
+    masters.sort_by_key(|&i| rc.nodes[i].port);
+    let pair = (!masters.is_empty())
+        .then(|| masters[k % masters.len()])
+        .and_then(|m| {
+            let link = format!("master_port:{}\r", rc.nodes[m].port);
+            let r = (0..rc.nodes.len()).find(|&i| i != m && replication(rc, i).contains(&link))?;
+            Some((m, r))
+        });
+    let Some((m, r)) = pair else {
+        // The cluster did not recover from the fault before (rule (cl) reports it).
+        return;
+    };
+    let mut f = Failover {
+        action,
+        master: rc.nodes[m].port,
+        replica: rc.nodes[r].port,
+        start: now_ns(),
+        promoted: None,
+        back: None,
+        demoted: None,
+        healthy: None,
+    };
+    match action {
+        Action::ClusterKill => rc.nodes[m].kill(),
+        Action::ClusterStop => rc.nodes[m].hang(),
+        _ => {
+            let asked: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query(&mut rc.nodes[r].conn());
+            if asked.is_err() {
+                rec.failovers.push(f);
+                return;
+            }
+        }
+    }
+    f.start = now_ns();
+    f.promoted = when(|| serving(rc, r));
+    rec.outages.push(Outage {
+        node: CLUSTER_NODE,
+        client: None,
+        action,
+        down_ns: f.start,
+        up_ns: f.promoted.unwrap_or_else(now_ns),
+    });
+    if action != Action::ClusterFailover {
+        // Back only where a quick window holds for its demotion (normally at once: the fault
+        // was scheduled so). A wait here delays the faults after it, like a timed restart.
+        let since = |t: u64| t.saturating_sub(chaos_start_ns) / MS;
+        let give_up = now_ns() + 2 * PHASE_MS * MS;
+        let earliest = f.start + back_ms * MS;
+        while (now_ns() < earliest || !cluster_back_window(lab.seed, since(now_ns()), lab.eager))
+            && now_ns() < give_up
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        f.back = Some(now_ns());
+        if action == Action::ClusterKill {
+            rc.nodes[m].restart();
+        } else {
+            rc.nodes[m].resume();
+        }
+    }
+    f.demoted = when(|| replication(rc, m).contains("role:slave"));
+    f.healthy = when(|| healthy(rc));
+    rec.failovers.push(f);
 }

@@ -759,7 +759,12 @@ impl RedisCluster {
     /// more are formed with `redis-cli --cluster create`; a single master takes every slot
     /// itself (`redis-cli` wants three).
     pub fn start(masters: usize, replicas: usize) -> RedisCluster {
-        let args = [
+        Self::start_with(masters, replicas, &[])
+    }
+
+    /// Like [`start`](RedisCluster::start), with extra `redis-server` arguments for every node.
+    pub fn start_with(masters: usize, replicas: usize, extra_args: &[&str]) -> RedisCluster {
+        let mut args = vec![
             "--cluster-enabled",
             "yes",
             "--cluster-node-timeout",
@@ -767,6 +772,7 @@ impl RedisCluster {
             "--cluster-require-full-coverage",
             "no",
         ];
+        args.extend_from_slice(extra_args);
         let nodes: Vec<RedisNode> = (0..masters * (1 + replicas))
             .map(|_| RedisNode::start_with(&args))
             .collect();
