@@ -560,6 +560,18 @@ mod tests {
     }
 
     #[test]
+    fn the_gate_says_whether_the_caller_still_waited() {
+        // 5 nodes: the third yes decides; the vote after it finds the caller gone.
+        let gate = Gate::new(std::thread::current(), 5, 0);
+        let (yes, no) = (VoteKind::Yes, VoteKind::No);
+        let waited: Vec<bool> = [yes, no, yes, yes, yes]
+            .into_iter()
+            .map(|kind| gate.count(kind))
+            .collect();
+        assert_eq!(waited, [true, true, true, true, false]);
+    }
+
+    #[test]
     fn decisions_are_final() {
         for n in 1..=5usize {
             // Every assignment of Yes/No/Failed to n nodes, in every arrival order prefix.
