@@ -257,6 +257,7 @@ impl Engine {
                 command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),
+                queued_at: t0,
                 deadline: release.is_none().then_some(deadline),
                 reply: Some(ReplyTo {
                     node: i,
@@ -359,6 +360,7 @@ impl Engine {
         let deadline = Instant::now() + self.config.node_timeout;
         let (tx, rx) = crossbeam_channel::bounded(1);
         node.send(Request {
+            queued_at: Instant::now(),
             command: command.clone(),
             key: Arc::clone(key),
             token: Arc::clone(token),
@@ -387,11 +389,13 @@ impl Engine {
         targets: Option<&[bool]>,
         live_until: Option<Instant>,
     ) {
+        let queued_at = Instant::now();
         for (i, node) in self.nodes.iter().enumerate() {
             if !is_target(targets, i) {
                 continue;
             }
             node.send(Request {
+                queued_at,
                 command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),

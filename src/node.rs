@@ -1,8 +1,9 @@
 //! One long-lived worker thread per Redis node.
 //!
 //! The worker owns the node's blocking connection. Callers hand it [`Request`]s over a channel;
-//! it takes everything queued and sends it as one pipeline, so many caller threads share one
-//! connection and one round trip. A broken connection answers its requests with an error and is
+//! it takes everything queued (waiting a few microseconds for the callers it just answered, see
+//! `Worker::gather`) and sends it as one pipeline, so many caller threads share one connection
+//! and one round trip. A broken connection answers its requests with an error and is
 //! rebuilt with capped backoff; while the node is known to be down, requests are answered at once
 //! so callers never wait on it.
 
@@ -53,13 +54,12 @@ pub(crate) struct ReplyTo {
 
 impl ReplyTo {
     /// Sends the vote, then counts it at the gate. A caller that stopped waiting needs no
-    /// answer, so a full or closed channel is fine.
-    fn send(self, vote: Vote) {
+    /// answer, so a full or closed channel is fine. Says whether the caller was still waiting
+    /// for votes, as far as the gate knows (a caller without one is taken to be).
+    fn send(self, vote: Vote) -> bool {
         let kind = vote.kind();
         let _ = self.tx.try_send((self.node, vote));
-        if let Some(gate) = &self.gate {
-            gate.count(kind);
-        }
+        self.gate.as_ref().is_none_or(|gate| gate.count(kind))
     }
 }
 
@@ -67,6 +67,8 @@ pub(crate) struct Request {
     pub command: Command,
     pub key: Arc<str>,
     pub token: Arc<str>,
+    /// When the caller queued it (see `Worker::gather`).
+    pub queued_at: Instant,
     /// When the caller stops waiting. An acquire or extend still queued then is dropped unsent,
     /// since nobody would count it. Releases carry none: they are always worth doing (see
     /// `Engine::release_call`).
@@ -460,6 +462,8 @@ pub(crate) fn spawn(
                 used_at: Instant::now(),
                 answered_at: Instant::now(),
                 quick: 0,
+                answering_at: Instant::now(),
+                awaited: 0,
                 health: Arc::clone(&health),
                 buf: Vec::with_capacity(4096),
                 deferred: Vec::new(),
@@ -511,6 +515,14 @@ pub(crate) fn spawn(
 /// release's answer, always in vain.
 const WORKER_SPIN: Duration = Duration::from_micros(50);
 const QUICK_TO_SPIN: u8 = 2;
+/// How long after a batch's answers went out the worker waits for its callers' next requests
+/// (see `gather`).
+const GATHER: Duration = Duration::from_micros(30);
+/// A batch this large is not held back for more: the round trip's fixed cost is shared well
+/// enough, and with many callers waiting for a few more costs more (the worker sleeps, and each
+/// caller's send then wakes it) than it saves (the hot-node bench at 16 threads, in CPU per
+/// cycle; gathering up to 8 was no better there than not gathering).
+const GATHER_UP_TO: usize = 4;
 
 impl Worker {
     /// Answers a request that could not be sent, or keeps it for after the reconnect.
@@ -519,7 +531,7 @@ impl Worker {
         self.health.errors.fetch_add(1, Ordering::Relaxed);
         if r.worth_keeping(now) && !self.closing {
             if let Some(reply) = r.reply.take() {
-                reply.send(Vote::Failed(problem.clone()));
+                let _ = reply.send(Vote::Failed(problem.clone()));
             }
             self.deferred.push(r);
         } else {
@@ -528,10 +540,9 @@ impl Worker {
     }
 }
 
-fn answer(request: Request, vote: Vote) {
-    if let Some(reply) = request.reply {
-        reply.send(vote);
-    }
+/// Answers the request's caller, if one waits for it; says whether it was still waiting.
+fn answer(request: Request, vote: Vote) -> bool {
+    request.reply.is_some_and(|reply| reply.send(vote))
 }
 
 /// Until when a node whose `INFO` reported `uptime` (read before `now`) is in its restart
@@ -610,6 +621,10 @@ struct Worker {
     /// `WORKER_SPIN` of the answer before them (see `next_request`).
     answered_at: Instant,
     quick: u8,
+    /// When the last batch's answers began to go out, and how many of them went to callers
+    /// still waiting for votes, who will likely be back soon (see `gather`).
+    answering_at: Instant,
+    awaited: usize,
     health: Arc<Health>,
     buf: Vec<u8>,
     /// Cleanups that found the node down, sent once it is back (see `Request::live_until`).
@@ -669,6 +684,8 @@ impl Worker {
                     }
                 }
             }
+            self.gather(&mut batch);
+            self.awaited = 0;
             self.serve(&mut batch);
             batch.clear();
             self.answered_at = Instant::now();
@@ -713,6 +730,40 @@ impl Worker {
             0
         };
         next
+    }
+
+    /// Waits a little for the callers that the last batch answered, so that their next requests
+    /// share this round trip. Without it, callers in a loop split into groups that take turns:
+    /// one group's round trip runs while the other's requests queue, each round trip carries
+    /// only its group, and every request costs twice the round trips, wake-ups and syscalls (the
+    /// slow mode of the hot-node benchmark). A caller in a loop is back within microseconds of
+    /// its answer, so the wait ends `GATHER` after the answers went out at the latest, and as
+    /// soon as as many requests came in since then as the last batch answered callers still
+    /// waiting for votes (one that had decided on other nodes' votes may be back before our
+    /// answer, so it is not waited for), or once the batch holds `GATHER_UP_TO`. Nothing else
+    /// changes: the batch is still checked against its requests' deadlines, and its send time
+    /// is when it is written.
+    fn gather(&mut self, batch: &mut Vec<Request>) {
+        if self.closing {
+            return;
+        }
+        let since = self.answering_at;
+        let until = since + GATHER;
+        let back = |r: &Request| r.reply.is_some() && r.queued_at >= since;
+        let mut came = batch.iter().filter(|r| back(r)).count();
+        while came < self.awaited && batch.len() < GATHER_UP_TO {
+            match self.rx.recv_deadline(until) {
+                Ok(r) => {
+                    came += usize::from(back(&r));
+                    batch.push(r);
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    self.closing = true;
+                    break;
+                }
+            }
+        }
     }
 
     fn serve(&mut self, batch: &mut Vec<Request>) {
@@ -839,6 +890,7 @@ impl Worker {
         match self.execute(batch) {
             Ok((votes, time, sent)) => {
                 let now = Instant::now();
+                self.answering_at = now;
                 self.used_at = now;
                 self.health
                     .command_duration
@@ -882,7 +934,7 @@ impl Worker {
                         }
                         (_, vote) => vote,
                     };
-                    answer(r, vote);
+                    self.awaited += usize::from(answer(r, vote));
                 }
                 if std::mem::take(&mut self.demoted) {
                     self.disconnect(&redis::RedisError::from((

@@ -1,6 +1,6 @@
 //! The decision rules of Redlock, free of I/O so they can be tested with injected times.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -146,6 +146,8 @@ pub(crate) struct Gate {
     no: AtomicUsize,
     failed: AtomicUsize,
     answered: AtomicUsize,
+    /// Some vote already decided the call.
+    woken: AtomicBool,
 }
 
 impl Gate {
@@ -159,14 +161,21 @@ impl Gate {
             no: AtomicUsize::new(skipped),
             failed: AtomicUsize::new(0),
             answered: AtomicUsize::new(skipped),
+            woken: AtomicBool::new(false),
         }
     }
 
     /// Counts one vote, already sent to the caller's channel; wakes the caller if it decides.
-    pub(crate) fn count(&self, kind: VoteKind) {
+    /// Says whether the caller was still waiting for votes: not once an earlier vote decided
+    /// (a worker uses it only to guess how many callers will come back soon, so a race here
+    /// costs a few microseconds of that guess, never a decision).
+    pub(crate) fn count(&self, kind: VoteKind) -> bool {
+        let waiting = !self.woken.load(Ordering::Relaxed);
         if self.decides(kind) {
+            self.woken.store(true, Ordering::Relaxed);
             self.caller.unpark();
         }
+        waiting
     }
 
     /// Counts one vote; true if the votes counted so far may now decide the call.
@@ -548,6 +557,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_gate_says_whether_the_caller_still_waited() {
+        // 5 nodes: the third yes decides; the vote after it finds the caller gone.
+        let gate = Gate::new(std::thread::current(), 5, 0);
+        let (yes, no) = (VoteKind::Yes, VoteKind::No);
+        let waited: Vec<bool> = [yes, no, yes, yes, yes]
+            .into_iter()
+            .map(|kind| gate.count(kind))
+            .collect();
+        assert_eq!(waited, [true, true, true, true, false]);
     }
 
     #[test]
