@@ -288,18 +288,22 @@ fn hot(one: &Cluster, length: Duration, args: &[String]) {
             }
         }
     }
-    let median = |name: &str, n: usize, t: usize, pick: fn(&(&str, usize, usize, f64, f64)) -> f64| {
-        let mut v: Vec<f64> = runs
-            .iter()
-            .filter(|r| r.0 == name && r.1 == n && r.2 == t)
-            .map(pick)
-            .collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let median =
+        |name: &str, n: usize, t: usize, pick: fn(&(&str, usize, usize, f64, f64)) -> f64| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.0 == name && r.1 == n && r.2 == t)
+                .map(pick)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
     for &n in &sizes {
         for &t in &threads {
-            let (fr, rr) = (median("floor", n, t, |r| r.3), median("redlock", n, t, |r| r.3));
+            let (fr, rr) = (
+                median("floor", n, t, |r| r.3),
+                median("redlock", n, t, |r| r.3),
+            );
             println!(
                 "{{\"config\":\"hot-node\",\"nodes\":{n},\"threads\":{t},\"repeats\":{repeats},\
                  \"floor_cycles_per_s\":{fr:.0},\"redlock_cycles_per_s\":{rr:.0},\"ratio\":{:.2},\
