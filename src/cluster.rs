@@ -77,6 +77,11 @@
 //! master answered within `T`) sends nothing more; an idle client's first batch pays one
 //! round trip (two, with a fresh connection, when no other master is there to ask).
 //!
+//! A one-master cluster never fails over by itself (its replica needs the votes of a majority
+//! of masters, and the only one is the stopped one): only `CLUSTER FAILOVER TAKEOVER` promotes
+//! there, which A9 leaves out. The check still asks a replica (a fresh connection), whose
+//! `CLUSTER SLOTS` names a replica promoted by a takeover.
+//!
 //! When no other node answers (a one-master cluster whose replicas are down, or cut off from
 //! this client), nothing tells, and the batch goes as it would without the check: refusing it
 //! would take a one-master cluster down with its replica, and a client cut off from every other
