@@ -39,6 +39,62 @@
 //! list (by address), and a change of the list resets the guard's sample, so that the new
 //! master's clock does not pass for a jump. A jump of another master's clock is not seen.
 //!
+//! # A master idle past its failover
+//!
+//! A change of master is seen through a `MOVED` or at a reconnect. A client idle through a
+//! master's whole stop (a SIGSTOP, a VM pause, a long GC-like stall of the process) sees
+//! neither: its connection survives, and after the SIGCONT the old master still believes it is
+//! the master until the cluster's gossip reaches it, so the client's first write gets `OK`
+//! there and is lost at the demotion a moment later, while a client that saw the failover and
+//! waited out its grace takes the same lock on the promoted replica: two holders. So, before a
+//! batch goes to a master, the worker confirms that master with **another node** of the
+//! cluster when its connection has not carried a batch's replies for `T` (`confirm_idle`).
+//!
+//! Why an idle connection is the sign. An automatic failover needs the master unreachable to
+//! the cluster's masters for `cluster-node-timeout` (each flags it `PFAIL` after a ping is
+//! unanswered that long), then a majority agreeing (`FAIL`), then the replica's election
+//! delay (500 ms plus up to 500 ms, plus a second per rank): it completes at least
+//! `cluster-node-timeout` + 500 ms after the master's last answer. A master stopped from `s` to
+//! `e` answers nothing in between, so if it was failed over while stopped, our last reply from
+//! it came before `s` and our next command goes after `e`: the connection sat idle at least
+//! `e - s`, more than `cluster-node-timeout` + 500 ms. `T` is the smallest
+//! `cluster-node-timeout` the masters tell (`CONFIG GET` at connect), a margin of 500 ms
+//! below that bound for the clocks' rates and the scheduling; where `CONFIG GET` is refused
+//! (managed services), `T` is 500 ms ([`IDLE_DEFAULT`]), below the election delay alone, so
+//! below any automatic failover whatever the timeout. A reply confirms its master only if its
+//! round took less than `T` (a command sent just before a stop and answered after it would
+//! hide the stop otherwise), and a `PING` or a `TIME` alone confirms nothing.
+//!
+//! The other node: another master, on the link's connection to it (the most recently confirmed
+//! first: one round trip, `CLUSTER SLOTS`), else a fresh connection to a seed or a node of the
+//! last slot map (a replica: a one-master cluster's replicas follow its promotion), never the
+//! idle masters themselves. A map that differs from the link's is taken as after a `MOVED`: new
+//! masters are connected and probed, and the worker observes the change as a failover (its
+//! grace, `failovers`) before this batch's votes count; the same map confirms the idle masters.
+//! A map read at a (re)connect from a master names that master on its own word, so that
+//! master too is confirmed by another node before its first batch. The check runs within the
+//! batch, so it counts against the per-node timeout like any round trip: a busy client (each
+//! master answered within `T`) sends nothing more; an idle client's first batch pays one
+//! round trip (two, with a fresh connection, when no other master is there to ask).
+//!
+//! A one-master cluster never fails over by itself (its replica needs the votes of a majority
+//! of masters, and the only one is the stopped one): only `CLUSTER FAILOVER TAKEOVER` promotes
+//! there, which A9 leaves out. The check still asks a replica (a fresh connection), whose
+//! `CLUSTER SLOTS` names a replica promoted by a takeover.
+//!
+//! When no other node answers (a one-master cluster whose replicas are down, or cut off from
+//! this client), nothing tells, and the batch goes as it would without the check: refusing it
+//! would take a one-master cluster down with its replica, and a client cut off from every other
+//! node of the cluster but not from the old master is A9's partition, which this does not
+//! cover either. The idle masters then count as confirmed for `T`, so that a dead replica
+//! costs one connection attempt per `T`, not one per batch. What is left uncovered: a
+//! promotion that completes between the check and the
+//! write (the master resumed before its replica was promoted: A9's bound for any client
+//! connected to an old master), an asked node that was itself cut off through the failover
+//! and has not heard of it yet (with three masters, both others voted for it), a map read at a
+//! reconnect from a seed named by another address than the map's own (a host name against the
+//! cluster's IP), and a forced failover or takeover, which has no time bound at all.
+//!
 //! # `min_replicas` on a cluster
 //!
 //! `WAIT` counts the replicas that have the writes of *the connection it runs on*, so a
@@ -64,6 +120,10 @@ use crate::probe::{self, Probe};
 use crate::sync::relock;
 use crate::wire::{self, Command, Script};
 
+/// `T` when a master does not tell its `cluster-node-timeout` (`CONFIG GET` refused, as on
+/// managed services): below the smallest time any automatic failover takes (see "A master
+/// idle past its failover").
+const IDLE_DEFAULT: Duration = Duration::from_millis(500);
 /// Slots in a Redis Cluster.
 const SLOTS: usize = 16384;
 /// No master serves the slot.
@@ -225,10 +285,20 @@ impl Cluster {
     /// The slot map, from the first node that answers `CLUSTER SLOTS` among `first`, the seeds
     /// and the nodes of the last map.
     fn discover(&self, first: &[(String, u16)], timeouts: Timeouts) -> redis::RedisResult<Map> {
+        self.discover_except(first, &[], timeouts)
+    }
+
+    /// [`discover`](Self::discover), never asking the nodes in `except`.
+    fn discover_except(
+        &self,
+        first: &[(String, u16)],
+        except: &[(String, u16)],
+        timeouts: Timeouts,
+    ) -> redis::RedisResult<Map> {
         let mut problems = Vec::new();
         let mut tried = Vec::new();
         for (host, port) in first.iter().chain(&self.candidates()) {
-            if tried.contains(&(host, port)) {
+            if tried.contains(&(host, port)) || except.iter().any(|(h, p)| h == host && p == port) {
                 continue;
             }
             tried.push((host, port));
@@ -238,8 +308,9 @@ impl Cluster {
                 .and_then(|mut conn| redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut conn));
             match reply {
                 Ok(reply) => match Map::read(&reply, host) {
-                    Some(map) if !map.masters.is_empty() => {
+                    Some(mut map) if !map.masters.is_empty() => {
                         *relock(&self.known) = map.nodes.clone();
+                        map.source = Some((host.clone(), *port));
                         return Ok(map);
                     }
                     _ => problems.push(format!("{at}: CLUSTER SLOTS named no master")),
@@ -264,6 +335,7 @@ impl Cluster {
             io: io_timeout,
         };
         let map = self.discover(&[], timeouts)?;
+        let source = map.source.clone();
         let mut link = ClusterLink {
             cluster: Arc::clone(self),
             timeouts,
@@ -271,8 +343,16 @@ impl Cluster {
             masters: Vec::new(),
             refreshed: None,
             replicas: Vec::new(),
+            idle_after: None,
         };
         link.adopt(map, None)?;
+        // A master back from a stop still names itself before it learns of its demotion: its
+        // own word is confirmed by another node before a batch goes to it.
+        if let Some((host, port)) = source
+            && let Some(m) = link.position(&host, port)
+        {
+            link.masters[m].confirmed = None;
+        }
         Ok(link)
     }
 }
@@ -296,6 +376,8 @@ struct Map {
     /// Every node the map names, replicas included: where to discover the cluster from next
     /// time, should the URL's seeds be gone.
     nodes: Vec<(String, u16)>,
+    /// The node that told it, once [`Cluster::discover`] has read it.
+    source: Option<(String, u16)>,
 }
 
 impl Map {
@@ -339,6 +421,7 @@ impl Map {
             owner,
             masters,
             nodes,
+            source: None,
         })
     }
 }
@@ -439,6 +522,11 @@ struct Master {
     host: String,
     port: u16,
     conn: redis::Connection,
+    /// When a batch's replies last came from it, or another node last confirmed it as the
+    /// master of its slots (see "A master idle past its failover"); a `PING` does not count.
+    /// `None`: only its own word names it the master (it gave the slot map the link was made
+    /// from), which the first batch to it confirms with another node.
+    confirmed: Option<Instant>,
 }
 
 impl Master {
@@ -473,6 +561,10 @@ pub(crate) struct ClusterLink {
     refreshed: Option<Probe>,
     /// Each master's connected replicas (`INFO replication`), as its last probe read them.
     replicas: Vec<(String, Option<u64>)>,
+    /// `T`: a master not confirmed for this long is confirmed by another node before a batch
+    /// goes to it (the smallest `cluster-node-timeout` the masters told, or
+    /// [`IDLE_DEFAULT`]); `None` until the first master is connected.
+    idle_after: Option<Duration>,
 }
 
 impl ClusterLink {
@@ -512,7 +604,14 @@ impl ClusterLink {
                     if let Some(scripts) = scripts {
                         wire::load_scripts(&mut conn, scripts)?;
                     }
-                    Master { host, port, conn }
+                    let t = node_timeout(&mut conn).unwrap_or(IDLE_DEFAULT);
+                    self.idle_after = Some(self.idle_after.map_or(t, |old| old.min(t)));
+                    Master {
+                        host,
+                        port,
+                        conn,
+                        confirmed: Some(Instant::now()),
+                    }
                 }
             };
             masters.push(master);
@@ -593,6 +692,7 @@ impl ClusterLink {
         // Where each command ran last: a master of the link, or (after an `ASK` to a node the
         // link has no connection to) a connection of its own, whose `WAIT` was read there.
         let mut ran_on: Vec<RanOn> = vec![RanOn::Nowhere; batch.len()];
+        self.confirm_idle(batch, (!inline).then_some(scripts))?;
         let mut reading = self.round(batch, &all, inline, time, &mut values, &mut ran_on)?;
         // NOSCRIPT: a master that restarted or flushed its scripts.
         let noscript = matching(&values, "NOSCRIPT");
@@ -723,6 +823,7 @@ impl ClusterLink {
         let time = time && !self.masters.is_empty();
         let mut buf = Vec::new();
         let mut sent_at = None;
+        let round_sent = Instant::now();
         for (m, indices) in per_master.iter().enumerate() {
             let with_time = time && m == 0;
             if indices.is_empty() && !with_time {
@@ -743,13 +844,26 @@ impl ClusterLink {
         let mut reading = None;
         for (m, indices) in per_master.iter().enumerate() {
             let with_time = time && m == 0;
-            let conn = &mut self.masters[m].conn;
+            if indices.is_empty() && !with_time {
+                continue;
+            }
+            let master = &mut self.masters[m];
             for &i in indices {
-                values[i] = next_reply(conn)?;
+                values[i] = next_reply(&mut master.conn)?;
             }
             if with_time {
-                let value = next_reply(conn)?;
+                let value = next_reply(&mut master.conn)?;
                 reading = sent_at.map(|sent| TimeReading::new(value, sent));
+            }
+            // Its replies confirm it, unless it carried only `TIME` (not checked before) or
+            // took long enough to have been stopped meanwhile.
+            let now = Instant::now();
+            if !indices.is_empty()
+                && self
+                    .idle_after
+                    .is_some_and(|t| now.saturating_duration_since(round_sent) < t)
+            {
+                master.confirmed = Some(now);
             }
         }
         Ok(reading)
@@ -764,11 +878,7 @@ impl ClusterLink {
         redirects: &[(usize, (String, u16))],
         scripts: Option<&[&[&Script]]>,
     ) -> redis::RedisResult<()> {
-        let known: Vec<(String, u16)> = self
-            .masters
-            .iter()
-            .map(|m| (m.host.clone(), m.port))
-            .collect();
+        let known = self.addresses();
         let first: Vec<(String, u16)> = redirects
             .iter()
             .map(|(_, at)| at.clone())
@@ -778,12 +888,126 @@ impl ClusterLink {
         for (slot, at) in redirects {
             map.assign(*slot, at);
         }
-        let changed = map.masters != known;
+        self.take(map, scripts)
+    }
+
+    /// Takes a slot map read again: when its masters differ from the link's, connects to the
+    /// new ones and probes them all, for the worker to observe (a change of master: a restart).
+    fn take(&mut self, map: Map, scripts: Option<&[&[&Script]]>) -> redis::RedisResult<()> {
+        let changed = map.masters != self.addresses();
         self.adopt(map, scripts)?;
         if changed {
             self.refreshed = Some(self.probe()?);
         }
         Ok(())
+    }
+
+    /// The masters' addresses, in the link's order.
+    fn addresses(&self) -> Vec<(String, u16)> {
+        self.masters
+            .iter()
+            .map(|m| (m.host.clone(), m.port))
+            .collect()
+    }
+
+    /// Before a batch goes to a master that has not been confirmed for `T` (`idle_after`),
+    /// reads the slot map from another node (see "A master idle past its failover"): another
+    /// master on the link's connection to it, else a fresh connection to a seed or a node of
+    /// the last map, never the idle masters themselves. A map that differs from the link's is
+    /// taken as after a `MOVED` (new masters: a failover, observed by the worker before this
+    /// batch's votes count); the same map confirms the idle masters. When no other node
+    /// answers (or there is none), the batch goes as it would without the check.
+    fn confirm_idle(
+        &mut self,
+        batch: &[Routed<'_>],
+        scripts: Option<&[&[&Script]]>,
+    ) -> redis::RedisResult<()> {
+        let Some(idle_after) = self.idle_after else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        let mut idle: Vec<usize> = batch
+            .iter()
+            .map(|r| self.owner[r.slot()])
+            .filter(|&m| m != NO_MASTER)
+            .map(usize::from)
+            .filter(|&m| {
+                self.masters[m]
+                    .confirmed
+                    .is_none_or(|at| now.saturating_duration_since(at) >= idle_after)
+            })
+            .collect();
+        if idle.is_empty() {
+            return Ok(());
+        }
+        idle.sort_unstable();
+        idle.dedup();
+        let except: Vec<(String, u16)> = idle
+            .iter()
+            .map(|&m| (self.masters[m].host.clone(), self.masters[m].port))
+            .collect();
+        // The other masters, the most recently confirmed first.
+        let mut others: Vec<usize> = (0..self.masters.len())
+            .filter(|m| !idle.contains(m))
+            .collect();
+        others.sort_by_key(|&m| std::cmp::Reverse(self.masters[m].confirmed));
+        let mut map = None;
+        let mut problems = Vec::new();
+        for m in others {
+            let master = &mut self.masters[m];
+            let reply = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query::<Value>(&mut master.conn);
+            match reply.map(|reply| Map::read(&reply, &master.host)) {
+                Ok(Some(read)) if !read.masters.is_empty() => {
+                    master.confirmed = Some(Instant::now());
+                    map = Some(read);
+                    break;
+                }
+                Ok(_) => problems.push(format!(
+                    "{}: CLUSTER SLOTS named no master",
+                    master.address()
+                )),
+                Err(e) => problems.push(format!("{}: {e}", master.address())),
+            }
+        }
+        let map = match map {
+            Some(map) => map,
+            None => match self.cluster.discover_except(&[], &except, self.timeouts) {
+                Ok(map) => map,
+                Err(e) => {
+                    // Nobody else answers (a one-master cluster whose replicas are down or cut
+                    // off from us): nothing tells, and the batch goes, as without the check.
+                    // The idle masters count as confirmed for `T`, so that an unreachable
+                    // replica costs one attempt per `T`, not one per batch.
+                    problems.push(e.to_string());
+                    log::debug!(
+                        "redlock: node {}: no other node of the cluster confirmed the idle \
+                         masters {}: {}",
+                        self.cluster.id(),
+                        except
+                            .iter()
+                            .map(|(h, p)| address(h, *p))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        problems.join("; ")
+                    );
+                    let now = Instant::now();
+                    for m in idle {
+                        self.masters[m].confirmed = Some(now);
+                    }
+                    return Ok(());
+                }
+            },
+        };
+        if map.masters == self.addresses() && map.owner == self.owner {
+            let now = Instant::now();
+            for m in idle {
+                self.masters[m].confirmed = Some(now);
+            }
+            return Ok(());
+        }
+        self.take(map, scripts)
     }
 
     /// Sends a command that answered `ASK slot host:port` to that node, after `ASKING`, with
@@ -918,6 +1142,17 @@ fn send_asking(conn: &mut redis::Connection, r: &Routed<'_>) -> redis::RedisResu
     conn.send_packed_command(&buf)?;
     let _asking = next_reply(conn)?;
     next_reply(conn)
+}
+
+/// The master's `cluster-node-timeout`, if `CONFIG GET` may read it.
+fn node_timeout(conn: &mut redis::Connection) -> Option<Duration> {
+    let reply: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("cluster-node-timeout")
+        .query(conn)
+        .ok()?;
+    let ms: u64 = reply.get(1)?.parse().ok()?;
+    (ms > 0).then(|| Duration::from_millis(ms))
 }
 
 /// An error reply, as a server would send it.

@@ -815,3 +815,155 @@ fn min_replicas_a_cluster_master_cannot_meet_is_refused_naming_it() {
     .expect("release");
     support::assert_no_worker_panicked();
 }
+
+/// A client idle through its master's whole stop (SIGSTOP past the failover, SIGCONT) sees no
+/// change of master on its connection, and the old master, back, still says it is the master
+/// for a moment: the worker confirms an idle master with another node before a batch goes to
+/// it (`cluster.rs`, "A master idle past its failover"). Several rounds on one cluster, each
+/// stopping the master of the round before's promoted replica: no two holders with validity
+/// left, and the idle client's first acquisition after the SIGCONT counts the failover.
+#[test]
+fn a_client_idle_through_a_masters_stop_counts_the_failover() {
+    const TTL: Duration = Duration::from_millis(200);
+    // A9: the largest TTL plus `cluster-node-timeout` (1000 ms).
+    const GRACE: Duration = Duration::from_millis(1_200);
+    const ROUNDS: usize = 3;
+    support::watch_workers();
+    let cluster = RedisCluster::start_with(3, 1, &["--repl-diskless-sync-delay", "0"]);
+    let build = || {
+        Redlock::builder()
+            .nodes(&[cluster.url()])
+            .node_timeout(Duration::from_millis(200))
+            .retry_count(0)
+            .restart_grace(GRACE)
+            .build()
+            .expect("client")
+    };
+    let (idle, busy) = (build(), build());
+    let key = "idle:r";
+    assert!(
+        eventually(GRACE + Duration::from_secs(3), || {
+            [&idle, &busy].iter().all(|c| {
+                c.try_lock(key, TTL)
+                    .map(|l| l.release().is_ok())
+                    .unwrap_or(false)
+            })
+        }),
+        "both clients lock before any failover"
+    );
+    for round in 0..ROUNDS {
+        let old = cluster.master_of(key);
+        let replica = cluster.replica_of(old);
+        let idle_failovers = idle.node_status()[0].failovers;
+        let busy_failovers = busy.node_status()[0].failovers;
+        cluster.nodes[old].hang();
+        // The busy client sees the failover and waits out its grace; the idle one sends nothing.
+        let busy_ready = eventually(Duration::from_secs(20), || {
+            let got = busy
+                .try_lock("idle:other{idle:r}", TTL)
+                .map(|l| l.release().is_ok())
+                .unwrap_or(false);
+            got && cluster.is_master(replica) && busy.node_status()[0].failovers > busy_failovers
+        });
+        cluster.nodes[old].resume();
+        assert!(
+            busy_ready,
+            "round {round}: the replica was promoted and the busy client saw it"
+        );
+        // First command of the idle client since before the stop.
+        let first = idle.try_lock(key, TTL);
+        let status = idle.node_status().remove(0);
+        assert!(
+            eventually(Duration::from_secs(10), || cluster.nodes[old]
+                .info("replication")
+                .contains("role:slave")),
+            "round {round}: the old master was demoted"
+        );
+        let second = busy.try_lock(key, TTL);
+        if let (Ok(first), Ok(second)) = (&first, &second) {
+            assert!(
+                first.validity().is_zero(),
+                "round {round}: two holders: the idle client's lock valid for {:?}, the busy \
+                 client's for {:?}",
+                first.validity(),
+                second.validity()
+            );
+        }
+        assert!(
+            status.failovers > idle_failovers,
+            "round {round}: the idle client's first acquisition after the SIGCONT counted the \
+             failover ({:?}; {status:?})",
+            first.as_ref().map(Lock::validity)
+        );
+        drop((first, second));
+        // The next round stops the master this one promoted, once the cluster is whole again.
+        assert!(
+            cluster.wait_until_master(replica, Duration::from_secs(10)),
+            "round {round}: the cluster is whole again"
+        );
+        std::thread::sleep(Duration::from_millis(1_500));
+    }
+    support::assert_no_worker_panicked();
+}
+
+/// The check above costs a busy client nothing: a client whose masters answered within the
+/// last `cluster-node-timeout` sends no `CLUSTER` command, however many cycles it runs.
+#[test]
+fn a_busy_client_sends_no_extra_command_to_confirm_its_masters() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 1);
+    let rl = client(&[cluster.url()]);
+    // Hash tags spreading over the three masters.
+    let keys: Vec<String> = (0..6).map(|i| format!("busy:{{t{i}}}")).collect();
+    let mut warm = 0;
+    for k in &keys {
+        if rl
+            .try_lock(k, Duration::from_secs(5))
+            .map(|l| l.release())
+            .is_ok()
+        {
+            warm += 1;
+        }
+    }
+    assert_eq!(warm, keys.len(), "every key locks");
+    let cluster_calls = || -> u64 {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| {
+                n.info("commandstats")
+                    .lines()
+                    .filter(|l| l.starts_with("cmdstat_cluster"))
+                    .filter_map(|l| {
+                        l.split_once("calls=")?
+                            .1
+                            .split(',')
+                            .next()?
+                            .parse::<u64>()
+                            .ok()
+                    })
+                    .sum::<u64>()
+            })
+            .sum()
+    };
+    let before = cluster_calls();
+    let start = Instant::now();
+    let mut cycles = 0;
+    while start.elapsed() < Duration::from_secs(3) {
+        for k in &keys {
+            let lock = rl.try_lock(k, Duration::from_secs(5)).expect("lock");
+            lock.release().expect("release");
+            cycles += 1;
+        }
+    }
+    let after = cluster_calls();
+    // Reading the counters (`INFO`) sends no CLUSTER command either.
+    assert_eq!(
+        after - before,
+        0,
+        "{cycles} cycles in 3 s sent {} CLUSTER commands",
+        after - before
+    );
+    assert!(cycles > 100, "{cycles} cycles");
+    support::assert_no_worker_panicked();
+}

@@ -86,10 +86,11 @@
 //! with grace are busy on every master through a stop, so each saw the failover (a timeout,
 //! then the new slot map) and one that takes a vote from a returning old master has just seen
 //! the list of masters change again, its grace covering the old master's few hundred ms until
-//! its demotion. Not covered here: a client idle through the whole stop keeps its connection
-//! to the old master, sees no change at all, and its first vote there after the SIGCONT can be
-//! lost; the clients without grace are idle so in quick phases, but acquire only in the next
-//! delayed phase, long after the demotion.
+//! its demotion. Not run here: a client idle through the whole stop keeps its connection to
+//! the old master and sees no `MOVED`; its worker confirms a master idle that long with another
+//! node before its first vote there (`src/cluster.rs`, "A master idle past its failover"),
+//! which T52 (`tests/cluster.rs`) exercises. The clients without grace are idle so in quick
+//! phases, but acquire only in the next delayed phase, long after the demotion.
 //!
 //! # Rules
 //! Afterwards a checker reads the logs and asserts:
