@@ -301,6 +301,19 @@ impl Sentinel {
         Ok(conn)
     }
 
+    /// What a sentinel is asked about the master: its address (`get-master-addr-by-name`) and its
+    /// state (`SENTINEL MASTER`: how long it has been the master, the config epoch).
+    fn question(&self) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(&self.name)
+            .cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(&self.name);
+        pipe
+    }
+
     /// Asks one sentinel for the master's address and how long it has known it as the master.
     fn ask(
         &self,
@@ -316,13 +329,8 @@ impl Sentinel {
             connect_timeout,
             io_timeout,
         )?;
-        let (addr, master): (Option<(String, u16)>, Value) = redis::pipe()
-            .cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(&self.name)
-            .cmd("SENTINEL")
-            .arg("MASTER")
-            .arg(&self.name)
+        let (addr, master): (Option<(String, u16)>, Value) = self
+            .question()
             .ignore_errors()
             .query(&mut conn)
             .or_else(|e| {
@@ -584,14 +592,7 @@ impl Sentinel {
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> Vec<(usize, Answer)> {
-        let query = redis::pipe()
-            .cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(&self.name)
-            .cmd("SENTINEL")
-            .arg("MASTER")
-            .arg(&self.name)
-            .get_packed_pipeline();
+        let query = self.question().get_packed_pipeline();
         for (index, slot) in conns.iter_mut().enumerate() {
             if slot.is_none() {
                 let (host, port) = &self.sentinels[index];
