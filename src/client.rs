@@ -271,6 +271,7 @@ impl Redlock {
         let n = Arc::new(
             Notifier::start(
                 &engine.clients,
+                engine.watches(),
                 engine.config.connect_timeout(),
                 engine.config.io_timeout(),
             )

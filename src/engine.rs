@@ -175,6 +175,11 @@ impl Engine {
         Ok(engine)
     }
 
+    /// Each node's Sentinel watch (`None` for other nodes), for the release subscribers.
+    pub(crate) fn watches(&self) -> Vec<Option<Arc<crate::sentinel::Watch>>> {
+        self.nodes.iter().map(Node::watch).collect()
+    }
+
     pub(crate) fn node_count(&self) -> usize {
         self.nodes.len()
     }

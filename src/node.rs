@@ -252,8 +252,10 @@ pub(crate) struct Node {
     health: Arc<Health>,
     /// With `min_replicas`: the second worker, which carries what needs `WAIT`.
     lane: Option<Lane>,
-    /// For a Sentinel node: dropped with the node, which stops its watch thread.
-    _watch: Option<(Sender<()>, JoinHandle<()>)>,
+    /// For a Sentinel node: what its watch thread heard, which the node's release subscriber
+    /// follows too (`notify.rs`), and the thread's stop, dropped with the node.
+    watch: Option<Arc<Watch>>,
+    _watch_thread: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
 /// A node's second worker and connection, for the commands whose vote waits for replicas
@@ -267,6 +269,11 @@ struct Lane {
 }
 
 impl Node {
+    /// A Sentinel node's watch: which master the sentinels name now.
+    pub(crate) fn watch(&self) -> Option<Arc<Watch>> {
+        self.watch.clone()
+    }
+
     /// Queues a request; if the worker is gone (it never stops while this handle exists), the
     /// request's caller is answered at once.
     pub(crate) fn send(&self, request: Request) {
@@ -503,7 +510,8 @@ pub(crate) fn spawn(
             tx,
             health,
             lane,
-            _watch: watch_stop,
+            watch,
+            _watch_thread: watch_stop,
         },
         handles,
     ))

@@ -37,6 +37,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError
 
 use crate::cancel::Cancel;
 use crate::queue::{QueueNews, queue_news};
+use crate::sentinel::{Verdict, Watch};
 use crate::sync::relock;
 use crate::wire::{channel, released_key};
 
@@ -311,6 +312,7 @@ pub(crate) struct Notifier {
 impl Notifier {
     pub(crate) fn start(
         clients: &[crate::sentinel::Target],
+        watches: Vec<Option<Arc<Watch>>>,
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> std::io::Result<Notifier> {
@@ -330,11 +332,14 @@ impl Notifier {
             exited,
             queues_seen: Mutex::new(HashMap::new()),
         };
-        for (i, client) in clients.iter().enumerate() {
+        for (i, (client, watch)) in clients.iter().zip(watches).enumerate() {
             let (tx, rx) = crossbeam_channel::unbounded();
             let sub = Subscriber {
                 index: i,
                 client: client.clone(),
+                watch,
+                master: None,
+                watch_seen: 0,
                 requests: rx,
                 registry: Arc::clone(&notifier.registry),
                 wanted: HashSet::new(),
@@ -819,6 +824,13 @@ struct Subscriber {
     /// The node's index, in the registry's per-node state.
     index: usize,
     client: crate::sentinel::Target,
+    /// A Sentinel node's watch (the node's, see `node.rs`): a connection to a master the
+    /// sentinels no longer name is dropped, as the node's workers drop theirs, or the
+    /// releases published on the new master would go unheard. The master of the current
+    /// connection (`host:port`, config epoch), and the watch's generation compared with it.
+    watch: Option<Arc<Watch>>,
+    master: Option<(String, Option<u64>)>,
+    watch_seen: u64,
     requests: Receiver<Request>,
     registry: Arc<Registry>,
     /// Resources subscribed (or to subscribe once connected).
@@ -931,10 +943,57 @@ impl Subscriber {
         }
     }
 
-    fn connect(&self) -> redis::RedisResult<redis::Connection> {
-        // A Sentinel node's subscriber resolves the master as its worker does.
+    fn connect(&mut self) -> redis::RedisResult<redis::Connection> {
+        // A Sentinel node's subscriber resolves the master as its worker does, and like it
+        // refuses one older than the master its watch heard of since (a sentinel that has not
+        // switched yet was asked first).
+        let generation = self.watch.as_ref().map_or(0, |w| w.generation());
         let connected = self.client.connect(self.connect_timeout, self.io_timeout)?;
+        if let (Some(watch), Some(reached)) = (&self.watch, &connected.master)
+            && let Some(named) = watch.named()
+            && named.verdict(reached, connected.epoch) == Verdict::Newer
+        {
+            self.prefer(named.sentinel);
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the sentinels name a newer master",
+            )));
+        }
+        self.master = connected.master.map(|m| (m, connected.epoch));
+        self.watch_seen = generation;
         Ok(connected.conn)
+    }
+
+    /// Whether the watch has heard the sentinels name another master than the one this
+    /// connection reached (see `node.rs`, `follow_the_sentinels`): then it is dropped, and the
+    /// next connect resolves the master again.
+    fn master_switched(&mut self) -> bool {
+        let Some(watch) = &self.watch else {
+            return false;
+        };
+        let generation = watch.generation();
+        if generation == self.watch_seen {
+            return false;
+        }
+        let (Some(named), Some((master, epoch))) = (watch.named(), self.master.as_ref()) else {
+            self.watch_seen = generation;
+            return false;
+        };
+        if matches!(
+            named.verdict(master, *epoch),
+            Verdict::Same | Verdict::Older
+        ) {
+            self.watch_seen = generation;
+            return false;
+        }
+        self.prefer(named.sentinel);
+        true
+    }
+
+    fn prefer(&self, sentinel: usize) {
+        if let crate::sentinel::Target::Sentinel(s) = &self.client {
+            s.prefer(sentinel);
+        }
     }
 
     fn session(&mut self, conn: &mut redis::Connection) -> End {
@@ -953,6 +1012,9 @@ impl Subscriber {
         }
         self.set_failing(false);
         loop {
+            if self.master_switched() {
+                return End::Broken;
+            }
             loop {
                 let request = match self.requests.try_recv() {
                     Ok(r) => r,
@@ -967,6 +1029,10 @@ impl Subscriber {
                 // Park on the request channel; the idle connection stays for the next waiter.
                 match self.requests.recv() {
                     Ok(r) => {
+                        if self.master_switched() {
+                            self.apply_offline(r);
+                            return End::Broken;
+                        }
                         if !self.apply(&mut pubsub, r) {
                             return End::Broken;
                         }

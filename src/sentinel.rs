@@ -12,9 +12,10 @@
 //! connection, and the next connect resolves the master again (the worker's usual reconnect with
 //! backoff). While connected, the node's watch re-asks the sentinels every second (see
 //! "Watching the sentinels" below). The release-notification subscriber of the node resolves the
-//! master the same way, but does not watch: after a switch under a live connection it listens on
-//! the old master until that connection drops, and its waiters wake at their backoff instead of
-//! at the release (notifications only ever wake waiters early: `notify.rs`).
+//! master the same way and follows the same watch: it drops a connection to a master the
+//! sentinels no longer name within `READ_SLICE` (20 ms) of the watch hearing of it, so its
+//! waiters hear the releases published on the new master (`tests/sentinel.rs`,
+//! `a_waiters_release_subscription_follows_the_master_switch`).
 //!
 //! # A change of master is a restart
 //!

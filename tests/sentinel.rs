@@ -674,6 +674,76 @@ fn no_two_holders_while_the_old_master_stays_writable() {
     support::assert_no_worker_panicked();
 }
 
+/// A waiter's release subscriber follows the switch too. It listens on its own connection to the
+/// master; if it stayed on the old one (still up and writable here), the releases published on
+/// the new master would go unheard, and the waiter would sleep until the holder's keys expire
+/// (20 s here) instead of waking at the release.
+#[test]
+fn a_waiters_release_subscription_follows_the_master_switch() {
+    const RES: &str = "sentinel:notify";
+    const TTL: Duration = Duration::from_secs(20);
+    support::watch_workers();
+    let group = SentinelGroup::start();
+    undemotable(&group.master);
+    let holder = watch_client(&[group.url()], None);
+    let waiter = watch_client(&[group.url()], None);
+    let lock = holder.try_lock(RES, TTL).expect("lock");
+    let waiting = std::thread::spawn(move || {
+        let got = waiter.acquire(&LockRequest::new(RES, TTL).wait(Duration::from_secs(30)));
+        (got.map(|l| (Instant::now(), l)), waiter)
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || group
+            .master
+            .release_subscribers(RES)
+            >= 1),
+        "the waiter subscribed on the master"
+    );
+    let switched = switch(&group);
+    let mut moved = None;
+    assert!(
+        eventually(SWITCH_BOUND + Duration::from_secs(3), || {
+            if group.replica.release_subscribers(RES) >= 1 {
+                moved = Some(Instant::now());
+            }
+            moved.is_some()
+        }),
+        "the waiter's subscription stayed with the old master: {} subscriber(s) there, {} on \
+         the new master",
+        group.master.release_subscribers(RES),
+        group.replica.release_subscribers(RES)
+    );
+    eprintln!(
+        "switch -> the waiter listens on the new master: {:?}",
+        moved.unwrap() - switched
+    );
+    assert!(
+        group.master.info("replication").contains("role:master"),
+        "the old master stayed a writable master, as this test needs"
+    );
+    assert_eq!(
+        group.master.release_subscribers(RES),
+        0,
+        "the connection to the old master was dropped"
+    );
+    lock.release().expect("release on the new master");
+    let released = Instant::now();
+    let (got, waiter) = waiting.join().expect("waiter");
+    let (acquired, lock) = got.expect("the waiter got the lock");
+    eprintln!(
+        "release -> the waiter holds the lock: {:?}",
+        acquired - released
+    );
+    assert!(
+        acquired - released < Duration::from_secs(3),
+        "the waiter woke {:?} after the release, not at it",
+        acquired - released
+    );
+    lock.release().expect("release");
+    drop(waiter);
+    support::assert_no_worker_panicked();
+}
+
 /// Re-asking the sentinels while nothing changes costs one pipelined question a second to each
 /// sentinel (two commands), no reconnect and no failover: counted on the sentinels themselves
 /// (`total_commands_processed`, against a span without the client).
