@@ -746,6 +746,115 @@ fn with_min_replicas_a_lock_survives_the_kill_of_its_master() {
     support::assert_no_worker_panicked();
 }
 
+/// `min_replicas(1)` through a manual `CLUSTER FAILOVER` of the lock's master: the holder keeps
+/// extending through the switch, so its `WAIT` lane is never idle long enough for the idle
+/// check (`cluster-node-timeout`) and meets the switch as a `MOVED` from the old master (counted
+/// in its `errorstats`). The lane follows it to the promoted replica, and an extension counts
+/// only once the old master, now its replica, has it.
+#[test]
+fn with_min_replicas_an_extension_follows_a_manual_failover() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 1);
+    let key = "cluster:acked-moved";
+    let old = cluster.master_of(key);
+    let replica = cluster.replica_of(old);
+    let holder = acked(&[cluster.url()], 1);
+    let lock = lock_within(
+        &holder,
+        key,
+        Duration::from_secs(60),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        on_replica(&cluster, replica, key).0.as_deref(),
+        Some(lock.token()),
+        "the replica has the lock when try_lock returns"
+    );
+    let moved_replies = |i: usize| -> u64 {
+        cluster.nodes[i]
+            .info("errorstats")
+            .lines()
+            .find_map(|l| l.strip_prefix("errorstat_MOVED:count="))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let moved_before = moved_replies(old);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let extensions = std::thread::scope(|s| {
+        let extender = s.spawn(|| {
+            let mut results = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                results.push((Instant::now(), lock.extend(Duration::from_secs(60)).is_ok()));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            results
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut cluster.nodes[replica].conn())
+            .expect("CLUSTER FAILOVER");
+        let switched = cluster.wait_until_master(replica, Duration::from_secs(15))
+            && eventually(Duration::from_secs(15), || {
+                cluster.nodes[old]
+                    .info("replication")
+                    .contains("master_link_status:up")
+            });
+        let after = Instant::now();
+        // About 20 extensions on the new topology.
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let results = extender.join().expect("extender");
+        assert!(
+            switched,
+            "the replica took over and the old master follows it"
+        );
+        results
+            .into_iter()
+            .filter(|(t, _)| *t > after)
+            .collect::<Vec<_>>()
+    });
+    eprintln!(
+        "extensions after the switch: {} of {} acknowledged; MOVED from the old master: {}",
+        extensions.iter().filter(|(_, ok)| *ok).count(),
+        extensions.len(),
+        moved_replies(old) - moved_before
+    );
+    assert!(
+        moved_replies(old) > moved_before,
+        "the old master answered the lane's extension with MOVED"
+    );
+    assert!(
+        extensions.iter().any(|(_, ok)| *ok),
+        "an extension after the switch was acknowledged: {} tried, {:?}",
+        extensions.len(),
+        holder.node_status()
+    );
+    // One more, then straight to the old master (now the replica): no polling.
+    extend_within(
+        &lock,
+        Duration::from_secs(40),
+        Duration::from_secs(10),
+        &holder,
+    );
+    let (token, pttl) = on_replica(&cluster, old, key);
+    assert_eq!(token.as_deref(), Some(lock.token()));
+    assert!(
+        (30_001..=40_000).contains(&pttl),
+        "the last extension is on the new master's replica when extend returns: PTTL {pttl}"
+    );
+    let status = &holder.node_status()[0];
+    assert!(status.failovers >= 1, "{status:?}");
+    let rival = acked(&[cluster.url()], 1);
+    match rival.try_lock(key, Duration::from_secs(5)) {
+        Err(e) => assert_eq!(problems(&e), [NodeProblem::Refused], "{e}"),
+        Ok(got) => panic!("a second holder: {got:?}"),
+    }
+    lock.release().expect("release on the new master");
+    assert_eq!(cluster.nodes[replica].get(key), None);
+    support::assert_no_worker_panicked();
+}
+
 /// `min_replicas(2)` on a cluster whose masters have one replica each: every master is named
 /// in the node's warnings, and a lock fails at once, unsent, naming a master that is short.
 #[test]
