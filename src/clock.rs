@@ -64,6 +64,7 @@
 //! - A node that loses keys for other reasons (restart without persistence: `restart_grace`;
 //!   eviction: the server probe warns; failover to a replica: the probe warns).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -463,6 +464,23 @@ impl TimeReading {
     }
 }
 
+/// A batch's `TIME` readings: the node's (a cluster node's first master's), and on a cluster
+/// node, those of the other masters that carried a command of the batch, by address.
+#[derive(Default)]
+pub(crate) struct Readings {
+    pub node: Option<TimeReading>,
+    pub masters: Vec<(String, TimeReading)>,
+}
+
+impl From<Option<TimeReading>> for Readings {
+    fn from(node: Option<TimeReading>) -> Self {
+        Readings {
+            node,
+            masters: Vec::new(),
+        }
+    }
+}
+
 /// The `TIME` reply (seconds and microseconds) as time since the Unix epoch.
 pub(crate) fn parse_time(value: &redis::Value) -> Option<Duration> {
     use redis::Value;
@@ -499,6 +517,10 @@ pub(crate) struct Guard {
     index: usize,
     board: Arc<ClockBoard>,
     detector: Detector,
+    /// A cluster node's other masters' detectors, by address (see [`sample_master`]).
+    ///
+    /// [`sample_master`]: Guard::sample_master
+    masters: HashMap<String, Detector>,
     /// Whether the connection answers `TIME` (an ACL may deny it).
     time_allowed: bool,
     /// The node's clock offset at the last sample.
@@ -527,6 +549,7 @@ impl Guard {
             index,
             board,
             detector: Detector::default(),
+            masters: HashMap::new(),
             time_allowed: false,
             offset: None,
             post_due: false,
@@ -558,6 +581,7 @@ impl Guard {
     /// under way stays.
     pub(crate) fn new_server(&mut self) {
         self.detector = Detector::default();
+        self.masters.clear();
         self.offset = None;
     }
 
@@ -616,6 +640,55 @@ impl Guard {
             events.push(self.warning(format!(
                 "its clock stepped back by {} ms: lock keys on it live that much longer than \
                  asked",
+                back.as_millis()
+            )));
+        }
+        events
+    }
+
+    /// Feeds the reading of a cluster node's other master (not its first, whose clock is the
+    /// node's: [`sample`](Guard::sample)) to that master's detector. Each master's keys expire on
+    /// its own clock, so a forward jump of any master the node's votes were taken on puts the
+    /// whole node in quarantine, as a jump of the first one does. Only the first master's clock
+    /// is the node's offset for the cross-checks and the board, which tell this host's own
+    /// suspensions: another master's reading adds nothing there.
+    pub(crate) fn sample_master(
+        &mut self,
+        master: &str,
+        time: TimeReading,
+        now: Instant,
+    ) -> Vec<Event> {
+        let mut events = Vec::new();
+        let (Some(limits), Some(node)) = (self.limits, time.node_time()) else {
+            return events;
+        };
+        let sample = Sample {
+            node,
+            sent: time.sent,
+            received: time.received,
+            wall: time.wall,
+            suspended: time.suspended,
+        };
+        let seen = self
+            .masters
+            .entry(master.to_owned())
+            .or_default()
+            .observe(sample, &limits);
+        if let Some(jump) = seen.forward {
+            events.push(self.quarantine(
+                jump,
+                now,
+                format!(
+                    "the clock of its master {master} jumped forward by {} ms since the previous \
+                     sample (lock keys on it expired that much early)",
+                    jump.as_millis()
+                ),
+            ));
+        }
+        if let Some(back) = seen.backward {
+            events.push(self.warning(format!(
+                "the clock of its master {master} stepped back by {} ms: lock keys on it live \
+                 that much longer than asked",
                 back.as_millis()
             )));
         }
@@ -1060,6 +1133,66 @@ mod tests {
         assert!(
             events.iter().any(|e| matches!(e, Event::Quarantined(..))),
             "{events:?}"
+        );
+    }
+
+    /// A cluster node's other masters: each has its own detector (their clocks may differ from
+    /// the first master's without any jump), a jump of one quarantines the node and names it,
+    /// and the first master's offset stays the node's.
+    #[test]
+    fn another_masters_jump_quarantines_the_cluster_node() {
+        use redis::Value;
+        let time = |at: Duration| {
+            Value::Array(vec![
+                Value::BulkString(at.as_secs().to_string().into_bytes()),
+                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
+            ])
+        };
+        let now = || {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+        };
+        let board = Arc::new(ClockBoard::new(1, Some(LIMITS.threshold)));
+        let mut g = Guard::new(Some(LIMITS), "cluster:a:1".into(), 0, board);
+        g.connected(true);
+        let t = Instant::now();
+        assert_eq!(g.sample(TimeReading::new(time(now()), t), t), vec![]);
+        // b's clock is 10 s ahead of a's all along: its first sample is no jump.
+        let b_ahead = Duration::from_secs(10);
+        for _ in 0..2 {
+            let t = Instant::now();
+            let events = g.sample_master("b:2", TimeReading::new(time(now() + b_ahead), t), t);
+            assert_eq!(events, vec![]);
+        }
+        assert!(g.offset_ms().is_some_and(|o| o.abs() < 1000), "a's offset");
+        assert_eq!(g.held_out(t, t), None);
+        // Then it jumps 120 s forward.
+        let t = Instant::now();
+        let events = g.sample_master(
+            "b:2",
+            TimeReading::new(time(now() + b_ahead + Duration::from_secs(120)), t),
+            t,
+        );
+        assert!(
+            events.iter().any(|e| matches!(e, Event::Quarantined(_, why)
+                if why.contains("master b:2") && why.contains("jumped forward"))),
+            "{events:?}"
+        );
+        assert!(matches!(
+            g.held_out(t, t),
+            Some(NodeProblem::ClockJump { .. })
+        ));
+        assert!(
+            g.offset_ms().is_some_and(|o| o.abs() < 1000),
+            "still a's offset"
+        );
+        // A new list of masters forgets b's sample: its clock differing is no jump then.
+        g.new_server();
+        let t = Instant::now();
+        assert_eq!(
+            g.sample_master("b:2", TimeReading::new(time(now()), t), t),
+            vec![]
         );
     }
 }

@@ -35,9 +35,12 @@
 //! client that starts after a failover it did not witness counts the promoted replica's age
 //! from its uptime (docs/guarantees.md).
 //!
-//! The clock guard's sample belongs to a server: the worker samples the first master of the
-//! list (by address), and a change of the list resets the guard's sample, so that the new
-//! master's clock does not pass for a jump. A jump of another master's clock is not seen.
+//! The clock guard's samples belong to servers: a batch that takes or extends locks carries
+//! `TIME` to every master it writes to, and to the first master of the list (by address),
+//! whose clock is the node's for the guard's cross-checks. Each master's clock has its own
+//! detector (its keys expire on that clock), and a forward jump of any of them quarantines the
+//! node (`clock.rs`, `Guard::sample_master`). A change of the list resets the samples, so that
+//! a new master's clock does not pass for a jump.
 //!
 //! # A master idle past its failover
 //!
@@ -114,7 +117,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
-use crate::clock::{TIME_COMMAND, TimeReading};
+use crate::clock::{Readings, TIME_COMMAND, TimeReading};
 use crate::node_url::{self, address};
 use crate::probe::{self, Probe};
 use crate::sync::relock;
@@ -672,7 +675,7 @@ impl ClusterLink {
     }
 
     /// Runs the batch, one pipeline per master, and returns the replies in the batch's order;
-    /// with `time`, the first master's `TIME` too. Handles `NOSCRIPT`, `MOVED` and `ASK` (see
+    /// with `time`, the `TIME` readings too (see `round`). Handles `NOSCRIPT`, `MOVED` and `ASK` (see
     /// the module's doc). `scripts` are loaded on masters met on the way, unless `inline`.
     ///
     /// With `wait` (`min_replicas`), once every command has its reply, `WAIT` goes to each
@@ -723,8 +726,8 @@ impl ClusterLink {
                 .collect();
             self.refresh(&redirects, (!inline).then_some(scripts))?;
             if self.refreshed.is_some() {
-                // Read from the old first master, whose clock the guard no longer follows.
-                reading = None;
+                // Read from the old masters, whose clocks the guard no longer follows.
+                reading = Readings::default();
             }
             self.round(batch, &moved, inline, false, &mut values, &mut ran_on)?;
         }
@@ -792,7 +795,8 @@ impl ClusterLink {
 
     /// Sends the batch's commands `which` to their masters (all pipelines written before any
     /// reply is read) and puts the replies in `values`. With `time`, the first master's
-    /// pipeline ends with `TIME`, whose reading comes back.
+    /// pipeline ends with `TIME`, and so does that of every other master that carries one of
+    /// the commands (its keys expire on its own clock): their readings come back.
     fn round(
         &mut self,
         batch: &[Routed<'_>],
@@ -801,7 +805,7 @@ impl ClusterLink {
         time: bool,
         values: &mut [Value],
         ran_on: &mut [RanOn],
-    ) -> redis::RedisResult<Option<TimeReading>> {
+    ) -> redis::RedisResult<Readings> {
         let mut per_master: Vec<Vec<usize>> = vec![Vec::new(); self.masters.len()];
         for &i in which {
             match self.owner[batch[i].slot()] {
@@ -820,12 +824,12 @@ impl ClusterLink {
                 }
             }
         }
-        let time = time && !self.masters.is_empty();
+        let with_time = |m: usize, indices: &[usize]| time && (m == 0 || !indices.is_empty());
         let mut buf = Vec::new();
-        let mut sent_at = None;
+        let mut sent_at = vec![None; per_master.len()];
         let round_sent = Instant::now();
         for (m, indices) in per_master.iter().enumerate() {
-            let with_time = time && m == 0;
+            let with_time = with_time(m, indices);
             if indices.is_empty() && !with_time {
                 continue;
             }
@@ -836,14 +840,14 @@ impl ClusterLink {
             }
             if with_time {
                 buf.extend_from_slice(TIME_COMMAND);
-                sent_at = Some(Instant::now());
+                sent_at[m] = Some(Instant::now());
             }
             let master = &mut self.masters[m];
             master.conn.send_packed_command(&buf)?;
         }
-        let mut reading = None;
+        let mut readings = Readings::default();
         for (m, indices) in per_master.iter().enumerate() {
-            let with_time = time && m == 0;
+            let with_time = with_time(m, indices);
             if indices.is_empty() && !with_time {
                 continue;
             }
@@ -851,9 +855,13 @@ impl ClusterLink {
             for &i in indices {
                 values[i] = next_reply(&mut master.conn)?;
             }
-            if with_time {
-                let value = next_reply(&mut master.conn)?;
-                reading = sent_at.map(|sent| TimeReading::new(value, sent));
+            if let (true, Some(sent)) = (with_time, sent_at[m]) {
+                let reading = TimeReading::new(next_reply(&mut master.conn)?, sent);
+                if m == 0 {
+                    readings.node = Some(reading);
+                } else {
+                    readings.masters.push((master.address(), reading));
+                }
             }
             // Its replies confirm it, unless it carried only `TIME` (not checked before) or
             // took long enough to have been stopped meanwhile.
@@ -866,7 +874,7 @@ impl ClusterLink {
                 master.confirmed = Some(now);
             }
         }
-        Ok(reading)
+        Ok(readings)
     }
 
     /// Reads the slot map again after `MOVED`s (`redirects`: slot and where to), asking the
@@ -1047,7 +1055,7 @@ impl ClusterLink {
 
 /// What [`ClusterLink::execute`] returns: the replies in the batch's order, the `TIME`
 /// reading, and with a `WAIT`, what it answered for each command.
-pub(crate) type Executed = (Vec<Value>, Option<TimeReading>, Option<Vec<Waited>>);
+pub(crate) type Executed = (Vec<Value>, Readings, Option<Vec<Waited>>);
 
 /// The `WAIT k ms` a batch of a `WAIT` lane ends with (`min_replicas`) on each master it wrote
 /// to, and until when its replies are read.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::Value;
 
-use crate::clock::{self, ClockBoard, Event, Guard, TIME_COMMAND, TimeReading};
+use crate::clock::{self, ClockBoard, Event, Guard, Readings, TIME_COMMAND, TimeReading};
 use crate::cluster::{ClusterLink, Link, Routed, WaitFor, Waited};
 use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
@@ -912,8 +912,12 @@ impl Worker {
                         .errors
                         .fetch_add(errors as u64, Ordering::Relaxed);
                 }
-                if let Some(time) = time {
+                if let Some(time) = time.node {
                     let events = self.guard.sample(time, now);
+                    self.record(events);
+                }
+                for (master, time) in time.masters {
+                    let events = self.guard.sample_master(&master, time, now);
                     self.record(events);
                 }
                 let has_acquire = batch.iter().any(|r| r.command.acquire);
@@ -994,10 +998,7 @@ impl Worker {
     /// reloads the scripts and resends those commands once. With the clock guard on, a batch
     /// that carries an acquire or an extension carries `TIME` too (last, so the node reads its
     /// clock after the `SET`s), and its reading comes back with the votes.
-    fn execute(
-        &mut self,
-        batch: &[Request],
-    ) -> redis::RedisResult<(Vec<Vote>, Option<TimeReading>, Instant)> {
+    fn execute(&mut self, batch: &[Request]) -> redis::RedisResult<(Vec<Vote>, Readings, Instant)> {
         let time = self
             .guard
             .wants_time(batch.iter().any(|r| r.command.samples_clock));
@@ -1096,7 +1097,7 @@ impl Worker {
                 (_, _, vote) => vote,
             })
             .collect();
-        Ok((votes, time, sent))
+        Ok((votes, time.into(), sent))
     }
 
     fn connect(&mut self) {
@@ -1667,7 +1668,7 @@ fn acknowledged(acked: &Acked, wait: &Wait) -> Option<NodeProblem> {
 /// the link last read them.
 type OnCluster = (
     Vec<Vote>,
-    Option<TimeReading>,
+    Readings,
     Option<(Probe, String)>,
     Vec<(Option<String>, Option<u64>)>,
 );

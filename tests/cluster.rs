@@ -855,6 +855,89 @@ fn with_min_replicas_an_extension_follows_a_manual_failover() {
     support::assert_no_worker_panicked();
 }
 
+/// Each master's keys expire on its own clock, so the clock guard samples every master a batch
+/// writes to, not only the first one (whose clock is the node's offset): a forward jump of
+/// another master's clock keeps the whole node out of acquire quorums, naming that master.
+#[test]
+fn a_jump_of_any_masters_clock_quarantines_the_cluster_node() {
+    support::watch_workers();
+    let dir = std::env::temp_dir().join(format!("redlock-cluster-clock-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let shim = support::build_shim("clockshift", &dir, &[]);
+    let offset = |i: usize| dir.join(format!("offset_ms.{i}"));
+    for i in 0..3 {
+        std::fs::write(offset(i), "0").expect("offset file");
+    }
+    let cluster = RedisCluster::start_with_env(3, 0, &[], |i| {
+        vec![
+            ("LD_PRELOAD".into(), shim.display().to_string()),
+            ("CLOCKSHIFT_FILE".into(), offset(i).display().to_string()),
+        ]
+    });
+    // The first master by address is the node's clock; the key lives on another one.
+    let first = (0..3)
+        .min_by_key(|&i| format!("127.0.0.1:{}", cluster.nodes[i].port))
+        .expect("three masters");
+    let key = (0..64)
+        .map(|i| format!("cluster:clock:{i}"))
+        .find(|k| cluster.master_of(k) != first)
+        .expect("a key on another master");
+    let jumped = cluster.master_of(&key);
+    let quarantine = Duration::from_secs(5);
+    let rl = support::builder(&[cluster.url()])
+        .retry_count(0)
+        .clock_quarantine(quarantine)
+        .build()
+        .expect("client");
+    // Two samples of that master's clock before the jump.
+    for _ in 0..2 {
+        rl.try_lock(&key, Duration::from_secs(10))
+            .expect("lock")
+            .release()
+            .expect("release");
+    }
+    let time = |i: usize| -> Duration {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME")
+            .query(&mut cluster.nodes[i].conn())
+            .expect("TIME");
+        Duration::from_secs(secs) + Duration::from_micros(micros)
+    };
+    let real = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+    };
+    std::fs::write(offset(jumped), "3000").expect("offset file");
+    assert!(
+        eventually(Duration::from_secs(5), || time(jumped)
+            > real() + Duration::from_millis(2000)),
+        "the master's clock moved"
+    );
+    let err = rl
+        .try_lock(&key, Duration::from_secs(10))
+        .expect_err("the node's vote is held out");
+    assert!(
+        matches!(
+            problems(&err).as_slice(),
+            [NodeProblem::ClockJump { jump, .. }] if *jump > Duration::from_millis(2000)
+        ),
+        "{err}"
+    );
+    let status = &rl.node_status()[0];
+    let named = format!("master 127.0.0.1:{}", cluster.nodes[jumped].port);
+    assert!(status.quarantine_remaining.is_some(), "{status:?}");
+    assert!(
+        status
+            .quarantine_reason
+            .as_deref()
+            .is_some_and(|w| w.contains(&named) && w.contains("jumped forward")),
+        "the reason names the master whose clock jumped: {:?}",
+        status.quarantine_reason
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    support::assert_no_worker_panicked();
+}
+
 /// `min_replicas(2)` on a cluster whose masters have one replica each: every master is named
 /// in the node's warnings, and a lock fails at once, unsent, naming a master that is short.
 #[test]

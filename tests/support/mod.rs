@@ -764,6 +764,16 @@ impl RedisCluster {
 
     /// Like [`start`](RedisCluster::start), with extra `redis-server` arguments for every node.
     pub fn start_with(masters: usize, replicas: usize, extra_args: &[&str]) -> RedisCluster {
+        Self::start_with_env(masters, replicas, extra_args, |_| Vec::new())
+    }
+
+    /// Like [`start_with`](RedisCluster::start_with), with `env(i)` in node `i`'s environment.
+    pub fn start_with_env(
+        masters: usize,
+        replicas: usize,
+        extra_args: &[&str],
+        env: impl Fn(usize) -> Vec<(String, String)>,
+    ) -> RedisCluster {
         let mut args = vec![
             "--cluster-enabled",
             "yes",
@@ -774,7 +784,12 @@ impl RedisCluster {
         ];
         args.extend_from_slice(extra_args);
         let nodes: Vec<RedisNode> = (0..masters * (1 + replicas))
-            .map(|_| RedisNode::start_with(&args))
+            .map(|i| {
+                let env = env(i);
+                let env: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                RedisNode::start_with_env(&args, &env)
+            })
             .collect();
         let cluster = RedisCluster { nodes };
         if masters >= 3 {
