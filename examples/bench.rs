@@ -36,7 +36,10 @@
 //! `-- --latency` runs only the placement question of issue 30: five nodes behind relays that
 //! delay them like nodes in one zone, across regions, or with one slow node, and the
 //! acquire + release cycle of redlock (which decides on a quorum), the floor (which reads every
-//! answer) and node-redlock.
+//! answer) and node-redlock. `--toxiproxy SERVER` puts Toxiproxy (`SERVER`: its
+//! `toxiproxy-server` binary, e.g. from `go install github.com/Shopify/toxiproxy/v2/cmd/server@latest`)
+//! in front of the nodes instead of the bench's own relays, with a `latency` toxic on each
+//! direction; its latencies are whole milliseconds, so each round trip is rounded up to one.
 //!
 //! `-- --cost [--repeats R]` runs only the cost question of issue 29: the uncontended cycle on
 //! one thread at N = 1 and N = 5 with no event listener, with a listener that logs every event
@@ -629,18 +632,39 @@ const PLACEMENTS: [(&str, [f64; 5]); 3] = [
 /// default), node-redlock (which returns on a quorum too) and redsync with and without
 /// `WithFailFast`, one thread each. Prints each run and the medians' ratios; with `svg`, writes
 /// the CDFs there, one panel per placement.
-fn latency(five: &Cluster, length: Duration, svg: Option<&str>) {
+fn latency(five: &Cluster, length: Duration, svg: Option<&str>, toxiproxy: Option<&str>) {
     let mut panels = Vec::new();
+    let toxi = toxiproxy.map(Toxiproxy::start);
     for (name, rtts) in PLACEMENTS {
-        let relays: Vec<DelayRelay> = five
-            .nodes
+        // Toxiproxy's latencies are whole milliseconds.
+        let rtts = match toxi {
+            Some(_) => rtts.map(f64::ceil),
+            None => rtts,
+        };
+        let _relays: Vec<DelayRelay>;
+        let ports: Vec<u16> = match &toxi {
+            Some(t) => five
+                .nodes
+                .iter()
+                .zip(rtts)
+                .enumerate()
+                .map(|(i, (n, rtt))| t.proxy(&format!("{name}-n{i}"), n.port, rtt as u64))
+                .collect(),
+            None => {
+                _relays = five
+                    .nodes
+                    .iter()
+                    .zip(rtts)
+                    .map(|(n, rtt)| {
+                        DelayRelay::start(n.port, Duration::from_secs_f64(rtt / 2000.0))
+                    })
+                    .collect();
+                _relays.iter().map(|r| r.port).collect()
+            }
+        };
+        let urls: Vec<String> = ports
             .iter()
-            .zip(rtts)
-            .map(|(n, rtt)| DelayRelay::start(n.port, Duration::from_secs_f64(rtt / 2000.0)))
-            .collect();
-        let urls: Vec<String> = relays
-            .iter()
-            .map(|r| format!("redis://127.0.0.1:{}", r.port))
+            .map(|p| format!("redis://127.0.0.1:{p}"))
             .collect();
         let rl = Redlock::builder()
             .nodes(&urls)
@@ -676,8 +700,9 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>) {
         ];
         let p50 = |s: &Sample| s.latencies[s.latencies.len() / 2];
         let mut summary = format!(
-            "{{\"config\":\"latency\",\"placement\":\"{name}\",\"rtts_ms\":{rtts:?},\
+            "{{\"config\":\"latency\",\"placement\":\"{name}\",\"relays\":\"{}\",\"rtts_ms\":{rtts:?},\
              \"redlock_p50_ms\":{:.2},\"floor_p50_ms\":{:.2}",
+            if toxi.is_some() { "toxiproxy" } else { "bench" },
             p50(&ours) / 1000.0,
             p50(&all) / 1000.0,
         );
@@ -741,9 +766,13 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>) {
         }
     }
     if let Some(path) = svg {
+        let relays = match toxi {
+            Some(_) => "Toxiproxy latency toxics, round trips rounded up to whole ms",
+            None => "delaying relays (which add about 0.3 ms per round trip)",
+        };
         let caption = format!(
-            "acquire + release on one thread, five nodes behind delaying relays (which add about \
-             0.3 ms per round trip), {} s per client and placement\n{}",
+            "acquire + release on one thread, five nodes behind {relays}, {} s per client and \
+             placement\n{}",
             length.as_secs_f64(),
             chart::machine()
         );
@@ -757,6 +786,82 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>) {
                 &panels,
             ),
         );
+    }
+}
+
+/// A `toxiproxy-server` of the bench's own (killed on drop), driven through its HTTP API.
+struct Toxiproxy {
+    child: std::process::Child,
+    api: u16,
+}
+
+impl Toxiproxy {
+    fn start(binary: &str) -> Toxiproxy {
+        let api = support::free_port();
+        let child = std::process::Command::new(binary)
+            .args(["-host", "127.0.0.1", "-port", &api.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{binary}: {e}"));
+        let t = Toxiproxy { child, api };
+        let up = support::eventually(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", api)).is_ok()
+        });
+        assert!(up, "{binary} did not listen on {api} within 10 s");
+        t
+    }
+
+    /// One HTTP/1.1 request to the API; panics unless it answers 2xx.
+    fn post(&self, path: &str, body: &str) {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.api)).expect("API");
+        write!(
+            conn,
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("API request");
+        let mut reply = String::new();
+        let _ = conn.read_to_string(&mut reply);
+        assert!(
+            reply.starts_with("HTTP/1.1 2"),
+            "toxiproxy {path} {body}: {reply}"
+        );
+    }
+
+    /// A proxy to the node at `node_port` whose round trip is `rtt_ms` more (half each way,
+    /// the odd millisecond on the replies): its listening port.
+    fn proxy(&self, name: &str, node_port: u16, rtt_ms: u64) -> u16 {
+        let port = support::free_port();
+        self.post(
+            "/proxies",
+            &format!(
+                "{{\"name\":\"{name}\",\"listen\":\"127.0.0.1:{port}\",\
+                 \"upstream\":\"127.0.0.1:{node_port}\",\"enabled\":true}}"
+            ),
+        );
+        for (stream, ms) in [
+            ("upstream", rtt_ms / 2),
+            ("downstream", rtt_ms - rtt_ms / 2),
+        ] {
+            self.post(
+                &format!("/proxies/{name}/toxics"),
+                &format!(
+                    "{{\"name\":\"{stream}\",\"type\":\"latency\",\"stream\":\"{stream}\",\
+                     \"attributes\":{{\"latency\":{ms},\"jitter\":0}}}}"
+                ),
+            );
+        }
+        port
+    }
+}
+
+impl Drop for Toxiproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -1013,7 +1118,12 @@ fn main() {
         return cost(&one, &five, length, &args);
     }
     if args.iter().any(|a| a == "--latency") {
-        return latency(&five, length, svg.as_deref());
+        let toxiproxy = args.iter().position(|a| a == "--toxiproxy").map(|i| {
+            args.get(i + 1)
+                .expect("--toxiproxy takes the server binary")
+                .clone()
+        });
+        return latency(&five, length, svg.as_deref(), toxiproxy.as_deref());
     }
 
     let mut floor1 = floor(&one, 1, length);
