@@ -521,6 +521,8 @@ pub(crate) struct Guard {
     ///
     /// [`sample_master`]: Guard::sample_master
     masters: HashMap<String, Detector>,
+    /// Those of them whose `TIME` failed, warned of once.
+    no_time: Vec<String>,
     /// Whether the connection answers `TIME` (an ACL may deny it).
     time_allowed: bool,
     /// The node's clock offset at the last sample.
@@ -550,6 +552,7 @@ impl Guard {
             board,
             detector: Detector::default(),
             masters: HashMap::new(),
+            no_time: Vec::new(),
             time_allowed: false,
             offset: None,
             post_due: false,
@@ -583,6 +586,19 @@ impl Guard {
         self.detector = Detector::default();
         self.masters.clear();
         self.offset = None;
+    }
+
+    /// A cluster node's list of masters changed (a failover, a resharding): the node's clock is
+    /// the first master's, so its sample goes only if the first master is another server now
+    /// (as [`new_server`](Guard::new_server)); the other masters keep theirs while they are
+    /// still in the list, so that a jump across the change is still seen there.
+    pub(crate) fn new_masters(&mut self, first_changed: bool, masters: &[&str]) {
+        if first_changed {
+            self.detector = Detector::default();
+            self.offset = None;
+        }
+        self.masters.retain(|m, _| masters.contains(&m.as_str()));
+        self.no_time.retain(|m| masters.contains(&m.as_str()));
     }
 
     /// The node's clock minus ours at the last sample, in ms.
@@ -659,9 +675,22 @@ impl Guard {
         now: Instant,
     ) -> Vec<Event> {
         let mut events = Vec::new();
-        let (Some(limits), Some(node)) = (self.limits, time.node_time()) else {
+        let Some(limits) = self.limits else {
             return events;
         };
+        let Some(node) = time.node_time() else {
+            // An ACL of that master's own (each cluster node has its own): its jumps go unseen.
+            if !self.no_time.iter().any(|m| m == master) {
+                self.no_time.push(master.to_owned());
+                events.push(self.warning(format!(
+                    "master {master} answered TIME with {:?}: the clock guard cannot see its \
+                     clock; allow TIME there",
+                    time.value
+                )));
+            }
+            return events;
+        };
+        self.no_time.retain(|m| m != master);
         let sample = Sample {
             node,
             sent: time.sent,
@@ -1187,8 +1216,38 @@ mod tests {
             g.offset_ms().is_some_and(|o| o.abs() < 1000),
             "still a's offset"
         );
-        // A new list of masters forgets b's sample: its clock differing is no jump then.
-        g.new_server();
+        // A new list of masters that still has b keeps b's sample, so b jumping again across
+        // the change is seen; the first master unchanged keeps the node's sample.
+        let t = Instant::now();
+        let _ = g.sample_master(
+            "b:2",
+            TimeReading::new(time(now() + b_ahead + Duration::from_secs(120)), t),
+            t,
+        );
+        g.new_masters(false, &["a:1", "b:2", "c:3"]);
+        assert!(g.offset_ms().is_some(), "the first master's sample stays");
+        let t = Instant::now();
+        let events = g.sample_master(
+            "b:2",
+            TimeReading::new(time(now() + b_ahead + Duration::from_secs(240)), t),
+            t,
+        );
+        assert!(
+            events.iter().any(|e| matches!(e, Event::Quarantined(..))),
+            "{events:?}"
+        );
+        // A master whose TIME is refused is warned of once.
+        let t = Instant::now();
+        let events = g.sample_master("c:3", TimeReading::new(Value::Nil, t), t);
+        assert!(matches!(&events[..], [Event::Warning(w)] if w.contains("master c:3")));
+        assert_eq!(
+            g.sample_master("c:3", TimeReading::new(Value::Nil, t), t),
+            vec![]
+        );
+        // A list without b (and a new first master) forgets b's sample and the node's: b's
+        // clock differing is no jump then.
+        g.new_masters(true, &["a:0", "c:3"]);
+        assert_eq!(g.offset_ms(), None);
         let t = Instant::now();
         assert_eq!(
             g.sample_master("b:2", TimeReading::new(time(now()), t), t),

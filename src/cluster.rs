@@ -35,12 +35,16 @@
 //! client that starts after a failover it did not witness counts the promoted replica's age
 //! from its uptime (docs/guarantees.md).
 //!
-//! The clock guard's samples belong to servers: a batch that takes or extends locks carries
-//! `TIME` to every master it writes to, and to the first master of the list (by address),
-//! whose clock is the node's for the guard's cross-checks. Each master's clock has its own
-//! detector (its keys expire on that clock), and a forward jump of any of them quarantines the
-//! node (`clock.rs`, `Guard::sample_master`). A change of the list resets the samples, so that
-//! a new master's clock does not pass for a jump.
+//! The clock guard's samples belong to servers: the probe at connect reads every master's
+//! `TIME`, and a batch that takes or extends locks carries `TIME` to every master it writes to
+//! (a re-run after a `MOVED` too), and to the first master of the list (by address), whose
+//! clock is the node's for the guard's cross-checks. Each master's clock has its own detector
+//! (its keys expire on that clock), and a forward jump of any of them quarantines the node
+//! (`clock.rs`, `Guard::sample_master`). A change of the list keeps the samples of the masters
+//! still in it and forgets the others' (a new master's clock does not pass for a jump), and the
+//! node's own when the first master changed. Not sampled: a command an `ASK` sent to a node
+//! outside the list (a slot being migrated), and a master whose ACL denies `TIME` (warned of
+//! once).
 //!
 //! # A master idle past its failover
 //!
@@ -696,7 +700,12 @@ impl ClusterLink {
         // link has no connection to) a connection of its own, whose `WAIT` was read there.
         let mut ran_on: Vec<RanOn> = vec![RanOn::Nowhere; batch.len()];
         self.confirm_idle(batch, (!inline).then_some(scripts))?;
-        let mut reading = self.round(batch, &all, inline, time, &mut values, &mut ran_on)?;
+        let clocks = if time {
+            Clocks::WrittenAndFirst
+        } else {
+            Clocks::None
+        };
+        let mut reading = self.round(batch, &all, inline, clocks, &mut values, &mut ran_on)?;
         // NOSCRIPT: a master that restarted or flushed its scripts.
         let noscript = matching(&values, "NOSCRIPT");
         if !noscript.is_empty() {
@@ -711,7 +720,15 @@ impl ClusterLink {
                     wire::load_scripts(&mut master.conn, scripts)?;
                 }
             }
-            self.round(batch, &noscript, inline, false, &mut values, &mut ran_on)?;
+            // The same masters as the first round, which read their clocks then.
+            self.round(
+                batch,
+                &noscript,
+                inline,
+                Clocks::None,
+                &mut values,
+                &mut ran_on,
+            )?;
         }
         // MOVED: the slot has another master now (a failover, a resharding).
         let now = Instant::now();
@@ -729,7 +746,13 @@ impl ClusterLink {
                 // Read from the old masters, whose clocks the guard no longer follows.
                 reading = Readings::default();
             }
-            self.round(batch, &moved, inline, false, &mut values, &mut ran_on)?;
+            // Each master the re-run reaches reads its clock too (the first master only if it
+            // carries a command): a master that took nothing in the first round has no reading
+            // of this batch yet, and its vote counts only with one.
+            let clocks = if time { Clocks::Written } else { Clocks::None };
+            let again = self.round(batch, &moved, inline, clocks, &mut values, &mut ran_on)?;
+            reading.node = again.node.or(reading.node);
+            reading.masters.extend(again.masters);
         }
         // ASK: the key's slot is being migrated, and the key is on the node named.
         for i in matching(&values, "ASK") {
@@ -794,15 +817,16 @@ impl ClusterLink {
     }
 
     /// Sends the batch's commands `which` to their masters (all pipelines written before any
-    /// reply is read) and puts the replies in `values`. With `time`, the first master's
-    /// pipeline ends with `TIME`, and so does that of every other master that carries one of
-    /// the commands (its keys expire on its own clock): their readings come back.
+    /// reply is read) and puts the replies in `values`. With `clocks`, the pipeline of every
+    /// master that carries one of the commands ends with `TIME` (its keys expire on its own
+    /// clock), and with `WrittenAndFirst` the first master's too, whose clock is the node's:
+    /// their readings come back.
     fn round(
         &mut self,
         batch: &[Routed<'_>],
         which: &[usize],
         inline: bool,
-        time: bool,
+        clocks: Clocks,
         values: &mut [Value],
         ran_on: &mut [RanOn],
     ) -> redis::RedisResult<Readings> {
@@ -824,7 +848,11 @@ impl ClusterLink {
                 }
             }
         }
-        let with_time = |m: usize, indices: &[usize]| time && (m == 0 || !indices.is_empty());
+        let with_time = |m: usize, indices: &[usize]| match clocks {
+            Clocks::None => false,
+            Clocks::Written => !indices.is_empty(),
+            Clocks::WrittenAndFirst => m == 0 || !indices.is_empty(),
+        };
         let mut buf = Vec::new();
         let mut sent_at = vec![None; per_master.len()];
         let round_sent = Instant::now();
@@ -1203,6 +1231,16 @@ fn redirect(value: &Value) -> Option<(String, u16)> {
     Some((host.to_owned(), port.parse().ok()?))
 }
 
+/// Which masters of a round read their clocks for the guard (`TIME` ending their pipeline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clocks {
+    None,
+    /// Each master that carries a command of the round.
+    Written,
+    /// Those, and the first master, whose clock is the node's.
+    WrittenAndFirst,
+}
+
 /// An error of one master, naming it.
 fn name_master(e: redis::RedisError, master: &str) -> redis::RedisError {
     if e.is_io_error() || e.is_timeout() {
@@ -1217,7 +1255,7 @@ fn name_master(e: redis::RedisError, master: &str) -> redis::RedisError {
 }
 
 /// Every master's probe as one: the first master's report (its clock, version and
-/// persistence), with the `run_id`s and replication IDs of all masters joined by `,` (any
+/// persistence), the other masters' clocks (`masters_time`), with the `run_id`s and replication IDs of all masters joined by `,` (any
 /// change of one is a change of the node's), the youngest master's uptime, and every master's
 /// errors and warnings, each naming its master. Cluster mode and replicas are expected here.
 fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
@@ -1237,6 +1275,7 @@ fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
         .and_then(|all| all.into_iter().min());
     let several = probes.len() > 1;
     let mut merged: Option<Probe> = None;
+    let mut masters_time = Vec::new();
     for (address, mut p) in probes {
         probe::expect_cluster(&mut p.assessment);
         probe::expect_replicas(&mut p.assessment);
@@ -1254,6 +1293,9 @@ fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
                 merged = Some(p);
             }
             Some(m) => {
+                if let Some(time) = p.time.take() {
+                    masters_time.push((address.clone(), time));
+                }
                 m.assessment
                     .errors
                     .extend(p.assessment.errors.into_iter().map(name));
@@ -1267,6 +1309,7 @@ fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
     merged.report.run_id = run_id;
     merged.report.replid = replid;
     merged.report.uptime = uptime;
+    merged.masters_time = masters_time;
     Some(merged)
 }
 

@@ -1413,14 +1413,27 @@ impl Worker {
                 || differs(&previous_run_id, &probe.report.run_id)
                 || differs(&previous_replid, &probe.report.replid));
         if moved {
-            // The clock sample belongs to the server, not to the logical node.
-            self.guard.new_server();
+            // The clock sample belongs to the server, not to the logical node: on a cluster,
+            // the node's clock is the first master's, and each other master has its own.
+            match (self.client.is_cluster(), &previous_master, &master.address) {
+                (true, Some(old), Some(new)) => {
+                    let first = |list: &str| list.split(',').next().map(str::to_owned);
+                    let masters: Vec<&str> = new.split(',').collect();
+                    self.guard.new_masters(first(old) != first(new), &masters);
+                }
+                _ => self.guard.new_server(),
+            }
         }
         self.guard.connected(probe.time.is_some());
         if let Some(time) = probe.time {
             // The previous sample survives a reconnect (a restarted process still reads the
             // same host clock), so a jump while disconnected is seen here.
             let events = self.guard.sample(time, now);
+            self.record(events);
+        }
+        // A cluster's other masters: a first sample of each, or the next one after a reconnect.
+        for (master, time) in probe.masters_time {
+            let events = self.guard.sample_master(&master, time, now);
             self.record(events);
         }
         let Ok(mut identity) = self.health.identity.lock() else {

@@ -363,6 +363,9 @@ pub(crate) struct Probe {
     pub time: Option<TimeReading>,
     /// Why `TIME` failed, if it did.
     pub time_error: Option<String>,
+    /// A Redis Cluster node's other masters' `TIME` (by address), each its master's first sample
+    /// for the clock guard (`time` is the first master's, the node's clock). Empty otherwise.
+    pub masters_time: Vec<(String, TimeReading)>,
 }
 
 /// Sends the probe's `INFO`s and `CONFIG GET`s and `TIME` as one pipeline. Replies that are
@@ -396,6 +399,7 @@ pub(crate) fn run(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
         report,
         time,
         time_error,
+        masters_time: Vec::new(),
     })
 }
 

@@ -12,9 +12,10 @@
 //! connection, and the next connect resolves the master again (the worker's usual reconnect with
 //! backoff). While connected, the node's watch re-asks the sentinels every second (see
 //! "Watching the sentinels" below). The release-notification subscriber of the node resolves the
-//! master the same way and follows the same watch: it drops a connection to a master the
-//! sentinels no longer name within `READ_SLICE` (20 ms) of the watch hearing of it, so its
-//! waiters hear the releases published on the new master (`tests/sentinel.rs`,
+//! master the same way and follows the same watch: while waiters listen, it drops a connection
+//! to a master the sentinels no longer name within `READ_SLICE` (20 ms) of the watch hearing of
+//! it (an idle subscriber, at its next subscription), so its waiters hear the releases
+//! published on the new master (`tests/sentinel.rs`,
 //! `a_waiters_release_subscription_follows_the_master_switch`).
 //!
 //! # A change of master is a restart
