@@ -3,7 +3,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock::{Error, NodeProblem, Redlock};
@@ -532,6 +532,101 @@ fn scripts_are_reloaded_after_script_flush() {
     lock.release().unwrap();
     assert!(eventually(Duration::from_secs(2), || {
         cluster.nodes.iter().all(|n| n.get("flushed").is_none())
+    }));
+}
+
+/// Caller threads share a node's one connection, whose worker sends whatever they queued as one
+/// pipeline: each caller must get its own replies, through `SCRIPT FLUSH`es (a `NOSCRIPT` in a
+/// batch, whose scripts are reloaded and its commands resent) and killed connections (a whole
+/// batch lost at once, what is safe to resend resent). Four threads contend for one resource,
+/// where a reply handed to the wrong caller would let two in; four cycle resources of their
+/// own, where it would fail a call.
+#[test]
+fn callers_sharing_a_node_get_their_own_replies_through_flushes_and_kills() {
+    const TTL: Duration = Duration::from_secs(3);
+    let cluster = Cluster::start(1);
+    let node = &cluster.nodes[0];
+    let rl = cluster.client();
+    let held = AtomicBool::new(false);
+    let faults = AtomicU64::new(0); // 0: none, 1: flushes, 2: kills
+    let stop = AtomicBool::new(false);
+    let won = AtomicU64::new(0);
+    let cycles = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let (rl, held, faults, stop, won, cycles) = (&rl, &held, &faults, &stop, &won, &cycles);
+            s.spawn(move || {
+                let own = format!("own-{i}");
+                while !stop.load(Ordering::Relaxed) {
+                    let phase = faults.load(Ordering::Relaxed);
+                    let contending = i < 4;
+                    let resource = if contending { "shared" } else { own.as_str() };
+                    let result = rl.try_lock(resource, TTL);
+                    // Kills began during the call: it may have lost its connection.
+                    let killed = faults.load(Ordering::Relaxed) == 2;
+                    match result {
+                        Ok(lock) => {
+                            if contending {
+                                assert!(!held.swap(true, Ordering::SeqCst), "two holders");
+                                won.fetch_add(1, Ordering::Relaxed);
+                                held.store(false, Ordering::SeqCst);
+                            }
+                            let released = lock.release();
+                            let killed = faults.load(Ordering::Relaxed) == 2;
+                            assert!(released.is_ok() || killed, "{released:?}");
+                            if !contending {
+                                cycles[phase as usize].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        Err(Error::NotAcquired { .. }) if contending => {}
+                        // A killed connection fails the calls it carried, naming the node.
+                        Err(e @ Error::NoQuorum { .. }) if killed => {
+                            assert!(
+                                e.to_string().contains(&format!("127.0.0.1:{}", node.port)),
+                                "{e}"
+                            );
+                        }
+                        Err(e) => panic!("{resource} in phase {phase}: {e:?}"),
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        faults.store(1, Ordering::Relaxed);
+        for _ in 0..10 {
+            let _: () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query(&mut node.conn())
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        faults.store(2, Ordering::Relaxed);
+        for _ in 0..5 {
+            let _: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("normal")
+                .arg("SKIPME")
+                .arg("yes")
+                .query(&mut node.conn())
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let counts: Vec<u64> = cycles.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    assert!(
+        counts.iter().all(|&c| c > 50),
+        "cycles per phase: {counts:?}"
+    );
+    assert!(
+        won.load(Ordering::Relaxed) > 50,
+        "the contended resource changed hands"
+    );
+    // What a killed connection's release could not remove expires with its TTL.
+    assert!(eventually(TTL + Duration::from_secs(1), || {
+        let keys: i64 = redis::cmd("DBSIZE").query(&mut node.conn()).unwrap();
+        keys == 0
     }));
 }
 
