@@ -46,6 +46,10 @@
 //! - **The queue node is down or answers an error**: the waiter goes on as without a queue
 //!   (every client's front waiter tries on each release), which is slower, never stuck.
 //! - **A cancel or a timeout at the head** leaves with `held` = 0: the next tries at once.
+//! - **A split vote** (waiters trying at once, none on a quorum) leaves only the keys of failed
+//!   attempts, whose undos announce nothing: a head refused by them sees no one token on a
+//!   quorum when it reads their TTLs (`kinds::split_vote`) and retries on its backoff instead of
+//!   waiting for a release that will not come.
 //! - **A release that goes unheard** (a message lost with a connection) costs the head at most
 //!   the `held` TTL of the lock before it, as it cost every waiter before the queue.
 //! - **Keys left behind** expire [`MEMBER_LEASE`] after the last `JOIN`.

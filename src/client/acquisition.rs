@@ -11,7 +11,7 @@ use crate::cancel::Cancel;
 use crate::config::{Config, MAX_TTL};
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, NodeProblem, Operation, Result};
-use crate::kinds::{Caller, Kind, free_in};
+use crate::kinds::{Caller, Kind, free_in, split_vote};
 use crate::lock::{Acquired, Lock};
 use crate::notify::{News, Subscription, Turn, Wake};
 use crate::queue;
@@ -332,9 +332,11 @@ impl<'a> Acquisition<'a> {
                 None,
                 self.cancel,
             );
-            if let Some(free) = free_in(&read, quorum(self.engine.node_count())) {
+            let quorum = quorum(self.engine.node_count());
+            if let Some(free) = free_in(&read, quorum) {
                 let free = now + free + Duration::from_millis(1);
-                until = if !failed.contested && healthy {
+                let contested = failed.contested || split_vote(&read, quorum);
+                until = if !contested && healthy {
                     free
                 } else {
                     until.min(free)
@@ -724,7 +726,9 @@ impl<'a> Acquisition<'a> {
             let read = self
                 .engine
                 .fan_out(&remaining, resource, &failed.token, None, self.cancel);
-            let free = free_in(&read, quorum(self.engine.node_count()));
+            let quorum = quorum(self.engine.node_count());
+            let free = free_in(&read, quorum);
+            let contested = failed.contested || split_vote(&read, quorum);
             if just_subscribed && free.is_none() {
                 // No TTLs to go by (a key without one, or PTTL not allowed): try again at once,
                 // for a release that came before the subscription was active.
@@ -736,7 +740,7 @@ impl<'a> Acquisition<'a> {
                     .wait_until
                     .map_or(free, |d| d.saturating_duration_since(Instant::now()));
                 let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
-                pause = if !failed.contested && healthy {
+                pause = if !contested && healthy {
                     // A release would be heard: no polling, only a look once the holder's keys
                     // should be gone (it expired, or its release went unheard). Not after a
                     // split vote: the keys of attempts being undone (whose undo announces
