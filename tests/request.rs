@@ -451,7 +451,22 @@ fn sent(node: &RedisNode) -> u64 {
 
 #[test]
 fn a_waiter_with_a_healthy_subscription_does_not_poll() {
-    let cluster = Cluster::start(3);
+    waiter_does_not_poll(3, None);
+}
+
+/// A token other than the holder's on a minority of the nodes (a failed attempt not yet undone,
+/// a stale key) is no split vote: the holder has a quorum, and the waiter waits for its release
+/// as without that key (`kinds::split_vote` reads every node's answer, not the first quorum's).
+#[test]
+fn a_waiter_does_not_poll_beside_a_minority_key_of_another_token() {
+    waiter_does_not_poll(5, Some(4));
+}
+
+/// A waiter behind a holder on `n` nodes (with `stray`, that node's key overwritten with another
+/// token) sends only its refused attempt and one read of the TTLs in 2 s, then gets the lock at
+/// the release.
+fn waiter_does_not_poll(n: usize, stray: Option<usize>) {
+    let cluster = Cluster::start(n);
     // Fallback polls would come every 10 to 20 ms: a waiter that polled would send hundreds.
     let rl = cluster
         .builder()
@@ -462,7 +477,10 @@ fn a_waiter_with_a_healthy_subscription_does_not_poll() {
     // The call returned on a quorum: let the last node take its SET before counting.
     assert!(eventually(Duration::from_secs(5), || cluster
         .holding("quiet", holder.token())
-        == 3));
+        == n));
+    if let Some(i) = stray {
+        cluster.nodes[i].set("quiet", "another-token", 30_000);
+    }
     let before: Vec<u64> = cluster.nodes.iter().map(sent).collect();
     let waiter = {
         let rl = rl.clone();
@@ -484,6 +502,9 @@ fn a_waiter_with_a_healthy_subscription_does_not_poll() {
         during.iter().all(|&d| d <= 3),
         "the waiter sent {during:?} commands per node in 2 s"
     );
+    if let Some(i) = stray {
+        cluster.nodes[i].del("quiet");
+    }
     holder.release().unwrap();
     assert!(matches!(waiter.join().unwrap(), Ok(Ok(()))));
 }

@@ -325,13 +325,15 @@ impl<'a> Acquisition<'a> {
         }
         if let Some(failed) = failed.filter(|f| f.refused()) {
             let remaining = self.kind.remaining();
-            let read = self.engine.fan_out(
+            let mut read = self.engine.fan_out(
                 &remaining,
                 self.kind.resource(),
                 &failed.token,
                 None,
                 self.cancel,
             );
+            // Every node's answer, not the first quorum's (see `split_vote`).
+            read.settle();
             let quorum = quorum(self.engine.node_count());
             if let Some(free) = free_in(&read, quorum) {
                 let free = now + free + Duration::from_millis(1);
@@ -723,9 +725,11 @@ impl<'a> Acquisition<'a> {
             // notification then costs at most the holder's TTL.
             let resource = self.kind.resource();
             let remaining = self.kind.remaining();
-            let read = self
-                .engine
-                .fan_out(&remaining, resource, &failed.token, None, self.cancel);
+            let mut read =
+                self.engine
+                    .fan_out(&remaining, resource, &failed.token, None, self.cancel);
+            // Every node's answer, not the first quorum's (see `split_vote`).
+            read.settle();
             let quorum = quorum(self.engine.node_count());
             let free = free_in(&read, quorum);
             let contested = failed.contested || split_vote(&read, quorum);

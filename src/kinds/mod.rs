@@ -149,10 +149,11 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
     }
 
     /// Reads, on one node, how long until this kind could be acquired there by itself (its
-    /// keys' remaining TTL, in ms), and who holds its first key there, if a token does; a
-    /// waiter sleeps no longer than that on a quorum (see [`free_in`] and [`split_vote`]).
+    /// keys' remaining TTL, in ms), and the token its first key holds there; a waiter sleeps no
+    /// longer than that on a quorum (see [`free_in`] and [`split_vote`]). A kind whose key is
+    /// not a string while held (a hash, a sorted set) reads no token: [`remaining_ttl`].
     fn remaining(&self) -> Command {
-        Command::script(&REMAINING, Reply::Raw).keys(Keys::List(self.keys().into()))
+        remaining_ttl(self.keys()).number(1)
     }
 }
 
@@ -211,9 +212,11 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
 }
 
 /// Lua: the longest remaining TTL of KEYS in ms (0 when none exists; nil when one has no TTL:
-/// nothing will free it by itself), and the value of KEYS[1] when it is a string (the token of
-/// whoever holds it), else nil. A waiter sleeps no longer than the TTL, and the owners tell a
-/// lock held on a quorum from the keys of a split vote (see [`split_vote`]).
+/// nothing will free it by itself), and with ARGV[2] = 1 the value of KEYS[1] when it is a
+/// string (the token of whoever holds it), else nil. A waiter sleeps no longer than the TTL, and
+/// the tokens tell a lock held on a quorum from the keys of a split vote (see [`split_vote`]).
+/// (`pcall`: a key of another type, which only a resource shared by two kinds has, answers no
+/// token; the failed `GET` still counts in the node's `errorstat_WRONGTYPE`, hence ARGV[2].)
 static REMAINING: Script = Script::new(
     r#"local m = 0
 for _, k in ipairs(KEYS) do
@@ -226,9 +229,12 @@ for _, k in ipairs(KEYS) do
         m = t
     end
 end
-local owner = redis.pcall("get", KEYS[1])
-if type(owner) ~= "string" then
-    owner = false
+local owner = false
+if ARGV[2] == "1" then
+    owner = redis.pcall("get", KEYS[1])
+    if type(owner) ~= "string" then
+        owner = false
+    end
 end
 return {m, owner}"#,
 );
@@ -249,6 +255,12 @@ end
 return m"#,
 );
 
+/// [`Kind::remaining`] without the token: for a kind whose key is a hash or a sorted set while
+/// held (a reentrant lock, a read-write lock's readers).
+pub(crate) fn remaining_ttl(keys: &[Arc<str>]) -> Command {
+    Command::script(&REMAINING, Reply::Raw).keys(Keys::List(keys.into()))
+}
+
 /// [`Kind::remaining`] for a kind that any one of its keys freeing lets in.
 pub(crate) fn remaining_any(keys: &[Arc<str>]) -> Command {
     Command::script(&REMAINING_ANY, Reply::Count).keys(Keys::List(keys.into()))
@@ -268,9 +280,11 @@ pub(crate) fn free_in(outcome: &Outcome, quorum: usize) -> Option<Duration> {
 /// lock: tokens on a quorum of nodes, but no one token on a quorum. Nobody holds the lock then:
 /// those keys belong to attempts that failed, whose undos announce nothing (`plain.rs`), so a
 /// waiter that slept until their TTL ran out, trusting a release to wake it, would sleep the
-/// whole TTL through for a lock nobody holds (the fair queue's head did, 8 s in 1 of about 10
-/// runs of `examples/waiters` with 5 processes under load). Not for kinds whose keys hold no
-/// token (hashes, sets): no owners to go by.
+/// whole TTL through for a lock nobody holds (the fair queue's head did, 8 s, in 4 of 25
+/// runs of `examples/waiters` with 5 processes under load). Not for kinds whose keys
+/// hold no token (hashes, sorted sets): no owners to go by. `outcome` must be settled (every
+/// node's answer that came in time), not cut at the quorum: a quorum of answers that happened
+/// to leave out an empty node or a second token would tell the wrong story.
 pub(crate) fn split_vote(outcome: &Outcome, quorum: usize) -> bool {
     let mut owners: Vec<&[u8]> = outcome
         .tally

@@ -18,7 +18,7 @@ use crossbeam_channel::Receiver;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::kinds::{Caller, Grant, Held, Kind};
+use crate::kinds::{Caller, Grant, Held, Kind, remaining_ttl};
 use crate::quorum::{Vote, note_late};
 use crate::sync::relock;
 use crate::wire::{Command, Reply, Script};
@@ -122,6 +122,11 @@ impl Kind for Reentrant {
 
     fn keys(&self) -> &[Arc<str>] {
         &self.keys
+    }
+
+    /// No token to read: its key is a hash of holds.
+    fn remaining(&self) -> Command {
+        remaining_ttl(&self.keys)
     }
 
     fn token(&self, _: &Caller) -> Result<Arc<str>> {
