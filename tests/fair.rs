@@ -124,7 +124,8 @@ impl Waiter {
         w
     }
 
-    /// Waits for the line `what`, and returns when it came.
+    /// Waits for the line `what`, and returns when it came. A failure names the test's line.
+    #[track_caller]
     fn expect(&self, what: &str, within: Duration) -> Instant {
         let deadline = Instant::now() + within;
         loop {
