@@ -602,14 +602,7 @@ fn callers_sharing_a_node_get_their_own_replies_through_flushes_and_kills() {
         }
         faults.store(2, Ordering::Relaxed);
         for _ in 0..5 {
-            let _: i64 = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg("normal")
-                .arg("SKIPME")
-                .arg("yes")
-                .query(&mut node.conn())
-                .unwrap();
+            node.kill_clients();
             std::thread::sleep(Duration::from_millis(100));
         }
         stop.store(true, Ordering::Relaxed);

@@ -503,18 +503,6 @@ fn out_of_memory_node_answers_oom_and_is_outvoted() {
     assert_empty([&full]);
 }
 
-/// Kills every normal client connection of `node` except the one asking; returns how many.
-fn kill_clients(node: &RedisNode) -> i64 {
-    redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut node.conn())
-        .expect("CLIENT KILL")
-}
-
 /// Calls `f` until it succeeds, at most `tries` times; returns the value and how many calls
 /// failed (each failure must be a clear, node-naming error).
 fn until_ok<T>(
@@ -557,7 +545,7 @@ fn killed_connections_cost_no_failed_call() {
     let lock = rl.lock("killed", TTL).unwrap();
     for node in &cluster.nodes {
         assert!(
-            kill_clients(node) >= 1,
+            node.kill_clients() >= 1,
             "the worker's connection was killed"
         );
     }
@@ -572,7 +560,7 @@ fn killed_connections_cost_no_failed_call() {
 
     // Killed between calls: the next acquire goes out again on fresh connections.
     for node in &cluster.nodes {
-        assert!(kill_clients(node) >= 1);
+        assert!(node.kill_clients() >= 1);
     }
     let (lock, failures) = until_ok(5, &cluster.nodes, || rl.try_lock("killed", TTL));
     assert_eq!(failures, 0, "failed acquires");
@@ -582,7 +570,7 @@ fn killed_connections_cost_no_failed_call() {
     assert_empty(&cluster.nodes);
 
     // Killed on one node only: the quorum carries the next call, and the node rejoins.
-    assert!(kill_clients(&cluster.nodes[1]) >= 1);
+    assert!(cluster.nodes[1].kill_clients() >= 1);
     let (lock, _) = timed("try_lock", || rl.try_lock("killed", TTL));
     lock.expect("1 of 3 connections killed").release().unwrap();
     assert!(

@@ -328,6 +328,19 @@ impl RedisNode {
     }
 
     /// Client connections of `kind` ("normal", "pubsub", or "" for all), the asking one included.
+    /// Kills every normal client connection except the one asking (`CLIENT KILL TYPE normal
+    /// SKIPME yes`); returns how many.
+    pub fn kill_clients(&self) -> i64 {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query(&mut self.conn())
+            .expect("CLIENT KILL")
+    }
+
     pub fn clients(&self, kind: &str) -> usize {
         let mut cmd = redis::cmd("CLIENT");
         cmd.arg("LIST");
