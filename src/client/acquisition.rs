@@ -324,7 +324,9 @@ impl<'a> Acquisition<'a> {
             until = if healthy { held } else { until.min(held) };
         }
         if let Some(failed) = failed.filter(|f| f.refused()) {
-            let remaining = self.kind.remaining();
+            // Whether it would sleep until the keys expire: then it reads whose keys they are.
+            let tokens = healthy && !failed.contested;
+            let remaining = self.kind.remaining(tokens);
             let mut read = self.engine.fan_out(
                 &remaining,
                 self.kind.resource(),
@@ -332,9 +334,11 @@ impl<'a> Acquisition<'a> {
                 None,
                 self.cancel,
             );
-            // Every node's answer, not the first quorum's (see `split_vote`).
-            read.settle();
             let quorum = quorum(self.engine.node_count());
+            if tokens {
+                // Every node's answer, not the first quorum's (see `split_vote`).
+                read.settle();
+            }
             if let Some(free) = free_in(&read, quorum) {
                 let free = now + free + Duration::from_millis(1);
                 let contested = failed.contested || split_vote(&read, quorum);
@@ -724,12 +728,17 @@ impl<'a> Acquisition<'a> {
             // Never sleep past the moment the holder's keys expire on a quorum: a lost
             // notification then costs at most the holder's TTL.
             let resource = self.kind.resource();
-            let remaining = self.kind.remaining();
+            let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
+            // Whether it would sleep until the keys expire: then it reads whose keys they are.
+            let tokens = healthy && !failed.contested;
+            let remaining = self.kind.remaining(tokens);
             let mut read =
                 self.engine
                     .fan_out(&remaining, resource, &failed.token, None, self.cancel);
-            // Every node's answer, not the first quorum's (see `split_vote`).
-            read.settle();
+            if tokens {
+                // Every node's answer, not the first quorum's (see `split_vote`).
+                read.settle();
+            }
             let quorum = quorum(self.engine.node_count());
             let free = free_in(&read, quorum);
             let contested = failed.contested || split_vote(&read, quorum);
@@ -743,7 +752,6 @@ impl<'a> Acquisition<'a> {
                 let left = self
                     .wait_until
                     .map_or(free, |d| d.saturating_duration_since(Instant::now()));
-                let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
                 pause = if !contested && healthy {
                     // A release would be heard: no polling, only a look once the holder's keys
                     // should be gone (it expired, or its release went unheard). Not after a

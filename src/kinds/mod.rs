@@ -149,11 +149,12 @@ pub(crate) trait Kind: Send + Sync + fmt::Debug {
     }
 
     /// Reads, on one node, how long until this kind could be acquired there by itself (its
-    /// keys' remaining TTL, in ms), and the token its first key holds there; a waiter sleeps no
-    /// longer than that on a quorum (see [`free_in`] and [`split_vote`]). A kind whose key is
-    /// not a string while held (a hash, a sorted set) reads no token: [`remaining_ttl`].
-    fn remaining(&self) -> Command {
-        remaining_ttl(self.keys()).number(1)
+    /// keys' remaining TTL, in ms), and with `tokens` the token its first key holds there; a
+    /// waiter sleeps no longer than that on a quorum (see [`free_in`] and [`split_vote`]). A
+    /// kind whose key is not a string while held (a hash, a sorted set) reads no token.
+    fn remaining(&self, tokens: bool) -> Command {
+        let read = remaining_ttl(self.keys());
+        if tokens { read.number(1) } else { read }
     }
 }
 

@@ -125,7 +125,7 @@ impl Kind for Reentrant {
     }
 
     /// No token to read: its key is a hash of holds.
-    fn remaining(&self) -> Command {
+    fn remaining(&self, _: bool) -> Command {
         remaining_ttl(&self.keys)
     }
 

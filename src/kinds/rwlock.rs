@@ -266,7 +266,7 @@ impl Kind for ReadWrite {
     }
 
     /// No token to read: readers hold its key as a sorted set.
-    fn remaining(&self) -> Command {
+    fn remaining(&self, _: bool) -> Command {
         remaining_ttl(&self.keys)
     }
 

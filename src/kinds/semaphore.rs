@@ -170,7 +170,7 @@ impl Kind for Semaphore {
     }
 
     /// Any slot freeing lets a waiter in: the soonest one counts.
-    fn remaining(&self) -> Command {
+    fn remaining(&self, _: bool) -> Command {
         crate::kinds::remaining_any(self.keys())
     }
 
