@@ -341,7 +341,7 @@ impl<'a> Acquisition<'a> {
             }
             if let Some(free) = free_in(&read, quorum) {
                 let free = now + free + Duration::from_millis(1);
-                let contested = failed.contested || split_vote(&read, quorum);
+                let contested = failed.contested || tokens && split_vote(&read, quorum);
                 until = if !contested && healthy {
                     free
                 } else {
@@ -741,7 +741,7 @@ impl<'a> Acquisition<'a> {
             }
             let quorum = quorum(self.engine.node_count());
             let free = free_in(&read, quorum);
-            let contested = failed.contested || split_vote(&read, quorum);
+            let contested = failed.contested || tokens && split_vote(&read, quorum);
             if just_subscribed && free.is_none() {
                 // No TTLs to go by (a key without one, or PTTL not allowed): try again at once,
                 // for a release that came before the subscription was active.
