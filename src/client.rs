@@ -274,6 +274,9 @@ impl Redlock {
                 engine.watches(),
                 engine.config.connect_timeout(),
                 engine.config.io_timeout(),
+                // A turn message follows a release within a round trip or two; the queue's
+                // node is then slower than a node may be.
+                2 * engine.config.node_timeout + Duration::from_millis(100),
             )
             .map_err(|source| Error::Io {
                 context: "starting the release-notification threads".into(),

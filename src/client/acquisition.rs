@@ -413,35 +413,17 @@ impl<'a> Acquisition<'a> {
             queue::MEMBER_CHECK
         };
         let now = Instant::now();
-        let checked = (member.heard + check).min(self.wait_until.unwrap_or(now));
-        let mut until = checked;
-        // A release, heard without consuming it (the head takes that), should be followed soon
-        // by a turn message of the queue: the head's `LEAVE` once it got the lock. A queue that
-        // stays silent after a release (its node hung, say) is read again instead of waited on
-        // for `MEMBER_CHECK`; one that speaks has this waiter wait on as before.
-        let sub = self.subscription.as_ref();
-        let mut releases = sub.and_then(|s| s.releases());
-        let mut turns = sub.and_then(|s| s.turns());
+        let until = (member.heard + check).min(self.wait_until.unwrap_or(now));
+        let timeout = until.saturating_duration_since(now);
+        // A queue that stays silent after a release (its node hung, say) is not waited on for
+        // `MEMBER_CHECK`: the client tells its waiters behind the head to read their place
+        // again (`News::Recheck`, see `Registry::check_silence`).
         let never = crossbeam_channel::never();
-        let heard = loop {
-            let timeout = until.saturating_duration_since(Instant::now());
-            let released = releases.as_ref().unwrap_or(&never);
-            let turned = turns.as_ref().unwrap_or(&never);
-            let fired = self.cancel.map_or(&never, |c| c.fired());
-            crossbeam_channel::select! {
-                recv(news) -> n => break n.ok(),
-                recv(fired) -> _ => return Err(self.cancelled()),
-                recv(released) -> _ => {
-                    releases = sub.and_then(|s| s.releases());
-                    let silence = 2 * self.config.node_timeout + Duration::from_millis(100);
-                    until = until.min(Instant::now() + silence);
-                }
-                recv(turned) -> _ => {
-                    turns = sub.and_then(|s| s.turns());
-                    until = checked;
-                }
-                default(timeout) => break None,
-            }
+        let fired = self.cancel.map_or(&never, |c| c.fired());
+        let heard = crossbeam_channel::select! {
+            recv(news) -> n => n.ok(),
+            recv(fired) -> _ => return Err(self.cancelled()),
+            default(timeout) => None,
         };
         match heard {
             Some(News::Head { held, watched, .. }) => {
