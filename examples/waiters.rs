@@ -17,9 +17,12 @@
 //! `total_commands_processed` deltas, summed over the nodes), handovers, the wake-up latency
 //! from a release to the next acquisition (median, p90), per handover the commands the nodes
 //! ran (`commands_per_handover`, script-internal ones included, so a release is 4 on each node:
-//! EVALSHA, GET, DEL, PUBLISH), the commands the clients sent (`sent_per_handover`), and the
-//! calls per command name (`per_handover_by_command`, which also counts the children's
-//! connecting), and arrival-order inversions per 1,000 handovers: acquisitions whose `acquire`
+//! EVALSHA, GET, DEL, PUBLISH), the same in the steady part of the run
+//! (`commands_per_handover_steady`: from 1 s after the start, when every waiter has come at once
+//! and each client has loaded its scripts, to 100 ms before the end, when every wait ends and
+//! makes its last try; `steady_handovers` of them), the commands the clients sent
+//! (`sent_per_handover`), and the calls per command name in the steady part
+//! (`per_handover_by_command`), and arrival-order inversions per 1,000 handovers: acquisitions whose `acquire`
 //! was called after that of another which got the lock later, leaving out the first second
 //! (when every waiter comes at once), with no margin and with 5 ms. Times come from
 //! `CLOCK_MONOTONIC`, which all processes of the host share.
@@ -202,6 +205,59 @@ fn inversions(events: &[Event], margin_ns: u64) -> usize {
     overtook
 }
 
+/// The commands the nodes ran in the steady part of a run: from one second after its start
+/// (when every waiter has called `acquire` at once, each client has loaded its scripts and
+/// tried once) to 100 ms before its end (when every waiter's wait ends together and each makes
+/// a last try), with the hand-overs whose release fell within it.
+struct Steady {
+    from: u64,
+    to: u64,
+    commands: u64,
+    /// Calls per command name (`INFO commandstats`), `INFO` itself left out.
+    calls: std::collections::BTreeMap<String, u64>,
+}
+
+impl Steady {
+    /// Samples the nodes at both ends of the window of a run that started at `start` (ns) for
+    /// `length`; `None` for a run too short to have one.
+    fn measure(cluster: &Cluster, start: u64, length: Duration) -> Option<Steady> {
+        let (from, to) = (
+            start + 1_000_000_000,
+            (start + length.as_nanos() as u64).checked_sub(100_000_000)?,
+        );
+        if to <= from {
+            return None;
+        }
+        let sleep_until =
+            |t: u64| std::thread::sleep(Duration::from_nanos(t.saturating_sub(now_ns())));
+        sleep_until(from);
+        let (c0, b0) = (cluster.commands_processed(), by_command(cluster));
+        sleep_until(to);
+        let (c1, b1) = (cluster.commands_processed(), by_command(cluster));
+        let calls = b1
+            .into_iter()
+            .filter(|(name, _)| name != "info")
+            .map(|(name, n)| {
+                let d = n - b0.get(&name).copied().unwrap_or(0);
+                (name, d)
+            })
+            .collect();
+        // The two samples' own `INFO` calls (two per node) are not the waiters'.
+        let infos = 2 * cluster.nodes.len() as u64;
+        Some(Steady {
+            from,
+            to,
+            commands: (c1 - c0).saturating_sub(infos),
+            calls,
+        })
+    }
+}
+
+/// The resource one mode's waiters take turns on.
+fn resource(mode: Mode, processes: usize, hold: Duration) -> String {
+    format!("busy-{}-{processes}-{}", mode.name(), hold.as_millis())
+}
+
 /// One mode: the waiters in one client of this process, or spread over `processes` children.
 /// Prints its JSON line and returns it.
 fn run(
@@ -212,27 +268,47 @@ fn run(
     hold: Duration,
     length: Duration,
 ) -> String {
-    let resource = format!("busy-{}-{processes}-{}", mode.name(), hold.as_millis());
+    let resource = resource(mode, processes, hold);
     let calls_before = by_command(cluster);
-    let (events, before, sent_before, elapsed) = if processes == 0 {
-        let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
-        let (before, sent_before, start) = (cluster.commands_processed(), sent(cluster), now_ns());
-        let events = take_turns(
-            &rl,
-            &resource,
-            mode,
-            waiters,
-            hold,
-            start + length.as_nanos() as u64,
-        );
-        (events, before, sent_before, now_ns() - start)
-    } else {
-        children(cluster, &resource, mode, waiters, processes, hold, length)
-    };
+    let (started, start) = std::sync::mpsc::channel();
+    let ((events, before, sent_before, elapsed), steady) = std::thread::scope(|s| {
+        let steady = s.spawn(move || {
+            start
+                .recv()
+                .ok()
+                .and_then(|t| Steady::measure(cluster, t, length))
+        });
+        let run = if processes == 0 {
+            let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+            let (before, sent_before, start) =
+                (cluster.commands_processed(), sent(cluster), now_ns());
+            let _ = started.send(start);
+            let events = take_turns(
+                &rl,
+                &resource,
+                mode,
+                waiters,
+                hold,
+                start + length.as_nanos() as u64,
+            );
+            (events, before, sent_before, now_ns() - start)
+        } else {
+            children(cluster, mode, waiters, processes, hold, length, started)
+        };
+        (run, steady.join().unwrap())
+    });
+    // Hand-overs whose release fell within the steady window.
+    let steady_handovers = steady.as_ref().map_or(0, |w| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Released(t) if (w.from..w.to).contains(t)))
+            .count()
+    });
     // Waiters that call `acquire` within a few ms of each other reach the queue node in either
     // order (the first try, the subscription): only larger leads count, besides all of them.
     // Per 1,000 hand-overs after the first second.
     let calls_after = by_command(cluster);
+    let per_steady = |n: u64| n as f64 / steady_handovers.max(1) as f64;
     let overtook = inversions(&events, 0);
     let overtook_5ms = inversions(&events, 5_000_000);
     let elapsed = elapsed as f64 / 1e9;
@@ -250,7 +326,8 @@ fn run(
     let line = format!(
         "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"processes\":{},\"hold_ms\":{},\
          \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
-         \"commands_per_handover\":{:.1},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
+         \"commands_per_handover\":{:.1},\"steady_handovers\":{steady_handovers},\
+         \"commands_per_handover_steady\":{:.1},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
          \"wake_p90_ms\":{:.1},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
         mode.name(),
         cluster.nodes.len(),
@@ -259,20 +336,30 @@ fn run(
         issued as f64 / elapsed,
         l.len(),
         issued as f64 / l.len().max(1) as f64,
+        steady.as_ref().map_or(f64::NAN, |w| per_steady(w.commands)),
         sent as f64 / l.len().max(1) as f64,
         pct(0.5),
         pct(0.9),
         overtook as f64 * 1000.0 / l.len().max(1) as f64,
         overtook_5ms as f64 * 1000.0 / l.len().max(1) as f64,
-        calls_after
-            .iter()
-            .filter(|(name, _)| name.as_str() != "info")
-            .map(|(name, n)| {
-                let d = n - calls_before.get(name).copied().unwrap_or(0);
-                format!("\"{name}\":{:.1}", d as f64 / l.len().max(1) as f64)
-            })
-            .collect::<Vec<_>>()
-            .join(",")
+        match &steady {
+            Some(w) => w
+                .calls
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(name, n)| format!("\"{name}\":{:.1}", per_steady(*n)))
+                .collect::<Vec<_>>()
+                .join(","),
+            None => calls_after
+                .iter()
+                .filter(|(name, _)| name.as_str() != "info")
+                .map(|(name, n)| {
+                    let d = n - calls_before.get(name).copied().unwrap_or(0);
+                    format!("\"{name}\":{:.1}", d as f64 / l.len().max(1) as f64)
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+        }
     );
     println!("{line}");
     line
@@ -284,14 +371,15 @@ fn run(
 /// the counts before and how long they ran (ns).
 fn children(
     cluster: &Cluster,
-    resource: &str,
     mode: Mode,
     waiters: usize,
     processes: usize,
     hold: Duration,
     length: Duration,
+    started: std::sync::mpsc::Sender<u64>,
 ) -> (Vec<Event>, u64, u64, u64) {
     let exe = std::env::current_exe().unwrap();
+    let resource = &resource(mode, processes, hold);
     let mut kids: Vec<_> = (0..processes)
         .map(|i| {
             // The first children take one more waiter when they do not divide evenly.
@@ -317,6 +405,7 @@ fn children(
     }
     let (before, sent_before, start) = (cluster.commands_processed(), sent(cluster), now_ns());
     let end = start + length.as_nanos() as u64;
+    let _ = started.send(start);
     for k in &mut kids {
         writeln!(k.stdin.as_mut().unwrap(), "{end}").unwrap();
     }
