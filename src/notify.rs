@@ -71,9 +71,13 @@ struct Slot {
 }
 
 struct SlotState {
-    /// Recent releases (nonce, nodes that announced it so far): each node announces the same
-    /// release, which should wake one waiter once, not N times.
-    recent: VecDeque<(String, usize)>,
+    /// Recent releases (nonce, how many nodes announced it so far, and which: bit `i` for node
+    /// `i` < 64): each node announces the same release, which should wake one waiter once, not
+    /// N times.
+    recent: VecDeque<(String, usize, u64)>,
+    /// The release whose message `released` holds, if one does (the nonce of the last message
+    /// sent there: later ones are dropped while it is full).
+    pending: Option<String>,
     /// Nodes on which the subscription is active.
     subscribed: usize,
     /// Releases announced by a quorum so far: a shared waiter (a reader) wakes when it moved.
@@ -102,6 +106,7 @@ impl Default for SlotState {
         let (all_tx, all_rx) = crossbeam_channel::bounded(0);
         SlotState {
             recent: VecDeque::new(),
+            pending: None,
             subscribed: 0,
             epoch: 0,
             all_tx,
@@ -110,6 +115,18 @@ impl Default for SlotState {
             fair_head: None,
             fair: HashMap::new(),
             silent_since: None,
+        }
+    }
+}
+
+impl Slot {
+    fn new() -> Slot {
+        let (released_tx, released) = crossbeam_channel::bounded(1);
+        Slot {
+            state: Mutex::new(SlotState::default()),
+            released_tx,
+            released,
+            ready: Condvar::new(),
         }
     }
 }
@@ -180,6 +197,19 @@ struct Registry {
 }
 
 impl Registry {
+    fn new(nodes: usize, silence: Duration) -> Registry {
+        Registry {
+            slots: Mutex::new(Slots::new()),
+            quorum: crate::quorum::quorum(nodes),
+            failing: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            waiting_since: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            no_queue_until: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            silence,
+            silence_due: AtomicU64::new(u64::MAX),
+            origin: Instant::now(),
+        }
+    }
+
     /// The nodes a new waiter should expect to subscribe within `patience`: those whose
     /// subscriber is not failing and has not been waiting for its node for `patience` already.
     fn live_nodes(&self, patience: Duration) -> usize {
@@ -268,7 +298,7 @@ impl Registry {
     }
 
     /// News of `resource`'s queue (see `queue.rs`).
-    fn queue(&self, resource: &str, news: QueueNews) {
+    fn queue(&self, node: usize, resource: &str, news: QueueNews) {
         let Some(slot) = self.slot(resource) else {
             return;
         };
@@ -282,8 +312,33 @@ impl Registry {
             }
             QueueNews::Turn(news) => news,
         };
+        let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
+        let ours = news
+            .head
+            .as_deref()
+            .is_some_and(|h| state.fair.contains_key(h));
+        if ours && held.is_some() {
+            // A release kept for no waiter of this client (its waiters were all behind others
+            // when it came) would wake the new head only to be refused by the lock the one
+            // before just took. Only the release of that lock is worth waking for, heard from
+            // other nodes before this turn message: it is the newest release heard (no one else
+            // can release while that lock is held), and the queue node has not announced it yet
+            // (that node runs the `LEAVE` before the lock's release, both coming from the new
+            // holder's one connection to it, and this subscriber hears its messages in that
+            // order). Any other is stale.
+            let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
+            let stale = state.pending.as_ref().is_some_and(|p| {
+                state
+                    .recent
+                    .back()
+                    .is_none_or(|(n, _, nodes)| n != p || nodes & bit != 0)
+            });
+            if stale {
+                while slot.released.try_recv().is_ok() {}
+                state.pending = None;
+            }
+        }
         if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
-            let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
             let watched = news.next.is_some();
             let _ = tx.try_send(News::Head { held, watched });
         }
@@ -303,22 +358,24 @@ impl Registry {
     }
 
     /// A release of `resource` with `nonce` was announced by one node.
-    fn released(&self, resource: &str, nonce: String) {
+    fn released(&self, node: usize, resource: &str, nonce: String) {
         let Some(slot) = self.slot(resource) else {
             return;
         };
         {
             let mut state = relock(&slot.state);
-            let count = match state.recent.iter_mut().find(|(t, _)| *t == nonce) {
-                Some((_, count)) => {
+            let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
+            let count = match state.recent.iter_mut().find(|(t, _, _)| *t == nonce) {
+                Some((_, count, nodes)) => {
                     *count += 1;
+                    *nodes |= bit;
                     *count
                 }
                 None => {
                     if state.recent.len() == RECENT {
                         state.recent.pop_front();
                     }
-                    state.recent.push_back((nonce, 1));
+                    state.recent.push_back((nonce.clone(), 1, bit));
                     1
                 }
             };
@@ -336,11 +393,14 @@ impl Registry {
                 self.silence_due
                     .fetch_min(self.since_origin(now + self.silence), Ordering::Relaxed);
             }
+            // One exclusive waiter of this client retries; should it lose to another client,
+            // the resource is held again and its next release wakes the next waiter. Waking all
+            // of them would make every release a burst of doomed attempts. (Full: a wake-up is
+            // already pending.)
+            if slot.released_tx.try_send(()).is_ok() {
+                state.pending = Some(nonce);
+            }
         }
-        // One exclusive waiter of this client retries; should it lose to another client, the resource is
-        // held again and its next release wakes the next waiter. Waking all of them would make
-        // every release a burst of doomed attempts. (Full: a wake-up is already pending.)
-        let _ = slot.released_tx.try_send(());
     }
 }
 
@@ -369,16 +429,7 @@ impl Notifier {
         io_timeout: Duration,
         silence: Duration,
     ) -> std::io::Result<Notifier> {
-        let registry = Arc::new(Registry {
-            slots: Mutex::new(Slots::new()),
-            quorum: crate::quorum::quorum(clients.len()),
-            failing: clients.iter().map(|_| AtomicBool::new(false)).collect(),
-            waiting_since: clients.iter().map(|_| AtomicU64::new(0)).collect(),
-            no_queue_until: clients.iter().map(|_| AtomicU64::new(0)).collect(),
-            silence,
-            silence_due: AtomicU64::new(u64::MAX),
-            origin: Instant::now(),
-        });
+        let registry = Arc::new(Registry::new(clients.len(), silence));
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         let mut notifier = Notifier {
             registry,
@@ -491,18 +542,9 @@ impl Notifier {
         for resource in resources {
             let (slot, first) = {
                 let mut registry = relock(&self.registry.slots);
-                let entry = registry.entry(Arc::clone(resource)).or_insert_with(|| {
-                    let (released_tx, released) = crossbeam_channel::bounded(1);
-                    (
-                        0,
-                        Arc::new(Slot {
-                            state: Mutex::new(SlotState::default()),
-                            released_tx,
-                            released,
-                            ready: Condvar::new(),
-                        }),
-                    )
-                });
+                let entry = registry
+                    .entry(Arc::clone(resource))
+                    .or_insert_with(|| (0, Arc::new(Slot::new())));
                 entry.0 += 1;
                 (Arc::clone(&entry.1), entry.0 == 1)
             };
@@ -1090,8 +1132,8 @@ impl Subscriber {
                     if let Some(res) = released_key(msg.get_channel_name()) {
                         let nonce: String = msg.get_payload().unwrap_or_default();
                         match queue_news(&nonce) {
-                            Some(news) => self.registry.queue(res, news),
-                            None => self.registry.released(res, nonce),
+                            Some(news) => self.registry.queue(self.index, res, news),
+                            None => self.registry.released(self.index, res, nonce),
                         }
                     }
                 }
@@ -1103,5 +1145,122 @@ impl Subscriber {
             }
             self.registry.check_silence();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::queue_news;
+
+    /// The queue node of the resource "r" in these tests, of five nodes.
+    const QUEUE_NODE: usize = 2;
+
+    /// A client's registry of five nodes with a slot for "r", in whose queue across processes
+    /// this client has the waiter "w" (joined); the news for "w" comes on the receiver.
+    fn registry(silence: Duration) -> (Registry, Arc<Slot>, Receiver<News>) {
+        let registry = Registry::new(5, silence);
+        let slot = Arc::new(Slot::new());
+        let (tx, news) = crossbeam_channel::bounded(16);
+        relock(&slot.state).fair.insert(Arc::from("w"), (tx, true));
+        relock(&registry.slots).insert(Arc::from("r"), (1, Arc::clone(&slot)));
+        (registry, slot, news)
+    }
+
+    /// The release `nonce` of "r" announced by `nodes`, in that order.
+    fn announce(registry: &Registry, nodes: &[usize], nonce: &str) {
+        for &i in nodes {
+            registry.released(i, "r", nonce.to_owned());
+        }
+    }
+
+    /// The queue node's turn message naming `head`, after the one before got the lock for
+    /// `held_ms` (0: it gave up).
+    fn turn(registry: &Registry, head: &str, held_ms: u64) {
+        let news = queue_news(&format!("turn:{head}::{held_ms}")).unwrap();
+        registry.queue(QUEUE_NODE, "r", news);
+    }
+
+    #[test]
+    fn a_release_heard_before_the_lock_was_taken_does_not_wake_the_new_head() {
+        // Heard from a quorum while no waiter of this client was at the head, so kept; the
+        // queue node announced it, so it came before the `LEAVE` of the one who took the lock.
+        let (registry, slot, news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, QUEUE_NODE, 3, 4], "a");
+        assert_eq!(slot.released.len(), 1);
+        turn(&registry, "w", 10_000);
+        assert_eq!(
+            news.try_recv(),
+            Ok(News::Head {
+                held: Some(Duration::from_secs(10)),
+                watched: false
+            })
+        );
+        assert!(
+            slot.released.is_empty(),
+            "a stale release would wake the head"
+        );
+    }
+
+    #[test]
+    fn the_release_of_the_lock_just_taken_heard_before_the_turn_still_wakes_the_new_head() {
+        // The lock was released at once: three other nodes announced that before the queue
+        // node ran the `LEAVE`. Dropping it would leave the head waiting for the TTL.
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, 3], "b");
+        turn(&registry, "w", 10_000);
+        assert_eq!(slot.released.len(), 1);
+        // The queue node's own announcement of it comes after the turn message.
+        announce(&registry, &[QUEUE_NODE], "b");
+        assert_eq!(slot.released.len(), 1);
+    }
+
+    #[test]
+    fn a_release_older_than_the_newest_does_not_wake_the_new_head() {
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, 3], "a");
+        // A later release while the first is still kept: not the lock just taken either.
+        announce(&registry, &[0, 1, 3], "b");
+        turn(&registry, "w", 10_000);
+        assert!(slot.released.is_empty());
+    }
+
+    #[test]
+    fn a_kept_release_stays_for_a_head_told_to_try_at_once_or_of_another_client() {
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, QUEUE_NODE], "a");
+        // The one before gave up: the head tries at once anyway.
+        turn(&registry, "w", 0);
+        assert_eq!(slot.released.len(), 1);
+        // Another client's head: this client's waiters outside the queue (`fair(false)`, or
+        // gone on without it) may be waiting for it.
+        turn(&registry, "x", 10_000);
+        assert_eq!(slot.released.len(), 1);
+    }
+
+    #[test]
+    fn a_queue_silent_after_a_release_tells_the_waiters_behind_the_head_to_read_their_place() {
+        let (registry, slot, news) = registry(Duration::ZERO);
+        let (head_tx, head) = crossbeam_channel::bounded(16);
+        relock(&slot.state)
+            .fair
+            .insert(Arc::from("h"), (head_tx, true));
+        turn(&registry, "h", 0);
+        assert!(matches!(head.try_recv(), Ok(News::Head { .. })));
+        // A release, then the turn message that should follow it: not silent.
+        announce(&registry, &[0, 1, 3], "a");
+        turn(&registry, "h", 0);
+        let _ = head.try_recv();
+        registry.check_silence();
+        assert_eq!(news.try_recv(), Err(TryRecvError::Empty));
+        // A release with no turn message after it: "w" reads its place again, the head (which
+        // has the release to act on) is not told.
+        announce(&registry, &[0, 1, 3], "b");
+        registry.check_silence();
+        assert_eq!(news.try_recv(), Ok(News::Recheck));
+        assert_eq!(head.try_recv(), Err(TryRecvError::Empty));
+        // Told once per silence.
+        registry.check_silence();
+        assert_eq!(news.try_recv(), Err(TryRecvError::Empty));
     }
 }
