@@ -5,8 +5,9 @@
 //! node where it let the key go (one message per resource for a multi-resource lock; a
 //! reentrant lock only when its last hold goes), with a nonce unique to that release. A client subscribes through one dedicated connection per node,
 //! created on the first wait and shared by all of its waiters; each resource is subscribed once,
-//! however many threads wait on it (a reference count), and unsubscribed when its last waiter
-//! leaves, whether it got the lock or gave up.
+//! however many threads wait on it (a reference count), and unsubscribed a second
+//! ([`LINGER`]) after its last waiter left, whether it got the lock or gave up, unless another
+//! waits on it by then.
 //!
 //! Why a thread per node with a blocking connection: redis-rs's synchronous `PubSub` cannot be
 //! woken while it reads, so each subscriber thread reads with a short timeout and, between
@@ -54,6 +55,11 @@ const QUEUE_PAUSE: Duration = Duration::from_secs(5);
 
 /// How long a subscriber reads before it looks at new (un)subscriptions.
 const READ_SLICE: Duration = Duration::from_millis(20);
+/// How long a subscription stays on a connection after the client's last waiter on its resource
+/// left: a client whose waiters come back within it (a worker that locks the same resource in a
+/// loop) sends no `UNSUBSCRIBE` and `SUBSCRIBE` to every node in between, and its next waiter
+/// listens at once.
+const LINGER: Duration = Duration::from_secs(1);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const STACK: usize = 256 * 1024;
@@ -450,6 +456,7 @@ impl Notifier {
                 registry: Arc::clone(&notifier.registry),
                 wanted: HashSet::new(),
                 active: HashSet::new(),
+                lingering: HashMap::new(),
                 connect_timeout,
                 io_timeout,
                 _exited: exited_tx.clone(),
@@ -916,6 +923,9 @@ struct Subscriber {
     wanted: HashSet<Arc<str>>,
     /// Resources whose subscription is active on the current connection.
     active: HashSet<Arc<str>>,
+    /// Resources no waiter wants any more, still subscribed on the current connection until
+    /// then (see [`LINGER`]).
+    lingering: HashMap<Arc<str>, Instant>,
     connect_timeout: Duration,
     io_timeout: Duration,
     _exited: Sender<()>,
@@ -1005,7 +1015,8 @@ impl Subscriber {
     fn apply(&mut self, pubsub: &mut redis::PubSub<'_>, r: Request) -> bool {
         match r {
             Request::Subscribe(res) => {
-                let ok = self.subscribe(pubsub, &res, true);
+                let ok =
+                    self.lingering.remove(&res).is_some() || self.subscribe(pubsub, &res, true);
                 if ok && self.active.insert(Arc::clone(&res)) {
                     self.registry.subscribed(&res);
                 }
@@ -1017,9 +1028,31 @@ impl Subscriber {
                 if self.active.remove(&res) {
                     self.registry.unsubscribed(&res);
                 }
-                self.subscribe(pubsub, &res, false)
+                self.lingering.insert(res, Instant::now() + LINGER);
+                true
             }
         }
+    }
+
+    /// Unsubscribes the lingering resources whose time is up; false if the connection failed.
+    fn end_lingering(&mut self, pubsub: &mut redis::PubSub<'_>) -> bool {
+        if self.lingering.is_empty() {
+            return true;
+        }
+        let now = Instant::now();
+        let due: Vec<Arc<str>> = self
+            .lingering
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(res, _)| Arc::clone(res))
+            .collect();
+        for res in due {
+            self.lingering.remove(&res);
+            if !self.subscribe(pubsub, &res, false) {
+                return false;
+            }
+        }
+        true
     }
 
     fn connect(&mut self) -> redis::RedisResult<redis::Connection> {
@@ -1077,6 +1110,8 @@ impl Subscriber {
 
     fn session(&mut self, conn: &mut redis::Connection) -> End {
         let mut pubsub = conn.as_pubsub();
+        // A new connection has only what it subscribes now.
+        self.lingering.clear();
         // Subscription replies must come within the I/O timeout; messages are read in slices.
         if pubsub.set_read_timeout(Some(self.io_timeout)).is_err() {
             return End::Broken;
@@ -1104,7 +1139,12 @@ impl Subscriber {
                     return End::Broken;
                 }
             }
-            if self.wanted.is_empty() {
+            if !self.end_lingering(&mut pubsub) {
+                return End::Broken;
+            }
+            // Lingering subscriptions are read on, so that their messages do not wait in the
+            // socket for the next waiter.
+            if self.wanted.is_empty() && self.lingering.is_empty() {
                 // Park on the request channel; the idle connection stays for the next waiter.
                 match self.requests.recv() {
                     Ok(r) => {

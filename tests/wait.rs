@@ -83,6 +83,57 @@ fn a_waiter_gives_up_at_its_deadline_and_unsubscribes() {
     ));
 }
 
+/// A client whose waiters come back soon after its last one left (a worker that locks one
+/// resource in a loop) keeps its subscriptions in between: one `SUBSCRIBE` per node for all of
+/// its waits, not an `UNSUBSCRIBE` and a `SUBSCRIBE` on every node per wait; once none comes
+/// back they go.
+#[test]
+fn a_client_waiting_again_soon_keeps_its_subscriptions() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let other = cluster.client();
+    let before = cluster.calls("subscribe");
+    let mut longest_gap = Duration::ZERO;
+    let mut left: Option<Instant> = None;
+    for _ in 0..4 {
+        let held = other.lock("again", TTL).unwrap();
+        let waiter = {
+            let rl = rl.clone();
+            std::thread::spawn(move || {
+                let lock = rl
+                    .acquire(&waiting("again", Duration::from_secs(20)))
+                    .unwrap();
+                lock.release().unwrap();
+                Instant::now()
+            })
+        };
+        assert!(eventually(Duration::from_secs(5), || cluster
+            .nodes
+            .iter()
+            .all(|n| n.release_subscribers("again") == 1)));
+        if let Some(left) = left {
+            longest_gap = longest_gap.max(left.elapsed());
+        }
+        held.release().unwrap();
+        left = Some(waiter.join().unwrap());
+    }
+    let subscribes = cluster.calls("subscribe") - before;
+    // The subscriptions stay for a second after the last waiter left; a machine that stalled
+    // this test for longer between two waits lets them go in between.
+    if longest_gap < Duration::from_millis(900) {
+        assert_eq!(
+            subscribes, 3,
+            "SUBSCRIBEs for four waits in a row on 3 nodes"
+        );
+    } else {
+        eprintln!("a gap of {longest_gap:?} between two waits: {subscribes} SUBSCRIBEs");
+    }
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .nodes
+        .iter()
+        .all(|n| n.release_subscribers("again") == 0)));
+}
+
 #[test]
 fn waiters_share_one_subscriber_connection_per_node_and_leave_none_behind() {
     let cluster = Cluster::start(3);
