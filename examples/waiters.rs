@@ -327,7 +327,7 @@ fn run(
         "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"processes\":{},\"hold_ms\":{},\
          \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
          \"commands_per_handover\":{:.1},\"steady_handovers\":{steady_handovers},\
-         \"commands_per_handover_steady\":{:.1},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
+         \"commands_per_handover_steady\":{},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
          \"wake_p90_ms\":{:.1},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
         mode.name(),
         cluster.nodes.len(),
@@ -336,7 +336,10 @@ fn run(
         issued as f64 / elapsed,
         l.len(),
         issued as f64 / l.len().max(1) as f64,
-        steady.as_ref().map_or(f64::NAN, |w| per_steady(w.commands)),
+        steady.as_ref().map_or("null".to_owned(), |w| format!(
+            "{:.1}",
+            per_steady(w.commands)
+        )),
         sent as f64 / l.len().max(1) as f64,
         pct(0.5),
         pct(0.9),
@@ -560,13 +563,15 @@ fn main() {
                 Some((
                     series.as_str(),
                     number("processes")? as u32,
-                    number("commands_per_handover")?,
+                    number("commands_per_handover_steady")
+                        .or_else(|| number("commands_per_handover"))?,
                 ))
             })
             .collect();
         let caption = format!(
-            "{waiters} waiters, {} nodes, {seconds} s per mode; fair: the queue across \
-             processes, notify: fair(false)\n{}",
+            "{waiters} waiters, {} nodes, {seconds} s per mode (commands from 1 s after the \
+             start to 100 ms before the end); fair: the queue across processes, notify: \
+             fair(false)\n{}",
             cluster.nodes.len(),
             chart::machine()
         );
