@@ -81,8 +81,8 @@ struct SlotState {
     /// `i` < 64): each node announces the same release, which should wake one waiter once, not
     /// N times.
     recent: VecDeque<(String, usize, u64)>,
-    /// The release whose message `released` holds, if one does (the nonce of the last message
-    /// sent there: later ones are dropped while it is full).
+    /// The last release a quorum announced: the one a message in `released`, if there is one,
+    /// stands for (a later release finds it full and adds nothing but this).
     pending: Option<String>,
     /// Nodes on which the subscription is active.
     subscribed: usize,
@@ -326,18 +326,18 @@ impl Registry {
         if ours && held.is_some() {
             // A release kept for no waiter of this client (its waiters were all behind others
             // when it came) would wake the new head only to be refused by the lock the one
-            // before just took. Only the release of that lock is worth waking for, heard from
-            // other nodes before this turn message: it is the newest release heard (no one else
-            // can release while that lock is held), and the queue node has not announced it yet
-            // (that node runs the `LEAVE` before the lock's release, both coming from the new
-            // holder's one connection to it, and this subscriber hears its messages in that
-            // order). Any other is stale.
+            // before just took. The kept message stands for the last release a quorum announced
+            // (`pending`); it is stale if the queue node announced that one before this turn
+            // message: that node runs the `LEAVE` before the lock's release (both come from the
+            // new holder's one connection to it), and this subscriber hears its messages in
+            // that order. The release of the lock just taken, heard from other nodes first,
+            // stays; so does a release this client no longer remembers.
             let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
             let stale = state.pending.as_ref().is_some_and(|p| {
                 state
                     .recent
-                    .back()
-                    .is_none_or(|(n, _, nodes)| n != p || nodes & bit != 0)
+                    .iter()
+                    .any(|(n, _, nodes)| n == p && nodes & bit != 0)
             });
             if stale {
                 while slot.released.try_recv().is_ok() {}
@@ -403,9 +403,10 @@ impl Registry {
             // the resource is held again and its next release wakes the next waiter. Waking all
             // of them would make every release a burst of doomed attempts. (Full: a wake-up is
             // already pending.)
-            if slot.released_tx.try_send(()).is_ok() {
-                state.pending = Some(nonce);
-            }
+            // The message kept (sent now, or there from before: then it stands for this release
+            // too) is for this release, the last a quorum announced.
+            let _ = slot.released_tx.try_send(());
+            state.pending = Some(nonce);
         }
     }
 }
@@ -1256,12 +1257,20 @@ mod tests {
     }
 
     #[test]
-    fn a_release_older_than_the_newest_does_not_wake_the_new_head() {
-        let (registry, slot, _news) = registry(Duration::from_secs(60));
-        announce(&registry, &[0, 1, 3], "a");
-        // A later release while the first is still kept: not the lock just taken either.
-        announce(&registry, &[0, 1, 3], "b");
-        turn(&registry, "w", 10_000);
+    fn a_kept_message_stands_for_every_release_after_it() {
+        // An old release kept (the queue node announced it), then the release of the lock just
+        // taken, from other nodes: the message, already there, stands for it now (dropping it
+        // left a leader election's next candidate asleep for the TTL).
+        let (client, slot, _news) = registry(Duration::from_secs(60));
+        announce(&client, &[0, 1, QUEUE_NODE, 3, 4], "a");
+        announce(&client, &[0, 1, 3], "b");
+        turn(&client, "w", 10_000);
+        assert_eq!(slot.released.len(), 1);
+        // Two releases the queue node announced, kept: stale.
+        let (client, slot, _news) = registry(Duration::from_secs(60));
+        announce(&client, &[0, 1, QUEUE_NODE], "a");
+        announce(&client, &[0, QUEUE_NODE, 1], "b");
+        turn(&client, "w", 10_000);
         assert!(slot.released.is_empty());
     }
 
