@@ -45,6 +45,10 @@
 //!   `JOIN` at once.
 //! - **The queue node is down or answers an error**: the waiter goes on as without a queue
 //!   (every client's front waiter tries on each release), which is slower, never stuck.
+//! - **The queue node hangs** (its news stops, the other nodes still announce releases): a
+//!   release that no turn message follows within two node timeouts makes each client tell its
+//!   waiters behind the head to read their place (`notify::Registry::check_silence`); their
+//!   `JOIN` finds the node hung and they go on without the queue.
 //! - **A cancel or a timeout at the head** leaves with `held` = 0: the next tries at once.
 //! - **A split vote** (waiters trying at once, none on a quorum) leaves only the keys of failed
 //!   attempts, whose undos announce nothing: a head refused by them sees no one token on a
@@ -52,6 +56,12 @@
 //!   waiting for a release that will not come.
 //! - **A release that goes unheard** (a message lost with a connection) costs the head at most
 //!   the `held` TTL of the lock before it, as it cost every waiter before the queue.
+//!   A release a client kept while none of its waiters was at the head is dropped when the
+//!   turn message makes one of them the head, if the queue node announced it before that
+//!   message (so it came before the `LEAVE`, and the lock is held again); the release of the
+//!   lock just taken comes after the `LEAVE` on the queue node, so it is never dropped so, but
+//!   a release of it made through another connection (another client with its token) could
+//!   be, and costs that TTL.
 //! - **Keys left behind** expire [`MEMBER_LEASE`] after the last `JOIN`.
 //!
 //! Not queued: multi-resource locks (they would stand in several queues), readers of a
