@@ -402,9 +402,8 @@ impl Registry {
             // One exclusive waiter of this client retries; should it lose to another client,
             // the resource is held again and its next release wakes the next waiter. Waking all
             // of them would make every release a burst of doomed attempts. (Full: a wake-up is
-            // already pending.)
-            // The message kept (sent now, or there from before: then it stands for this release
-            // too) is for this release, the last a quorum announced.
+            // already pending, and from now on stands for this release, the last a quorum
+            // announced.)
             let _ = slot.released_tx.try_send(());
             state.pending = Some(nonce);
         }
