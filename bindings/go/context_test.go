@@ -88,8 +88,8 @@ func TestLockContextCancelAndDeadline(t *testing.T) {
 	defer holder.Unlock()
 
 	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now() // before the timer starts: the cancel comes at least 200 ms later
 	time.AfterFunc(200*time.Millisecond, cancel)
-	start := time.Now()
 	l, err := c.LockContext(ctx, resource, 10*time.Second)
 	if l != nil {
 		t.Fatal("LockContext returned a lock for a held resource")
@@ -99,9 +99,9 @@ func TestLockContextCancelAndDeadline(t *testing.T) {
 		t.Errorf("LockContext cancelled after 200 ms returned after %v", d)
 	}
 
+	start = time.Now() // before the deadline is set: it passes at least 300 ms later
 	ctx, stop := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer stop()
-	start = time.Now()
 	_, err = c.LockContext(ctx, resource, 10*time.Second)
 	assertCancelled(t, "LockContext past its deadline", err, context.DeadlineExceeded)
 	if d := time.Since(start); d < 300*time.Millisecond || d > 300*time.Millisecond+cancelBound {

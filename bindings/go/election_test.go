@@ -228,8 +228,8 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 	e := mustElection(t, c, name, "waiter", electionTTL)
 
 	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now() // before the timer starts: the cancel comes at least 200 ms later
 	time.AfterFunc(200*time.Millisecond, cancel)
-	start := time.Now()
 	l, err := e.Campaign(ctx)
 	if l != nil {
 		t.Fatal("a cancelled campaign returned a leadership")
