@@ -1256,8 +1256,8 @@ fn name_master(e: redis::RedisError, master: &str) -> redis::RedisError {
 
 /// Every master's probe as one: the first master's report (its clock, version and
 /// persistence), the other masters' clocks (`masters_time`), with the `run_id`s and replication IDs of all masters joined by `,` (any
-/// change of one is a change of the node's), the youngest master's uptime, and every master's
-/// errors and warnings, each naming its master. Cluster mode and replicas are expected here.
+/// change of one is a change of the node's), the youngest master's uptime, whether any master
+/// was promoted since it started, and every master's errors and warnings, each naming its master. Cluster mode and replicas are expected here.
 fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
     let join = |f: &dyn Fn(&Probe) -> Option<String>| -> Option<String> {
         probes
@@ -1273,6 +1273,7 @@ fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
         .map(|(_, p)| p.report.uptime)
         .collect::<Option<Vec<_>>>()
         .and_then(|all| all.into_iter().min());
+    let promoted = probes.iter().any(|(_, p)| p.report.promoted);
     let several = probes.len() > 1;
     let mut merged: Option<Probe> = None;
     let mut masters_time = Vec::new();
@@ -1309,6 +1310,7 @@ fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
     merged.report.run_id = run_id;
     merged.report.replid = replid;
     merged.report.uptime = uptime;
+    merged.report.promoted = promoted;
     merged.masters_time = masters_time;
     Some(merged)
 }

@@ -22,7 +22,7 @@ use crate::error::NodeProblem;
 use crate::histogram::{AtomicHistogram, Histogram};
 use crate::probe::{self, Probe};
 use crate::quorum::{Gate, Vote};
-use crate::sentinel::{Linked, Target, Verdict, WATCH_INTERVAL, Watch};
+use crate::sentinel::{Linked, Target, Tenure, Verdict, WATCH_INTERVAL, Watch};
 use crate::sync::relock;
 use crate::wire::{Command, Script, load_scripts};
 
@@ -202,8 +202,8 @@ struct Identity {
 struct Master {
     /// `host:port`.
     address: Option<String>,
-    /// How long the answering sentinel has known it as the master.
-    master_for: Option<Duration>,
+    /// What the sentinels said of its time as the master (a Sentinel node's only).
+    tenure: Option<Tenure>,
     /// The answering sentinel's `config-epoch`.
     epoch: Option<u64>,
 }
@@ -1051,7 +1051,7 @@ impl Worker {
                     // count, so that the restart grace they start holds this batch out.
                     let master = Master {
                         address: Some(masters),
-                        master_for: None,
+                        tenure: None,
                         epoch: None,
                     };
                     self.observe(probe, master);
@@ -1144,7 +1144,7 @@ impl Worker {
         let Linked {
             link: mut conn,
             master,
-            master_for,
+            tenure,
             epoch,
         } = self
             .client
@@ -1171,18 +1171,14 @@ impl Worker {
         let mut probe = conn.probe()?;
         if master.is_some() {
             probe::expect_replicas(&mut probe.assessment);
-            if self.client.is_sentinel()
-                && self.settings.restart_grace.is_some()
-                && master_for.is_none()
+            if self.settings.restart_grace.is_some() && tenure.as_ref().is_some_and(|t| !t.records)
             {
-                // Fail-open otherwise unseen: without the sentinel's switch time, a client
-                // that connects after a failover it did not witness takes the promoted
-                // replica's age from its uptime, and counts it at once.
+                // Without the sentinels' records the master's time as master is unbounded: it
+                // counts as new, so the node sits out restart_grace after every connect.
                 probe.assessment.warnings.push(
-                    "the sentinels did not tell how long this master has been the master \
-                     (SENTINEL MASTER refused or without role-reported-time): a failover before \
-                     this client connected is not covered by restart_grace; allow \
-                     +sentinel|master for the sentinel user"
+                    "the sentinels refuse SENTINEL MASTER, so how long this master has been the \
+                     master is unknown: the node stays out of acquire quorums for restart_grace \
+                     after every connect; allow +sentinel|master for the sentinel user"
                         .to_owned(),
                 );
             }
@@ -1228,6 +1224,19 @@ impl Worker {
                     )),
                     Some(_) => {}
                     None => {}
+                }
+            }
+        } else if self.client.is_cluster() && self.settings.restart_grace.is_some() {
+            for (master, n) in &replicas {
+                if let Some(n) = n.filter(|n| *n > 0) {
+                    probe.assessment.warnings.push(named(
+                        master,
+                        format!(
+                            "{n} connected replica(s) and no min_replicas: a client that starts \
+                             after a failover of this master is not covered by restart_grace (a \
+                             cluster records no promotion time); set min_replicas to {n}"
+                        ),
+                    ));
                 }
             }
         }
@@ -1338,7 +1347,7 @@ impl Worker {
             inline_scripts,
             Master {
                 address: master,
-                master_for,
+                tenure,
                 epoch,
             },
         ))
@@ -1497,9 +1506,21 @@ impl Worker {
                 );
             }
         }
-        // A Sentinel node's master has been the master for no longer than the sentinel has
-        // known it as such: a promoted replica is old by its uptime.
-        let age = master.master_for.map_or(uptime, |t| t.min(uptime));
+        // A Sentinel node's master has been the master for no longer than the sentinels have
+        // known it as such (a promoted replica is old by its uptime), and for no time at all
+        // where no sentinel's record bounds it (see `sentinel::Tenure`).
+        let newest = self
+            .watch
+            .as_ref()
+            .and_then(|w| w.named())
+            .and_then(|n| n.epoch);
+        let age = match &master.tenure {
+            Some(tenure) => tenure.lower_bound(Some(&run_id), newest).min(uptime),
+            // A cluster records no promotion time: a master promoted since it started
+            // (`master_replid2` set) counts as new, a one-way tripwire (docs/guarantees.md, A9).
+            None if self.client.is_cluster() && probe.report.promoted => Duration::ZERO,
+            None => uptime,
+        };
         let mut until = grace_until(self.settings.restart_grace, age, now);
         if new_master && let Some(grace) = self.settings.restart_grace {
             // A change of master is a restart, counted from when it is seen.

@@ -55,6 +55,9 @@ pub(crate) struct ServerReport {
     pub run_id: Option<String>,
     /// `master_replid`: a master gets a new one when it is promoted or restarted empty.
     pub replid: Option<String>,
+    /// Whether `master_replid2` is set: the server was promoted from a replica since it
+    /// started (it says not when, and some paths clear it again).
+    pub promoted: bool,
     pub uptime: Option<Duration>,
     pub role: Option<String>,
     pub master: Option<String>,
@@ -166,6 +169,7 @@ pub(crate) fn parse_info(r: &mut ServerReport, text: &str) {
             "valkey_version" if !value.is_empty() => r.valkey_version = Some(value),
             "run_id" if !value.is_empty() => r.run_id = Some(value),
             "master_replid" if !value.is_empty() => r.replid = Some(value),
+            "master_replid2" => r.promoted = value.bytes().any(|b| b != b'0'),
             "uptime_in_seconds" => r.uptime = value.parse().ok().map(Duration::from_secs),
             "role" => r.role = Some(value),
             "master_host" => {

@@ -2,10 +2,10 @@
 //! and how a worker finds the current master.
 //!
 //! Such a node is still one logical node: one worker, one vote, the same per-node timeout. At each
-//! connect the worker asks the sentinels in turn `SENTINEL get-master-addr-by-name NAME` (the one
-//! that answered last time first), each query on a plain connection bounded by the client's
-//! connect and I/O timeouts (redis-rs's own Sentinel client sets none), connects to the address it
-//! gets and checks with `ROLE` that the server says it is a master, as the Sentinel client
+//! connect the worker asks every sentinel at once `SENTINEL get-master-addr-by-name NAME` and
+//! `SENTINEL MASTER NAME`, on plain connections bounded by the client's connect and I/O timeouts
+//! (redis-rs's own Sentinel client sets none), takes the answers from the sentinel that answered
+//! last time on, connects to the address it gets and checks with `ROLE` that the server says it is a master, as the Sentinel client
 //! guidelines ask: a master that was just demoted may still be reachable. A sentinel whose master
 //! cannot be reached or is not a master (one that has not switched yet) is passed over for the
 //! next. A connection error, a `READONLY` reply or a `ROLE` other than master drops the
@@ -30,17 +30,22 @@
 //! - when the worker reaches a master whose address, `run_id` or replication ID differs from the
 //!   previous master of this logical node, the node is in its grace for `restart_grace` counted
 //!   from that moment (a failover seen: `NodeStatus::failovers` counts the changes of address);
-//! - at any connect, the master's age is taken as the smaller of its uptime and the time since
-//!   the answering sentinel switched to it (`role-reported-time` of `SENTINEL MASTER`, reset
-//!   when a sentinel switches masters or restarts), so that a client that starts, or reconnects,
-//!   after a failover it did not witness still counts the grace from no later than the switch.
+//! - at any connect, the master's age is taken as the smaller of its uptime and what the
+//!   sentinels' records bound it by ([`Tenure`]): the connect asks every sentinel at once, and a
+//!   sentinel's `role-reported-time` (`SENTINEL MASTER`, reset when a sentinel switches masters
+//!   or restarts) counts only when its record describes the very server reached (its `ip:port`,
+//!   and its `runid` when not empty), with no failover under way, from the newest `config-epoch`
+//!   heard. Anything else (the leader sentinel of a failover names the promoted replica before
+//!   its record describes it; an ACL denies `SENTINEL MASTER`) counts as age zero. So a client
+//!   that starts, or reconnects, during or after a failover it did not witness still counts the
+//!   grace from no later than the switch (`tests/sentinel.rs`,
+//!   `clients_started_during_a_failover_let_no_second_holder_in`).
 //!
 //! The argument is the standalone one. Say a holder got a lock on a quorum that includes this
 //! group, and the group fails over to a replica that never received the key. Until the holder's
 //! TTL has run out, the group's "yes" to a second client must not count. Every client has this
 //! group in its grace from no later than the sentinels' switch to the new master (the second
-//! rule; the first alone for a client that saw the change, when the sentinels deny `SENTINEL
-//! MASTER`). If the old master stopped accepting writes by then (it died), every key the
+//! rule). If the old master stopped accepting writes by then (it died), every key the
 //! failover lost belongs to a lock acquired before the switch, and with a grace of at least the
 //! largest TTL it has expired by the time the group's votes count again. **If the old master
 //! still takes writes after the switch** (`SENTINEL FAILOVER` of a live master: Sentinel promotes
@@ -151,23 +156,113 @@ pub(crate) struct Sentinel {
 /// A sentinel's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Answer {
-    /// The master's host and port.
+    /// The master's host and port (`get-master-addr-by-name`).
     at: (String, u16),
-    /// How long the sentinel has known it as the master (`role-reported-time`).
-    master_for: Option<Duration>,
     /// The sentinel's `config-epoch` for the master: the epoch of the failover that made it the
     /// master (0 before any). A newer configuration has a higher epoch.
     epoch: Option<u64>,
+    /// A lower bound on how long `at` has been the master, when the sentinel's `SENTINEL MASTER`
+    /// record is evidence about that very server (see [`Bound`]).
+    bound: Option<Bound>,
 }
 
-/// The master a sentinel named, and how long the sentinel has known it as the master.
+/// A sentinel's `role-reported-time` for the master, kept only when the `SENTINEL MASTER` record
+/// it comes from describes the address `get-master-addr-by-name` gave in the same reply (its
+/// `ip` and `port`), with no failover under way (`flags` without `failover_in_progress`, no
+/// `failover-state` other than `none`). During a failover the leader sentinel names the promoted
+/// replica while its record still describes the old master, whose age it shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Bound {
+    /// Time since the sentinel saw the server report the master role.
+    master_for: Duration,
+    /// The record's `runid` of the master (empty for a while after a switch: then `None`).
+    runid: Option<String>,
+}
+
+impl Answer {
+    /// The answer in a reply to [`Sentinel::question`]: the address, and the `SENTINEL MASTER`
+    /// record (an error reply there, from an ACL that denies it, gives no epoch and no bound).
+    fn from_replies(addr: Value, master: &Value) -> Option<Answer> {
+        let at: (String, u16) = redis::from_redis_value::<Option<(String, u16)>>(addr).ok()??;
+        let field = |name: &str| master_text(master, name);
+        let describes_at = field("ip").as_deref() == Some(at.0.as_str())
+            && field("port").and_then(|p| p.parse::<u16>().ok()) == Some(at.1);
+        let quiet = field("flags")
+            .is_some_and(|f| !f.split(',').any(|f| f == "failover_in_progress"))
+            && field("failover-state").is_none_or(|s| s == "none");
+        let bound = match master_field(master, "role-reported-time") {
+            Some(ms) if describes_at && quiet => Some(Bound {
+                master_for: Duration::from_millis(ms),
+                runid: field("runid").filter(|r| !r.is_empty()),
+            }),
+            _ => None,
+        };
+        Some(Answer {
+            at,
+            epoch: master_field(master, "config-epoch"),
+            bound,
+        })
+    }
+}
+
+/// What the sentinels said, at a connect, of how long the master reached has been the master.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tenure {
+    /// The bounds of the sentinels that named that master from the newest configuration heard
+    /// in the same round (the highest `config-epoch`), with the epoch.
+    bounds: Vec<Bound>,
+    /// That epoch.
+    epoch: Option<u64>,
+    /// Whether any sentinel answered `SENTINEL MASTER` at all (not so where an ACL denies it).
+    pub records: bool,
+}
+
+impl Tenure {
+    /// Of one round's answers, what bounds the tenure of the master at `at`: the bounds of the
+    /// answers that name `at` from the highest epoch of the round. An answer of an older epoch
+    /// (a sentinel that has not switched), or without one, bounds nothing.
+    fn of(answers: &[Answer], at: &(String, u16), records: bool) -> Tenure {
+        let top = answers.iter().map(|a| a.epoch).max().flatten();
+        let bounds = answers
+            .iter()
+            .filter(|a| a.at == *at && top.is_some() && a.epoch == top)
+            .filter_map(|a| a.bound.clone())
+            .collect();
+        Tenure {
+            bounds,
+            epoch: top,
+            records,
+        }
+    }
+
+    /// How long the master has been the master, bounded from below by evidence about that very
+    /// server: the smallest bound whose `runid`, when the sentinel gives one, is the server's
+    /// (`run_id`), when the round's epoch is no older than `newest` (the watch's, when it has
+    /// heard a newer one); zero when there is no such bound, so that `restart_grace` applies.
+    pub(crate) fn lower_bound(&self, run_id: Option<&str>, newest: Option<u64>) -> Duration {
+        if newest.is_some() && self.epoch < newest {
+            return Duration::ZERO;
+        }
+        self.bounds
+            .iter()
+            .filter(|b| match (&b.runid, run_id) {
+                (Some(theirs), Some(ours)) => theirs == ours,
+                (Some(_), None) => false,
+                (None, _) => true,
+            })
+            .map(|b| b.master_for)
+            .min()
+            .unwrap_or(Duration::ZERO)
+    }
+}
+
+/// The master a sentinel named, and what the sentinels said of how long it has been the master.
 pub(crate) struct Resolved {
     pub conn: redis::Connection,
     /// `host:port`.
     pub master: String,
-    /// Time since the answering sentinel switched to this master (or started monitoring it), if
-    /// it said.
-    pub master_for: Option<Duration>,
+    /// What bounds its time as the master.
+    pub tenure: Tenure,
     /// The answering sentinel's `config-epoch`, if it said.
     pub epoch: Option<u64>,
 }
@@ -316,76 +411,50 @@ impl Sentinel {
         pipe
     }
 
-    /// Asks one sentinel for the master's address and how long it has known it as the master.
-    fn ask(
-        &self,
-        index: usize,
-        connect_timeout: Duration,
-        io_timeout: Duration,
-    ) -> redis::RedisResult<Option<Answer>> {
-        let (host, port) = &self.sentinels[index];
-        let mut conn = self.open(
-            host,
-            *port,
-            &self.sentinel_redis,
-            connect_timeout,
-            io_timeout,
-        )?;
-        let (addr, master): (Option<(String, u16)>, Value) = self
-            .question()
-            .ignore_errors()
-            .query(&mut conn)
-            .or_else(|e| {
-                if e.is_io_error() || e.is_timeout() {
-                    return Err(e);
-                }
-                // A sentinel (or ACL) that refuses SENTINEL MASTER: the address alone.
-                let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(&self.name)
-                    .query(&mut conn)?;
-                Ok::<_, redis::RedisError>((addr, Value::Nil))
-            })?;
-        Ok(addr.map(|at| Answer {
-            at,
-            master_for: master_field(&master, "role-reported-time").map(Duration::from_millis),
-            epoch: master_field(&master, "config-epoch"),
-        }))
-    }
-
-    /// Resolves the master through the sentinels (the one that answered last first), connects
-    /// to it and checks that it says it is a master. A sentinel whose master cannot be reached,
-    /// or is not a master (a sentinel that has not switched yet), is passed over for the next.
+    /// Resolves the master through the sentinels, connects to it and checks that it says it is
+    /// a master. Every sentinel is asked at once (one round, as the watch asks them); their
+    /// answers are tried from the one that answered last time on. A sentinel whose master cannot
+    /// be reached, or is not a master (a sentinel that has not switched yet), is passed over for
+    /// the next. What the round's answers say of the reached master's time as the master comes
+    /// back as its [`Tenure`].
     pub(crate) fn connect(
         &self,
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> redis::RedisResult<Resolved> {
         let n = self.sentinels.len();
+        let mut conns: Vec<Option<redis::Connection>> = (0..n).map(|_| None).collect();
+        let replies = self.round(&mut conns, connect_timeout, io_timeout);
+        drop(conns);
+        let answers: Vec<Answer> = replies
+            .iter()
+            .filter_map(|r| r.as_ref().ok()?.0.clone())
+            .collect();
+        let records = replies
+            .iter()
+            .any(|r| r.as_ref().is_ok_and(|(_, rec)| *rec));
         let first = self.preferred.load(Ordering::Relaxed) % n;
         let mut problems = Vec::new();
         let mut master_error = None;
         let mut tried: Vec<(String, u16)> = Vec::new();
         for index in (0..n).map(|k| (first + k) % n) {
             let (host, port) = &self.sentinels[index];
-            match self.ask(index, connect_timeout, io_timeout) {
-                Ok(Some(Answer {
-                    at,
-                    master_for,
-                    epoch,
-                })) => {
-                    if tried.contains(&at) {
+            match &replies[index] {
+                Ok((Some(answer), _)) => {
+                    if tried.contains(&answer.at) {
                         continue;
                     }
-                    let master = node_url::address(&at.0, at.1);
-                    match self.open_master(&at.0, at.1, &master, connect_timeout, io_timeout) {
+                    let (at_host, at_port) = &answer.at;
+                    let master = node_url::address(at_host, *at_port);
+                    match self.open_master(at_host, *at_port, &master, connect_timeout, io_timeout)
+                    {
                         Ok(conn) => {
                             self.preferred.store(index, Ordering::Relaxed);
                             return Ok(Resolved {
                                 conn,
                                 master,
-                                master_for,
-                                epoch,
+                                tenure: Tenure::of(&answers, &answer.at, records),
+                                epoch: answer.epoch,
                             });
                         }
                         Err(e) => {
@@ -393,9 +462,9 @@ impl Sentinel {
                             master_error.get_or_insert(e);
                         }
                     }
-                    tried.push(at);
+                    tried.push(answer.at.clone());
                 }
-                Ok(None) => problems.push(format!(
+                Ok((None, _)) => problems.push(format!(
                     "sentinel {host}:{port} knows no master named {:?}",
                     self.name
                 )),
@@ -574,7 +643,12 @@ impl Sentinel {
                 let mut conns: Vec<Option<redis::Connection>> =
                     sentinel.sentinels.iter().map(|_| None).collect();
                 while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(WATCH_INTERVAL) {
-                    let answers = sentinel.round(&mut conns, connect_timeout, io_timeout);
+                    let answers: Vec<(usize, Answer)> = sentinel
+                        .round(&mut conns, connect_timeout, io_timeout)
+                        .into_iter()
+                        .enumerate()
+                        .filter_map(|(index, reply)| Some((index, reply.ok()?.0?)))
+                        .collect();
                     if let Some(named) = newest(&answers, published.named().as_ref()) {
                         published.publish(named);
                     }
@@ -583,62 +657,80 @@ impl Sentinel {
         Ok((watch, handle))
     }
 
-    /// One round of the watch: `SENTINEL get-master-addr-by-name` and `SENTINEL MASTER` to every
+    /// One round of questions: `SENTINEL get-master-addr-by-name` and `SENTINEL MASTER` to every
     /// sentinel on a connection kept from round to round (reopened when it failed), written to
     /// all of them before any reply is read, so that a round takes one round trip when they
     /// answer, and at most the I/O timeout (plus the connect timeout per connection reopened)
-    /// when one hangs. A sentinel that fails or answers nothing usable gives no answer.
+    /// when one hangs. Per sentinel, in the URL's order: its answer (none when it knows no such
+    /// master) and whether it answered `SENTINEL MASTER`, or why it gave nothing.
     fn round(
         &self,
         conns: &mut [Option<redis::Connection>],
         connect_timeout: Duration,
         io_timeout: Duration,
-    ) -> Vec<(usize, Answer)> {
+    ) -> Vec<redis::RedisResult<(Option<Answer>, bool)>> {
         let query = self.question().get_packed_pipeline();
+        let mut opened: Vec<redis::RedisResult<()>> = Vec::with_capacity(conns.len());
         for (index, slot) in conns.iter_mut().enumerate() {
             if slot.is_none() {
                 let (host, port) = &self.sentinels[index];
-                *slot = self
-                    .open(
-                        host,
-                        *port,
-                        &self.sentinel_redis,
-                        connect_timeout,
-                        io_timeout,
-                    )
-                    .ok();
-            }
-            if let Some(conn) = slot
-                && conn.send_packed_command(&query).is_err()
-            {
-                *slot = None;
-            }
-        }
-        let mut answers = Vec::new();
-        for (index, slot) in conns.iter_mut().enumerate() {
-            let Some(conn) = slot else { continue };
-            let replies = conn
-                .recv_response()
-                .and_then(|addr| Ok((addr, conn.recv_response()?)));
-            match replies {
-                Ok((addr, master)) => {
-                    if let Ok(Some(at)) = redis::from_redis_value::<Option<(String, u16)>>(addr) {
-                        answers.push((
-                            index,
-                            Answer {
-                                at,
-                                master_for: master_field(&master, "role-reported-time")
-                                    .map(Duration::from_millis),
-                                epoch: master_field(&master, "config-epoch"),
-                            },
-                        ));
+                match self.open(
+                    host,
+                    *port,
+                    &self.sentinel_redis,
+                    connect_timeout,
+                    io_timeout,
+                ) {
+                    Ok(conn) => *slot = Some(conn),
+                    Err(e) => {
+                        opened.push(Err(e));
+                        continue;
                     }
                 }
-                // Out of step or gone: reopened at the next round.
-                Err(_) => *slot = None,
             }
+            let sent = match slot {
+                Some(conn) => conn.send_packed_command(&query),
+                None => Ok(()),
+            };
+            if sent.is_err() {
+                *slot = None;
+            }
+            opened.push(sent);
         }
-        answers
+        conns
+            .iter_mut()
+            .zip(opened)
+            .map(|(slot, opened)| {
+                opened?;
+                let Some(conn) = slot else {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "no connection",
+                    )));
+                };
+                let replies = conn
+                    .recv_response()
+                    .and_then(|addr| Ok((addr, conn.recv_response()?)));
+                match replies {
+                    Ok((addr, master)) => {
+                        if let Value::ServerError(e) = &addr {
+                            return Err(redis::RedisError::from((
+                                redis::ErrorKind::Client,
+                                "get-master-addr-by-name refused",
+                                format!("{e:?}"),
+                            )));
+                        }
+                        let records = !matches!(master, Value::ServerError(_) | Value::Nil);
+                        Ok((Answer::from_replies(addr, &master), records))
+                    }
+                    Err(e) => {
+                        // Out of step or gone: reopened at the next round.
+                        *slot = None;
+                        Err(e)
+                    }
+                }
+            })
+            .collect()
     }
 }
 
@@ -652,12 +744,11 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// A numeric field (`role-reported-time`, ms; `config-epoch`) of a `SENTINEL MASTER` reply (a
-/// flat array of field, value, or a map under RESP3).
-fn master_field(reply: &Value, field: &str) -> Option<u64> {
+/// A field of a `SENTINEL MASTER` reply (a flat array of field, value, or a map under RESP3).
+fn master_text(reply: &Value, field: &str) -> Option<String> {
     let find = |k: &Value, v: &Value| {
         (text(k).as_deref() == Some(field))
-            .then(|| text(v)?.parse::<u64>().ok())
+            .then(|| text(v))
             .flatten()
     };
     match reply {
@@ -668,6 +759,11 @@ fn master_field(reply: &Value, field: &str) -> Option<u64> {
         Value::Map(pairs) => pairs.iter().find_map(|(k, v)| find(k, v)),
         _ => None,
     }
+}
+
+/// A numeric field (`role-reported-time`, ms; `config-epoch`) of a `SENTINEL MASTER` reply.
+fn master_field(reply: &Value, field: &str) -> Option<u64> {
+    master_text(reply, field)?.parse().ok()
 }
 
 /// How a worker reaches its node. (Made once per node at build time: its size is no concern.)
@@ -683,7 +779,8 @@ pub(crate) enum Target {
 pub(crate) struct Connected {
     pub conn: redis::Connection,
     pub master: Option<String>,
-    pub master_for: Option<Duration>,
+    /// A Sentinel node's: what bounds the master's time as the master.
+    pub tenure: Option<Tenure>,
     pub epoch: Option<u64>,
 }
 
@@ -692,7 +789,8 @@ pub(crate) struct Connected {
 pub(crate) struct Linked {
     pub link: Link,
     pub master: Option<String>,
-    pub master_for: Option<Duration>,
+    /// A Sentinel node's: what bounds the master's time as the master.
+    pub tenure: Option<Tenure>,
     pub epoch: Option<u64>,
 }
 
@@ -737,20 +835,20 @@ impl Target {
             return Ok(Linked {
                 master: Some(link.masters()),
                 link: Link::Cluster(Box::new(link)),
-                master_for: None,
+                tenure: None,
                 epoch: None,
             });
         }
         let Connected {
             conn,
             master,
-            master_for,
+            tenure,
             epoch,
         } = self.connect(connect_timeout, io_timeout)?;
         Ok(Linked {
             link: Link::Plain(conn),
             master,
-            master_for,
+            tenure,
             epoch,
         })
     }
@@ -771,7 +869,7 @@ impl Target {
                 Ok(Connected {
                     conn,
                     master: None,
-                    master_for: None,
+                    tenure: None,
                     epoch: None,
                 })
             }
@@ -780,14 +878,14 @@ impl Target {
                 Ok(Connected {
                     conn: r.conn,
                     master: Some(r.master),
-                    master_for: r.master_for,
+                    tenure: Some(r.tenure),
                     epoch: r.epoch,
                 })
             }
             Target::Cluster(c) => Ok(Connected {
                 conn: c.connect_any(connect_timeout, io_timeout)?,
                 master: None,
-                master_for: None,
+                tenure: None,
                 epoch: None,
             }),
         }
@@ -872,9 +970,125 @@ mod tests {
     fn answer(port: u16, epoch: Option<u64>) -> Answer {
         Answer {
             at: ("10.0.0.1".to_owned(), port),
-            master_for: None,
             epoch,
+            bound: None,
         }
+    }
+
+    /// A `SENTINEL MASTER` record: `ip`, `port`, `flags`, `role-reported-time`, `config-epoch`,
+    /// `runid`, and `failover-state` when given.
+    fn record(
+        port: u16,
+        flags: &str,
+        ms: u64,
+        epoch: u64,
+        runid: &str,
+        state: Option<&str>,
+    ) -> Value {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let mut fields = vec![
+            b("name"),
+            b("m"),
+            b("ip"),
+            b("10.0.0.1"),
+            b("port"),
+            b(&port.to_string()),
+            b("runid"),
+            b(runid),
+            b("flags"),
+            b(flags),
+            b("role-reported-time"),
+            b(&ms.to_string()),
+            b("config-epoch"),
+            b(&epoch.to_string()),
+        ];
+        if let Some(state) = state {
+            fields.extend([b("failover-state"), b(state)]);
+        }
+        Value::Array(fields)
+    }
+
+    fn addr(port: u16) -> Value {
+        Value::Array(vec![
+            Value::BulkString(b"10.0.0.1".to_vec()),
+            Value::BulkString(port.to_string().into_bytes()),
+        ])
+    }
+
+    #[test]
+    fn a_record_bounds_the_age_only_of_the_server_it_describes_with_no_failover_under_way() {
+        let bound = |a: Option<Answer>| a.and_then(|a| a.bound).map(|b| b.master_for);
+        // The leader sentinel in a failover's last steps: it names the promoted replica (port 2)
+        // while its record still describes the old master, whose age it shows.
+        let reply = record(
+            1,
+            "master,failover_in_progress",
+            14_000,
+            3,
+            "old",
+            Some("reconf_slaves"),
+        );
+        assert_eq!(bound(Answer::from_replies(addr(2), &reply)), None);
+        // Its own address, but a failover under way (either sign alone).
+        let reply = record(2, "master,failover_in_progress", 14_000, 4, "", None);
+        assert_eq!(bound(Answer::from_replies(addr(2), &reply)), None);
+        let reply = record(2, "master", 14_000, 4, "", Some("wait_promotion"));
+        assert_eq!(bound(Answer::from_replies(addr(2), &reply)), None);
+        // A settled record of the named server.
+        let reply = record(2, "master", 1_500, 4, "", Some("none"));
+        assert_eq!(
+            bound(Answer::from_replies(addr(2), &reply)),
+            Some(Duration::from_millis(1_500))
+        );
+        // An ACL that denies SENTINEL MASTER: the address, no epoch, no bound.
+        let denied = redis::parse_redis_value(b"-NOPERM this user has no permissions\r\n")
+            .expect("an error reply");
+        assert!(matches!(denied, Value::ServerError(_)), "{denied:?}");
+        let answer = Answer::from_replies(addr(2), &denied).expect("the address");
+        assert_eq!((answer.epoch, answer.bound), (None, None));
+        assert_eq!(Answer::from_replies(Value::Nil, &reply), None);
+    }
+
+    #[test]
+    fn the_tenure_is_the_smallest_bound_from_the_newest_configuration_or_zero() {
+        let at = ("10.0.0.1".to_owned(), 2);
+        let with = |port: u16, epoch: u64, ms: u64, runid: &str| {
+            Answer::from_replies(addr(port), &record(port, "master", ms, epoch, runid, None))
+                .expect("answer")
+        };
+        let ms = Duration::from_millis;
+        // The smallest of the bounds that name the reached master from the newest epoch.
+        let round = [
+            with(2, 4, 9_000, ""),
+            with(2, 4, 3_000, ""),
+            with(1, 3, 1_000, ""),
+        ];
+        let tenure = Tenure::of(&round, &at, true);
+        assert_eq!(tenure.lower_bound(None, None), ms(3_000));
+        // A newer configuration heard elsewhere (the watch): no bound.
+        assert_eq!(tenure.lower_bound(None, Some(5)), Duration::ZERO);
+        assert_eq!(tenure.lower_bound(None, Some(4)), ms(3_000));
+        // The reached master named only from an older configuration: no bound.
+        let round = [with(2, 3, 9_000, ""), with(1, 4, 1_000, "")];
+        assert_eq!(
+            Tenure::of(&round, &at, true).lower_bound(None, None),
+            Duration::ZERO
+        );
+        // A runid that is not the server's bounds nothing; an empty one does not count against.
+        let round = [with(2, 4, 9_000, "abc"), with(2, 4, 7_000, "xyz")];
+        let tenure = Tenure::of(&round, &at, true);
+        assert_eq!(tenure.lower_bound(Some("abc"), None), ms(9_000));
+        assert_eq!(tenure.lower_bound(None, None), Duration::ZERO);
+        // No answers, or no epochs at all (SENTINEL MASTER denied): zero.
+        assert_eq!(
+            Tenure::of(&[], &at, false).lower_bound(None, None),
+            Duration::ZERO
+        );
+        let round = [answer(2, None)];
+        assert_eq!(
+            Tenure::of(&round, &at, false).lower_bound(None, None),
+            Duration::ZERO
+        );
     }
 
     #[test]

@@ -291,21 +291,7 @@ fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
             .is_some()),
         "the key reached the replica"
     );
-    let mut r = group.replica.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("no")
-        .query(&mut r)
-        .expect("CONFIG SET");
-    group.replica.del("sentinel:safety");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("yes")
-        .query(&mut r)
-        .expect("CONFIG SET");
-    assert_eq!(group.replica.get("sentinel:safety"), None);
+    unreplicate(&group, "sentinel:safety");
     assert_eq!(
         group.master.get("sentinel:safety").as_deref(),
         Some(held.token())
@@ -389,6 +375,135 @@ fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
         .unwrap()
         .release()
         .expect("release the second holder");
+    support::assert_no_worker_panicked();
+}
+
+/// Models a write the replica never received: once `key` has reached the replica, deletes it
+/// there (`replica-read-only no` for the moment).
+fn unreplicate(group: &SentinelGroup, key: &str) {
+    assert!(
+        eventually(Duration::from_secs(5), || group.replica.get(key).is_some()),
+        "{key} reached the replica"
+    );
+    let mut r = group.replica.conn();
+    for read_only in ["no", "yes"] {
+        if read_only == "yes" {
+            group.replica.del(key);
+        }
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("replica-read-only")
+            .arg(read_only)
+            .query(&mut r)
+            .expect("CONFIG SET");
+    }
+    assert_eq!(group.replica.get(key), None);
+}
+
+/// A participant with no history during a failover. The group (N = 1) fails over to a replica
+/// that never got the holder's key, and all along brand-new clients, each seeded at the next
+/// sentinel, try the lock once, every 10 ms: a command-line call, a restarted service. While the
+/// sentinels switch, the leader sentinel names the new master before its `SENTINEL MASTER`
+/// record describes it (the record still shows the old master's address and age): a client
+/// that took that age would count the promoted replica at once. None may get the lock while the
+/// holder's is valid; once the grace since the switch is over, one does.
+#[test]
+fn clients_started_during_a_failover_let_no_second_holder_in() {
+    const TTL: Duration = Duration::from_secs(5);
+    const GRACE: Duration = Duration::from_secs(6);
+    const KEY: &str = "sentinel:fresh";
+    support::watch_workers();
+    let mut group = SentinelGroup::start();
+    let seeded = |first: usize| {
+        let n = group.sentinels.len();
+        let mut url = format!(
+            "redis+sentinel://127.0.0.1:{}/{}",
+            group.sentinels[first].port,
+            SentinelGroup::NAME
+        );
+        for k in 1..n {
+            url.push(if k == 1 { '?' } else { '&' });
+            url.push_str(&format!(
+                "sentinel=127.0.0.1:{}",
+                group.sentinels[(first + k) % n].port
+            ));
+        }
+        url
+    };
+    // Every process, and every sentinel's time with this master, older than the grace.
+    let settled = client(&[group.url()], Some(GRACE));
+    assert!(
+        eventually(GRACE + Duration::from_secs(5), || settled.node_status()[0]
+            .grace_remaining
+            .is_none()
+            && group.sentinels.iter().all(|s| s
+                .master_field("role-reported-time")
+                .and_then(|ms| ms.parse::<u64>().ok())
+                .is_some_and(|ms| ms > GRACE.as_millis() as u64))),
+        "the group outgrows the grace"
+    );
+    let holder = client(&[group.url()], None);
+    let held = holder.try_lock(KEY, TTL).expect("the holder on the group");
+    unreplicate(&group, KEY);
+
+    group.master.kill();
+    let killed = Instant::now();
+    let mut tries = 0;
+    let mut in_grace = 0;
+    let mut switched = None;
+    while held.validity() > Duration::from_millis(50) {
+        let fresh = client(&[seeded(tries % 3)], Some(GRACE));
+        tries += 1;
+        match fresh.try_lock(KEY, TTL) {
+            Ok(second) if held.validity() > Duration::ZERO => panic!(
+                "a client started {:?} after the kill got the lock while the holder's is valid \
+                 for {:?}: two holders ({second:?}, {:?})",
+                killed.elapsed(),
+                held.validity(),
+                fresh.node_status()[0]
+            ),
+            Ok(second) => {
+                second.release().expect("release");
+                break;
+            }
+            Err(e) => {
+                let grace = match &e {
+                    Error::NoQuorum { report, .. } | Error::NotAcquired { report, .. } => report
+                        .failures
+                        .iter()
+                        .any(|f| matches!(f.problem, NodeProblem::InGrace { .. })),
+                    _ => false,
+                };
+                if grace {
+                    in_grace += 1;
+                    switched.get_or_insert(killed.elapsed());
+                }
+            }
+        }
+        drop(fresh);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "{tries} fresh clients during the holder's lock; {in_grace} found the group in grace, \
+         the first {switched:?} after the kill"
+    );
+    assert!(
+        group.all_name(group.replica.port),
+        "Sentinel promoted the replica within the holder's TTL"
+    );
+    assert!(in_grace > 0, "fresh clients found the new master in grace");
+    // Liveness: the grace counts from the switch, not from each fresh client's connect.
+    let mut got = None;
+    assert!(
+        eventually(GRACE + Duration::from_secs(3), || {
+            got = client(&[seeded(tries % 3)], Some(GRACE))
+                .try_lock(KEY, TTL)
+                .ok();
+            tries += 1;
+            got.is_some()
+        }),
+        "a fresh client gets the lock once the grace since the switch is over"
+    );
     support::assert_no_worker_panicked();
 }
 
