@@ -147,6 +147,8 @@ fn dispatch() -> Result<u8, Failure> {
         "elect" => elect::main(parser),
         "leader" => elect::leader(parser),
         "stats" => metrics::stats(parser),
+        #[cfg(target_os = "linux")]
+        supervise::reaper::ARG => supervise::reaper::main(parser),
         "help" => {
             let topic = parser
                 .next()

@@ -5,16 +5,17 @@
 //! signal at once; while extensions cannot reach a quorum it gets the kill signal no later than
 //! the grace before the validity ends, and SIGKILL before it ends.
 //!
-//! Should redlock die while the command runs (SIGKILL, a crash), the command (its leader
-//! process, not what that started in its group) gets SIGKILL from the kernel on Linux
-//! (`PR_SET_PDEATHSIG`), instead of running on unsupervised.
+//! Should redlock die while the command runs (SIGKILL, the OOM killer, a crash), the command's
+//! whole tree gets SIGKILL on Linux, instead of running on unsupervised: its process group and
+//! every process it started, a daemon in a session of its own included, as [`reaper`] says.
+//! Other systems run the command without a reaper, and it outlives a killed redlock.
 //!
 //! Signals: SIGINT, SIGTERM and SIGHUP are forwarded to the command's group while it runs;
 //! before (or between two commands) they cancel the wait. Either way the signal is remembered,
 //! so that `elect` stops campaigning.
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,9 @@ use redlock::{Cancel, Lock};
 
 use crate::args;
 use crate::{EXIT_SOFTWARE, Failure, human};
+
+#[cfg(target_os = "linux")]
+pub mod reaper;
 
 /// The command's process group, once it runs (0 before): signals go there.
 static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
@@ -61,47 +65,16 @@ pub fn kill_margin(grace: Duration) -> Duration {
 /// after which the command gets SIGKILL.
 pub fn run(
     lock: &Lock,
-    mut command: Command,
+    command: Command,
     what: &str,
     kill_signal: i32,
     grace: Duration,
     stop_on_signal: bool,
 ) -> Result<Supervised, Failure> {
-    command.process_group(0);
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: between fork and exec the closure only makes async-signal-safe calls.
-        let parent = unsafe { libc::getpid() };
-        unsafe {
-            command.pre_exec(move || {
-                // Should redlock itself die (SIGKILL, a crash), the command gets SIGKILL rather
-                // than running on unsupervised while another holder takes over.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::_exit(EXIT_SOFTWARE as i32);
-                }
-                Ok(())
-            });
-        }
-    }
     let started = Instant::now();
-    let child = command.spawn().map_err(|e| {
-        let code = if e.kind() == std::io::ErrorKind::NotFound {
-            127
-        } else {
-            126
-        };
-        Failure::new(
-            code,
-            format!(
-                "cannot run {}: {e} (the lock is released)",
-                command.get_program().to_string_lossy()
-            ),
-        )
-    })?;
-    let pid = child.id() as i32;
+    // Closing the link (redlock's death) kills the command's tree; it stays open until the
+    // command has exited.
+    let (child, pid, _link) = start(command)?;
     CHILD_GROUP.store(pid, Ordering::SeqCst);
 
     let (exited_tx, exited) = crossbeam_channel::bounded::<std::io::Result<ExitStatus>>(1);
@@ -177,6 +150,22 @@ pub fn run(
     };
     CHILD_GROUP.store(0, Ordering::SeqCst);
     let held_for = started.elapsed();
+    #[cfg(target_os = "linux")]
+    if let Ok(Ok(status)) = &status
+        && let Some(sig) = status.signal()
+    {
+        // The reaper exits with the command's code: a signal means it was killed itself. The
+        // command's leader got SIGKILL from the kernel; the rest of its group gets it here.
+        signal_group(pid, libc::SIGKILL);
+        return Err(Failure::new(
+            EXIT_SOFTWARE,
+            format!(
+                "lost track of the command: its watcher (redlock-reaper) died of {}; the \
+                 command's process group got SIGKILL",
+                args::signal_name(sig)
+            ),
+        ));
+    }
     match status {
         Ok(Ok(status)) => Ok(Supervised {
             code: exit_code(status),
@@ -189,6 +178,42 @@ pub fn run(
         )),
         Err(_) => Err(Failure::new(EXIT_SOFTWARE, "lost track of the command")),
     }
+}
+
+/// Redlock's end of the socket to the command's reaper: it must stay open while the command
+/// may run.
+#[cfg(target_os = "linux")]
+type Link = std::os::unix::net::UnixStream;
+#[cfg(not(target_os = "linux"))]
+type Link = ();
+
+/// Starts `command` in a process group of its own. Returns the process whose exit code is the
+/// command's (on Linux its reaper, else the command itself), the group's leader and the link.
+#[cfg(target_os = "linux")]
+fn start(command: Command) -> Result<(Child, i32, Link), Failure> {
+    reaper::spawn(&command)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start(mut command: Command) -> Result<(Child, i32, Link), Failure> {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    let child = command.spawn().map_err(|e| {
+        let code = if e.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        };
+        Failure::new(
+            code,
+            format!(
+                "cannot run {}: {e} (the lock is released)",
+                command.get_program().to_string_lossy()
+            ),
+        )
+    })?;
+    let pid = child.id() as i32;
+    Ok((child, pid, ()))
 }
 
 /// The shell's convention: the code, or 128 + the signal that ended the command.
