@@ -29,7 +29,8 @@ store that refuses writes with a lower term than it has seen.
 The leadership is extended while COMMAND runs. COMMAND must not outlive it: when the
 leadership is found lost, COMMAND's group gets --kill-signal at once; while extensions cannot
 reach a quorum it gets --kill-signal no later than --kill-grace before the leadership's
-validity ends, and SIGKILL before it ends.
+validity ends, and SIGKILL before it ends. Should redlock itself be killed (SIGKILL, the OOM
+killer), COMMAND's whole tree gets SIGKILL (Linux).
 
 When COMMAND exits, or the leadership is lost, redlock resigns and campaigns again, until it
 gets SIGINT or SIGTERM. With --once it exits instead, with COMMAND's exit code (70 if the

@@ -25,7 +25,8 @@ Exits with COMMAND's exit code (128 + N if it died of signal N).
 The command must not outlive the lock: when an extension finds the lock gone, the command's
 process group gets --kill-signal at once; while extensions cannot reach a quorum (a partition)
 it gets --kill-signal no later than --kill-grace before the lock's validity ends, and SIGKILL
-before it ends. redlock then says the lock was lost and exits 70.
+before it ends. redlock then says the lock was lost and exits 70. Should redlock itself be
+killed (SIGKILL, the OOM killer), the command's whole tree gets SIGKILL (Linux).
 SIGINT, SIGTERM and SIGHUP are forwarded to the command; Ctrl-C while waiting gives up and
 leaves nothing locked.
 
