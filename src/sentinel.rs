@@ -113,7 +113,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
@@ -152,6 +152,10 @@ pub(crate) struct Sentinel {
     /// The sentinel to ask first: the one that answered last.
     preferred: AtomicUsize,
 }
+
+/// What one sentinel said: its answer (none when it knows no such master) and whether it
+/// answered `SENTINEL MASTER`, or why it said nothing usable.
+type Reply = redis::RedisResult<(Option<Answer>, bool)>;
 
 /// A sentinel's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -412,34 +416,34 @@ impl Sentinel {
     }
 
     /// Resolves the master through the sentinels, connects to it and checks that it says it is
-    /// a master. Every sentinel is asked at once (one round, as the watch asks them); their
-    /// answers are tried from the one that answered last time on. A sentinel whose master cannot
-    /// be reached, or is not a master (a sentinel that has not switched yet), is passed over for
-    /// the next. What the round's answers say of the reached master's time as the master comes
-    /// back as its [`Tenure`].
+    /// a master. Every sentinel is asked at once ([`survey`](Sentinel::survey)); the answers in
+    /// are tried from the one that answered last time on. A sentinel whose master cannot be
+    /// reached, or is not a master (a sentinel that has not switched yet), is passed over for
+    /// the next. What the answers say of the reached master's time as the master comes back as
+    /// its [`Tenure`].
     pub(crate) fn connect(
-        &self,
+        self: &Arc<Self>,
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> redis::RedisResult<Resolved> {
         let n = self.sentinels.len();
-        let mut conns: Vec<Option<redis::Connection>> = (0..n).map(|_| None).collect();
-        let replies = self.round(&mut conns, connect_timeout, io_timeout);
-        drop(conns);
+        let replies = self.survey(connect_timeout, io_timeout);
         let answers: Vec<Answer> = replies
             .iter()
-            .filter_map(|r| r.as_ref().ok()?.0.clone())
+            .filter_map(|r| r.as_ref()?.as_ref().ok()?.0.clone())
             .collect();
-        let records = replies
-            .iter()
-            .any(|r| r.as_ref().is_ok_and(|(_, rec)| *rec));
+        let records = replies.iter().any(|r| matches!(r, Some(Ok((_, true)))));
         let first = self.preferred.load(Ordering::Relaxed) % n;
         let mut problems = Vec::new();
         let mut master_error = None;
         let mut tried: Vec<(String, u16)> = Vec::new();
         for index in (0..n).map(|k| (first + k) % n) {
             let (host, port) = &self.sentinels[index];
-            match &replies[index] {
+            let Some(reply) = &replies[index] else {
+                problems.push(format!("sentinel {host}:{port}: no answer in time"));
+                continue;
+            };
+            match reply {
                 Ok((Some(answer), _)) => {
                     if tried.contains(&answer.at) {
                         continue;
@@ -482,6 +486,83 @@ impl Sentinel {
         }
     }
 
+    /// Asks every sentinel at once, each on a thread of its own with a connection of its own
+    /// (bounded by the connect and I/O timeouts), and collects what comes back: per sentinel, in
+    /// the URL's order, its reply, or `None` for one that had not answered in time. Once a
+    /// sentinel names a master, the others get as long again (at least [`STRAGGLERS`]) before
+    /// they count as not answering, so that a hung or unreachable sentinel does not hold up
+    /// every connect; what it would have said, the node's watch hears.
+    fn survey(
+        self: &Arc<Self>,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> Vec<Option<Reply>> {
+        let n = self.sentinels.len();
+        let (tx, rx) = crossbeam_channel::bounded(n);
+        let started = Instant::now();
+        let mut replies: Vec<Option<Reply>> = (0..n).map(|_| None).collect();
+        let mut waiting = 0;
+        for (index, reply) in replies.iter_mut().enumerate() {
+            let sentinel = Arc::clone(self);
+            let tx = tx.clone();
+            let asked = std::thread::Builder::new()
+                .name("redlock-sentinel-ask".into())
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let reply = sentinel
+                        .open(
+                            &sentinel.sentinels[index].0,
+                            sentinel.sentinels[index].1,
+                            &sentinel.sentinel_redis,
+                            connect_timeout,
+                            io_timeout,
+                        )
+                        .and_then(|mut conn| sentinel.ask(&mut conn));
+                    let _ = tx.send((index, reply));
+                });
+            match asked {
+                Ok(_) => waiting += 1,
+                Err(e) => *reply = Some(Err(e.into())),
+            }
+        }
+        drop(tx);
+        let mut deadline = started + connect_timeout + io_timeout * 2;
+        while waiting > 0 {
+            let Ok((index, reply)) = rx.recv_deadline(deadline) else {
+                break;
+            };
+            waiting -= 1;
+            if matches!(reply, Ok((Some(_), _))) {
+                let took = started.elapsed();
+                deadline = deadline.min(started + took * 2 + STRAGGLERS);
+            }
+            replies[index] = Some(reply);
+        }
+        replies
+    }
+
+    /// Asks one sentinel, on `conn`: its answer (none when it knows no such master) and whether
+    /// it answered `SENTINEL MASTER`.
+    fn ask(&self, conn: &mut redis::Connection) -> Reply {
+        conn.send_packed_command(&self.question().get_packed_pipeline())?;
+        self.read_answer(conn)
+    }
+
+    /// Reads the replies to [`question`](Sentinel::question) sent on `conn`.
+    fn read_answer(&self, conn: &mut redis::Connection) -> Reply {
+        let addr = conn.recv_response()?;
+        let master = conn.recv_response()?;
+        if let Value::ServerError(e) = &addr {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "SENTINEL get-master-addr-by-name refused",
+                e.to_string(),
+            )));
+        }
+        let records = !matches!(master, Value::ServerError(_) | Value::Nil);
+        Ok((Answer::from_replies(addr, &master), records))
+    }
+
     /// Connects to the master a sentinel named and checks with `ROLE` that it says it is one.
     fn open_master(
         &self,
@@ -521,6 +602,10 @@ impl Sentinel {
         Ok(conn)
     }
 }
+
+/// How long a connect waits at least, once one sentinel named a master, for the others' answers
+/// (see [`Sentinel::survey`]).
+const STRAGGLERS: Duration = Duration::from_millis(5);
 
 /// How long the watch of a Sentinel node waits between two rounds of questions to the sentinels
 /// (see the module's "Watching the sentinels").
@@ -668,7 +753,7 @@ impl Sentinel {
         conns: &mut [Option<redis::Connection>],
         connect_timeout: Duration,
         io_timeout: Duration,
-    ) -> Vec<redis::RedisResult<(Option<Answer>, bool)>> {
+    ) -> Vec<Reply> {
         let query = self.question().get_packed_pipeline();
         let mut opened: Vec<redis::RedisResult<()>> = Vec::with_capacity(conns.len());
         for (index, slot) in conns.iter_mut().enumerate() {
@@ -708,27 +793,10 @@ impl Sentinel {
                         "no connection",
                     )));
                 };
-                let replies = conn
-                    .recv_response()
-                    .and_then(|addr| Ok((addr, conn.recv_response()?)));
-                match replies {
-                    Ok((addr, master)) => {
-                        if let Value::ServerError(e) = &addr {
-                            return Err(redis::RedisError::from((
-                                redis::ErrorKind::Client,
-                                "get-master-addr-by-name refused",
-                                format!("{e:?}"),
-                            )));
-                        }
-                        let records = !matches!(master, Value::ServerError(_) | Value::Nil);
-                        Ok((Answer::from_replies(addr, &master), records))
-                    }
-                    Err(e) => {
-                        // Out of step or gone: reopened at the next round.
-                        *slot = None;
-                        Err(e)
-                    }
-                }
+                self.read_answer(conn).inspect_err(|_| {
+                    // Out of step or gone: reopened at the next round.
+                    *slot = None;
+                })
             })
             .collect()
     }

@@ -546,6 +546,33 @@ fn a_hung_sentinel_is_passed_over_within_the_timeouts() {
     support::assert_no_worker_panicked();
 }
 
+/// A sentinel other than the seed hangs (SIGSTOP). A connect asks every sentinel at once, but
+/// does not wait for one that does not answer once another named the master: brand-new clients,
+/// each trying once (a command-line call), get the lock.
+#[test]
+fn a_hung_sentinel_does_not_hold_up_a_new_clients_first_try() {
+    support::watch_workers();
+    let group = SentinelGroup::start();
+    group.sentinels[2].hang();
+    for k in 0..5 {
+        let rl = Redlock::builder()
+            .node(group.url())
+            .node_timeout(Duration::from_millis(200))
+            .retry_count(0)
+            .build()
+            .expect("client");
+        match rl.try_lock("sentinel:hung-other", Duration::from_secs(5)) {
+            Ok(lock) => lock.release().expect("release"),
+            Err(e) => panic!(
+                "new client {k}'s first try, with sentinel 2 hung: {e} ({:?})",
+                rl.node_status()[0]
+            ),
+        }
+    }
+    group.sentinels[2].resume();
+    support::assert_no_worker_panicked();
+}
+
 /// How often a client re-asks the sentinels which master they name while connected
 /// (`sentinel::WATCH_INTERVAL`).
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
