@@ -22,6 +22,8 @@ use redlock::{Cancel, Error, Leader, NodeProblem, Redlock};
 use relay::{CutMode, Relay};
 
 type Seen = Arc<Mutex<Vec<(Option<Leader>, Instant)>>>;
+/// An observer's changes, as they come.
+type Changes = Arc<Mutex<Vec<Option<Leader>>>>;
 use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(3);
@@ -385,12 +387,8 @@ fn relayed_client(
 
 /// An observer of the election `name` on its own thread, reading the nodes every 50 ms: the
 /// changes it yields, as they come.
-fn follow(
-    rl: &Redlock,
-    name: &str,
-    cancel: &Cancel,
-) -> (Arc<Mutex<Vec<Option<Leader>>>>, JoinHandle<()>) {
-    let seen: Arc<Mutex<Vec<Option<Leader>>>> = Arc::default();
+fn follow(rl: &Redlock, name: &str, cancel: &Cancel) -> (Changes, JoinHandle<()>) {
+    let seen: Changes = Arc::default();
     let mut changes = rl
         .observe(name, Some(cancel))
         .unwrap()
