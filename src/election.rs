@@ -63,8 +63,7 @@
 //! except on nodes that lost their data since: after a delayed restart they are still down
 //! (silent), and with `restart_grace` set in the reader (as the lock's assumptions ask of every
 //! client) they are in its grace. Either way they count toward the leader's token in reading 2,
-//! so it is not reading 2. The same holds for a token whose campaign is still deciding. One
-//! fault falls outside: a node whose wall clock jumped forward expires keys early, and a reader
+//! so it is not reading 2. One fault falls outside: a node whose wall clock jumped forward expires keys early, and a reader
 //! samples no clocks (the other clients' clock quarantine keeps the leader exclusive); such a
 //! read may say nobody while the leader has validity left.
 //!
@@ -78,8 +77,8 @@
 //! tell", never toward the leader.
 //!
 //! # What is best effort
-//! [`Leader::transitions`] counts terms begun, kept per node in the record with the fence
-//! counter's durability: a node restarted without persistence starts counting again, and the
+//! [`Leader::transitions`] counts terms begun (counted on a node when its record is first
+//! confirmed there), kept per node in the record with the fence counter's durability: a node restarted without persistence starts counting again, and the
 //! count reported is the largest among the nodes that answered. `since` is the node's clock when
 //! the term was written there. Neither affects exclusion.
 //!
