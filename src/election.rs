@@ -3,8 +3,9 @@
 //! The recipe, in the manner of etcd's `concurrency.Election` and client-go's `leaderelection`,
 //! built once on the lock kinds: a leadership is a fenced, auto-extended lock on the key
 //! `redlock:election:<name>` (the kind in `kinds/leader.rs`), whose write-back also records
-//! who leads (a hash with no TTL beside it) and announces the takeover on the lock's release
-//! channel. The term is the lock's fencing token.
+//! who leads (a hash with no TTL beside it), unconfirmed. Once the campaign has decided that it
+//! leads, it confirms the record, which announces the takeover on the lock's release channel.
+//! The term is the lock's fencing token.
 //!
 //! # Safety
 //! **At most one leader with validity left at any instant.** A leadership is a Redlock lock
@@ -21,16 +22,63 @@
 //! (and assumptions: client clocks within ε of true time, a restart delay or grace above
 //! `2 (ε + τ + ν)`, nothing else writing the counter) holds as written, because the leader's
 //! write-back runs the fenced write-back's checks before anything else and only adds writes to
-//! a key the argument does not read.
+//! a key the argument does not read (the record; the confirmation and the extensions write
+//! nothing else either).
 //!
 //! A leader whose process is stopped (SIGSTOP, a long GC) learns nothing until it resumes; then
 //! its validity is found gone (the monotonic clock moved on, or the clock guard saw the
 //! suspension), and work it still does under the old term is refused by a store that checks
 //! terms, as a fenced lock's is.
 //!
+//! # What readers are told
+//! [`Redlock::leader`] reads every node (up to `node_timeout`), and [`Observer`] and
+//! [`Election::on_new_leader`] report what such reads find. Each node tells the token its lock
+//! key holds and its record: the token, identity and term written by that token's write-back,
+//! and whether the record is confirmed. A read says:
+//!
+//! 1. **This leader**, when a quorum of nodes hold one token's lock key (with a TTL left) and
+//!    a confirmed record of that token.
+//! 2. **Nobody**, when no token can be held on a quorum: for every token, the nodes whose lock
+//!    key holds it, plus the nodes that did not answer, plus the nodes in this client's
+//!    [`restart_grace`](crate::Builder::restart_grace), are fewer than a quorum. (And at least
+//!    a quorum answered.)
+//! 3. **Cannot tell** otherwise: [`Error::NoQuorum`] with [`Operation::Read`]; `redlock leader`
+//!    exits 69 and the C, Python and Go forms report their no-quorum error. Observers report
+//!    nothing then and read again.
+//!
+//! **Never a candidate whose campaign failed.** A record is confirmed only by a command that
+//! carries its token: the campaign's confirmation (`CONFIRM_LEADER`), sent once the lock has
+//! been granted (the acquire's and the write-back's quorums and the validity check passed, our
+//! host was not suspended): nothing after that fails, and the campaign returns the leadership
+//! whatever the confirmation's replies say; or an extension of the leadership it returned
+//! (`EXTEND_LEADER`). A campaign that fails never sends either, and the record its
+//! write-back left on nodes its undo did not reach stays unconfirmed until a later term's
+//! write-back replaces it; the write-back of a new token always writes its record unconfirmed.
+//! So reading 1 names only a leadership a campaign returned. Its term is the term that campaign
+//! returned (its write-back wrote it), and it may be reported a little after the leader's
+//! validity ended, until its keys expire on a quorum, as for any lock.
+//!
+//! **Never "nobody" while a leader has validity left** through the read. Such a leader's lock
+//! key is live on a quorum of nodes (its validity ends before its keys can expire on a quorum),
+//! except on nodes that lost their data since: after a delayed restart they are still down
+//! (silent), and with `restart_grace` set in the reader (as the lock's assumptions ask of every
+//! client) they are in its grace. Either way they count toward the leader's token in reading 2,
+//! so it is not reading 2. One fault falls outside: a node whose wall clock jumped forward expires keys early, and a reader
+//! samples no clocks (the other clients' clock quarantine keeps the leader exclusive); such a
+//! read may say nobody while the leader has validity left.
+//!
+//! **What this costs.** Reads cannot tell, and `leader` fails with `NoQuorum`, while a node of a
+//! leader that holds a bare quorum hangs or is cut off from the reader, or restarted within the
+//! reader's grace; between a campaign's write-back and its confirmation (one round trip); and
+//! while a failed campaign's lock is live on a quorum (its TTL at most). A confirmation lost on
+//! some nodes makes the read under-report (cannot tell, never a wrong name) until the leader's
+//! next extension confirms the record there, a third of the TTL later. A node the write-back
+//! did not reach holds the leader's lock key without its record: it counts toward "cannot
+//! tell", never toward the leader.
+//!
 //! # What is best effort
-//! [`Leader::transitions`] counts terms begun, kept per node in the record with the fence
-//! counter's durability: a node restarted without persistence starts counting again, and the
+//! [`Leader::transitions`] counts terms begun (counted on a node when its record is first
+//! confirmed there), kept per node in the record with the fence counter's durability: a node restarted without persistence starts counting again, and the
 //! count reported is the largest among the nodes that answered. `since` is the node's clock when
 //! the term was written there. Neither affects exclusion.
 //!
@@ -173,9 +221,12 @@ impl Redlock {
         })
     }
 
-    /// Who leads the election `name` now, from any process, candidate or not: `None` when no
-    /// leadership is held on a quorum of nodes. [`Error::NoQuorum`] when too few nodes answered
-    /// to tell.
+    /// Who leads the election `name` now, from any process, candidate or not: only a leader
+    /// whose campaign returned its leadership, and `None` only when no leadership can be held
+    /// on a quorum of nodes (see "What readers are told" in the module docs).
+    /// [`Error::NoQuorum`] when the nodes cannot tell: too few answered, a node of a leader
+    /// that holds a bare quorum hangs or restarted within `restart_grace`, a new leader is
+    /// being confirmed, or a failed campaign's lock is live on a quorum (until its TTL).
     pub fn leader(&self, name: &str) -> Result<Option<Leader>> {
         check_name(name)?;
         read_leader(self, &election_key(name).into())
@@ -231,6 +282,14 @@ impl Election {
             request = request.cancel(c);
         }
         let lock = self.client.acquire(&request).map_err(|e| self.renamed(e))?;
+        // Decided: this candidate leads, and the campaign returns its leadership whatever the
+        // confirmation's replies say (see "What readers are told"). Waiting for a quorum of
+        // them (at most `node_timeout`) lets a read made after we return name us.
+        let token: Arc<str> = lock.token().into();
+        let _ = self
+            .client
+            .engine()
+            .quorum_call(&leader::confirm(&self.key), &self.key, &token);
         let term = lock.fence().unwrap_or(0);
         let leadership = Leadership {
             lock,
@@ -322,7 +381,9 @@ impl Election {
     }
 
     /// Calls `f` on a thread of its own each time the election's leader changes (`None`: no
-    /// one leads), from now until this `Election` is dropped: an [`Observer`] runs it.
+    /// one leads), from now until this `Election` is dropped: an [`Observer`] runs it, so `f`
+    /// hears only of leaders whose campaign returned, and of nobody only when no leadership can
+    /// be held on a quorum.
     pub fn on_new_leader(
         mut self,
         f: impl Fn(Option<&Leader>) + Send + Sync + 'static,
@@ -480,8 +541,9 @@ impl fmt::Debug for Leadership {
 /// nodes every [`poll`](Observer::poll) (1 s by default) and when the leader's TTL runs out
 /// (an expiry is announced by no one). Ends (`None`) once its cancel fires.
 ///
-/// A read that finds too few nodes answering yields nothing: the observer keeps the last state
-/// it reported and reads again.
+/// A read that cannot tell (see [`Redlock::leader`]) yields nothing: the observer keeps the
+/// last state it reported and reads again. So it names only leaders whose campaign returned
+/// their leadership, and reports `None` only when no leadership can be held on a quorum.
 pub struct Observer {
     client: Redlock,
     key: Arc<str>,
@@ -578,63 +640,101 @@ impl fmt::Debug for Observer {
 
 /// One node's view of an election.
 struct NodeView {
-    /// The record's token, when the lock key holds it with a TTL.
-    holder: Option<String>,
+    /// The token the lock key holds, whatever its TTL.
+    lock: Option<String>,
     ttl_ms: u64,
+    /// Whether the lock key has a TTL left and the record is its token's, confirmed.
+    confirmed: bool,
     identity: Option<String>,
     term: Option<u64>,
     since_ms: Option<u64>,
     transitions: Option<u64>,
 }
 
+/// Who leads, as the nodes tell (see "What readers are told" in the module docs).
 fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Leader>> {
     let engine = client.engine();
     let started = Instant::now();
     let answers = crate::inspect::every_answer(engine, &leader::read(key), key, &Arc::from(""));
+    // Read after the answers: a node that answered from a new process is known by now.
+    let statuses = engine.node_status();
     let n = answers.len();
     let q = quorum(n);
     let mut views = Vec::with_capacity(n);
     let mut failures = Vec::new();
-    for (address, answer) in engine.addresses().zip(answers) {
+    // Nodes that did not answer, or may have lost a leader's key (restarted within this
+    // client's restart_grace): any leader may hold them.
+    let mut unsure = 0;
+    for ((address, answer), status) in engine.addresses().zip(answers).zip(&statuses) {
         match answer.and_then(|v| decode_view(&v)) {
-            Ok(view) => views.push(view),
-            Err(problem) => failures.push(NodeReport {
-                node: address.to_owned(),
-                problem,
-            }),
+            Ok(view) => {
+                if let Some(remaining) = status.grace_remaining {
+                    unsure += 1;
+                    failures.push(NodeReport {
+                        node: address.to_owned(),
+                        problem: NodeProblem::InGrace { remaining },
+                    });
+                }
+                views.push((view, status.grace_remaining.is_some()));
+            }
+            Err(problem) => {
+                unsure += 1;
+                failures.push(NodeReport {
+                    node: address.to_owned(),
+                    problem,
+                });
+            }
         }
     }
+    let unknown = |failures: Vec<NodeReport>| Error::NoQuorum {
+        resource: format!("election {}", &key[leader::ELECTION_PREFIX.len()..]),
+        operation: Operation::Read,
+        attempts: 1,
+        report: QuorumReport {
+            nodes: n,
+            quorum: q,
+            succeeded: n - failures.len(),
+            failures,
+            elapsed: started.elapsed(),
+        },
+    };
     if views.len() < q {
-        return Err(Error::NoQuorum {
-            resource: format!("election {}", &key[leader::ELECTION_PREFIX.len()..]),
-            operation: Operation::Read,
-            attempts: 1,
-            report: QuorumReport {
-                nodes: n,
-                quorum: q,
-                succeeded: views.len(),
-                failures,
-                elapsed: started.elapsed(),
-            },
-        });
+        return Err(unknown(failures));
     }
     let transitions = views
         .iter()
-        .filter_map(|v| v.transitions)
+        .filter_map(|(v, _)| v.transitions)
         .max()
         .unwrap_or(0);
-    let mut holders: Vec<&str> = views.iter().filter_map(|v| v.holder.as_deref()).collect();
-    holders.sort_unstable();
-    let Some(token) = holders
+    let mut confirmed: Vec<&str> = views
+        .iter()
+        .filter(|(v, _)| v.confirmed)
+        .filter_map(|(v, _)| v.lock.as_deref())
+        .collect();
+    confirmed.sort_unstable();
+    let leader = confirmed
         .chunk_by(|a, b| a == b)
         .find(|run| run.len() >= q)
-        .map(|run| run[0].to_owned())
-    else {
-        return Ok(None);
+        .map(|run| run[0]);
+    let Some(token) = leader else {
+        // Nobody leads only if no token can be held on a quorum: its holders, plus the nodes
+        // that may hold it unseen, are fewer.
+        let mut held: Vec<&str> = views
+            .iter()
+            .filter(|(_, in_grace)| !in_grace)
+            .filter_map(|(v, _)| v.lock.as_deref())
+            .collect();
+        held.sort_unstable();
+        let most = held.chunk_by(|a, b| a == b).map(<[_]>::len).max();
+        if unsure + most.unwrap_or(0) < q {
+            return Ok(None);
+        }
+        return Err(unknown(failures));
     };
     let mine: Vec<&NodeView> = views
         .iter()
-        .filter(|v| v.holder.as_deref() == Some(&token))
+        .map(|(v, _)| v)
+        .filter(|v| v.confirmed && v.lock.as_deref() == Some(token))
         .collect();
     let mut ttls: Vec<u64> = mine.iter().map(|v| v.ttl_ms).collect();
     ttls.sort_unstable_by(|a, b| b.cmp(a));
@@ -656,7 +756,17 @@ fn decode_view(value: &Value) -> std::result::Result<NodeView, NodeProblem> {
     let Value::Array(parts) = value else {
         return Err(bad());
     };
-    let [lock, ttl, token, identity, term, since, transitions] = parts.as_slice() else {
+    let [
+        lock,
+        ttl,
+        token,
+        identity,
+        term,
+        since,
+        transitions,
+        confirmed,
+    ] = parts.as_slice()
+    else {
         return Err(bad());
     };
     let text = |v: &Value| match v {
@@ -668,14 +778,12 @@ fn decode_view(value: &Value) -> std::result::Result<NodeView, NodeProblem> {
         return Err(bad());
     };
     let lock = text(lock);
-    let token = text(token);
-    let holder = match (lock, token) {
-        (Some(l), Some(t)) if l == t && ttl > 0 => Some(t),
-        _ => None,
-    };
+    let confirmed =
+        ttl > 0 && lock.is_some() && text(token) == lock && text(confirmed).as_deref() == Some("1");
     Ok(NodeView {
-        holder,
+        lock,
         ttl_ms: ttl.max(0) as u64,
+        confirmed,
         identity: text(identity),
         term: number(term),
         since_ms: number(since),

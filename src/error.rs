@@ -297,7 +297,19 @@ impl fmt::Display for Error {
                 attempts,
                 report,
             } => {
-                if report.succeeded >= report.quorum {
+                if *operation == Operation::Read && report.succeeded >= report.quorum {
+                    write!(
+                        f,
+                        "read of {resource:?} cannot tell who leads: no leader is confirmed on a \
+                         quorum ({} of {} nodes), yet one may hold a lock there ({} answered)",
+                        report.quorum, report.nodes, report.succeeded
+                    )?;
+                    write_failures(f, report)?;
+                    f.write_str(
+                        "; a leader's node may hang or have restarted, or a new leader is being \
+                         confirmed: read again",
+                    )
+                } else if report.succeeded >= report.quorum {
                     write!(
                         f,
                         "{operation} of {resource:?} reached a quorum only after {:?}, leaving no \

@@ -2,16 +2,28 @@
 //! grow, leadership lost when the nodes stop answering, and cancellation. The election across
 //! processes (SIGKILL and SIGSTOP of the leader, 1,000 campaign/resign cycles) is in
 //! `tests/election_processes.rs`.
+//!
+//! What a reader is told when the nodes cannot tell (a campaign cut off after its write-back, a
+//! leader's node hung or restarted, a confirmation lost) is tested through relays between a
+//! candidate and some nodes, cut at a chosen command (`tests/chaos/relay.rs`).
 
 mod support;
 
+#[allow(dead_code)]
+#[path = "chaos/relay.rs"]
+mod relay;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redlock::{Cancel, Error, Leader};
+use redlock::{Cancel, Error, Leader, NodeProblem, Redlock};
+use relay::{CutMode, Relay};
 
 type Seen = Arc<Mutex<Vec<(Option<Leader>, Instant)>>>;
+/// An observer's changes, as they come.
+type Changes = Arc<Mutex<Vec<Option<Leader>>>>;
 use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(3);
@@ -337,4 +349,263 @@ fn a_cancelled_campaign_leaves_nothing_behind() {
         Err(Error::NotAcquired { resource, .. }) => assert_eq!(resource, "election cancel"),
         other => panic!("expected NotAcquired, got {other:?}"),
     }
+}
+
+/// What every command that writes an election's record names: the record's key.
+const RECORD: &str = "redlock:leader:";
+
+/// A client of `cluster` that reaches the nodes in `through` over relays (returned in that
+/// order) and the others directly, waiting `node_timeout` for any node, and connected to all.
+fn relayed_client(
+    cluster: &Cluster,
+    through: &[usize],
+    node_timeout: Duration,
+) -> (Redlock, Vec<Relay>) {
+    let mut relays = Vec::new();
+    let urls: Vec<String> = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            if through.contains(&i) {
+                relays.push(Relay::start(node.port));
+                relays.last().unwrap().url()
+            } else {
+                node.url()
+            }
+        })
+        .collect();
+    let rl = support::builder(&urls)
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    // Connected to every node (a read waits for each), so that a campaign's first command
+    // does not wait for a connection and miss its deadline there.
+    rl.leader("warm-up").expect("every node answers");
+    (rl, relays)
+}
+
+/// An observer of the election `name` on its own thread, reading the nodes every 50 ms: the
+/// changes it yields, as they come.
+fn follow(rl: &Redlock, name: &str, cancel: &Cancel) -> (Changes, JoinHandle<()>) {
+    let seen: Changes = Arc::default();
+    let mut changes = rl
+        .observe(name, Some(cancel))
+        .unwrap()
+        .poll(Duration::from_millis(50));
+    let thread = {
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for change in &mut changes {
+                seen.lock().unwrap().push(change);
+            }
+        })
+    };
+    (seen, thread)
+}
+
+fn hget(node: &support::RedisNode, key: &str, field: &str) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query(&mut node.conn())
+        .expect("HGET")
+}
+
+/// The schedule: the candidate's write-back reaches nodes 1 and 2, and a partition
+/// starts right after it, so their replies and the undo are lost. The campaign fails, and the
+/// nodes keep its lock and record for the TTL. No reader may name it: `leader` cannot tell
+/// (the record may be a leader's whose confirmation is on its way), and the observers and
+/// `on_new_leader` report no change.
+#[test]
+fn a_campaign_cut_off_after_its_write_back_is_never_named_leader() {
+    let cluster = Cluster::start(3);
+    let key = "redlock:election:jobs";
+    let observer = cluster.client();
+    let cancel = Cancel::new();
+    let (changes, following) = follow(&observer, "jobs", &cancel);
+    let called: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let watcher = {
+        let called = Arc::clone(&called);
+        observer
+            .election("jobs", "observer", TTL)
+            .unwrap()
+            .on_new_leader(move |l| called.lock().unwrap().push(l.map(|l| l.identity.clone())))
+            .unwrap()
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        changes.lock().unwrap().len() == 1 && called.lock().unwrap().len() == 1
+    }));
+
+    // Node 0 over a slow link, so that its acquire counts no part in the quorum (nodes 1 and 2)
+    // and the term (theirs, the larger counter); nodes 1 and 2 over relays that let the
+    // write-back through and then blackhole.
+    let (candidate, relays) = relayed_client(&cluster, &[0, 1, 2], Duration::from_millis(300));
+    relays[0].delay(Duration::from_millis(50));
+    for relay in &relays[1..] {
+        relay.cut_on(RECORD, 0, CutMode::Blackhole, true);
+    }
+    let ttl = Duration::from_secs(2);
+    match candidate
+        .election("jobs", "phantom", ttl)
+        .unwrap()
+        .campaign_for(Duration::ZERO, None)
+    {
+        Err(Error::NoQuorum { .. }) => {}
+        other => panic!("expected NoQuorum: only node 0 answered the write-back; got {other:?}"),
+    }
+    // The schedule did what it is about: nodes 1 and 2 took the write-back (lock and record)
+    // and the undo reached only node 0.
+    let token = cluster.nodes[1]
+        .get(key)
+        .expect("node 1 keeps the failed campaign's lock");
+    assert_eq!(cluster.nodes[2].get(key).as_deref(), Some(&*token));
+    let record = format!("{RECORD}{{{key}}}");
+    for node in &cluster.nodes[1..] {
+        assert_eq!(hget(node, &record, "token").as_deref(), Some(&*token));
+        assert_eq!(hget(node, &record, "identity").as_deref(), Some("phantom"));
+    }
+    assert!(eventually(Duration::from_secs(1), || cluster.nodes[0]
+        .get(key)
+        .is_none()));
+
+    // Until the keys expire: never the candidate, and never "nobody" while a quorum holds it.
+    let mut reads = 0;
+    let expired = eventually(ttl * 2, || {
+        let read = observer.leader("jobs");
+        let held = cluster.nodes[1].get(key).is_some() && cluster.nodes[2].get(key).is_some();
+        match read {
+            Ok(Some(l)) => panic!("read {l:?}: a candidate whose campaign failed"),
+            Ok(None) => assert!(!held, "nobody leads, read while a quorum holds a lock"),
+            Err(Error::NoQuorum { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+        reads += 1;
+        !held
+    });
+    assert!(expired, "the keys expire with the TTL");
+    assert!(reads > 10, "{reads} reads");
+    assert_eq!(observer.leader("jobs").unwrap(), None);
+    // Both had time to read the nodes many times over.
+    assert_eq!(*changes.lock().unwrap(), vec![None]);
+    assert_eq!(*called.lock().unwrap(), vec![None]);
+    cancel.cancel();
+    following.join().unwrap();
+    drop(watcher);
+}
+
+/// A leader on a bare majority (nodes 0 and 1: node 2 was held by a stray key when it
+/// campaigned): while node 1 hangs, the observer hears node 0 name the leader and node 2 name
+/// nobody. Either may be right, so the read fails with `NoQuorum` rather than say "nobody".
+/// With no lock on any node, the same hang leaves "nobody" sound.
+#[test]
+fn a_leader_whose_node_hangs_reads_as_unknown_never_as_nobody() {
+    let cluster = Cluster::start(3);
+    let key = "redlock:election:hang";
+    cluster.nodes[2].set(key, "stray", 60_000);
+    let leadership = cluster
+        .client()
+        .election("hang", "bare", TTL)
+        .unwrap()
+        .campaign_for(Duration::ZERO, None)
+        .unwrap();
+    cluster.nodes[2].del(key);
+    let observer = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let seen = observer.leader("hang").unwrap().expect("a leader");
+    assert_eq!(
+        (seen.identity.as_str(), seen.term),
+        ("bare", leadership.term())
+    );
+
+    cluster.nodes[1].hang();
+    let read = observer.leader("hang");
+    cluster.nodes[1].resume();
+    match read {
+        Err(Error::NoQuorum { report, .. }) => assert!(
+            report
+                .failures
+                .iter()
+                .any(|f| f.node == format!("127.0.0.1:{}", cluster.nodes[1].port)
+                    && f.problem == NodeProblem::TimedOut),
+            "{report:?}"
+        ),
+        other => panic!("expected NoQuorum while the leader's node 1 hangs, got {other:?}"),
+    }
+    let seen = observer.leader("hang").unwrap().expect("a leader");
+    assert_eq!(seen.term, leadership.term());
+
+    leadership.resign().unwrap();
+    cluster.nodes[1].hang();
+    let read = observer.leader("hang");
+    cluster.nodes[1].resume();
+    assert_eq!(read.unwrap(), None, "no node holds a lock");
+}
+
+/// As above, with node 1 restarted empty instead of hung: a reader with `restart_grace` counts
+/// it as one that may have lost the leader's key.
+#[test]
+fn a_leader_whose_node_restarted_within_restart_grace_reads_as_unknown() {
+    let mut cluster = Cluster::start(3);
+    let key = "redlock:election:grace";
+    cluster.nodes[2].set(key, "stray", 60_000);
+    let leadership = cluster
+        .client()
+        .election("grace", "bare", TTL)
+        .unwrap()
+        .campaign_for(Duration::ZERO, None)
+        .unwrap();
+    cluster.nodes[2].del(key);
+    cluster.nodes[1].restart();
+    let observer = cluster
+        .builder()
+        .restart_grace(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    match observer.leader("grace") {
+        Err(Error::NoQuorum { report, .. }) => assert!(
+            report
+                .failures
+                .iter()
+                .any(|f| f.node == format!("127.0.0.1:{}", cluster.nodes[1].port)
+                    && matches!(f.problem, NodeProblem::InGrace { .. })),
+            "{report:?}"
+        ),
+        other => panic!("expected NoQuorum while node 1 is in its grace, got {other:?}"),
+    }
+    drop(leadership);
+}
+
+/// The confirmation of a won campaign is lost on nodes 1 and 2 (dropped with a cut that
+/// refuses connections): the campaign returns its leadership all the same, readers cannot tell
+/// until the record is confirmed on a quorum, and the leadership's next extension confirms it.
+#[test]
+fn a_lost_confirmation_reads_as_unknown_until_an_extension_confirms_the_leader() {
+    let cluster = Cluster::start(3);
+    let (candidate, relays) = relayed_client(&cluster, &[1, 2], Duration::from_millis(300));
+    // The write-back is the first command naming the record; the confirmation the second.
+    for relay in &relays {
+        relay.cut_on(RECORD, 1, CutMode::Refuse, false);
+    }
+    let election = candidate.election("confirm", "late", TTL).unwrap();
+    let leadership = election
+        .campaign_for(Duration::ZERO, None)
+        .expect("a campaign that won leads, whatever its confirmation's replies");
+    let observer = cluster.client();
+    match observer.leader("confirm") {
+        Err(Error::NoQuorum { .. }) => {}
+        other => panic!("expected NoQuorum: the leader is confirmed on node 0 only; got {other:?}"),
+    }
+    for relay in &relays {
+        relay.heal();
+    }
+    assert!(eventually(TTL, || matches!(
+        observer.leader("confirm"),
+        Ok(Some(l)) if l.identity == "late" && l.term == leadership.term()
+    )));
+    assert!(leadership.is_leader());
+    leadership.resign().unwrap();
 }

@@ -28,9 +28,12 @@ type Leader struct {
 	TTL time.Duration
 }
 
-// Leader returns who leads the election name now, read from the nodes: nil when nobody holds
-// the leadership on a quorum of them. Any process can ask, candidate or not. ErrNoQuorum when
-// too few nodes answered to tell; bounded by NodeTimeout, so it takes no context.
+// Leader returns who leads the election name now, read from the nodes: only a leader whose
+// campaign returned its leadership, and nil only when no leadership can be held on a quorum of
+// them. Any process can ask, candidate or not. ErrNoQuorum when the nodes cannot tell (too few
+// answered, a node of a leader that holds a bare quorum hangs or restarted within
+// RestartGrace, a new leader is being confirmed); bounded by NodeTimeout, so it takes no
+// context.
 func (c *Client) Leader(name string) (*Leader, error) {
 	if err := cName("election name", name); err != nil {
 		return nil, err

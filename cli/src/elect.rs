@@ -81,8 +81,8 @@ Options:
   --node-timeout DUR        How long to wait for any one node (default 50ms)
   -h, --help                Show this
 
-Exit codes: 0 there is a leader; 3 nobody leads; 64 bad arguments; 69 too few nodes answered
-to tell.
+Exit codes: 0 there is a leader; 3 nobody leads; 64 bad arguments; 69 the nodes cannot tell
+(too few answered, a leader's node hangs, a new leader is being confirmed).
 ";
 
 struct Options {
@@ -338,13 +338,8 @@ pub fn leader(mut parser: lexopt::Parser) -> Result<u8, Failure> {
     let client = crate::client(&common, "leader")?;
     let leader = client.leader(&name).map_err(|e| match e {
         Error::InvalidArgument { message } => usage(&message),
-        Error::NoQuorum { .. } => Failure::new(
-            EXIT_UNAVAILABLE,
-            format!(
-                "too few nodes answered to tell who leads: {}",
-                one_line(&e.to_string())
-            ),
-        ),
+        // "too few nodes answered", or "cannot tell who leads": the error says which.
+        Error::NoQuorum { .. } => Failure::new(EXIT_UNAVAILABLE, one_line(&e.to_string())),
         other => Failure::new(EXIT_SOFTWARE, one_line(&other.to_string())),
     })?;
     if json {

@@ -36,11 +36,12 @@ impl From<&Leader> for redlock_leader {
 }
 
 /// Reads who leads the election `name` now, from any process, candidate or not: on success
-/// writes a new leader to `*out` (free it with `redlock_leader_free`), or NULL when no
-/// leadership is held on a quorum of nodes.
+/// writes a new leader to `*out` (free it with `redlock_leader_free`), only one whose campaign
+/// returned its leadership, or NULL only when no leadership can be held on a quorum of nodes.
 ///
-/// Waits for every node up to node_timeout. `REDLOCK_NO_QUORUM` when too few nodes answered to
-/// tell. `REDLOCK_INVALID_ARGUMENT` for a NULL client, name or out, and an empty, non-UTF-8 or
+/// Waits for every node up to node_timeout. `REDLOCK_NO_QUORUM` when the nodes cannot tell: too
+/// few answered, a node of a leader that holds a bare quorum hangs or restarted within
+/// restart_grace, or a new leader is being confirmed. `REDLOCK_INVALID_ARGUMENT` for a NULL client, name or out, and an empty, non-UTF-8 or
 /// too long (over 1024 bytes) name. Thread-safe.
 ///
 /// # Safety

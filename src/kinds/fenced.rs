@@ -271,11 +271,18 @@ impl Kind for Fenced {
     }
 
     fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>, _: &Caller) -> Grant {
-        write_back(engine, acquired, token, &self.resource, |fence| {
-            Command::script(&WRITE_FENCE, Reply::Flag)
-                .keys(Keys::KeyAnd(Arc::clone(&self.counter)))
-                .number(fence)
-        })
+        write_back(
+            engine,
+            acquired,
+            token,
+            &self.resource,
+            |fence| {
+                Command::script(&WRITE_FENCE, Reply::Flag)
+                    .keys(Keys::KeyAnd(Arc::clone(&self.counter)))
+                    .number(fence)
+            },
+            |fence| Box::new(HeldFenced { fence }),
+        )
     }
 
     fn release_command(&self, nonce: Arc<str>) -> Command {
@@ -284,20 +291,21 @@ impl Kind for Fenced {
 }
 
 /// Step 2 of the protocol: the fence is the largest counter among the acquire's replies, and
-/// `write(fence)` writes it back to a quorum; the lock is granted only if that succeeded.
+/// `write(fence)` writes it back to a quorum; the lock is granted, as `held(fence)`, only if
+/// that succeeded.
 pub(crate) fn write_back(
     engine: &Engine,
     acquired: &Outcome,
     token: &Arc<str>,
     resource: &Arc<str>,
     write: impl FnOnce(u64) -> Command,
+    held: impl FnOnce(u64) -> Box<dyn Held>,
 ) -> Grant {
     let fence = acquired.tally.max_value().unwrap_or(0);
     let mut written = engine.quorum_call(&write(fence), resource, token);
     // Validity and the report count from the acquire's start.
     written.t0 = acquired.t0;
-    let held = (written.decision == Decision::Quorum)
-        .then(|| Box::new(HeldFenced { fence }) as Box<dyn Held>);
+    let held = (written.decision == Decision::Quorum).then(|| held(fence));
     Grant {
         held,
         last: Some(written),

@@ -1,27 +1,37 @@
 //! The lock under a leader election (`election.rs`): a fenced lock whose write-back also
-//! records who leads, and announces the takeover.
+//! records who leads, and whose record a reader believes only once the campaign has confirmed
+//! it.
 //!
 //! Keys, for the election `name` (all in one hash slot when the name has no braces):
 //! - the lock, `redlock:election:<name>`, holding the leadership's random token with a TTL;
 //! - its fence counter, `redlock:fence:{redlock:election:<name>}` (see `fenced.rs`);
 //! - the record, `redlock:leader:{redlock:election:<name>}`, a hash with no TTL:
-//!   `token`, `identity`, `term`, `since` (the node's clock in Unix ms when the term began on
-//!   it) and `transitions` (terms begun on this node). A node reports a leader only while the
-//!   lock key holds the record's token; the record outlives its term so that `transitions`
-//!   counts on.
+//!   `token`, `identity`, `term`, `since` (the node's clock in Unix ms when the term was
+//!   written on it), `confirmed` (`1` once the campaign confirmed it, else `0`) and
+//!   `transitions` (terms confirmed on this node). The record outlives its term so that
+//!   `transitions` counts on.
 //!
 //! On the nodes, an election is a fenced lock: the acquire is `fenced::ACQUIRE` unchanged, and
-//! the write-back is `fenced::WRITE_FENCE` with two more steps after its checks pass, writing
-//! the record and publishing `elected.<token>` on the lock's release channel. So the term
-//! inherits the fencing token's argument as it stands, and observers (and waiting candidates)
-//! are woken by a takeover as they are by a release.
+//! the write-back is `fenced::WRITE_FENCE` with one more step after its checks pass, writing the
+//! record for the new term, unconfirmed. So the term inherits the fencing token's argument as it
+//! stands. Once the campaign has decided that it leads (the write-back's quorum and the validity
+//! check passed: from then on it returns its leadership whatever happens), it sends
+//! [`CONFIRM_LEADER`] to every node; each extension of the leadership does the same
+//! ([`EXTEND_LEADER`]), so a confirmation lost on some nodes is made good within a third of the
+//! TTL. The first confirmation of a term on a node counts `transitions` up and publishes
+//! `elected.<token>` on the lock's release channel, so observers (and waiting candidates) are
+//! woken by a takeover as they are by a release.
+//!
+//! A campaign that fails never confirms: the record it left on nodes its undo could not reach
+//! stays unconfirmed until a later term's write-back replaces it, and readers never name it
+//! (`election.rs`, "What readers are told").
 
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::kinds::fenced::{self, fence_key};
-use crate::kinds::{Caller, Grant, Kind, plain};
+use crate::kinds::{Caller, Grant, Held, Kind, plain};
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
 /// The prefix of an election's lock key.
@@ -42,10 +52,9 @@ pub(crate) fn record_key(key: &str) -> String {
 
 /// The leader's write-back: `fenced::WRITE_FENCE`'s checks and write (KEYS[1] the lock,
 /// KEYS[2] the counter, ARGV[1] our token, ARGV[2] the term), then, the first time this token
-/// passes them on this node, the record (KEYS[3]) is rewritten for the new term (identity
-/// ARGV[3], since = the node's clock in ms), its `transitions` counted up, and
-/// `elected.<token>` published on the lock's channel (KEYS[4]). A record key of another type
-/// is replaced. Replies 1 when the term stands here, 0 when the lock is not ours or a later
+/// passes them on this node, the record (KEYS[3]) is rewritten for the new term, unconfirmed
+/// (identity ARGV[3], since = the node's clock in ms). A record key of another type is
+/// replaced. Replies 1 when the term stands here, 0 when the lock is not ours or a later
 /// acquisition counted past us.
 pub(crate) static WRITE_LEADER: Script = Script::new(concat!(
     owned_fn!(),
@@ -66,16 +75,65 @@ if prev ~= ARGV[1] then
     local t = redis.call("time")
     local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     redis.call("hset", KEYS[3], "token", ARGV[1], "identity", ARGV[3], "term", ARGV[2],
-        "since", string.format("%d", ms))
-    redis.call("hincrby", KEYS[3], "transitions", 1)
-    redis.call("publish", KEYS[4], "elected." .. ARGV[1])
+        "since", string.format("%d", ms), "confirmed", "0")
 end
 return 1"#
 ));
 
-/// Lua, read-only: `{lock value, lock pttl, token, identity, term, since, transitions}` of the
-/// election whose lock is KEYS[1] and record KEYS[2]. A lock key that is not a string reads
-/// as nil (no leader); a record of another type as empty.
+/// Lua: `confirm()` marks the record (KEYS[2]) confirmed when it is our token's (ARGV[1]); the
+/// first time, it counts `transitions` up and publishes `elected.<token>` on the lock's channel
+/// (KEYS[3]). Returns whether the record is ours. The caller has checked that the lock
+/// (KEYS[1]) holds our token.
+macro_rules! confirm_fn {
+    () => {
+        r#"local function confirm()
+    local r = redis.pcall("hmget", KEYS[2], "token", "confirmed")
+    if type(r) == "table" and r.err then
+        if string.find(r.err, "WRONGTYPE", 1, true) then
+            return false
+        end
+        error(r)
+    end
+    if r[1] ~= ARGV[1] then
+        return false
+    end
+    if r[2] ~= "1" then
+        redis.call("hset", KEYS[2], "confirmed", "1")
+        redis.call("hincrby", KEYS[2], "transitions", 1)
+        redis.call("publish", KEYS[3], "elected." .. ARGV[1])
+    end
+    return true
+end
+"#
+    };
+}
+
+/// The confirmation of a campaign that decided it leads: while the lock (KEYS[1]) holds our
+/// token, `confirm()`. Replies 1 when the record here is ours and confirmed, else 0.
+pub(crate) static CONFIRM_LEADER: Script = Script::new(concat!(
+    owned_fn!(),
+    confirm_fn!(),
+    r#"if owned(KEYS[1]) and confirm() then
+    return 1
+end
+return 0"#
+));
+
+/// A leadership's extension: `plain::EXTEND` (a TTL of ARGV[2] ms while the lock holds our
+/// token) and `confirm()`, which makes good a confirmation that did not reach this node.
+pub(crate) static EXTEND_LEADER: Script = Script::new(concat!(
+    owned_fn!(),
+    confirm_fn!(),
+    r#"if not owned(KEYS[1]) then
+    return 0
+end
+confirm()
+return redis.call("pexpire", KEYS[1], ARGV[2])"#
+));
+
+/// Lua, read-only: `{lock value, lock pttl, token, identity, term, since, transitions,
+/// confirmed}` of the election whose lock is KEYS[1] and record KEYS[2]. A lock key that is not
+/// a string reads as nil (no leader); a record of another type as empty.
 pub(crate) static READ_LEADER: Script = Script::new(
     r#"local v = redis.pcall("get", KEYS[1])
 if type(v) == "table" and v.err then
@@ -85,14 +143,15 @@ if type(v) == "table" and v.err then
     v = false
 end
 local ttl = redis.call("pttl", KEYS[1])
-local r = redis.pcall("hmget", KEYS[2], "token", "identity", "term", "since", "transitions")
+local r = redis.pcall("hmget", KEYS[2], "token", "identity", "term", "since", "transitions",
+    "confirmed")
 if type(r) == "table" and r.err then
     if not string.find(r.err, "WRONGTYPE", 1, true) then
         error(r)
     end
-    r = {false, false, false, false, false}
+    r = {false, false, false, false, false, false}
 end
-return {v, ttl, r[1], r[2], r[3], r[4], r[5]}"#,
+return {v, ttl, r[1], r[2], r[3], r[4], r[5], r[6]}"#,
 );
 
 /// The read of [`READ_LEADER`] for the election whose lock key is `key`.
@@ -100,6 +159,20 @@ pub(crate) fn read(key: &str) -> Command {
     Command::script(&READ_LEADER, Reply::Raw).keys(Keys::List(
         vec![Arc::from(key), Arc::from(record_key(key))].into(),
     ))
+}
+
+/// The lock and the record of the election whose lock key is `key`: the keys of
+/// [`CONFIRM_LEADER`] and [`EXTEND_LEADER`] (their channels follow).
+fn confirm_keys(key: &str) -> Arc<[Arc<str>]> {
+    vec![Arc::from(key), Arc::from(record_key(key))].into()
+}
+
+/// The confirmation, sent once the campaign for the election whose lock key is `key` has
+/// decided that it leads.
+pub(crate) fn confirm(key: &str) -> Command {
+    Command::script(&CONFIRM_LEADER, Reply::Flag)
+        .keys(Keys::List(confirm_keys(key)))
+        .announcing()
 }
 
 /// A candidate's acquisition.
@@ -152,17 +225,53 @@ impl Kind for Leader {
     }
 
     fn grant(&self, engine: &Engine, acquired: &Outcome, token: &Arc<str>, _: &Caller) -> Grant {
-        fenced::write_back(engine, acquired, token, &self.resource, |term| {
-            Command::script(&WRITE_LEADER, Reply::Flag)
-                .keys(Keys::List(Arc::clone(&self.write_keys)))
-                .announcing()
-                .number(term)
-                .text(Arc::clone(&self.identity))
-        })
+        fenced::write_back(
+            engine,
+            acquired,
+            token,
+            &self.resource,
+            |term| {
+                Command::script(&WRITE_LEADER, Reply::Flag)
+                    .keys(Keys::List(Arc::clone(&self.write_keys)))
+                    .number(term)
+                    .text(Arc::clone(&self.identity))
+            },
+            |term| {
+                Box::new(HeldLeader {
+                    term,
+                    keys: confirm_keys(&self.resource),
+                })
+            },
+        )
     }
 
     fn release_command(&self, nonce: Arc<str>) -> Command {
         plain::release(nonce)
+    }
+}
+
+/// A granted leadership: a held fenced lock whose extensions also confirm its record.
+#[derive(Debug)]
+struct HeldLeader {
+    term: u64,
+    /// The lock and the record.
+    keys: Arc<[Arc<str>]>,
+}
+
+impl Held for HeldLeader {
+    fn extend(&self, ttl_ms: u64) -> Command {
+        Command::script(&EXTEND_LEADER, Reply::Flag)
+            .keys(Keys::List(Arc::clone(&self.keys)))
+            .announcing()
+            .number(ttl_ms)
+    }
+
+    fn release(&self, nonce: Arc<str>) -> Command {
+        plain::release(nonce)
+    }
+
+    fn fence(&self) -> Option<u64> {
+        Some(self.term)
     }
 }
 

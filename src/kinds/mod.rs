@@ -28,13 +28,15 @@ pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 
 /// Every script of every kind, loaded on each connection.
-pub(crate) static SCRIPTS: [&Script; 21] = [
+pub(crate) static SCRIPTS: [&Script; 23] = [
     &plain::RELEASE,
     &plain::EXTEND,
     &fenced::ACQUIRE,
     &fenced::WRITE_FENCE,
     &leader::WRITE_LEADER,
     &leader::READ_LEADER,
+    &leader::CONFIRM_LEADER,
+    &leader::EXTEND_LEADER,
     &reentrant::ACQUIRE,
     &reentrant::EXTEND,
     &reentrant::RELEASE,

@@ -86,10 +86,11 @@ pub fn read_storage(data: &mut redis::Connection) -> Storage {
 }
 
 /// Extra time a call may take over the generic bound: a campaign waits up to
-/// `CAMPAIGN_MAX_MS` (not `WAIT_MS`), and each attempt has a second round, the write-back.
+/// `CAMPAIGN_MAX_MS` (not `WAIT_MS`), each attempt has a second round, the write-back, and a
+/// won campaign a third, the confirmation of its record.
 pub fn extra_bound_ms(op: &str, resource: &str) -> u64 {
     match (op, resource) {
-        ("wait", ELECTION_KEY) => CAMPAIGN_MAX_MS - WAIT_MS + 2 * NODE_TIMEOUT.as_millis() as u64,
+        ("wait", ELECTION_KEY) => CAMPAIGN_MAX_MS - WAIT_MS + 3 * NODE_TIMEOUT.as_millis() as u64,
         _ => 0,
     }
 }

@@ -8,6 +8,9 @@
 //!
 //! The key probes and the parent's own checks connect to the nodes directly: they observe the
 //! nodes, they are not clients under test.
+//!
+//! `tests/election.rs` uses it too, with [`Relay::cut_on`]: a cut that starts at a given
+//! command of the client's (a partition right after, or right before, a write reaches the node).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -29,9 +32,20 @@ impl CutMode {
     }
 }
 
+/// A cut to start when the client sends a command (see [`Relay::cut_on`]).
+struct Trigger {
+    pattern: Vec<u8>,
+    skip: usize,
+    mode: CutMode,
+    pass: bool,
+}
+
 #[derive(Default)]
 struct State {
     cut: Option<CutMode>,
+    trigger: Option<Trigger>,
+    /// How long what the client sends is held before it goes on (a slow link).
+    delay: Duration,
     /// Both sockets of every relayed connection, by id, so that a refusing cut can close them.
     conns: Vec<(u64, TcpStream, TcpStream)>,
     next_id: u64,
@@ -65,16 +79,27 @@ impl Relay {
 
     pub fn cut(&self, mode: CutMode) {
         let (lock, wake) = &*self.state;
-        let mut state = lock.lock().unwrap();
-        state.cut = Some(mode);
-        if mode == CutMode::Refuse {
-            for (_, down, up) in state.conns.drain(..) {
-                let _ = down.shutdown(Shutdown::Both);
-                let _ = up.shutdown(Shutdown::Both);
-            }
-            // Pumps holding data from a blackhole before this wake up and drop it.
-            wake.notify_all();
-        }
+        cut(&mut lock.lock().unwrap(), wake, mode);
+    }
+
+    /// Cuts the relay when the client sends data that contains `pattern`, after `skip` such
+    /// sends have gone through: that data reaches the node before the cut when `pass` (a
+    /// partition right after the command; with a blackhole, the node's reply is held), else it
+    /// is held or dropped with the cut (right before it).
+    #[allow(dead_code)] // used by tests/election.rs
+    pub fn cut_on(&self, pattern: &str, skip: usize, mode: CutMode, pass: bool) {
+        self.state.0.lock().unwrap().trigger = Some(Trigger {
+            pattern: pattern.as_bytes().to_vec(),
+            skip,
+            mode,
+            pass,
+        });
+    }
+
+    /// Holds what the client sends for `delay` before passing it on, from now on.
+    #[allow(dead_code)] // used by tests/election.rs
+    pub fn delay(&self, delay: Duration) {
+        self.state.0.lock().unwrap().delay = delay;
     }
 
     pub fn heal(&self) {
@@ -82,6 +107,34 @@ impl Relay {
         lock.lock().unwrap().cut = None;
         wake.notify_all();
     }
+}
+
+fn cut(state: &mut State, wake: &Condvar, mode: CutMode) {
+    state.cut = Some(mode);
+    if mode == CutMode::Refuse {
+        for (_, down, up) in state.conns.drain(..) {
+            let _ = down.shutdown(Shutdown::Both);
+            let _ = up.shutdown(Shutdown::Both);
+        }
+        // Pumps holding data from a blackhole before this wake up and drop it.
+        wake.notify_all();
+    }
+}
+
+/// Whether `data` from the client fires the armed trigger: then the cut is made, and the
+/// answer is whether `data` still goes through.
+fn fire(state: &mut State, wake: &Condvar, data: &[u8]) -> Option<bool> {
+    let t = state.trigger.as_mut()?;
+    if !data.windows(t.pattern.len()).any(|w| w == t.pattern) {
+        return None;
+    }
+    if t.skip > 0 {
+        t.skip -= 1;
+        return None;
+    }
+    let t = state.trigger.take()?;
+    cut(state, wake, t.mode);
+    Some(t.pass)
 }
 
 fn accept(shared: &Arc<(Mutex<State>, Condvar)>, down: TcpStream, node_port: u16) {
@@ -110,13 +163,20 @@ fn accept(shared: &Arc<(Mutex<State>, Condvar)>, down: TcpStream, node_port: u16
         id
     };
     let (s1, s2) = (Arc::clone(shared), Arc::clone(shared));
-    std::thread::spawn(move || pump(&s1, id, down, up));
-    std::thread::spawn(move || pump(&s2, id, up2, down2));
+    std::thread::spawn(move || pump(&s1, id, down, up, true));
+    std::thread::spawn(move || pump(&s2, id, up2, down2, false));
 }
 
 /// Copies `from` to `to` until either side closes or a refusing cut closes both, holding what
-/// it read while a blackhole lasts.
-fn pump(shared: &(Mutex<State>, Condvar), id: u64, mut from: TcpStream, mut to: TcpStream) {
+/// it read while a blackhole lasts. `from_client`: `from` is the client's side, whose data may
+/// fire a trigger.
+fn pump(
+    shared: &(Mutex<State>, Condvar),
+    id: u64,
+    mut from: TcpStream,
+    mut to: TcpStream,
+    from_client: bool,
+) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -125,11 +185,25 @@ fn pump(shared: &(Mutex<State>, Condvar), id: u64, mut from: TcpStream, mut to: 
         };
         let (lock, wake) = shared;
         let mut state = lock.lock().unwrap();
+        if from_client && state.cut.is_none() && fire(&mut state, wake, &buf[..n]) == Some(true) {
+            // Through before the cut; the node's reply meets it.
+            drop(state);
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            continue;
+        }
         while state.cut == Some(CutMode::Blackhole) {
             state = wake.wait(state).unwrap();
         }
         let refused = state.cut == Some(CutMode::Refuse) || !state.conns.iter().any(|c| c.0 == id);
+        let delay = if from_client {
+            state.delay
+        } else {
+            Duration::ZERO
+        };
         drop(state);
+        std::thread::sleep(delay);
         if refused || to.write_all(&buf[..n]).is_err() {
             break;
         }

@@ -288,10 +288,13 @@ class Redlock(Managed, Shorthands[Lock]):
 
     def leader(self, name: str) -> Leader | None:
         """Who leads the election ``name`` now, from any process, candidate or not: a
-        :class:`Leader`, or ``None`` when no leadership is held on a quorum of nodes.
+        :class:`Leader` whose campaign returned its leadership, or ``None`` only when no
+        leadership can be held on a quorum of nodes.
 
-        Waits for every node up to ``node_timeout_ms``. Raises :class:`NoQuorum` when too few
-        nodes answered to tell; ``ValueError``/``TypeError`` for a bad name or a closed client.
+        Waits for every node up to ``node_timeout_ms``. Raises :class:`NoQuorum` when the nodes
+        cannot tell (too few answered, a node of a leader that holds a bare quorum hangs or
+        restarted within ``restart_grace``, a new leader is being confirmed);
+        ``ValueError``/``TypeError`` for a bad name or a closed client.
         """
         return leader_of(self, election_name(name))
 
