@@ -51,7 +51,8 @@ Options:
                             or half the validity left before an extension for short TTLs)
   --metrics-addr ADDR       Serve this client's metrics at http://ADDR/metrics (Prometheus
                             text) and http://ADDR/stats.json ('redlock stats ADDR' reads it)
-                            while redlock runs; PORT alone binds localhost
+                            while redlock runs; PORT alone binds localhost. No
+                            authentication: a HOST beyond localhost gets a warning
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
   -h, --help                Show this

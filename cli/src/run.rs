@@ -54,7 +54,8 @@ Options:
                             given must fit in that validity)
   --metrics-addr ADDR       Serve this client's metrics at http://ADDR/metrics (Prometheus
                             text) and http://ADDR/stats.json ('redlock stats ADDR' reads it)
-                            while redlock runs; PORT alone binds localhost
+                            while redlock runs; PORT alone binds localhost. No
+                            authentication: a HOST beyond localhost gets a warning
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH; prefer those for
                             URLs with passwords: --nodes shows in `ps`)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
