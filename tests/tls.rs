@@ -352,7 +352,24 @@ fn insecure_fragment_skips_verification_only_when_asked() {
     // Without the CA, verification fails (see above); `#insecure` accepts the certificate.
     let url = format!("rediss://127.0.0.1:{}/#insecure", node.tls_port);
     let rl = builder(&[url]).build().unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let _listening = rl
+        .on_event(move |e| {
+            if e.kind == redlock::EventKind::ServerWarning {
+                let _ = tx.send(e.reason.clone().unwrap_or_default());
+            }
+        })
+        .unwrap();
     rl.lock("tls:insecure", TTL).unwrap().release().unwrap();
+    // Never silent: a warning in the node's status, and as an event (what the Python and Go
+    // bindings log).
+    let warnings = &rl.node_status()[0].warnings;
+    assert!(
+        warnings.iter().any(|w| w.contains("#insecure")),
+        "{warnings:?}"
+    );
+    let warned = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(warned.contains("not verified"), "{warned}");
 }
 
 #[test]
