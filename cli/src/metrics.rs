@@ -338,7 +338,7 @@ pub fn stats(mut parser: lexopt::Parser) -> Result<u8, Failure> {
         match arg {
             Long("json") => as_json = true,
             Long("help") | Short('h') => {
-                print!("{STATS_HELP}");
+                out!("{STATS_HELP}");
                 return Ok(0);
             }
             Value(v) if addr.is_none() => addr = Some(v.to_string_lossy().into_owned()),
@@ -361,9 +361,9 @@ pub fn stats(mut parser: lexopt::Parser) -> Result<u8, Failure> {
         )
     })?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
     } else {
-        print!("{}", summary(&addr, &s));
+        out!("{}", summary(&addr, &s));
     }
     Ok(0)
 }
