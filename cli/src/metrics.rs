@@ -36,10 +36,11 @@ const MAX_CONNECTIONS: usize = 16;
 const MAX_REQUEST: usize = 8 << 10;
 /// A whole request must arrive within this, and the whole answer be taken within it again.
 const DEADLINE: Duration = Duration::from_secs(2);
-/// After an error answer, what the client still sends is read for this long (at most
-/// [`MAX_REQUEST`] bytes) before closing, so that the close does not reset the connection
-/// before the client reads the answer.
+/// After an error answer, what the client still sends is read for this long, up to
+/// [`LINGER_BYTES`], before closing, so that the close does not reset the connection before
+/// the client reads the answer.
 const LINGER: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 64 << 10;
 
 /// Binds `addr` and serves `GET /metrics` for as long as the process runs: an accepting thread,
 /// and a thread per connection, at most [`MAX_CONNECTIONS`] at once, each bounded by
@@ -198,9 +199,9 @@ fn answer(mut stream: TcpStream, client: &Redlock) -> std::io::Result<()> {
     reply(&mut stream, refused, plain, &format!("{refused}\n"))?;
     stream.shutdown(Shutdown::Write)?;
     let until = Instant::now() + LINGER;
-    let mut buf = [0u8; 1024];
+    let mut buf = [0u8; 8192];
     let mut drained = 0;
-    while drained < MAX_REQUEST {
+    while drained < LINGER_BYTES {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;

@@ -14,7 +14,8 @@ use support::{Cluster, eventually};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
-/// A `redlock run --metrics-addr PORT` holding a lock while `sleep 60` runs; killed on drop.
+/// A `redlock run --metrics-addr PORT` holding a lock while `sleep 60` runs, once its endpoint
+/// shows the lock held; stopped on drop.
 struct Serving {
     child: Child,
     port: u16,
@@ -37,8 +38,8 @@ impl Serving {
         assert!(
             eventually(Duration::from_secs(10), || serving
                 .scrape(Duration::from_secs(2))
-                .is_ok()),
-            "the metrics endpoint never answered"
+                .is_ok_and(|(_, body)| body.contains("redlock_locks_held 1"))),
+            "the metrics endpoint never showed the lock held"
         );
         serving
     }
