@@ -221,6 +221,10 @@ impl Cluster {
         self.tls.is_some()
     }
 
+    pub(crate) fn is_insecure(&self) -> bool {
+        self.tls == Some(true)
+    }
+
     pub(crate) fn set_certificates(&mut self, certificates: TlsCertificates) {
         self.certificates = Some(certificates);
     }

@@ -131,7 +131,7 @@ pub struct NodeStatus {
     pub persistence: Option<String>,
     /// What the server probe and the clock guard found worth an operator's attention (replicas
     /// of a master, an evicting `maxmemory-policy`, a clock that stepped back, a command the
-    /// ACL denies); each also went to the `log` crate as a warning. See
+    /// ACL denies), and an `#insecure` URL; each also went to the `log` crate as a warning. See
     /// [`strict_servers`](crate::Builder::strict_servers).
     pub warnings: Vec<String>,
     /// The node's clock minus ours (`TIME` against our wall clock), in milliseconds, at the
@@ -579,14 +579,22 @@ fn describe_connect_error(e: &redis::RedisError) -> String {
     }
 }
 
+/// The warning of a node whose URL says `#insecure`, among its server warnings from every
+/// connect on (it refuses nothing, even with `strict_servers`).
+const INSECURE_WARNING: &str = "its TLS certificate is not verified (#insecure in its URL): \
+    anyone on the network path can impersonate it and read the password; give its CA with \
+    tls_ca_file instead (TLSCAFile in Go, --tls-ca-file for the redlock command)";
+
 /// What to try when a connection fails in a way typical of a TLS mismatch.
 fn tls_hint(e: &redis::RedisError, tls: bool) -> &'static str {
     let text = e.to_string();
     if tls && text.contains("CertificateRequired") {
-        " (the node requires a client certificate: give one with tls_client_cert_file)"
+        " (the node requires a client certificate: give one with tls_client_cert_file; \
+         TLSClientCertFile in Go, --tls-client-cert-file for the redlock command)"
     } else if tls && text.contains("certificate") {
-        " (the node's TLS certificate was not accepted: give its CA with tls_ca_file, and \
-         connect by a host name or IP address the certificate names)"
+        " (the node's TLS certificate was not accepted: give its CA with tls_ca_file \
+         (TLSCAFile in Go, --tls-ca-file or SSL_CERT_FILE for the redlock command), and connect \
+         by a host name or IP address the certificate names)"
     } else if !tls && e.is_connection_dropped() && !e.is_connection_refusal() {
         " (if the node serves TLS on this port, use a rediss:// URL)"
     } else {
@@ -1409,8 +1417,11 @@ impl Worker {
     /// Records which server process this connection reached and what it said about itself,
     /// notices restarts (and, for a Sentinel node, changes of master), and gives the clock guard
     /// its sample.
-    fn observe(&mut self, probe: Probe, master: Master) {
+    fn observe(&mut self, mut probe: Probe, master: Master) {
         let now = Instant::now();
+        if self.client.is_insecure() {
+            probe.assessment.warnings.push(INSECURE_WARNING.to_owned());
+        }
         self.log_once(&probe.assessment.warnings);
         let (previous_master, previous_run_id, previous_replid) = self
             .health

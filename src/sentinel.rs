@@ -883,6 +883,18 @@ impl Target {
         }
     }
 
+    /// Whether TLS certificates go unverified (`#insecure`).
+    pub(crate) fn is_insecure(&self) -> bool {
+        match self {
+            Target::Standalone(client) => matches!(
+                client.get_connection_info().addr(),
+                ConnectionAddr::TcpTls { insecure: true, .. }
+            ),
+            Target::Sentinel(s) => s.tls == Some(true),
+            Target::Cluster(c) => c.is_insecure(),
+        }
+    }
+
     pub(crate) fn is_sentinel(&self) -> bool {
         matches!(self, Target::Sentinel(_))
     }

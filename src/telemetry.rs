@@ -15,7 +15,8 @@
 //! 2 ms of an event and delivers it together, so a busy client wakes it once per batch rather
 //! than once per event: events arrive up to that late. The node events (connected, disconnected,
 //! restart seen, quarantined, server warning) are read by the dispatcher from the workers' node
-//! status every [`NODE_POLL`] while someone listens, so they come up to that late.
+//! status every [`NODE_POLL`] while someone listens, so they come up to that late; the warnings
+//! standing when the first listener is added come at its first poll.
 //!
 //! A listener may call back into the library (take a lock, read the stats): it runs on the
 //! dispatcher thread, which holds nothing of the library meanwhile; only events queued behind it
@@ -91,7 +92,8 @@ pub enum EventKind {
     NodeRestarted,
     /// A node was quarantined by the clock guard (`reason`).
     NodeQuarantined,
-    /// A server warning of the probe or the clock guard (`reason`: the text).
+    /// A server warning of the probe or the clock guard, or a URL's `#insecure` (`reason`: the
+    /// text).
     ServerWarning,
 }
 
@@ -461,8 +463,12 @@ impl Telemetry {
 /// a sender wakes the dispatcher only when it sleeps on the queue, so while events keep coming
 /// (two per lock cycle) they cost a queue push each instead of a thread wake-up each.
 fn dispatch(telemetry: Weak<Telemetry>, events: Receiver<Queued>, nodes: NodeReader) {
-    // The baseline: what changes from here on is an event.
+    // The baseline: what changes from here on is an event; but the warnings standing now
+    // (those of the first connect: an `#insecure` URL, a replica) are events at the first poll.
     let Some(mut last) = nodes() else { return };
+    for node in &mut last {
+        node.warnings.clear();
+    }
     let mut polled = Instant::now();
     let mut batch = Vec::new();
     let mut flushed = Vec::new();

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,5 +126,48 @@ func TestTLS(t *testing.T) {
 			c.Close()
 		}
 		assertInvalid(t, what, err)
+	}
+}
+
+// TestInsecureWarns: a URL ending in #insecure accepts any certificate, never silently: a
+// warning in the node's status, and a Warn record of the logger.
+func TestInsecureWarns(t *testing.T) {
+	dir := t.TempDir()
+	makePKI(t, dir)
+	_, tlsPort := startTLSNode(t, dir)
+	url := "rediss://127.0.0.1:" + strconv.Itoa(tlsPort) + "/#insecure"
+	h := &records{}
+	c := newClient(t, []string{url}, redlock.Options{NodeTimeout: time.Second, Logger: slog.New(h)})
+	if err := mustLock(t, c, "go:tls:insecure", 10*time.Second).Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	statuses, err := c.NodeStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := statuses[0].Warnings; len(w) == 0 || !strings.Contains(strings.Join(w, "; "), "#insecure") {
+		t.Errorf("node status warnings %q do not name #insecure", w)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		var warned *slog.Record
+		for i, rec := range h.list {
+			if a := attrs(rec); a["event"].String() == "server_warning" &&
+				strings.Contains(a["reason"].String(), "#insecure") {
+				warned = &h.list[i]
+			}
+		}
+		h.mu.Unlock()
+		if warned != nil {
+			if warned.Level != slog.LevelWarn {
+				t.Errorf("the #insecure record is at %v, want Warn", warned.Level)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no server_warning record names #insecure")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,6 +1,6 @@
 //! Reading arguments: nodes, durations, signals.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The options every command takes.
@@ -9,6 +9,9 @@ pub struct Common {
     pub nodes: Option<String>,
     pub nodes_file: Option<PathBuf>,
     pub node_timeout: Option<Duration>,
+    pub tls_ca_file: Option<PathBuf>,
+    pub tls_client_cert_file: Option<PathBuf>,
+    pub tls_client_key_file: Option<PathBuf>,
 }
 
 impl Common {
@@ -24,6 +27,7 @@ impl Common {
                 .map(|l| l.split('#').next().unwrap_or(""))
                 .collect::<Vec<_>>()
                 .join(",");
+            warn_if_exposed(path, &text);
             (text, format!("--nodes-file {}", path.display()))
         } else {
             match std::env::var("REDLOCK_NODES") {
@@ -46,6 +50,37 @@ impl Common {
         }
         Ok(urls)
     }
+}
+
+/// Warns when the nodes file at `path`, whose URLs are `text`, holds a password and other users
+/// may read or change it.
+fn warn_if_exposed(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(mode) = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o777) else {
+        return;
+    };
+    if mode & 0o077 != 0 && split_urls(text).iter().any(|url| has_password(url)) {
+        eprintln!(
+            "redlock: warning: --nodes-file {0} holds a password and is open to other users \
+             (mode {mode:03o}): chmod 600 {0}",
+            path.display()
+        );
+    }
+}
+
+/// Whether a node URL carries a password: `scheme://[user]:password@…`, or a `password=`
+/// parameter (`sentinel_password=`).
+fn has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let userinfo_has_password = authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    userinfo_has_password
+        || query
+            .split('&')
+            .any(|p| p.split('=').next().is_some_and(|k| k.ends_with("password")))
 }
 
 /// URLs separated by commas or white space; empty entries are skipped.
@@ -157,6 +192,26 @@ mod tests {
         assert!(signal("STOP").is_err());
         assert!(signal("0").is_err());
         assert!(signal("nope").is_err());
+    }
+
+    #[test]
+    fn passwords_in_urls_are_found() {
+        for url in [
+            "redis://:pw@h:1",
+            "redis://user:pw@h:1/0",
+            "rediss://u:p%40ss@[::1]:7000#insecure",
+            "redis+sentinel://h:1/m?sentinel=h:2&sentinel_password=pw",
+        ] {
+            assert!(has_password(url), "{url}");
+        }
+        for url in [
+            "redis://h:1",
+            "redis://user@h:1",
+            "redis+sentinel://h:1/m?sentinel=h:2",
+            "redis+cluster://h:1?seed=h:2",
+        ] {
+            assert!(!has_password(url), "{url}");
+        }
     }
 
     #[test]

@@ -22,7 +22,8 @@ Run a command while this process leads an election (a leader-elector sidecar)
 Usage: redlock elect [OPTIONS] NAME -- COMMAND [ARGS...]
 
 Campaigns in the election NAME; once elected, runs COMMAND in its own process group with
-REDLOCK_ELECTION, REDLOCK_IDENTITY and REDLOCK_TERM in its environment. The term is a fencing
+REDLOCK_ELECTION, REDLOCK_IDENTITY and REDLOCK_TERM in its environment (and without
+REDLOCK_NODES unless --pass-nodes). The term is a fencing
 token: greater than every earlier leader's. Pass it with every write the leader makes, to a
 store that refuses writes with a lower term than it has seen.
 
@@ -52,9 +53,13 @@ Options:
                             or half the validity left before an extension for short TTLs)
   --metrics-addr ADDR       Serve this client's metrics at http://ADDR/metrics (Prometheus
                             text) and http://ADDR/stats.json ('redlock stats ADDR' reads it)
-                            while redlock runs; PORT alone binds localhost
+                            while redlock runs; PORT alone binds localhost. No
+                            authentication: a HOST beyond localhost gets a warning
+  --pass-nodes              Leave REDLOCK_NODES in COMMAND's environment (removed by default:
+                            it may hold passwords)
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
+  --tls-ca-file PATH        CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help                Show this
 
 Exit codes: 0 stopped by a signal (or with --once, COMMAND's own); 64 bad arguments; 69 no
@@ -79,6 +84,7 @@ Options:
                             leader's identity, term, since_unix_ms, age_ms, transitions, ttl_ms
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
+  --tls-ca-file PATH        CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help                Show this
 
 Exit codes: 0 there is a leader; 3 nobody leads; 64 bad arguments; 69 the nodes cannot tell
@@ -94,6 +100,8 @@ struct Options {
     kill_signal: i32,
     kill_grace: Option<Duration>,
     metrics_addr: Option<String>,
+    /// Leave `REDLOCK_NODES` in the command's environment.
+    pass_nodes: bool,
     command: Vec<OsString>,
 }
 
@@ -108,6 +116,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
         kill_signal: libc::SIGTERM,
         kill_grace: None,
         metrics_addr: None,
+        pass_nodes: false,
         command: Vec::new(),
     };
     let mut name: Option<String> = None;
@@ -122,7 +131,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
                 common_option(&mut o.common, &n, value).map_err(|m| usage(&m))?;
             }
             Short('h') | Long("help") => {
-                print!("{HELP}");
+                out!("{HELP}");
                 return Ok(None);
             }
             Long("identity") => {
@@ -134,6 +143,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
             }
             Long("ttl") => o.ttl = duration("--ttl", parser.value().map_err(|e| usage(&e))?)?,
             Long("once") => o.once = true,
+            Long("pass-nodes") => o.pass_nodes = true,
             Long("metrics-addr") => {
                 let v = parser.value().map_err(|e| usage(&e))?;
                 o.metrics_addr =
@@ -256,6 +266,9 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
             .env("REDLOCK_ELECTION", &o.name)
             .env("REDLOCK_IDENTITY", &identity)
             .env("REDLOCK_TERM", term.to_string());
+        if !o.pass_nodes {
+            command.env_remove("REDLOCK_NODES");
+        }
         let what = format!("the leadership of {}", o.name);
         let supervised = supervise::run(
             leadership.lock(),
@@ -319,7 +332,7 @@ pub fn leader(mut parser: lexopt::Parser) -> Result<u8, Failure> {
                 common_option(&mut common, &n, value).map_err(|m| usage(&m))?;
             }
             Short('h') | Long("help") => {
-                print!("{LEADER_HELP}");
+                out!("{LEADER_HELP}");
                 return Ok(0);
             }
             Long("json") => json = true,
@@ -343,10 +356,10 @@ pub fn leader(mut parser: lexopt::Parser) -> Result<u8, Failure> {
         other => Failure::new(EXIT_SOFTWARE, one_line(&other.to_string())),
     })?;
     if json {
-        println!("{}", leader_json(&name, leader.as_ref()));
+        outln!("{}", leader_json(&name, leader.as_ref()));
     } else {
         match &leader {
-            Some(l) => println!(
+            Some(l) => outln!(
                 "{name}: {} leads in term {} for {} ({} terms so far; expires in {} unless extended)",
                 l.identity,
                 l.term,
@@ -354,7 +367,7 @@ pub fn leader(mut parser: lexopt::Parser) -> Result<u8, Failure> {
                 l.transitions,
                 human(l.ttl)
             ),
-            None => println!("{name}: nobody leads"),
+            None => outln!("{name}: nobody leads"),
         }
     }
     Ok(if leader.is_some() { 0 } else { EXIT_NO_LEADER })

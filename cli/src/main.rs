@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
+#[macro_use]
+mod output;
 mod args;
 mod elect;
 mod metrics;
@@ -92,13 +94,21 @@ Nodes (every command but stats):
                         comments)
   REDLOCK_NODES         Environment variable used when neither option is given
   --node-timeout DUR    How long to wait for any one node (default 50ms)
+  --tls-ca-file PATH    Trust the CA certificate(s) in this PEM file for rediss:// nodes,
+                        instead of the system's roots (or SSL_CERT_FILE)
+  --tls-client-cert-file PATH, --tls-client-key-file PATH
+                        A client certificate (PEM, with its chain) and its key, for nodes
+                        that require one (tls-auth-clients yes)
   A password in --nodes shows in `ps`: for URLs with passwords use REDLOCK_NODES or
-  --nodes-file.
+  --nodes-file (readable by you alone: redlock warns otherwise). A URL ending in #insecure
+  skips the certificate check, with a warning: give the CA instead. Each node's warnings
+  (also a master with replicas, an evicting maxmemory-policy) go to stderr once connected.
 
 Durations take a unit: 500ms, 30s, 5m, 1h (a bare number is seconds).
 
 Exit codes: 0 success (run: the command's own code), 64 bad arguments, 69 no quorum of
-nodes reachable, 70 the lock was lost while the command ran, 75 the lock is busy.
+nodes reachable, 70 the lock was lost while the command ran, 75 the lock is busy, 141 the
+output's reader went away (as for a tool killed by SIGPIPE).
 Run 'redlock <COMMAND> --help' for a command's options.
 ";
 
@@ -117,11 +127,11 @@ fn dispatch() -> Result<u8, Failure> {
     let command = match parser.next() {
         Ok(Some(Value(v))) => v,
         Ok(Some(Long("help") | Short('h'))) => {
-            print!("{HELP}");
+            out!("{HELP}");
             return Ok(0);
         }
         Ok(Some(Long("version") | Short('V'))) => {
-            println!("redlock {}", env!("CARGO_PKG_VERSION"));
+            outln!("redlock {}", env!("CARGO_PKG_VERSION"));
             return Ok(0);
         }
         Ok(Some(other)) => {
@@ -160,14 +170,14 @@ fn dispatch() -> Result<u8, Failure> {
                 })
                 .map(|v: OsString| v.to_string_lossy().into_owned());
             match topic.as_deref() {
-                None => print!("{HELP}"),
-                Some("run") => print!("{}", run::HELP),
-                Some("status") => print!("{}", show::STATUS_HELP),
-                Some("release") => print!("{}", show::RELEASE_HELP),
-                Some("nodes") => print!("{}", show::NODES_HELP),
-                Some("elect") => print!("{}", elect::HELP),
-                Some("leader") => print!("{}", elect::LEADER_HELP),
-                Some("stats") => print!("{}", metrics::STATS_HELP),
+                None => out!("{HELP}"),
+                Some("run") => out!("{}", run::HELP),
+                Some("status") => out!("{}", show::STATUS_HELP),
+                Some("release") => out!("{}", show::RELEASE_HELP),
+                Some("nodes") => out!("{}", show::NODES_HELP),
+                Some("elect") => out!("{}", elect::HELP),
+                Some("leader") => out!("{}", elect::LEADER_HELP),
+                Some("stats") => out!("{}", metrics::STATS_HELP),
                 Some(other) => {
                     return Err(Failure::usage("", format!("unknown command '{other}'")));
                 }
@@ -185,7 +195,14 @@ fn dispatch() -> Result<u8, Failure> {
 }
 
 /// Names of the options every command takes.
-pub const COMMON: [&str; 3] = ["nodes", "nodes-file", "node-timeout"];
+pub const COMMON: [&str; 6] = [
+    "nodes",
+    "nodes-file",
+    "node-timeout",
+    "tls-ca-file",
+    "tls-client-cert-file",
+    "tls-client-key-file",
+];
 
 /// Sets the common option `name` (one of [`COMMON`]) to `value`.
 pub fn common_option(common: &mut Common, name: &str, value: OsString) -> Result<(), String> {
@@ -198,6 +215,9 @@ pub fn common_option(common: &mut Common, name: &str, value: OsString) -> Result
     match name {
         "nodes" => common.nodes = Some(text()?),
         "nodes-file" => common.nodes_file = Some(value.into()),
+        "tls-ca-file" => common.tls_ca_file = Some(value.into()),
+        "tls-client-cert-file" => common.tls_client_cert_file = Some(value.into()),
+        "tls-client-key-file" => common.tls_client_key_file = Some(value.into()),
         _ => {
             let t = text()?;
             common.node_timeout =
@@ -217,10 +237,35 @@ pub fn client(common: &Common, command: &str) -> Result<redlock::Redlock, Failur
         }
         builder = builder.node_timeout(t);
     }
-    builder.build().map_err(|e| match e {
+    if let Some(ca) = &common.tls_ca_file {
+        builder = builder.tls_ca_file(ca);
+    }
+    match (&common.tls_client_cert_file, &common.tls_client_key_file) {
+        (Some(cert), Some(key)) => builder = builder.tls_client_cert_file(cert, key),
+        (None, None) => {}
+        _ => {
+            return Err(Failure::usage(
+                command,
+                "--tls-client-cert-file and --tls-client-key-file go together",
+            ));
+        }
+    }
+    let client = builder.build().map_err(|e| match e {
         redlock::Error::InvalidArgument { message } => Failure::usage(command, message),
         other => Failure::new(EXIT_UNAVAILABLE, other),
-    })
+    })?;
+    // The warnings of the nodes' first connect: nothing else shows them to a user of the
+    // command line.
+    for node in client.node_status() {
+        for warning in &node.warnings {
+            eprintln!(
+                "redlock: warning: node {}: {}",
+                node.address,
+                one_line(warning)
+            );
+        }
+    }
+    Ok(client)
 }
 
 /// `Duration` as a short text: `1.5s`, `250ms`.

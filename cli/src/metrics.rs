@@ -2,9 +2,11 @@
 //! as JSON (`GET /stats.json`), served over HTTP while `run` or `elect` runs its command; and
 //! `redlock stats`, which reads the JSON of such a process.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use lexopt::prelude::*;
 use redlock::{BUCKETS, Histogram, Redlock, Stats};
@@ -28,8 +30,21 @@ pub fn address(text: &str) -> Result<String, String> {
     }
 }
 
-/// Binds `addr` and serves `GET /metrics` from a thread of its own for as long as the process
-/// runs.
+/// Connections served at once; more are closed unanswered until one ends.
+const MAX_CONNECTIONS: usize = 16;
+/// The longest request (request line and headers) read: a longer one gets 431.
+const MAX_REQUEST: usize = 8 << 10;
+/// A whole request must arrive within this, and the whole answer be taken within it again.
+const DEADLINE: Duration = Duration::from_secs(2);
+/// After an error answer, what the client still sends is read for this long, up to
+/// [`LINGER_BYTES`], before closing, so that the close does not reset the connection before
+/// the client reads the answer.
+const LINGER: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 64 << 10;
+
+/// Binds `addr` and serves `GET /metrics` for as long as the process runs: an accepting thread,
+/// and a thread per connection, at most [`MAX_CONNECTIONS`] at once, each bounded by
+/// [`DEADLINE`] and [`MAX_REQUEST`], so that no client holds up another or grows the process.
 pub fn serve(addr: &str, client: &Redlock) -> Result<(), Failure> {
     let listener = TcpListener::bind(addr).map_err(|e| {
         Failure::new(
@@ -37,59 +52,167 @@ pub fn serve(addr: &str, client: &Redlock) -> Result<(), Failure> {
             format!("cannot serve metrics on {addr}: {e}"),
         )
     })?;
-    let bound = listener
-        .local_addr()
-        .map_or_else(|_| addr.to_owned(), |a| a.to_string());
+    let bound = listener.local_addr().ok();
+    let shown = bound.map_or_else(|| addr.to_owned(), |a| a.to_string());
     let client = client.clone();
     std::thread::Builder::new()
         .name("redlock-metrics".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let _ = answer(stream, &client);
-            }
-        })
+        .spawn(move || accept(listener, client))
         .map_err(|e| Failure::new(EXIT_SOFTWARE, format!("cannot start a thread: {e}")))?;
-    eprintln!("redlock: serving metrics on http://{bound}/metrics");
+    eprintln!("redlock: serving metrics on http://{shown}/metrics");
+    if bound.is_some_and(|a| !a.ip().is_loopback()) {
+        eprintln!(
+            "redlock: warning: the metrics endpoint is reachable beyond this host, without \
+             authentication: whoever reaches http://{shown}/ reads the counters and the nodes' \
+             addresses; give --metrics-addr PORT (localhost only) unless a firewall guards the port"
+        );
+    }
     Ok(())
 }
 
-fn answer(stream: TcpStream, client: &Redlock) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request = String::new();
-    reader.read_line(&mut request)?;
-    // The headers, up to the blank line.
-    let mut line = String::new();
-    while reader.read_line(&mut line)? > 2 {
-        line.clear();
+/// A connection's place among the [`MAX_CONNECTIONS`], given back when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
-    let path = request.split(' ').nth(1).unwrap_or("");
-    let get = request.starts_with("GET ");
-    let (status, kind, body) = match path {
-        "/metrics" | "/" if get => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            client.stats().prometheus(),
-        ),
-        "/stats.json" if get => (
-            "200 OK",
-            "application/json",
-            format!("{}\n", stats_json(&client.stats())),
-        ),
-        _ => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found: GET /metrics or GET /stats.json\n".to_owned(),
-        ),
-    };
-    let mut out = stream;
-    write!(
-        out,
+}
+
+fn accept(listener: TcpListener, client: Redlock) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else {
+            // Out of file descriptors, say: wait for some to be closed.
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        if active.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
+            active.fetch_sub(1, Ordering::Relaxed);
+            continue;
+        }
+        let slot = Slot(active.clone());
+        let client = client.clone();
+        // A failed spawn drops the closure, and with it the connection and its slot.
+        let _ = std::thread::Builder::new()
+            .name("redlock-metrics-conn".into())
+            .spawn(move || {
+                let _slot = slot;
+                let _ = answer(stream, &client);
+            });
+    }
+}
+
+/// Why a request was not read.
+enum Unread {
+    TooLarge,
+    TimedOut,
+    Io,
+}
+
+/// The request line and headers, read until the blank line that ends them.
+fn read_head(stream: &mut TcpStream, deadline: Instant) -> Result<String, Unread> {
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    loop {
+        let ends =
+            |h: &[u8]| h.windows(4).any(|w| w == b"\r\n\r\n") || h.windows(2).any(|w| w == b"\n\n");
+        if ends(&head) {
+            return Ok(String::from_utf8_lossy(&head).into_owned());
+        }
+        if head.len() >= MAX_REQUEST {
+            return Err(Unread::TooLarge);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return Err(Unread::TimedOut);
+        }
+        let room = (MAX_REQUEST - head.len()).min(buf.len());
+        match stream.read(&mut buf[..room]) {
+            Ok(0) => return Err(Unread::Io),
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(Unread::TimedOut);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return Err(Unread::Io),
+        }
+    }
+}
+
+/// Writes all of `bytes` by `deadline`.
+fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(bytes) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn reply(stream: &mut TcpStream, status: &str, kind: &str, body: &str) -> std::io::Result<()> {
+    let text = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )?;
-    out.flush()
+    );
+    write_by(stream, text.as_bytes(), Instant::now() + DEADLINE)
+}
+
+fn answer(mut stream: TcpStream, client: &Redlock) -> std::io::Result<()> {
+    let refused = match read_head(&mut stream, Instant::now() + DEADLINE) {
+        Ok(head) => {
+            let request = head.lines().next().unwrap_or("");
+            let path = request.split(' ').nth(1).unwrap_or("");
+            let get = request.starts_with("GET ");
+            let (status, kind, body) = match path {
+                "/metrics" | "/" if get => (
+                    "200 OK",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    client.stats().prometheus(),
+                ),
+                "/stats.json" if get => (
+                    "200 OK",
+                    "application/json",
+                    format!("{}\n", stats_json(&client.stats())),
+                ),
+                _ => (
+                    "404 Not Found",
+                    "text/plain; charset=utf-8",
+                    "not found: GET /metrics or GET /stats.json\n".to_owned(),
+                ),
+            };
+            return reply(&mut stream, status, kind, &body);
+        }
+        Err(Unread::Io) => return Ok(()),
+        Err(Unread::TooLarge) => "431 Request Header Fields Too Large",
+        Err(Unread::TimedOut) => "408 Request Timeout",
+    };
+    let plain = "text/plain; charset=utf-8";
+    reply(&mut stream, refused, plain, &format!("{refused}\n"))?;
+    stream.shutdown(Shutdown::Write)?;
+    let until = Instant::now() + LINGER;
+    let mut buf = [0u8; 8192];
+    let mut drained = 0;
+    while drained < LINGER_BYTES {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+    Ok(())
 }
 
 /// A histogram as JSON: its count, sum, the p50 and p99 estimated from the buckets, and the
@@ -216,7 +339,7 @@ pub fn stats(mut parser: lexopt::Parser) -> Result<u8, Failure> {
         match arg {
             Long("json") => as_json = true,
             Long("help") | Short('h') => {
-                print!("{STATS_HELP}");
+                out!("{STATS_HELP}");
                 return Ok(0);
             }
             Value(v) if addr.is_none() => addr = Some(v.to_string_lossy().into_owned()),
@@ -239,9 +362,9 @@ pub fn stats(mut parser: lexopt::Parser) -> Result<u8, Failure> {
         )
     })?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
     } else {
-        print!("{}", summary(&addr, &s));
+        out!("{}", summary(&addr, &s));
     }
     Ok(0)
 }

@@ -37,7 +37,7 @@ L runs at once (every run on RESOURCE must pass the same L; another L is refused
 
 The command's environment gets REDLOCK_RESOURCE, REDLOCK_TOKEN, with --fenced REDLOCK_FENCE
 (the fencing token: pass it with every write the lock protects) and with --permits
-REDLOCK_PERMIT (the slot held, 0 to L-1).
+REDLOCK_PERMIT (the slot held, 0 to L-1); it loses REDLOCK_NODES unless --pass-nodes.
 
 Options:
   --ttl DUR                 Lock TTL, renewed every third of it (default 30s)
@@ -55,10 +55,14 @@ Options:
                             given must fit in that validity)
   --metrics-addr ADDR       Serve this client's metrics at http://ADDR/metrics (Prometheus
                             text) and http://ADDR/stats.json ('redlock stats ADDR' reads it)
-                            while redlock runs; PORT alone binds localhost
+                            while redlock runs; PORT alone binds localhost. No
+                            authentication: a HOST beyond localhost gets a warning
+  --pass-nodes              Leave REDLOCK_NODES in COMMAND's environment (removed by default:
+                            it may hold passwords)
   --nodes URL,URL,...       Nodes (or REDLOCK_NODES, or --nodes-file PATH; prefer those for
                             URLs with passwords: --nodes shows in `ps`)
   --node-timeout DUR        How long to wait for any one node (default 50ms)
+  --tls-ca-file PATH        CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help                Show this
 
 Exit codes: COMMAND's own; 64 bad arguments; 69 no quorum of nodes reachable; 70 the lock
@@ -83,6 +87,8 @@ struct Options {
     kill_grace: Option<Duration>,
     /// Where to serve the client's metrics while the command runs.
     metrics_addr: Option<String>,
+    /// Leave `REDLOCK_NODES` in the command's environment.
+    pass_nodes: bool,
     resource: String,
     command: Vec<OsString>,
 }
@@ -100,6 +106,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
         kill_signal: libc::SIGTERM,
         kill_grace: None,
         metrics_addr: None,
+        pass_nodes: false,
         resource: String::new(),
         command: Vec::new(),
     };
@@ -118,7 +125,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
                 common_option(&mut o.common, &name, value).map_err(|m| usage(&m))?;
             }
             Short('h') | Long("help") => {
-                print!("{HELP}");
+                out!("{HELP}");
                 return Ok(None);
             }
             Long("ttl") => o.ttl = duration("--ttl", parser.value().map_err(|e| usage(&e))?)?,
@@ -126,6 +133,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
                 o.wait = Some(duration("--wait", parser.value().map_err(|e| usage(&e))?)?)
             }
             Long("fenced") => o.fenced = true,
+            Long("pass-nodes") => o.pass_nodes = true,
             Long("shared") => o.shared = true,
             Long("permits") => {
                 let v = parser.value().map_err(|e| usage(&e))?;
@@ -354,6 +362,9 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         .args(&o.command[1..])
         .env("REDLOCK_RESOURCE", &o.resource)
         .env("REDLOCK_TOKEN", lock.token());
+    if !o.pass_nodes {
+        command.env_remove("REDLOCK_NODES");
+    }
     if let Some(fence) = lock.fence() {
         command.env("REDLOCK_FENCE", fence.to_string());
     } else {
@@ -462,6 +473,7 @@ mod tests {
             kill_signal: libc::SIGTERM,
             kill_grace,
             metrics_addr: None,
+            pass_nodes: false,
             resource: "r".into(),
             command: vec!["true".into()],
         }

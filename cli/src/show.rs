@@ -34,6 +34,7 @@ Options:
                         above per slot, its resource the slot's key]}
   --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR    How long to wait for any one node (default 50ms)
+  --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help            Show this
 
 Exit codes: 0 when a quorum of nodes answered, 69 otherwise, 64 bad arguments.
@@ -59,6 +60,7 @@ Options:
   --json                Print the per-node results as JSON
   --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR    How long to wait for any one node (default 50ms)
+  --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help            Show this
 
 Exit codes: 0 when a quorum of nodes confirmed the keys are gone, 69 otherwise, 64 bad
@@ -79,6 +81,7 @@ Options:
   --json                One JSON object per node in a list
   --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
   --node-timeout DUR    How long to wait for any one node (default 50ms)
+  --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help            Show this
 
 Exit codes: 0 when a quorum of nodes is reachable, 69 otherwise, 64 bad arguments.
@@ -117,7 +120,7 @@ fn parse(
                 common_option(&mut p.common, &name, value).map_err(|m| usage(&m))?;
             }
             Short('h') | Long("help") => {
-                print!("{help}");
+                out!("{help}");
                 return Ok(None);
             }
             Long("json") => p.json = true,
@@ -187,7 +190,7 @@ pub fn status(parser: lexopt::Parser) -> Result<u8, Failure> {
         .inspect(&resource)
         .map_err(|e| Failure::usage("status", e))?;
     if p.json {
-        println!("{}", status_json(&inspection));
+        outln!("{}", status_json(&inspection));
     } else {
         print_status(&inspection);
     }
@@ -274,17 +277,17 @@ fn print_status(i: &Inspection) {
         .filter(|n| n.state.as_ref().is_ok_and(|s| s.is_live()))
         .count();
     let held = if i.held { "held" } else { "not held" };
-    println!(
+    outln!(
         "{}: {held} (a live key on {live} of {} nodes, quorum {})",
         i.resource,
         i.nodes.len(),
         i.quorum
     );
     if let Some(h) = &i.holder {
-        println!("holder: {h}");
+        outln!("holder: {h}");
     }
     if let Some(f) = i.fence {
-        println!("fence counter: {f}");
+        outln!("fence counter: {f}");
     }
     let rows: Vec<[String; 4]> = i
         .nodes
@@ -353,7 +356,7 @@ fn semaphore_status(
         })
         .collect();
     if json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "resource": resource,
@@ -374,7 +377,7 @@ fn semaphore_status(
             .collect();
         stored_values.sort_unstable();
         stored_values.dedup();
-        println!(
+        outln!(
             "{resource}: semaphore, {held} of {permits} permits held (quorum {}); stored permits: {}",
             stored.quorum,
             if stored_values.is_empty() {
@@ -436,7 +439,7 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
                 out.push_str(&format!("{cell:<w$}  "));
             }
         }
-        println!("{}", out.trim_end());
+        outln!("{}", out.trim_end());
     };
     line(header.to_vec());
     for row in rows {
@@ -482,7 +485,7 @@ pub fn release(parser: lexopt::Parser) -> Result<u8, Failure> {
                 json!({"node": n.node, "outcome": outcome, "error": error})
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             json!({
                 "resource": result.resource,
@@ -544,7 +547,7 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
                 })
             })
             .collect();
-        println!("{}", Json::Array(list));
+        outln!("{}", Json::Array(list));
     } else {
         let rows: Vec<[String; 6]> = statuses
             .iter()

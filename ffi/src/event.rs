@@ -43,7 +43,8 @@ pub enum redlock_event_kind {
     REDLOCK_EVENT_NODE_RESTARTED = 11,
     /// The clock guard quarantined a node; the reason says why.
     REDLOCK_EVENT_NODE_QUARANTINED = 12,
-    /// A warning of the server probe or the clock guard; the reason is its text.
+    /// A warning of the server probe or the clock guard, or a URL's `#insecure`; the reason is
+    /// its text.
     REDLOCK_EVENT_SERVER_WARNING = 13,
 }
 

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fake_server;
+pub mod tls;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -4,8 +4,10 @@ made by the ``openssl`` CLI. Skipped, saying why, without openssl or a TLS-capab
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,3 +145,23 @@ def test_bad_tls_arguments(tls_node, tmp_path):
         redlock_rs.Redlock([node.url], tls_ca_file=ca, tls_client_cert_file=ca)
     with pytest.raises(ValueError, match="rediss://"):
         redlock_rs.Redlock([f"redis://127.0.0.1:{node.node.port}"], tls_ca_file=ca)
+
+
+def test_insecure_is_never_silent(tls_node, caplog):
+    """``#insecure`` accepts any certificate: the node's status says so, and so does a warning
+    record of the ``redlock_rs`` logger."""
+    node, _ = tls_node
+    caplog.set_level(logging.WARNING, logger="redlock_rs")
+    url = node.url + "/#insecure"
+    with redlock_rs.Redlock([url], log_events=True, node_timeout_ms=PATIENT_MS) as rl:
+        with rl.lock("py:tls:insecure", ttl_ms=10_000):
+            pass
+        warnings = rl.node_status()[0].warnings
+        assert any("#insecure" in w for w in warnings), warnings
+        deadline = time.monotonic() + 10
+        while not any("#insecure" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+            time.sleep(0.02)
+    warned = [r for r in caplog.records if "#insecure" in r.getMessage()]
+    assert warned[0].levelno == logging.WARNING
+    assert warned[0].redlock_event == "server_warning"
