@@ -60,7 +60,7 @@ fn warn_if_exposed(path: &Path, text: &str) {
         return;
     };
     if mode & 0o077 != 0 && split_urls(text).iter().any(|url| has_password(url)) {
-        eprintln!(
+        errln!(
             "redlock: warning: --nodes-file {0} holds a password and is open to other users \
              (mode {mode:03o}): chmod 600 {0}",
             path.display()

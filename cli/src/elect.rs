@@ -256,7 +256,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
             return Ok(0);
         }
         let term = leadership.term();
-        eprintln!(
+        errln!(
             "redlock: {identity} leads {} in term {term}; starting the command",
             o.name
         );
@@ -287,12 +287,12 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         } = supervised?;
         let stopped = supervise::stop_requested() != 0;
         if let Some(why) = &stopping {
-            eprintln!(
+            errln!(
                 "redlock: {why}; the command was stopped after {} (its exit code was {code})",
                 human(held_for)
             );
         } else if let Err(e @ Error::Lost { .. }) = &resigned {
-            eprintln!(
+            errln!(
                 "redlock: the leadership of {} was lost before the command ended (exit code \
                  {code}); its work may have overlapped another leader's: {}",
                 o.name,
@@ -310,7 +310,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         if stopped {
             return Ok(0);
         }
-        eprintln!(
+        errln!(
             "redlock: resigned {} after {} (the command's exit code was {code}); campaigning again",
             o.name,
             human(held_for)

@@ -116,7 +116,7 @@ fn main() -> ExitCode {
     match dispatch() {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("redlock: {}", one_line(&f.message));
+            errln!("redlock: {}", one_line(&f.message));
             ExitCode::from(f.code)
         }
     }
@@ -258,7 +258,7 @@ pub fn client(common: &Common, command: &str) -> Result<redlock::Redlock, Failur
     // command line.
     for node in client.node_status() {
         for warning in &node.warnings {
-            eprintln!(
+            errln!(
                 "redlock: warning: node {}: {}",
                 node.address,
                 one_line(warning)

@@ -59,9 +59,9 @@ pub fn serve(addr: &str, client: &Redlock) -> Result<(), Failure> {
         .name("redlock-metrics".into())
         .spawn(move || accept(listener, client))
         .map_err(|e| Failure::new(EXIT_SOFTWARE, format!("cannot start a thread: {e}")))?;
-    eprintln!("redlock: serving metrics on http://{shown}/metrics");
+    errln!("redlock: serving metrics on http://{shown}/metrics");
     if bound.is_some_and(|a| !a.ip().is_loopback()) {
-        eprintln!(
+        errln!(
             "redlock: warning: the metrics endpoint is reachable beyond this host, without \
              authentication: whoever reaches http://{shown}/ reads the counters and the nodes' \
              addresses; give --metrics-addr PORT (localhost only) unless a firewall guards the port"

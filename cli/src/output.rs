@@ -1,8 +1,8 @@
 //! Standard output that ends the program quietly when its reader is gone (`redlock status x |
 //! head`), as tools killed by SIGPIPE do, instead of panicking as `print!` does: [`out!`] and
-//! [`outln!`]. Rust ignores SIGPIPE, so a write to a closed pipe fails with `EPIPE`; exiting on
-//! it, rather than restoring SIGPIPE's default, keeps `run` and `elect`, which supervise a
-//! command, from dying of a closed output.
+//! [`outln!`]; standard error never panics either ([`errln!`]). Rust ignores SIGPIPE, so a write
+//! to a closed pipe fails with `EPIPE`; exiting on it, rather than restoring SIGPIPE's default,
+//! keeps `run` and `elect`, which supervise a command, from dying of a closed output.
 
 use std::io::{ErrorKind, Write};
 
@@ -23,6 +23,15 @@ macro_rules! outln {
     ($($arg:tt)*) => {
         $crate::output::write(format_args!("{}\n", format_args!($($arg)*)))
     };
+}
+
+/// `eprintln!` that never panics: a message to a closed standard error is dropped, so that
+/// `redlock run … 2>&1 | head` does not end redlock (and its command) while it holds a lock.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
 }
 
 pub fn write(text: std::fmt::Arguments<'_>) {

@@ -410,7 +410,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
         )),
         Err(e) => {
             // The command ran under the lock; its keys expire with the TTL.
-            eprintln!(
+            errln!(
                 "redlock: releasing {} failed, its keys expire within {}: {}",
                 o.resource,
                 human(o.ttl),

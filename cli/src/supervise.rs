@@ -131,7 +131,7 @@ pub fn run(
                 ));
             }
             if let Some(why) = &stopping {
-                eprintln!(
+                errln!(
                     "redlock: {why}; sending {} to the command",
                     args::signal_name(kill_signal)
                 );
@@ -143,7 +143,7 @@ pub fn run(
             && !killed
             && ((stopping.is_some() && validity <= margin) || now.duration_since(at) >= grace)
         {
-            eprintln!("redlock: the command is still running; sending SIGKILL");
+            errln!("redlock: the command is still running; sending SIGKILL");
             signal_group(pid, libc::SIGKILL);
             killed = true;
         }

@@ -76,6 +76,37 @@ fn a_closed_stdout_ends_the_program_quietly() {
     }
 }
 
+/// A closed standard error (`redlock run … 2>&1 | head`, once `head` has gone) neither panics
+/// nor changes the outcome: the command runs under the lock and its code comes back.
+#[test]
+fn a_closed_stderr_changes_nothing() {
+    let cluster = Cluster::start(1);
+    let nodes = cluster.urls().join(",");
+    let o = redlock(
+        Some(&nodes),
+        &[
+            "run",
+            "--ttl",
+            "5s",
+            "stderr-closed",
+            "--",
+            "sh",
+            "-c",
+            "exit 7",
+        ],
+    )
+    .stderr(closed_pipe())
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(7), "{o:?}");
+    // A usage error, whose message goes nowhere, keeps its exit code.
+    let o = redlock(Some(&nodes), &["status", "--no-such-option"])
+        .stderr(closed_pipe())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64), "{o:?}");
+}
+
 #[test]
 fn the_command_does_not_inherit_the_nodes_unless_asked() {
     let cluster = Cluster::start(1);
