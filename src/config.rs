@@ -697,6 +697,120 @@ mod tests {
     }
 
     #[test]
+    fn redacts_what_does_not_parse() {
+        // A character that ends the authority early: everything up to the last @ goes.
+        assert_eq!(
+            redact("redis://:pa#ss@127.0.0.1:1"),
+            "redis://***@127.0.0.1:1"
+        );
+        assert_eq!(redact("redis://u:a/b?c#d@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://u#x:pw@h:1"), "redis://***@h:1");
+        // No scheme: the same from the start.
+        assert_eq!(redact("u:pw@h:1"), "***@h:1");
+        // A sentinel password runs to the end: `&` or `#` may be part of it.
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=ab&cdSECRET"),
+            "redis+sentinel://h:1/m?sentinel_password=***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=ab#cdSECRET"),
+            "redis+sentinel://h:1/m?sentinel_password=***"
+        );
+        // An @ after it may end a user part that holds it: nothing after the scheme shows.
+        assert_eq!(
+            redact("redis+sentinel://u:x&sentinel_password=y@h:1/m"),
+            "redis+sentinel://***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=a@b"),
+            "redis+sentinel://***"
+        );
+        // redis-rs's Unix socket URLs carry the password as pass=.
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?db=x&pass=s3&user=u"),
+            "redis+unix:///tmp/r.sock?db=x&pass=***"
+        );
+    }
+
+    #[test]
+    fn a_huge_url_is_refused_without_being_quoted() {
+        let url = format!("redis://{}:1", "h".repeat(50 << 20));
+        let err = Builder::default()
+            .node(&url)
+            .finish()
+            .err()
+            .expect("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("{} bytes", url.len())) && text.contains("4096"),
+            "{text}"
+        );
+        assert!(text.len() < 300, "{} bytes of error", text.len());
+    }
+
+    /// Node URLs with each character that ends a part of a URL or changes its meaning, and a
+    /// space, in the user, the password and `sentinel_password`. The secrets are `L3FT` and
+    /// `R1GHT`: no error, `Debug` output or node address may show either. The text before a
+    /// character in the user names this machine, should a URL parse with it as the host.
+    pub(crate) fn urls_with_secrets() -> Vec<String> {
+        let mut urls = Vec::new();
+        for c in ['#', '/', '?', '&', '@', ':', '%', '+', ' '] {
+            for (scheme, path) in [
+                ("redis", ""),
+                ("redis+sentinel", "/m"),
+                ("redis+cluster", ""),
+            ] {
+                urls.push(format!(
+                    "{scheme}://localhost{c}x:L3FT-R1GHT@127.0.0.1:1{path}"
+                ));
+                urls.push(format!("{scheme}://u:L3FT{c}R1GHT@127.0.0.1:1{path}"));
+            }
+            urls.push(format!(
+                "redis+sentinel://127.0.0.1:1/m?sentinel_user=u&sentinel_password=L3FT{c}R1GHT"
+            ));
+            urls.push(format!(
+                "redis+sentinel://127.0.0.1:1/m?sentinel_password=L3FT{c}R1GHT&sentinel=127.0.0.1:2"
+            ));
+        }
+        urls
+    }
+
+    #[test]
+    fn no_secret_shows_whatever_characters_it_holds() {
+        let shows = |text: &str| text.contains("L3FT") || text.contains("R1GHT");
+        let (mut refused, mut leaks) = (0, Vec::new());
+        let urls = urls_with_secrets();
+        for url in &urls {
+            let builder = Builder::default().node(url);
+            let debug = format!("{builder:?}");
+            if shows(&debug) {
+                leaks.push(format!("{url}: Debug shows {debug}"));
+            }
+            let shown = match builder.finish() {
+                Err(e) => {
+                    refused += 1;
+                    e.to_string()
+                }
+                Ok((targets, _)) => targets[0].address(),
+            };
+            if shows(&shown) {
+                leaks.push(format!("{url}: shows {shown}"));
+            }
+        }
+        assert!(
+            leaks.is_empty(),
+            "{} leaks from {} URLs:\n{}",
+            leaks.len(),
+            urls.len(),
+            leaks.join("\n")
+        );
+        assert!(
+            refused > 20,
+            "only {refused} URLs refused: the table tests too little"
+        );
+    }
+
+    #[test]
     fn ttl_validation() {
         let c = Builder::default().config;
         assert!(c.ttl_ms(Duration::ZERO).is_err());

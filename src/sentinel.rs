@@ -869,6 +869,29 @@ mod tests {
         );
     }
 
+    #[test]
+    fn decodes_the_sentinel_credentials_as_the_masters() {
+        let s = Sentinel::parse(
+            "redis+sentinel://u+1:p+1%20@h/m?sentinel_user=u+2&sentinel_password=p+2%20%2B",
+        )
+        .unwrap();
+        assert_eq!(s.master_redis.username(), Some("u+1"));
+        assert_eq!(s.master_redis.password(), Some("p+1 "));
+        assert_eq!(s.sentinel_redis.username(), Some("u+2"));
+        assert_eq!(s.sentinel_redis.password(), Some("p+2 +"));
+        for url in [
+            "redis+sentinel://:%ff@h/m",
+            "redis+sentinel://h/m?sentinel_password=S3CR%ff",
+            "redis+sentinel://h/m?sentinel_user=S3CR%ff",
+        ] {
+            let err = Sentinel::parse(url).err().expect(url);
+            assert!(
+                err.contains("not valid UTF-8") && !err.contains("S3CR"),
+                "{url}: {err}"
+            );
+        }
+    }
+
     fn answer(port: u16, epoch: Option<u64>) -> Answer {
         Answer {
             at: ("10.0.0.1".to_owned(), port),
