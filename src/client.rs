@@ -539,7 +539,7 @@ mod tests {
 
     #[test]
     fn resource_names_are_capped_in_bytes() {
-        const CAP: usize = 4096;
+        const CAP: usize = crate::MAX_RESOURCE_NAME;
         let ttl = Duration::from_secs(10);
         let at_cap = "é".repeat(CAP / 2);
         let over = format!("{at_cap}r");

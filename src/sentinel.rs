@@ -172,12 +172,13 @@ pub(crate) struct Resolved {
     pub epoch: Option<u64>,
 }
 
-/// `host:port` (or `[v6]:port`) of an extra sentinel.
-fn parse_seed(seed: &str) -> Result<(String, u16), String> {
+/// `host:port` (or `[v6]:port`) of an extra sentinel; quoted in the error if `quotable`.
+fn parse_seed(seed: &str, quotable: bool) -> Result<(String, u16), String> {
     node_url::host_port(
         seed,
         "sentinel",
         "use sentinel_user= and sentinel_password=",
+        quotable,
     )
 }
 
@@ -198,7 +199,7 @@ impl Sentinel {
             .filter(|s| !s.is_empty());
         let name = segments
             .next()
-            .map(node_url::decode)
+            .map(|name| node_url::decode(name, "the master name"))
             .transpose()?
             .filter(|n| !n.is_empty())
             .ok_or("no master name: put it in the path, /MASTERNAME")?;
@@ -216,20 +217,22 @@ impl Sentinel {
             node_url::with_credentials(&parsed, RedisConnectionInfo::default().set_db(db))?;
         let mut sentinels = vec![(host, port)];
         let mut sentinel_redis = RedisConnectionInfo::default();
-        for (key, value) in parsed.query_pairs() {
-            match key.as_ref() {
+        let query = node_url::query(&parsed)?;
+        for (name, value) in query.pairs {
+            match name.as_str() {
                 "sentinel" => {
-                    let seed = parse_seed(&value)?;
+                    let seed = parse_seed(&value, query.quotable)?;
                     if !sentinels.contains(&seed) {
                         sentinels.push(seed);
                     }
                 }
-                "sentinel_user" => sentinel_redis = sentinel_redis.set_username(value.as_ref()),
-                "sentinel_password" => sentinel_redis = sentinel_redis.set_password(value.as_ref()),
+                "sentinel_user" => sentinel_redis = sentinel_redis.set_username(value),
+                "sentinel_password" => sentinel_redis = sentinel_redis.set_password(value),
                 other => {
-                    return Err(format!(
-                        "unknown query parameter {other:?} (known: sentinel, sentinel_user, \
-                         sentinel_password)"
+                    return Err(node_url::unknown(
+                        other,
+                        query.quotable,
+                        "sentinel, sentinel_user, sentinel_password",
                     ));
                 }
             }

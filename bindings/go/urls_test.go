@@ -67,12 +67,13 @@ func TestResourceNamesAndURLsAreCappedInBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	atCap := strings.Repeat("é", 2048) // 4096 bytes
+	atCap := strings.Repeat("é", redlock.MaxResourceName/2) // 2 bytes each
 	over := atCap + "r"
 	says := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "4097 bytes") ||
-			!strings.Contains(err.Error(), "4096") || strings.Contains(err.Error(), "éé") {
+		if !errors.Is(err, redlock.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("%d bytes", redlock.MaxResourceName+1)) ||
+			!strings.Contains(err.Error(), fmt.Sprint(redlock.MaxResourceName)) || strings.Contains(err.Error(), "éé") {
 			t.Errorf("%s: %.200v", what, err)
 		}
 	}
@@ -88,13 +89,13 @@ func TestResourceNamesAndURLsAreCappedInBytes(t *testing.T) {
 	_, err = c.ForceRelease(over, "")
 	says("ForceRelease", err)
 
-	huge := "redis://" + strings.Repeat("h", 1<<20) + ":1"
+	huge := "redis://" + strings.Repeat("h", 1<<20) + ":1" // a host of 1 MiB
 	hc, err := redlock.New([]string{huge}, redlock.Options{})
 	if err == nil {
 		hc.Close()
 	}
 	if !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprintf("%d bytes", len(huge))) ||
-		!strings.Contains(err.Error(), "4096") || len(err.Error()) > 300 {
+		!strings.Contains(err.Error(), fmt.Sprint(redlock.MaxNodeURL)) || len(err.Error()) > 300 {
 		t.Errorf("a URL of 1 MiB: %.300v", err)
 	}
 }

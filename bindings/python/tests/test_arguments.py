@@ -8,6 +8,8 @@ import pytest
 from redis_nodes import PATIENT_MS, assert_on_nodes
 
 import redlock_rs
+from redlock_rs._client import MAX_NODE_URL_BYTES
+from redlock_rs._request import MAX_RESOURCE_NAME_BYTES
 
 TEN_YEARS_MS = 315_360_000_000
 
@@ -191,7 +193,8 @@ def test_no_secret_shows_whatever_characters_it_holds():
 
 
 def test_resource_names_and_urls_are_capped_in_bytes(client):
-    at_cap = "é" * 2048  # 4096 bytes of UTF-8
+    most = MAX_RESOURCE_NAME_BYTES
+    at_cap = "é" * (most // 2)  # two bytes each in UTF-8
     redlock_rs.Request(at_cap, ttl_ms=10_000).close()
     over = at_cap + "r"
     for attempt in (
@@ -201,10 +204,10 @@ def test_resource_names_and_urls_are_capped_in_bytes(client):
         lambda: client.inspect(over),
         lambda: client.force_release(over),
     ):
-        with pytest.raises(ValueError, match="4097 bytes.*4096") as refused:
+        with pytest.raises(ValueError, match=f"{most + 1} bytes.*{most}") as refused:
             attempt()
         assert "éé" not in str(refused.value)
-    huge = "redis://" + "h" * (1 << 20) + ":1"
-    with pytest.raises(ValueError, match=f"{len(huge)} bytes.*4096") as refused:
+    huge = "redis://" + "h" * (1 << 20) + ":1"  # a host of 1 MiB
+    with pytest.raises(ValueError, match=f"{len(huge)} bytes.*{MAX_NODE_URL_BYTES}") as refused:
         redlock_rs.Redlock([huge])
     assert len(str(refused.value)) < 300
