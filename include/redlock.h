@@ -250,9 +250,9 @@ void redlock_cancel_free(struct redlock_cancel *cancel);
 // `opts` is NULL for the defaults, or options from `redlock_options_new`; the client copies
 // them, so they may be freed or changed afterwards. On success writes a new client to `*out`;
 // free it with `redlock_client_free`. Unreachable nodes do not fail this call (their workers
-// keep trying); an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice,
-// an unreadable TLS file, or TLS files without any `rediss://` node returns
-// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a new error to
+// keep trying); an empty list, a NULL or non-UTF-8 URL, an unparsable or too long (over 4096
+// bytes) URL, a node listed twice, an unreadable TLS file, or TLS files without any `rediss://`
+// node returns `REDLOCK_INVALID_ARGUMENT`; its message never shows a password, whatever it holds. On failure `*err` (when `err` is not NULL) gets a new error to
 // free with `redlock_error_free`.
 //
 // # Safety
@@ -285,9 +285,9 @@ size_t redlock_client_node_count(const struct redlock_client *client);
 //
 // On success writes a new lock to `*out` (free it with `redlock_lock_free`).
 // `REDLOCK_NOT_ACQUIRED`: held by another owner. `REDLOCK_NO_QUORUM`: too few nodes answered.
-// `REDLOCK_INVALID_ARGUMENT`: NULL client/resource/out, empty or non-UTF-8 resource, ttl_ms 0,
-// too small to leave validity (with the default drift, below 3), or over 10 years. Thread-safe:
-// many threads may lock through one client at once.
+// `REDLOCK_INVALID_ARGUMENT`: NULL client/resource/out, empty, non-UTF-8 or too long (over 4096
+// bytes) resource, ttl_ms 0, too small to leave validity (with the default drift, below 3), or
+// over 10 years. Thread-safe: many threads may lock through one client at once.
 //
 // # Safety
 // `client` is NULL or a live client; `resource` is NULL or a NUL-terminated string; `out` and
@@ -530,8 +530,9 @@ void redlock_event_listener_free(struct redlock_event_listener *listener);
 // Read-only. Waits for every node up to node_timeout. A node that is down, times out or
 // answers with an error (a `NOPERM` of a tight ACL) does not fail the call: its entry carries
 // the error (`redlock_inspection_node_error`). `REDLOCK_INVALID_ARGUMENT` for a NULL client,
-// resource or out, and an empty or non-UTF-8 resource. Each node is read at a slightly
-// different moment: a lock acquired or released meanwhile may show on some nodes only.
+// resource or out, and an empty, non-UTF-8 or too long (over 4096 bytes) resource. Each node is
+// read at a slightly different moment: a lock acquired or released meanwhile may show on some
+// nodes only.
 //
 // # Safety
 // `client` is NULL or a live client; `resource` is NULL or a NUL-terminated string; `out` and
@@ -691,8 +692,8 @@ bool redlock_inspection_node_fence(const struct redlock_inspection *inspection,
 //
 // Waits for every node up to node_timeout; a node that fails is reported in its entry, not as
 // the call's status. Check `redlock_forced_release_on_quorum`: true when a quorum confirmed the
-// key is gone. `REDLOCK_INVALID_ARGUMENT` for a NULL client, resource or out, an empty or
-// non-UTF-8 resource, and an empty or non-UTF-8 token.
+// key is gone. `REDLOCK_INVALID_ARGUMENT` for a NULL client, resource or out, an empty,
+// non-UTF-8 or too long (over 4096 bytes) resource, and an empty or non-UTF-8 token.
 //
 // # Safety
 // `client` is NULL or a live client; `resource` and `token` are NULL or NUL-terminated
@@ -1485,7 +1486,8 @@ bool redlock_options_strict_servers(const struct redlock_options *o);
 
 // A request for a plain lock on `resource` for `ttl_ms` ms, with the client's retries. The TTL
 // is checked by `redlock_request_acquire` (it depends on the client's drift factor).
-// `REDLOCK_INVALID_ARGUMENT`: NULL, empty or non-UTF-8 resource, NULL `out`.
+// `REDLOCK_INVALID_ARGUMENT`: NULL, empty, non-UTF-8 or too long (over 4096 bytes) resource,
+// NULL `out`.
 //
 // # Safety
 // `resource` is NULL or a NUL-terminated string (copied); `out` and `err` NULL or writable.
@@ -1494,9 +1496,9 @@ enum redlock_status redlock_request_new(const char *resource,
                                         struct redlock_request **out,
                                         struct redlock_error **err);
 
-// A request for all of `resources` (`n_resources` names, 1 to 64, no name twice) at once or
-// none, for `ttl_ms` ms. Each node sets all keys in one script or none, so clients locking
-// overlapping sets cannot deadlock; extend and release act on all of them, and
+// A request for all of `resources` (`n_resources` names, 1 to 64, no name twice, each 1 to 4096
+// bytes) at once or none, for `ttl_ms` ms. Each node sets all keys in one script or none, so
+// clients locking overlapping sets cannot deadlock; extend and release act on all of them, and
 // `redlock_lock_resource` is the sorted names joined with ','.
 //
 // # Safety

@@ -538,6 +538,39 @@ mod tests {
     }
 
     #[test]
+    fn resource_names_are_capped_in_bytes() {
+        const CAP: usize = crate::MAX_RESOURCE_NAME;
+        let ttl = Duration::from_secs(10);
+        let at_cap = "é".repeat(CAP / 2);
+        let over = format!("{at_cap}r");
+        assert!(LockRequest::new(&at_cap, ttl).check().is_ok());
+        assert!(LockRequest::many([&at_cap, "b"], ttl).check().is_ok());
+        let says = |e: Error| {
+            let text = e.to_string();
+            assert!(
+                matches!(e, Error::InvalidArgument { .. })
+                    && text.contains(&format!("{} bytes", CAP + 1))
+                    && text.contains(&CAP.to_string()),
+                "{text}"
+            );
+        };
+        says(LockRequest::new(&over, ttl).check().unwrap_err());
+        says(LockRequest::new(&over, ttl).fenced().check().unwrap_err());
+        says(LockRequest::many(["b", &over], ttl).check().unwrap_err());
+        let rl = Redlock::builder()
+            .node("redis://127.0.0.1:1")
+            .build()
+            .unwrap();
+        says(rl.try_lock(&over, ttl).unwrap_err());
+        says(rl.inspect(&over).unwrap_err());
+        says(rl.force_release(&over, None).unwrap_err());
+        // Twenty megabytes: refused, and not quoted.
+        let huge = "r".repeat(20 << 20);
+        let text = rl.try_lock(&huge, ttl).unwrap_err().to_string();
+        assert!(text.len() < 300, "{} bytes of error", text.len());
+    }
+
+    #[test]
     fn bad_url_errors_hide_the_password() {
         let err = Redlock::builder()
             .node("redis://u:hunter2@host:notaport")

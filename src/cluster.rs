@@ -147,12 +147,13 @@ pub(crate) fn is_cluster_url(url: &str) -> bool {
     lower.starts_with("redis+cluster://") || lower.starts_with("rediss+cluster://")
 }
 
-/// `host:port` (or `[v6]:port`) of an extra seed.
-fn parse_seed(seed: &str) -> Result<(String, u16), String> {
+/// `host:port` (or `[v6]:port`) of an extra seed; quoted in the error if `quotable`.
+fn parse_seed(seed: &str, quotable: bool) -> Result<(String, u16), String> {
     node_url::host_port(
         seed,
         "seed",
         "they go before the first host, and are the same for every node of the cluster",
+        quotable,
     )
 }
 
@@ -188,17 +189,16 @@ impl Cluster {
         }
         let redis = node_url::with_credentials(&parsed, RedisConnectionInfo::default())?;
         let mut seeds = vec![(host, port)];
-        for (key, value) in parsed.query_pairs() {
-            match key.as_ref() {
+        let query = node_url::query(&parsed)?;
+        for (name, value) in query.pairs {
+            match name.as_str() {
                 "seed" => {
-                    let seed = parse_seed(&value)?;
+                    let seed = parse_seed(&value, query.quotable)?;
                     if !seeds.contains(&seed) {
                         seeds.push(seed);
                     }
                 }
-                other => {
-                    return Err(format!("unknown query parameter {other:?} (known: seed)"));
-                }
+                other => return Err(node_url::unknown(other, query.quotable, "seed")),
             }
         }
         Ok(Cluster {

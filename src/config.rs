@@ -14,6 +14,7 @@ use crate::clock::Limits;
 pub use crate::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::cluster::{self, Cluster};
 use crate::error::{Error, Result};
+use crate::node_url;
 use crate::quorum::drift_allowance;
 use crate::sentinel::{self, Sentinel, Target};
 
@@ -29,6 +30,8 @@ pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 /// Largest TTL accepted: 10 years.
 pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// Longest node URL accepted, in bytes.
+pub const MAX_NODE_URL: usize = 4096;
 
 /// Builds a [`Redlock`] client; get one with [`Redlock::builder`].
 ///
@@ -123,7 +126,8 @@ impl Builder {
     /// `sentinel_user=`/`sentinel_password=` give the sentinels' own; or a whole Redis Cluster
     /// as one node, `redis[s]+cluster://[user:pass@]host:port[?seed=host:port&…]`, where
     /// `host:port` and each `seed=` are any nodes of the cluster. A change of master counts
-    /// as a restart for [`restart_grace`](Builder::restart_grace): see the README.
+    /// as a restart for [`restart_grace`](Builder::restart_grace): see the README. A URL has at
+    /// most [`MAX_NODE_URL`] bytes; a user or password percent-encodes `/ ? # & @ %` and spaces.
     ///
     /// Use an odd number of independent masters (no replication between them). An even N is
     /// allowed, but tolerates no more failed nodes than N − 1 would: 4 nodes survive 1 failure,
@@ -373,6 +377,12 @@ impl Builder {
         self.check()?;
         let mut targets: Vec<Target> = Vec::with_capacity(self.urls.len());
         for (i, url) in self.urls.iter().enumerate() {
+            if url.len() > MAX_NODE_URL {
+                return Err(Error::invalid(format!(
+                    "node {i}: the URL is {} bytes long; at most {MAX_NODE_URL} are allowed",
+                    url.len()
+                )));
+            }
             let target = if sentinel::is_sentinel_url(url) {
                 let s = Sentinel::parse(url).map_err(|why| {
                     Error::invalid(format!(
@@ -392,9 +402,9 @@ impl Builder {
                 })?;
                 Target::Cluster(Arc::new(c))
             } else {
-                let client = redis::Client::open(url.as_str()).map_err(|e| {
+                let client = open_standalone(url).map_err(|why| {
                     Error::invalid(format!(
-                        "node {i} ({}): not a usable Redis URL: {e}; expected \
+                        "node {i} ({}): not a usable Redis URL: {why}; expected \
                          redis[s]://[user:password@]host:port[/db], or \
                          redis[s]+sentinel://[user:password@]host:port/MASTERNAME[?sentinel=host:port&…], \
                          or redis[s]+cluster://[user:password@]host:port[?seed=host:port&…]",
@@ -608,54 +618,81 @@ fn use_ring_unless_chosen() {
     }
 }
 
-/// A URL with its password (or its whole user part, when it has no `user:` prefix) hidden, and
-/// the value of a `sentinel_password=` query parameter too.
-pub(crate) fn redact(url: &str) -> String {
-    let url = redact_query(url);
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url;
-    };
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url;
-    };
-    let userinfo = &rest[..at];
-    let shown = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => "***".to_owned(),
-    };
-    format!("{}{}{}", &url[..scheme_end], shown, &rest[at..])
+/// A redis-rs client for a `redis[s]://` (or Unix socket) URL; the error quotes nothing of it.
+fn open_standalone(url: &str) -> std::result::Result<redis::Client, String> {
+    // A TCP URL's path, query and fragment (the database, `protocol=`, `#insecure`) never hold
+    // an `@`; a Unix socket's path and `pass=` may.
+    let scheme = url.trim_start().split("://").next().unwrap_or("");
+    let tcp = ["redis", "rediss", "valkey", "valkeys"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s));
+    if tcp && node_url::at_after_host(url) {
+        return Err(format!("an @ after the host: {}", node_url::ENCODE));
+    }
+    redis::Client::open(url).map_err(|e| {
+        // Without the detail, which may quote part of the URL (`protocol=` …).
+        let text = e.to_string();
+        match e.detail() {
+            Some(detail) => text
+                .strip_suffix(detail)
+                .and_then(|t| t.strip_suffix(": "))
+                .unwrap_or("the URL is not valid")
+                .to_owned(),
+            None => text,
+        }
+    })
 }
 
-/// `sentinel_password=…` in a query string, hidden.
-fn redact_query(url: &str) -> String {
-    let Some((head, rest)) = url.split_once('?') else {
-        return url.to_owned();
+/// A node URL as errors and `Debug` output show it, with nothing of a password whatever it
+/// holds. Everything between `://` (or the start, without one) and the last `@` is the user
+/// part, shown as `***`, or as `user:***` when the user is plain (letters, digits, `-._~`): a
+/// `/`, `?` or `#` in a user or password ends the part where a URL parser sees it, so the last
+/// `@` is the only safe end. A `sentinel_password=` or `pass=` (redis-rs's Unix socket URLs)
+/// value runs to the end of the URL, as a `&` or `#` in it would end it early, and shows as
+/// `***`; when an `@` follows such a value, it may end a user part that holds it, and nothing
+/// after the scheme shows.
+pub(crate) fn redact(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let head = match secret_value(url, start) {
+        Some(value) if url[value..].contains('@') => return format!("{}***", &url[..start]),
+        Some(value) => &url[..value],
+        None => url,
     };
-    let (query, fragment) = match rest.split_once('#') {
-        Some((q, f)) => (q, Some(f)),
-        None => (rest, None),
-    };
-    let params: Vec<String> = query
-        .split('&')
-        .map(|param| {
-            let (key, _) = param.split_once('=').unwrap_or((param, ""));
-            // The key as the URL parser reads it: `sentinel%5Fpassword` is the same key.
-            let decoded = percent_encoding::percent_decode_str(key).decode_utf8_lossy();
-            if decoded.eq_ignore_ascii_case("sentinel_password") {
-                format!("{key}=***")
-            } else {
-                param.to_owned()
+    let mut shown = match head[start..].rfind('@') {
+        None => head.to_owned(),
+        Some(at) => {
+            let (before, after) = (&head[..start], &head[start + at..]);
+            match head[start..start + at].split_once(':') {
+                Some((user, _)) if user.chars().all(plain) => format!("{before}{user}:***{after}"),
+                _ => format!("{before}***{after}"),
             }
-        })
-        .collect();
-    let mut out = format!("{head}?{}", params.join("&"));
-    if let Some(f) = fragment {
-        out.push('#');
-        out.push_str(f);
+        }
+    };
+    if head.len() < url.len() {
+        shown.push_str("***");
     }
-    out
+    shown
+}
+
+/// Where the value of the first `sentinel_password=` or `pass=` parameter starts, after `start`
+/// (any `?` or `&` may begin one: a user or password holding a `?` shifts the query). The name
+/// is read as the URL parser does (`sentinel%5Fpassword` is the same), whatever its case.
+fn secret_value(url: &str, start: usize) -> Option<usize> {
+    url[start..].match_indices(['?', '&']).find_map(|(i, _)| {
+        let name_start = start + i + 1;
+        let rest = &url[name_start..];
+        let name_end = rest.find(['=', '&', '?', '#'])?;
+        let name = percent_encoding::percent_decode_str(&rest[..name_end]).decode_utf8_lossy();
+        let secret = ["sentinel_password", "pass"]
+            .iter()
+            .any(|s| name.eq_ignore_ascii_case(s));
+        (secret && rest[name_end..].starts_with('=')).then_some(name_start + name_end + 1)
+    })
+}
+
+/// A character of a user name shown beside a hidden password: RFC 3986's unreserved ones.
+fn plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')
 }
 
 impl fmt::Debug for Builder {
@@ -682,18 +719,138 @@ mod tests {
         assert_eq!(redact("not a url"), "not a url");
         assert_eq!(
             redact("redis+sentinel://u:pw@h:1/m?sentinel_user=a&sentinel_password=s3&x=1"),
-            "redis+sentinel://u:***@h:1/m?sentinel_user=a&sentinel_password=***&x=1"
+            "redis+sentinel://u:***@h:1/m?sentinel_user=a&sentinel_password=***"
         );
         assert_eq!(
             redact("redis+sentinel://h:1/m?sentinel_password=s3#insecure"),
-            "redis+sentinel://h:1/m?sentinel_password=***#insecure"
+            "redis+sentinel://h:1/m?sentinel_password=***"
         );
         assert_eq!(
             redact("redis+sentinel://h:1/m?sentinel%5Fpassword=s3&sentinel=h:2"),
-            "redis+sentinel://h:1/m?sentinel%5Fpassword=***&sentinel=h:2"
+            "redis+sentinel://h:1/m?sentinel%5Fpassword=***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel=h:2&Sentinel_Password=s3"),
+            "redis+sentinel://h:1/m?sentinel=h:2&Sentinel_Password=***"
         );
         let b = Builder::default().node("redis://u:hunter2@h:1");
         assert!(!format!("{b:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn redacts_what_does_not_parse() {
+        // A character that ends the authority early: everything up to the last @ goes.
+        assert_eq!(
+            redact("redis://:pa#ss@127.0.0.1:1"),
+            "redis://:***@127.0.0.1:1"
+        );
+        assert_eq!(redact("redis://u:a/b?c#d@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://u#x:pw@h:1"), "redis://***@h:1");
+        // No scheme: the same from the start.
+        assert_eq!(redact("u:pw@h:1"), "u:***@h:1");
+        assert_eq!(redact("pw@h:1"), "***@h:1");
+        // A sentinel password runs to the end: `&` or `#` may be part of it.
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=ab&cdSECRET"),
+            "redis+sentinel://h:1/m?sentinel_password=***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=ab#cdSECRET"),
+            "redis+sentinel://h:1/m?sentinel_password=***"
+        );
+        // An @ after it may end a user part that holds it: nothing after the scheme shows.
+        assert_eq!(
+            redact("redis+sentinel://u:x&sentinel_password=y@h:1/m"),
+            "redis+sentinel://***"
+        );
+        assert_eq!(
+            redact("redis+sentinel://h:1/m?sentinel_password=a@b"),
+            "redis+sentinel://***"
+        );
+        // redis-rs's Unix socket URLs carry the password as pass=.
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?db=x&pass=s3&user=u"),
+            "redis+unix:///tmp/r.sock?db=x&pass=***"
+        );
+    }
+
+    #[test]
+    fn a_huge_url_is_refused_without_being_quoted() {
+        let url = format!("redis://{}:1", "h".repeat(50 << 20));
+        let err = Builder::default()
+            .node(&url)
+            .finish()
+            .err()
+            .expect("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("{} bytes", url.len()))
+                && text.contains(&MAX_NODE_URL.to_string()),
+            "{text}"
+        );
+        assert!(text.len() < 300, "{} bytes of error", text.len());
+    }
+
+    /// Node URLs with each character that ends a part of a URL or changes its meaning, and a
+    /// space, in the user, the password and `sentinel_password`. The secrets are `L3FT` and
+    /// `R1GHT`: no error, `Debug` output or node address may show either. The text before a
+    /// character in the user names this machine, should a URL parse with it as the host.
+    pub(crate) fn urls_with_secrets() -> Vec<String> {
+        let mut urls = Vec::new();
+        for c in ['#', '/', '?', '&', '@', ':', '%', '+', ' '] {
+            for (scheme, path) in [
+                ("redis", ""),
+                ("redis+sentinel", "/m"),
+                ("redis+cluster", ""),
+            ] {
+                urls.push(format!(
+                    "{scheme}://localhost{c}x:L3FT-R1GHT@127.0.0.1:1{path}"
+                ));
+                urls.push(format!("{scheme}://u:L3FT{c}R1GHT@127.0.0.1:1{path}"));
+            }
+            urls.push(format!(
+                "redis+sentinel://127.0.0.1:1/m?sentinel_user=u&sentinel_password=L3FT{c}R1GHT"
+            ));
+            urls.push(format!(
+                "redis+sentinel://127.0.0.1:1/m?sentinel_password=L3FT{c}R1GHT&sentinel=127.0.0.1:2"
+            ));
+        }
+        urls
+    }
+
+    #[test]
+    fn no_secret_shows_whatever_characters_it_holds() {
+        let shows = |text: &str| text.contains("L3FT") || text.contains("R1GHT");
+        let (mut refused, mut leaks) = (0, Vec::new());
+        let urls = urls_with_secrets();
+        for url in &urls {
+            let builder = Builder::default().node(url);
+            let debug = format!("{builder:?}");
+            if shows(&debug) {
+                leaks.push(format!("{url}: Debug shows {debug}"));
+            }
+            let shown = match builder.finish() {
+                Err(e) => {
+                    refused += 1;
+                    e.to_string()
+                }
+                Ok((targets, _)) => targets[0].address(),
+            };
+            if shows(&shown) {
+                leaks.push(format!("{url}: shows {shown}"));
+            }
+        }
+        assert!(
+            leaks.is_empty(),
+            "{} leaks from {} URLs:\n{}",
+            leaks.len(),
+            urls.len(),
+            leaks.join("\n")
+        );
+        assert!(
+            refused > 20,
+            "only {refused} URLs refused: the table tests too little"
+        );
     }
 
     #[test]

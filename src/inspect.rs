@@ -14,7 +14,7 @@ use redis::Value;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, NodeProblem, Result};
 use crate::kinds::fenced::fence_key;
-use crate::kinds::release_nonce;
+use crate::kinds::{check_resource_name, release_nonce};
 use crate::quorum::{Vote, quorum};
 use crate::wire::{Command, Keys, Reply, Script};
 
@@ -314,10 +314,7 @@ pub(crate) fn force_release(
 }
 
 fn check_resource(resource: &str) -> Result<()> {
-    if resource.is_empty() {
-        return Err(Error::invalid("resource name is empty"));
-    }
-    Ok(())
+    check_resource_name(resource, "resource name")
 }
 
 /// Sends `command` to every node and waits for every answer until `node_timeout` from the

@@ -111,7 +111,8 @@ pub use cancel::Cancel;
 pub use client::{EventListener, Redlock};
 pub use config::{
     Builder, Config, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
-    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, MAX_TTL,
+    DEFAULT_NODE_TIMEOUT, DEFAULT_RETRY_COUNT, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER,
+    MAX_NODE_URL, MAX_TTL,
 };
 pub use election::{
     DEFAULT_OBSERVE_POLL, Election, Leader, Leadership, MAX_ELECTION_NAME, MAX_IDENTITY, Observer,
@@ -121,6 +122,7 @@ pub use histogram::{BUCKETS, Histogram};
 pub use inspect::{
     ForcedRelease, Inspection, KeyState, NodeInspection, NodeRelease, NodeState, Released,
 };
+pub use kinds::MAX_RESOURCE_NAME;
 pub use kinds::many::MAX_RESOURCES;
 pub use kinds::semaphore::MAX_PERMITS;
 pub use lock::Lock;

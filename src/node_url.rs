@@ -25,7 +25,18 @@ pub(crate) fn head(
     default_port: u16,
     no_host: &str,
 ) -> Result<Head, String> {
-    let parsed = url::Url::parse(url.trim()).map_err(|e| format!("{e}"))?;
+    let parsed = url::Url::parse(url.trim()).map_err(|e| {
+        if at_after_host(url) {
+            format!("an @ after the host: {ENCODE}")
+        } else {
+            format!("{e}")
+        }
+    })?;
+    // The rest of a user or password cut at a `/` or `#` would be read as the path or the
+    // fragment (an `@` in the query may be a `sentinel_password`'s).
+    if parsed.path().contains('@') || parsed.fragment().is_some_and(|f| f.contains('@')) {
+        return Err(format!("an @ after the host: {ENCODE}"));
+    }
     let scheme = parsed.scheme();
     let tls = if scheme.strip_prefix("redis+") == Some(kind) {
         None
@@ -58,40 +69,95 @@ pub(crate) fn head(
     })
 }
 
+/// How to write a user or a password that holds characters a URL reserves.
+pub(crate) const ENCODE: &str = "a user or password must percent-encode / ? # & @ % and spaces \
+     (%2F %3F %23 %26 %40 %25 %20)";
+
+/// Whether an `@` follows the first `/`, `?` or `#` after the scheme: a URL parser ends the
+/// user part there, so the user or password holds one of them.
+pub(crate) fn at_after_host(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.find(['/', '?', '#'])
+        .is_some_and(|end| rest[end..].contains('@'))
+}
+
 /// `redis` with the URL's user and password, percent-decoded.
 pub(crate) fn with_credentials(
     url: &url::Url,
     mut redis: RedisConnectionInfo,
 ) -> Result<RedisConnectionInfo, String> {
     if !url.username().is_empty() {
-        redis = redis.set_username(decode(url.username())?);
+        redis = redis.set_username(decode(url.username(), "the user")?);
     }
     if let Some(password) = url.password() {
-        redis = redis.set_password(decode(password)?);
+        redis = redis.set_password(decode(password, "the password")?);
     }
     Ok(redis)
 }
 
-/// Percent-decodes a path segment, a user or a password.
-pub(crate) fn decode(s: &str) -> Result<String, String> {
+/// Percent-decodes `s` (a path segment, a user, a password, a query parameter's name or value:
+/// `what`, for the error, which never quotes it); a `+` stays a `+`.
+pub(crate) fn decode(s: &str, what: &str) -> Result<String, String> {
     percent_encoding::percent_decode_str(s)
         .decode_utf8()
         .map(|s| s.into_owned())
-        .map_err(|_| "the user or password is not valid UTF-8 once percent-decoded".to_owned())
+        .map_err(|_| format!("{what} is not valid UTF-8 once percent-decoded"))
+}
+
+/// A URL's query: its `name=value` pairs, percent-decoded as a user or a password is, and
+/// whether their text may be quoted in an error.
+pub(crate) struct Query {
+    pub pairs: Vec<(String, String)>,
+    /// False when the query holds an `@` (a user or password with a `?` in it, the rest of which
+    /// landed here) or a `sentinel_password` (a `&` in its value would cut it there, and its
+    /// rest would look like more parameters).
+    pub quotable: bool,
+}
+
+pub(crate) fn query(url: &url::Url) -> Result<Query, String> {
+    let raw = url.query().unwrap_or("");
+    let mut pairs = Vec::new();
+    for pair in raw.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        pairs.push((
+            decode(name, "a query parameter's name")?,
+            decode(value, "a query parameter's value")?,
+        ));
+    }
+    let quotable = !raw.contains('@') && !pairs.iter().any(|(name, _)| name == "sentinel_password");
+    Ok(Query { pairs, quotable })
+}
+
+/// `unknown query parameter "name"`, or without the name when the query is not quotable.
+pub(crate) fn unknown(name: &str, quotable: bool, known: &str) -> String {
+    if quotable {
+        format!("unknown query parameter {name:?} (known: {known})")
+    } else {
+        format!(
+            "an unknown query parameter, not quoted as it may be part of a password ({ENCODE}); \
+             known: {known}"
+        )
+    }
 }
 
 /// `host:port` (or `[v6]:port`), the value of the query parameter `param` (an extra seed or
 /// sentinel). Never echoed when it could carry credentials (`user:password@host:port`): the
-/// error then says `where_credentials_go` instead.
+/// error then says `where_credentials_go` instead; nor when the query is not `quotable`.
 pub(crate) fn host_port(
     value: &str,
     param: &str,
     where_credentials_go: &str,
+    quotable: bool,
 ) -> Result<(String, u16), String> {
     let bad = || {
         if value.contains('@') {
             format!(
                 "a {param}= value is not host:port (no credentials there: {where_credentials_go})"
+            )
+        } else if !quotable {
+            format!(
+                "a {param}= value is not host:port (not quoted as it may be part of a password: \
+                 {ENCODE})"
             )
         } else {
             format!("{param}={value:?} is not host:port")
@@ -142,12 +208,17 @@ mod tests {
             ("redis+cluster://h#insecure", "only for rediss+cluster://"),
             ("rediss+cluster://h#x", "only #insecure"),
             ("redis+cluster:///", "no host"),
+            ("redis+cluster://h/u:p@h", "an @ after the host"),
+            ("rediss+cluster://h#u:p@h", "an @ after the host"),
         ] {
             let err = head(url, "cluster", 6379, "no host").err().expect(url);
             assert!(err.contains(why), "{url}: {err}");
         }
-        assert_eq!(host_port("[::1]:5", "seed", "x"), Ok(("::1".to_owned(), 5)));
-        let err = host_port("u:s3cret@h:1", "seed", "before the host").unwrap_err();
+        assert_eq!(
+            host_port("[::1]:5", "seed", "x", true),
+            Ok(("::1".to_owned(), 5))
+        );
+        let err = host_port("u:s3cret@h:1", "seed", "before the host", true).unwrap_err();
         assert!(
             err.contains("before the host") && !err.contains("s3cret"),
             "{err}"

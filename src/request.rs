@@ -12,7 +12,7 @@ use crate::kinds::plain::Plain;
 use crate::kinds::reentrant::Reentrant;
 use crate::kinds::rwlock::{Mode, ReadWrite};
 use crate::kinds::semaphore::Semaphore;
-use crate::kinds::{Caller, Kind};
+use crate::kinds::{Caller, Kind, check_resource_name};
 
 /// Default fraction of the TTL after which an auto-extended lock is extended.
 pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
@@ -125,14 +125,13 @@ impl AutoExtend {
 }
 
 impl LockRequest {
-    /// A plain lock on `resource` for `ttl`, with the client's retries.
+    /// A plain lock on `resource` (1 to [`MAX_RESOURCE_NAME`](crate::MAX_RESOURCE_NAME) bytes)
+    /// for `ttl`, with the client's retries.
     pub fn new(resource: impl AsRef<str>, ttl: Duration) -> Self {
         let resource = resource.as_ref();
-        let kind = if resource.is_empty() {
-            Err("resource name is empty".to_owned())
-        } else {
-            Ok(Arc::new(Plain::new(resource.into())) as Arc<dyn Kind>)
-        };
+        let kind = check_resource_name(resource, "resource name")
+            .map(|()| Arc::new(Plain::new(resource.into())) as Arc<dyn Kind>)
+            .map_err(message);
         LockRequest {
             kind,
             ttl,

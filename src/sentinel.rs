@@ -271,12 +271,13 @@ pub(crate) struct Resolved {
     pub epoch: Option<u64>,
 }
 
-/// `host:port` (or `[v6]:port`) of an extra sentinel.
-fn parse_seed(seed: &str) -> Result<(String, u16), String> {
+/// `host:port` (or `[v6]:port`) of an extra sentinel; quoted in the error if `quotable`.
+fn parse_seed(seed: &str, quotable: bool) -> Result<(String, u16), String> {
     node_url::host_port(
         seed,
         "sentinel",
         "use sentinel_user= and sentinel_password=",
+        quotable,
     )
 }
 
@@ -297,7 +298,7 @@ impl Sentinel {
             .filter(|s| !s.is_empty());
         let name = segments
             .next()
-            .map(node_url::decode)
+            .map(|name| node_url::decode(name, "the master name"))
             .transpose()?
             .filter(|n| !n.is_empty())
             .ok_or("no master name: put it in the path, /MASTERNAME")?;
@@ -315,20 +316,22 @@ impl Sentinel {
             node_url::with_credentials(&parsed, RedisConnectionInfo::default().set_db(db))?;
         let mut sentinels = vec![(host, port)];
         let mut sentinel_redis = RedisConnectionInfo::default();
-        for (key, value) in parsed.query_pairs() {
-            match key.as_ref() {
+        let query = node_url::query(&parsed)?;
+        for (name, value) in query.pairs {
+            match name.as_str() {
                 "sentinel" => {
-                    let seed = parse_seed(&value)?;
+                    let seed = parse_seed(&value, query.quotable)?;
                     if !sentinels.contains(&seed) {
                         sentinels.push(seed);
                     }
                 }
-                "sentinel_user" => sentinel_redis = sentinel_redis.set_username(value.as_ref()),
-                "sentinel_password" => sentinel_redis = sentinel_redis.set_password(value.as_ref()),
+                "sentinel_user" => sentinel_redis = sentinel_redis.set_username(value),
+                "sentinel_password" => sentinel_redis = sentinel_redis.set_password(value),
                 other => {
-                    return Err(format!(
-                        "unknown query parameter {other:?} (known: sentinel, sentinel_user, \
-                         sentinel_password)"
+                    return Err(node_url::unknown(
+                        other,
+                        query.quotable,
+                        "sentinel, sentinel_user, sentinel_password",
                     ));
                 }
             }
@@ -1045,6 +1048,29 @@ mod tests {
             err.contains("not host:port") && !err.contains("s3cret"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn decodes_the_sentinel_credentials_as_the_masters() {
+        let s = Sentinel::parse(
+            "redis+sentinel://u+1:p+1%20@h/m?sentinel_user=u+2&sentinel_password=p+2%20%2B",
+        )
+        .unwrap();
+        assert_eq!(s.master_redis.username(), Some("u+1"));
+        assert_eq!(s.master_redis.password(), Some("p+1 "));
+        assert_eq!(s.sentinel_redis.username(), Some("u+2"));
+        assert_eq!(s.sentinel_redis.password(), Some("p+2 +"));
+        for url in [
+            "redis+sentinel://:%ff@h/m",
+            "redis+sentinel://h/m?sentinel_password=S3CR%ff",
+            "redis+sentinel://h/m?sentinel_user=S3CR%ff",
+        ] {
+            let err = Sentinel::parse(url).err().expect(url);
+            assert!(
+                err.contains("not valid UTF-8") && !err.contains("S3CR"),
+                "{url}: {err}"
+            );
+        }
     }
 
     fn answer(port: u16, epoch: Option<u64>) -> Answer {

@@ -31,10 +31,14 @@ type Client struct {
 
 var errNilClient = &Error{Status: StatusInvalidArgument, Message: "nil *Client"}
 
+// MaxNodeURL is the longest node URL New takes, in bytes.
+const MaxNodeURL = 4096
+
 // New connects to the Redis nodes at urls ("redis://[user:password@]host:port", or
 // "rediss://..." for TLS; one per independent master; a lock needs a majority of them). A
 // Sentinel-managed master ("redis+sentinel://host:port/NAME") or a whole Redis Cluster
-// ("redis+cluster://host:port?seed=host:port") is one node.
+// ("redis+cluster://host:port?seed=host:port") is one node. Its errors never show a
+// password, whatever it holds.
 func New(urls []string, opts Options) (*Client, error) {
 	if err := checkLibraryVersion(); err != nil {
 		return nil, err

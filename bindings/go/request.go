@@ -21,6 +21,9 @@ import (
 // MaxResources is the most resources one request (LockMany, WithResources) takes.
 const MaxResources = 64
 
+// MaxResourceName is the longest resource name, in bytes; a longer one is ErrInvalidArgument.
+const MaxResourceName = 4096
+
 // MaxPermits is the most permits a semaphore can have.
 const MaxPermits = 1024
 

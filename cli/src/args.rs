@@ -22,9 +22,10 @@ impl Common {
         } else if let Some(path) = &self.nodes_file {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read --nodes-file {}: {e}", path.display()))?;
+            // Only whole lines are comments: a `#` in a URL (`#insecure`, a password) stays.
             let text = text
                 .lines()
-                .map(|l| l.split('#').next().unwrap_or(""))
+                .filter(|l| !l.trim_start().starts_with('#'))
                 .collect::<Vec<_>>()
                 .join(",");
             warn_if_exposed(path, &text);
@@ -47,6 +48,21 @@ impl Common {
         let urls = split_urls(&text);
         if urls.is_empty() {
             return Err(format!("{from} lists no node URLs"));
+        }
+        // A piece without a scheme is most likely the rest of a URL cut at a space or a comma
+        // in its password: refused before any URL goes to the library, and not quoted.
+        if let Some(i) = urls.iter().position(|u| !u.contains("://")) {
+            let comments = if self.nodes.is_none() && self.nodes_file.is_some() {
+                "; comments are whole lines starting with #"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "{from}: item {} is not a URL (no scheme://; not quoted, as it may be part of a \
+                 password). URLs are separated by commas or white space, so write a space in a \
+                 password as %20 and a comma as %2C{comments}",
+                i + 1
+            ));
         }
         Ok(urls)
     }
@@ -212,6 +228,26 @@ mod tests {
         ] {
             assert!(!has_password(url), "{url}");
         }
+    }
+
+    #[test]
+    fn a_nodes_file_keeps_a_hash_inside_a_url() {
+        let path = std::env::temp_dir().join(format!("redlock-args-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            "# nodes\n  # more\nrediss://h:1/#insecure, redis://:p#w@h:2\n",
+        )
+        .unwrap();
+        let common = Common {
+            nodes_file: Some(path.clone()),
+            ..Common::default()
+        };
+        let urls = common.urls();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            urls.unwrap(),
+            ["rediss://h:1/#insecure", "redis://:p#w@h:2"]
+        );
     }
 
     #[test]

@@ -90,8 +90,8 @@ Nodes (every command but stats):
                         redis+sentinel://host:port/MASTERNAME?sentinel=host:port,
                         and so is a whole Redis Cluster:
                         redis+cluster://host:port?seed=host:port
-  --nodes-file PATH     Read the URLs from a file (one per line or comma-separated; #
-                        comments)
+  --nodes-file PATH     Read the URLs from a file (one per line or comma-separated;
+                        lines starting with # are comments)
   REDLOCK_NODES         Environment variable used when neither option is given
   --node-timeout DUR    How long to wait for any one node (default 50ms)
   --tls-ca-file PATH    Trust the CA certificate(s) in this PEM file for rediss:// nodes,

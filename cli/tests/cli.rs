@@ -525,6 +525,76 @@ fn status_json_matches_the_nodes() {
     assert!(!text.contains("hunter2"), "{text}");
 }
 
+/// No password shows, whatever it holds, however the URLs are given: `REDLOCK_NODES`, `--nodes`
+/// (split on commas and white space) and `--nodes-file` (with `#` comments). The secrets are
+/// `L3FT` and `R1GHT`, around each character that ends a part of a URL or a list item.
+#[test]
+fn no_password_shows_whatever_it_holds() {
+    let dir = tmp("secrets");
+    let file = dir.join("nodes");
+    let mut urls = Vec::new();
+    for c in ['#', '/', '?', '&', '@', ':', '%', '+', ' ', ','] {
+        for (scheme, path) in [
+            ("redis", ""),
+            ("redis+sentinel", "/m"),
+            ("redis+cluster", ""),
+        ] {
+            urls.push(format!(
+                "{scheme}://localhost{c}x:L3FT-R1GHT@127.0.0.1:1{path}"
+            ));
+            urls.push(format!("{scheme}://u:L3FT{c}R1GHT@127.0.0.1:1{path}"));
+        }
+        urls.push(format!(
+            "redis+sentinel://127.0.0.1:1/m?sentinel_user=u&sentinel_password=L3FT{c}R1GHT"
+        ));
+        urls.push(format!(
+            "redis+sentinel://127.0.0.1:1/m?sentinel_password=L3FT{c}R1GHT&sentinel=127.0.0.1:2"
+        ));
+    }
+    let (mut refused, mut leaks) = (0, Vec::new());
+    for url in &urls {
+        std::fs::write(&file, format!("# the node\n{url}\n")).unwrap();
+        let base = || {
+            let mut c = Command::new(BIN);
+            c.args(["nodes", "--node-timeout", "50ms"])
+                .env_remove("REDLOCK_NODES")
+                .stdin(Stdio::null());
+            c
+        };
+        let mut from_env = base();
+        from_env.env("REDLOCK_NODES", url);
+        let mut from_option = base();
+        from_option.args(["--nodes", url]);
+        let mut from_file = base();
+        from_file.arg("--nodes-file").arg(&file);
+        for (how, c) in [
+            ("REDLOCK_NODES", from_env),
+            ("--nodes", from_option),
+            ("--nodes-file", from_file),
+        ] {
+            let o = output(c);
+            let text = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+            if text.contains("L3FT") || text.contains("R1GHT") {
+                leaks.push(format!("{url} in {how} shows: {text}"));
+            }
+            if o.status.code() == Some(64) {
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "{} leaks in {} runs:\n{}",
+        leaks.len(),
+        urls.len() * 3,
+        leaks.join("\n")
+    );
+    assert!(
+        refused > 60,
+        "only {refused} refused: the table tests too little"
+    );
+}
+
 /// A default never refuses a valid option: `--ttl 5s` once exited 64 because the default
 /// `--kill-grace` (5 s) did not fit in it.
 #[test]

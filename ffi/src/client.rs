@@ -24,9 +24,9 @@ pub struct redlock_client {
 /// `opts` is NULL for the defaults, or options from `redlock_options_new`; the client copies
 /// them, so they may be freed or changed afterwards. On success writes a new client to `*out`;
 /// free it with `redlock_client_free`. Unreachable nodes do not fail this call (their workers
-/// keep trying); an empty list, a NULL or non-UTF-8 URL, an unparsable URL, a node listed twice,
-/// an unreadable TLS file, or TLS files without any `rediss://` node returns
-/// `REDLOCK_INVALID_ARGUMENT`. On failure `*err` (when `err` is not NULL) gets a new error to
+/// keep trying); an empty list, a NULL or non-UTF-8 URL, an unparsable or too long (over 4096
+/// bytes) URL, a node listed twice, an unreadable TLS file, or TLS files without any `rediss://`
+/// node returns `REDLOCK_INVALID_ARGUMENT`; its message never shows a password, whatever it holds. On failure `*err` (when `err` is not NULL) gets a new error to
 /// free with `redlock_error_free`.
 ///
 /// # Safety
@@ -117,9 +117,9 @@ unsafe fn lock(
 ///
 /// On success writes a new lock to `*out` (free it with `redlock_lock_free`).
 /// `REDLOCK_NOT_ACQUIRED`: held by another owner. `REDLOCK_NO_QUORUM`: too few nodes answered.
-/// `REDLOCK_INVALID_ARGUMENT`: NULL client/resource/out, empty or non-UTF-8 resource, ttl_ms 0,
-/// too small to leave validity (with the default drift, below 3), or over 10 years. Thread-safe:
-/// many threads may lock through one client at once.
+/// `REDLOCK_INVALID_ARGUMENT`: NULL client/resource/out, empty, non-UTF-8 or too long (over 4096
+/// bytes) resource, ttl_ms 0, too small to leave validity (with the default drift, below 3), or
+/// over 10 years. Thread-safe: many threads may lock through one client at once.
 ///
 /// # Safety
 /// `client` is NULL or a live client; `resource` is NULL or a NUL-terminated string; `out` and

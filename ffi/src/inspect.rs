@@ -228,8 +228,9 @@ impl From<&ForcedRelease> for redlock_forced_release {
 /// Read-only. Waits for every node up to node_timeout. A node that is down, times out or
 /// answers with an error (a `NOPERM` of a tight ACL) does not fail the call: its entry carries
 /// the error (`redlock_inspection_node_error`). `REDLOCK_INVALID_ARGUMENT` for a NULL client,
-/// resource or out, and an empty or non-UTF-8 resource. Each node is read at a slightly
-/// different moment: a lock acquired or released meanwhile may show on some nodes only.
+/// resource or out, and an empty, non-UTF-8 or too long (over 4096 bytes) resource. Each node is
+/// read at a slightly different moment: a lock acquired or released meanwhile may show on some
+/// nodes only.
 ///
 /// # Safety
 /// `client` is NULL or a live client; `resource` is NULL or a NUL-terminated string; `out` and
@@ -523,8 +524,8 @@ pub unsafe extern "C" fn redlock_inspection_node_fence(
 ///
 /// Waits for every node up to node_timeout; a node that fails is reported in its entry, not as
 /// the call's status. Check `redlock_forced_release_on_quorum`: true when a quorum confirmed the
-/// key is gone. `REDLOCK_INVALID_ARGUMENT` for a NULL client, resource or out, an empty or
-/// non-UTF-8 resource, and an empty or non-UTF-8 token.
+/// key is gone. `REDLOCK_INVALID_ARGUMENT` for a NULL client, resource or out, an empty,
+/// non-UTF-8 or too long (over 4096 bytes) resource, and an empty or non-UTF-8 token.
 ///
 /// # Safety
 /// `client` is NULL or a live client; `resource` and `token` are NULL or NUL-terminated

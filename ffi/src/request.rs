@@ -35,7 +35,8 @@ fn hand_out(
 
 /// A request for a plain lock on `resource` for `ttl_ms` ms, with the client's retries. The TTL
 /// is checked by `redlock_request_acquire` (it depends on the client's drift factor).
-/// `REDLOCK_INVALID_ARGUMENT`: NULL, empty or non-UTF-8 resource, NULL `out`.
+/// `REDLOCK_INVALID_ARGUMENT`: NULL, empty, non-UTF-8 or too long (over 4096 bytes) resource,
+/// NULL `out`.
 ///
 /// # Safety
 /// `resource` is NULL or a NUL-terminated string (copied); `out` and `err` NULL or writable.
@@ -58,9 +59,9 @@ pub unsafe extern "C" fn redlock_request_new(
     })
 }
 
-/// A request for all of `resources` (`n_resources` names, 1 to 64, no name twice) at once or
-/// none, for `ttl_ms` ms. Each node sets all keys in one script or none, so clients locking
-/// overlapping sets cannot deadlock; extend and release act on all of them, and
+/// A request for all of `resources` (`n_resources` names, 1 to 64, no name twice, each 1 to 4096
+/// bytes) at once or none, for `ttl_ms` ms. Each node sets all keys in one script or none, so
+/// clients locking overlapping sets cannot deadlock; extend and release act on all of them, and
 /// `redlock_lock_resource` is the sorted names joined with ','.
 ///
 /// # Safety

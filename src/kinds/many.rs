@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::kinds::{Caller, Grant, Held, Kind};
+use crate::kinds::{Caller, Grant, Held, Kind, check_resource_name};
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
 /// Most resources one lock takes.
@@ -80,12 +80,7 @@ impl Many {
         let mut keys: Vec<Arc<str>> = Vec::new();
         for r in resources {
             let r = r.as_ref();
-            if r.is_empty() {
-                return Err(Error::invalid(format!(
-                    "resource name {} of the list is empty",
-                    keys.len()
-                )));
-            }
+            check_resource_name(r, &format!("resource name {} of the list", keys.len()))?;
             keys.push(r.into());
             if keys.len() > MAX_RESOURCES {
                 return Err(Error::invalid(format!(

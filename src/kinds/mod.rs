@@ -27,6 +27,26 @@ pub(crate) mod reentrant;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 
+/// Longest resource name accepted, in bytes: each byte of a key costs every node time in each
+/// script that touches it, during which the node serves no other client (the figures:
+/// docs/api.md).
+pub const MAX_RESOURCE_NAME: usize = 4096;
+
+/// `resource` (`what`: how the error names it) when it is not empty and at most
+/// [`MAX_RESOURCE_NAME`] bytes; the error never quotes it.
+pub(crate) fn check_resource_name(resource: &str, what: &str) -> Result<()> {
+    if resource.is_empty() {
+        return Err(Error::invalid(format!("{what} is empty")));
+    }
+    if resource.len() > MAX_RESOURCE_NAME {
+        return Err(Error::invalid(format!(
+            "{what} is {} bytes long; at most {MAX_RESOURCE_NAME} are allowed",
+            resource.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Every script of every kind, loaded on each connection.
 pub(crate) static SCRIPTS: [&Script; 23] = [
     &plain::RELEASE,

@@ -30,13 +30,16 @@ from ._stats import Stats, read_stats
 
 __all__ = ["Redlock"]
 
+MAX_NODE_URL_BYTES = 4096
+
 
 class Redlock(Managed, Shorthands[Lock]):
     """A Redlock client over N independent Redis masters; thread-safe.
 
     ``nodes`` are Redis URLs (``redis://[user:password@]host:port``, ``rediss://`` for TLS; a
     Sentinel-managed master ``redis+sentinel://host:port/NAME`` or a whole Redis Cluster
-    ``redis+cluster://host:port?seed=host:port`` is one node);
+    ``redis+cluster://host:port?seed=host:port`` is one node; each at most 4096 bytes of UTF-8;
+    a ``ValueError`` about them never shows a password, whatever it holds);
     options left as ``None`` take the library's defaults (see :func:`default_options`).
     ``max_extensions=None`` means no cap on :meth:`Lock.extend` calls. ``restart_grace_ms`` keeps
     a node whose Redis process is younger than that out of acquire quorums (off by default): set

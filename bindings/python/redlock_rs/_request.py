@@ -26,6 +26,7 @@ from ._managed import Managed
 __all__ = ["AutoExtend", "Request", "LockKeywords"]
 
 MAX_RESOURCES = 64
+MAX_RESOURCE_NAME_BYTES = 4096
 MAX_PERMITS = 1024
 MAX_OWNER_BYTES = 1024
 
@@ -107,7 +108,7 @@ class Request(Managed):
         Request("pool", ttl=10, permits=3, auto_extend=True)      # one of 3 permits
 
     Kind: one ``resource`` (positional) or ``resources`` (all at once or none; at most 64, no
-    name twice); ``fenced=True`` adds a fencing token (:attr:`Lock.fence`); ``reentrant=owner``
+    name twice); a name has 1 to 4096 bytes of UTF-8 (``ValueError`` otherwise); ``fenced=True`` adds a fencing token (:attr:`Lock.fence`); ``reentrant=owner``
     makes it one hold of a reentrant lock for ``owner`` (see :meth:`Redlock.new_owner`).
     ``read=True`` and ``write=True`` are the two sides of a read-write lock: readers share the
     resource, a writer excludes readers and writers (a writer is a plain lock on the nodes, so

@@ -8,6 +8,8 @@ import pytest
 from redis_nodes import PATIENT_MS, assert_on_nodes
 
 import redlock_rs
+from redlock_rs._client import MAX_NODE_URL_BYTES
+from redlock_rs._request import MAX_RESOURCE_NAME_BYTES
 
 TEN_YEARS_MS = 315_360_000_000
 
@@ -152,3 +154,60 @@ def test_unicode_resource_round_trips(nodes, client, resource):
     with client.try_lock(name, ttl_ms=10_000) as lock:
         assert lock.resource == name
         assert_on_nodes(nodes, name, lock.token)
+
+
+def urls_with_secrets() -> list[str]:
+    """Node URLs with each character that ends a part of a URL or changes its meaning, and a
+    space, in the user, the password and ``sentinel_password``; the secrets are ``L3FT`` and
+    ``R1GHT``. The text before a character in the user names this machine, should a URL parse
+    with it as the host."""
+    urls = []
+    for c in "#/?&@:%+ ":
+        for scheme, path in (("redis", ""), ("redis+sentinel", "/m"), ("redis+cluster", "")):
+            urls.append(f"{scheme}://localhost{c}x:L3FT-R1GHT@127.0.0.1:1{path}")
+            urls.append(f"{scheme}://u:L3FT{c}R1GHT@127.0.0.1:1{path}")
+        urls.append(
+            f"redis+sentinel://127.0.0.1:1/m?sentinel_user=u&sentinel_password=L3FT{c}R1GHT"
+        )
+        urls.append(
+            f"redis+sentinel://127.0.0.1:1/m?sentinel_password=L3FT{c}R1GHT&sentinel=127.0.0.1:2"
+        )
+    return urls
+
+
+def test_no_secret_shows_whatever_characters_it_holds():
+    refused, leaks = 0, []
+    for url in urls_with_secrets():
+        try:
+            rl = redlock_rs.Redlock([url])
+        except ValueError as e:
+            refused += 1
+            shown = str(e)
+        else:
+            with rl:
+                shown = " ".join(repr(status) for status in rl.node_status())
+        if "L3FT" in shown or "R1GHT" in shown:
+            leaks.append(f"{url}: shows {shown}")
+    assert not leaks, f"{len(leaks)} leaks:\n" + "\n".join(leaks)
+    assert refused > 20
+
+
+def test_resource_names_and_urls_are_capped_in_bytes(client):
+    most = MAX_RESOURCE_NAME_BYTES
+    at_cap = "é" * (most // 2)  # two bytes each in UTF-8
+    redlock_rs.Request(at_cap, ttl_ms=10_000).close()
+    over = at_cap + "r"
+    for attempt in (
+        lambda: redlock_rs.Request(over, ttl_ms=10_000),
+        lambda: redlock_rs.Request(resources=["r", over], ttl_ms=10_000),
+        lambda: client.try_lock(over, ttl_ms=10_000),
+        lambda: client.inspect(over),
+        lambda: client.force_release(over),
+    ):
+        with pytest.raises(ValueError, match=f"{most + 1} bytes.*{most}") as refused:
+            attempt()
+        assert "éé" not in str(refused.value)
+    huge = "redis://" + "h" * (1 << 20) + ":1"  # a host of 1 MiB
+    with pytest.raises(ValueError, match=f"{len(huge)} bytes.*{MAX_NODE_URL_BYTES}") as refused:
+        redlock_rs.Redlock([huge])
+    assert len(str(refused.value)) < 300

@@ -262,6 +262,117 @@ static void test_invalid_arguments(void) {
     redlock_client_free(client);
 }
 
+/* Whether `text` shows either secret of the URLs of test_no_secret_shows. */
+static int shows_secret(const char *text) {
+    return text != NULL && (strstr(text, "L3FT") != NULL || strstr(text, "R1GHT") != NULL);
+}
+
+/* No password shows, whatever characters it holds: node URLs with each character that ends a
+ * part of a URL or changes its meaning, and a space, in the user, the password and
+ * sentinel_password. The error of a refused URL, and the node address of an accepted one,
+ * never show the secrets L3FT and R1GHT. The text before a character in the user names this
+ * machine, should a URL parse with it as the host. */
+static void test_no_secret_shows(void) {
+    const char reserved[] = "#/?&@:%+ ";
+    const char *schemes[][2] = {{"redis", ""}, {"redis+sentinel", "/m"}, {"redis+cluster", ""}};
+    int refused = 0;
+    for (const char *c = reserved; *c; c++) {
+        char forms[8][200];
+        size_t n = 0;
+        for (size_t k = 0; k < 3; k++) {
+            snprintf(forms[n++], sizeof forms[0], "%s://localhost%cx:L3FT-R1GHT@127.0.0.1:1%s",
+                     schemes[k][0], *c, schemes[k][1]);
+            snprintf(forms[n++], sizeof forms[0], "%s://u:L3FT%cR1GHT@127.0.0.1:1%s",
+                     schemes[k][0], *c, schemes[k][1]);
+        }
+        snprintf(forms[n++], sizeof forms[0],
+                 "redis+sentinel://127.0.0.1:1/m?sentinel_user=u&sentinel_password=L3FT%cR1GHT",
+                 *c);
+        snprintf(forms[n++], sizeof forms[0],
+                 "redis+sentinel://127.0.0.1:1/m?sentinel_password=L3FT%cR1GHT"
+                 "&sentinel=127.0.0.1:2",
+                 *c);
+        for (size_t i = 0; i < n; i++) {
+            const char *url[] = {forms[i]};
+            redlock_client *client = NULL;
+            redlock_error *err = NULL;
+            if (redlock_client_new(url, 1, NULL, &client, &err) != REDLOCK_OK) {
+                refused++;
+                CHECK(!shows_secret(redlock_error_message(err)));
+                if (shows_secret(redlock_error_message(err)))
+                    fprintf(stderr, "  %s: %s\n", forms[i], redlock_error_message(err));
+                redlock_error_free(err);
+                continue;
+            }
+            redlock_node_status *status = NULL;
+            CHECK(redlock_client_node_status(client, 0, &status, NULL) == REDLOCK_OK);
+            CHECK(!shows_secret(redlock_node_status_address(status)));
+            redlock_node_status_free(status);
+            redlock_client_free(client);
+        }
+    }
+    CHECK(refused > 20);
+    /* Bytes that are not UTF-8 around the secret. */
+    const char *not_utf8[] = {"redis://u:L3FT\xff\xfeR1GHT@127.0.0.1:1"};
+    redlock_client *client = NULL;
+    redlock_error *err = NULL;
+    CHECK(redlock_client_new(not_utf8, 1, NULL, &client, &err) == REDLOCK_INVALID_ARGUMENT);
+    CHECK(!shows_secret(redlock_error_message(err)));
+    redlock_error_free(err);
+}
+
+/* Resource names are capped at 4096 bytes, and node URLs too: the error says the limit and
+ * the length, and quotes neither. */
+static void test_size_caps(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    char *name = malloc(4098);
+    REQUIRE(name != NULL);
+    memset(name, 'r', 4096);
+    name[4096] = 0;
+    redlock_request *req = NULL;
+    CHECK(redlock_request_new(name, 1000, &req, NULL) == REDLOCK_OK);
+    redlock_request_free(req);
+    name[4096] = 'r';
+    name[4097] = 0;
+    req = NULL;
+    CHECK(redlock_request_new(name, 1000, &req, &err) == REDLOCK_INVALID_ARGUMENT);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "4097 bytes") != NULL &&
+          strstr(redlock_error_message(err), "4096") != NULL &&
+          strstr(redlock_error_message(err), "rrrr") == NULL);
+    redlock_error_free(err);
+    err = NULL;
+    redlock_lock *lock = NULL;
+    check_error(redlock_client_try_lock(client, name, 1000, &lock, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    redlock_inspection *insp = NULL;
+    check_error(redlock_client_inspect(client, name, &insp, &err), REDLOCK_INVALID_ARGUMENT, &err);
+    redlock_forced_release *r = NULL;
+    check_error(redlock_client_force_release(client, name, NULL, &r, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    const char *many[] = {"c:short", name};
+    check_error(redlock_request_new_many(many, 2, 1000, &req, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    free(name);
+    redlock_client_free(client);
+
+    size_t len = (size_t)1 << 20;
+    char *url = malloc(len + 1);
+    REQUIRE(url != NULL);
+    memset(url, 'h', len);
+    memcpy(url, "redis://", 8);
+    memcpy(url + len - 2, ":1", 2);
+    url[len] = 0;
+    const char *huge[] = {url};
+    redlock_client *c2 = NULL;
+    CHECK(redlock_client_new(huge, 1, NULL, &c2, &err) == REDLOCK_INVALID_ARGUMENT);
+    CHECK(err != NULL && strstr(redlock_error_message(err), "1048576 bytes") != NULL &&
+          strstr(redlock_error_message(err), "4096") != NULL &&
+          strlen(redlock_error_message(err)) < 300);
+    redlock_error_free(err);
+    free(url);
+}
+
 /* The options builders: defaults, every setter with good and bad input, and a failed setter
  * changes nothing. */
 static void test_options_setters(void) {
@@ -1650,6 +1761,8 @@ static void all(void) {
     test_lock_outlives_client();
     test_threads_exclude_each_other();
     test_invalid_arguments();
+    test_no_secret_shows();
+    test_size_caps();
     test_options_setters();
     test_restart_grace_and_node_status();
     test_fenced();
