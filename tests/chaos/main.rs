@@ -146,8 +146,9 @@
 //!   started)]` overlap); el2 terms strictly increase from leader to leader (a campaign that
 //!   started after another returned a leadership gets a greater term) and no term is handed
 //!   out twice; el3 no stale write accepted by the term-checking storage (as (f2)); el4 what
-//!   `Redlock::leader` reports names a granted leadership (a candidate's identity, with the
-//!   term that identity was granted, by a campaign begun before the read returned).
+//!   `Redlock::leader` and observers report names a granted leadership (a candidate's
+//!   identity, with the term a campaign of that identity returned, a campaign begun before the
+//!   report).
 //!
 //! A quarter of the mutex calls are cancellable waits: reentrant requests (`wait`, with a
 //! `Cancel`) whose owner, and so whose token, the client chooses per call, so that even a
