@@ -236,7 +236,7 @@ use checker::{
 };
 use client::{child, parse_child};
 use relay::Relay;
-use schedule::{Lab, describe, drive, schedule};
+use schedule::{Lab, describe, drive, plans_short, schedule};
 use support::{Cluster, RedisCluster, RedisNode, eventually};
 
 const NODES: usize = 5;
@@ -514,6 +514,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
     election::checker_catches_made_up_violations();
+    // Every plan injects every fault class rule (cov) wants: 2,000 seeds' plans checked.
+    for (what, lacking) in plans_short(2_000, SHORT_CHAOS_MS, &flags).0 {
+        assert!(
+            lacking.is_empty(),
+            "plans without {what}: seeds {lacking:?}"
+        );
+    }
     let faults = schedule(seed, chaos_ms, &flags);
     println!(
         "chaos: seed {seed} ({} s of faults; replay with: cargo test --release --test chaos -- --seed {seed}{}{})",
@@ -1058,7 +1065,8 @@ fn main() {
     // Which configurations: both (the default, the short profile in CI), or one.
     let mut configs = vec![false, true];
     let mut plan = false;
-    let mut filters = Vec::new();
+    let mut plan_coverage = None;
+    let mut libtest = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -1088,19 +1096,32 @@ fn main() {
             "--no-clock-guard" => flags.no_clock_guard = true,
             "--standalone" => configs = vec![false],
             "--cluster" => configs = vec![true],
-            "--list" => {
-                println!("chaos: test");
-                return;
-            }
             // The schedule only, to see what a seed would do.
             "--plan" => plan = true,
-            // libtest's own flags, passed along by `cargo test -- ...` to every test binary.
-            a if a.starts_with('-') => {}
-            filter => filters.push(filter.to_owned()),
+            // Of N seeds' plans, how many lack each fault class rule (cov) wants.
+            "--plan-coverage" => {
+                let seeds = it
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .unwrap_or_else(|| {
+                        eprintln!("--plan-coverage needs a number of seeds");
+                        std::process::exit(2)
+                    });
+                plan_coverage = Some(seeds);
+            }
+            // libtest's own arguments, passed along by `cargo test -- ...` to every test
+            // binary: run only when they select this one test, `chaos`.
+            _ => libtest.push(arg.clone()),
         }
     }
-    // `cargo test <filter>` passes the filter to every test binary: run only when it matches.
-    if !filters.is_empty() && !filters.iter().any(|f| "chaos".contains(f.as_str())) {
+    let selection = support::TestArgs::parse(&libtest);
+    if selection.list {
+        if selection.selects("chaos") {
+            println!("chaos: test");
+        }
+        return;
+    }
+    if !selection.selects("chaos") {
         println!("chaos: filtered out");
         return;
     }
@@ -1109,6 +1130,18 @@ fn main() {
     let mut failed = Vec::new();
     for cluster in configs {
         let flags = Flags { cluster, ..flags };
+        if let Some(seeds) = plan_coverage {
+            let (short, redrawn) = plans_short(seeds, chaos_ms, &flags);
+            println!(
+                "{} configuration: of {seeds} plans ({redrawn} drawn again), lacking each class:",
+                if cluster { "cluster" } else { "standalone" }
+            );
+            for (what, lacking) in short {
+                let some: Vec<String> = lacking.iter().take(3).map(u64::to_string).collect();
+                println!("  {:>5}  {what} (seeds {})", lacking.len(), some.join(", "));
+            }
+            continue;
+        }
         if plan {
             for f in schedule(seed, chaos_ms, &flags) {
                 println!("{}", describe(&f));

@@ -254,9 +254,29 @@ fn quick(rng: &mut Rng, node: usize) -> Step {
 /// A run broken on purpose steers its faults to what it broke: with `--unchecked-storage`
 /// every pause waits for a fenced write or a leader's term-checked write, with `--no-clock-guard` every clock jump comes with
 /// a client holding its locks on a bare majority that includes the jumping node.
+///
+/// Every plan has each class of [`planned_classes`] (rule (cov) wants them): a plan that lacks
+/// one (the combinations and the majority outages can crowd out the rest: 1 plan in 1,000 did)
+/// is drawn again, from where the seed's random numbers left off.
 pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
-    let eager = flags.eager;
     let mut rng = Rng::new(seed);
+    for _ in 0..DRAWS {
+        let faults = draw(seed, &mut rng, chaos_ms, flags);
+        if planned_classes(&faults, flags.cluster).iter().all(|c| c.1) {
+            return faults;
+        }
+    }
+    panic!(
+        "seed {seed}: no plan of {chaos_ms} ms in {DRAWS} draws has every fault class \
+         (--plan-coverage counts the plans that lack each)"
+    )
+}
+
+/// Plans drawn at most for one seed.
+const DRAWS: usize = 100;
+
+fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
+    let eager = flags.eager;
     let mut faults = Vec::new();
     let mut next_majority = 18_000.min(chaos_ms / 2);
     let mut first = vec![Class::Nodes, Class::Partition, Class::Pause];
@@ -358,40 +378,108 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
             first.push(Class::ClockJump);
             class = Class::Partition;
         }
-        let fault = build(class, t, seed, flags, &mut rng);
+        let fault = build(class, t, seed, flags, rng);
         t += fault.planned_ms() + rng.range(200, 1_200);
         faults.push(fault);
     }
-    hang_at_least_once(&mut faults);
     faults
 }
 
-/// Rule (cov) wants a node hang in every run. Node faults choose between a hang and a crash for
-/// each node, and in the cluster configuration (no `Fence` combination, which always hangs) 1
-/// plan in 400 had crashes only (seed 76336929167062 failed a CI run so): there the first node
-/// fault that kills a node hangs it instead, as long (its `Restart` becomes a `Resume`).
-fn hang_at_least_once(faults: &mut [Fault]) {
-    let hangs = |f: &Fault| f.steps.iter().any(|(_, s)| matches!(s, Step::Hang(_)));
-    if faults.iter().any(hangs) {
-        return;
+/// The fault classes of rule (cov) that the plan alone decides, each with whether `faults`
+/// injects it: a run whose plan lacks one cannot cover it, however the run goes.
+pub fn planned_classes(faults: &[Fault], cluster: bool) -> Vec<(&'static str, bool)> {
+    let any = |f: &dyn Fn(&Step) -> bool| faults.iter().flat_map(|x| &x.steps).any(|(_, s)| f(s));
+    let mut classes = vec![
+        ("node hangs", any(&|s| matches!(s, Step::Hang(_)))),
+        (
+            "crashes with a delayed restart",
+            any(&|s| matches!(s, Step::Restart(_))),
+        ),
+        (
+            "crashes with a quick restart",
+            any(&|s| matches!(s, Step::QuickRestart { .. })),
+        ),
+        (
+            "majority outages",
+            faults.iter().any(|f| f.class == Class::Majority),
+        ),
+        (
+            "clock jumps",
+            any(&|s| matches!(s, Step::Shift { ms, .. } if *ms > 0)),
+        ),
+        (
+            "refusing cuts",
+            any(&|s| {
+                matches!(
+                    s,
+                    Step::Cut {
+                        mode: CutMode::Refuse,
+                        ..
+                    }
+                )
+            }),
+        ),
+        (
+            "blackholing cuts",
+            any(&|s| {
+                matches!(
+                    s,
+                    Step::Cut {
+                        mode: CutMode::Blackhole,
+                        ..
+                    }
+                )
+            }),
+        ),
+        ("client pauses", any(&|s| matches!(s, Step::Pause { .. }))),
+    ];
+    if cluster {
+        classes.extend([
+            (
+                "cluster master SIGKILLs",
+                any(&|s| matches!(s, Step::ClusterKill(..))),
+            ),
+            (
+                "cluster master SIGSTOPs",
+                any(&|s| matches!(s, Step::ClusterStop(..))),
+            ),
+            (
+                "CLUSTER FAILOVERs",
+                any(&|s| matches!(s, Step::ClusterFailover(_))),
+            ),
+        ]);
     }
-    let nodes = |f: &&mut Fault| matches!(f.class, Class::Nodes | Class::Majority);
-    for fault in faults.iter_mut().filter(nodes) {
-        let Some(n) = fault.steps.iter().find_map(|(_, s)| match s {
-            Step::Kill(n) => Some(*n),
-            _ => None,
-        }) else {
-            continue;
-        };
-        for (_, step) in &mut fault.steps {
-            match step {
-                Step::Kill(k) if *k == n => *step = Step::Hang(n),
-                Step::Restart(k) if *k == n => *step = Step::Resume(n),
-                _ => {}
+    classes
+}
+
+/// For `seeds` seeds (a fixed pseudo-random sequence): each class of [`planned_classes`] with
+/// the seeds whose plan of `chaos_ms` lacks it, and how many seeds' first draw lacked one.
+pub fn plans_short(
+    seeds: u64,
+    chaos_ms: u64,
+    flags: &Flags,
+) -> (Vec<(&'static str, Vec<u64>)>, u64) {
+    let mut rng = Rng::new(0x00C0_FFEE);
+    let mut short: Vec<(&'static str, Vec<u64>)> = Vec::new();
+    let mut redrawn = 0;
+    for _ in 0..seeds {
+        let seed = rng.next();
+        let first = draw(seed, &mut Rng::new(seed), chaos_ms, flags);
+        redrawn += u64::from(!planned_classes(&first, flags.cluster).iter().all(|c| c.1));
+        for (what, has) in planned_classes(&schedule(seed, chaos_ms, flags), flags.cluster) {
+            let at = match short.iter().position(|(w, _)| *w == what) {
+                Some(at) => at,
+                None => {
+                    short.push((what, Vec::new()));
+                    short.len() - 1
+                }
+            };
+            if !has {
+                short[at].1.push(seed);
             }
         }
-        return;
     }
+    (short, redrawn)
 }
 
 fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> Fault {

@@ -116,26 +116,67 @@ pub struct RedisNode {
 /// The `main` of a test binary with its own harness (`harness = false`), whose cases run the
 /// binary again as child processes. Started with `role` (`--waiter`, …) as its first argument,
 /// it is such a child: it runs `child` with the arguments after that. Otherwise it runs the
-/// cases whose names contain an argument that is not a flag (every case when there is none), or
-/// lists them for `cargo test -- --list`.
+/// cases libtest's arguments select (see [`TestArgs`]), or lists them for `cargo test -- --list`.
 pub fn own_harness(role: &str, child: impl FnOnce(&[String]), cases: &[(&str, fn())]) {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(role) {
         return child(&args[1..]);
     }
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in cases {
+    let selection = TestArgs::parse(&args);
+    for (name, case) in cases.iter().filter(|(name, _)| selection.selects(name)) {
+        if selection.list {
             println!("{name}: test");
+            continue;
         }
-        return;
+        println!("test {name} ...");
+        case();
+        println!("test {name} ... ok");
     }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    for (name, case) in cases {
-        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
-            println!("test {name} ...");
-            case();
-            println!("test {name} ... ok");
+}
+
+/// What libtest's arguments select, for a binary with its own harness: its filters (a case
+/// runs when its name contains one, or when there is none), `--skip` (a case whose name
+/// contains one does not), `--exact` (whole names only, for both) and `--list`. Other flags
+/// are ignored, with the value of those that take one.
+#[derive(Debug, Default)]
+pub struct TestArgs {
+    pub filters: Vec<String>,
+    pub skips: Vec<String>,
+    pub exact: bool,
+    pub list: bool,
+}
+
+impl TestArgs {
+    pub fn parse(args: &[String]) -> TestArgs {
+        let mut out = TestArgs::default();
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--skip" => out.skips.extend(it.next().cloned()),
+                s if s.starts_with("--skip=") => out.skips.push(s["--skip=".len()..].to_owned()),
+                "--exact" => out.exact = true,
+                "--list" => out.list = true,
+                "--test-threads" | "--format" | "--color" | "--logfile" | "--shuffle-seed"
+                | "-Z" => {
+                    it.next();
+                }
+                s if s.starts_with('-') => {}
+                filter => out.filters.push(filter.to_owned()),
+            }
         }
+        out
+    }
+
+    pub fn selects(&self, name: &str) -> bool {
+        let matches = |p: &String| {
+            if self.exact {
+                name == p
+            } else {
+                name.contains(p.as_str())
+            }
+        };
+        (self.filters.is_empty() || self.filters.iter().any(matches))
+            && !self.skips.iter().any(matches)
     }
 }
 
