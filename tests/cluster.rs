@@ -958,6 +958,59 @@ fn a_jump_of_any_masters_clock_quarantines_the_cluster_node() {
     support::assert_no_worker_panicked();
 }
 
+/// With `restart_grace`, a cluster master with replicas and no `min_replicas` is a warning (a
+/// client that starts after its failover is covered only by the `master_replid2` tripwire),
+/// which `strict_servers` turns into a refusal; `min_replicas` covering the replicas lifts it.
+#[test]
+fn strict_servers_refuses_a_cluster_whose_replicas_min_replicas_does_not_cover() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(1, 1);
+    let build = |strict: bool, k: Option<u32>| {
+        let mut b = support::builder(&[cluster.url()])
+            .retry_count(0)
+            .restart_grace(Duration::from_secs(1))
+            .strict_servers(strict);
+        if let Some(k) = k {
+            b = b.min_replicas(k);
+        }
+        b.build().expect("client")
+    };
+    let warned = build(false, None);
+    let status = &warned.node_status()[0];
+    assert!(
+        status
+            .warnings
+            .iter()
+            .any(|w| w.contains("no min_replicas") && w.contains("set min_replicas to 1")),
+        "{:?}",
+        status.warnings
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || warned
+            .try_lock("cluster:strict", Duration::from_secs(5))
+            .map(|l| l.release())
+            .is_ok()),
+        "a warning refuses nothing"
+    );
+    let err = build(true, None)
+        .try_lock("cluster:strict", Duration::from_secs(5))
+        .expect_err("refused under strict_servers");
+    assert!(
+        err.to_string().contains("no min_replicas"),
+        "names what to do: {err}"
+    );
+    let covered = build(true, Some(1));
+    assert!(
+        eventually(Duration::from_secs(5), || covered
+            .try_lock("cluster:strict", Duration::from_secs(5))
+            .map(|l| l.release())
+            .is_ok()),
+        "min_replicas 1 covers the one replica: {:?}",
+        covered.node_status()[0]
+    );
+    support::assert_no_worker_panicked();
+}
+
 /// `min_replicas(2)` on a cluster whose masters have one replica each: every master is named
 /// in the node's warnings, and a lock fails at once, unsent, naming a master that is short.
 #[test]
