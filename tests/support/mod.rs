@@ -129,21 +129,30 @@ pub fn own_harness(role: &str, child: impl FnOnce(&[String]), cases: &[(&str, fn
             continue;
         }
         println!("test {name} ...");
+        let started = std::time::Instant::now();
         case();
-        println!("test {name} ... ok");
+        match selection.report_time {
+            true => println!(
+                "test {name} ... ok <{:.3}s>",
+                started.elapsed().as_secs_f64()
+            ),
+            false => println!("test {name} ... ok"),
+        }
     }
 }
 
 /// What libtest's arguments select, for a binary with its own harness: its filters (a case
 /// runs when its name contains one, or when there is none), `--skip` (a case whose name
-/// contains one does not), `--exact` (whole names only, for both) and `--list`. Other flags
-/// are ignored, with the value of those that take one.
+/// contains one does not), `--exact` (whole names only, for both), `--list` and
+/// `--report-time` (each case's time after its `ok`). Other flags are ignored, with the value of
+/// those that take one.
 #[derive(Debug, Default)]
 pub struct TestArgs {
     pub filters: Vec<String>,
     pub skips: Vec<String>,
     pub exact: bool,
     pub list: bool,
+    pub report_time: bool,
 }
 
 impl TestArgs {
@@ -156,6 +165,7 @@ impl TestArgs {
                 s if s.starts_with("--skip=") => out.skips.push(s["--skip=".len()..].to_owned()),
                 "--exact" => out.exact = true,
                 "--list" => out.list = true,
+                "--report-time" => out.report_time = true,
                 "--test-threads" | "--format" | "--color" | "--logfile" | "--shuffle-seed"
                 | "-Z" => {
                     it.next();
