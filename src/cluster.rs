@@ -16,7 +16,7 @@
 //!   the new masters and resends what moved once, while its caller still waits; an `ASK` reply
 //!   (a slot being migrated) resends the command to the node named, after `ASKING`, with the
 //!   script's source (that node may not have our scripts); a `NOSCRIPT` reply loads the scripts
-//!   on that master and resends once;
+//!   on that master and resends once, with the source;
 //! - a master that cannot be reached makes the whole node unavailable until the cluster has
 //!   failed over (its slots' keys would be missing from the node's answers otherwise), and the
 //!   worker reconnects as for any node.
@@ -724,11 +724,12 @@ impl ClusterLink {
                     wire::load_scripts(&mut master.conn, scripts)?;
                 }
             }
-            // The same masters as the first round, which read their clocks then.
+            // The same masters as the first round, which read their clocks then; with the
+            // scripts' source (`EVAL`), which another flush since the load cannot fail.
             self.round(
                 batch,
                 &noscript,
-                inline,
+                true,
                 Clocks::None,
                 &mut values,
                 &mut ran_on,

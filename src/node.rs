@@ -1010,9 +1010,9 @@ impl Worker {
     }
 
     /// Sends the batch as one pipeline; a `NOSCRIPT` reply (restart, `SCRIPT FLUSH`, failover)
-    /// reloads the scripts and resends those commands once. With the clock guard on, a batch
-    /// that carries an acquire or an extension carries `TIME` too (last, so the node reads its
-    /// clock after the `SET`s), and its reading comes back with the votes.
+    /// reloads the scripts and resends those commands once, with their source. With the clock
+    /// guard on, a batch that carries an acquire or an extension carries `TIME` too (last, so
+    /// the node reads its clock after the `SET`s), and its reading comes back with the votes.
     fn execute(&mut self, batch: &[Request]) -> redis::RedisResult<(Vec<Vote>, Readings, Instant)> {
         let time = self
             .guard
@@ -1082,12 +1082,14 @@ impl Worker {
             .map(|(i, _)| i)
             .collect();
         if !noscript.is_empty() {
+            // Loaded for the batches to come; the resend carries the scripts' source (`EVAL`),
+            // which another flush between the load and the resend cannot fail.
             load_scripts(conn, self.settings.scripts)?;
             let (again, _, acked_again) = pipeline(
                 conn,
                 &mut self.buf,
                 noscript.iter().map(|&i| &batch[i]),
-                inline,
+                true,
                 false,
                 wait,
             )?;

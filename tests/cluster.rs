@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock::{Cancel, Error, Lock, LockRequest, NodeProblem, Redlock};
@@ -212,6 +213,46 @@ fn a_waiter_on_a_cluster_node_wakes_at_the_release_and_a_cancel_stops_it() {
     assert!(matches!(result, Err(Error::Cancelled { .. })), "{result:?}");
     lock.release().expect("release");
     support::assert_no_worker_panicked();
+}
+
+/// `SCRIPT FLUSH`es back to back on a master: one can land between the reload of the scripts
+/// and the resend of what came back `NOSCRIPT`. The resend carries the scripts' source, so no
+/// call fails for it.
+#[test]
+fn a_flush_between_the_reload_and_the_resend_fails_no_call() {
+    let cluster = RedisCluster::start(3, 0);
+    let rl = client(&[cluster.url()]);
+    let master = &cluster.nodes[cluster.master_of("flushed")];
+    let stop = AtomicBool::new(false);
+    let flushes = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut conn = master.conn();
+            while !stop.load(Ordering::Relaxed) {
+                let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+                flushes.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let started = Instant::now();
+        let mut cycles = 0;
+        while started.elapsed() < Duration::from_secs(2) {
+            let outcome = rl
+                .lock("flushed", Duration::from_secs(10))
+                .and_then(|lock| {
+                    lock.extend(Duration::from_secs(10))?;
+                    lock.release()
+                });
+            if let Err(e) = outcome {
+                stop.store(true, Ordering::Relaxed);
+                panic!("cycle {cycles} failed amid flushes: {e}");
+            }
+            cycles += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(cycles > 50, "{cycles} cycles in 2 s");
+    });
+    assert!(flushes.load(Ordering::Relaxed) > 100);
+    assert_eq!(master.get("flushed"), None);
 }
 
 #[test]

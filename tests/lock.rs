@@ -536,6 +536,44 @@ fn scripts_are_reloaded_after_script_flush() {
     }));
 }
 
+/// `SCRIPT FLUSH`es back to back: one can land between the worker's reload of the scripts and
+/// its resend of what came back `NOSCRIPT`. The resend carries the scripts' source, so no call
+/// fails for it.
+#[test]
+fn a_flush_between_the_reload_and_the_resend_fails_no_call() {
+    let cluster = Cluster::start(1);
+    let node = &cluster.nodes[0];
+    let rl = cluster.client();
+    let stop = AtomicBool::new(false);
+    let flushes = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut conn = node.conn();
+            while !stop.load(Ordering::Relaxed) {
+                let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+                flushes.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let started = Instant::now();
+        let mut cycles = 0;
+        while started.elapsed() < Duration::from_secs(2) {
+            let outcome = rl.lock("flushed", TTL).and_then(|lock| {
+                lock.extend(TTL)?;
+                lock.release()
+            });
+            if let Err(e) = outcome {
+                stop.store(true, Ordering::Relaxed);
+                panic!("cycle {cycles} failed amid flushes: {e}");
+            }
+            cycles += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(cycles > 50, "{cycles} cycles in 2 s");
+    });
+    assert!(flushes.load(Ordering::Relaxed) > 100);
+    assert_eq!(node.get("flushed"), None);
+}
+
 /// Caller threads share a node's one connection, whose worker sends whatever they queued as one
 /// pipeline: each caller must get its own replies, through `SCRIPT FLUSH`es (a `NOSCRIPT` in a
 /// batch, whose scripts are reloaded and its commands resent) and killed connections (a whole
