@@ -34,6 +34,9 @@ fn library_dir() -> &'static Path {
             "CARGO_CRATE_NAME",
             "CARGO_PRIMARY_PACKAGE",
             "OUT_DIR",
+            // scripts/run-tests sets it for libtest's --report-time; cargo would rebuild
+            // everything under it.
+            "RUSTC_BOOTSTRAP",
         ];
         let mut build = Command::new(cargo);
         for (name, _) in std::env::vars_os() {
