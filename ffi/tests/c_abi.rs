@@ -152,14 +152,35 @@ fn run_suite(wrapper: &[&str], binary: &Path, env: &[(&str, &str)]) {
     run(wrapper, binary, "no-quorum", &cluster.urls(), env);
 }
 
+/// Compiles the C suite `source` linked both ways and runs the two at once, each on nodes of
+/// its own (they mostly wait on timers and servers).
+fn shared_and_static(source: &str, name: &str) {
+    let shared = compile(source, &format!("{name}_shared"), false);
+    let fixed = compile(source, &format!("{name}_static"), true);
+    std::thread::scope(|s| {
+        s.spawn(|| run_suite(&[], &shared, &[]));
+        run_suite(&[], &fixed, &[]);
+    });
+}
+
+/// Runs the C suite `source` under valgrind (see `VALGRIND`), or says it is skipped when
+/// valgrind is not installed and `REDLOCK_REQUIRE_VALGRIND` is not set.
+fn under_valgrind(source: &str, name: &str) {
+    if !valgrind_available() {
+        assert!(
+            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
+            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
+        );
+        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
+        return;
+    }
+    let shared = compile(source, &format!("{name}_valgrind"), false);
+    run_suite(VALGRIND, &shared, SLOW);
+}
+
 #[test]
 fn c_suite_shared_and_static() {
-    let shared = compile("ffi/tests/c/test_redlock.c", "test_redlock_shared", false);
-    let fixed = compile("ffi/tests/c/test_redlock.c", "test_redlock_static", true);
-    // The suite's own default node timeout (a patient second): this run shares the machine with
-    // the valgrind run below.
-    run_suite(&[], &shared, &[]);
-    run_suite(&[], &fixed, &[]);
+    shared_and_static("ffi/tests/c/test_redlock.c", "test_redlock");
 }
 
 fn valgrind_available() -> bool {
@@ -171,16 +192,7 @@ fn valgrind_available() -> bool {
 
 #[test]
 fn c_suite_under_valgrind() {
-    if !valgrind_available() {
-        assert!(
-            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
-            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
-        );
-        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
-        return;
-    }
-    let shared = compile("ffi/tests/c/test_redlock.c", "test_redlock_valgrind", false);
-    run_suite(VALGRIND, &shared, SLOW);
+    under_valgrind("ffi/tests/c/test_redlock.c", "test_redlock");
 }
 
 /// How the C suites run under valgrind: any error or definite leak fails the run.
@@ -201,24 +213,12 @@ const SLOW: &[(&str, &str)] = &[("REDLOCK_TEST_NODE_TIMEOUT_MS", "2000")];
 /// waits), linked both ways.
 #[test]
 fn c_request_suite_shared_and_static() {
-    let shared = compile("ffi/tests/c/test_request.c", "test_request_shared", false);
-    let fixed = compile("ffi/tests/c/test_request.c", "test_request_static", true);
-    run_suite(&[], &shared, &[]);
-    run_suite(&[], &fixed, &[]);
+    shared_and_static("ffi/tests/c/test_request.c", "test_request");
 }
 
 #[test]
 fn c_request_suite_under_valgrind() {
-    if !valgrind_available() {
-        assert!(
-            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
-            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
-        );
-        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
-        return;
-    }
-    let shared = compile("ffi/tests/c/test_request.c", "test_request_valgrind", false);
-    run_suite(VALGRIND, &shared, SLOW);
+    under_valgrind("ffi/tests/c/test_request.c", "test_request");
 }
 
 /// ffi/tests/c/test_election.c: leader election (campaign, resign, the leader snapshot,
@@ -226,28 +226,12 @@ fn c_request_suite_under_valgrind() {
 /// callbacks, a leadership found lost, every refused argument), linked both ways.
 #[test]
 fn c_election_suite_shared_and_static() {
-    let shared = compile("ffi/tests/c/test_election.c", "test_election_shared", false);
-    let fixed = compile("ffi/tests/c/test_election.c", "test_election_static", true);
-    run_suite(&[], &shared, &[]);
-    run_suite(&[], &fixed, &[]);
+    shared_and_static("ffi/tests/c/test_election.c", "test_election");
 }
 
 #[test]
 fn c_election_suite_under_valgrind() {
-    if !valgrind_available() {
-        assert!(
-            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
-            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
-        );
-        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
-        return;
-    }
-    let shared = compile(
-        "ffi/tests/c/test_election.c",
-        "test_election_valgrind",
-        false,
-    );
-    run_suite(VALGRIND, &shared, SLOW);
+    under_valgrind("ffi/tests/c/test_election.c", "test_election");
 }
 
 /// ffi/tests/c/test_telemetry.c: the stats snapshot and its Prometheus text, event callbacks
@@ -256,36 +240,12 @@ fn c_election_suite_under_valgrind() {
 /// its client), every refused argument, linked both ways.
 #[test]
 fn c_telemetry_suite_shared_and_static() {
-    let shared = compile(
-        "ffi/tests/c/test_telemetry.c",
-        "test_telemetry_shared",
-        false,
-    );
-    let fixed = compile(
-        "ffi/tests/c/test_telemetry.c",
-        "test_telemetry_static",
-        true,
-    );
-    run_suite(&[], &shared, &[]);
-    run_suite(&[], &fixed, &[]);
+    shared_and_static("ffi/tests/c/test_telemetry.c", "test_telemetry");
 }
 
 #[test]
 fn c_telemetry_suite_under_valgrind() {
-    if !valgrind_available() {
-        assert!(
-            std::env::var_os("REDLOCK_REQUIRE_VALGRIND").is_none(),
-            "REDLOCK_REQUIRE_VALGRIND is set but valgrind is not installed"
-        );
-        eprintln!("SKIPPED: valgrind is not installed (the README's test command installs it)");
-        return;
-    }
-    let shared = compile(
-        "ffi/tests/c/test_telemetry.c",
-        "test_telemetry_valgrind",
-        false,
-    );
-    run_suite(VALGRIND, &shared, SLOW);
+    under_valgrind("ffi/tests/c/test_telemetry.c", "test_telemetry");
 }
 
 #[test]
