@@ -219,6 +219,7 @@ mod checker;
 mod client;
 mod election;
 mod fenced;
+mod history;
 mod keys;
 mod kinds;
 mod relay;
@@ -514,6 +515,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
     election::checker_catches_made_up_violations();
+    history::checker_catches_made_up_violations();
     // Every plan injects every fault class rule (cov) wants: 2,000 seeds' plans checked.
     for (what, lacking) in plans_short(2_000, SHORT_CHAOS_MS, &flags).0 {
         assert!(
@@ -835,8 +837,18 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     );
     let storage = fenced::Storage::read(&mut data.conn());
     let fenced_stats = fenced::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    let fenced_counter = storage.counter;
     let storage = election::read_storage(&mut data.conn());
     let election_stats = election::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    let mut finals = history::Finals {
+        counters: counters.clone(),
+        fenced: fenced_counter,
+        election: storage.counter,
+    };
+    finals
+        .counters
+        .insert(kinds::RW_RESOURCE.to_owned(), rw_counter.unwrap_or(0));
+    history::check(&logs, &finals, origin, &dir.0, chaos_ms, &mut verdict);
     check_coverage(&logs, &record, flags.cluster, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());

@@ -172,7 +172,7 @@ func clientID(op *Op) int {
 	if op.Client < 0 {
 		return 0
 	}
-	return 1 + op.Client*64 + op.Thread
+	return 1 + op.Client*65 + op.Thread + 1
 }
 
 func secs(ns int64) string {

@@ -13,8 +13,8 @@ type Op struct {
 	Model string `json:"model"`
 	// Key is the resource: the partition the operation belongs to.
 	Key string `json:"key"`
-	// Client and Thread name who made it: a client process and its thread (-1: the harness's
-	// final read).
+	// Client and Thread name who made it: a client process (-1: the harness's final read) and
+	// its thread (-1: not logged).
 	Client int `json:"client"`
 	Thread int `json:"thread"`
 	// Kind is what it did; each model says which kinds it knows.
@@ -36,6 +36,9 @@ func (o *Op) unknown() bool { return o.Ret == nil }
 func (o *Op) who() string {
 	if o.Client < 0 {
 		return "harness"
+	}
+	if o.Thread < 0 {
+		return fmt.Sprintf("c%d", o.Client)
 	}
 	return fmt.Sprintf("c%d.t%d", o.Client, o.Thread)
 }
