@@ -148,7 +148,16 @@
 //!   out twice; el3 no stale write accepted by the term-checking storage (as (f2)); el4 what
 //!   `Redlock::leader` and observers report names a granted leadership (a candidate's
 //!   identity, with the term a campaign of that identity returned, a campaign begun before the
-//!   report).
+//!   report);
+//! - (pc) a second opinion, from a checker we did not write: the run's operations, recorded as
+//!   a history (`history.jsonl` in the log directory), are linearizable for Porcupine, the Go
+//!   linearizability checker (`tests/chaos/porcupine`), under models of what the locks promise
+//!   about the resources they guard: each counter's read-modify-writes inside the lock as
+//!   single operations on a register (lost updates; late writes modelled as the known limit
+//!   they are), the token- and term-checking stores (no stale read or write accepted, no update
+//!   lost), and fencing tokens and terms rising in real-time order; a model Porcupine cannot
+//!   decide within its timeout fails the rule too (`history.rs` gives the history and the
+//!   rule, the Go program's package doc the models).
 //!
 //! A quarter of the mutex calls are cancellable waits: reentrant requests (`wait`, with a
 //! `Cancel`) whose owner, and so whose token, the client chooses per call, so that even a
@@ -177,7 +186,8 @@
 //! their self-test on made-up violations), `kinds.rs` (the read-write lock and the semaphore:
 //! clients, rules, self-test), `fenced.rs` (fenced locks and the storage: client, rules,
 //! self-test), `election.rs` (leader elections and their term-checked storage: candidates,
-//! rules, self-test); this file holds the configuration, the parent and the command line. On a
+//! rules, self-test), `history.rs` (the history and rule (pc); the Go program in
+//! `porcupine/`); this file holds the configuration, the parent and the command line. On a
 //! failure the run prints a timeline of what the driver really did, and keeps the logs.
 //!
 //! Short profile (about a minute per configuration, both run; part of `cargo test --release`
@@ -197,8 +207,9 @@
 //! # Breaking it on purpose
 //! Each rule must be able to fail. Before each run the checker is fed made-up violations of
 //! every rule, which it must report (`checker_catches_made_up_violations` in `checker.rs`,
-//! `kinds.rs`, `fenced.rs` and `election.rs`). And these flags break something real, to watch the rules fire
-//! on real servers (each run then says it is broken on purpose, and should fail):
+//! `kinds.rs`, `fenced.rs`, `election.rs` and `history.rs`, which also runs the Porcupine
+//! program's self-test). And these flags break something real, to watch the rules fire on real
+//! servers (each run then says it is broken on purpose, and should fail):
 //! - `--eager-restarts`: quick restarts in every phase, so clients without grace meet them
 //!   (rule (p) stands aside): (a), (b), rw1, sem1/sem2 and (f1) fire when a restarted node's
 //!   forgotten lock is taken again (el1 and el2 likewise when it is the election's, which

@@ -31,8 +31,10 @@
 // (a paused holder's lease runs out while it believes it holds), so, as Jepsen does, the check
 // is of the resource the lock guards.
 //
-// Each model's history is partitioned by resource (porcupine's Partition) and checked with
-// CheckOperationsVerbose and a timeout (-timeout, per model). An operation whose outcome is
+// Each model's history is partitioned by resource (porcupine's Partition; the order and store
+// models also cut a long resource's history at quiescent instants, chunks.go says why that
+// keeps the verdict) and checked with CheckOperationsVerbose and a timeout (-timeout, per
+// model). An operation whose outcome is
 // unknown (a null "ret": a client killed or stopped before it logged a completion) gets an
 // open-ended return time and may have had no effect. A model that times out is "Unknown": not
 // checked, printed and counted, and never a pass: the command exits non-zero, and the chaos
@@ -101,6 +103,7 @@ type Verdict struct {
 	Result   porcupine.CheckResult
 	Ops      int
 	Keys     int
+	Parts    int
 	Late     int
 	Open     int
 	Took     time.Duration
@@ -154,8 +157,9 @@ func checkAll(ops []*Op, timeout time.Duration) ([]*Verdict, error) {
 				v.Open++
 			}
 		}
-		parts := byKey(history)
-		v.Keys = len(parts)
+		parts := m.model.Partition(history)
+		v.Keys = len(byKey(history))
+		v.Parts = len(parts)
 		start := time.Now()
 		v.Result, v.info = porcupine.CheckOperationsVerbose(m.model, history, timeout)
 		v.Took = time.Since(start)
@@ -258,8 +262,8 @@ func explain(m model, parts [][]porcupine.Operation, info porcupine.Linearizatio
 func report(verdicts []*Verdict, htmlDir string) bool {
 	ok := true
 	for _, v := range verdicts {
-		fmt.Printf("porcupine: %s: %d ops on %d keys (%d late writes, %d of unknown outcome): %s in %.2f s\n",
-			v.Model, v.Ops, v.Keys, v.Late, v.Open, v.Result, v.Took.Seconds())
+		fmt.Printf("porcupine: %s: %d ops on %d keys, in %d partitions (%d late writes, %d of unknown outcome): %s in %.2f s\n",
+			v.Model, v.Ops, v.Keys, v.Parts, v.Late, v.Open, v.Result, v.Took.Seconds())
 		if v.Result == porcupine.Ok {
 			continue
 		}
@@ -292,6 +296,7 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Second, "the longest a model's check may take; past it the model is Unknown")
 	htmlDir := flag.String("html", "", "write the visualization of each model that is not Ok into this directory")
 	selfTest := flag.Bool("self-test", false, "check made-up histories instead, each with its known verdict")
+	flag.IntVar(&chunkOps, "chunk", chunkOps, "cut a resource's order and store history longer than this at quiescent instants")
 	flag.Parse()
 	if *selfTest {
 		failures := runSelfTest()

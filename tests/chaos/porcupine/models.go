@@ -64,6 +64,8 @@ func (o *Op) Describe() string {
 		what = fmt.Sprintf("wrote %d", o.Write)
 	case "read-refused", "write-refused", "grant":
 		what = o.Kind
+	case "from":
+		what = fmt.Sprintf("the state left before a quiescent instant: highest %d, value %s", o.Token, o.read())
 	default:
 		what = o.Kind + "?"
 	}
@@ -211,6 +213,8 @@ func storeStep(state, input, _ interface{}) []interface{} {
 		if fits {
 			next = append(next, s)
 		}
+	case "from":
+		next = append(next, storeState{o.Token, *o.Read})
 	}
 	if o.unknown() {
 		next = append(next, s, storeState{maxInt64(s.Highest, o.Token), s.Value})
@@ -222,7 +226,7 @@ var storeModel = model{
 	name:  "store",
 	kinds: kinds("rmw", "read", "write", "read-refused", "write-refused", "final"),
 	model: (&porcupine.NondeterministicModel{
-		Partition: byKey,
+		Partition: chunked(storeCarry),
 		Init:      func() []interface{} { return []interface{}{storeState{}} },
 		Step:      storeStep,
 		Hash: func(s interface{}) uint64 {
@@ -248,6 +252,9 @@ func orderStep(state, input, _ interface{}) []interface{} {
 	if o.Kind == "grant" && o.Token > s {
 		next = append(next, o.Token)
 	}
+	if o.Kind == "from" {
+		next = append(next, o.Token)
+	}
 	if o.unknown() {
 		next = append(next, s)
 	}
@@ -258,7 +265,7 @@ var orderModel = model{
 	name:  "order",
 	kinds: kinds("grant"),
 	model: (&porcupine.NondeterministicModel{
-		Partition:         byKey,
+		Partition:         chunked(orderCarry),
 		Init:              func() []interface{} { return []interface{}{int64(0)} },
 		Step:              orderStep,
 		Hash:              func(s interface{}) uint64 { return uint64(s.(int64)) },
