@@ -211,14 +211,17 @@
 //! program's self-test). And these flags break something real, to watch the rules fire on real
 //! servers (each run then says it is broken on purpose, and should fail):
 //! - `--eager-restarts`: quick restarts in every phase, so clients without grace meet them
-//!   (rule (p) stands aside): (a), (b), rw1, sem1/sem2 and (f1) fire when a restarted node's
-//!   forgotten lock is taken again (el1 and el2 likewise when it is the election's, which
-//!   needs a leader on a bare majority: rarer);
+//!   (rule (p) stands aside), and a mutex holder's read-modify-write may last most of its
+//!   validity: (a), (b), rw1, sem1/sem2 and (f1) fire when a restarted node's forgotten lock
+//!   is taken again (el1 and el2 likewise when it is the election's, which needs a leader on a
+//!   bare majority: rarer), and (pc) with (b), when the second holder's read-modify-write meets
+//!   the first's (seed 32368189315206, for one: Porcupine's counter model on `chaos:r1`);
 //! - `--grace-ms N`: the quick phases' clients use a restart grace of N ms (0: none) instead of
 //!   the largest TTL: the same rules fire, in quick phases;
 //! - `--unchecked-storage`: the fenced storage and the election's check no token or term, and
 //!   every client pause waits for a fenced write or a leader's write: (f2) or el3 fires when
-//!   the paused holder's stale write lands after a newer holder's;
+//!   the paused holder's stale write lands after a newer holder's, and (pc) with it
+//!   (Porcupine's store model; seed 71287257307440, for one, on `chaos-election`);
 //! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
 //!   client holding its locks on a bare majority that includes the jumping node: (a) and the
 //!   others fire when the jump frees such a lock early.
