@@ -527,6 +527,15 @@ pub fn checker_catches_made_up_violations() {
         String::from_utf8_lossy(&out.stdout)
     );
     made_up_logs();
+    // A model Porcupine could not decide in time is a finding: never a pass.
+    let unknown = findings(&[
+        "porcupine: store: 9 ops on 1 keys, in 1 partitions (0 late writes, 0 of unknown outcome): Unknown in 10.00 s".to_owned(),
+        "UNKNOWN store: no verdict within the timeout: not checked (9 ops)".to_owned(),
+    ]);
+    assert!(
+        unknown.len() == 1 && unknown[0].starts_with("Porcupine: not checked: store"),
+        "an Unknown verdict is not reported: {unknown:?}"
+    );
 }
 
 /// Made-up logs: a legal run, then one violation at a time, each of which Porcupine must find
