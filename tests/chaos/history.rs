@@ -627,10 +627,14 @@ fn made_up_logs() {
         fenced: 2,
         election: 2,
     };
-    let dir = std::env::temp_dir().join(format!("redlock-chaos-history-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("self-test dir");
+    // Removed when done, failed or not.
+    let dir = crate::TempDir(
+        std::env::temp_dir().join(format!("redlock-chaos-history-{}", std::process::id())),
+        false,
+    );
+    std::fs::create_dir_all(&dir.0).expect("self-test dir");
     let verdict = |logs: &Logs, finals: &Finals| {
-        let path = dir.join("history.jsonl");
+        let path = dir.0.join("history.jsonl");
         let (lines, _) = build(logs, finals, t, at(100));
         std::fs::write(&path, lines.join("\n") + "\n").expect("write the made-up history");
         let (out, ok, err) = run_checker(&path, 5, None);
@@ -666,7 +670,6 @@ fn made_up_logs() {
     let mut back = good();
     back.elections.push(leader(2, 2, 40));
     expect("term going backwards", "order", back, finals());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Rule (pc): writes the run's history into `dir` and has Porcupine check it.
