@@ -195,6 +195,8 @@ pub struct Logs {
     /// Leaderships (`E` lines) and answers of `leader` (`O` lines; see `election.rs`).
     pub elections: Vec<ElectionHold>,
     pub observed: Vec<Observed>,
+    /// The election's storage reads and writes (`TS` lines; see `history.rs`).
+    pub term_ops: Vec<crate::history::TermOp>,
     /// Intervals during which the parent, which runs the relays, did not get to run: every
     /// client's traffic waited meanwhile, as on a slow network.
     pub relay_stalls: Vec<(u64, u64)>,
@@ -298,6 +300,7 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                 "F" => logs.fenced.push(fenced::parse(&f)),
                 "E" => logs.elections.push(election::parse(&f)),
                 "O" => logs.observed.push(election::parse_observed(&f)),
+                "TS" => logs.term_ops.push(crate::history::parse_term_op(&f)),
                 _ => panic!("bad line {line:?}"),
             }
         }
@@ -1241,6 +1244,7 @@ pub fn checker_catches_made_up_violations() {
         fenced: Vec::new(),
         elections: Vec::new(),
         observed: Vec::new(),
+        term_ops: Vec::new(),
         relay_stalls: Vec::new(),
     };
     // n0 hung for everyone; n1 and n2 cut off from client 1 only.

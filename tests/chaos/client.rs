@@ -407,7 +407,16 @@ impl Worker {
             .arg(&key)
             .query(&mut self.data)
             .expect("GET on the data node");
-        std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
+        // Broken on purpose (`--eager-restarts`), the read-modify-write may last most of the
+        // validity, so that a second holder that a restarted node lets in meets it: a lost
+        // update ((b), (pc)).
+        let gap_us = if self.flags.eager {
+            let left = lock.validity().saturating_sub(MIN_VALIDITY_TO_WRITE);
+            (left.as_micros() as u64).max(3_000)
+        } else {
+            3_000
+        };
+        std::thread::sleep(Duration::from_micros(self.rng.range(0, gap_us)));
         if self.rng.chance(0.1) {
             let _ = self.call(2, res, || lock.extend(ttl));
             // A lock that ran out (its process stopped past its validity, say) has no validity

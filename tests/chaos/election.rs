@@ -16,7 +16,8 @@
 //! it asks who leads (`Redlock::leader`). Each leadership is an `E` line: its window
 //! `[campaign returned, min(validity deadline as last sampled, resign or drop started)]`, its
 //! term, identity and the writes the storage accepted and rejected; each answer of `leader` an
-//! `O` line.
+//! `O` line; each storage read, with the write that followed it, a `TS` line (for the history
+//! Porcupine checks, `history.rs`).
 //!
 //! Rules:
 //! - (el1): at most one leader with validity left at any instant: no two leadership windows
@@ -50,6 +51,7 @@ use redlock::{Cancel, Leadership};
 use crate::checker::{Logs, Verdict, ms};
 use crate::client::{Worker, outcome};
 use crate::fenced::{Accepted, READ, Storage, WRITE, paused_across, storage_rule};
+use crate::history::term_op_line;
 use crate::keys::KeyKind;
 use crate::schedule::Pause;
 use crate::{MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS, now_ns};
@@ -274,6 +276,7 @@ impl Worker {
             "1"
         };
         let count = storage_key("count");
+        let read_start = now_ns();
         let (read_ok, seen): (u64, u64) = redis::Script::new(READ)
             .key(&count)
             .key(storage_key("highest"))
@@ -283,14 +286,20 @@ impl Worker {
             .arg(identity)
             .invoke(&mut self.data)
             .expect("storage read");
+        let read = (read_start, now_ns());
+        let (client, thread, term) = (self.client, self.thread, l.term());
         if read_ok != 1 {
             tally.reads_rejected += 1;
+            self.log
+                .push(term_op_line(client, thread, term, read, None, None));
             return;
         }
         std::thread::sleep(Duration::from_micros(self.rng.range(0, 3_000)));
         sample(l, deadline);
         let checked = now_ns();
         if l.validity() < MIN_VALIDITY_TO_WRITE {
+            self.log
+                .push(term_op_line(client, thread, term, read, Some(seen), None));
             return;
         }
         self.about_to_write("election");
@@ -306,6 +315,15 @@ impl Worker {
             .invoke(&mut self.data)
             .expect("storage write");
         let done = now_ns();
+        let write = (checked, done, seen + 1, accepted == 1);
+        self.log.push(term_op_line(
+            client,
+            thread,
+            term,
+            read,
+            Some(seen),
+            Some(write),
+        ));
         tally.writes += 1;
         if accepted == 1 {
             tally.accepted += 1;

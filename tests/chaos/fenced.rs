@@ -181,6 +181,8 @@ impl Worker {
 pub struct FencedHold {
     pub client: usize,
     pub fence: u64,
+    /// Whether the storage accepted its read.
+    pub read_ok: bool,
     pub call_start: u64,
     pub call_end: u64,
     pub deadline: u64,
@@ -195,6 +197,7 @@ pub fn parse(f: &[&str]) -> FencedHold {
     FencedHold {
         client: num(1) as usize,
         fence: num(4),
+        read_ok: f[8] == "read",
         call_start: num(5),
         call_end: num(6),
         deadline: num(7),
@@ -474,6 +477,7 @@ pub fn checker_catches_made_up_violations() {
     let hold = |client: usize, fence: u64, start: u64, end: u64| FencedHold {
         client,
         fence,
+        read_ok: true,
         call_start: t + start * MS,
         call_end: t + end * MS,
         deadline: t + (end + TTL_MAX_MS) * MS,

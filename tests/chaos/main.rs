@@ -148,7 +148,16 @@
 //!   out twice; el3 no stale write accepted by the term-checking storage (as (f2)); el4 what
 //!   `Redlock::leader` and observers report names a granted leadership (a candidate's
 //!   identity, with the term a campaign of that identity returned, a campaign begun before the
-//!   report).
+//!   report);
+//! - (pc) a second opinion, from a checker we did not write: the run's operations, recorded as
+//!   a history (`history.jsonl` in the log directory), are linearizable for Porcupine, the Go
+//!   linearizability checker (`tests/chaos/porcupine`), under models of what the locks promise
+//!   about the resources they guard: each counter's read-modify-writes inside the lock as
+//!   single operations on a register (lost updates; late writes modelled as the known limit
+//!   they are), the token- and term-checking stores (no stale read or write accepted, no update
+//!   lost), and fencing tokens and terms rising in real-time order; a model Porcupine cannot
+//!   decide within its timeout fails the rule too (`history.rs` gives the history and the
+//!   rule, the Go program's package doc the models).
 //!
 //! A quarter of the mutex calls are cancellable waits: reentrant requests (`wait`, with a
 //! `Cancel`) whose owner, and so whose token, the client chooses per call, so that even a
@@ -177,7 +186,8 @@
 //! their self-test on made-up violations), `kinds.rs` (the read-write lock and the semaphore:
 //! clients, rules, self-test), `fenced.rs` (fenced locks and the storage: client, rules,
 //! self-test), `election.rs` (leader elections and their term-checked storage: candidates,
-//! rules, self-test); this file holds the configuration, the parent and the command line. On a
+//! rules, self-test), `history.rs` (the history and rule (pc); the Go program in
+//! `porcupine/`); this file holds the configuration, the parent and the command line. On a
 //! failure the run prints a timeline of what the driver really did, and keeps the logs.
 //!
 //! Short profile (about a minute per configuration, both run; part of `cargo test --release`
@@ -197,17 +207,21 @@
 //! # Breaking it on purpose
 //! Each rule must be able to fail. Before each run the checker is fed made-up violations of
 //! every rule, which it must report (`checker_catches_made_up_violations` in `checker.rs`,
-//! `kinds.rs`, `fenced.rs` and `election.rs`). And these flags break something real, to watch the rules fire
-//! on real servers (each run then says it is broken on purpose, and should fail):
+//! `kinds.rs`, `fenced.rs`, `election.rs` and `history.rs`, which also runs the Porcupine
+//! program's self-test). And these flags break something real, to watch the rules fire on real
+//! servers (each run then says it is broken on purpose, and should fail):
 //! - `--eager-restarts`: quick restarts in every phase, so clients without grace meet them
-//!   (rule (p) stands aside): (a), (b), rw1, sem1/sem2 and (f1) fire when a restarted node's
-//!   forgotten lock is taken again (el1 and el2 likewise when it is the election's, which
-//!   needs a leader on a bare majority: rarer);
+//!   (rule (p) stands aside), and a mutex holder's read-modify-write may last most of its
+//!   validity: (a), (b), rw1, sem1/sem2 and (f1) fire when a restarted node's forgotten lock
+//!   is taken again (el1 and el2 likewise when it is the election's, which needs a leader on a
+//!   bare majority: rarer), and (pc) with (b), when the second holder's read-modify-write meets
+//!   the first's (seed 32368189315206, for one: Porcupine's counter model on `chaos:r1`);
 //! - `--grace-ms N`: the quick phases' clients use a restart grace of N ms (0: none) instead of
 //!   the largest TTL: the same rules fire, in quick phases;
 //! - `--unchecked-storage`: the fenced storage and the election's check no token or term, and
 //!   every client pause waits for a fenced write or a leader's write: (f2) or el3 fires when
-//!   the paused holder's stale write lands after a newer holder's;
+//!   the paused holder's stale write lands after a newer holder's, and (pc) with it
+//!   (Porcupine's store model; seed 71287257307440, for one, on `chaos-election`);
 //! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
 //!   client holding its locks on a bare majority that includes the jumping node: (a) and the
 //!   others fire when the jump frees such a lock early.
@@ -219,6 +233,7 @@ mod checker;
 mod client;
 mod election;
 mod fenced;
+mod history;
 mod keys;
 mod kinds;
 mod relay;
@@ -514,6 +529,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
     election::checker_catches_made_up_violations();
+    history::checker_catches_made_up_violations();
     // Every plan injects every fault class rule (cov) wants: 2,000 seeds' plans checked.
     for (what, lacking) in plans_short(2_000, SHORT_CHAOS_MS, &flags).0 {
         assert!(
@@ -835,8 +851,18 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     );
     let storage = fenced::Storage::read(&mut data.conn());
     let fenced_stats = fenced::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    let fenced_counter = storage.counter;
     let storage = election::read_storage(&mut data.conn());
     let election_stats = election::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    let mut finals = history::Finals {
+        counters: counters.clone(),
+        fenced: fenced_counter,
+        election: storage.counter,
+    };
+    finals
+        .counters
+        .insert(kinds::RW_RESOURCE.to_owned(), rw_counter.unwrap_or(0));
+    history::check(&logs, &finals, origin, &dir.0, chaos_ms, &mut verdict);
     check_coverage(&logs, &record, flags.cluster, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
