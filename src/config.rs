@@ -49,6 +49,9 @@ pub struct Builder {
     pub(crate) urls: Vec<String>,
     pub(crate) config: Config,
     pub(crate) tls: Tls,
+    /// Test-only: announced cluster addresses and where to connect instead
+    /// ([`cluster_address_map_for_tests`](Builder::cluster_address_map_for_tests)).
+    pub(crate) cluster_remap: Vec<((String, u16), (String, u16))>,
 }
 
 /// TLS settings for `rediss://` nodes. Certificates are read when the client is built.
@@ -113,6 +116,7 @@ impl Default for Builder {
                 min_replicas: None,
             },
             tls: Tls::default(),
+            cluster_remap: Vec::new(),
         }
     }
 }
@@ -272,6 +276,25 @@ impl Builder {
     /// `docs/guarantees.md`.
     pub fn min_replicas(mut self, k: u32) -> Self {
         self.config.min_replicas = Some(k).filter(|k| *k > 0);
+        self
+    }
+
+    /// On every Redis Cluster node, connects to `to` wherever the cluster names `from` (a seed,
+    /// `CLUSTER SLOTS`, a `MOVED` or an `ASK`), each `host:port`; an address not mapped is
+    /// reached as named. The node keeps the cluster's own addresses for everything else
+    /// (routing, `NodeStatus`, failovers). Only for tests, which put a relay of their own
+    /// between one client and one cluster process (a per-client cut); not part of the API.
+    #[doc(hidden)]
+    pub fn cluster_address_map_for_tests<I, A, B>(mut self, map: I) -> Self
+    where
+        I: IntoIterator<Item = ((A, u16), (B, u16))>,
+        A: Into<String>,
+        B: Into<String>,
+    {
+        self.cluster_remap.extend(
+            map.into_iter()
+                .map(|((h, p), (th, tp))| ((h.into(), p), (th.into(), tp))),
+        );
         self
     }
 
@@ -451,6 +474,15 @@ impl Builder {
                             c.set_certificates(certificates.clone());
                         }
                     }
+                }
+            }
+        }
+        if !self.cluster_remap.is_empty() {
+            for target in &mut targets {
+                if let Target::Cluster(c) = target
+                    && let Some(c) = Arc::get_mut(c)
+                {
+                    c.set_remap(self.cluster_remap.clone());
                 }
             }
         }
