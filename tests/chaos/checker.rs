@@ -10,8 +10,8 @@ use crate::fenced::{self, FENCED_RESOURCE, FencedHold, paused_across};
 use crate::kinds::{self, KindHold};
 use crate::schedule::{Action, Outage, Pause, Record, Restart, majority_down};
 use crate::{
-    CALL_MARGIN_MS, CANCEL_BOUND_MS, CLIENTS, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES,
-    RETRY_COUNT, RETRY_DELAY, RETRY_JITTER, STALL_MIN_NS_MS, TTL_MAX_MS, WAIT_MS, resource,
+    CALL_MARGIN_MS, CANCEL_BOUND_MS, CLIENTS, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, RETRY_COUNT,
+    RETRY_DELAY, RETRY_JITTER, STALL_MIN_NS_MS, TTL_MAX_MS, WAIT_MS, resource,
 };
 
 pub fn lock_bound_ms() -> u64 {
@@ -109,6 +109,7 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             // followed the failover reconnects within its backoff like after a hang.
             Action::Hang
             | Action::Blackhole
+            | Action::MasterBlackhole
             | Action::ClusterKill
             | Action::ClusterStop
             | Action::ClusterFailover => BACKLOG_SLACK_NS,
@@ -511,10 +512,11 @@ pub fn check(
             ));
         }
         match logs.status.get(&client) {
-            Some(s) if s.connected == NODES && s.acquired => {}
+            Some(s) if s.connected == crate::nodes() && s.acquired => {}
             Some(s) => verdict.fail(format!(
-                "(d) client {client}: {} of {NODES} workers connected, final lock {}: {}",
+                "(d) client {client}: {} of {} workers connected, final lock {}: {}",
                 s.connected,
+                crate::nodes(),
                 if s.acquired {
                     "acquired"
                 } else {
@@ -820,6 +822,34 @@ pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut
         ),
         ("refusing cuts", outages(Action::Refuse)),
         ("blackholing cuts", outages(Action::Blackhole)),
+        (
+            "refusing cuts of a cluster master",
+            if cluster {
+                outages(Action::MasterRefuse)
+            } else {
+                1
+            },
+        ),
+        (
+            "blackholing cuts of a cluster master",
+            if cluster {
+                outages(Action::MasterBlackhole)
+            } else {
+                1
+            },
+        ),
+        (
+            "clock jumps of a cluster master",
+            if cluster {
+                record
+                    .shifts
+                    .iter()
+                    .filter(|s| s.1 == crate::cluster_node() && s.2 > 0)
+                    .count()
+            } else {
+                1
+            },
+        ),
         ("client pauses", record.pauses.len()),
         (
             "acquisitions with restart grace",
@@ -893,7 +923,7 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
     println!(
         "  writes            {writes} (skipped for lack of validity: {skipped}; abandoned locks: {abandoned})"
     );
-    let per_node: Vec<String> = (0..NODES)
+    let per_node: Vec<String> = (0..crate::nodes())
         .map(|n| {
             let down: u64 = outages
                 .iter()
@@ -1131,24 +1161,51 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
             "client cut off from a node, blackholed".into(),
             count_ms(Action::Blackhole),
         ),
-        (
-            "client process paused past its validity (SIGSTOP)".into(),
-            format!(
-                "{} ({} at a plain write, {} at a fenced write, {} at a leader's write; longest \
-                 {} ms)",
-                record.pauses.len(),
-                at_write("plain"),
-                at_write("fenced"),
-                at_write("election"),
-                record
-                    .pauses
-                    .iter()
-                    .map(|p| (p.to - p.from) / MS)
-                    .max()
-                    .unwrap_or(0)
-            ),
-        ),
     ]);
+    if !record.failovers.is_empty() {
+        let master_jumps: Vec<u64> = record
+            .shifts
+            .iter()
+            .filter(|s| s.1 == crate::cluster_node() && s.2 > 0)
+            .map(|s| s.2)
+            .collect();
+        rows.extend(vec![
+            (
+                "client cut off from one cluster master, refused / blackholed".into(),
+                format!(
+                    "{} / {}",
+                    count_ms(Action::MasterRefuse),
+                    count_ms(Action::MasterBlackhole)
+                ),
+            ),
+            (
+                "cluster master clock jump forward".into(),
+                format!(
+                    "{} (+{}..+{} ms)",
+                    master_jumps.len(),
+                    master_jumps.iter().min().unwrap_or(&0),
+                    master_jumps.iter().max().unwrap_or(&0)
+                ),
+            ),
+        ]);
+    }
+    rows.extend(vec![(
+        "client process paused past its validity (SIGSTOP)".into(),
+        format!(
+            "{} ({} at a plain write, {} at a fenced write, {} at a leader's write; longest \
+                 {} ms)",
+            record.pauses.len(),
+            at_write("plain"),
+            at_write("fenced"),
+            at_write("election"),
+            record
+                .pauses
+                .iter()
+                .map(|p| (p.to - p.from) / MS)
+                .max()
+                .unwrap_or(0)
+        ),
+    )]);
     rows
 }
 

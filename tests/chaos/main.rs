@@ -239,9 +239,18 @@ use relay::Relay;
 use schedule::{Lab, describe, drive, plans_short, schedule};
 use support::{Cluster, RedisCluster, RedisNode, eventually};
 
-const NODES: usize = 5;
-/// In the cluster configuration (`--cluster`), the lock node that is a Redis Cluster.
-const CLUSTER_NODE: usize = NODES - 1;
+/// Lock nodes in this run's configuration: five, or three with `--cluster3` (set by
+/// [`Flags::apply`], in the parent per configuration and in each client process).
+static NODE_COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(5);
+
+fn nodes() -> usize {
+    NODE_COUNT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// In the cluster configurations, the lock node that is a Redis Cluster: the last one.
+fn cluster_node() -> usize {
+    nodes() - 1
+}
 const CLIENTS: usize = 3;
 const THREADS: usize = 3;
 const RESOURCES: usize = 3;
@@ -369,17 +378,20 @@ pub struct Flags {
     /// The configuration, not a way to break it: lock node `CLUSTER_NODE` is a Redis Cluster
     /// with replicas, and the schedule fails its masters over (see the module docs).
     pub cluster: bool,
+    /// With `cluster`: three lock nodes instead of five (`--cluster3`), the last a cluster.
+    pub three: bool,
 }
 
 impl Flags {
     fn arg(&self) -> String {
         format!(
-            "{},{},{},{},{}",
+            "{},{},{},{},{},{}",
             u8::from(self.eager),
             self.grace_ms,
             u8::from(self.unchecked_storage),
             u8::from(self.no_clock_guard),
-            u8::from(self.cluster)
+            u8::from(self.cluster),
+            u8::from(self.three)
         )
     }
 
@@ -391,17 +403,30 @@ impl Flags {
             unchecked_storage: f[2] == "1",
             no_clock_guard: f[3] == "1",
             cluster: f[4] == "1",
+            three: f[5] == "1",
+        }
+    }
+
+    /// Sets the number of lock nodes ([`nodes`]) for this configuration.
+    pub fn apply(&self) {
+        NODE_COUNT.store(
+            if self.three { 3 } else { 5 },
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The configuration's name, as on the command line.
+    fn name(&self) -> &'static str {
+        match (self.cluster, self.three) {
+            (false, _) => "standalone",
+            (true, false) => "cluster",
+            (true, true) => "cluster3",
         }
     }
 
     /// What a replay needs on its command line besides the seed and the length.
     fn command_line(&self) -> String {
-        let config = if self.cluster {
-            " --cluster"
-        } else {
-            " --standalone"
-        };
-        self.breaks() + config
+        self.breaks() + " --" + self.name()
     }
 
     /// The flags that break the run on purpose, as on the command line.
@@ -510,6 +535,7 @@ impl Drop for TempDir {
 }
 
 fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
+    flags.apply();
     checker_catches_made_up_violations();
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
@@ -540,12 +566,15 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     }
     if flags.cluster {
         println!(
-            "cluster configuration: n0-n{} standalone, n{CLUSTER_NODE} a Redis Cluster of 3 masters with a replica each",
-            CLUSTER_NODE - 1
+            "{} configuration: n0-n{} standalone, n{} a Redis Cluster of 3 masters with a replica each",
+            flags.name(),
+            cluster_node() - 1,
+            cluster_node()
         );
     }
     println!(
-        "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms, restart grace {} ms in quick phases, clock quarantine {} ms",
+        "{} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms, restart grace {} ms in quick phases, clock quarantine {} ms",
+        nodes(),
         NODE_TIMEOUT.as_millis(),
         RETRY_DELAY.as_millis(),
         RETRY_JITTER.as_millis(),
@@ -572,24 +601,29 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         std::env::temp_dir().join(format!(
             "redlock-chaos-{}-{}",
             std::process::id(),
-            if flags.cluster {
-                "cluster"
-            } else {
-                "standalone"
-            }
+            flags.name()
         )),
         false,
     );
     std::fs::create_dir_all(&dir.0).expect("log dir");
     // Every lock node runs under the clock shim, its offset in a file of its own.
     let shim = build_shim(&dir.0);
-    // In the cluster configuration the last lock node is a Redis Cluster, which the clients
-    // reach directly (its masters announce their own addresses, so a relay in front of its
-    // seed would not stand between them): no clock shim, no relays, no cuts there.
-    let standalone = if flags.cluster { CLUSTER_NODE } else { NODES };
+    // In the cluster configurations the last lock node is a Redis Cluster: each of its
+    // processes runs under the shim too, with an offset file of its own.
+    let standalone = if flags.cluster {
+        cluster_node()
+    } else {
+        nodes()
+    };
     let clock_files: Vec<PathBuf> = (0..standalone)
         .map(|n| dir.0.join(format!("clock-n{n}")))
         .collect();
+    let cluster_clock_files: Vec<PathBuf> = (0..if flags.cluster { 6 } else { 0 })
+        .map(|i| dir.0.join(format!("clock-n{}-{i}", cluster_node())))
+        .collect();
+    for file in &cluster_clock_files {
+        std::fs::write(file, "0").expect("clock file");
+    }
     let nodes = clock_files
         .iter()
         .map(|file| {
@@ -607,12 +641,34 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // A master that lost its replica (killed, or demoted and resynced) starts the full
     // resync at once, rather than after the default 5 s wait for more replicas: the cluster
     // is whole again, with a replica behind each master, before the next fault.
-    let mut redis_cluster = flags
-        .cluster
-        .then(|| RedisCluster::start_with(3, 1, &["--repl-diskless-sync-delay", "0"]));
+    let mut redis_cluster = flags.cluster.then(|| {
+        RedisCluster::start_with_env(3, 1, &["--repl-diskless-sync-delay", "0"], |i| {
+            vec![
+                ("LD_PRELOAD".to_owned(), shim.display().to_string()),
+                (
+                    "CLOCKSHIFT_FILE".to_owned(),
+                    cluster_clock_files[i].display().to_string(),
+                ),
+            ]
+        })
+    });
     let data = RedisNode::start();
     let relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| cluster.nodes.iter().map(|n| Relay::start(n.port)).collect())
+        .collect();
+    // The cluster's masters announce their own addresses, so a relay in front of a seed would
+    // not stand between a client and the cluster: each client process gets a relay per cluster
+    // process instead, and maps that process's address to it (the hidden
+    // `Builder::cluster_address_map_for_tests`), for seeds, `CLUSTER SLOTS`, `MOVED` and `ASK`
+    // alike. The driver cuts one client off from one master through it.
+    let cluster_relays: Vec<Vec<Relay>> = (0..CLIENTS)
+        .map(|_| {
+            redis_cluster
+                .iter()
+                .flat_map(|rc| &rc.nodes)
+                .map(|n| Relay::start(n.port))
+                .collect()
+        })
         .collect();
     let logs: Vec<PathBuf> = (0..CLIENTS)
         .map(|i| dir.0.join(format!("client-{i}.log")))
@@ -638,6 +694,14 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             urls.push(rc.url());
             direct.push(rc.url());
         }
+        // `port=relay port;…`: the cluster processes' addresses this client reaches through
+        // its relays.
+        let map: Vec<String> = redis_cluster
+            .iter()
+            .flat_map(|rc| &rc.nodes)
+            .zip(&cluster_relays[i])
+            .map(|(n, r)| format!("{}={}", n.port, r.port))
+            .collect();
         let mut child = Command::new(&exe)
             .arg("--child")
             .arg(i.to_string())
@@ -649,6 +713,11 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             .arg(seed.to_string())
             .arg(log)
             .arg(flags.arg())
+            .arg(if map.is_empty() {
+                "-".to_owned()
+            } else {
+                map.join(";")
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -682,7 +751,9 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     };
     let lab = Lab {
         clock_files,
+        cluster_clock_files,
         relays,
+        cluster_relays,
         pids: children.0.iter().map(|(c, _)| c.id() as i32).collect(),
         writes,
         seed,
@@ -753,26 +824,38 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // worker keeps one per master), plus the two of this check; a replica (an old master among
     // them) none but those two: a worker that followed a failover closed its
     // connection to the old master. At most one subscriber per Redlock client on the whole
-    // cluster (its subscriber listens on any one node).
+    // cluster (its subscriber listens on any one node). And every client connection to a
+    // cluster process goes through the relay of its client process (the address map): the
+    // relays carry them all, each client's relay to a master at least its workers'.
     if let Some(rc) = &redis_cluster {
         let mut seen = Vec::new();
         // Plus the connection `is_master` keeps for `INFO`.
         let expected = |master: bool| {
             if master { CLIENTS * per_process + 2 } else { 2 }
         };
+        let relayed = |j: usize| -> Vec<usize> {
+            lab.cluster_relays
+                .iter()
+                .map(|per_client| per_client[j].connections())
+                .collect()
+        };
         if !eventually(Duration::from_secs(5), || {
             seen = (0..rc.nodes.len())
-                .map(|i| (rc.is_master(i), connections(&rc.nodes[i])))
+                .map(|i| (rc.is_master(i), connections(&rc.nodes[i]), relayed(i)))
                 .collect();
-            seen.iter().all(|(m, c)| c.0 == expected(*m))
-                && seen.iter().map(|(_, c)| c.1).sum::<usize>() <= CLIENTS * per_process
+            seen.iter().all(|(m, c, r)| {
+                c.0 == expected(*m)
+                    && r.iter().sum::<usize>() == c.0 + c.1 - 2
+                    && (!*m || r.iter().all(|&n| n >= per_process))
+            }) && seen.iter().map(|(_, c, _)| c.1).sum::<usize>() <= CLIENTS * per_process
         }) {
             let each: Vec<String> = seen
                 .iter()
                 .zip(&rc.nodes)
-                .map(|((m, c), node)| {
+                .map(|((m, c, r), node)| {
                     format!(
-                        "{} {}: {} command (expected {}), {} subscriber",
+                        "{} {}: {} command (expected {}), {} subscriber, through each client's \
+                         relay {r:?}",
                         if *m { "master" } else { "replica" },
                         node.port,
                         c.0,
@@ -782,7 +865,9 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
                 })
                 .collect();
             verdict.fail(format!(
-                "(d) cluster node n{CLUSTER_NODE}: {}; at most {} subscribers in all",
+                "(d) cluster node n{}: {}; at most {} subscribers in all, and every client \
+                 connection through the client's relay ({per_process} or more to each master)",
+                cluster_node(),
                 each.join("; "),
                 CLIENTS * per_process
             ));
@@ -1061,9 +1146,11 @@ fn main() {
         unchecked_storage: false,
         no_clock_guard: false,
         cluster: false,
+        three: false,
     };
-    // Which configurations: both (the default, the short profile in CI), or one.
-    let mut configs = vec![false, true];
+    // Which configurations, as (cluster, three): both (the default, the short profile in CI),
+    // or one.
+    let mut configs = vec![(false, false), (true, false)];
     let mut plan = false;
     let mut plan_coverage = None;
     let mut libtest = Vec::new();
@@ -1094,8 +1181,9 @@ fn main() {
             }
             "--unchecked-storage" => flags.unchecked_storage = true,
             "--no-clock-guard" => flags.no_clock_guard = true,
-            "--standalone" => configs = vec![false],
-            "--cluster" => configs = vec![true],
+            "--standalone" => configs = vec![(false, false)],
+            "--cluster" => configs = vec![(true, false)],
+            "--cluster3" => configs = vec![(true, true)],
             // The schedule only, to see what a seed would do.
             "--plan" => plan = true,
             // Of N seeds' plans, how many lack each fault class rule (cov) wants.
@@ -1128,13 +1216,18 @@ fn main() {
     let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
     let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
     let mut failed = Vec::new();
-    for cluster in configs {
-        let flags = Flags { cluster, ..flags };
+    for (cluster, three) in configs {
+        let flags = Flags {
+            cluster,
+            three,
+            ..flags
+        };
+        flags.apply();
         if let Some(seeds) = plan_coverage {
             let (short, redrawn) = plans_short(seeds, chaos_ms, &flags);
             println!(
                 "{} configuration: of {seeds} plans ({redrawn} drawn again), lacking each class:",
-                if cluster { "cluster" } else { "standalone" }
+                flags.name()
             );
             for (what, lacking) in short {
                 let some: Vec<String> = lacking.iter().take(3).map(u64::to_string).collect();
@@ -1152,7 +1245,7 @@ fn main() {
         let ok = run(seed, chaos_ms, flags);
         println!(
             "chaos ({} configuration): {} in {:.1} s",
-            if cluster { "cluster" } else { "standalone" },
+            flags.name(),
             if ok { "ok" } else { "FAILED" },
             started.elapsed().as_secs_f64()
         );
