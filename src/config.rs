@@ -268,7 +268,9 @@ impl Builder {
     ///
     /// `WAIT` blocks its connection, so these commands go over a second connection per node,
     /// with a worker of its own: releases, inspections and the client's other commands keep the
-    /// first one and never wait behind a lagging replica. The `WAIT` timeout is half of what is
+    /// first one and never wait behind a lagging replica, except a release or an undo of a key
+    /// whose acquisition or extension the second has not answered yet, which follows it there
+    /// so as not to overtake it. The `WAIT` timeout is half of what is
     /// left of the earliest `node_timeout` in its pipeline, and the lane stops reading for its
     /// answer at three quarters (an idle Redis ends a timed-out `WAIT` up to `1000 / hz` ms
     /// late), so the vote and its reason still come within `node_timeout`. What it protects
