@@ -578,9 +578,11 @@ pub fn check(
         // The cluster node: a master stopped or killed is replaced by a replica promoted only
         // after the largest TTL (plus the drift allowance), so every key the replica may lack
         // had expired: a delayed restart, safe for clients without grace. But the old master,
-        // back, believes itself the master until it is demoted, and a vote it gives meanwhile
-        // is lost: a quick restart, kept in a quick phase from its return until the largest
-        // TTL after its demotion.
+        // back, believes itself the master until it is demoted, and a vote a client without
+        // `min_replicas` (one with grace) takes there meanwhile is lost: a quick restart for
+        // the clients without grace (which set `min_replicas`, so that none of their own votes
+        // there counts). So no acquisition with grace ran from the return until the demotion
+        // while one without grace ran from the return until the largest TTL after it.
         let drift_ms = TTL_MAX_MS / 100 + 2;
         for f in record
             .failovers
@@ -600,24 +602,32 @@ pub fn check(
                 ));
             }
             let back = f.back.unwrap_or(0);
-            let until = f.demoted.unwrap_or(u64::MAX / 2) + (TTL_MAX_MS + drift_ms) * MS;
-            for c in logs
-                .calls
-                .iter()
-                .filter(|c| c.variant == "n" && c.acquires() && c.start < until && c.end > back)
-            {
+            let demoted = f.demoted.unwrap_or(u64::MAX / 2);
+            let until = demoted + (TTL_MAX_MS + drift_ms) * MS;
+            let during = |variant: &str, until: u64| {
+                logs.calls.iter().find(|c| {
+                    c.variant == variant && c.acquires() && c.start < until && c.end > back
+                })
+            };
+            if let (Some(g), Some(n)) = (during("g", demoted), during("n", until)) {
                 verdict.fail(format!(
-                    "(p) client {} without restart grace ran {} {} [{} .. {}] while the old \
-                     cluster master {} could still have lost a vote (back at {}, a replica at \
-                     {}): the phases failed",
-                    c.client,
-                    c.op,
-                    c.resource,
-                    ms(c.start, origin),
-                    ms(c.end, origin),
+                    "(p) client {} with restart grace ran {} {} [{} .. {}] while the old \
+                     cluster master {} could still count its vote and lose it (back at {}, a \
+                     replica at {}), and client {} without grace ran {} {} [{} .. {}] before \
+                     such a lock expired: the phases failed",
+                    g.client,
+                    g.op,
+                    g.resource,
+                    ms(g.start, origin),
+                    ms(g.end, origin),
                     f.master,
                     ms(back, origin),
-                    f.demoted.map_or("never".into(), |d| ms(d, origin))
+                    f.demoted.map_or("never".into(), |d| ms(d, origin)),
+                    n.client,
+                    n.op,
+                    n.resource,
+                    ms(n.start, origin),
+                    ms(n.end, origin)
                 ));
             }
         }
@@ -799,6 +809,14 @@ pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut
             .count();
         if cluster { done } else { 1 }
     };
+    let back_in = |quick: bool| {
+        let done = record
+            .failovers
+            .iter()
+            .filter(|f| f.back.is_some() && f.back_quick == quick && f.healthy.is_some())
+            .count();
+        if cluster { done } else { 1 }
+    };
     let classes = [
         (
             "cluster master SIGKILLs (failed over, restarted, a replica again)",
@@ -811,6 +829,14 @@ pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut
         (
             "CLUSTER FAILOVERs of a replica",
             failovers(Action::ClusterFailover),
+        ),
+        (
+            "old cluster masters back in a quick phase (clients with grace)",
+            back_in(true),
+        ),
+        (
+            "old cluster masters back in a delayed phase (clients with min_replicas)",
+            back_in(false),
         ),
         ("node hangs", outages(Action::Hang)),
         ("crashes with a delayed restart", restarts(false)),
@@ -1357,8 +1383,9 @@ pub fn checker_catches_made_up_violations() {
     }
 
     // The cluster node: a replica promoted 300 ms after its master stopped (before every key
-    // it may lack had expired), a client without grace acquiring 100 ms after the old master
-    // was demoted, and a killed master that never came back as a replica.
+    // it may lack had expired), a client with grace acquiring before the old master was
+    // demoted and one without grace 100 ms after, and a killed master that never came back
+    // as a replica.
     let failover = |action, promoted: u64, demoted: Option<u64>| crate::schedule::Failover {
         action,
         master: 1,
@@ -1366,6 +1393,7 @@ pub fn checker_catches_made_up_violations() {
         start: t,
         promoted: Some(t + promoted * MS),
         back: Some(t + 2_000 * MS),
+        back_quick: true,
         demoted: demoted.map(|d| t + d * MS),
         healthy: demoted.map(|d| t + (d + 100) * MS),
     };
@@ -1376,16 +1404,41 @@ pub fn checker_catches_made_up_violations() {
         ],
         ..Record::default()
     };
+    let acquisition = |variant: &str, start: u64| Call {
+        client: 0,
+        op: "lock".to_owned(),
+        resource: resource(0),
+        start: t + start * MS,
+        end: t + (start + 10) * MS,
+        outcome: "ok".to_owned(),
+        variant: variant.to_owned(),
+    };
+    // The client without grace alone (it sets `min_replicas`): no violation.
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check(
+        &Logs {
+            calls: vec![acquisition("n", 2_300)],
+            ..Logs::default()
+        },
+        &Record {
+            failovers: vec![failover(Action::ClusterStop, 2_000, Some(2_200))],
+            ..Record::default()
+        },
+        &BTreeMap::new(),
+        t,
+        &options,
+        &mut verdict,
+    );
+    assert!(
+        !verdict.violations.iter().any(|v| v.starts_with("(p)")),
+        "the checker took acquisitions with min_replicas alone around an old master's return \
+         for a violation: {:?}",
+        verdict.violations
+    );
     let logs = Logs {
-        calls: vec![Call {
-            client: 0,
-            op: "lock".to_owned(),
-            resource: resource(0),
-            start: t + 2_300 * MS,
-            end: t + 2_310 * MS,
-            outcome: "ok".to_owned(),
-            variant: "n".to_owned(),
-        }],
+        calls: vec![acquisition("g", 2_100), acquisition("n", 2_300)],
         ..Logs::default()
     };
     let mut verdict = Verdict {

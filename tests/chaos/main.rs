@@ -52,16 +52,40 @@
 //! `clock_quarantine` to `CLOCK_QUARANTINE` (the largest TTL plus a second), so that liveness
 //! returns soon after a jump.
 //!
-//! # The cluster configuration
-//! The run has two configurations, and the short profile runs both, one after the other, with
-//! the same seed (`--standalone` or `--cluster` runs one). In the cluster configuration
-//! (`--cluster`), lock node n4 (`CLUSTER_NODE`) is a whole Redis Cluster, three masters with a
-//! replica each (`redis+cluster://`, `src/cluster.rs`), beside the standalone nodes n0-n3; the
-//! workloads, the two Redlock clients per process and the rules are the same. The clients
-//! reach the cluster directly (its masters announce their own addresses): the standalone
-//! faults (hangs, crashes, clock jumps, cuts) hit n0-n3 only, and the combinations Young and
-//! Fence, which need five such nodes, give way to one standalone crash per phase (a quick
-//! restart where the phases allow) and one fault of the cluster node:
+//! # The cluster configurations
+//! The run has three configurations, and the short profile runs all three, one after the
+//! other, with the same seed (`--standalone`, `--cluster` or `--cluster3` runs one). In
+//! `--cluster`, lock node n4 is a whole Redis Cluster, three masters with a replica each
+//! (`redis+cluster://`, `src/cluster.rs`), beside the standalone nodes n0-n3; in `--cluster3`
+//! (N = 3), n2 is such a cluster beside n0 and n1, so that a fault of the cluster is a third of
+//! the nodes, not a fifth. The workloads, the two Redlock clients per process and the rules are
+//! the same, but for one setting: the clients without grace set `min_replicas(1)`, the replicas
+//! of every master (A9's complete cover, A10 of `docs/guarantees.md`), so each standalone node
+//! has a replica too (never faulted; a master restarted empty resyncs it at once), or those
+//! clients would find no quorum.
+//!
+//! Each process of the cluster runs under the clock shim with an offset file of its own, and
+//! each client process reaches each of them through a relay of its own. The masters announce
+//! their own addresses (`CLUSTER SLOTS`, `MOVED`, `ASK`), so a relay in front of a seed would
+//! not stand between a client and the cluster: each client maps every announced `host:port` to
+//! its relay with the hidden `Builder::cluster_address_map_for_tests`, which every connection
+//! of a cluster node goes through (an address not in the map is reached as announced). So the
+//! standalone faults reach the cluster node one master at a time:
+//! - **a client cut off from one master** (refused or blackholed, then healed), the master of
+//!   one resource's slot at the time, while the other clients still reach it (`MasterCut`; a
+//!   partition or a clock jump's cut that picks the cluster node does the same). The node is
+//!   then down for that client only in part (its other masters serve their slots until its
+//!   worker reconnects), so rule (e) does not count it down; rule (f) excuses its keys as for
+//!   any cut;
+//! - **a master's clock jumping forward**, later back, the master of one resource's slot
+//!   (`MasterJump`; a clock jump that picks the cluster node does the same), with the margins
+//!   of a standalone node's jump: the guard samples every master, and a jump of any one
+//!   quarantines the whole node.
+//!
+//! The cluster's masters do not hang or crash as standalone nodes do (hangs and crashes hit the
+//! standalone nodes only, and the combinations Young and Fence, which need five standalone
+//! nodes, give way to one standalone crash per phase, a quick restart where the phases allow);
+//! they have faults of their own, one per phase:
 //! - **a master SIGKILLed**: its replica is promoted, then the old master restarts empty (its
 //!   `nodes.conf` kept) and rejoins as a replica;
 //! - **a master SIGSTOPped** until its replica is promoted, then SIGCONT: it comes back as a
@@ -71,26 +95,34 @@
 //! The fault budget keeps Redlock's assumptions: faults come one after the other, and a
 //! cluster fault is the only fault meanwhile (the driver waits until the cluster is whole
 //! again, every master with a replica in sync), so a cluster failing over is the one faulty
-//! node of five, a minority (the Majority class stays, on n0-n3, for rule (e)). For the phases,
-//! a failover is a restart of the node: the replica promoted after a SIGKILL or a SIGSTOP may
+//! node (the Majority class stays, on the standalone nodes, for rule (e)). For the phases, a
+//! failover is a restart of the node: the replica promoted after a SIGKILL or a SIGSTOP may
 //! lack keys its master acknowledged, but it is promoted only after `cluster-node-timeout`
 //! (1000 ms) and an election, longer than the largest TTL, so those keys had expired: a
 //! delayed restart, safe in either phase. The old master, though, back from a SIGSTOP or its
 //! restart, believes it is still the master until the cluster tells it otherwise, and a vote a
-//! client takes from it meanwhile is lost at its demotion: a quick restart. So it comes back
-//! only inside a quick window (`schedule::cluster_back_window`), where only clients with
-//! `restart_grace` acquire, and rule (p) checks both halves on what the driver measured. A
-//! manual failover loses nothing and comes in delayed phases. The grace stays the largest TTL,
-//! less than A9 of `docs/guarantees.md` asks (plus `cluster-node-timeout`, for an old master
-//! that keeps serving clients across a partition, which these faults do not make): the clients
-//! with grace are busy on every master through a stop, so each saw the failover (a timeout,
-//! then the new slot map) and one that takes a vote from a returning old master has just seen
-//! the list of masters change again, its grace covering the old master's few hundred ms until
-//! its demotion. Not run here: a client idle through the whole stop keeps its connection to
-//! the old master and sees no `MOVED`; its worker confirms a master idle that long with another
-//! node before its first vote there (`src/cluster.rs`, "A master idle past its failover"),
-//! which T52 (`tests/cluster.rs`) exercises. The clients without grace are idle so in quick
-//! phases, but acquire only in the next delayed phase, long after the demotion.
+//! client without `min_replicas` takes from it meanwhile is lost at its demotion: a quick
+//! restart for a client without grace. A client with `min_replicas` loses no vote there (the old
+//! master's replica went over to the promoted one, so it acknowledges none of their writes,
+//! and the promoted replica has every key such a vote counted): a failover needs no grace for
+//! it. So the old master comes back (`schedule::cluster_back_window`) inside a quick window,
+//! where only clients with `restart_grace` acquire, or inside a delayed phase begun at least
+//! `GUARD_IN_MS` before and lasting past its demotion, where only clients with `min_replicas`
+//! acquire; each quick phase's fault of the cluster is a SIGKILL or a SIGSTOP, each delayed
+//! phase's, in turns, a manual failover (which loses nothing) or a SIGKILL or a SIGSTOP. Rule
+//! (p) checks on what the driver measured that no vote of a client with grace taken before a
+//! demotion met an acquisition of a client without grace before it expired. The grace stays the
+//! largest TTL, less than A9 asks (plus `cluster-node-timeout`, for an old master that keeps
+//! serving clients across a partition, which these faults do not make: a cut of one master
+//! from one client is not a partition of the cluster): the clients with grace are busy on every
+//! master through a stop, so each saw the failover (a timeout, then the new slot map) and one
+//! that takes a vote from a returning old master has just seen the list of masters change
+//! again, its grace covering the old master's few hundred ms until its demotion. Not run here:
+//! a client idle through the whole stop keeps its connection to the old master and sees no
+//! `MOVED`; its worker confirms a master idle that long with another node before its first
+//! vote there (`src/cluster.rs`, "A master idle past its failover"), which T52
+//! (`tests/cluster.rs`) exercises. The clients without grace are idle so in quick phases, but
+//! set `min_replicas`.
 //!
 //! # Rules
 //! Afterwards a checker reads the logs and asserts:
@@ -112,10 +144,13 @@
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
-//!   relays; on a cluster node, each master does and no replica, an old master included),
-//!   and the data node none once the client threads ended: nothing wedged, nothing leaked;
+//!   relays; in the cluster configurations three, the `WAIT` lane of the client with
+//!   `min_replicas` included; on a cluster node, each master does and no replica, an old master
+//!   included, and the relays carry every client connection to the cluster, each client's to
+//!   each master at least its three), and the data node none once the client threads ended:
+//!   nothing wedged, nothing leaked;
 //! - (e) no client acquired while a majority of the nodes was down **or cut off from that
-//!   client**;
+//!   client** (a cluster node with one master cut off from it is not counted);
 //! - (f) no key of a cancelled or finished acquisition outlives its call: `node_timeout` after a
 //!   wait that gave no lock (failed or cancelled) or a release returned, a key probe in the
 //!   client process finds no key with that acquisition's token on any node, or watches the one
@@ -131,12 +166,16 @@
 //!   `CANCEL_BOUND_MS` (plus stalls); one whose cancel fired before the call fails at once;
 //! - (p) the phases held (a check of the harness): no acquisition by a client without grace ran
 //!   from a quick restart's kill until the largest TTL (plus the drift allowance) had passed;
-//!   in the cluster configuration, nor from an old master's return until the largest TTL after
-//!   its demotion, and no replica was promoted sooner than that after its master stopped;
+//!   in the cluster configurations, no acquisition by a client with grace ran from an old
+//!   master's return until its demotion while one by a client without grace (with
+//!   `min_replicas`) ran from that return until the largest TTL after the demotion, and no
+//!   replica was promoted sooner than the largest TTL after its master stopped;
 //! - (cl) every fault of the cluster node ran its course: the replica was promoted, the old
 //!   master came back as a replica, and the cluster was whole again (a check of the harness and
 //!   of the servers, which a failover that never happens would otherwise pass silently);
-//! - (cov) every fault class above was injected, both kinds of client acquired, cancellable
+//! - (cov) every fault class above was injected (in the cluster configurations, cuts of one
+//!   master both ways, a master's clock jump, and an old master back in a quick phase and in a
+//!   delayed one among them), both kinds of client acquired, cancellable
 //!   read-write and semaphore waits were made, elections were won and campaigns cancelled: a
 //!   run that skipped one tested nothing about it;
 //! - the fenced rules (f1) token order and (f2) no stale write accepted, in `fenced.rs`, and
@@ -180,7 +219,7 @@
 //! rules, self-test); this file holds the configuration, the parent and the command line. On a
 //! failure the run prints a timeline of what the driver really did, and keeps the logs.
 //!
-//! Short profile (about a minute per configuration, both run; part of `cargo test --release`
+//! Short profile (about a minute per configuration, all three run; part of `cargo test --release`
 //! and so of `scripts/test`; every fault class at least once):
 //! ```sh
 //! cargo test --release --test chaos
@@ -190,6 +229,7 @@
 //! cargo test --release --test chaos -- --minutes 30
 //! cargo test --release --test chaos -- --seed 1234 [--minutes 30]
 //! cargo test --release --test chaos -- --cluster --minutes 30
+//! cargo test --release --test chaos -- --cluster3 --minutes 30
 //! ```
 //! The end of a run prints its summary as markdown tables (faults by class, acquisitions by
 //! kind, violations, keys left, known-limit events) for `docs/guarantees.md`.
@@ -208,9 +248,9 @@
 //! - `--unchecked-storage`: the fenced storage and the election's check no token or term, and
 //!   every client pause waits for a fenced write or a leader's write: (f2) or el3 fires when
 //!   the paused holder's stale write lands after a newer holder's;
-//! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
-//!   client holding its locks on a bare majority that includes the jumping node: (a) and the
-//!   others fire when the jump frees such a lock early.
+//! - `--no-clock-guard`: clients without the clock guard, and every clock jump (a cluster
+//!   master's too) comes with a client holding its locks on a bare majority that includes the
+//!   jumping node: (a) and the others fire when the jump frees such a lock early.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -624,18 +664,31 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     for file in &cluster_clock_files {
         std::fs::write(file, "0").expect("clock file");
     }
-    let nodes = clock_files
+    // In the cluster configurations the clients without grace set `min_replicas(1)`, so each
+    // standalone node has a replica too (not faulted; a master restarted empty resyncs it at
+    // once), else those clients would find no quorum.
+    let master_args: &[&str] = if flags.cluster {
+        &["--repl-diskless-sync-delay", "0"]
+    } else {
+        &[]
+    };
+    let nodes: Vec<RedisNode> = clock_files
         .iter()
         .map(|file| {
             std::fs::write(file, "0").expect("clock file");
             RedisNode::start_with_env(
-                &[],
+                master_args,
                 &[
                     ("LD_PRELOAD", shim.to_str().expect("utf-8 path")),
                     ("CLOCKSHIFT_FILE", file.to_str().expect("utf-8 path")),
                 ],
             )
         })
+        .collect();
+    let _replicas: Vec<RedisNode> = nodes
+        .iter()
+        .filter(|_| flags.cluster)
+        .map(|n| RedisNode::start_with(&["--replicaof", "127.0.0.1", &n.port.to_string()]))
         .collect();
     let mut cluster = Cluster { nodes };
     // A master that lost its replica (killed, or demoted and resynced) starts the full
@@ -803,7 +856,8 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // subscriber connection per Redlock client (its waiters share it; it stays, idle, for the
     // next waiter). Closed sockets (the key probes', and the relays' once both ends closed)
     // leave the list once the server has seen them close.
-    let per_process = 2;
+    // In the cluster configurations, plus the `WAIT` lane of the client with `min_replicas`.
+    let per_process = if flags.cluster { 3 } else { 2 };
     for (i, node) in cluster.nodes.iter().enumerate() {
         let mut seen = (0, 0);
         if !eventually(Duration::from_secs(5), || {
@@ -1148,9 +1202,9 @@ fn main() {
         cluster: false,
         three: false,
     };
-    // Which configurations, as (cluster, three): both (the default, the short profile in CI),
-    // or one.
-    let mut configs = vec![(false, false), (true, false)];
+    // Which configurations, as (cluster, three): all three (the default, the short profile in
+    // CI), or one.
+    let mut configs = vec![(false, false), (true, false), (true, true)];
     let mut plan = false;
     let mut plan_coverage = None;
     let mut libtest = Vec::new();

@@ -213,9 +213,24 @@ const CLUSTER_BACK_MS: u64 = 2_000;
 const CLUSTER_BACK_WINDOW_MS: u64 = 1_500;
 
 /// Whether a cluster master may come back from a SIGKILL or a SIGSTOP at `at_ms` (see
-/// `CLUSTER_BACK_WINDOW_MS`).
+/// `CLUSTER_BACK_WINDOW_MS`): where a quick window holds for its demotion, so that only
+/// clients with `restart_grace` acquire; or where a delayed phase holds for it, begun at least
+/// `GUARD_IN_MS` before (every call of a client with grace, which the quick phase before used,
+/// has returned), since the clients without grace set `min_replicas` (equal to the replicas
+/// per master) in the cluster configurations: the old master, its replica gone, counts none of
+/// their votes.
 pub fn cluster_back_window(seed: u64, at_ms: u64, eager: bool) -> bool {
-    quick_window(seed, at_ms, eager) && quick_window(seed, at_ms + CLUSTER_BACK_WINDOW_MS, eager)
+    let quick = quick_window(seed, at_ms, eager)
+        && quick_window(seed, at_ms + CLUSTER_BACK_WINDOW_MS, eager);
+    let at = at_ms as i64;
+    let delayed = [
+        at - GUARD_IN_MS as i64,
+        at,
+        at + CLUSTER_BACK_WINDOW_MS as i64,
+    ]
+    .iter()
+    .all(|&t| !quick_phase(seed, t));
+    quick || delayed
 }
 
 /// A cluster master stopped or killed at `at_ms` comes back this many ms later: at the
@@ -314,7 +329,10 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     for _ in 0..DRAWS {
         let faults = draw(seed, &mut rng, chaos_ms, flags);
-        if planned_classes(&faults, flags.cluster).iter().all(|c| c.1) {
+        if planned_classes(&faults, seed, flags.cluster)
+            .iter()
+            .all(|c| c.1)
+        {
             return faults;
         }
     }
@@ -345,21 +363,26 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     }
     let mut phase = None;
     let mut combos = Vec::new();
-    let mut quick_phases = 0u64;
+    let mut returns = 0u64;
+    let mut delayed_phases = 0u64;
     let mut t = rng.range(200, 800);
     while t < chaos_ms {
         if phase != Some(t / PHASE_MS) {
             phase = Some(t / PHASE_MS);
             combos = if flags.cluster {
-                // Each phase: a standalone crash, and a fault of the cluster node: a graceful
-                // failover in a delayed phase; in a quick phase a SIGKILL or a SIGSTOP of a
-                // master, in turns (the seed choosing the first), since the old master comes
-                // back as one that believes it is still the master: a quick restart.
-                let cluster = if !quick_phase(seed, t as i64) {
+                // Each phase: a standalone crash, and a fault of the cluster node: in a quick
+                // phase a SIGKILL or a SIGSTOP of a master, whose old master comes back to
+                // clients with grace; in a delayed phase, in turns, a graceful failover or a
+                // SIGKILL or SIGSTOP whose old master comes back to clients with
+                // `min_replicas`. SIGKILLs and SIGSTOPs take turns (the seed choosing the
+                // first of each).
+                let quick = quick_phase(seed, t as i64);
+                delayed_phases += u64::from(!quick);
+                let cluster = if !quick && (delayed_phases + seed / 4).is_multiple_of(2) {
                     Class::ClusterFailover
                 } else {
-                    quick_phases += 1;
-                    if (quick_phases + seed / 2).is_multiple_of(2) {
+                    returns += 1;
+                    if (returns + seed / 2).is_multiple_of(2) {
                         Class::ClusterKill
                     } else {
                         Class::ClusterStop
@@ -447,8 +470,19 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
 
 /// The fault classes of rule (cov) that the plan alone decides, each with whether `faults`
 /// injects it: a run whose plan lacks one cannot cover it, however the run goes.
-pub fn planned_classes(faults: &[Fault], cluster: bool) -> Vec<(&'static str, bool)> {
+pub fn planned_classes(faults: &[Fault], seed: u64, cluster: bool) -> Vec<(&'static str, bool)> {
     let any = |f: &dyn Fn(&Step) -> bool| faults.iter().flat_map(|x| &x.steps).any(|(_, s)| f(s));
+    // A SIGKILLed or SIGSTOPped master's return, planned in a quick phase or a delayed one.
+    let back_in = |quick: bool| {
+        faults.iter().any(|f| {
+            f.steps.iter().any(|(_, s)| match s {
+                Step::ClusterKill(_, back) | Step::ClusterStop(_, back) => {
+                    quick_phase(seed, (f.at_ms + back) as i64) == quick
+                }
+                _ => false,
+            })
+        })
+    };
     let mut classes = vec![
         ("node hangs", any(&|s| matches!(s, Step::Hang(_)))),
         (
@@ -535,6 +569,14 @@ pub fn planned_classes(faults: &[Fault], cluster: bool) -> Vec<(&'static str, bo
                 "clock jumps of a cluster master",
                 any(&|s| matches!(s, Step::MasterShift { ms, .. } if *ms > 0)),
             ),
+            (
+                "old cluster masters back in a quick phase (clients with grace)",
+                back_in(true),
+            ),
+            (
+                "old cluster masters back in a delayed phase (clients with min_replicas)",
+                back_in(false),
+            ),
         ]);
     }
     classes
@@ -553,8 +595,12 @@ pub fn plans_short(
     for _ in 0..seeds {
         let seed = rng.next();
         let first = draw(seed, &mut Rng::new(seed), chaos_ms, flags);
-        redrawn += u64::from(!planned_classes(&first, flags.cluster).iter().all(|c| c.1));
-        for (what, has) in planned_classes(&schedule(seed, chaos_ms, flags), flags.cluster) {
+        redrawn += u64::from(
+            !planned_classes(&first, seed, flags.cluster)
+                .iter()
+                .all(|c| c.1),
+        );
+        for (what, has) in planned_classes(&schedule(seed, chaos_ms, flags), seed, flags.cluster) {
             let at = match short.iter().position(|(w, _)| *w == what) {
                 Some(at) => at,
                 None => {
@@ -966,6 +1012,9 @@ pub struct Failover {
     pub promoted: Option<u64>,
     /// When the old master came back (SIGCONT, or its restart).
     pub back: Option<u64>,
+    /// Whether that was in a quick phase (clients with grace acquiring) or a delayed one
+    /// (clients with `min_replicas`).
+    pub back_quick: bool,
     /// When the old master was first seen a replica again.
     pub demoted: Option<u64>,
     /// When every node of the cluster said `cluster_state:ok` and every replica's link was up.
@@ -1444,6 +1493,7 @@ fn cluster_fault(
         start: now_ns(),
         promoted: None,
         back: None,
+        back_quick: false,
         demoted: None,
         healthy: None,
     };
@@ -1481,6 +1531,7 @@ fn cluster_fault(
             std::thread::sleep(Duration::from_millis(10));
         }
         f.back = Some(now_ns());
+        f.back_quick = quick_phase(lab.seed, since(now_ns()) as i64);
         if action == Action::ClusterKill {
             rc.nodes[m].restart();
         } else {
