@@ -341,6 +341,8 @@ pub struct Stats {
 /// phase rule (p) then stands aside, since no-grace clients meeting quick restarts is the point.
 pub struct Options {
     pub eager: bool,
+    /// The clients without grace set `min_replicas` (`--min-replicas`).
+    pub replicated: bool,
 }
 
 pub fn check(
@@ -609,13 +611,24 @@ pub fn check(
                     c.variant == variant && c.acquires() && c.start < until && c.end > back
                 })
             };
-            if let (Some(g), Some(n)) = (during("g", demoted), during("n", until)) {
+            // Without `min_replicas`, a client without grace loses votes there itself.
+            let with_grace = if options.replicated {
+                during("g", demoted)
+            } else {
+                during("n", until)
+            };
+            if let (Some(g), Some(n)) = (with_grace, during("n", until)) {
                 verdict.fail(format!(
-                    "(p) client {} with restart grace ran {} {} [{} .. {}] while the old \
-                     cluster master {} could still count its vote and lose it (back at {}, a \
-                     replica at {}), and client {} without grace ran {} {} [{} .. {}] before \
-                     such a lock expired: the phases failed",
+                    "(p) client {} {} ran {} {} [{} .. {}] while the old cluster master {} \
+                     could still count its vote and lose it (back at {}, a replica at {}), and \
+                     client {} without grace ran {} {} [{} .. {}] before such a lock expired: \
+                     the phases failed",
                     g.client,
+                    if g.variant == "g" {
+                        "with restart grace"
+                    } else {
+                        "without grace or min_replicas"
+                    },
                     g.op,
                     g.resource,
                     ms(g.start, origin),
@@ -836,7 +849,11 @@ pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut
         ),
         (
             "old cluster masters back in a delayed phase (clients with min_replicas)",
-            back_in(false),
+            if crate::replicated() {
+                back_in(false)
+            } else {
+                1
+            },
         ),
         ("node hangs", outages(Action::Hang)),
         ("crashes with a delayed restart", restarts(false)),
@@ -1352,7 +1369,10 @@ pub fn checker_catches_made_up_violations() {
     let mut verdict = Verdict {
         violations: Vec::new(),
     };
-    let options = Options { eager: false };
+    let options = Options {
+        eager: false,
+        replicated: true,
+    };
     check(&logs, &record, &counters, t, &options, &mut verdict);
     let majority = verdict
         .violations
@@ -1435,6 +1455,36 @@ pub fn checker_catches_made_up_violations() {
         !verdict.violations.iter().any(|v| v.starts_with("(p)")),
         "the checker took acquisitions with min_replicas alone around an old master's return \
          for a violation: {:?}",
+        verdict.violations
+    );
+    // Without `min_replicas`, the same acquisition alone is one.
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check(
+        &Logs {
+            calls: vec![acquisition("n", 2_300)],
+            ..Logs::default()
+        },
+        &Record {
+            failovers: vec![failover(Action::ClusterStop, 2_000, Some(2_200))],
+            ..Record::default()
+        },
+        &BTreeMap::new(),
+        t,
+        &Options {
+            eager: false,
+            replicated: false,
+        },
+        &mut verdict,
+    );
+    assert!(
+        verdict
+            .violations
+            .iter()
+            .any(|v| v.starts_with("(p)") && v.contains("old cluster master")),
+        "the checker missed an acquisition without grace or min_replicas around an old \
+         master's return: {:?}",
         verdict.violations
     );
     let logs = Logs {

@@ -490,11 +490,11 @@ pub fn build_client(
         .retry_jitter(RETRY_JITTER)
         .clock_quarantine(CLOCK_QUARANTINE)
         .clock_guard(!flags.no_clock_guard);
-    // In the cluster configurations the client without grace sets `min_replicas` to the
-    // replicas of every master (one): a cluster failover loses none of its votes (A9, A10).
+    // With `--min-replicas` the client without grace sets `min_replicas` to the replicas of
+    // every master (one): a cluster failover loses none of its votes (A9, A10).
     let builder = match grace {
         Some(grace) => builder.restart_grace(grace),
-        None if flags.cluster => builder.min_replicas(1),
+        None if crate::replicated() => builder.min_replicas(1),
         None => builder,
     };
     builder.build().expect("build client")

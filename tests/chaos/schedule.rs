@@ -223,13 +223,14 @@ pub fn cluster_back_window(seed: u64, at_ms: u64, eager: bool) -> bool {
     let quick = quick_window(seed, at_ms, eager)
         && quick_window(seed, at_ms + CLUSTER_BACK_WINDOW_MS, eager);
     let at = at_ms as i64;
-    let delayed = [
-        at - GUARD_IN_MS as i64,
-        at,
-        at + CLUSTER_BACK_WINDOW_MS as i64,
-    ]
-    .iter()
-    .all(|&t| !quick_phase(seed, t));
+    let delayed = crate::replicated()
+        && [
+            at - GUARD_IN_MS as i64,
+            at,
+            at + CLUSTER_BACK_WINDOW_MS as i64,
+        ]
+        .iter()
+        .all(|&t| !quick_phase(seed, t));
     quick || delayed
 }
 
@@ -378,7 +379,9 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
                 // first of each).
                 let quick = quick_phase(seed, t as i64);
                 delayed_phases += u64::from(!quick);
-                let cluster = if !quick && (delayed_phases + seed / 4).is_multiple_of(2) {
+                let cluster = if !quick
+                    && (!crate::replicated() || (delayed_phases + seed / 4).is_multiple_of(2))
+                {
                     Class::ClusterFailover
                 } else {
                     returns += 1;
@@ -573,11 +576,13 @@ pub fn planned_classes(faults: &[Fault], seed: u64, cluster: bool) -> Vec<(&'sta
                 "old cluster masters back in a quick phase (clients with grace)",
                 back_in(true),
             ),
-            (
+        ]);
+        if crate::replicated() {
+            classes.push((
                 "old cluster masters back in a delayed phase (clients with min_replicas)",
                 back_in(false),
-            ),
-        ]);
+            ));
+        }
     }
     classes
 }
