@@ -84,11 +84,14 @@ pub(crate) struct Request {
     pub on_lane: Option<OnLane>,
 }
 
+/// The key and token of each acquisition or extension a `WAIT` lane has not answered yet.
+type Pending = Arc<Mutex<Vec<(Arc<str>, Arc<str>)>>>;
+
 /// An acquisition or extension on its way over a node's `WAIT` lane: while it lives, a cleanup
 /// of the same key and token follows it over the lane, so that it cannot overtake it. Dropped
 /// with its request, once the lane answered it (its reply read) or dropped it unsent.
 pub(crate) struct OnLane {
-    pending: Arc<Mutex<Vec<(Arc<str>, Arc<str>)>>>,
+    pending: Pending,
     key: Arc<str>,
     token: Arc<str>,
 }
@@ -291,7 +294,7 @@ struct Lane {
     tx: Sender<Request>,
     health: Arc<Health>,
     /// The key and token of each acquisition or extension the lane has not answered yet.
-    pending: Arc<Mutex<Vec<(Arc<str>, Arc<str>)>>>,
+    pending: Pending,
 }
 
 impl Node {
