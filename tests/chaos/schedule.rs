@@ -711,8 +711,9 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             // rest on a bare majority that includes the jumping node.
             let cut = (flags.no_clock_guard || rng.chance(0.6)).then(|| {
                 let c = rng.below(CLIENTS as u64) as usize;
+                let nodes = pick_nodes(rng, minority(), &[node]);
                 let m = mode(rng);
-                let cuts: Vec<(Step, Step)> = pick_nodes(rng, minority(), &[node])
+                let cuts: Vec<(Step, Step)> = nodes
                     .into_iter()
                     .map(|n| cut_steps(rng, flags, c, n, m))
                     .collect();
