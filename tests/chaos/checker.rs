@@ -120,7 +120,9 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             && o.down_ns <= s.gone + OUTAGE_SLACK_NS
             && o.up_ns + OUTAGE_SLACK_NS + backlog >= s.start
     });
-    let starved = logs.stalled(s.client, s.start, s.gone) + logs.relay_stalled(s.start, s.gone)
+    let starved = logs.stalled(s.client, s.start, s.gone)
+        + logs.relay_stalled(s.start, s.gone)
+        + logs.node_stalled(s.node, s.start, s.gone)
         >= NODE_TIMEOUT.as_nanos() as u64 / 2;
     match s.how.as_str() {
         _ if down => KeyFate::NodeWasDown,
@@ -199,6 +201,10 @@ pub struct Logs {
     /// Intervals during which the parent, which runs the relays, did not get to run: every
     /// client's traffic waited meanwhile, as on a slow network.
     pub relay_stalls: Vec<(u64, u64)>,
+    /// Per lock node: intervals during which one of its servers answered a `PING` of the
+    /// parent's responsiveness probe late (a server the machine did not get to run answers
+    /// every client late).
+    pub node_stalls: BTreeMap<usize, Vec<(u64, u64)>>,
 }
 
 impl Logs {
@@ -212,6 +218,13 @@ impl Logs {
     /// How long the relays were stalled within `[start, end]`.
     pub fn relay_stalled(&self, start: u64, end: u64) -> u64 {
         overlap(&self.relay_stalls, start, end)
+    }
+
+    /// How long a server of lock node `node` answered late within `[start, end]`.
+    pub fn node_stalled(&self, node: usize, start: u64, end: u64) -> u64 {
+        self.node_stalls
+            .get(&node)
+            .map_or(0, |stalls| overlap(stalls, start, end))
     }
 }
 
@@ -672,11 +685,14 @@ pub fn check(
         let fate = judge(s, outages, logs);
         if fate == KeyFate::Starved {
             println!(
-                "NOTE (f) client {} was starved for {} ms and the relays for {} ms: {} key {} \
-                 of {} stayed on n{} after its call ({}) ended at {}, {} at {}",
+                "NOTE (f) client {} was starved for {} ms, the relays for {} ms and n{}'s \
+                 servers for {} ms: {} key {} of {} stayed on n{} after its call ({}) ended at \
+                 {}, {} at {}",
                 s.client,
                 logs.stalled(s.client, s.start, s.gone) / MS,
                 logs.relay_stalled(s.start, s.gone) / MS,
+                s.node,
+                logs.node_stalled(s.node, s.start, s.gone) / MS,
                 s.kind,
                 s.resource,
                 s.token,
@@ -690,8 +706,8 @@ pub fn check(
         if fate == KeyFate::Leak {
             verdict.fail(format!(
                 "(f) client {}: {} key {} of {} stayed on n{} after its call ({}) ended at {} \
-                 ({} ms stalled since the acquisition began, the relays {} ms): seen {:.1} ms \
-                 after it with PTTL {} ms, then {} at {}",
+                 ({} ms stalled since the acquisition began, the relays {} ms, the node's \
+                 servers {} ms): seen {:.1} ms after it with PTTL {} ms, then {} at {}",
                 s.client,
                 s.kind,
                 s.resource,
@@ -701,6 +717,7 @@ pub fn check(
                 ms(s.end, origin),
                 logs.stalled(s.client, s.start, s.first_seen) / MS,
                 logs.relay_stalled(s.start, s.first_seen) / MS,
+                logs.node_stalled(s.node, s.start, s.first_seen) / MS,
                 s.first_seen.saturating_sub(s.end) as f64 / 1e6,
                 s.first_pttl,
                 s.how,
@@ -1007,6 +1024,18 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
         longest as f64 / 1e6,
         logs.relay_stalls.len(),
         relay_longest.unwrap_or(0) as f64 / 1e6
+    );
+    let servers: Vec<u64> = logs
+        .node_stalls
+        .values()
+        .flatten()
+        .map(|(from, to)| to - from)
+        .collect();
+    println!(
+        "  server stalls     {} PINGs of the responsiveness probe answered over \
+         {STALL_MIN_NS_MS} ms late, longest {:.1} ms",
+        servers.len(),
+        servers.iter().max().copied().unwrap_or(0) as f64 / 1e6
     );
     let waits = |mode: &str, outcome: &str| {
         logs.waits
@@ -1342,6 +1371,7 @@ pub fn checker_catches_made_up_violations() {
         elections: Vec::new(),
         observed: Vec::new(),
         relay_stalls: Vec::new(),
+        node_stalls: BTreeMap::new(),
     };
     // n0 hung for everyone; n1 and n2 cut off from client 1 only.
     let outage = |node, client, action| Outage {

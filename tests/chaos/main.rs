@@ -383,6 +383,43 @@ fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
     stalls
 }
 
+/// The responsiveness probe of one lock server (a standalone node, or one process of a cluster
+/// node), on a connection of its own: a `PING` every `NODE_PROBE_EVERY` until `stop` is set,
+/// giving every one answered later than `STALL_MIN_NS`, as (sent, answered). A server the
+/// machine does not get to run answers every client that late: the checker counts these with
+/// the stalls of the client processes (rule (f)). A node down or stopped by the driver is an
+/// outage already; its errors are skipped.
+fn node_probe(port: u16, stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
+    let mut stalls = Vec::new();
+    let mut conn: Option<redis::Connection> = None;
+    while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        std::thread::sleep(NODE_PROBE_EVERY);
+        if conn.is_none() {
+            conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|c| {
+                    c.set_read_timeout(Some(Duration::from_secs(1)))?;
+                    Ok(c)
+                })
+                .ok();
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        let sent = now_ns();
+        if redis::cmd("PING").query::<()>(c).is_err() {
+            conn = None;
+            continue;
+        }
+        let answered = now_ns();
+        if answered > sent + STALL_MIN_NS {
+            stalls.push((sent, answered));
+        }
+    }
+    stalls
+}
+
+/// How often the responsiveness probe pings each lock server.
+const NODE_PROBE_EVERY: Duration = Duration::from_millis(5);
+
 fn sleep_until(t_ns: u64) {
     let now = now_ns();
     if t_ns > now {
@@ -832,6 +869,23 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         let probe_end = std::sync::Arc::clone(&probe_end);
         std::thread::spawn(move || stall_probe(&probe_end))
     };
+    // Each lock server's responsiveness, by lock node.
+    let node_probes: Vec<(usize, std::thread::JoinHandle<Vec<(u64, u64)>>)> = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i, n.port))
+        .chain(
+            redis_cluster
+                .iter()
+                .flat_map(|rc| &rc.nodes)
+                .map(|n| (cluster_node(), n.port)),
+        )
+        .map(|(i, port)| {
+            let probe_end = std::sync::Arc::clone(&probe_end);
+            (i, std::thread::spawn(move || node_probe(port, &probe_end)))
+        })
+        .collect();
     let lab = Lab {
         clock_files,
         cluster_clock_files,
@@ -980,6 +1034,12 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
     logs.relay_stalls = probe.join().expect("stall probe panicked");
+    for (node, probe) in node_probes {
+        logs.node_stalls
+            .entry(node)
+            .or_default()
+            .extend(probe.join().expect("node probe panicked"));
+    }
     let mut counters = BTreeMap::new();
     for r in 0..RESOURCES {
         let res = resource(r);
