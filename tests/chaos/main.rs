@@ -870,7 +870,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         std::thread::spawn(move || stall_probe(&probe_end))
     };
     // Each lock server's responsiveness, by lock node.
-    let node_probes: Vec<(usize, std::thread::JoinHandle<Vec<(u64, u64)>>)> = cluster
+    let node_probes: Vec<_> = cluster
         .nodes
         .iter()
         .enumerate()
