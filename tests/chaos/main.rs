@@ -166,9 +166,9 @@
 //!   it finds until it goes; a key left to expire is a leak, unless its node was down, hung or
 //!   cut off from that client meanwhile, or back from a hang or a blackhole for less than
 //!   `2 × node_timeout` (it answers its backlog first): Redlock lets such a node keep the key
-//!   until its TTL; or unless the client process or the relays' process (the parent) was
-//!   measurably not running for `node_timeout / 2` or more (answers or cleanups then came after
-//!   the caller's
+//!   until its TTL; or unless the client process, the relays' process (the parent) or the
+//!   node's servers (a probe in the parent pings each every 5 ms) were measurably not running
+//!   for `node_timeout / 2` or more, added up (answers or cleanups then came after the caller's
 //!   `node_timeout`, which the library does not promise to cover; each such key is printed as a
 //!   NOTE); one removed late (a starved machine) is reported, not failed;
 //! - (g) cancellation: a wait returns `Cancelled` only after its cancel fired, within
