@@ -869,7 +869,9 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         let probe_end = std::sync::Arc::clone(&probe_end);
         std::thread::spawn(move || stall_probe(&probe_end))
     };
-    // Each lock server's responsiveness, by lock node.
+    // Each lock server's responsiveness, by lock node; stopped before rule (d) counts the
+    // servers' connections.
+    let node_probe_end = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let node_probes: Vec<_> = cluster
         .nodes
         .iter()
@@ -882,8 +884,8 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
                 .map(|n| (cluster_node(), n.port)),
         )
         .map(|(i, port)| {
-            let probe_end = std::sync::Arc::clone(&probe_end);
-            (i, std::thread::spawn(move || node_probe(port, &probe_end)))
+            let stop = std::sync::Arc::clone(&node_probe_end);
+            (i, std::thread::spawn(move || node_probe(port, &stop)))
         })
         .collect();
     let lab = Lab {
@@ -928,6 +930,12 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             ));
         }
     }
+    node_probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
+    let node_stalls: Vec<(usize, Vec<(u64, u64)>)> = node_probes
+        .into_iter()
+        .map(|(node, probe)| (node, probe.join().expect("node probe panicked")))
+        .collect();
+
     if !verdict.violations.is_empty() {
         for v in &verdict.violations {
             println!("VIOLATION {v}");
@@ -1034,11 +1042,8 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
     logs.relay_stalls = probe.join().expect("stall probe panicked");
-    for (node, probe) in node_probes {
-        logs.node_stalls
-            .entry(node)
-            .or_default()
-            .extend(probe.join().expect("node probe panicked"));
+    for (node, stalls) in node_stalls {
+        logs.node_stalls.entry(node).or_default().extend(stalls);
     }
     let mut counters = BTreeMap::new();
     for r in 0..RESOURCES {
