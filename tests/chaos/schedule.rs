@@ -91,7 +91,7 @@ pub enum Step {
         node: usize,
     },
     /// On the cluster node: one client's relay to one master cut (the master of
-    /// `chaos:r<k>`'s slot when the cut begins), the others' not.
+    /// [`target_key`]`(k)`'s slot when the cut begins), the others' not.
     MasterCut {
         client: usize,
         k: usize,
@@ -101,7 +101,7 @@ pub enum Step {
     MasterHeal {
         client: usize,
     },
-    /// On the cluster node: the wall clock of the master of `chaos:r<k>`'s slot set to `ms`
+    /// On the cluster node: the wall clock of the master of [`target_key`]`(k)`'s slot set to `ms`
     /// ahead of the real one; 0 sets the master that jumped back to the real time.
     MasterShift {
         k: usize,
@@ -258,6 +258,17 @@ fn cluster_except(flags: &Flags) -> Vec<usize> {
     }
 }
 
+/// The key whose master a `MasterCut` or `MasterShift` hits: `chaos:r<k>`, or for `k ==
+/// RESOURCES` the read-write lock's (whose readers hold for hundreds of ms, so that a jump
+/// there meets a live hold often: `--no-clock-guard` always picks it).
+fn target_key(k: usize) -> String {
+    if k < RESOURCES {
+        crate::resource(k)
+    } else {
+        crate::kinds::RW_RESOURCE.to_owned()
+    }
+}
+
 /// A minority of the nodes, at most: two of five, one of three.
 fn minority() -> usize {
     (nodes() - 1) / 2
@@ -272,7 +283,7 @@ fn cut_steps(
     mode: CutMode,
 ) -> (Step, Step) {
     if flags.cluster && node == cluster_node() {
-        let k = rng.below(RESOURCES as u64) as usize;
+        let k = rng.below(RESOURCES as u64 + 1) as usize;
         (
             Step::MasterCut { client, k, mode },
             Step::MasterHeal { client },
@@ -702,7 +713,8 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             let ms = rng.range(200, 3_000);
             // On the cluster node, one master's clock: the master of one resource's slot.
             let (jump, back) = if flags.cluster && node == cluster_node() {
-                let k = rng.below(RESOURCES as u64) as usize;
+                let k = rng.below(RESOURCES as u64 + 1) as usize;
+                let k = if flags.no_clock_guard { RESOURCES } else { k };
                 (Step::MasterShift { k, ms }, Step::MasterShift { k, ms: 0 })
             } else {
                 (Step::Shift { node, ms }, Step::Shift { node, ms: 0 })
@@ -905,13 +917,18 @@ pub fn describe(fault: &Fault) -> String {
                 }
                 Step::Heal { client, node } => format!("heal c{client}-n{node}"),
                 Step::MasterCut { client, k, mode } => format!(
-                    "cut c{client}-n{} (the master of r{k}) {}",
+                    "cut c{client}-n{} (the master of {}) {}",
                     cluster_node(),
+                    target_key(k),
                     mode.name()
                 ),
                 Step::MasterHeal { client } => format!("heal c{client}-n{}", cluster_node()),
                 Step::MasterShift { k, ms } => {
-                    format!("clock n{} (the master of r{k}) +{ms} ms", cluster_node())
+                    format!(
+                        "clock n{} (the master of {}) +{ms} ms",
+                        cluster_node(),
+                        target_key(k)
+                    )
                 }
                 Step::Pause { client, kind } => format!("SIGSTOP c{client} at a {kind} write"),
                 Step::Cont(c) => format!("SIGCONT c{c}"),
@@ -1235,7 +1252,7 @@ pub fn drive(
                 Step::MasterCut { client, k, mode } => {
                     let rc = redis_cluster.as_deref().expect("a cluster configuration");
                     // None: the cluster did not recover from the fault before (rule (cl)).
-                    if let Some(i) = master_serving(rc, &crate::resource(k)) {
+                    if let Some(i) = master_serving(rc, &target_key(k)) {
                         lab.cluster_relays[client][i].cut(mode);
                         master_cuts[client] = Some(i);
                         let action = match mode {
@@ -1259,7 +1276,7 @@ pub fn drive(
                 Step::MasterShift { k, ms } => {
                     let rc = redis_cluster.as_deref().expect("a cluster configuration");
                     let target = if ms > 0 {
-                        master_serving(rc, &crate::resource(k))
+                        master_serving(rc, &target_key(k))
                     } else {
                         shifted_master.take()
                     };
