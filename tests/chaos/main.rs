@@ -129,9 +129,8 @@
 //!
 //! # min_replicas
 //! `--min-replicas` runs the cluster configurations with the clients without grace setting
-//! `min_replicas(1)`. It is not in the short profile: on a 2-core machine under other load its
-//! runs fail rule (f), with keys that releases by those clients left on a node (up to ten a
-//! run, each set during its acquisition and never removed; why is not known yet).
+//! `min_replicas(1)`, with a replica beside each standalone node (four or two more servers).
+//! It is not in the short profile, which keeps its time.
 //!
 //! # Rules
 //! Afterwards a checker reads the logs and asserts:
