@@ -169,6 +169,9 @@ pub(crate) struct Cluster {
     /// Every node of the last slot map read, replicas included: tried after the seeds, so that
     /// a cluster whose seeds are gone (replaced, failed over) is still found.
     known: Mutex<Vec<(String, u16)>>,
+    /// Test-only: where to connect instead of an address the cluster names
+    /// (`Builder::cluster_address_map_for_tests`).
+    remap: Vec<((String, u16), (String, u16))>,
 }
 
 impl Cluster {
@@ -207,6 +210,7 @@ impl Cluster {
             certificates: None,
             redis,
             known: Mutex::new(Vec::new()),
+            remap: Vec::new(),
         })
     }
 
@@ -229,6 +233,19 @@ impl Cluster {
         self.certificates = Some(certificates);
     }
 
+    pub(crate) fn set_remap(&mut self, remap: Vec<((String, u16), (String, u16))>) {
+        self.remap = remap;
+    }
+
+    /// Where to connect for the node the cluster calls `host:port`: itself, unless a test
+    /// mapped it elsewhere.
+    fn route<'a>(&'a self, host: &'a str, port: u16) -> (&'a str, u16) {
+        self.remap
+            .iter()
+            .find(|((h, p), _)| h == host && *p == port)
+            .map_or((host, port), |(_, (h, p))| (h.as_str(), *p))
+    }
+
     /// A connection to one node, with the client's timeouts on connect, reads and writes.
     fn open(
         &self,
@@ -236,6 +253,9 @@ impl Cluster {
         port: u16,
         timeouts: Timeouts,
     ) -> redis::RedisResult<redis::Connection> {
+        // Every connection to a node of the cluster is made here, so a test's map covers the
+        // seeds, `CLUSTER SLOTS`, `MOVED` and `ASK` alike.
+        let (host, port) = self.route(host, port);
         let addr = match self.tls {
             None => ConnectionAddr::Tcp(host.to_owned(), port),
             Some(insecure) => ConnectionAddr::TcpTls {
@@ -1323,6 +1343,24 @@ fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_test_map_routes_mapped_addresses_only() {
+        let mut c = Cluster::parse("redis+cluster://127.0.0.1:7000").unwrap();
+        assert_eq!(c.route("127.0.0.1", 7000), ("127.0.0.1", 7000));
+        c.set_remap(vec![(
+            ("127.0.0.1".to_owned(), 7000),
+            ("127.0.0.1".to_owned(), 9000),
+        )]);
+        assert_eq!(c.route("127.0.0.1", 7000), ("127.0.0.1", 9000));
+        assert_eq!(c.route("127.0.0.1", 7001), ("127.0.0.1", 7001));
+        assert_eq!(c.route("10.0.0.1", 7000), ("10.0.0.1", 7000));
+        assert_eq!(
+            c.id(),
+            "cluster:127.0.0.1:7000",
+            "the node keeps its own name"
+        );
+    }
 
     #[test]
     fn parses_the_forms() {

@@ -49,6 +49,9 @@ pub struct Builder {
     pub(crate) urls: Vec<String>,
     pub(crate) config: Config,
     pub(crate) tls: Tls,
+    /// Test-only: announced cluster addresses and where to connect instead
+    /// ([`cluster_address_map_for_tests`](Builder::cluster_address_map_for_tests)).
+    pub(crate) cluster_remap: Vec<((String, u16), (String, u16))>,
 }
 
 /// TLS settings for `rediss://` nodes. Certificates are read when the client is built.
@@ -113,6 +116,7 @@ impl Default for Builder {
                 min_replicas: None,
             },
             tls: Tls::default(),
+            cluster_remap: Vec::new(),
         }
     }
 }
@@ -264,7 +268,9 @@ impl Builder {
     ///
     /// `WAIT` blocks its connection, so these commands go over a second connection per node,
     /// with a worker of its own: releases, inspections and the client's other commands keep the
-    /// first one and never wait behind a lagging replica. The `WAIT` timeout is half of what is
+    /// first one and never wait behind a lagging replica, except a release or an undo of a key
+    /// whose acquisition or extension the second has not answered yet, which follows it there
+    /// so as not to overtake it. The `WAIT` timeout is half of what is
     /// left of the earliest `node_timeout` in its pipeline, and the lane stops reading for its
     /// answer at three quarters (an idle Redis ends a timed-out `WAIT` up to `1000 / hz` ms
     /// late), so the vote and its reason still come within `node_timeout`. What it protects
@@ -272,6 +278,25 @@ impl Builder {
     /// `docs/guarantees.md`.
     pub fn min_replicas(mut self, k: u32) -> Self {
         self.config.min_replicas = Some(k).filter(|k| *k > 0);
+        self
+    }
+
+    /// On every Redis Cluster node, connects to `to` wherever the cluster names `from` (a seed,
+    /// `CLUSTER SLOTS`, a `MOVED` or an `ASK`), each `host:port`; an address not mapped is
+    /// reached as named. The node keeps the cluster's own addresses for everything else
+    /// (routing, `NodeStatus`, failovers). Only for tests, which put a relay of their own
+    /// between one client and one cluster process (a per-client cut); not part of the API.
+    #[doc(hidden)]
+    pub fn cluster_address_map_for_tests<I, A, B>(mut self, map: I) -> Self
+    where
+        I: IntoIterator<Item = ((A, u16), (B, u16))>,
+        A: Into<String>,
+        B: Into<String>,
+    {
+        self.cluster_remap.extend(
+            map.into_iter()
+                .map(|((h, p), (th, tp))| ((h.into(), p), (th.into(), tp))),
+        );
         self
     }
 
@@ -451,6 +476,15 @@ impl Builder {
                             c.set_certificates(certificates.clone());
                         }
                     }
+                }
+            }
+        }
+        if !self.cluster_remap.is_empty() {
+            for target in &mut targets {
+                if let Target::Cluster(c) = target
+                    && let Some(c) = Arc::get_mut(c)
+                {
+                    c.set_remap(self.cluster_remap.clone());
                 }
             }
         }

@@ -270,6 +270,7 @@ impl Engine {
                     gate: gate.clone(),
                 }),
                 live_until: release.flatten(),
+                on_lane: None,
             });
         }
         drop(tx);
@@ -376,6 +377,7 @@ impl Engine {
                 gate: None,
             }),
             live_until: None,
+            on_lane: None,
         });
         match rx.recv_deadline(deadline) {
             Ok((_, vote)) => vote,
@@ -407,6 +409,7 @@ impl Engine {
                 deadline: None,
                 reply: None,
                 live_until,
+                on_lane: None,
             });
         }
     }

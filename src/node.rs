@@ -79,6 +79,33 @@ pub(crate) struct Request {
     /// kept and sent after the reconnect until then, rather than dropped while a key that a
     /// lost reply left behind could still block the resource.
     pub live_until: Option<Instant>,
+    /// On a `WAIT` lane: marks the request's key and token as on their way over the lane until
+    /// the lane has done with it (see [`Node::send`]). Set by `send`.
+    pub on_lane: Option<OnLane>,
+}
+
+/// The key and token of each acquisition or extension a `WAIT` lane has not answered yet.
+type Pending = Arc<Mutex<Vec<(Arc<str>, Arc<str>)>>>;
+
+/// An acquisition or extension on its way over a node's `WAIT` lane: while it lives, a cleanup
+/// of the same key and token follows it over the lane, so that it cannot overtake it. Dropped
+/// with its request, once the lane answered it (its reply read) or dropped it unsent.
+pub(crate) struct OnLane {
+    pending: Pending,
+    key: Arc<str>,
+    token: Arc<str>,
+}
+
+impl Drop for OnLane {
+    fn drop(&mut self) {
+        let mut pending = relock(&self.pending);
+        if let Some(i) = pending
+            .iter()
+            .position(|(k, t)| *k == self.key && *t == self.token)
+        {
+            pending.swap_remove(i);
+        }
+    }
 }
 
 impl Request {
@@ -266,6 +293,8 @@ pub(crate) struct Node {
 struct Lane {
     tx: Sender<Request>,
     health: Arc<Health>,
+    /// The key and token of each acquisition or extension the lane has not answered yet.
+    pending: Pending,
 }
 
 impl Node {
@@ -276,9 +305,32 @@ impl Node {
 
     /// Queues a request; if the worker is gone (it never stops while this handle exists), the
     /// request's caller is answered at once.
-    pub(crate) fn send(&self, request: Request) {
+    ///
+    /// With a `WAIT` lane, acquisitions and extensions go over it and everything else over the
+    /// first connection, except a cleanup (an undo, a release) of a key and token whose
+    /// acquisition or extension the lane has not answered yet: it follows that over the lane,
+    /// which sends in order. Over the first connection it could reach the server first (the
+    /// lane may be waiting for a `WAIT`, or hold the write queued behind one), find nothing,
+    /// and leave the key the lane writes next until its TTL: after a caller whose quorum came
+    /// from other nodes released at once, say.
+    pub(crate) fn send(&self, mut request: Request) {
         let tx = match &self.lane {
-            Some(lane) if needs_ack(&request.command) => &lane.tx,
+            Some(lane) if needs_ack(&request.command) => {
+                relock(&lane.pending).push((Arc::clone(&request.key), Arc::clone(&request.token)));
+                request.on_lane = Some(OnLane {
+                    pending: Arc::clone(&lane.pending),
+                    key: Arc::clone(&request.key),
+                    token: Arc::clone(&request.token),
+                });
+                &lane.tx
+            }
+            Some(lane)
+                if relock(&lane.pending)
+                    .iter()
+                    .any(|(k, t)| *k == request.key && *t == request.token) =>
+            {
+                &lane.tx
+            }
             _ => &self.tx,
         };
         if let Err(e) = tx.send(request) {
@@ -500,7 +552,11 @@ pub(crate) fn spawn(
         Some(k) => {
             let (tx, health, handle) = start(Some(k))?;
             handles.push(handle);
-            Some(Lane { tx, health })
+            Some(Lane {
+                tx,
+                health,
+                pending: Arc::default(),
+            })
         }
         None => None,
     };
@@ -818,12 +874,20 @@ impl Worker {
             }
             return;
         }
-        if let Some(problem) = self.short_of_replicas() {
+        // A cleanup that followed its acquisition over a `WAIT` lane needs no replicas.
+        if batch.iter().any(|r| needs_ack(&r.command))
+            && let Some(problem) = self.short_of_replicas()
+        {
             let now = Instant::now();
-            for r in batch.drain(..) {
+            let (refused, cleanups): (Vec<Request>, Vec<Request>) =
+                batch.drain(..).partition(|r| needs_ack(&r.command));
+            for r in refused {
                 self.fail(r, &problem, now);
             }
-            return;
+            *batch = cleanups;
+            if batch.is_empty() {
+                return;
+            }
         }
         batch.append(&mut self.deferred);
         // Reentrant acquires and releases count holds, so unlike the rest they cannot be resent
@@ -1019,7 +1083,11 @@ impl Worker {
             .wants_time(batch.iter().any(|r| r.command.samples_clock));
         let sent = Instant::now();
         let io_timeout = self.settings.io_timeout;
-        let wait = self.wait_for.map(|k| {
+        // A cleanup that followed its acquisition over a `WAIT` lane (`Node::send`) needs no
+        // acknowledgment: a batch of cleanups alone has no `WAIT`, and a cleanup's yes counts
+        // as it is.
+        let acks = batch.iter().any(|r| needs_ack(&r.command));
+        let wait = self.wait_for.filter(|_| acks).map(|k| {
             let left = batch
                 .iter()
                 .filter_map(|r| r.deadline)
@@ -1106,9 +1174,9 @@ impl Worker {
         let votes = values
             .into_iter()
             .zip(batch)
-            .map(|(v, r)| r.command.interpret(v))
-            .map(|vote| match (wait, &acked, vote) {
-                (Some(wait), Some(acked), vote) if vote.is_yes() => {
+            .map(|(v, r)| (r.command.interpret(v), needs_ack(&r.command)))
+            .map(|(vote, needs)| match (wait, &acked, vote) {
+                (Some(wait), Some(acked), vote) if vote.is_yes() && needs => {
                     acknowledged(acked, &wait).map_or(vote, Vote::Failed)
                 }
                 (_, _, vote) => vote,
@@ -1756,7 +1824,7 @@ fn on_cluster(
             let vote = r.command.interpret(v);
             let ack = acks.as_mut().and_then(Iterator::next);
             match (wait, ack) {
-                (Some((wait, _)), Some(ack)) if vote.is_yes() => {
+                (Some((wait, _)), Some(ack)) if vote.is_yes() && needs_ack(&r.command) => {
                     let problem = match ack {
                         Waited::Reply(value) => acknowledged(&Acked::Reply(value), &wait),
                         Waited::Late(waited) => acknowledged(&Acked::Late(waited), &wait),

@@ -127,6 +127,58 @@ fn an_acquired_lock_is_on_the_replica_when_acquire_returns() {
 /// The replica hangs: acquisitions wait out `WAIT` and fail with its reason, their undo removes
 /// the key from the master, and what needs no acknowledgement on the same client and node (a
 /// release, an inspection) goes over the first connection, not stalled behind `WAIT`.
+/// A release must not overtake its own acquisition. With `min_replicas` an acquisition goes
+/// over the node's `WAIT` lane and a release over the first connection: on a node whose lane is
+/// still waiting for a `WAIT` (a hung replica), the next acquisition's write waits behind it,
+/// while a quorum of other nodes lets the caller take the lock and release it at once. Its
+/// release must still remove that write, whenever the lane makes it.
+#[test]
+fn a_release_follows_its_acquisition_over_a_waiting_lane() {
+    support::watch_workers();
+    let groups: Vec<(RedisNode, RedisNode)> = (0..3).map(|_| replicated()).collect();
+    let urls: Vec<String> = groups.iter().map(|(m, _)| m.url()).collect();
+    let rl = support::builder(&urls)
+        .node_timeout(Duration::from_millis(300))
+        .retry_count(0)
+        .min_replicas(1)
+        .build()
+        .expect("client");
+    let (slow, slow_replica) = &groups[2];
+    slow_replica.hang();
+    for i in 0..3 {
+        // The first lock leaves node 2's lane waiting for its WAIT; the second one's write
+        // waits behind that, and its release comes before it is made.
+        let first = rl
+            .try_lock(&format!("replicas:lane:first:{i}"), Duration::from_secs(30))
+            .expect("a quorum of two nodes whose replicas acknowledge");
+        first.release().expect("release");
+        let resource = format!("replicas:lane:second:{i}");
+        let second = rl
+            .try_lock(&resource, Duration::from_secs(30))
+            .expect("a quorum of two nodes whose replicas acknowledge");
+        second.release().expect("release");
+        // A third lock's write on node 2 comes over the lane after the second one's: once it
+        // is there, so is everything the lane had for the second lock.
+        let marker = format!("replicas:lane:third:{i}");
+        let third = rl
+            .try_lock(&marker, Duration::from_secs(30))
+            .expect("a quorum of two nodes whose replicas acknowledge");
+        assert!(
+            eventually(Duration::from_secs(5), || slow.get(&marker).is_some()),
+            "node 2's lane never made the third write"
+        );
+        assert_eq!(
+            slow.get(&resource),
+            None,
+            "the key of a released lock stayed on the node whose lane was waiting (PTTL {} ms): \
+             its release overtook the acquisition's write",
+            slow.pttl(&resource)
+        );
+        third.release().expect("release");
+    }
+    slow_replica.resume();
+}
+
 #[test]
 fn a_hung_replica_fails_acquisitions_without_stalling_the_other_callers() {
     const NODE_TIMEOUT: Duration = Duration::from_millis(400);

@@ -10,8 +10,8 @@ use crate::fenced::{self, FENCED_RESOURCE, FencedHold, paused_across};
 use crate::kinds::{self, KindHold};
 use crate::schedule::{Action, Outage, Pause, Record, Restart, majority_down};
 use crate::{
-    CALL_MARGIN_MS, CANCEL_BOUND_MS, CLIENTS, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES,
-    RETRY_COUNT, RETRY_DELAY, RETRY_JITTER, STALL_MIN_NS_MS, TTL_MAX_MS, WAIT_MS, resource,
+    CALL_MARGIN_MS, CANCEL_BOUND_MS, CLIENTS, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, RETRY_COUNT,
+    RETRY_DELAY, RETRY_JITTER, STALL_MIN_NS_MS, TTL_MAX_MS, WAIT_MS, resource,
 };
 
 pub fn lock_bound_ms() -> u64 {
@@ -109,6 +109,7 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             // followed the failover reconnects within its backoff like after a hang.
             Action::Hang
             | Action::Blackhole
+            | Action::MasterBlackhole
             | Action::ClusterKill
             | Action::ClusterStop
             | Action::ClusterFailover => BACKLOG_SLACK_NS,
@@ -119,7 +120,9 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             && o.down_ns <= s.gone + OUTAGE_SLACK_NS
             && o.up_ns + OUTAGE_SLACK_NS + backlog >= s.start
     });
-    let starved = logs.stalled(s.client, s.start, s.gone) + logs.relay_stalled(s.start, s.gone)
+    let starved = logs.stalled(s.client, s.start, s.gone)
+        + logs.relay_stalled(s.start, s.gone)
+        + logs.node_stalled(s.node, s.start, s.gone)
         >= NODE_TIMEOUT.as_nanos() as u64 / 2;
     match s.how.as_str() {
         _ if down => KeyFate::NodeWasDown,
@@ -200,6 +203,10 @@ pub struct Logs {
     /// Intervals during which the parent, which runs the relays, did not get to run: every
     /// client's traffic waited meanwhile, as on a slow network.
     pub relay_stalls: Vec<(u64, u64)>,
+    /// Per lock node: intervals during which one of its servers answered a `PING` of the
+    /// parent's responsiveness probe late (a server the machine did not get to run answers
+    /// every client late).
+    pub node_stalls: BTreeMap<usize, Vec<(u64, u64)>>,
 }
 
 impl Logs {
@@ -213,6 +220,13 @@ impl Logs {
     /// How long the relays were stalled within `[start, end]`.
     pub fn relay_stalled(&self, start: u64, end: u64) -> u64 {
         overlap(&self.relay_stalls, start, end)
+    }
+
+    /// How long a server of lock node `node` answered late within `[start, end]`.
+    pub fn node_stalled(&self, node: usize, start: u64, end: u64) -> u64 {
+        self.node_stalls
+            .get(&node)
+            .map_or(0, |stalls| overlap(stalls, start, end))
     }
 }
 
@@ -343,6 +357,8 @@ pub struct Stats {
 /// phase rule (p) then stands aside, since no-grace clients meeting quick restarts is the point.
 pub struct Options {
     pub eager: bool,
+    /// The clients without grace set `min_replicas` (`--min-replicas`).
+    pub replicated: bool,
 }
 
 pub fn check(
@@ -514,10 +530,11 @@ pub fn check(
             ));
         }
         match logs.status.get(&client) {
-            Some(s) if s.connected == NODES && s.acquired => {}
+            Some(s) if s.connected == crate::nodes() && s.acquired => {}
             Some(s) => verdict.fail(format!(
-                "(d) client {client}: {} of {NODES} workers connected, final lock {}: {}",
+                "(d) client {client}: {} of {} workers connected, final lock {}: {}",
                 s.connected,
+                crate::nodes(),
                 if s.acquired {
                     "acquired"
                 } else {
@@ -579,9 +596,11 @@ pub fn check(
         // The cluster node: a master stopped or killed is replaced by a replica promoted only
         // after the largest TTL (plus the drift allowance), so every key the replica may lack
         // had expired: a delayed restart, safe for clients without grace. But the old master,
-        // back, believes itself the master until it is demoted, and a vote it gives meanwhile
-        // is lost: a quick restart, kept in a quick phase from its return until the largest
-        // TTL after its demotion.
+        // back, believes itself the master until it is demoted, and a vote a client without
+        // `min_replicas` (one with grace) takes there meanwhile is lost: a quick restart for
+        // the clients without grace (which set `min_replicas`, so that none of their own votes
+        // there counts). So no acquisition with grace ran from the return until the demotion
+        // while one without grace ran from the return until the largest TTL after it.
         let drift_ms = TTL_MAX_MS / 100 + 2;
         for f in record
             .failovers
@@ -601,24 +620,43 @@ pub fn check(
                 ));
             }
             let back = f.back.unwrap_or(0);
-            let until = f.demoted.unwrap_or(u64::MAX / 2) + (TTL_MAX_MS + drift_ms) * MS;
-            for c in logs
-                .calls
-                .iter()
-                .filter(|c| c.variant == "n" && c.acquires() && c.start < until && c.end > back)
-            {
+            let demoted = f.demoted.unwrap_or(u64::MAX / 2);
+            let until = demoted + (TTL_MAX_MS + drift_ms) * MS;
+            let during = |variant: &str, until: u64| {
+                logs.calls.iter().find(|c| {
+                    c.variant == variant && c.acquires() && c.start < until && c.end > back
+                })
+            };
+            // Without `min_replicas`, a client without grace loses votes there itself.
+            let with_grace = if options.replicated {
+                during("g", demoted)
+            } else {
+                during("n", until)
+            };
+            if let (Some(g), Some(n)) = (with_grace, during("n", until)) {
                 verdict.fail(format!(
-                    "(p) client {} without restart grace ran {} {} [{} .. {}] while the old \
-                     cluster master {} could still have lost a vote (back at {}, a replica at \
-                     {}): the phases failed",
-                    c.client,
-                    c.op,
-                    c.resource,
-                    ms(c.start, origin),
-                    ms(c.end, origin),
+                    "(p) client {} {} ran {} {} [{} .. {}] while the old cluster master {} \
+                     could still count its vote and lose it (back at {}, a replica at {}), and \
+                     client {} without grace ran {} {} [{} .. {}] before such a lock expired: \
+                     the phases failed",
+                    g.client,
+                    if g.variant == "g" {
+                        "with restart grace"
+                    } else {
+                        "without grace or min_replicas"
+                    },
+                    g.op,
+                    g.resource,
+                    ms(g.start, origin),
+                    ms(g.end, origin),
                     f.master,
                     ms(back, origin),
-                    f.demoted.map_or("never".into(), |d| ms(d, origin))
+                    f.demoted.map_or("never".into(), |d| ms(d, origin)),
+                    n.client,
+                    n.op,
+                    n.resource,
+                    ms(n.start, origin),
+                    ms(n.end, origin)
                 ));
             }
         }
@@ -650,11 +688,14 @@ pub fn check(
         let fate = judge(s, outages, logs);
         if fate == KeyFate::Starved {
             println!(
-                "NOTE (f) client {} was starved for {} ms and the relays for {} ms: {} key {} \
-                 of {} stayed on n{} after its call ({}) ended at {}, {} at {}",
+                "NOTE (f) client {} was starved for {} ms, the relays for {} ms and n{}'s \
+                 servers for {} ms: {} key {} of {} stayed on n{} after its call ({}) ended at \
+                 {}, {} at {}",
                 s.client,
                 logs.stalled(s.client, s.start, s.gone) / MS,
                 logs.relay_stalled(s.start, s.gone) / MS,
+                s.node,
+                logs.node_stalled(s.node, s.start, s.gone) / MS,
                 s.kind,
                 s.resource,
                 s.token,
@@ -668,8 +709,8 @@ pub fn check(
         if fate == KeyFate::Leak {
             verdict.fail(format!(
                 "(f) client {}: {} key {} of {} stayed on n{} after its call ({}) ended at {} \
-                 ({} ms stalled since the acquisition began, the relays {} ms): seen {:.1} ms \
-                 after it with PTTL {} ms, then {} at {}",
+                 ({} ms stalled since the acquisition began, the relays {} ms, the node's \
+                 servers {} ms): seen {:.1} ms after it with PTTL {} ms, then {} at {}",
                 s.client,
                 s.kind,
                 s.resource,
@@ -679,6 +720,7 @@ pub fn check(
                 ms(s.end, origin),
                 logs.stalled(s.client, s.start, s.first_seen) / MS,
                 logs.relay_stalled(s.start, s.first_seen) / MS,
+                logs.node_stalled(s.node, s.start, s.first_seen) / MS,
                 s.first_seen.saturating_sub(s.end) as f64 / 1e6,
                 s.first_pttl,
                 s.how,
@@ -800,6 +842,14 @@ pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut
             .count();
         if cluster { done } else { 1 }
     };
+    let back_in = |quick: bool| {
+        let done = record
+            .failovers
+            .iter()
+            .filter(|f| f.back.is_some() && f.back_quick == quick && f.healthy.is_some())
+            .count();
+        if cluster { done } else { 1 }
+    };
     let classes = [
         (
             "cluster master SIGKILLs (failed over, restarted, a replica again)",
@@ -813,6 +863,18 @@ pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut
             "CLUSTER FAILOVERs of a replica",
             failovers(Action::ClusterFailover),
         ),
+        (
+            "old cluster masters back in a quick phase (clients with grace)",
+            back_in(true),
+        ),
+        (
+            "old cluster masters back in a delayed phase (clients with min_replicas)",
+            if crate::replicated() {
+                back_in(false)
+            } else {
+                1
+            },
+        ),
         ("node hangs", outages(Action::Hang)),
         ("crashes with a delayed restart", restarts(false)),
         ("crashes with a quick restart", restarts(true)),
@@ -823,6 +885,34 @@ pub fn check_coverage(logs: &Logs, record: &Record, cluster: bool, verdict: &mut
         ),
         ("refusing cuts", outages(Action::Refuse)),
         ("blackholing cuts", outages(Action::Blackhole)),
+        (
+            "refusing cuts of a cluster master",
+            if cluster {
+                outages(Action::MasterRefuse)
+            } else {
+                1
+            },
+        ),
+        (
+            "blackholing cuts of a cluster master",
+            if cluster {
+                outages(Action::MasterBlackhole)
+            } else {
+                1
+            },
+        ),
+        (
+            "clock jumps of a cluster master",
+            if cluster {
+                record
+                    .shifts
+                    .iter()
+                    .filter(|s| s.1 == crate::cluster_node() && s.2 > 0)
+                    .count()
+            } else {
+                1
+            },
+        ),
         ("client pauses", record.pauses.len()),
         (
             "acquisitions with restart grace",
@@ -896,7 +986,7 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
     println!(
         "  writes            {writes} (skipped for lack of validity: {skipped}; abandoned locks: {abandoned})"
     );
-    let per_node: Vec<String> = (0..NODES)
+    let per_node: Vec<String> = (0..crate::nodes())
         .map(|n| {
             let down: u64 = outages
                 .iter()
@@ -937,6 +1027,18 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
         longest as f64 / 1e6,
         logs.relay_stalls.len(),
         relay_longest.unwrap_or(0) as f64 / 1e6
+    );
+    let servers: Vec<u64> = logs
+        .node_stalls
+        .values()
+        .flatten()
+        .map(|(from, to)| to - from)
+        .collect();
+    println!(
+        "  server stalls     {} PINGs of the responsiveness probe answered over \
+         {STALL_MIN_NS_MS} ms late, longest {:.1} ms",
+        servers.len(),
+        servers.iter().max().copied().unwrap_or(0) as f64 / 1e6
     );
     let waits = |mode: &str, outcome: &str| {
         logs.waits
@@ -1134,24 +1236,51 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
             "client cut off from a node, blackholed".into(),
             count_ms(Action::Blackhole),
         ),
-        (
-            "client process paused past its validity (SIGSTOP)".into(),
-            format!(
-                "{} ({} at a plain write, {} at a fenced write, {} at a leader's write; longest \
-                 {} ms)",
-                record.pauses.len(),
-                at_write("plain"),
-                at_write("fenced"),
-                at_write("election"),
-                record
-                    .pauses
-                    .iter()
-                    .map(|p| (p.to - p.from) / MS)
-                    .max()
-                    .unwrap_or(0)
-            ),
-        ),
     ]);
+    if !record.failovers.is_empty() {
+        let master_jumps: Vec<u64> = record
+            .shifts
+            .iter()
+            .filter(|s| s.1 == crate::cluster_node() && s.2 > 0)
+            .map(|s| s.2)
+            .collect();
+        rows.extend(vec![
+            (
+                "client cut off from one cluster master, refused / blackholed".into(),
+                format!(
+                    "{} / {}",
+                    count_ms(Action::MasterRefuse),
+                    count_ms(Action::MasterBlackhole)
+                ),
+            ),
+            (
+                "cluster master clock jump forward".into(),
+                format!(
+                    "{} (+{}..+{} ms)",
+                    master_jumps.len(),
+                    master_jumps.iter().min().unwrap_or(&0),
+                    master_jumps.iter().max().unwrap_or(&0)
+                ),
+            ),
+        ]);
+    }
+    rows.extend(vec![(
+        "client process paused past its validity (SIGSTOP)".into(),
+        format!(
+            "{} ({} at a plain write, {} at a fenced write, {} at a leader's write; longest \
+                 {} ms)",
+            record.pauses.len(),
+            at_write("plain"),
+            at_write("fenced"),
+            at_write("election"),
+            record
+                .pauses
+                .iter()
+                .map(|p| (p.to - p.from) / MS)
+                .max()
+                .unwrap_or(0)
+        ),
+    )]);
     rows
 }
 
@@ -1246,6 +1375,7 @@ pub fn checker_catches_made_up_violations() {
         observed: Vec::new(),
         term_ops: Vec::new(),
         relay_stalls: Vec::new(),
+        node_stalls: BTreeMap::new(),
     };
     // n0 hung for everyone; n1 and n2 cut off from client 1 only.
     let outage = |node, client, action| Outage {
@@ -1273,7 +1403,10 @@ pub fn checker_catches_made_up_violations() {
     let mut verdict = Verdict {
         violations: Vec::new(),
     };
-    let options = Options { eager: false };
+    let options = Options {
+        eager: false,
+        replicated: true,
+    };
     check(&logs, &record, &counters, t, &options, &mut verdict);
     let majority = verdict
         .violations
@@ -1304,8 +1437,9 @@ pub fn checker_catches_made_up_violations() {
     }
 
     // The cluster node: a replica promoted 300 ms after its master stopped (before every key
-    // it may lack had expired), a client without grace acquiring 100 ms after the old master
-    // was demoted, and a killed master that never came back as a replica.
+    // it may lack had expired), a client with grace acquiring before the old master was
+    // demoted and one without grace 100 ms after, and a killed master that never came back
+    // as a replica.
     let failover = |action, promoted: u64, demoted: Option<u64>| crate::schedule::Failover {
         action,
         master: 1,
@@ -1313,6 +1447,7 @@ pub fn checker_catches_made_up_violations() {
         start: t,
         promoted: Some(t + promoted * MS),
         back: Some(t + 2_000 * MS),
+        back_quick: true,
         demoted: demoted.map(|d| t + d * MS),
         healthy: demoted.map(|d| t + (d + 100) * MS),
     };
@@ -1323,16 +1458,71 @@ pub fn checker_catches_made_up_violations() {
         ],
         ..Record::default()
     };
+    let acquisition = |variant: &str, start: u64| Call {
+        client: 0,
+        op: "lock".to_owned(),
+        resource: resource(0),
+        start: t + start * MS,
+        end: t + (start + 10) * MS,
+        outcome: "ok".to_owned(),
+        variant: variant.to_owned(),
+    };
+    // The client without grace alone (it sets `min_replicas`): no violation.
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check(
+        &Logs {
+            calls: vec![acquisition("n", 2_300)],
+            ..Logs::default()
+        },
+        &Record {
+            failovers: vec![failover(Action::ClusterStop, 2_000, Some(2_200))],
+            ..Record::default()
+        },
+        &BTreeMap::new(),
+        t,
+        &options,
+        &mut verdict,
+    );
+    assert!(
+        !verdict.violations.iter().any(|v| v.starts_with("(p)")),
+        "the checker took acquisitions with min_replicas alone around an old master's return \
+         for a violation: {:?}",
+        verdict.violations
+    );
+    // Without `min_replicas`, the same acquisition alone is one.
+    let mut verdict = Verdict {
+        violations: Vec::new(),
+    };
+    check(
+        &Logs {
+            calls: vec![acquisition("n", 2_300)],
+            ..Logs::default()
+        },
+        &Record {
+            failovers: vec![failover(Action::ClusterStop, 2_000, Some(2_200))],
+            ..Record::default()
+        },
+        &BTreeMap::new(),
+        t,
+        &Options {
+            eager: false,
+            replicated: false,
+        },
+        &mut verdict,
+    );
+    assert!(
+        verdict
+            .violations
+            .iter()
+            .any(|v| v.starts_with("(p)") && v.contains("old cluster master")),
+        "the checker missed an acquisition without grace or min_replicas around an old \
+         master's return: {:?}",
+        verdict.violations
+    );
     let logs = Logs {
-        calls: vec![Call {
-            client: 0,
-            op: "lock".to_owned(),
-            resource: resource(0),
-            start: t + 2_300 * MS,
-            end: t + 2_310 * MS,
-            outcome: "ok".to_owned(),
-            variant: "n".to_owned(),
-        }],
+        calls: vec![acquisition("g", 2_100), acquisition("n", 2_300)],
         ..Logs::default()
     };
     let mut verdict = Verdict {

@@ -19,9 +19,9 @@ use crate::keys::{KeyKind, Probe};
 use crate::kinds::{RW_THREADS, SEM_THREADS};
 use crate::schedule::quick_phase;
 use crate::{
-    CLOCK_QUARANTINE, Flags, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, NODES, RESOURCES,
-    RETRY_COUNT, RETRY_DELAY, RETRY_JITTER, Rng, THREADS, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS,
-    counter_key, now_ns, resource,
+    CLOCK_QUARANTINE, Flags, MIN_VALIDITY_TO_WRITE, MS, NODE_TIMEOUT, RESOURCES, RETRY_COUNT,
+    RETRY_DELAY, RETRY_JITTER, Rng, THREADS, TTL_MAX_MS, TTL_MIN_MS, WAIT_MS, counter_key, now_ns,
+    resource,
 };
 
 pub struct ChildArgs {
@@ -36,6 +36,8 @@ pub struct ChildArgs {
     pub seed: u64,
     pub log: PathBuf,
     pub flags: Flags,
+    /// The cluster processes' ports, each with the port of this client process's relay to it.
+    pub cluster_map: Vec<(u16, u16)>,
 }
 
 /// The two Redlock clients of a process: one with `restart_grace` for quick-restart phases, one
@@ -478,30 +480,45 @@ const WRITE_WINDOW: Duration = Duration::from_millis(20);
 /// A client of `nodes`; with `grace`, one that keeps restarted nodes out for that long. The
 /// clock guard's quarantine outlasts the largest TTL, so that a node whose clock jumped counts
 /// again soon after every key the jump shortened reached its original expiry.
-pub fn build_client(nodes: &[String], grace: Option<Duration>, flags: &Flags) -> Redlock {
+pub fn build_client(
+    nodes: &[String],
+    grace: Option<Duration>,
+    flags: &Flags,
+    cluster_map: &[(u16, u16)],
+) -> Redlock {
     let builder = Redlock::builder()
         .nodes(nodes)
+        .cluster_address_map_for_tests(
+            cluster_map
+                .iter()
+                .map(|&(node, relay)| (("127.0.0.1", node), ("127.0.0.1", relay))),
+        )
         .node_timeout(NODE_TIMEOUT)
         .retry_count(RETRY_COUNT)
         .retry_delay(RETRY_DELAY)
         .retry_jitter(RETRY_JITTER)
         .clock_quarantine(CLOCK_QUARANTINE)
         .clock_guard(!flags.no_clock_guard);
+    // With `--min-replicas` the client without grace sets `min_replicas` to the replicas of
+    // every master (one): a cluster failover loses none of its votes (A9, A10).
     let builder = match grace {
         Some(grace) => builder.restart_grace(grace),
+        None if crate::replicated() => builder.min_replicas(1),
         None => builder,
     };
     builder.build().expect("build client")
 }
 
 pub fn child(args: ChildArgs) {
+    args.flags.apply();
     let clients = Arc::new(Clients {
         grace: build_client(
             &args.relays,
             Some(Duration::from_millis(args.flags.grace_ms)),
             &args.flags,
+            &args.cluster_map,
         ),
-        plain: build_client(&args.relays, None, &args.flags),
+        plain: build_client(&args.relays, None, &args.flags, &args.cluster_map),
         seed: args.seed,
         chaos_start_ns: args.chaos_start_ns,
     });
@@ -624,7 +641,7 @@ pub fn child(args: ChildArgs) {
             .min()
             .unwrap_or(0);
         let all = acquired.iter().all(|&a| a);
-        if (connected == NODES && all) || now_ns() > status_deadline {
+        if (connected == crate::nodes() && all) || now_ns() > status_deadline {
             let status: Vec<String> = clients
                 .both()
                 .iter()
@@ -680,5 +697,12 @@ pub fn parse_child(args: &[String]) -> ChildArgs {
         seed: args[6].parse().expect("seed"),
         log: Path::new(&args[7]).to_path_buf(),
         flags: Flags::parse(&args[8]),
+        cluster_map: args[9]
+            .split(';')
+            .filter_map(|pair| {
+                let (node, relay) = pair.split_once('=')?;
+                Some((node.parse().ok()?, relay.parse().ok()?))
+            })
+            .collect(),
     }
 }

@@ -52,16 +52,41 @@
 //! `clock_quarantine` to `CLOCK_QUARANTINE` (the largest TTL plus a second), so that liveness
 //! returns soon after a jump.
 //!
-//! # The cluster configuration
-//! The run has two configurations, and the short profile runs both, one after the other, with
-//! the same seed (`--standalone` or `--cluster` runs one). In the cluster configuration
-//! (`--cluster`), lock node n4 (`CLUSTER_NODE`) is a whole Redis Cluster, three masters with a
-//! replica each (`redis+cluster://`, `src/cluster.rs`), beside the standalone nodes n0-n3; the
-//! workloads, the two Redlock clients per process and the rules are the same. The clients
-//! reach the cluster directly (its masters announce their own addresses): the standalone
-//! faults (hangs, crashes, clock jumps, cuts) hit n0-n3 only, and the combinations Young and
-//! Fence, which need five such nodes, give way to one standalone crash per phase (a quick
-//! restart where the phases allow) and one fault of the cluster node:
+//! # The cluster configurations
+//! The run has three configurations, and the short profile runs all three, one after the
+//! other, with the same seed (`--standalone`, `--cluster` or `--cluster3` runs one). In
+//! `--cluster`, lock node n4 is a whole Redis Cluster, three masters with a replica each
+//! (`redis+cluster://`, `src/cluster.rs`), beside the standalone nodes n0-n3; in `--cluster3`
+//! (N = 3), n2 is such a cluster beside n0 and n1, so that a fault of the cluster is a third of
+//! the nodes, not a fifth. The workloads, the two Redlock clients per process and the rules are
+//! the same. With `--min-replicas` (not in the short profile: see "min_replicas" below) the
+//! clients without grace set `min_replicas(1)`, the replicas of every master (A9's complete
+//! cover, A10 of `docs/guarantees.md`), and each standalone node has a replica too (never
+//! faulted; a master restarted empty resyncs it at once), or those clients would find no
+//! quorum.
+//!
+//! Each process of the cluster runs under the clock shim with an offset file of its own, and
+//! each client process reaches each of them through a relay of its own. The masters announce
+//! their own addresses (`CLUSTER SLOTS`, `MOVED`, `ASK`), so a relay in front of a seed would
+//! not stand between a client and the cluster: each client maps every announced `host:port` to
+//! its relay with the hidden `Builder::cluster_address_map_for_tests`, which every connection
+//! of a cluster node goes through (an address not in the map is reached as announced). So the
+//! standalone faults reach the cluster node one master at a time:
+//! - **a client cut off from one master** (refused or blackholed, then healed), the master of
+//!   one resource's slot at the time, while the other clients still reach it (`MasterCut`; a
+//!   partition or a clock jump's cut that picks the cluster node does the same). The node is
+//!   then down for that client only in part (its other masters serve their slots until its
+//!   worker reconnects), so rule (e) does not count it down; rule (f) excuses its keys as for
+//!   any cut;
+//! - **a master's clock jumping forward**, later back, the master of one resource's slot
+//!   (`MasterJump`; a clock jump that picks the cluster node does the same), with the margins
+//!   of a standalone node's jump: the guard samples every master, and a jump of any one
+//!   quarantines the whole node.
+//!
+//! The cluster's masters do not hang or crash as standalone nodes do (hangs and crashes hit the
+//! standalone nodes only, and the combinations Young and Fence, which need five standalone
+//! nodes, give way to one standalone crash per phase, a quick restart where the phases allow);
+//! they have faults of their own, one per phase:
 //! - **a master SIGKILLed**: its replica is promoted, then the old master restarts empty (its
 //!   `nodes.conf` kept) and rejoins as a replica;
 //! - **a master SIGSTOPped** until its replica is promoted, then SIGCONT: it comes back as a
@@ -71,26 +96,41 @@
 //! The fault budget keeps Redlock's assumptions: faults come one after the other, and a
 //! cluster fault is the only fault meanwhile (the driver waits until the cluster is whole
 //! again, every master with a replica in sync), so a cluster failing over is the one faulty
-//! node of five, a minority (the Majority class stays, on n0-n3, for rule (e)). For the phases,
-//! a failover is a restart of the node: the replica promoted after a SIGKILL or a SIGSTOP may
+//! node (the Majority class stays, on the standalone nodes, for rule (e)). For the phases, a
+//! failover is a restart of the node: the replica promoted after a SIGKILL or a SIGSTOP may
 //! lack keys its master acknowledged, but it is promoted only after `cluster-node-timeout`
 //! (1000 ms) and an election, longer than the largest TTL, so those keys had expired: a
 //! delayed restart, safe in either phase. The old master, though, back from a SIGSTOP or its
 //! restart, believes it is still the master until the cluster tells it otherwise, and a vote a
-//! client takes from it meanwhile is lost at its demotion: a quick restart. So it comes back
-//! only inside a quick window (`schedule::cluster_back_window`), where only clients with
-//! `restart_grace` acquire, and rule (p) checks both halves on what the driver measured. A
-//! manual failover loses nothing and comes in delayed phases. The grace stays the largest TTL,
-//! less than A9 of `docs/guarantees.md` asks (plus `cluster-node-timeout`, for an old master
-//! that keeps serving clients across a partition, which these faults do not make): the clients
-//! with grace are busy on every master through a stop, so each saw the failover (a timeout,
-//! then the new slot map) and one that takes a vote from a returning old master has just seen
-//! the list of masters change again, its grace covering the old master's few hundred ms until
-//! its demotion. Not run here: a client idle through the whole stop keeps its connection to
-//! the old master and sees no `MOVED`; its worker confirms a master idle that long with another
-//! node before its first vote there (`src/cluster.rs`, "A master idle past its failover"),
-//! which T52 (`tests/cluster.rs`) exercises. The clients without grace are idle so in quick
-//! phases, but acquire only in the next delayed phase, long after the demotion.
+//! client without `min_replicas` takes from it meanwhile is lost at its demotion: a quick
+//! restart for a client without grace. A client with `min_replicas` loses no vote there (the old
+//! master's replica went over to the promoted one, so it acknowledges none of their writes,
+//! and the promoted replica has every key such a vote counted): a failover needs no grace for
+//! it. So the old master comes back (`schedule::cluster_back_window`) inside a quick window,
+//! where only clients with `restart_grace` acquire; with `--min-replicas` also inside a delayed
+//! phase begun at least `GUARD_IN_MS` before and lasting past its demotion, where only clients
+//! with `min_replicas` acquire. Each quick phase's fault of the cluster is a SIGKILL or a
+//! SIGSTOP; each delayed phase's a manual failover (which loses nothing), with
+//! `--min-replicas` in turns with a SIGKILL or a SIGSTOP. Rule (p) checks on what the driver
+//! measured that no vote lost at a demotion (taken by a client with grace, or without
+//! `--min-replicas` by any client) met an acquisition of a client without grace before it
+//! expired. The grace stays the
+//! largest TTL, less than A9 asks (plus `cluster-node-timeout`, for an old master that keeps
+//! serving clients across a partition, which these faults do not make: a cut of one master
+//! from one client is not a partition of the cluster): the clients with grace are busy on every
+//! master through a stop, so each saw the failover (a timeout, then the new slot map) and one
+//! that takes a vote from a returning old master has just seen the list of masters change
+//! again, its grace covering the old master's few hundred ms until its demotion. Not run here:
+//! a client idle through the whole stop keeps its connection to the old master and sees no
+//! `MOVED`; its worker confirms a master idle that long with another node before its first
+//! vote there (`src/cluster.rs`, "A master idle past its failover"), which T52
+//! (`tests/cluster.rs`) exercises. The clients without grace are idle so in quick phases, but
+//! acquire only in the next delayed phase, long after the demotion.
+//!
+//! # min_replicas
+//! `--min-replicas` runs the cluster configurations with the clients without grace setting
+//! `min_replicas(1)`, with a replica beside each standalone node (four or two more servers).
+//! It is not in the short profile, which keeps its time.
 //!
 //! # Rules
 //! Afterwards a checker reads the logs and asserts:
@@ -112,31 +152,38 @@
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
-//!   relays; on a cluster node, each master does and no replica, an old master included),
-//!   and the data node none once the client threads ended: nothing wedged, nothing leaked;
+//!   relays; three with `--min-replicas`, the `WAIT` lane of the client with `min_replicas`
+//!   included; on a cluster node, each master does and no replica, an old master
+//!   included, and the relays carry every client connection to the cluster, each client's to
+//!   each master at least its three), and the data node none once the client threads ended:
+//!   nothing wedged, nothing leaked;
 //! - (e) no client acquired while a majority of the nodes was down **or cut off from that
-//!   client**;
+//!   client** (a cluster node with one master cut off from it is not counted);
 //! - (f) no key of a cancelled or finished acquisition outlives its call: `node_timeout` after a
 //!   wait that gave no lock (failed or cancelled) or a release returned, a key probe in the
 //!   client process finds no key with that acquisition's token on any node, or watches the one
 //!   it finds until it goes; a key left to expire is a leak, unless its node was down, hung or
 //!   cut off from that client meanwhile, or back from a hang or a blackhole for less than
 //!   `2 × node_timeout` (it answers its backlog first): Redlock lets such a node keep the key
-//!   until its TTL; or unless the client process or the relays' process (the parent) was
-//!   measurably not running for `node_timeout / 2` or more (answers or cleanups then came after
-//!   the caller's
+//!   until its TTL; or unless the client process, the relays' process (the parent) or the
+//!   node's servers (a probe in the parent pings each every 5 ms) were measurably not running
+//!   for `node_timeout / 2` or more, added up (answers or cleanups then came after the caller's
 //!   `node_timeout`, which the library does not promise to cover; each such key is printed as a
 //!   NOTE); one removed late (a starved machine) is reported, not failed;
 //! - (g) cancellation: a wait returns `Cancelled` only after its cancel fired, within
 //!   `CANCEL_BOUND_MS` (plus stalls); one whose cancel fired before the call fails at once;
 //! - (p) the phases held (a check of the harness): no acquisition by a client without grace ran
 //!   from a quick restart's kill until the largest TTL (plus the drift allowance) had passed;
-//!   in the cluster configuration, nor from an old master's return until the largest TTL after
-//!   its demotion, and no replica was promoted sooner than that after its master stopped;
+//!   in the cluster configurations, no acquisition by a client without grace ran from an old
+//!   master's return until the largest TTL after its demotion (with `--min-replicas`: no such
+//!   acquisition while one by a client with grace ran from the return until the demotion), and
+//!   no replica was promoted sooner than the largest TTL after its master stopped;
 //! - (cl) every fault of the cluster node ran its course: the replica was promoted, the old
 //!   master came back as a replica, and the cluster was whole again (a check of the harness and
 //!   of the servers, which a failover that never happens would otherwise pass silently);
-//! - (cov) every fault class above was injected, both kinds of client acquired, cancellable
+//! - (cov) every fault class above was injected (in the cluster configurations, cuts of one
+//!   master both ways, a master's clock jump, and an old master back in a quick phase, and with
+//!   `--min-replicas` in a delayed one, among them), both kinds of client acquired, cancellable
 //!   read-write and semaphore waits were made, elections were won and campaigns cancelled: a
 //!   run that skipped one tested nothing about it;
 //! - the fenced rules (f1) token order and (f2) no stale write accepted, in `fenced.rs`, and
@@ -190,7 +237,7 @@
 //! `porcupine/`); this file holds the configuration, the parent and the command line. On a
 //! failure the run prints a timeline of what the driver really did, and keeps the logs.
 //!
-//! Short profile (about a minute per configuration, both run; part of `cargo test --release`
+//! Short profile (about a minute per configuration, all three run; part of `cargo test --release`
 //! and so of `scripts/test`; every fault class at least once):
 //! ```sh
 //! cargo test --release --test chaos
@@ -200,6 +247,7 @@
 //! cargo test --release --test chaos -- --minutes 30
 //! cargo test --release --test chaos -- --seed 1234 [--minutes 30]
 //! cargo test --release --test chaos -- --cluster --minutes 30
+//! cargo test --release --test chaos -- --cluster3 --minutes 30
 //! ```
 //! The end of a run prints its summary as markdown tables (faults by class, acquisitions by
 //! kind, violations, keys left, known-limit events) for `docs/guarantees.md`.
@@ -222,9 +270,9 @@
 //!   every client pause waits for a fenced write or a leader's write: (f2) or el3 fires when
 //!   the paused holder's stale write lands after a newer holder's, and (pc) with it
 //!   (Porcupine's store model; seed 71287257307440, for one, on `chaos-election`);
-//! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
-//!   client holding its locks on a bare majority that includes the jumping node: (a) and the
-//!   others fire when the jump frees such a lock early.
+//! - `--no-clock-guard`: clients without the clock guard, and every clock jump (a cluster
+//!   master's too) comes with a client holding its locks on a bare majority that includes the
+//!   jumping node: (a) and the others fire when the jump frees such a lock early.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -254,9 +302,26 @@ use relay::Relay;
 use schedule::{Lab, describe, drive, plans_short, schedule};
 use support::{Cluster, RedisCluster, RedisNode, eventually};
 
-const NODES: usize = 5;
-/// In the cluster configuration (`--cluster`), the lock node that is a Redis Cluster.
-const CLUSTER_NODE: usize = NODES - 1;
+/// Lock nodes in this run's configuration: five, or three with `--cluster3` (set by
+/// [`Flags::apply`], in the parent per configuration and in each client process).
+static NODE_COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(5);
+
+/// Whether the clients without grace set `min_replicas` (`--min-replicas`, cluster
+/// configurations only; set by [`Flags::apply`]).
+static REPLICATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn replicated() -> bool {
+    REPLICATED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn nodes() -> usize {
+    NODE_COUNT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// In the cluster configurations, the lock node that is a Redis Cluster: the last one.
+fn cluster_node() -> usize {
+    nodes() - 1
+}
 const CLIENTS: usize = 3;
 const THREADS: usize = 3;
 const RESOURCES: usize = 3;
@@ -332,6 +397,43 @@ fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
     stalls
 }
 
+/// The responsiveness probe of one lock server (a standalone node, or one process of a cluster
+/// node), on a connection of its own: a `PING` every `NODE_PROBE_EVERY` until `stop` is set,
+/// giving every one answered later than `STALL_MIN_NS`, as (sent, answered). A server the
+/// machine does not get to run answers every client that late: the checker counts these with
+/// the stalls of the client processes (rule (f)). A node down or stopped by the driver is an
+/// outage already; its errors are skipped.
+fn node_probe(port: u16, stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
+    let mut stalls = Vec::new();
+    let mut conn: Option<redis::Connection> = None;
+    while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        std::thread::sleep(NODE_PROBE_EVERY);
+        if conn.is_none() {
+            conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|c| {
+                    c.set_read_timeout(Some(Duration::from_secs(1)))?;
+                    Ok(c)
+                })
+                .ok();
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        let sent = now_ns();
+        if redis::cmd("PING").query::<()>(c).is_err() {
+            conn = None;
+            continue;
+        }
+        let answered = now_ns();
+        if answered > sent + STALL_MIN_NS {
+            stalls.push((sent, answered));
+        }
+    }
+    stalls
+}
+
+/// How often the responsiveness probe pings each lock server.
+const NODE_PROBE_EVERY: Duration = Duration::from_millis(5);
+
 fn sleep_until(t_ns: u64) {
     let now = now_ns();
     if t_ns > now {
@@ -384,17 +486,23 @@ pub struct Flags {
     /// The configuration, not a way to break it: lock node `CLUSTER_NODE` is a Redis Cluster
     /// with replicas, and the schedule fails its masters over (see the module docs).
     pub cluster: bool,
+    /// With `cluster`: three lock nodes instead of five (`--cluster3`), the last a cluster.
+    pub three: bool,
+    /// With `cluster`: the clients without grace set `min_replicas(1)` (`--min-replicas`).
+    pub min_replicas: bool,
 }
 
 impl Flags {
     fn arg(&self) -> String {
         format!(
-            "{},{},{},{},{}",
+            "{},{},{},{},{},{},{}",
             u8::from(self.eager),
             self.grace_ms,
             u8::from(self.unchecked_storage),
             u8::from(self.no_clock_guard),
-            u8::from(self.cluster)
+            u8::from(self.cluster),
+            u8::from(self.three),
+            u8::from(self.min_replicas)
         )
     }
 
@@ -406,17 +514,40 @@ impl Flags {
             unchecked_storage: f[2] == "1",
             no_clock_guard: f[3] == "1",
             cluster: f[4] == "1",
+            three: f[5] == "1",
+            min_replicas: f[6] == "1",
+        }
+    }
+
+    /// Sets the number of lock nodes ([`nodes`]) for this configuration.
+    pub fn apply(&self) {
+        NODE_COUNT.store(
+            if self.three { 3 } else { 5 },
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        REPLICATED.store(
+            self.cluster && self.min_replicas,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The configuration's name, as on the command line.
+    fn name(&self) -> &'static str {
+        match (self.cluster, self.three) {
+            (false, _) => "standalone",
+            (true, false) => "cluster",
+            (true, true) => "cluster3",
         }
     }
 
     /// What a replay needs on its command line besides the seed and the length.
     fn command_line(&self) -> String {
-        let config = if self.cluster {
-            " --cluster"
+        let replicated = if self.cluster && self.min_replicas {
+            " --min-replicas"
         } else {
-            " --standalone"
+            ""
         };
-        self.breaks() + config
+        self.breaks() + " --" + self.name() + replicated
     }
 
     /// The flags that break the run on purpose, as on the command line.
@@ -525,6 +656,7 @@ impl Drop for TempDir {
 }
 
 fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
+    flags.apply();
     checker_catches_made_up_violations();
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
@@ -556,12 +688,15 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     }
     if flags.cluster {
         println!(
-            "cluster configuration: n0-n{} standalone, n{CLUSTER_NODE} a Redis Cluster of 3 masters with a replica each",
-            CLUSTER_NODE - 1
+            "{} configuration: n0-n{} standalone, n{} a Redis Cluster of 3 masters with a replica each",
+            flags.name(),
+            cluster_node() - 1,
+            cluster_node()
         );
     }
     println!(
-        "{NODES} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms, restart grace {} ms in quick phases, clock quarantine {} ms",
+        "{} lock nodes, {CLIENTS} client processes × {THREADS} threads, {RESOURCES} resources, TTL {TTL_MIN_MS}-{TTL_MAX_MS} ms, node_timeout {} ms, retries {RETRY_COUNT} × ({} ± {}) ms, restart grace {} ms in quick phases, clock quarantine {} ms",
+        nodes(),
         NODE_TIMEOUT.as_millis(),
         RETRY_DELAY.as_millis(),
         RETRY_JITTER.as_millis(),
@@ -588,30 +723,43 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         std::env::temp_dir().join(format!(
             "redlock-chaos-{}-{}",
             std::process::id(),
-            if flags.cluster {
-                "cluster"
-            } else {
-                "standalone"
-            }
+            flags.name()
         )),
         false,
     );
     std::fs::create_dir_all(&dir.0).expect("log dir");
     // Every lock node runs under the clock shim, its offset in a file of its own.
     let shim = build_shim(&dir.0);
-    // In the cluster configuration the last lock node is a Redis Cluster, which the clients
-    // reach directly (its masters announce their own addresses, so a relay in front of its
-    // seed would not stand between them): no clock shim, no relays, no cuts there.
-    let standalone = if flags.cluster { CLUSTER_NODE } else { NODES };
+    // In the cluster configurations the last lock node is a Redis Cluster: each of its
+    // processes runs under the shim too, with an offset file of its own.
+    let standalone = if flags.cluster {
+        cluster_node()
+    } else {
+        nodes()
+    };
     let clock_files: Vec<PathBuf> = (0..standalone)
         .map(|n| dir.0.join(format!("clock-n{n}")))
         .collect();
-    let nodes = clock_files
+    let cluster_clock_files: Vec<PathBuf> = (0..if flags.cluster { 6 } else { 0 })
+        .map(|i| dir.0.join(format!("clock-n{}-{i}", cluster_node())))
+        .collect();
+    for file in &cluster_clock_files {
+        std::fs::write(file, "0").expect("clock file");
+    }
+    // With `--min-replicas` the clients without grace set `min_replicas(1)`, so each
+    // standalone node has a replica too (not faulted; a master restarted empty resyncs it at
+    // once), else those clients would find no quorum.
+    let master_args: &[&str] = if replicated() {
+        &["--repl-diskless-sync-delay", "0"]
+    } else {
+        &[]
+    };
+    let nodes: Vec<RedisNode> = clock_files
         .iter()
         .map(|file| {
             std::fs::write(file, "0").expect("clock file");
             RedisNode::start_with_env(
-                &[],
+                master_args,
                 &[
                     ("LD_PRELOAD", shim.to_str().expect("utf-8 path")),
                     ("CLOCKSHIFT_FILE", file.to_str().expect("utf-8 path")),
@@ -619,16 +767,43 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             )
         })
         .collect();
+    let _replicas: Vec<RedisNode> = nodes
+        .iter()
+        .filter(|_| replicated())
+        .map(|n| RedisNode::start_with(&["--replicaof", "127.0.0.1", &n.port.to_string()]))
+        .collect();
     let mut cluster = Cluster { nodes };
     // A master that lost its replica (killed, or demoted and resynced) starts the full
     // resync at once, rather than after the default 5 s wait for more replicas: the cluster
     // is whole again, with a replica behind each master, before the next fault.
-    let mut redis_cluster = flags
-        .cluster
-        .then(|| RedisCluster::start_with(3, 1, &["--repl-diskless-sync-delay", "0"]));
+    let mut redis_cluster = flags.cluster.then(|| {
+        RedisCluster::start_with_env(3, 1, &["--repl-diskless-sync-delay", "0"], |i| {
+            vec![
+                ("LD_PRELOAD".to_owned(), shim.display().to_string()),
+                (
+                    "CLOCKSHIFT_FILE".to_owned(),
+                    cluster_clock_files[i].display().to_string(),
+                ),
+            ]
+        })
+    });
     let data = RedisNode::start();
     let relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| cluster.nodes.iter().map(|n| Relay::start(n.port)).collect())
+        .collect();
+    // The cluster's masters announce their own addresses, so a relay in front of a seed would
+    // not stand between a client and the cluster: each client process gets a relay per cluster
+    // process instead, and maps that process's address to it (the hidden
+    // `Builder::cluster_address_map_for_tests`), for seeds, `CLUSTER SLOTS`, `MOVED` and `ASK`
+    // alike. The driver cuts one client off from one master through it.
+    let cluster_relays: Vec<Vec<Relay>> = (0..CLIENTS)
+        .map(|_| {
+            redis_cluster
+                .iter()
+                .flat_map(|rc| &rc.nodes)
+                .map(|n| Relay::start(n.port))
+                .collect()
+        })
         .collect();
     let logs: Vec<PathBuf> = (0..CLIENTS)
         .map(|i| dir.0.join(format!("client-{i}.log")))
@@ -654,6 +829,14 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             urls.push(rc.url());
             direct.push(rc.url());
         }
+        // `port=relay port;…`: the cluster processes' addresses this client reaches through
+        // its relays.
+        let map: Vec<String> = redis_cluster
+            .iter()
+            .flat_map(|rc| &rc.nodes)
+            .zip(&cluster_relays[i])
+            .map(|(n, r)| format!("{}={}", n.port, r.port))
+            .collect();
         let mut child = Command::new(&exe)
             .arg("--child")
             .arg(i.to_string())
@@ -665,6 +848,11 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             .arg(seed.to_string())
             .arg(log)
             .arg(flags.arg())
+            .arg(if map.is_empty() {
+                "-".to_owned()
+            } else {
+                map.join(";")
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -696,9 +884,30 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         let probe_end = std::sync::Arc::clone(&probe_end);
         std::thread::spawn(move || stall_probe(&probe_end))
     };
+    // Each lock server's responsiveness, by lock node; stopped before rule (d) counts the
+    // servers' connections.
+    let node_probe_end = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let node_probes: Vec<_> = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i, n.port))
+        .chain(
+            redis_cluster
+                .iter()
+                .flat_map(|rc| &rc.nodes)
+                .map(|n| (cluster_node(), n.port)),
+        )
+        .map(|(i, port)| {
+            let stop = std::sync::Arc::clone(&node_probe_end);
+            (i, std::thread::spawn(move || node_probe(port, &stop)))
+        })
+        .collect();
     let lab = Lab {
         clock_files,
+        cluster_clock_files,
         relays,
+        cluster_relays,
         pids: children.0.iter().map(|(c, _)| c.id() as i32).collect(),
         writes,
         seed,
@@ -736,6 +945,12 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             ));
         }
     }
+    node_probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
+    let node_stalls: Vec<(usize, Vec<(u64, u64)>)> = node_probes
+        .into_iter()
+        .map(|(node, probe)| (node, probe.join().expect("node probe panicked")))
+        .collect();
+
     if !verdict.violations.is_empty() {
         for v in &verdict.violations {
             println!("VIOLATION {v}");
@@ -748,7 +963,8 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // subscriber connection per Redlock client (its waiters share it; it stays, idle, for the
     // next waiter). Closed sockets (the key probes', and the relays' once both ends closed)
     // leave the list once the server has seen them close.
-    let per_process = 2;
+    // With `--min-replicas`, plus the `WAIT` lane of the client with `min_replicas`.
+    let per_process = if replicated() { 3 } else { 2 };
     for (i, node) in cluster.nodes.iter().enumerate() {
         let mut seen = (0, 0);
         if !eventually(Duration::from_secs(5), || {
@@ -769,26 +985,38 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // worker keeps one per master), plus the two of this check; a replica (an old master among
     // them) none but those two: a worker that followed a failover closed its
     // connection to the old master. At most one subscriber per Redlock client on the whole
-    // cluster (its subscriber listens on any one node).
+    // cluster (its subscriber listens on any one node). And every client connection to a
+    // cluster process goes through the relay of its client process (the address map): the
+    // relays carry them all, each client's relay to a master at least its workers'.
     if let Some(rc) = &redis_cluster {
         let mut seen = Vec::new();
         // Plus the connection `is_master` keeps for `INFO`.
         let expected = |master: bool| {
             if master { CLIENTS * per_process + 2 } else { 2 }
         };
+        let relayed = |j: usize| -> Vec<usize> {
+            lab.cluster_relays
+                .iter()
+                .map(|per_client| per_client[j].connections())
+                .collect()
+        };
         if !eventually(Duration::from_secs(5), || {
             seen = (0..rc.nodes.len())
-                .map(|i| (rc.is_master(i), connections(&rc.nodes[i])))
+                .map(|i| (rc.is_master(i), connections(&rc.nodes[i]), relayed(i)))
                 .collect();
-            seen.iter().all(|(m, c)| c.0 == expected(*m))
-                && seen.iter().map(|(_, c)| c.1).sum::<usize>() <= CLIENTS * per_process
+            seen.iter().all(|(m, c, r)| {
+                c.0 == expected(*m)
+                    && r.iter().sum::<usize>() == c.0 + c.1 - 2
+                    && (!*m || r.iter().all(|&n| n >= per_process))
+            }) && seen.iter().map(|(_, c, _)| c.1).sum::<usize>() <= CLIENTS * per_process
         }) {
             let each: Vec<String> = seen
                 .iter()
                 .zip(&rc.nodes)
-                .map(|((m, c), node)| {
+                .map(|((m, c, r), node)| {
                     format!(
-                        "{} {}: {} command (expected {}), {} subscriber",
+                        "{} {}: {} command (expected {}), {} subscriber, through each client's \
+                         relay {r:?}",
                         if *m { "master" } else { "replica" },
                         node.port,
                         c.0,
@@ -798,7 +1026,9 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
                 })
                 .collect();
             verdict.fail(format!(
-                "(d) cluster node n{CLUSTER_NODE}: {}; at most {} subscribers in all",
+                "(d) cluster node n{}: {}; at most {} subscribers in all, and every client \
+                 connection through the client's relay ({per_process} or more to each master)",
+                cluster_node(),
                 each.join("; "),
                 CLIENTS * per_process
             ));
@@ -827,6 +1057,9 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
     logs.relay_stalls = probe.join().expect("stall probe panicked");
+    for (node, stalls) in node_stalls {
+        logs.node_stalls.entry(node).or_default().extend(stalls);
+    }
     let mut counters = BTreeMap::new();
     for r in 0..RESOURCES {
         let res = resource(r);
@@ -836,7 +1069,10 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             .expect("GET counter");
         counters.insert(res, value.unwrap_or(0));
     }
-    let options = Options { eager: flags.eager };
+    let options = Options {
+        eager: flags.eager,
+        replicated: replicated(),
+    };
     let stats = check(&logs, &record, &counters, origin, &options, &mut verdict);
     let rw_counter: Option<u64> = redis::cmd("GET")
         .arg(counter_key(kinds::RW_RESOURCE))
@@ -1087,9 +1323,12 @@ fn main() {
         unchecked_storage: false,
         no_clock_guard: false,
         cluster: false,
+        three: false,
+        min_replicas: false,
     };
-    // Which configurations: both (the default, the short profile in CI), or one.
-    let mut configs = vec![false, true];
+    // Which configurations, as (cluster, three): all three (the default, the short profile in
+    // CI), or one.
+    let mut configs = vec![(false, false), (true, false), (true, true)];
     let mut plan = false;
     let mut plan_coverage = None;
     let mut libtest = Vec::new();
@@ -1120,8 +1359,10 @@ fn main() {
             }
             "--unchecked-storage" => flags.unchecked_storage = true,
             "--no-clock-guard" => flags.no_clock_guard = true,
-            "--standalone" => configs = vec![false],
-            "--cluster" => configs = vec![true],
+            "--standalone" => configs = vec![(false, false)],
+            "--cluster" => configs = vec![(true, false)],
+            "--cluster3" => configs = vec![(true, true)],
+            "--min-replicas" => flags.min_replicas = true,
             // The schedule only, to see what a seed would do.
             "--plan" => plan = true,
             // Of N seeds' plans, how many lack each fault class rule (cov) wants.
@@ -1154,13 +1395,18 @@ fn main() {
     let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
     let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
     let mut failed = Vec::new();
-    for cluster in configs {
-        let flags = Flags { cluster, ..flags };
+    for (cluster, three) in configs {
+        let flags = Flags {
+            cluster,
+            three,
+            ..flags
+        };
+        flags.apply();
         if let Some(seeds) = plan_coverage {
             let (short, redrawn) = plans_short(seeds, chaos_ms, &flags);
             println!(
                 "{} configuration: of {seeds} plans ({redrawn} drawn again), lacking each class:",
-                if cluster { "cluster" } else { "standalone" }
+                flags.name()
             );
             for (what, lacking) in short {
                 let some: Vec<String> = lacking.iter().take(3).map(u64::to_string).collect();
@@ -1178,7 +1424,7 @@ fn main() {
         let ok = run(seed, chaos_ms, flags);
         println!(
             "chaos ({} configuration): {} in {:.1} s",
-            if cluster { "cluster" } else { "standalone" },
+            flags.name(),
             if ok { "ok" } else { "FAILED" },
             started.elapsed().as_secs_f64()
         );

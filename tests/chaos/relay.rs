@@ -102,6 +102,11 @@ impl Relay {
         self.state.0.lock().unwrap().delay = delay;
     }
 
+    /// Connections it relays now (a closed one leaves once both of its pumps ended).
+    pub fn connections(&self) -> usize {
+        self.state.0.lock().unwrap().conns.len()
+    }
+
     pub fn heal(&self) {
         let (lock, wake) = &*self.state;
         lock.lock().unwrap().cut = None;

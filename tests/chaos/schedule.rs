@@ -10,8 +10,8 @@ use crossbeam_channel::Receiver;
 use crate::relay::{CutMode, Relay};
 use crate::support::{Cluster, RedisCluster};
 use crate::{
-    CLIENTS, CLUSTER_NODE, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, NODES,
-    PHASE_MS, Rng, TTL_MAX_MS, now_ns, sleep_until,
+    CLIENTS, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, PHASE_MS, RESOURCES,
+    Rng, TTL_MAX_MS, cluster_node, nodes, now_ns, sleep_until,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -90,6 +90,23 @@ pub enum Step {
         client: usize,
         node: usize,
     },
+    /// On the cluster node: one client's relay to one master cut (the master of
+    /// [`target_key`]`(k)`'s slot when the cut begins), the others' not.
+    MasterCut {
+        client: usize,
+        k: usize,
+        mode: CutMode,
+    },
+    /// The end of the client's `MasterCut`.
+    MasterHeal {
+        client: usize,
+    },
+    /// On the cluster node: the wall clock of the master of [`target_key`]`(k)`'s slot set to `ms`
+    /// ahead of the real one; 0 sets the master that jumped back to the real time.
+    MasterShift {
+        k: usize,
+        ms: u64,
+    },
     /// SIGSTOP of a whole client process, as one of its holders of `kind` (`plain`, `fenced`,
     /// `election`: a leader) says it is about to write, if one does soon.
     Pause {
@@ -136,6 +153,13 @@ pub enum Class {
     ClusterKill,
     ClusterStop,
     ClusterFailover,
+    /// The cluster configurations' cut of one cluster master: one client refused by one master
+    /// of the cluster node, another blackholed by one, each beside cuts of standalone nodes now
+    /// and then (the `Partition` class may cut a master too).
+    MasterCut,
+    /// The cluster configurations' clock jump of one cluster master (a `ClockJump` may pick
+    /// the cluster node too).
+    MasterJump,
 }
 
 /// Steps at `at_ms` from the start of the chaos phase, each `delay` ms after the previous
@@ -189,9 +213,25 @@ const CLUSTER_BACK_MS: u64 = 2_000;
 const CLUSTER_BACK_WINDOW_MS: u64 = 1_500;
 
 /// Whether a cluster master may come back from a SIGKILL or a SIGSTOP at `at_ms` (see
-/// `CLUSTER_BACK_WINDOW_MS`).
+/// `CLUSTER_BACK_WINDOW_MS`): where a quick window holds for its demotion, so that only
+/// clients with `restart_grace` acquire; or where a delayed phase holds for it, begun at least
+/// `GUARD_IN_MS` before (every call of a client with grace, which the quick phase before used,
+/// has returned), since the clients without grace set `min_replicas` (equal to the replicas
+/// per master) in the cluster configurations: the old master, its replica gone, counts none of
+/// their votes.
 pub fn cluster_back_window(seed: u64, at_ms: u64, eager: bool) -> bool {
-    quick_window(seed, at_ms, eager) && quick_window(seed, at_ms + CLUSTER_BACK_WINDOW_MS, eager)
+    let quick = quick_window(seed, at_ms, eager)
+        && quick_window(seed, at_ms + CLUSTER_BACK_WINDOW_MS, eager);
+    let at = at_ms as i64;
+    let delayed = crate::replicated()
+        && [
+            at - GUARD_IN_MS as i64,
+            at,
+            at + CLUSTER_BACK_WINDOW_MS as i64,
+        ]
+        .iter()
+        .all(|&t| !quick_phase(seed, t));
+    quick || delayed
 }
 
 /// A cluster master stopped or killed at `at_ms` comes back this many ms later: at the
@@ -207,18 +247,57 @@ fn back_after(seed: u64, at_ms: u64, eager: bool) -> Option<u64> {
 /// of its fault is safe in either phase, so it may begin before a quick window opens).
 const CLUSTER_BACK_MAX_MS: u64 = 6_000;
 
-/// The nodes the standalone faults (hangs, crashes, clock jumps, cuts) may hit: in the cluster
-/// configuration, all but the cluster node.
+/// The nodes the standalone hangs and crashes may hit: in the cluster configurations, all but
+/// the cluster node (whose masters the cluster faults stop and kill). Cuts and clock jumps hit
+/// every node, a cluster node's one master at a time.
 fn cluster_except(flags: &Flags) -> Vec<usize> {
     if flags.cluster {
-        vec![CLUSTER_NODE]
+        vec![cluster_node()]
     } else {
         Vec::new()
     }
 }
 
+/// The key whose master a `MasterCut` or `MasterShift` hits: `chaos:r<k>`, or for `k ==
+/// RESOURCES` the read-write lock's (whose readers hold for hundreds of ms, so that a jump
+/// there meets a live hold often: `--no-clock-guard` always picks it).
+fn target_key(k: usize) -> String {
+    if k < RESOURCES {
+        crate::resource(k)
+    } else {
+        crate::kinds::RW_RESOURCE.to_owned()
+    }
+}
+
+/// A minority of the nodes, at most: two of five, one of three.
+fn minority() -> usize {
+    (nodes() - 1) / 2
+}
+
+/// A cut of `client` from `node`, and its heal: on the cluster node, from one of its masters.
+fn cut_steps(
+    rng: &mut Rng,
+    flags: &Flags,
+    client: usize,
+    node: usize,
+    mode: CutMode,
+) -> (Step, Step) {
+    if flags.cluster && node == cluster_node() {
+        let k = rng.below(RESOURCES as u64 + 1) as usize;
+        (
+            Step::MasterCut { client, k, mode },
+            Step::MasterHeal { client },
+        )
+    } else {
+        (
+            Step::Cut { client, node, mode },
+            Step::Heal { client, node },
+        )
+    }
+}
+
 fn pick_nodes(rng: &mut Rng, count: usize, except: &[usize]) -> Vec<usize> {
-    let mut nodes: Vec<usize> = (0..NODES).filter(|n| !except.contains(n)).collect();
+    let mut nodes: Vec<usize> = (0..nodes()).filter(|n| !except.contains(n)).collect();
     let mut out: Vec<usize> = (0..count)
         .map(|_| nodes.remove(rng.below(nodes.len() as u64) as usize))
         .collect();
@@ -262,7 +341,10 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     for _ in 0..DRAWS {
         let faults = draw(seed, &mut rng, chaos_ms, flags);
-        if planned_classes(&faults, flags.cluster).iter().all(|c| c.1) {
+        if planned_classes(&faults, seed, flags.cluster)
+            .iter()
+            .all(|c| c.1)
+        {
             return faults;
         }
     }
@@ -280,28 +362,41 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     let mut faults = Vec::new();
     let mut next_majority = 18_000.min(chaos_ms / 2);
     let mut first = vec![Class::Nodes, Class::Partition, Class::Pause];
+    if flags.cluster {
+        first.push(Class::MasterCut);
+    }
     for i in (1..first.len()).rev() {
         first.swap(i, rng.below(i as u64 + 1) as usize);
     }
-    // The clock jump first: it alone must wait for a window within its phase.
+    // The clock jumps first: they alone must wait for a window within their phase.
     first.push(Class::ClockJump);
+    if flags.cluster {
+        first.push(Class::MasterJump);
+    }
     let mut phase = None;
     let mut combos = Vec::new();
-    let mut quick_phases = 0u64;
+    let mut returns = 0u64;
+    let mut delayed_phases = 0u64;
     let mut t = rng.range(200, 800);
     while t < chaos_ms {
         if phase != Some(t / PHASE_MS) {
             phase = Some(t / PHASE_MS);
             combos = if flags.cluster {
-                // Each phase: a standalone crash, and a fault of the cluster node: a graceful
-                // failover in a delayed phase; in a quick phase a SIGKILL or a SIGSTOP of a
-                // master, in turns (the seed choosing the first), since the old master comes
-                // back as one that believes it is still the master: a quick restart.
-                let cluster = if !quick_phase(seed, t as i64) {
+                // Each phase: a standalone crash, and a fault of the cluster node: in a quick
+                // phase a SIGKILL or a SIGSTOP of a master, whose old master comes back to
+                // clients with grace; in a delayed phase, in turns, a graceful failover or a
+                // SIGKILL or SIGSTOP whose old master comes back to clients with
+                // `min_replicas`. SIGKILLs and SIGSTOPs take turns (the seed choosing the
+                // first of each).
+                let quick = quick_phase(seed, t as i64);
+                delayed_phases += u64::from(!quick);
+                let cluster = if !quick
+                    && (!crate::replicated() || (delayed_phases + seed / 4).is_multiple_of(2))
+                {
                     Class::ClusterFailover
                 } else {
-                    quick_phases += 1;
-                    if (quick_phases + seed / 2).is_multiple_of(2) {
+                    returns += 1;
+                    if (returns + seed / 2).is_multiple_of(2) {
                         Class::ClusterKill
                     } else {
                         Class::ClusterStop
@@ -354,9 +449,11 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
             c
         } else if flags.cluster {
             match rng.below(100) {
-                0..30 => Class::Nodes,
-                30..50 => Class::Partition,
-                50..65 => Class::ClockJump,
+                0..25 => Class::Nodes,
+                25..40 => Class::Partition,
+                40..50 => Class::MasterCut,
+                50..60 => Class::ClockJump,
+                60..65 => Class::MasterJump,
                 65..80 => Class::Pause,
                 // The SIGKILLs and SIGSTOPs of cluster masters come as each quick phase's
                 // combination only: one at random could take that phase's window from it.
@@ -373,9 +470,9 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
                 _ => Class::Fence,
             }
         };
-        if class == Class::ClockJump && !jump_window(seed, t) {
+        if matches!(class, Class::ClockJump | Class::MasterJump) && !jump_window(seed, t) {
             // Too close to a phase's end: a partition now, the jump next time.
-            first.push(Class::ClockJump);
+            first.push(class);
             class = Class::Partition;
         }
         let fault = build(class, t, seed, flags, rng);
@@ -387,8 +484,19 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
 
 /// The fault classes of rule (cov) that the plan alone decides, each with whether `faults`
 /// injects it: a run whose plan lacks one cannot cover it, however the run goes.
-pub fn planned_classes(faults: &[Fault], cluster: bool) -> Vec<(&'static str, bool)> {
+pub fn planned_classes(faults: &[Fault], seed: u64, cluster: bool) -> Vec<(&'static str, bool)> {
     let any = |f: &dyn Fn(&Step) -> bool| faults.iter().flat_map(|x| &x.steps).any(|(_, s)| f(s));
+    // A SIGKILLed or SIGSTOPped master's return, planned in a quick phase or a delayed one.
+    let back_in = |quick: bool| {
+        faults.iter().any(|f| {
+            f.steps.iter().any(|(_, s)| match s {
+                Step::ClusterKill(_, back) | Step::ClusterStop(_, back) => {
+                    quick_phase(seed, (f.at_ms + back) as i64) == quick
+                }
+                _ => false,
+            })
+        })
+    };
     let mut classes = vec![
         ("node hangs", any(&|s| matches!(s, Step::Hang(_)))),
         (
@@ -405,7 +513,7 @@ pub fn planned_classes(faults: &[Fault], cluster: bool) -> Vec<(&'static str, bo
         ),
         (
             "clock jumps",
-            any(&|s| matches!(s, Step::Shift { ms, .. } if *ms > 0)),
+            any(&|s| matches!(s, Step::Shift { ms, .. } | Step::MasterShift { ms, .. } if *ms > 0)),
         ),
         (
             "refusing cuts",
@@ -447,7 +555,45 @@ pub fn planned_classes(faults: &[Fault], cluster: bool) -> Vec<(&'static str, bo
                 "CLUSTER FAILOVERs",
                 any(&|s| matches!(s, Step::ClusterFailover(_))),
             ),
+            (
+                "refusing cuts of a cluster master",
+                any(&|s| {
+                    matches!(
+                        s,
+                        Step::MasterCut {
+                            mode: CutMode::Refuse,
+                            ..
+                        }
+                    )
+                }),
+            ),
+            (
+                "blackholing cuts of a cluster master",
+                any(&|s| {
+                    matches!(
+                        s,
+                        Step::MasterCut {
+                            mode: CutMode::Blackhole,
+                            ..
+                        }
+                    )
+                }),
+            ),
+            (
+                "clock jumps of a cluster master",
+                any(&|s| matches!(s, Step::MasterShift { ms, .. } if *ms > 0)),
+            ),
+            (
+                "old cluster masters back in a quick phase (clients with grace)",
+                back_in(true),
+            ),
         ]);
+        if crate::replicated() {
+            classes.push((
+                "old cluster masters back in a delayed phase (clients with min_replicas)",
+                back_in(false),
+            ));
+        }
     }
     classes
 }
@@ -465,8 +611,12 @@ pub fn plans_short(
     for _ in 0..seeds {
         let seed = rng.next();
         let first = draw(seed, &mut Rng::new(seed), chaos_ms, flags);
-        redrawn += u64::from(!planned_classes(&first, flags.cluster).iter().all(|c| c.1));
-        for (what, has) in planned_classes(&schedule(seed, chaos_ms, flags), flags.cluster) {
+        redrawn += u64::from(
+            !planned_classes(&first, seed, flags.cluster)
+                .iter()
+                .all(|c| c.1),
+        );
+        for (what, has) in planned_classes(&schedule(seed, chaos_ms, flags), seed, flags.cluster) {
             let at = match short.iter().position(|(w, _)| *w == what) {
                 Some(at) => at,
                 None => {
@@ -490,9 +640,9 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
         Class::Nodes | Class::Majority => {
             let majority = class == Class::Majority;
             let count = if majority {
-                3
+                nodes() / 2 + 1
             } else {
-                1 + rng.below(2) as usize
+                1 + rng.below(minority() as u64) as usize
             };
             let nodes = pick_nodes(rng, count, &except);
             let mut dur = if majority {
@@ -539,20 +689,14 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             {
                 // Now and then a majority: that client must not acquire meanwhile.
                 let count = if rng.chance(0.3) {
-                    3
+                    nodes() / 2 + 1
                 } else {
-                    1 + rng.below(2) as usize
+                    1 + rng.below(minority() as u64) as usize
                 };
-                for n in pick_nodes(rng, count, &except) {
-                    steps.push((
-                        0,
-                        Step::Cut {
-                            client: c,
-                            node: n,
-                            mode: m,
-                        },
-                    ));
-                    heals.push(Step::Heal { client: c, node: n });
+                for n in pick_nodes(rng, count, &[]) {
+                    let (cut, heal) = cut_steps(rng, flags, c, n, m);
+                    steps.push((0, cut));
+                    heals.push(heal);
                 }
             }
             let dur = rng.range(300, 2_000);
@@ -560,47 +704,70 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
                 steps.push((if i == 0 { dur } else { 0 }, h));
             }
         }
-        Class::ClockJump => {
-            let node = pick_nodes(rng, 1, &except)[0];
+        Class::ClockJump | Class::MasterJump => {
+            let node = if class == Class::MasterJump {
+                cluster_node()
+            } else {
+                pick_nodes(rng, 1, &[])[0]
+            };
             let ms = rng.range(200, 3_000);
-            // Often with a client cut off from two other nodes, so that its locks rest on a
-            // bare majority that includes the jumping node.
+            // On the cluster node, one master's clock: the master of one resource's slot.
+            let (jump, back) = if flags.cluster && node == cluster_node() {
+                let k = rng.below(RESOURCES as u64 + 1) as usize;
+                let k = if flags.no_clock_guard { RESOURCES } else { k };
+                (Step::MasterShift { k, ms }, Step::MasterShift { k, ms: 0 })
+            } else {
+                (Step::Shift { node, ms }, Step::Shift { node, ms: 0 })
+            };
+            // Often with a client cut off from a minority of other nodes, so that its locks
+            // rest on a bare majority that includes the jumping node.
             let cut = (flags.no_clock_guard || rng.chance(0.6)).then(|| {
                 let c = rng.below(CLIENTS as u64) as usize;
-                let mut off = except.clone();
-                off.push(node);
-                (c, pick_nodes(rng, 2, &off), mode(rng))
+                let nodes = pick_nodes(rng, minority(), &[node]);
+                let m = mode(rng);
+                let cuts: Vec<(Step, Step)> = nodes
+                    .into_iter()
+                    .map(|n| cut_steps(rng, flags, c, n, m))
+                    .collect();
+                cuts
             });
-            if let Some((c, nodes, m)) = &cut {
-                for &n in nodes {
-                    steps.push((
-                        0,
-                        Step::Cut {
-                            client: *c,
-                            node: n,
-                            mode: *m,
-                        },
-                    ));
-                }
+            for (cut, _) in cut.iter().flatten() {
+                steps.push((0, *cut));
             }
-            steps.push((rng.range(200, JUMP_AFTER_MS), Step::Shift { node, ms }));
+            steps.push((rng.range(200, JUMP_AFTER_MS), jump));
             let hold = rng.range(300, 1_500);
-            if let Some((c, nodes, _)) = &cut {
-                for (i, &n) in nodes.iter().enumerate() {
-                    steps.push((
-                        if i == 0 { hold } else { 0 },
-                        Step::Heal {
-                            client: *c,
-                            node: n,
-                        },
-                    ));
-                }
+            for (i, (_, heal)) in cut.iter().flatten().enumerate() {
+                steps.push((if i == 0 { hold } else { 0 }, *heal));
             }
             // Back to the real time later: a backward step only makes keys live longer.
             steps.push((
                 if cut.is_some() { 0 } else { hold } + rng.range(200, 1_000),
-                Step::Shift { node, ms: 0 },
+                back,
             ));
+        }
+        Class::MasterCut => {
+            // Two clients, each cut off from one master of the cluster node (one refused, one
+            // blackholed), now and then from a standalone node too; the third reaches them all.
+            let clients = pick_clients(rng, 2);
+            let mut heals = Vec::new();
+            for (c, m) in clients
+                .into_iter()
+                .zip([CutMode::Refuse, CutMode::Blackhole])
+            {
+                let mut nodes = vec![cluster_node()];
+                if rng.chance(0.5) {
+                    nodes.extend(pick_nodes(rng, minority() - 1, &except));
+                }
+                for n in nodes {
+                    let (cut, heal) = cut_steps(rng, flags, c, n, m);
+                    steps.push((0, cut));
+                    heals.push(heal);
+                }
+            }
+            let dur = rng.range(300, 2_000);
+            for (i, h) in heals.into_iter().enumerate() {
+                steps.push((if i == 0 { dur } else { 0 }, h));
+            }
         }
         Class::Pause => {
             let client = rng.below(CLIENTS as u64) as usize;
@@ -619,7 +786,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             let (a, b) = (clients[0], clients[1]);
             let cut_a = pick_nodes(rng, 2, &[]);
             let x = pick_nodes(rng, 1, &cut_a)[0];
-            let rest: Vec<usize> = (0..NODES)
+            let rest: Vec<usize> = (0..nodes())
                 .filter(|n| !cut_a.contains(n) && *n != x)
                 .collect();
             for (client, nodes) in [(a, &cut_a), (b, &rest)] {
@@ -656,7 +823,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
         Class::Fence => {
             let stale = pick_nodes(rng, 2, &[]);
             let x = pick_nodes(rng, 1, &stale)[0];
-            let others: Vec<usize> = (0..NODES)
+            let others: Vec<usize> = (0..nodes())
                 .filter(|n| !stale.contains(n) && *n != x)
                 .collect();
             for &n in &stale {
@@ -749,18 +916,34 @@ pub fn describe(fault: &Fault) -> String {
                     format!("cut c{client}-n{node} {}", mode.name())
                 }
                 Step::Heal { client, node } => format!("heal c{client}-n{node}"),
+                Step::MasterCut { client, k, mode } => format!(
+                    "cut c{client}-n{} (the master of {}) {}",
+                    cluster_node(),
+                    target_key(k),
+                    mode.name()
+                ),
+                Step::MasterHeal { client } => format!("heal c{client}-n{}", cluster_node()),
+                Step::MasterShift { k, ms } => {
+                    format!(
+                        "clock n{} (the master of {}) +{ms} ms",
+                        cluster_node(),
+                        target_key(k)
+                    )
+                }
                 Step::Pause { client, kind } => format!("SIGSTOP c{client} at a {kind} write"),
                 Step::Cont(c) => format!("SIGCONT c{c}"),
                 Step::ClusterKill(k, back) => format!(
-                    "SIGKILL cluster master #{k} of n{CLUSTER_NODE}, restart once failed over \
-                     (+{back} at the earliest)"
+                    "SIGKILL cluster master #{k} of n{}, restart once failed over \
+                     (+{back} at the earliest)",
+                    cluster_node()
                 ),
                 Step::ClusterStop(k, back) => format!(
-                    "SIGSTOP cluster master #{k} of n{CLUSTER_NODE}, SIGCONT once failed over \
-                     (+{back} at the earliest)"
+                    "SIGSTOP cluster master #{k} of n{}, SIGCONT once failed over \
+                     (+{back} at the earliest)",
+                    cluster_node()
                 ),
                 Step::ClusterFailover(k) => {
-                    format!("CLUSTER FAILOVER of master #{k} of n{CLUSTER_NODE}")
+                    format!("CLUSTER FAILOVER of master #{k} of n{}", cluster_node())
                 }
             };
             if at == 0 { s } else { format!("+{at}: {s}") }
@@ -792,6 +975,11 @@ pub enum Action {
     ClusterKill,
     ClusterStop,
     ClusterFailover,
+    /// One client's relay to one master of the cluster node cut. The node stays reachable in
+    /// part (its other masters serve their slots until the worker reconnects), so rule (e)
+    /// does not count it down; rule (f) excuses its keys as for any cut.
+    MasterRefuse,
+    MasterBlackhole,
 }
 
 /// One node's outage, as the driver saw it: down from after the signal, up from before the
@@ -847,6 +1035,9 @@ pub struct Failover {
     pub promoted: Option<u64>,
     /// When the old master came back (SIGCONT, or its restart).
     pub back: Option<u64>,
+    /// Whether that was in a quick phase (clients with grace acquiring) or a delayed one
+    /// (clients with `min_replicas`).
+    pub back_quick: bool,
     /// When the old master was first seen a replica again.
     pub demoted: Option<u64>,
     /// When every node of the cluster said `cluster_state:ok` and every replica's link was up.
@@ -880,8 +1071,12 @@ impl Record {
 pub struct Lab {
     /// Per node, the file its clock shim reads the offset from.
     pub clock_files: Vec<PathBuf>,
+    /// Per process of the cluster node (`RedisCluster::nodes`), likewise.
+    pub cluster_clock_files: Vec<PathBuf>,
     /// Per client process, per node.
     pub relays: Vec<Vec<Relay>>,
+    /// Per client process, per process of the cluster node.
+    pub cluster_relays: Vec<Vec<Relay>>,
     pub pids: Vec<i32>,
     /// A holder about to write: (client, kind, when).
     pub writes: Receiver<(usize, String, u64)>,
@@ -918,7 +1113,11 @@ pub fn drive(
     chaos_start_ns: u64,
 ) -> Record {
     let mut rec = Record::default();
-    let mut offsets = [0u64; NODES];
+    let mut offsets = vec![0u64; nodes()];
+    // Per client, the cluster process its `MasterCut` cut; the cluster process whose clock a
+    // `MasterShift` moved.
+    let mut master_cuts: Vec<Option<usize>> = vec![None; CLIENTS];
+    let mut shifted_master: Option<usize> = None;
     let mut open: Vec<Open> = Vec::new();
     let mut paused: Vec<(usize, u64, Option<&'static str>)> = Vec::new();
     let since = |t: u64| t.saturating_sub(chaos_start_ns) / MS;
@@ -1050,6 +1249,46 @@ pub fn drive(
                     close(&mut open, node, Some(client), &mut rec);
                     lab.relays[client][node].heal();
                 }
+                Step::MasterCut { client, k, mode } => {
+                    let rc = redis_cluster.as_deref().expect("a cluster configuration");
+                    // None: the cluster did not recover from the fault before (rule (cl)).
+                    if let Some(i) = master_serving(rc, &target_key(k)) {
+                        lab.cluster_relays[client][i].cut(mode);
+                        master_cuts[client] = Some(i);
+                        let action = match mode {
+                            CutMode::Refuse => Action::MasterRefuse,
+                            CutMode::Blackhole => Action::MasterBlackhole,
+                        };
+                        open.push((cluster_node(), Some(client), action, now_ns()));
+                    }
+                }
+                Step::MasterHeal { client } => {
+                    if let Some(i) = master_cuts[client].take() {
+                        close(&mut open, cluster_node(), Some(client), &mut rec);
+                        lab.cluster_relays[client][i].heal();
+                    }
+                }
+                Step::MasterShift { ms, .. }
+                    if ms > 0 && !jump_window(lab.seed, since(now_ns())) =>
+                {
+                    // Late, as for `Shift`: no jump this time.
+                }
+                Step::MasterShift { k, ms } => {
+                    let rc = redis_cluster.as_deref().expect("a cluster configuration");
+                    let target = if ms > 0 {
+                        master_serving(rc, &target_key(k))
+                    } else {
+                        shifted_master.take()
+                    };
+                    if let Some(i) = target {
+                        std::fs::write(&lab.cluster_clock_files[i], ms.to_string())
+                            .expect("clock file");
+                        if ms > 0 {
+                            shifted_master = Some(i);
+                        }
+                        rec.shifts.push((now_ns(), cluster_node(), ms));
+                    }
+                }
                 Step::Pause { client, kind } => {
                     let at_write = wait_for_write(lab, client, kind);
                     signal(lab.pids[client], libc::SIGSTOP);
@@ -1127,16 +1366,19 @@ fn wait_for_write(lab: &Lab, client: usize, kind: &str) -> bool {
 }
 
 /// Intervals during which more than half of the nodes were down (for the clients the outages
-/// are of).
+/// are of). A client cut off from one master of a cluster node still reaches the node in part:
+/// not counted.
 pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
     let mut edges: Vec<(u64, i32, usize)> = outages
         .iter()
+        .filter(|o| !matches!(o.action, Action::MasterRefuse | Action::MasterBlackhole))
         .flat_map(|o| [(o.down_ns, 1, o.node), (o.up_ns, -1, o.node)])
         .collect();
     // At equal times, count ups before downs: never widen an interval.
     edges.sort_unstable();
     // A node can be down twice over (hung for everyone and cut for one client): count nodes.
-    let mut per_node = [0i32; NODES];
+    let nodes = nodes();
+    let mut per_node = vec![0i32; nodes];
     let mut down = 0;
     let mut start = 0;
     let mut intervals = Vec::new();
@@ -1146,9 +1388,9 @@ pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
         per_node[node] += delta;
         let is = per_node[node] > 0;
         down += i32::from(is) - i32::from(was);
-        if before <= (NODES / 2) as i32 && down > (NODES / 2) as i32 {
+        if before <= (nodes / 2) as i32 && down > (nodes / 2) as i32 {
             start = t;
-        } else if before > (NODES / 2) as i32 && down <= (NODES / 2) as i32 {
+        } else if before > (nodes / 2) as i32 && down <= (nodes / 2) as i32 {
             intervals.push((start, t));
         }
     }
@@ -1192,6 +1434,30 @@ fn replication(rc: &RedisCluster, i: usize) -> String {
         .arg("replication")
         .query(&mut conn)
         .unwrap_or_default()
+}
+
+/// The node that serves `key`'s slot as its master: the one that answers `EXISTS` for it
+/// (the others, replicas included, redirect).
+fn master_serving(rc: &RedisCluster, key: &str) -> Option<usize> {
+    (0..rc.nodes.len()).find(|&i| {
+        short_conn(rc, i).is_some_and(|mut conn| {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query::<i64>(&mut conn)
+                .is_ok()
+        })
+    })
+}
+
+/// A new connection to node `i` with short timeouts, if it answers.
+fn short_conn(rc: &RedisCluster, i: usize) -> Option<redis::Connection> {
+    let client = redis::Client::open(rc.nodes[i].url()).ok()?;
+    let conn = client
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    Some(conn)
 }
 
 /// Whether node `i` says it is a master serving slots, with the cluster ok.
@@ -1250,6 +1516,7 @@ fn cluster_fault(
         start: now_ns(),
         promoted: None,
         back: None,
+        back_quick: false,
         demoted: None,
         healthy: None,
     };
@@ -1269,7 +1536,7 @@ fn cluster_fault(
     f.start = now_ns();
     f.promoted = when(|| serving(rc, r));
     rec.outages.push(Outage {
-        node: CLUSTER_NODE,
+        node: cluster_node(),
         client: None,
         action,
         down_ns: f.start,
@@ -1287,6 +1554,7 @@ fn cluster_fault(
             std::thread::sleep(Duration::from_millis(10));
         }
         f.back = Some(now_ns());
+        f.back_quick = quick_phase(lab.seed, since(now_ns()) as i64);
         if action == Action::ClusterKill {
             rc.nodes[m].restart();
         } else {
