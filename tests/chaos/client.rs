@@ -42,10 +42,10 @@ pub struct ChildArgs {
 /// without for the others (see the module docs of `main.rs`). Each call uses the one of the
 /// phase it starts in.
 pub struct Clients {
-    grace: Redlock,
-    plain: Redlock,
-    seed: u64,
-    chaos_start_ns: u64,
+    pub grace: Redlock,
+    pub plain: Redlock,
+    pub seed: u64,
+    pub chaos_start_ns: u64,
 }
 
 impl Clients {
@@ -140,6 +140,21 @@ pub struct Shared {
     canceller: Sender<Fire>,
     waiters: Mutex<Vec<Waiter>>,
     probes: Sender<Probe>,
+}
+
+impl Shared {
+    /// What the threads of a process share, its canceller running until the last `Shared` is
+    /// gone.
+    pub fn start(probes: Sender<Probe>) -> (Arc<Shared>, std::thread::JoinHandle<()>) {
+        let (fires_tx, fires) = crossbeam_channel::unbounded();
+        let canceller = std::thread::spawn(move || canceller(fires));
+        let shared = Shared {
+            canceller: fires_tx,
+            waiters: Mutex::new(Vec::new()),
+            probes,
+        };
+        (Arc::new(shared), canceller)
+    }
 }
 
 /// Fires scheduled cancels on time, until every sender is gone.
@@ -395,7 +410,7 @@ impl Worker {
     }
 
     /// The critical section: a non-atomic increment of the resource's counter.
-    fn hold(&mut self, lock: Lock, res: &str, ttl: Duration, call_start: u64, kind: KeyKind) {
+    pub fn hold(&mut self, lock: Lock, res: &str, ttl: Duration, call_start: u64, kind: KeyKind) {
         // The clock first, then validity: the deadline logged is never later than the lock's, so
         // a stall in between shortens the window checked instead of making a false overlap (or
         // hiding a write made after validity).
@@ -470,6 +485,11 @@ const WRITE_WINDOW: Duration = Duration::from_millis(20);
 /// clock guard's quarantine outlasts the largest TTL, so that a node whose clock jumped counts
 /// again soon after every key the jump shortened reached its original expiry.
 pub fn build_client(nodes: &[String], grace: Option<Duration>, flags: &Flags) -> Redlock {
+    builder(nodes, grace, flags).build().expect("build client")
+}
+
+/// The builder [`build_client`] builds.
+pub fn builder(nodes: &[String], grace: Option<Duration>, flags: &Flags) -> redlock::Builder {
     let builder = Redlock::builder()
         .nodes(nodes)
         .node_timeout(NODE_TIMEOUT)
@@ -478,11 +498,10 @@ pub fn build_client(nodes: &[String], grace: Option<Duration>, flags: &Flags) ->
         .retry_jitter(RETRY_JITTER)
         .clock_quarantine(CLOCK_QUARANTINE)
         .clock_guard(!flags.no_clock_guard);
-    let builder = match grace {
+    match grace {
         Some(grace) => builder.restart_grace(grace),
         None => builder,
-    };
-    builder.build().expect("build client")
+    }
 }
 
 pub fn child(args: ChildArgs) {

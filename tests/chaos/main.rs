@@ -219,10 +219,12 @@ mod checker;
 mod client;
 mod election;
 mod fenced;
+mod fresh;
 mod keys;
 mod kinds;
 mod relay;
 mod schedule;
+mod sentinel;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -369,17 +371,30 @@ pub struct Flags {
     /// The configuration, not a way to break it: lock node `CLUSTER_NODE` is a Redis Cluster
     /// with replicas, and the schedule fails its masters over (see the module docs).
     pub cluster: bool,
+    /// Likewise: lock node `CLUSTER_NODE` is a Sentinel group (`sentinel.rs`).
+    pub sentinel: bool,
+    /// `--fresh-grace-ms N`: the fresh clients of the quick phases use a restart grace of N ms
+    /// (0: none), and every `SENTINEL FAILOVER` comes with a client cut off from two standalone
+    /// nodes, its locks resting on the old master.
+    pub fresh_grace_ms: Option<u64>,
+    /// `--stall-sentinels`: two sentinels hung through each fault of the group's master, so
+    /// that no failover runs its course.
+    pub stall_sentinels: bool,
 }
 
 impl Flags {
     fn arg(&self) -> String {
         format!(
-            "{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             u8::from(self.eager),
             self.grace_ms,
             u8::from(self.unchecked_storage),
             u8::from(self.no_clock_guard),
-            u8::from(self.cluster)
+            u8::from(self.cluster),
+            u8::from(self.sentinel),
+            self.fresh_grace_ms
+                .map_or("-".to_owned(), |g| g.to_string()),
+            u8::from(self.stall_sentinels)
         )
     }
 
@@ -391,17 +406,35 @@ impl Flags {
             unchecked_storage: f[2] == "1",
             no_clock_guard: f[3] == "1",
             cluster: f[4] == "1",
+            sentinel: f[5] == "1",
+            fresh_grace_ms: f[6].parse().ok(),
+            stall_sentinels: f[7] == "1",
+        }
+    }
+
+    /// The restart grace of the quick phases' clients unless broken on purpose: the largest
+    /// TTL, plus the watch's `D` where a Sentinel group's live master fails over (A8).
+    fn default_grace_ms(&self) -> u64 {
+        if self.sentinel {
+            TTL_MAX_MS + sentinel::SENTINEL_D_MS
+        } else {
+            TTL_MAX_MS
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        if self.cluster {
+            "cluster"
+        } else if self.sentinel {
+            "sentinel"
+        } else {
+            "standalone"
         }
     }
 
     /// What a replay needs on its command line besides the seed and the length.
     fn command_line(&self) -> String {
-        let config = if self.cluster {
-            " --cluster"
-        } else {
-            " --standalone"
-        };
-        self.breaks() + config
+        format!("{} --{}", self.breaks(), self.name())
     }
 
     /// The flags that break the run on purpose, as on the command line.
@@ -410,8 +443,14 @@ impl Flags {
         if self.eager {
             s += " --eager-restarts";
         }
-        if self.grace_ms != TTL_MAX_MS {
+        if self.grace_ms != self.default_grace_ms() {
             s += &format!(" --grace-ms {}", self.grace_ms);
+        }
+        if let Some(g) = self.fresh_grace_ms {
+            s += &format!(" --fresh-grace-ms {g}");
+        }
+        if self.stall_sentinels {
+            s += " --stall-sentinels";
         }
         if self.unchecked_storage {
             s += " --unchecked-storage";
@@ -468,8 +507,9 @@ fn connections(node: &RedisNode) -> (usize, usize) {
                 .find_map(|f| f.strip_prefix(name))
                 .unwrap_or("")
         };
-        // A cluster node's replication links (its replica's, S; its master's, M) are not ours.
-        if field("flags=").contains(['S', 'M']) {
+        // A cluster node's replication links (its replica's, S; its master's, M) are not ours,
+        // nor a Sentinel group's sentinels' links (named `sentinel-<id>-cmd` and `-pubsub`).
+        if field("flags=").contains(['S', 'M']) || field("name=").starts_with("sentinel-") {
             continue;
         }
         let subscriber = field("flags=").contains('P')
@@ -514,6 +554,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
     election::checker_catches_made_up_violations();
+    sentinel::checker_catches_made_up_violations();
     // Every plan injects every fault class rule (cov) wants: 2,000 seeds' plans checked.
     for (what, lacking) in plans_short(2_000, SHORT_CHAOS_MS, &flags).0 {
         assert!(
@@ -541,6 +582,12 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     if flags.cluster {
         println!(
             "cluster configuration: n0-n{} standalone, n{CLUSTER_NODE} a Redis Cluster of 3 masters with a replica each",
+            CLUSTER_NODE - 1
+        );
+    }
+    if flags.sentinel {
+        println!(
+            "sentinel configuration: n0-n{} standalone, n{CLUSTER_NODE} a Sentinel group of a master, 2 replicas and 3 sentinels (quorum 2, down-after 1000 ms, failover-timeout 3000 ms)",
             CLUSTER_NODE - 1
         );
     }
@@ -572,11 +619,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         std::env::temp_dir().join(format!(
             "redlock-chaos-{}-{}",
             std::process::id(),
-            if flags.cluster {
-                "cluster"
-            } else {
-                "standalone"
-            }
+            flags.name()
         )),
         false,
     );
@@ -586,7 +629,14 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // In the cluster configuration the last lock node is a Redis Cluster, which the clients
     // reach directly (its masters announce their own addresses, so a relay in front of its
     // seed would not stand between them): no clock shim, no relays, no cuts there.
-    let standalone = if flags.cluster { CLUSTER_NODE } else { NODES };
+    // So is the Sentinel configuration's group: the clients reach its data nodes directly (the
+    // sentinels name one address for every client) and its sentinels through relays of their
+    // own, which the driver cuts while the group switches.
+    let standalone = if flags.cluster || flags.sentinel {
+        CLUSTER_NODE
+    } else {
+        NODES
+    };
     let clock_files: Vec<PathBuf> = (0..standalone)
         .map(|n| dir.0.join(format!("clock-n{n}")))
         .collect();
@@ -610,6 +660,14 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     let mut redis_cluster = flags
         .cluster
         .then(|| RedisCluster::start_with(3, 1, &["--repl-diskless-sync-delay", "0"]));
+    let mut group = flags.sentinel.then(sentinel::Group::start);
+    let sentinel_relays: Vec<Vec<Relay>> = (0..CLIENTS)
+        .map(|_| {
+            group.as_ref().map_or(Vec::new(), |g| {
+                g.sentinels.iter().map(|s| Relay::start(s.port)).collect()
+            })
+        })
+        .collect();
     let data = RedisNode::start();
     let relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| cluster.nodes.iter().map(|n| Relay::start(n.port)).collect())
@@ -637,6 +695,14 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         if let Some(rc) = &redis_cluster {
             urls.push(rc.url());
             direct.push(rc.url());
+        }
+        if let Some(g) = &group {
+            let addrs: Vec<String> = sentinel_relays[i]
+                .iter()
+                .map(|r| format!("127.0.0.1:{}", r.port))
+                .collect();
+            urls.push(sentinel::Group::url(&addrs));
+            direct.push(sentinel::Group::url(&g.sentinel_addrs()));
         }
         let mut child = Command::new(&exe)
             .arg("--child")
@@ -680,6 +746,30 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         let probe_end = std::sync::Arc::clone(&probe_end);
         std::thread::spawn(move || stall_probe(&probe_end))
     };
+    // Fresh clients, from the start of the chaos phase until the planned end of the faults.
+    let (fresh_tx, fresh_rx) = crossbeam_channel::unbounded();
+    let spawner = {
+        let mut urls = cluster.urls();
+        if let Some(rc) = &redis_cluster {
+            urls.push(rc.url());
+        }
+        if let Some(g) = &group {
+            urls.push(sentinel::Group::url(&g.sentinel_addrs()));
+        }
+        fresh::spawner(
+            fresh::Spawn {
+                exe: exe.clone(),
+                urls,
+                data: data.url(),
+                chaos_start_ns: chaos_start,
+                until_ns: chaos_start + planned_end * MS,
+                seed,
+                dir: dir.0.clone(),
+                flags,
+            },
+            fresh_rx,
+        )
+    };
     let lab = Lab {
         clock_files,
         relays,
@@ -687,14 +777,19 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         writes,
         seed,
         eager: flags.eager,
+        sentinel_relays,
+        fresh: fresh_tx,
+        stall_sentinels: flags.stall_sentinels,
     };
     let record = drive(
         &mut cluster,
         redis_cluster.as_mut(),
+        group.as_mut(),
         &lab,
         &faults,
         chaos_start,
     );
+    let fresh_runs = spawner.join().expect("the fresh clients' spawner panicked");
     println!(
         "last fault healed at {}",
         ms(checker::last_heal(&record), origin)
@@ -788,6 +883,49 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             ));
         }
     }
+    // (d) on the Sentinel group: the master every sentinel names has one worker connection per
+    // Redlock client, plus this check's; a replica (an old master among them) this check's
+    // only: every worker followed the switch. At most one subscriber per Redlock client on
+    // the whole group (an idle one follows at its next subscription). Fresh clients have all
+    // exited: none of theirs is left anywhere.
+    if let Some(g) = &group {
+        let mut seen = Vec::new();
+        let mut master = None;
+        if !eventually(Duration::from_secs(5), || {
+            master = g.master();
+            seen = g
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (Some(i) == master, n.port, connections(n)))
+                .collect();
+            master.is_some()
+                && seen
+                    .iter()
+                    .all(|(m, _, c)| c.0 == if *m { CLIENTS * per_process + 1 } else { 1 })
+                && seen.iter().map(|(_, _, c)| c.1).sum::<usize>() <= CLIENTS * per_process
+        }) {
+            let each: Vec<String> = seen
+                .iter()
+                .map(|(m, port, c)| {
+                    format!(
+                        "{} {port}: {} command (expected {}), {} subscriber",
+                        if *m { "master" } else { "replica" },
+                        c.0,
+                        if *m { CLIENTS * per_process + 1 } else { 1 },
+                        c.1
+                    )
+                })
+                .collect();
+            verdict.fail(format!(
+                "(d) Sentinel node n{CLUSTER_NODE} (the sentinels agree on a master: {}): {}; at \
+                 most {} subscribers in all",
+                master.is_some(),
+                each.join("; "),
+                CLIENTS * per_process
+            ));
+        }
+    }
     // Client threads closed their data connections when they ended: only the counting one is left.
     let mut seen = 0;
     if !eventually(Duration::from_secs(5), || {
@@ -808,6 +946,19 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         }
     }
 
+    // (d) Every fresh client exited on its own, having written its log.
+    let mut logs = logs;
+    for run in &fresh_runs {
+        if run.ok && run.log.exists() {
+            logs.push(run.log.clone());
+        } else {
+            verdict.fail(format!(
+                "(d) fresh client {} (started {}) failed or left no log",
+                run.id,
+                ms(run.started, origin)
+            ));
+        }
+    }
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
     logs.relay_stalls = probe.join().expect("stall probe panicked");
@@ -837,7 +988,10 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     let fenced_stats = fenced::check(&logs, &storage, &record.pauses, origin, &mut verdict);
     let storage = election::read_storage(&mut data.conn());
     let election_stats = election::check(&logs, &storage, &record.pauses, origin, &mut verdict);
+    sentinel::check(&logs, &record, flags.eager, origin, &mut verdict);
+    let fresh_stats = fresh::stats(&logs, &record, &fresh_runs);
     check_coverage(&logs, &record, flags.cluster, &mut verdict);
+    fresh::check_coverage(&fresh_stats, &record, flags.sentinel, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
     }
@@ -851,6 +1005,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         &stats,
         &fenced_stats,
         &election_stats,
+        &fresh_stats,
         &verdict,
         seed,
         chaos_ms,
@@ -908,6 +1063,23 @@ fn print_timeline(record: &schedule::Record, origin: u64) {
             ),
         ));
     }
+    for g in &record.group {
+        let at = |t: Option<u64>| t.map_or("never".to_owned(), |t| ms(t, origin));
+        events.push((
+            g.start,
+            format!(
+                "{} (master {}, node faulted {}): a sentinel switched at {}, all at {}, back at {}, a replica at {}, group whole at {}",
+                sentinel::describe(&g.step),
+                g.master,
+                g.victim,
+                at(g.first_switch),
+                at(g.switched.map(|s| s.0)),
+                at(g.back),
+                at(g.demoted),
+                at(g.healthy)
+            ),
+        ));
+    }
     for &(at, node, offset) in &record.shifts {
         events.push((at, format!("clock of n{node} set to +{offset} ms")));
     }
@@ -939,6 +1111,7 @@ fn print_table(
     stats: &checker::Stats,
     fenced: &fenced::Stats,
     election: &election::Stats,
+    fresh: &fresh::Stats,
     verdict: &Verdict,
     seed: u64,
     chaos_ms: u64,
@@ -1012,6 +1185,16 @@ fn print_table(
         acquired(&|c| c.variant == "g"),
         acquired(&|c| c.variant == "n")
     );
+    println!(
+        "| fresh clients: started (during a failover) / acquisitions of attempts (with grace) / leader calls, answers and reports checked by el4 | {} ({}) / {} of {} ({}) / {}, {} |",
+        fresh.started,
+        fresh.during_failover,
+        fresh.acquired,
+        fresh.attempts,
+        fresh.acquired_with_grace,
+        fresh.leader_calls,
+        fresh.reports
+    );
     println!();
     let leaked = logs
         .sightings
@@ -1053,6 +1236,10 @@ fn main() {
         child(parse_child(&args[1..]));
         return;
     }
+    if args.first().map(String::as_str) == Some("--fresh") {
+        fresh::child(&args[1..]);
+        return;
+    }
     let mut seed = None;
     let mut minutes = None;
     let mut flags = Flags {
@@ -1061,9 +1248,14 @@ fn main() {
         unchecked_storage: false,
         no_clock_guard: false,
         cluster: false,
+        sentinel: false,
+        fresh_grace_ms: None,
+        stall_sentinels: false,
     };
-    // Which configurations: both (the default, the short profile in CI), or one.
-    let mut configs = vec![false, true];
+    let mut grace_ms = None;
+    // Which configurations: all three (the default, the short profile in CI), or one:
+    // (cluster, sentinel).
+    let mut configs = vec![(false, false), (true, false), (false, true)];
     let mut plan = false;
     let mut plan_coverage = None;
     let mut libtest = Vec::new();
@@ -1084,18 +1276,31 @@ fn main() {
             }
             "--eager-restarts" => flags.eager = true,
             "--grace-ms" => {
-                flags.grace_ms = it
-                    .next()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .unwrap_or_else(|| {
-                        eprintln!("--grace-ms needs a number");
-                        std::process::exit(2)
-                    })
+                grace_ms = Some(
+                    it.next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .unwrap_or_else(|| {
+                            eprintln!("--grace-ms needs a number");
+                            std::process::exit(2)
+                        }),
+                )
             }
+            "--fresh-grace-ms" => {
+                flags.fresh_grace_ms = Some(
+                    it.next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .unwrap_or_else(|| {
+                            eprintln!("--fresh-grace-ms needs a number");
+                            std::process::exit(2)
+                        }),
+                )
+            }
+            "--stall-sentinels" => flags.stall_sentinels = true,
             "--unchecked-storage" => flags.unchecked_storage = true,
             "--no-clock-guard" => flags.no_clock_guard = true,
-            "--standalone" => configs = vec![false],
-            "--cluster" => configs = vec![true],
+            "--standalone" => configs = vec![(false, false)],
+            "--cluster" => configs = vec![(true, false)],
+            "--sentinel" => configs = vec![(false, true)],
             // The schedule only, to see what a seed would do.
             "--plan" => plan = true,
             // Of N seeds' plans, how many lack each fault class rule (cov) wants.
@@ -1128,13 +1333,18 @@ fn main() {
     let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
     let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
     let mut failed = Vec::new();
-    for cluster in configs {
-        let flags = Flags { cluster, ..flags };
+    for (cluster, sentinel) in configs {
+        let mut flags = Flags {
+            cluster,
+            sentinel,
+            ..flags
+        };
+        flags.grace_ms = grace_ms.unwrap_or_else(|| flags.default_grace_ms());
         if let Some(seeds) = plan_coverage {
             let (short, redrawn) = plans_short(seeds, chaos_ms, &flags);
             println!(
                 "{} configuration: of {seeds} plans ({redrawn} drawn again), lacking each class:",
-                if cluster { "cluster" } else { "standalone" }
+                flags.name()
             );
             for (what, lacking) in short {
                 let some: Vec<String> = lacking.iter().take(3).map(u64::to_string).collect();
@@ -1152,7 +1362,7 @@ fn main() {
         let ok = run(seed, chaos_ms, flags);
         println!(
             "chaos ({} configuration): {} in {:.1} s",
-            if cluster { "cluster" } else { "standalone" },
+            flags.name(),
             if ok { "ok" } else { "FAILED" },
             started.elapsed().as_secs_f64()
         );

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Receiver;
 
 use crate::relay::{CutMode, Relay};
+use crate::sentinel::{self, Group, GroupAction, GroupFault, GroupStep};
 use crate::support::{Cluster, RedisCluster};
 use crate::{
     CLIENTS, CLUSTER_NODE, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, NODES,
@@ -29,7 +30,7 @@ pub fn quick_phase(seed: u64, offset_ms: i64) -> bool {
 /// least `GUARD_IN_MS` after it began (no call of a client without grace is still running) and
 /// `GUARD_OUT_MS` before it ends (every lock the node forgot has expired before clients
 /// without grace come back). `eager` (the unsafe way: `--eager-restarts`) allows it anywhere.
-fn quick_window(seed: u64, at_ms: u64, eager: bool) -> bool {
+pub fn quick_window(seed: u64, at_ms: u64, eager: bool) -> bool {
     if eager {
         return true;
     }
@@ -108,6 +109,8 @@ pub enum Step {
     ClusterStop(usize, u64),
     /// `CLUSTER FAILOVER` on a replica of a master: a graceful, lossless change of master.
     ClusterFailover(usize),
+    /// A fault of the Sentinel group, carried out whole by the driver (`sentinel.rs`).
+    Group(GroupStep),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +139,8 @@ pub enum Class {
     ClusterKill,
     ClusterStop,
     ClusterFailover,
+    /// The Sentinel configuration's faults of its group.
+    Sentinel(GroupAction),
 }
 
 /// Steps at `at_ms` from the start of the chaos phase, each `delay` ms after the previous
@@ -165,6 +170,7 @@ impl Fault {
                     back + CLUSTER_FAULT_MS - CLUSTER_BACK_MS
                 }
                 Step::ClusterFailover(_) => 2_000,
+                Step::Group(g) => sentinel::planned_ms(g),
                 _ => 0,
             })
             .sum();
@@ -210,7 +216,7 @@ const CLUSTER_BACK_MAX_MS: u64 = 6_000;
 /// The nodes the standalone faults (hangs, crashes, clock jumps, cuts) may hit: in the cluster
 /// configuration, all but the cluster node.
 fn cluster_except(flags: &Flags) -> Vec<usize> {
-    if flags.cluster {
+    if flags.cluster || flags.sentinel {
         vec![CLUSTER_NODE]
     } else {
         Vec::new()
@@ -262,7 +268,7 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     for _ in 0..DRAWS {
         let faults = draw(seed, &mut rng, chaos_ms, flags);
-        if planned_classes(&faults, flags.cluster).iter().all(|c| c.1) {
+        if classes(&faults, flags).iter().all(|c| c.1) {
             return faults;
         }
     }
@@ -292,7 +298,9 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     while t < chaos_ms {
         if phase != Some(t / PHASE_MS) {
             phase = Some(t / PHASE_MS);
-            combos = if flags.cluster {
+            combos = if flags.sentinel {
+                sentinel::combos(seed, t)
+            } else if flags.cluster {
                 // Each phase: a standalone crash, and a fault of the cluster node: a graceful
                 // failover in a delayed phase; in a quick phase a SIGKILL or a SIGSTOP of a
                 // master, in turns (the seed choosing the first), since the old master comes
@@ -319,6 +327,7 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
         let combo_ok = |c: Class| match c {
             Class::ClusterKill | Class::ClusterStop => back_after(seed, t, eager).is_some(),
             Class::ClusterFailover => true,
+            Class::Sentinel(a) => sentinel::ready(a, seed, t, eager),
             // Its restart comes at once, or within a second and 100 ms when timed.
             Class::Crash => {
                 !quick_phase(seed, t as i64)
@@ -343,7 +352,7 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
         {
             ready = Some(crash);
         }
-        let mut class = if let Some(i) = ready.filter(|_| flags.cluster) {
+        let mut class = if let Some(i) = ready.filter(|_| flags.cluster || flags.sentinel) {
             combos.remove(i)
         } else if t >= next_majority {
             next_majority += 20_000;
@@ -352,6 +361,15 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
             combos.remove(i)
         } else if let Some(c) = first.pop() {
             c
+        } else if flags.sentinel {
+            match rng.below(100) {
+                0..30 => Class::Nodes,
+                30..50 => Class::Partition,
+                50..65 => Class::ClockJump,
+                65..80 => Class::Pause,
+                80..90 => Class::Sentinel(GroupAction::Replica),
+                _ => Class::Crash,
+            }
         } else if flags.cluster {
             match rng.below(100) {
                 0..30 => Class::Nodes,
@@ -452,6 +470,24 @@ pub fn planned_classes(faults: &[Fault], cluster: bool) -> Vec<(&'static str, bo
     classes
 }
 
+/// The classes of the configuration `flags` runs ([`planned_classes`], and the Sentinel
+/// group's).
+pub fn classes(faults: &[Fault], flags: &Flags) -> Vec<(&'static str, bool)> {
+    let mut all = planned_classes(faults, flags.cluster);
+    if flags.sentinel {
+        let groups: Vec<GroupStep> = faults
+            .iter()
+            .flat_map(|f| &f.steps)
+            .filter_map(|(_, s)| match s {
+                Step::Group(g) => Some(*g),
+                _ => None,
+            })
+            .collect();
+        all.extend(sentinel::planned_classes(&groups));
+    }
+    all
+}
+
 /// For `seeds` seeds (a fixed pseudo-random sequence): each class of [`planned_classes`] with
 /// the seeds whose plan of `chaos_ms` lacks it, and how many seeds' first draw lacked one.
 pub fn plans_short(
@@ -465,8 +501,8 @@ pub fn plans_short(
     for _ in 0..seeds {
         let seed = rng.next();
         let first = draw(seed, &mut Rng::new(seed), chaos_ms, flags);
-        redrawn += u64::from(!planned_classes(&first, flags.cluster).iter().all(|c| c.1));
-        for (what, has) in planned_classes(&schedule(seed, chaos_ms, flags), flags.cluster) {
+        redrawn += u64::from(!classes(&first, flags).iter().all(|c| c.1));
+        for (what, has) in classes(&schedule(seed, chaos_ms, flags), flags) {
             let at = match short.iter().position(|(w, _)| *w == what) {
                 Some(at) => at,
                 None => {
@@ -706,6 +742,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             ));
         }
         Class::ClusterFailover => steps.push((0, Step::ClusterFailover(rng.below(3) as usize))),
+        Class::Sentinel(a) => steps.push((0, Step::Group(sentinel::plan(a, rng, flags)))),
     }
     Fault {
         at_ms,
@@ -762,6 +799,7 @@ pub fn describe(fault: &Fault) -> String {
                 Step::ClusterFailover(k) => {
                     format!("CLUSTER FAILOVER of master #{k} of n{CLUSTER_NODE}")
                 }
+                Step::Group(g) => sentinel::describe(&g),
             };
             if at == 0 { s } else { format!("+{at}: {s}") }
         })
@@ -792,6 +830,11 @@ pub enum Action {
     ClusterKill,
     ClusterStop,
     ClusterFailover,
+    /// The Sentinel group, from its master's SIGKILL until every sentinel named the new
+    /// master; from a `SENTINEL FAILOVER` until that plus the watch's `D` (its votes may be
+    /// lost meanwhile; the old master answers, so rule (e) does not count it).
+    GroupKill,
+    GroupFailover,
 }
 
 /// One node's outage, as the driver saw it: down from after the signal, up from before the
@@ -857,6 +900,8 @@ pub struct Failover {
 pub struct Record {
     /// The cluster node's failovers (cluster configuration).
     pub failovers: Vec<Failover>,
+    /// The Sentinel group's faults (Sentinel configuration).
+    pub group: Vec<GroupFault>,
     pub outages: Vec<Outage>,
     pub pauses: Vec<Pause>,
     /// Every step of a node's clock: when, which node, the new offset in ms (0: back to the
@@ -888,6 +933,12 @@ pub struct Lab {
     /// The run's seed and `--eager-restarts`: when a cluster master may come back.
     pub seed: u64,
     pub eager: bool,
+    /// Per client process, per sentinel of the group (Sentinel configuration).
+    pub sentinel_relays: Vec<Vec<Relay>>,
+    /// Starts a fresh client now (the driver's nudge, right after a kill or a failover).
+    pub fresh: crossbeam_channel::Sender<()>,
+    /// `--stall-sentinels`: two sentinels hung through each fault of the group's master.
+    pub stall_sentinels: bool,
 }
 
 /// How long a pause waits for a holder of the kind it wants to say it is about to write.
@@ -913,6 +964,7 @@ fn signal(pid: i32, sig: i32) {
 pub fn drive(
     cluster: &mut Cluster,
     mut redis_cluster: Option<&mut RedisCluster>,
+    mut group: Option<&mut Group>,
     lab: &Lab,
     faults: &[Fault],
     chaos_start_ns: u64,
@@ -922,6 +974,7 @@ pub fn drive(
     let mut open: Vec<Open> = Vec::new();
     let mut paused: Vec<(usize, u64, Option<&'static str>)> = Vec::new();
     let since = |t: u64| t.saturating_sub(chaos_start_ns) / MS;
+    let mut tail: sentinel::Tail = None;
     for fault in faults {
         sleep_until(chaos_start_ns + fault.at_ms * MS);
         for &(delay, step) in &fault.steps {
@@ -1070,6 +1123,23 @@ pub fn drive(
                     };
                     cluster_fault(rc, action, (k, back), lab, chaos_start_ns, &mut rec);
                 }
+                Step::Group(g) => {
+                    let group = group
+                        .as_deref_mut()
+                        .expect("group faults only in the Sentinel configuration");
+                    // A failover only where its quick window holds (normally at once: the
+                    // fault was scheduled so); a driver running late waits for the next.
+                    let give_up = now_ns() + 2 * PHASE_MS * MS;
+                    while g.action == GroupAction::Failover
+                        && !sentinel::ready(g.action, lab.seed, since(now_ns()), lab.eager)
+                        && now_ns() < give_up
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    if sentinel::ready(g.action, lab.seed, since(now_ns()), lab.eager) {
+                        sentinel::group_fault(group, g, lab, &mut rec, &mut tail);
+                    }
+                }
                 Step::Cont(client) => {
                     let at = paused.iter().position(|p| p.0 == client).expect("paused");
                     let (client, from, at_write) = paused.remove(at);
@@ -1089,6 +1159,7 @@ pub fn drive(
             "a fault left something broken"
         );
     }
+    sentinel::finish(&mut tail, &mut rec);
     rec
 }
 
@@ -1267,6 +1338,8 @@ fn cluster_fault(
         }
     }
     f.start = now_ns();
+    // Fresh clients right after the signal or the command.
+    let _ = lab.fresh.send(());
     f.promoted = when(|| serving(rc, r));
     rec.outages.push(Outage {
         node: CLUSTER_NODE,
