@@ -80,7 +80,13 @@ pub fn spawner(spawn: Spawn, nudges: Receiver<()>) -> JoinHandle<Vec<FreshRun>> 
                 .min(Duration::from_nanos(spawn.until_ns - now_ns()));
             let _ = nudges.recv_timeout(wait);
             reap(&mut live, &mut runs, false);
-            if now_ns() >= spawn.until_ns || live.len() >= MAX_LIVE {
+            // Broken on purpose (`--fresh-grace-ms`): more at once, to meet a failover's window.
+            let max_live = if spawn.flags.fresh_grace_ms.is_some() {
+                2 * MAX_LIVE
+            } else {
+                MAX_LIVE
+            };
+            if now_ns() >= spawn.until_ns || live.len() >= max_live {
                 continue;
             }
             let id = FRESH_BASE + runs.len();

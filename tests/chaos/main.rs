@@ -53,8 +53,9 @@
 //! returns soon after a jump.
 //!
 //! # The cluster configuration
-//! The run has two configurations, and the short profile runs both, one after the other, with
-//! the same seed (`--standalone` or `--cluster` runs one). In the cluster configuration
+//! The run has three configurations, and the short profile runs them all, one after the other,
+//! with the same seed (`--standalone`, `--cluster` or `--sentinel` runs one). In the cluster
+//! configuration
 //! (`--cluster`), lock node n4 (`CLUSTER_NODE`) is a whole Redis Cluster, three masters with a
 //! replica each (`redis+cluster://`, `src/cluster.rs`), beside the standalone nodes n0-n3; the
 //! workloads, the two Redlock clients per process and the rules are the same. The clients
@@ -92,6 +93,58 @@
 //! which T52 (`tests/cluster.rs`) exercises. The clients without grace are idle so in quick
 //! phases, but acquire only in the next delayed phase, long after the demotion.
 //!
+//! # The Sentinel configuration
+//! In the Sentinel configuration (`--sentinel`), lock node n4 is a Sentinel group
+//! (`sentinel.rs`): one master, two replicas, three sentinels (quorum 2,
+//! `down-after-milliseconds` 1000, `failover-timeout` 3000), reached by a `redis+sentinel://`
+//! URL, beside the standalone nodes n0-n3, which keep their standalone faults as in the cluster
+//! configuration (Young and Fence give way to one standalone crash per phase). The sentinels
+//! name one address per data node to every client, so no relay can stand between one client
+//! and one data node: the clients reach the data nodes directly and each sentinel through a
+//! relay of their own, which the driver cuts. Each phase has one fault of the group:
+//! - **the master SIGKILLed** (delayed phases, in turns with the next): the sentinels promote a
+//!   replica after `down-after-milliseconds` and their election (about 2 s, more than the
+//!   largest TTL, so every key the replica lacks had expired: a delayed restart, safe in
+//!   either phase); once every sentinel names the new master the old one restarts empty as its
+//!   replica (as an orchestrator that asks the sentinels at start does);
+//! - **a replica lost** (delayed phases, and now and then at random): SIGKILLed, restarted
+//!   empty as a replica of the master after 0.2-1.5 s;
+//! - **`SENTINEL FAILOVER` of the live master** (quick phases): the old master takes writes
+//!   until the sentinels demote it about 10 s after the switch, and a client connected to it
+//!   sends it votes (which the switch loses) until its watch has seen a switched sentinel, `D`
+//!   later at most (A8); so the fault is a quick restart of the node from the command until
+//!   every sentinel switched plus `D` plus the largest TTL, and comes only where a quick window
+//!   holds that long (`sentinel::ready`), where only clients with grace acquire. Their grace
+//!   is the largest TTL plus `D` (`SENTINEL_D_MS`), as A8 asks;
+//! - with a SIGKILL or a failover, often **a client cut off from sentinels** (1 to 3 of them,
+//!   refused or blackholed) from just before the fault until every sentinel switched, within
+//!   A8's budget: no client is cut off from every switched sentinel while it still reaches a
+//!   writable old master. A failover's leader, the sentinel asked, is the first to switch, and
+//!   is never cut; after a SIGKILL the old master takes no writes, and the client may lose
+//!   every sentinel (the node is then down for it until the heal).
+//!
+//! As in the cluster configuration the group's fault is the only fault while the node's votes
+//! may be lost: the driver goes on only once every sentinel switched (plus `D` after a
+//! failover), or once a lost replica restarted; the rest (the old master's demotion, the
+//! resync, the group whole: every sentinel naming the master with no failover flag, the master
+//! with both replicas linked) runs beside the next standalone faults, and the next fault of
+//! the group waits for it. A master's kill counts as an outage of the node for every client
+//! until the switch; a failover's votes may be lost until the switch plus `D`, which excuses a
+//! key left there (f) but is no outage for (e) (the node answers).
+//!
+//! # Fresh clients
+//! In every configuration the parent also starts short-lived client processes (`fresh.rs`,
+//! child mode `--fresh`), at random instants (every 0.5-3 s, at most three at a time) and right
+//! after each kill, stop or failover of the cluster or the group and after the sentinels'
+//! switch: clients with no history, like a command-line call or a restarted service. Each
+//! builds brand-new Redlock clients, with and without grace, and uses the phase's, as every
+//! acquisition does (rule (p) checks theirs too); on a cluster node with `min_replicas(1)`,
+//! every master's replicas, which A9 asks of a client that may start right after a failover
+//! (the grace alone does not cover it there: a cluster records no promotion time). It takes a
+//! lock once or twice on the mutex resources with the holders' read-modify-write, asks `leader`
+//! once and observes the election for 0.1-0.8 s, and exits; its log lines (ids from
+//! `FRESH_BASE`) go through the same rules as every client's.
+//!
 //! # Rules
 //! Afterwards a checker reads the logs and asserts:
 //! - (a) safety: no two holders' windows `[lock() returned, min(validity deadline, release
@@ -112,8 +165,11 @@
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
-//!   relays; on a cluster node, each master does and no replica, an old master included),
-//!   and the data node none once the client threads ended: nothing wedged, nothing leaked;
+//!   relays; on a cluster node, each master does and no replica, an old master included; on
+//!   the Sentinel group, the master every sentinel names does and no replica, the sentinels'
+//!   own links aside), and the data node none once the client threads ended; every fresh
+//!   client exited on its own, and none of its connections is left (the counts above are
+//!   taken after the last one exited): nothing wedged, nothing leaked;
 //! - (e) no client acquired while a majority of the nodes was down **or cut off from that
 //!   client**;
 //! - (f) no key of a cancelled or finished acquisition outlives its call: `node_timeout` after a
@@ -133,12 +189,20 @@
 //!   from a quick restart's kill until the largest TTL (plus the drift allowance) had passed;
 //!   in the cluster configuration, nor from an old master's return until the largest TTL after
 //!   its demotion, and no replica was promoted sooner than that after its master stopped;
+//!   in the Sentinel configuration, no replica was promoted sooner than that after its master's
+//!   SIGKILL, and no client without grace acquired from a `SENTINEL FAILOVER` until every
+//!   sentinel had switched plus `D` plus the largest TTL;
 //! - (cl) every fault of the cluster node ran its course: the replica was promoted, the old
 //!   master came back as a replica, and the cluster was whole again (a check of the harness and
 //!   of the servers, which a failover that never happens would otherwise pass silently);
+//! - (sn) likewise every fault of the Sentinel group: after a SIGKILL or a failover every
+//!   sentinel named a new master, which says it is one, the killed master restarted only after
+//!   that, and the old master is a replica of the new one with its link up; a lost replica
+//!   restarted and is in sync again; and the group was whole again afterwards;
 //! - (cov) every fault class above was injected, both kinds of client acquired, cancellable
-//!   read-write and semaphore waits were made, elections were won and campaigns cancelled: a
-//!   run that skipped one tested nothing about it;
+//!   read-write and semaphore waits were made, elections were won and campaigns cancelled,
+//!   fresh clients were started (during a failover too, where the configuration has them),
+//!   acquired and read the leader: a run that skipped one tested nothing about it;
 //! - the fenced rules (f1) token order and (f2) no stale write accepted, in `fenced.rs`, and
 //!   the read-write and semaphore rules rw1-rw4 and sem1-sem4, in `kinds.rs`;
 //! - the election rules, in `election.rs`: el1 at most one leader with validity left at any
@@ -173,14 +237,15 @@
 //!
 //! Parts: `schedule.rs` (the phases, the seeded faults and the driver), `relay.rs` (the
 //! per-client relays), `client.rs` (child mode: the client processes, their workers and
-//! cancels), `keys.rs` (the key probe of each client process), `checker.rs` (the rules, and
+//! cancels), `fresh.rs` (the fresh clients: their spawner and child mode), `sentinel.rs` (the
+//! Sentinel group: its faults and rules (sn) and its (p)), `keys.rs` (the key probe of each client process), `checker.rs` (the rules, and
 //! their self-test on made-up violations), `kinds.rs` (the read-write lock and the semaphore:
 //! clients, rules, self-test), `fenced.rs` (fenced locks and the storage: client, rules,
 //! self-test), `election.rs` (leader elections and their term-checked storage: candidates,
 //! rules, self-test); this file holds the configuration, the parent and the command line. On a
 //! failure the run prints a timeline of what the driver really did, and keeps the logs.
 //!
-//! Short profile (about a minute per configuration, both run; part of `cargo test --release`
+//! Short profile (about a minute per configuration, all three run; part of `cargo test --release`
 //! and so of `scripts/test`; every fault class at least once):
 //! ```sh
 //! cargo test --release --test chaos
@@ -210,7 +275,14 @@
 //!   the paused holder's stale write lands after a newer holder's;
 //! - `--no-clock-guard`: clients without the clock guard, and every clock jump comes with a
 //!   client holding its locks on a bare majority that includes the jumping node: (a) and the
-//!   others fire when the jump frees such a lock early.
+//!   others fire when the jump frees such a lock early;
+//! - `--fresh-grace-ms N`: the fresh clients of the quick phases use a restart grace of N ms
+//!   (0: none), and in the Sentinel configuration every `SENTINEL FAILOVER` comes with a
+//!   long-lived client cut off from two standalone nodes until the switch is over (its locks
+//!   rest on the old master): with 0, (a) and (b) fire when a fresh client takes the promoted
+//!   master's vote at once, issue 39's first hole;
+//! - `--stall-sentinels`: two sentinels hung (SIGSTOP) through each kill or failover of the
+//!   group's master, so that no failover runs its course: (sn) fires.
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -1127,8 +1127,10 @@ pub fn drive(
                     let group = group
                         .as_deref_mut()
                         .expect("group faults only in the Sentinel configuration");
-                    // A failover only where its quick window holds (normally at once: the
-                    // fault was scheduled so); a driver running late waits for the next.
+                    // The last fault's tail first: the group is whole again. Then a failover
+                    // only where its quick window holds (normally at once: the fault was
+                    // scheduled so); a driver running late waits for the next.
+                    sentinel::finish(&mut tail, &mut rec);
                     let give_up = now_ns() + 2 * PHASE_MS * MS;
                     while g.action == GroupAction::Failover
                         && !sentinel::ready(g.action, lab.seed, since(now_ns()), lab.eager)

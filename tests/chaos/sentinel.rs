@@ -25,8 +25,8 @@ const DATA_ARGS: [&str; 2] = ["--repl-diskless-sync-delay", "0"];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupAction {
     /// SIGKILL of the master: the sentinels promote a replica (after `down-after-milliseconds`
-    /// and their election), then the old master restarts empty, as a master, and the sentinels
-    /// convert it into a replica.
+    /// and their election), then the old master restarts empty as a replica of the master the
+    /// sentinels name (as an orchestrator that asks them at start does).
     Kill,
     /// `SENTINEL FAILOVER` of a live master, asked of one sentinel (the failover's leader): the
     /// old master takes writes until the sentinels demote it, seconds after the switch.
@@ -275,12 +275,13 @@ pub fn finish(tail: &mut Tail, rec: &mut Record) {
 
 /// One fault of the group: the cut (if any) and the fault; for a master's kill or failover,
 /// the switch of every sentinel awaited, then (a failover) `D` more, the cut healed, and the
-/// killed master restarted, empty and as a master (its configuration says so), once every
-/// sentinel names the new one (no client is sent to it then) and no sooner than `down_ms`;
+/// killed master restarted, empty, as a replica of the new one, once every sentinel names it
+/// and no sooner than `down_ms`;
 /// for a replica, its restart, a replica of the master, after `down_ms`. From then on the node
 /// votes as a whole again and the driver goes on, while a thread (`tail`) awaits the old
-/// master's demotion (the sentinels convert it about 10 s after its return or the switch)
-/// or the replica's resync, then the group whole; the next group fault waits for it. Fresh
+/// master's demotion (after a failover the sentinels convert it about 10 s after the switch;
+/// a killed one comes back a replica and resyncs) or the replica's resync, then the group
+/// whole; the next group fault waits for it. Fresh
 /// clients are started right after the kill or the `SENTINEL FAILOVER`, and right after the
 /// switch (`Lab::fresh`).
 pub fn group_fault(
@@ -418,7 +419,11 @@ pub fn group_fault(
             (None, _) => now_ns(),
         };
         cut(false);
-        let _ = lab.fresh.send(());
+        // Fresh clients right after the switch (more when broken on purpose: they are what
+        // meets the old master's lost votes).
+        for _ in 0..if step.split.is_some() { 5 } else { 1 } {
+            let _ = lab.fresh.send(());
+        }
         crate::sleep_until(up);
         rec.outages.push(Outage {
             node: CLUSTER_NODE,
@@ -434,7 +439,10 @@ pub fn group_fault(
         if step.action == GroupAction::Kill {
             crate::sleep_until(f.start + step.down_ms * MS);
             f.back = Some(now_ns());
-            group.nodes[m].restart_with(&DATA_ARGS);
+            let port = new.to_string();
+            let mut args = DATA_ARGS.to_vec();
+            args.extend(["--replicaof", "127.0.0.1", &port]);
+            group.nodes[m].restart_with(&args);
         }
     }
     let faulted = f.victim;
