@@ -1,10 +1,11 @@
 //! Fresh clients: short-lived client processes with no history (a CLI invocation, a restarted
 //! service, a scaled-up replica of an application), started by the parent at random instants
 //! and right after each kill or failover of the group or cluster node, while the long-lived
-//! clients run. Each builds brand-new Redlock clients (the phase's: with `restart_grace` in
-//! quick phases, without in delayed ones, like every acquisition; on a cluster node with
-//! `min_replicas(1)`, every master's replica count, which A9 asks of a client that may start
-//! right after a failover), takes a lock once or twice on the mutex resources and does the
+//! clients run (in the cluster configuration, only where A9 covers a client with no history:
+//! from the largest TTL after each fault of the cluster node has ended until the next one,
+//! `Lab::fresh_hold`; `min_replicas`, A9's other cover, would refuse every standalone node,
+//! which has no replica). Each builds brand-new Redlock clients (the phase's: with
+//! `restart_grace` in quick phases, without in delayed ones, like every acquisition), takes a lock once or twice on the mutex resources and does the
 //! holders' read-modify-write (`H` lines: their first acquisition is checked by (a), (b), (c),
 //! (e), (f) like every other), asks `leader` of the election once and observes it briefly (`O`
 //! lines, checked by el4), and exits. Their log lines carry the id `FRESH_BASE + k`.
@@ -54,7 +55,11 @@ pub struct Spawn {
 /// Starts fresh clients until `until_ns`, each after a random wait of 0.5-3 s or at once on a
 /// nudge (the driver's, right after a kill or a failover), at most `MAX_LIVE` at a time; then
 /// waits for every one of them to exit.
-pub fn spawner(spawn: Spawn, nudges: Receiver<()>) -> JoinHandle<Vec<FreshRun>> {
+pub fn spawner(
+    spawn: Spawn,
+    nudges: Receiver<()>,
+    hold: Arc<AtomicU64>,
+) -> JoinHandle<Vec<FreshRun>> {
     std::thread::spawn(move || {
         let mut rng = Rng::new(spawn.seed ^ 0x0F2E_5B1D_0000_0001);
         let mut live: Vec<(usize, Child)> = Vec::new();
@@ -86,7 +91,10 @@ pub fn spawner(spawn: Spawn, nudges: Receiver<()>) -> JoinHandle<Vec<FreshRun>> 
             } else {
                 MAX_LIVE
             };
-            if now_ns() >= spawn.until_ns || live.len() >= max_live {
+            if now_ns() >= spawn.until_ns
+                || live.len() >= max_live
+                || now_ns() < hold.load(Ordering::SeqCst)
+            {
                 continue;
             }
             let id = FRESH_BASE + runs.len();
@@ -128,9 +136,9 @@ pub fn child(args: &[String]) {
     let log_path = Path::new(&args[5]).to_path_buf();
     let flags = Flags::parse(&args[6]);
     let build = |grace: Option<u64>| {
-        let b = builder(&urls, grace.map(Duration::from_millis), &flags);
-        let b = if flags.cluster { b.min_replicas(1) } else { b };
-        b.build().expect("build a fresh client")
+        builder(&urls, grace.map(Duration::from_millis), &flags)
+            .build()
+            .expect("build a fresh client")
     };
     // Broken on purpose (`--fresh-grace-ms N`): the quick phases' fresh client uses N ms.
     let grace = flags.fresh_grace_ms.unwrap_or(flags.grace_ms);
@@ -278,7 +286,7 @@ pub fn check_coverage(
         ("fresh clients", stats.started),
         (
             "fresh clients started during a failover",
-            if failovers { stats.during_failover } else { 1 },
+            if sentinel && failovers { stats.during_failover } else { 1 },
         ),
         ("acquisitions by fresh clients", stats.acquired),
         ("leader reads by fresh clients", stats.reports),

@@ -135,12 +135,14 @@
 //! # Fresh clients
 //! In every configuration the parent also starts short-lived client processes (`fresh.rs`,
 //! child mode `--fresh`), at random instants (every 0.5-3 s, at most three at a time) and right
-//! after each kill, stop or failover of the cluster or the group and after the sentinels'
-//! switch: clients with no history, like a command-line call or a restarted service. Each
-//! builds brand-new Redlock clients, with and without grace, and uses the phase's, as every
-//! acquisition does (rule (p) checks theirs too); on a cluster node with `min_replicas(1)`,
-//! every master's replicas, which A9 asks of a client that may start right after a failover
-//! (the grace alone does not cover it there: a cluster records no promotion time). It takes a
+//! after each kill or failover of the group and after the sentinels' switch: clients with no
+//! history, like a command-line call or a restarted service. In the cluster configuration
+//! they start only where A9 covers such a client: not from a fault of the cluster node until
+//! the largest TTL after the cluster is whole again (an old master back from a stop says it
+//! owns its slots until its demotion, and nothing tells a client with no history that its
+//! vote there will be lost; `min_replicas`, A9's other cover, would refuse every standalone
+//! node, which has no replica). Each builds brand-new Redlock clients, with and without grace,
+//! and uses the phase's, as every acquisition does (rule (p) checks theirs too). It takes a
 //! lock once or twice on the mutex resources with the holders' read-modify-write, asks `leader`
 //! once and observes the election for 0.1-0.8 s, and exits; its log lines (ids from
 //! `FRESH_BASE`) go through the same rules as every client's.
@@ -820,6 +822,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     };
     // Fresh clients, from the start of the chaos phase until the planned end of the faults.
     let (fresh_tx, fresh_rx) = crossbeam_channel::unbounded();
+    let fresh_hold = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let spawner = {
         let mut urls = cluster.urls();
         if let Some(rc) = &redis_cluster {
@@ -840,6 +843,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
                 flags,
             },
             fresh_rx,
+            std::sync::Arc::clone(&fresh_hold),
         )
     };
     let lab = Lab {
@@ -851,6 +855,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         eager: flags.eager,
         sentinel_relays,
         fresh: fresh_tx,
+        fresh_hold,
         stall_sentinels: flags.stall_sentinels,
     };
     let record = drive(

@@ -937,6 +937,13 @@ pub struct Lab {
     pub sentinel_relays: Vec<Vec<Relay>>,
     /// Starts a fresh client now (the driver's nudge, right after a kill or a failover).
     pub fresh: crossbeam_channel::Sender<()>,
+    /// No fresh client starts before this instant (ns): the cluster configuration holds them
+    /// off from each fault of the cluster node until the largest TTL after it is whole again.
+    /// A client with no history is covered there only then (A9): an old master back from a
+    /// stop still says it owns its slots until the cluster demotes it, and a client that
+    /// reads the slot map from it first votes there, a vote the demotion loses, with nothing
+    /// to tell it the master is not new.
+    pub fresh_hold: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// `--stall-sentinels`: two sentinels hung through each fault of the group's master.
     pub stall_sentinels: bool,
 }
@@ -1228,6 +1235,10 @@ pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
     intervals
 }
 
+/// Fresh clients start no sooner than the largest TTL and this margin after a cluster fault
+/// ended.
+const FRESH_AFTER_CLUSTER_MS: u64 = 500;
+
 /// How long the driver waits for each stage of a cluster fault (a failover, a return, the
 /// cluster healthy again) before it records the stage as not reached (rule (cl)).
 const CLUSTER_STAGE_NS: u64 = 20_000 * MS;
@@ -1340,8 +1351,9 @@ fn cluster_fault(
         }
     }
     f.start = now_ns();
-    // Fresh clients right after the signal or the command.
-    let _ = lab.fresh.send(());
+    // No fresh client starts from the fault until the largest TTL after the cluster is whole
+    // again: only there does A9 cover one (below).
+    lab.fresh_hold.store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
     f.promoted = when(|| serving(rc, r));
     rec.outages.push(Outage {
         node: CLUSTER_NODE,
@@ -1370,5 +1382,9 @@ fn cluster_fault(
     }
     f.demoted = when(|| replication(rc, m).contains("role:slave"));
     f.healthy = when(|| healthy(rc));
+    lab.fresh_hold.store(
+        now_ns() + (TTL_MAX_MS + FRESH_AFTER_CLUSTER_MS) * MS,
+        std::sync::atomic::Ordering::SeqCst,
+    );
     rec.failovers.push(f);
 }

@@ -439,9 +439,12 @@ pub fn group_fault(
         if step.action == GroupAction::Kill {
             crate::sleep_until(f.start + step.down_ms * MS);
             f.back = Some(now_ns());
+            // With no switch (broken on purpose) it is still the master.
             let port = new.to_string();
             let mut args = DATA_ARGS.to_vec();
-            args.extend(["--replicaof", "127.0.0.1", &port]);
+            if new != old {
+                args.extend(["--replicaof", "127.0.0.1", &port]);
+            }
             group.nodes[m].restart_with(&args);
         }
     }
