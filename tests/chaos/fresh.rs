@@ -286,7 +286,11 @@ pub fn check_coverage(
         ("fresh clients", stats.started),
         (
             "fresh clients started during a failover",
-            if sentinel && failovers { stats.during_failover } else { 1 },
+            if sentinel && failovers {
+                stats.during_failover
+            } else {
+                1
+            },
         ),
         ("acquisitions by fresh clients", stats.acquired),
         ("leader reads by fresh clients", stats.reports),

@@ -1353,7 +1353,8 @@ fn cluster_fault(
     f.start = now_ns();
     // No fresh client starts from the fault until the largest TTL after the cluster is whole
     // again: only there does A9 cover one (below).
-    lab.fresh_hold.store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+    lab.fresh_hold
+        .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
     f.promoted = when(|| serving(rc, r));
     rec.outages.push(Outage {
         node: CLUSTER_NODE,
