@@ -1110,7 +1110,7 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
             delayed.to_string(),
         ),
         (
-            "node crash, quick restart (down 0-100 ms; clients with restart_grace = largest TTL)"
+            "node crash, quick restart (down 0-100 ms; clients with restart_grace ≥ largest TTL)"
                 .into(),
             format!(
                 "{} ({} started at x.895-x.999 s of the node's clock; {grace_acq} acquisitions \
