@@ -324,10 +324,22 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
         }
         // In a quick phase, wait for the guard band to open (for a cluster master's return:
         // for its window).
+        // A fault of the Sentinel group once the last one's tail has ended; a failover's window
+        // is narrow, so nothing else starts in its phase before the window opens.
+        let group_free = sentinel::free_at(&faults) <= t;
+        let opens = t - t % PHASE_MS + GUARD_IN_MS;
+        if combos.contains(&Class::Sentinel(GroupAction::Failover))
+            && quick_phase(seed, t as i64)
+            && t < opens
+            && sentinel::free_at(&faults) <= opens
+        {
+            t = opens;
+            continue;
+        }
         let combo_ok = |c: Class| match c {
             Class::ClusterKill | Class::ClusterStop => back_after(seed, t, eager).is_some(),
             Class::ClusterFailover => true,
-            Class::Sentinel(a) => sentinel::ready(a, seed, t, eager),
+            Class::Sentinel(a) => group_free && sentinel::ready(a, seed, t, eager),
             // Its restart comes at once, or within a second and 100 ms when timed.
             Class::Crash => {
                 !quick_phase(seed, t as i64)
@@ -391,6 +403,10 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
                 _ => Class::Fence,
             }
         };
+        if matches!(class, Class::Sentinel(_)) && !group_free {
+            // A lost replica drawn at random while the group is not whole yet: a crash.
+            class = Class::Crash;
+        }
         if class == Class::ClockJump && !jump_window(seed, t) {
             // Too close to a phase's end: a partition now, the jump next time.
             first.push(Class::ClockJump);

@@ -472,12 +472,13 @@ pub fn ready(action: GroupAction, seed: u64, at_ms: u64, eager: bool) -> bool {
 }
 
 /// Each phase's combination in the Sentinel configuration: in a quick phase a failover of the
-/// live master, then (in the next combination's slot) a standalone crash; in a delayed phase
-/// a crash, then in turns (the seed choosing the first) a master's kill or a lost replica.
+/// live master as soon as its window opens, then a standalone crash if a quick window is left;
+/// in a delayed phase a crash, then in turns (the seed choosing the first) a master's kill or a
+/// lost replica.
 pub fn combos(seed: u64, at_ms: u64) -> Vec<Class> {
     let phase = at_ms / PHASE_MS;
     if quick_phase(seed, at_ms as i64) {
-        vec![Class::Sentinel(GroupAction::Failover), Class::Crash]
+        vec![Class::Crash, Class::Sentinel(GroupAction::Failover)]
     } else if (phase / 2 + seed / 2).is_multiple_of(2) {
         vec![Class::Sentinel(GroupAction::Kill), Class::Crash]
     } else {
@@ -493,6 +494,29 @@ pub fn planned_ms(step: &GroupStep) -> u64 {
         GroupAction::Failover => 1_500 + SENTINEL_D_MS,
         GroupAction::Replica => step.down_ms,
     }
+}
+
+/// When the last group fault of `faults` has usually ended, its tail included (the driver
+/// waits for the tail before the next group fault, and the faults after it would run late):
+/// a failover's old master is demoted about 10 s after the switch; a kill's or a lost
+/// replica's resync takes a second or so.
+pub fn free_at(faults: &[crate::schedule::Fault]) -> u64 {
+    faults
+        .iter()
+        .flat_map(|f| f.steps.iter().map(move |(_, s)| (f.at_ms, s)))
+        .filter_map(|(at, s)| match s {
+            crate::schedule::Step::Group(g) => Some(
+                at + planned_ms(g)
+                    + if g.action == GroupAction::Failover {
+                        12_000
+                    } else {
+                        1_500
+                    },
+            ),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Rule (cov)'s classes of the group that the plan alone decides, each with whether `steps`
