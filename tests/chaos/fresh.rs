@@ -176,7 +176,12 @@ pub fn child(args: &[String]) {
         waits: 0,
         armed: 0,
     };
-    for _ in 0..worker.rng.range(1, 2) {
+    // Broken on purpose (`--fresh-grace-ms`): attempts for 1.5 s, to meet a failover's window.
+    let attempts = worker.rng.range(1, 2);
+    let broken_until = now_ns() + 1_500 * MS;
+    let mut made = 0;
+    while made < attempts || (flags.fresh_grace_ms.is_some() && now_ns() < broken_until) {
+        made += 1;
         let res = resource(worker.rng.below(RESOURCES as u64) as usize);
         let ttl = Duration::from_millis(worker.rng.range(TTL_MIN_MS, TTL_MAX_MS));
         let rl = worker.rl();

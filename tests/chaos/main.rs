@@ -123,8 +123,9 @@
 //!   is never cut; after a SIGKILL the old master takes no writes, and the client may lose
 //!   every sentinel (the node is then down for it until the heal).
 //!
-//! As in the cluster configuration the group's fault is the only fault while the node's votes
-//! may be lost: the driver goes on only once every sentinel switched (plus `D` after a
+//! A failover whose window the driver misses (it ran late: the group took long to be whole
+//! again) is skipped, and (cov) says so if the run then has none. As in the cluster
+//! configuration the group's fault is the only fault while the node's votes may be lost: the driver goes on only once every sentinel switched (plus `D` after a
 //! failover), or once a lost replica restarted; the rest (the old master's demotion, the
 //! resync, the group whole: every sentinel naming the master with no failover flag, the master
 //! with both replicas linked) runs beside the next standalone faults, and the next fault of
@@ -281,8 +282,10 @@
 //! - `--fresh-grace-ms N`: the fresh clients of the quick phases use a restart grace of N ms
 //!   (0: none), and in the Sentinel configuration every `SENTINEL FAILOVER` comes with a
 //!   long-lived client cut off from two standalone nodes until the switch is over (its locks
-//!   rest on the old master): with 0, (a) and (b) fire when a fresh client takes the promoted
-//!   master's vote at once, issue 39's first hole;
+//!   rest on the old master), five fresh clients start right after the switch, and each tries
+//!   to lock for 1.5 s: with 0, (a) and (b) fire when a fresh client takes the promoted
+//!   master's vote at once while the old master still counts for a client connected to it,
+//!   issue 39's first hole;
 //! - `--stall-sentinels`: two sentinels hung (SIGSTOP) through each kill or failover of the
 //!   group's master, so that no failover runs its course: (sn) fires.
 
