@@ -1,7 +1,7 @@
 //! The checker: reads the client processes' logs and the driver's record of outages, and
 //! reports every violation of the rules in the test's module docs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::client::OPS;
@@ -112,7 +112,9 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             | Action::MasterBlackhole
             | Action::ClusterKill
             | Action::ClusterStop
-            | Action::ClusterFailover => BACKLOG_SLACK_NS,
+            | Action::ClusterFailover
+            | Action::GroupKill
+            | Action::GroupFailover => BACKLOG_SLACK_NS,
             _ => 0,
         };
         o.node == s.node
@@ -145,7 +147,7 @@ pub struct Call {
 }
 
 impl Call {
-    fn acquires(&self) -> bool {
+    pub fn acquires(&self) -> bool {
         matches!(self.op.as_str(), "lock" | "try_lock" | "wait" | "overask")
     }
 }
@@ -547,9 +549,16 @@ pub fn check(
     }
 
     // (e) No client acquired while a majority of the nodes was down or cut off from it (5 ms
-    // after the last signal or cut, for it to take hold).
-    for client in 0..CLIENTS {
-        for (down, up) in majority_down(&record.outages_for(client)) {
+    // after the last signal or cut, for it to take hold). Fresh clients included; a Sentinel
+    // group failing over by `SENTINEL FAILOVER` still answers (its outage is for (f)).
+    let clients: BTreeSet<usize> = logs.calls.iter().map(|c| c.client).collect();
+    for client in clients {
+        let outages: Vec<Outage> = record
+            .outages_for(client)
+            .into_iter()
+            .filter(|o| o.action != Action::GroupFailover)
+            .collect();
+        for (down, up) in majority_down(&outages) {
             for c in logs.calls.iter().filter(|c| c.client == client) {
                 if c.acquires() && c.outcome == "ok" && c.start >= down + 5 * MS && c.end <= up {
                     verdict.fail(format!(
@@ -1182,6 +1191,9 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
         )
     };
     let mut rows: Vec<(String, String)> = Vec::new();
+    if !record.group.is_empty() {
+        rows.extend(crate::sentinel::fault_rows(record));
+    }
     if !record.failovers.is_empty() {
         rows.push((
             "cluster master SIGKILL, failover, restart (back as a replica)".into(),
@@ -1203,7 +1215,7 @@ pub fn fault_table(record: &Record, logs: &Logs) -> Vec<(String, String)> {
             delayed.to_string(),
         ),
         (
-            "node crash, quick restart (down 0-100 ms; clients with restart_grace = largest TTL)"
+            "node crash, quick restart (down 0-100 ms; clients with restart_grace ≥ largest TTL)"
                 .into(),
             format!(
                 "{} ({} started at x.895-x.999 s of the node's clock; {grace_acq} acquisitions \

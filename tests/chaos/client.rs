@@ -44,10 +44,10 @@ pub struct ChildArgs {
 /// without for the others (see the module docs of `main.rs`). Each call uses the one of the
 /// phase it starts in.
 pub struct Clients {
-    grace: Redlock,
-    plain: Redlock,
-    seed: u64,
-    chaos_start_ns: u64,
+    pub grace: Redlock,
+    pub plain: Redlock,
+    pub seed: u64,
+    pub chaos_start_ns: u64,
 }
 
 impl Clients {
@@ -142,6 +142,21 @@ pub struct Shared {
     canceller: Sender<Fire>,
     waiters: Mutex<Vec<Waiter>>,
     probes: Sender<Probe>,
+}
+
+impl Shared {
+    /// What the threads of a process share, its canceller running until the last `Shared` is
+    /// gone.
+    pub fn start(probes: Sender<Probe>) -> (Arc<Shared>, std::thread::JoinHandle<()>) {
+        let (fires_tx, fires) = crossbeam_channel::unbounded();
+        let canceller = std::thread::spawn(move || canceller(fires));
+        let shared = Shared {
+            canceller: fires_tx,
+            waiters: Mutex::new(Vec::new()),
+            probes,
+        };
+        (Arc::new(shared), canceller)
+    }
 }
 
 /// Fires scheduled cancels on time, until every sender is gone.
@@ -397,7 +412,7 @@ impl Worker {
     }
 
     /// The critical section: a non-atomic increment of the resource's counter.
-    fn hold(&mut self, lock: Lock, res: &str, ttl: Duration, call_start: u64, kind: KeyKind) {
+    pub fn hold(&mut self, lock: Lock, res: &str, ttl: Duration, call_start: u64, kind: KeyKind) {
         // The clock first, then validity: the deadline logged is never later than the lock's, so
         // a stall in between shortens the window checked instead of making a false overlap (or
         // hiding a write made after validity).
@@ -486,6 +501,18 @@ pub fn build_client(
     flags: &Flags,
     cluster_map: &[(u16, u16)],
 ) -> Redlock {
+    builder(nodes, grace, flags, cluster_map)
+        .build()
+        .expect("build client")
+}
+
+/// The builder [`build_client`] builds.
+pub fn builder(
+    nodes: &[String],
+    grace: Option<Duration>,
+    flags: &Flags,
+    cluster_map: &[(u16, u16)],
+) -> redlock::Builder {
     let builder = Redlock::builder()
         .nodes(nodes)
         .cluster_address_map_for_tests(
@@ -501,12 +528,11 @@ pub fn build_client(
         .clock_guard(!flags.no_clock_guard);
     // With `--min-replicas` the client without grace sets `min_replicas` to the replicas of
     // every master (one): a cluster failover loses none of its votes (A9, A10).
-    let builder = match grace {
+    match grace {
         Some(grace) => builder.restart_grace(grace),
         None if crate::replicated() => builder.min_replicas(1),
         None => builder,
-    };
-    builder.build().expect("build client")
+    }
 }
 
 pub fn child(args: ChildArgs) {

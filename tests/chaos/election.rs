@@ -148,7 +148,7 @@ impl Worker {
     }
 
     /// Who leads, as `Redlock::leader` says: an `O` line.
-    fn ask_leader(&mut self) {
+    pub fn ask_leader(&mut self) {
         let rl = self.rl();
         let (start, end, result) = self.call(OP_LEADER, ELECTION, || rl.leader(ELECTION));
         if let Ok(seen) = result {
@@ -162,7 +162,7 @@ impl Worker {
 
     /// Who leads, as an observer (`Redlock::observe`) reports it for up to 1.5 s: an `O` line per
     /// change it reports, read between the previous report (or the start) and this one.
-    fn watch_leader(&mut self, end_ns: u64) {
+    pub fn watch_leader(&mut self, end_ns: u64) {
         let rl = self.rl();
         let cancel = Cancel::new();
         let Ok(observer) = rl.observe(ELECTION, Some(&cancel)) else {

@@ -94,6 +94,22 @@ fn cluster_addrs(url: &str) -> Option<Vec<String>> {
     Some(addrs)
 }
 
+/// The master's name and the sentinels a `redis+sentinel://host:port/NAME?sentinel=…` URL
+/// names, or `None` for another URL.
+fn sentinel_addrs(url: &str) -> Option<(String, Vec<String>)> {
+    let rest = url.strip_prefix("redis+sentinel://")?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (first, name) = path.split_once('/')?;
+    let mut addrs = vec![first.to_owned()];
+    addrs.extend(
+        query
+            .split('&')
+            .filter_map(|kv| kv.strip_prefix("sentinel="))
+            .map(str::to_owned),
+    );
+    Some((name.to_owned(), addrs))
+}
+
 fn open(addr: &str) -> Option<redis::Connection> {
     let client = redis::Client::open(format!("redis://{addr}")).ok()?;
     let conn = client.get_connection_with_timeout(IO_TIMEOUT).ok()?;
@@ -126,6 +142,9 @@ impl Nodes {
         if let Some(addrs) = self.cluster[n].clone() {
             return self.look_in_cluster(n, &addrs, kind, resource, token);
         }
+        if let Some((name, sentinels)) = sentinel_addrs(&self.urls[n]) {
+            return self.look_in_group(&name, &sentinels, kind, resource, token);
+        }
         let Some(conn) = self.conn(n) else {
             return Seen::Unreachable;
         };
@@ -137,6 +156,63 @@ impl Nodes {
             Err(_) => {
                 // A reply may still come on this connection: never reuse it.
                 self.conns[n] = None;
+                Seen::Unreachable
+            }
+        }
+    }
+
+    /// `look` on a Sentinel node: on the master the first sentinel that answers names (after a
+    /// switch, the new one: the old master may keep keys it alone had until its demotion, which
+    /// no client reads).
+    fn look_in_group(
+        &mut self,
+        name: &str,
+        sentinels: &[String],
+        kind: KeyKind,
+        resource: &str,
+        token: &str,
+    ) -> Seen {
+        let conn = |addr: &str, by_addr: &mut std::collections::HashMap<_, _>| {
+            if !by_addr.contains_key(addr)
+                && let Some(c) = open(addr)
+            {
+                by_addr.insert(addr.to_owned(), c);
+            }
+            by_addr.get_mut(addr).is_some()
+        };
+        let mut master = None;
+        for s in sentinels {
+            if !conn(s, &mut self.by_addr) {
+                continue;
+            }
+            let asked = redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(name)
+                .query::<Option<(String, u16)>>(self.by_addr.get_mut(s).expect("connected"));
+            match asked {
+                Ok(Some((host, port))) => {
+                    master = Some(format!("{host}:{port}"));
+                    break;
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    self.by_addr.remove(s);
+                }
+            }
+        }
+        let Some(at) = master else {
+            return Seen::Unreachable;
+        };
+        if !conn(&at, &mut self.by_addr) {
+            return Seen::Unreachable;
+        }
+        let answer = pipeline(kind, resource, token)
+            .query::<Vec<redis::Value>>(self.by_addr.get_mut(&at).expect("connected"));
+        match answer {
+            Ok(replies) => seen(kind, token, &replies),
+            Err(e) if e.code() == Some("WRONGTYPE") => Seen::Absent,
+            Err(_) => {
+                self.by_addr.remove(&at);
                 Seen::Unreachable
             }
         }

@@ -53,13 +53,14 @@
 //! returns soon after a jump.
 //!
 //! # The cluster configurations
-//! The run has three configurations, and the short profile runs all three, one after the
-//! other, with the same seed (`--standalone`, `--cluster` or `--cluster3` runs one). In
-//! `--cluster`, lock node n4 is a whole Redis Cluster, three masters with a replica each
-//! (`redis+cluster://`, `src/cluster.rs`), beside the standalone nodes n0-n3; in `--cluster3`
-//! (N = 3), n2 is such a cluster beside n0 and n1, so that a fault of the cluster is a third of
-//! the nodes, not a fifth. The workloads, the two Redlock clients per process and the rules are
-//! the same. With `--min-replicas` (not in the short profile: see "min_replicas" below) the
+//! The run has four configurations. The short profile runs three of them, one after the other,
+//! with the same seed: standalone, `--cluster3` and `--sentinel` (`--standalone`, `--cluster`,
+//! `--cluster3` or `--sentinel` runs one). In `--cluster`, lock node n4 is a whole Redis
+//! Cluster, three masters with a replica each (`redis+cluster://`, `src/cluster.rs`), beside the
+//! standalone nodes n0-n3; in `--cluster3` (N = 3), n2 is such a cluster beside n0 and n1, so
+//! that a fault of the cluster is a third of the nodes, not a fifth. The workloads, the two
+//! Redlock clients per process and the rules are the same. With `--min-replicas` (not in the
+//! short profile: see "min_replicas" below) the
 //! clients without grace set `min_replicas(1)`, the replicas of every master (A9's complete
 //! cover, A10 of `docs/guarantees.md`), and each standalone node has a replica too (never
 //! faulted; a master restarted empty resyncs it at once), or those clients would find no
@@ -132,6 +133,61 @@
 //! `min_replicas(1)`, with a replica beside each standalone node (four or two more servers).
 //! It is not in the short profile, which keeps its time.
 //!
+//! # The Sentinel configuration
+//! In the Sentinel configuration (`--sentinel`), lock node n4 is a Sentinel group
+//! (`sentinel.rs`): one master, two replicas, three sentinels (quorum 2,
+//! `down-after-milliseconds` 1000, `failover-timeout` 3000), reached by a `redis+sentinel://`
+//! URL, beside the standalone nodes n0-n3, which keep their standalone faults as in the cluster
+//! configuration (Young and Fence give way to one standalone crash per phase). The sentinels
+//! name one address per data node to every client, so no relay can stand between one client
+//! and one data node: the clients reach the data nodes directly and each sentinel through a
+//! relay of their own, which the driver cuts. Each phase has one fault of the group:
+//! - **the master SIGKILLed** (delayed phases, in turns with the next): the sentinels promote a
+//!   replica after `down-after-milliseconds` and their election (about 2 s, more than the
+//!   largest TTL, so every key the replica lacks had expired: a delayed restart, safe in
+//!   either phase); once every sentinel names the new master the old one restarts empty as its
+//!   replica (as an orchestrator that asks the sentinels at start does);
+//! - **a replica lost** (delayed phases, and now and then at random): SIGKILLed, restarted
+//!   empty as a replica of the master after 0.2-1.5 s;
+//! - **`SENTINEL FAILOVER` of the live master** (quick phases): the old master takes writes
+//!   until the sentinels demote it about 10 s after the switch, and a client connected to it
+//!   sends it votes (which the switch loses) until its watch has seen a switched sentinel, `D`
+//!   later at most (A8); so the fault is a quick restart of the node from the command until
+//!   every sentinel switched plus `D` plus the largest TTL, and comes only where a quick window
+//!   holds that long (`sentinel::ready`), where only clients with grace acquire. Their grace
+//!   is the largest TTL plus `D` (`SENTINEL_D_MS`), as A8 asks;
+//! - with a SIGKILL or a failover, often **a client cut off from sentinels** (1 to 3 of them,
+//!   refused or blackholed) from just before the fault until every sentinel switched, within
+//!   A8's budget: no client is cut off from every switched sentinel while it still reaches a
+//!   writable old master. A failover's leader, the sentinel asked, is the first to switch, and
+//!   is never cut; after a SIGKILL the old master takes no writes, and the client may lose
+//!   every sentinel (the node is then down for it until the heal).
+//!
+//! A failover whose window the driver misses (it ran late: the group took long to be whole
+//! again) is skipped, and (cov) says so if the run then has none. As in the cluster
+//! configuration the group's fault is the only fault while the node's votes may be lost: the driver goes on only once every sentinel switched (plus `D` after a
+//! failover), or once a lost replica restarted; the rest (the old master's demotion, the
+//! resync, the group whole: every sentinel naming the master with no failover flag, the master
+//! with both replicas linked) runs beside the next standalone faults, and the next fault of
+//! the group waits for it. A master's kill counts as an outage of the node for every client
+//! until the switch; a failover's votes may be lost until the switch plus `D`, which excuses a
+//! key left there (f) but is no outage for (e) (the node answers).
+//!
+//! # Fresh clients
+//! In every configuration the parent also starts short-lived client processes (`fresh.rs`,
+//! child mode `--fresh`), at random instants (every 0.5-3 s, at most three at a time) and right
+//! after each kill or failover of the group and after the sentinels' switch: clients with no
+//! history, like a command-line call or a restarted service. In the cluster configuration
+//! they start only where A9 covers such a client: not from a fault of the cluster node until
+//! the largest TTL after the cluster is whole again (an old master back from a stop says it
+//! owns its slots until its demotion, and nothing tells a client with no history that its
+//! vote there will be lost; `min_replicas`, A9's other cover, would refuse every standalone
+//! node, which has no replica). Each builds brand-new Redlock clients, with and without grace,
+//! and uses the phase's, as every acquisition does (rule (p) checks theirs too). It takes a
+//! lock once or twice on the mutex resources with the holders' read-modify-write, asks `leader`
+//! once and observes the election for 0.1-0.8 s, and exits; its log lines (ids from
+//! `FRESH_BASE`) go through the same rules as every client's.
+//!
 //! # Rules
 //! Afterwards a checker reads the logs and asserts:
 //! - (a) safety: no two holders' windows `[lock() returned, min(validity deadline, release
@@ -155,8 +211,11 @@
 //!   relays; three with `--min-replicas`, the `WAIT` lane of the client with `min_replicas`
 //!   included; on a cluster node, each master does and no replica, an old master
 //!   included, and the relays carry every client connection to the cluster, each client's to
-//!   each master at least its three), and the data node none once the client threads ended:
-//!   nothing wedged, nothing leaked;
+//!   each master at least its three; on the Sentinel group, the master every sentinel names
+//!   does and no replica, the sentinels' own links aside), and the data node none once the
+//!   client threads ended; every fresh client exited on its own, and none of its connections
+//!   is left (the counts above are taken after the last one exited): nothing wedged, nothing
+//!   leaked;
 //! - (e) no client acquired while a majority of the nodes was down **or cut off from that
 //!   client** (a cluster node with one master cut off from it is not counted);
 //! - (f) no key of a cancelled or finished acquisition outlives its call: `node_timeout` after a
@@ -177,15 +236,23 @@
 //!   in the cluster configurations, no acquisition by a client without grace ran from an old
 //!   master's return until the largest TTL after its demotion (with `--min-replicas`: no such
 //!   acquisition while one by a client with grace ran from the return until the demotion), and
-//!   no replica was promoted sooner than the largest TTL after its master stopped;
+//!   no replica was promoted sooner than the largest TTL after its master stopped; in the
+//!   Sentinel configuration, no replica was promoted sooner than that after its master's
+//!   SIGKILL, and no client without grace acquired from a `SENTINEL FAILOVER` until every
+//!   sentinel had switched plus `D` plus the largest TTL;
 //! - (cl) every fault of the cluster node ran its course: the replica was promoted, the old
 //!   master came back as a replica, and the cluster was whole again (a check of the harness and
 //!   of the servers, which a failover that never happens would otherwise pass silently);
+//! - (sn) likewise every fault of the Sentinel group: after a SIGKILL or a failover every
+//!   sentinel named a new master, which says it is one, the killed master restarted only after
+//!   that, and the old master is a replica of the new one with its link up; a lost replica
+//!   restarted and is in sync again; and the group was whole again afterwards;
 //! - (cov) every fault class above was injected (in the cluster configurations, cuts of one
 //!   master both ways, a master's clock jump, and an old master back in a quick phase, and with
 //!   `--min-replicas` in a delayed one, among them), both kinds of client acquired, cancellable
-//!   read-write and semaphore waits were made, elections were won and campaigns cancelled: a
-//!   run that skipped one tested nothing about it;
+//!   read-write and semaphore waits were made, elections were won and campaigns cancelled,
+//!   fresh clients were started (during a failover too, where the configuration has them),
+//!   acquired and read the leader: a run that skipped one tested nothing about it;
 //! - the fenced rules (f1) token order and (f2) no stale write accepted, in `fenced.rs`, and
 //!   the read-write and semaphore rules rw1-rw4 and sem1-sem4, in `kinds.rs`;
 //! - the election rules, in `election.rs`: el1 at most one leader with validity left at any
@@ -229,7 +296,8 @@
 //!
 //! Parts: `schedule.rs` (the phases, the seeded faults and the driver), `relay.rs` (the
 //! per-client relays), `client.rs` (child mode: the client processes, their workers and
-//! cancels), `keys.rs` (the key probe of each client process), `checker.rs` (the rules, and
+//! cancels), `fresh.rs` (the fresh clients: their spawner and child mode), `sentinel.rs` (the
+//! Sentinel group: its faults and rules (sn) and its (p)), `keys.rs` (the key probe of each client process), `checker.rs` (the rules, and
 //! their self-test on made-up violations), `kinds.rs` (the read-write lock and the semaphore:
 //! clients, rules, self-test), `fenced.rs` (fenced locks and the storage: client, rules,
 //! self-test), `election.rs` (leader elections and their term-checked storage: candidates,
@@ -272,7 +340,16 @@
 //!   (Porcupine's store model; seed 71287257307440, for one, on `chaos-election`);
 //! - `--no-clock-guard`: clients without the clock guard, and every clock jump (a cluster
 //!   master's too) comes with a client holding its locks on a bare majority that includes the
-//!   jumping node: (a) and the others fire when the jump frees such a lock early.
+//!   jumping node: (a) and the others fire when the jump frees such a lock early;
+//! - `--fresh-grace-ms N`: the fresh clients of the quick phases use a restart grace of N ms
+//!   (0: none), and in the Sentinel configuration every `SENTINEL FAILOVER` comes with a
+//!   long-lived client cut off from two standalone nodes until the switch is over (its locks
+//!   rest on the old master), five fresh clients start right after the switch, and each tries
+//!   to lock for 1.5 s: with 0, (a) and (b) fire when a fresh client takes the promoted
+//!   master's vote at once while the old master still counts for a client connected to it,
+//!   issue 39's first hole;
+//! - `--stall-sentinels`: two sentinels hung (SIGSTOP) through each kill or failover of the
+//!   group's master, so that no failover runs its course: (sn) fires.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -281,11 +358,13 @@ mod checker;
 mod client;
 mod election;
 mod fenced;
+mod fresh;
 mod history;
 mod keys;
 mod kinds;
 mod relay;
 mod schedule;
+mod sentinel;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -483,26 +562,39 @@ pub struct Flags {
     pub unchecked_storage: bool,
     /// `--no-clock-guard`: clients without the clock guard.
     pub no_clock_guard: bool,
-    /// The configuration, not a way to break it: lock node `CLUSTER_NODE` is a Redis Cluster
+    /// The configuration, not a way to break it: the last lock node is a Redis Cluster
     /// with replicas, and the schedule fails its masters over (see the module docs).
     pub cluster: bool,
     /// With `cluster`: three lock nodes instead of five (`--cluster3`), the last a cluster.
     pub three: bool,
     /// With `cluster`: the clients without grace set `min_replicas(1)` (`--min-replicas`).
     pub min_replicas: bool,
+    /// Likewise: the last lock node (of five) is a Sentinel group (`sentinel.rs`).
+    pub sentinel: bool,
+    /// `--fresh-grace-ms N`: the fresh clients of the quick phases use a restart grace of N ms
+    /// (0: none), and every `SENTINEL FAILOVER` comes with a client cut off from two standalone
+    /// nodes, its locks resting on the old master.
+    pub fresh_grace_ms: Option<u64>,
+    /// `--stall-sentinels`: two sentinels hung through each fault of the group's master, so
+    /// that no failover runs its course.
+    pub stall_sentinels: bool,
 }
 
 impl Flags {
     fn arg(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{}",
             u8::from(self.eager),
             self.grace_ms,
             u8::from(self.unchecked_storage),
             u8::from(self.no_clock_guard),
             u8::from(self.cluster),
             u8::from(self.three),
-            u8::from(self.min_replicas)
+            u8::from(self.min_replicas),
+            u8::from(self.sentinel),
+            self.fresh_grace_ms
+                .map_or("-".to_owned(), |g| g.to_string()),
+            u8::from(self.stall_sentinels)
         )
     }
 
@@ -516,6 +608,9 @@ impl Flags {
             cluster: f[4] == "1",
             three: f[5] == "1",
             min_replicas: f[6] == "1",
+            sentinel: f[7] == "1",
+            fresh_grace_ms: f[8].parse().ok(),
+            stall_sentinels: f[9] == "1",
         }
     }
 
@@ -531,12 +626,23 @@ impl Flags {
         );
     }
 
+    /// The restart grace of the quick phases' clients unless broken on purpose: the largest
+    /// TTL, plus the watch's `D` where a Sentinel group's live master fails over (A8).
+    fn default_grace_ms(&self) -> u64 {
+        if self.sentinel {
+            TTL_MAX_MS + sentinel::SENTINEL_D_MS
+        } else {
+            TTL_MAX_MS
+        }
+    }
+
     /// The configuration's name, as on the command line.
     fn name(&self) -> &'static str {
-        match (self.cluster, self.three) {
-            (false, _) => "standalone",
-            (true, false) => "cluster",
-            (true, true) => "cluster3",
+        match (self.cluster, self.three, self.sentinel) {
+            (true, false, _) => "cluster",
+            (true, true, _) => "cluster3",
+            (false, _, true) => "sentinel",
+            (false, _, false) => "standalone",
         }
     }
 
@@ -556,8 +662,14 @@ impl Flags {
         if self.eager {
             s += " --eager-restarts";
         }
-        if self.grace_ms != TTL_MAX_MS {
+        if self.grace_ms != self.default_grace_ms() {
             s += &format!(" --grace-ms {}", self.grace_ms);
+        }
+        if let Some(g) = self.fresh_grace_ms {
+            s += &format!(" --fresh-grace-ms {g}");
+        }
+        if self.stall_sentinels {
+            s += " --stall-sentinels";
         }
         if self.unchecked_storage {
             s += " --unchecked-storage";
@@ -614,8 +726,9 @@ fn connections(node: &RedisNode) -> (usize, usize) {
                 .find_map(|f| f.strip_prefix(name))
                 .unwrap_or("")
         };
-        // A cluster node's replication links (its replica's, S; its master's, M) are not ours.
-        if field("flags=").contains(['S', 'M']) {
+        // A cluster node's replication links (its replica's, S; its master's, M) are not ours,
+        // nor a Sentinel group's sentinels' links (named `sentinel-<id>-cmd` and `-pubsub`).
+        if field("flags=").contains(['S', 'M']) || field("name=").starts_with("sentinel-") {
             continue;
         }
         let subscriber = field("flags=").contains('P')
@@ -662,6 +775,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     fenced::checker_catches_made_up_violations();
     election::checker_catches_made_up_violations();
     history::checker_catches_made_up_violations();
+    sentinel::checker_catches_made_up_violations();
     // Every plan injects every fault class rule (cov) wants: 2,000 seeds' plans checked.
     for (what, lacking) in plans_short(2_000, SHORT_CHAOS_MS, &flags).0 {
         assert!(
@@ -690,6 +804,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         println!(
             "{} configuration: n0-n{} standalone, n{} a Redis Cluster of 3 masters with a replica each",
             flags.name(),
+            cluster_node() - 1,
+            cluster_node()
+        );
+    }
+    if flags.sentinel {
+        println!(
+            "sentinel configuration: n0-n{} standalone, n{} a Sentinel group of a master, 2 replicas and 3 sentinels (quorum 2, down-after 1000 ms, failover-timeout 3000 ms)",
             cluster_node() - 1,
             cluster_node()
         );
@@ -731,8 +852,11 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // Every lock node runs under the clock shim, its offset in a file of its own.
     let shim = build_shim(&dir.0);
     // In the cluster configurations the last lock node is a Redis Cluster: each of its
-    // processes runs under the shim too, with an offset file of its own.
-    let standalone = if flags.cluster {
+    // processes runs under the shim too, with an offset file of its own. In the Sentinel
+    // configuration it is a group whose data nodes the clients reach directly (the sentinels
+    // name one address for every client) and whose sentinels they reach through relays of
+    // their own, which the driver cuts while the group switches.
+    let standalone = if flags.cluster || flags.sentinel {
         cluster_node()
     } else {
         nodes()
@@ -787,6 +911,14 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             ]
         })
     });
+    let mut group = flags.sentinel.then(sentinel::Group::start);
+    let sentinel_relays: Vec<Vec<Relay>> = (0..CLIENTS)
+        .map(|_| {
+            group.as_ref().map_or(Vec::new(), |g| {
+                g.sentinels.iter().map(|s| Relay::start(s.port)).collect()
+            })
+        })
+        .collect();
     let data = RedisNode::start();
     let relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| cluster.nodes.iter().map(|n| Relay::start(n.port)).collect())
@@ -837,6 +969,14 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             .zip(&cluster_relays[i])
             .map(|(n, r)| format!("{}={}", n.port, r.port))
             .collect();
+        if let Some(g) = &group {
+            let addrs: Vec<String> = sentinel_relays[i]
+                .iter()
+                .map(|r| format!("127.0.0.1:{}", r.port))
+                .collect();
+            urls.push(sentinel::Group::url(&addrs));
+            direct.push(sentinel::Group::url(&g.sentinel_addrs()));
+        }
         let mut child = Command::new(&exe)
             .arg("--child")
             .arg(i.to_string())
@@ -903,6 +1043,32 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             (i, std::thread::spawn(move || node_probe(port, &stop)))
         })
         .collect();
+    // Fresh clients, from the start of the chaos phase until the planned end of the faults.
+    let (fresh_tx, fresh_rx) = crossbeam_channel::unbounded();
+    let fresh_hold = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let spawner = {
+        let mut urls = cluster.urls();
+        if let Some(rc) = &redis_cluster {
+            urls.push(rc.url());
+        }
+        if let Some(g) = &group {
+            urls.push(sentinel::Group::url(&g.sentinel_addrs()));
+        }
+        fresh::spawner(
+            fresh::Spawn {
+                exe: exe.clone(),
+                urls,
+                data: data.url(),
+                chaos_start_ns: chaos_start,
+                until_ns: chaos_start + planned_end * MS,
+                seed,
+                dir: dir.0.clone(),
+                flags,
+            },
+            fresh_rx,
+            std::sync::Arc::clone(&fresh_hold),
+        )
+    };
     let lab = Lab {
         clock_files,
         cluster_clock_files,
@@ -912,14 +1078,20 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         writes,
         seed,
         eager: flags.eager,
+        sentinel_relays,
+        fresh: fresh_tx,
+        fresh_hold,
+        stall_sentinels: flags.stall_sentinels,
     };
     let record = drive(
         &mut cluster,
         redis_cluster.as_mut(),
+        group.as_mut(),
         &lab,
         &faults,
         chaos_start,
     );
+    let fresh_runs = spawner.join().expect("the fresh clients' spawner panicked");
     println!(
         "last fault healed at {}",
         ms(checker::last_heal(&record), origin)
@@ -1034,6 +1206,50 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             ));
         }
     }
+    // (d) on the Sentinel group: the master every sentinel names has one worker connection per
+    // Redlock client, plus this check's; a replica (an old master among them) this check's
+    // only: every worker followed the switch. At most one subscriber per Redlock client on
+    // the whole group (an idle one follows at its next subscription). Fresh clients have all
+    // exited: none of theirs is left anywhere.
+    if let Some(g) = &group {
+        let mut seen = Vec::new();
+        let mut master = None;
+        if !eventually(Duration::from_secs(5), || {
+            master = g.master();
+            seen = g
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (Some(i) == master, n.port, connections(n)))
+                .collect();
+            master.is_some()
+                && seen
+                    .iter()
+                    .all(|(m, _, c)| c.0 == if *m { CLIENTS * per_process + 1 } else { 1 })
+                && seen.iter().map(|(_, _, c)| c.1).sum::<usize>() <= CLIENTS * per_process
+        }) {
+            let each: Vec<String> = seen
+                .iter()
+                .map(|(m, port, c)| {
+                    format!(
+                        "{} {port}: {} command (expected {}), {} subscriber",
+                        if *m { "master" } else { "replica" },
+                        c.0,
+                        if *m { CLIENTS * per_process + 1 } else { 1 },
+                        c.1
+                    )
+                })
+                .collect();
+            verdict.fail(format!(
+                "(d) Sentinel node n{} (the sentinels agree on a master: {}): {}; at \
+                 most {} subscribers in all",
+                cluster_node(),
+                master.is_some(),
+                each.join("; "),
+                CLIENTS * per_process
+            ));
+        }
+    }
     // Client threads closed their data connections when they ended: only the counting one is left.
     let mut seen = 0;
     if !eventually(Duration::from_secs(5), || {
@@ -1054,6 +1270,19 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         }
     }
 
+    // (d) Every fresh client exited on its own, having written its log.
+    let mut logs = logs;
+    for run in &fresh_runs {
+        if run.ok && run.log.exists() {
+            logs.push(run.log.clone());
+        } else {
+            verdict.fail(format!(
+                "(d) fresh client {} (started {}) failed or left no log",
+                run.id,
+                ms(run.started, origin)
+            ));
+        }
+    }
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
     logs.relay_stalls = probe.join().expect("stall probe panicked");
@@ -1099,7 +1328,10 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         .counters
         .insert(kinds::RW_RESOURCE.to_owned(), rw_counter.unwrap_or(0));
     history::check(&logs, &finals, origin, &dir.0, chaos_ms, &mut verdict);
+    sentinel::check(&logs, &record, flags.eager, origin, &mut verdict);
+    let fresh_stats = fresh::stats(&logs, &record, &fresh_runs);
     check_coverage(&logs, &record, flags.cluster, &mut verdict);
+    fresh::check_coverage(&fresh_stats, &record, flags.sentinel, &mut verdict);
     if logs.holds.iter().filter(|h| h.wrote.is_some()).count() == 0 {
         verdict.fail("no holder wrote anything: the run tested nothing".into());
     }
@@ -1113,6 +1345,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         &stats,
         &fenced_stats,
         &election_stats,
+        &fresh_stats,
         &verdict,
         seed,
         chaos_ms,
@@ -1170,6 +1403,23 @@ fn print_timeline(record: &schedule::Record, origin: u64) {
             ),
         ));
     }
+    for g in &record.group {
+        let at = |t: Option<u64>| t.map_or("never".to_owned(), |t| ms(t, origin));
+        events.push((
+            g.start,
+            format!(
+                "{} (master {}, node faulted {}): a sentinel switched at {}, all at {}, back at {}, a replica at {}, group whole at {}",
+                sentinel::describe(&g.step),
+                g.master,
+                g.victim,
+                at(g.first_switch),
+                at(g.switched.map(|s| s.0)),
+                at(g.back),
+                at(g.demoted),
+                at(g.healthy)
+            ),
+        ));
+    }
     for &(at, node, offset) in &record.shifts {
         events.push((at, format!("clock of n{node} set to +{offset} ms")));
     }
@@ -1201,6 +1451,7 @@ fn print_table(
     stats: &checker::Stats,
     fenced: &fenced::Stats,
     election: &election::Stats,
+    fresh: &fresh::Stats,
     verdict: &Verdict,
     seed: u64,
     chaos_ms: u64,
@@ -1274,6 +1525,16 @@ fn print_table(
         acquired(&|c| c.variant == "g"),
         acquired(&|c| c.variant == "n")
     );
+    println!(
+        "| fresh clients: started (during a failover) / acquisitions of attempts (with grace) / leader calls, answers and reports checked by el4 | {} ({}) / {} of {} ({}) / {}, {} |",
+        fresh.started,
+        fresh.during_failover,
+        fresh.acquired,
+        fresh.attempts,
+        fresh.acquired_with_grace,
+        fresh.leader_calls,
+        fresh.reports
+    );
     println!();
     let leaked = logs
         .sightings
@@ -1315,6 +1576,10 @@ fn main() {
         child(parse_child(&args[1..]));
         return;
     }
+    if args.first().map(String::as_str) == Some("--fresh") {
+        fresh::child(&args[1..]);
+        return;
+    }
     let mut seed = None;
     let mut minutes = None;
     let mut flags = Flags {
@@ -1325,10 +1590,18 @@ fn main() {
         cluster: false,
         three: false,
         min_replicas: false,
+        sentinel: false,
+        fresh_grace_ms: None,
+        stall_sentinels: false,
     };
-    // Which configurations, as (cluster, three): all three (the default, the short profile in
-    // CI), or one.
-    let mut configs = vec![(false, false), (true, false), (true, true)];
+    let mut grace_ms = None;
+    // Which configurations, as (cluster, three, sentinel): the short profile's three (the
+    // default, in CI), or one.
+    let mut configs = vec![
+        (false, false, false),
+        (true, true, false),
+        (false, false, true),
+    ];
     let mut plan = false;
     let mut plan_coverage = None;
     let mut libtest = Vec::new();
@@ -1349,20 +1622,33 @@ fn main() {
             }
             "--eager-restarts" => flags.eager = true,
             "--grace-ms" => {
-                flags.grace_ms = it
-                    .next()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .unwrap_or_else(|| {
-                        eprintln!("--grace-ms needs a number");
-                        std::process::exit(2)
-                    })
+                grace_ms = Some(
+                    it.next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .unwrap_or_else(|| {
+                            eprintln!("--grace-ms needs a number");
+                            std::process::exit(2)
+                        }),
+                )
             }
+            "--fresh-grace-ms" => {
+                flags.fresh_grace_ms = Some(
+                    it.next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .unwrap_or_else(|| {
+                            eprintln!("--fresh-grace-ms needs a number");
+                            std::process::exit(2)
+                        }),
+                )
+            }
+            "--stall-sentinels" => flags.stall_sentinels = true,
             "--unchecked-storage" => flags.unchecked_storage = true,
             "--no-clock-guard" => flags.no_clock_guard = true,
-            "--standalone" => configs = vec![(false, false)],
-            "--cluster" => configs = vec![(true, false)],
-            "--cluster3" => configs = vec![(true, true)],
+            "--standalone" => configs = vec![(false, false, false)],
+            "--cluster" => configs = vec![(true, false, false)],
+            "--cluster3" => configs = vec![(true, true, false)],
             "--min-replicas" => flags.min_replicas = true,
+            "--sentinel" => configs = vec![(false, false, true)],
             // The schedule only, to see what a seed would do.
             "--plan" => plan = true,
             // Of N seeds' plans, how many lack each fault class rule (cov) wants.
@@ -1395,13 +1681,15 @@ fn main() {
     let seed = seed.unwrap_or_else(|| now_ns() ^ (u64::from(std::process::id()) << 32));
     let chaos_ms = minutes.map_or(SHORT_CHAOS_MS, |m| m.max(1) * 60_000);
     let mut failed = Vec::new();
-    for (cluster, three) in configs {
-        let flags = Flags {
+    for (cluster, three, sentinel) in configs {
+        let mut flags = Flags {
             cluster,
             three,
+            sentinel,
             ..flags
         };
         flags.apply();
+        flags.grace_ms = grace_ms.unwrap_or_else(|| flags.default_grace_ms());
         if let Some(seeds) = plan_coverage {
             let (short, redrawn) = plans_short(seeds, chaos_ms, &flags);
             println!(

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::Receiver;
 
 use crate::relay::{CutMode, Relay};
+use crate::sentinel::{self, Group, GroupAction, GroupFault, GroupStep};
 use crate::support::{Cluster, RedisCluster};
 use crate::{
     CLIENTS, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, PHASE_MS, RESOURCES,
@@ -29,7 +30,7 @@ pub fn quick_phase(seed: u64, offset_ms: i64) -> bool {
 /// least `GUARD_IN_MS` after it began (no call of a client without grace is still running) and
 /// `GUARD_OUT_MS` before it ends (every lock the node forgot has expired before clients
 /// without grace come back). `eager` (the unsafe way: `--eager-restarts`) allows it anywhere.
-fn quick_window(seed: u64, at_ms: u64, eager: bool) -> bool {
+pub fn quick_window(seed: u64, at_ms: u64, eager: bool) -> bool {
     if eager {
         return true;
     }
@@ -125,6 +126,8 @@ pub enum Step {
     ClusterStop(usize, u64),
     /// `CLUSTER FAILOVER` on a replica of a master: a graceful, lossless change of master.
     ClusterFailover(usize),
+    /// A fault of the Sentinel group, carried out whole by the driver (`sentinel.rs`).
+    Group(GroupStep),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +163,8 @@ pub enum Class {
     /// The cluster configurations' clock jump of one cluster master (a `ClockJump` may pick
     /// the cluster node too).
     MasterJump,
+    /// The Sentinel configuration's faults of its group.
+    Sentinel(GroupAction),
 }
 
 /// Steps at `at_ms` from the start of the chaos phase, each `delay` ms after the previous
@@ -189,6 +194,7 @@ impl Fault {
                     back + CLUSTER_FAULT_MS - CLUSTER_BACK_MS
                 }
                 Step::ClusterFailover(_) => 2_000,
+                Step::Group(g) => sentinel::planned_ms(g),
                 _ => 0,
             })
             .sum();
@@ -251,7 +257,7 @@ const CLUSTER_BACK_MAX_MS: u64 = 6_000;
 /// the cluster node (whose masters the cluster faults stop and kill). Cuts and clock jumps hit
 /// every node, a cluster node's one master at a time.
 fn cluster_except(flags: &Flags) -> Vec<usize> {
-    if flags.cluster {
+    if flags.cluster || flags.sentinel {
         vec![cluster_node()]
     } else {
         Vec::new()
@@ -341,10 +347,7 @@ pub fn schedule(seed: u64, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     for _ in 0..DRAWS {
         let faults = draw(seed, &mut rng, chaos_ms, flags);
-        if planned_classes(&faults, seed, flags.cluster)
-            .iter()
-            .all(|c| c.1)
-        {
+        if classes(&faults, seed, flags).iter().all(|c| c.1) {
             return faults;
         }
     }
@@ -381,7 +384,9 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
     while t < chaos_ms {
         if phase != Some(t / PHASE_MS) {
             phase = Some(t / PHASE_MS);
-            combos = if flags.cluster {
+            combos = if flags.sentinel {
+                sentinel::combos(seed, t)
+            } else if flags.cluster {
                 // Each phase: a standalone crash, and a fault of the cluster node: in a quick
                 // phase a SIGKILL or a SIGSTOP of a master, whose old master comes back to
                 // clients with grace; in a delayed phase, in turns, a graceful failover or a
@@ -411,9 +416,22 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
         }
         // In a quick phase, wait for the guard band to open (for a cluster master's return:
         // for its window).
+        // A fault of the Sentinel group once the last one's tail has ended; a failover's window
+        // is narrow, so nothing else starts in its phase before the window opens.
+        let group_free = sentinel::free_at(&faults) <= t;
+        let opens = t - t % PHASE_MS + GUARD_IN_MS;
+        if combos.contains(&Class::Sentinel(GroupAction::Failover))
+            && quick_phase(seed, t as i64)
+            && t < opens
+            && sentinel::free_at(&faults) <= opens
+        {
+            t = opens;
+            continue;
+        }
         let combo_ok = |c: Class| match c {
             Class::ClusterKill | Class::ClusterStop => back_after(seed, t, eager).is_some(),
             Class::ClusterFailover => true,
+            Class::Sentinel(a) => group_free && sentinel::ready(a, seed, t, eager),
             // Its restart comes at once, or within a second and 100 ms when timed.
             Class::Crash => {
                 !quick_phase(seed, t as i64)
@@ -438,7 +456,7 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
         {
             ready = Some(crash);
         }
-        let mut class = if let Some(i) = ready.filter(|_| flags.cluster) {
+        let mut class = if let Some(i) = ready.filter(|_| flags.cluster || flags.sentinel) {
             combos.remove(i)
         } else if t >= next_majority {
             next_majority += 20_000;
@@ -447,6 +465,15 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
             combos.remove(i)
         } else if let Some(c) = first.pop() {
             c
+        } else if flags.sentinel {
+            match rng.below(100) {
+                0..30 => Class::Nodes,
+                30..50 => Class::Partition,
+                50..65 => Class::ClockJump,
+                65..80 => Class::Pause,
+                80..90 => Class::Sentinel(GroupAction::Replica),
+                _ => Class::Crash,
+            }
         } else if flags.cluster {
             match rng.below(100) {
                 0..25 => Class::Nodes,
@@ -470,6 +497,10 @@ fn draw(seed: u64, rng: &mut Rng, chaos_ms: u64, flags: &Flags) -> Vec<Fault> {
                 _ => Class::Fence,
             }
         };
+        if matches!(class, Class::Sentinel(_)) && !group_free {
+            // A lost replica drawn at random while the group is not whole yet: a crash.
+            class = Class::Crash;
+        }
         if matches!(class, Class::ClockJump | Class::MasterJump) && !jump_window(seed, t) {
             // Too close to a phase's end: a partition now, the jump next time.
             first.push(class);
@@ -598,6 +629,24 @@ pub fn planned_classes(faults: &[Fault], seed: u64, cluster: bool) -> Vec<(&'sta
     classes
 }
 
+/// The classes of the configuration `flags` runs ([`planned_classes`], and the Sentinel
+/// group's).
+pub fn classes(faults: &[Fault], seed: u64, flags: &Flags) -> Vec<(&'static str, bool)> {
+    let mut all = planned_classes(faults, seed, flags.cluster);
+    if flags.sentinel {
+        let groups: Vec<GroupStep> = faults
+            .iter()
+            .flat_map(|f| &f.steps)
+            .filter_map(|(_, s)| match s {
+                Step::Group(g) => Some(*g),
+                _ => None,
+            })
+            .collect();
+        all.extend(sentinel::planned_classes(&groups));
+    }
+    all
+}
+
 /// For `seeds` seeds (a fixed pseudo-random sequence): each class of [`planned_classes`] with
 /// the seeds whose plan of `chaos_ms` lacks it, and how many seeds' first draw lacked one.
 pub fn plans_short(
@@ -611,12 +660,8 @@ pub fn plans_short(
     for _ in 0..seeds {
         let seed = rng.next();
         let first = draw(seed, &mut Rng::new(seed), chaos_ms, flags);
-        redrawn += u64::from(
-            !planned_classes(&first, seed, flags.cluster)
-                .iter()
-                .all(|c| c.1),
-        );
-        for (what, has) in planned_classes(&schedule(seed, chaos_ms, flags), seed, flags.cluster) {
+        redrawn += u64::from(!classes(&first, seed, flags).iter().all(|c| c.1));
+        for (what, has) in classes(&schedule(seed, chaos_ms, flags), seed, flags) {
             let at = match short.iter().position(|(w, _)| *w == what) {
                 Some(at) => at,
                 None => {
@@ -873,6 +918,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             ));
         }
         Class::ClusterFailover => steps.push((0, Step::ClusterFailover(rng.below(3) as usize))),
+        Class::Sentinel(a) => steps.push((0, Step::Group(sentinel::plan(a, rng, flags)))),
     }
     Fault {
         at_ms,
@@ -945,6 +991,7 @@ pub fn describe(fault: &Fault) -> String {
                 Step::ClusterFailover(k) => {
                     format!("CLUSTER FAILOVER of master #{k} of n{}", cluster_node())
                 }
+                Step::Group(g) => sentinel::describe(&g),
             };
             if at == 0 { s } else { format!("+{at}: {s}") }
         })
@@ -980,6 +1027,11 @@ pub enum Action {
     /// does not count it down; rule (f) excuses its keys as for any cut.
     MasterRefuse,
     MasterBlackhole,
+    /// The Sentinel group, from its master's SIGKILL until every sentinel named the new
+    /// master; from a `SENTINEL FAILOVER` until that plus the watch's `D` (its votes may be
+    /// lost meanwhile; the old master answers, so rule (e) does not count it).
+    GroupKill,
+    GroupFailover,
 }
 
 /// One node's outage, as the driver saw it: down from after the signal, up from before the
@@ -1048,6 +1100,8 @@ pub struct Failover {
 pub struct Record {
     /// The cluster node's failovers (cluster configuration).
     pub failovers: Vec<Failover>,
+    /// The Sentinel group's faults (Sentinel configuration).
+    pub group: Vec<GroupFault>,
     pub outages: Vec<Outage>,
     pub pauses: Vec<Pause>,
     /// Every step of a node's clock: when, which node, the new offset in ms (0: back to the
@@ -1083,6 +1137,19 @@ pub struct Lab {
     /// The run's seed and `--eager-restarts`: when a cluster master may come back.
     pub seed: u64,
     pub eager: bool,
+    /// Per client process, per sentinel of the group (Sentinel configuration).
+    pub sentinel_relays: Vec<Vec<Relay>>,
+    /// Starts a fresh client now (the driver's nudge, right after a kill or a failover).
+    pub fresh: crossbeam_channel::Sender<()>,
+    /// No fresh client starts before this instant (ns): the cluster configuration holds them
+    /// off from each fault of the cluster node until the largest TTL after it is whole again.
+    /// A client with no history is covered there only then (A9): an old master back from a
+    /// stop still says it owns its slots until the cluster demotes it, and a client that
+    /// reads the slot map from it first votes there, a vote the demotion loses, with nothing
+    /// to tell it the master is not new.
+    pub fresh_hold: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// `--stall-sentinels`: two sentinels hung through each fault of the group's master.
+    pub stall_sentinels: bool,
 }
 
 /// How long a pause waits for a holder of the kind it wants to say it is about to write.
@@ -1108,6 +1175,7 @@ fn signal(pid: i32, sig: i32) {
 pub fn drive(
     cluster: &mut Cluster,
     mut redis_cluster: Option<&mut RedisCluster>,
+    mut group: Option<&mut Group>,
     lab: &Lab,
     faults: &[Fault],
     chaos_start_ns: u64,
@@ -1121,6 +1189,7 @@ pub fn drive(
     let mut open: Vec<Open> = Vec::new();
     let mut paused: Vec<(usize, u64, Option<&'static str>)> = Vec::new();
     let since = |t: u64| t.saturating_sub(chaos_start_ns) / MS;
+    let mut tail: sentinel::Tail = None;
     for fault in faults {
         sleep_until(chaos_start_ns + fault.at_ms * MS);
         for &(delay, step) in &fault.steps {
@@ -1309,6 +1378,20 @@ pub fn drive(
                     };
                     cluster_fault(rc, action, (k, back), lab, chaos_start_ns, &mut rec);
                 }
+                Step::Group(g) => {
+                    let group = group
+                        .as_deref_mut()
+                        .expect("group faults only in the Sentinel configuration");
+                    // The last fault's tail first: the group is whole again. Then a failover
+                    // only where its quick window holds (normally at once: the fault was
+                    // scheduled so); a driver that runs late (the group took long to be whole
+                    // again) skips it rather than push every fault after it past the clients'
+                    // end, and rule (cov) says so if the run then has none.
+                    sentinel::finish(&mut tail, &mut rec);
+                    if sentinel::ready(g.action, lab.seed, since(now_ns()), lab.eager) {
+                        sentinel::group_fault(group, g, lab, &mut rec, &mut tail);
+                    }
+                }
                 Step::Cont(client) => {
                     let at = paused.iter().position(|p| p.0 == client).expect("paused");
                     let (client, from, at_write) = paused.remove(at);
@@ -1328,6 +1411,7 @@ pub fn drive(
             "a fault left something broken"
         );
     }
+    sentinel::finish(&mut tail, &mut rec);
     rec
 }
 
@@ -1396,6 +1480,10 @@ pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
     }
     intervals
 }
+
+/// Fresh clients start no sooner than the largest TTL and this margin after a cluster fault
+/// ended.
+const FRESH_AFTER_CLUSTER_MS: u64 = 500;
 
 /// How long the driver waits for each stage of a cluster fault (a failover, a return, the
 /// cluster healthy again) before it records the stage as not reached (rule (cl)).
@@ -1534,6 +1622,10 @@ fn cluster_fault(
         }
     }
     f.start = now_ns();
+    // No fresh client starts from the fault until the largest TTL after the cluster is whole
+    // again: only there does A9 cover one (below).
+    lab.fresh_hold
+        .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
     f.promoted = when(|| serving(rc, r));
     rec.outages.push(Outage {
         node: cluster_node(),
@@ -1563,5 +1655,9 @@ fn cluster_fault(
     }
     f.demoted = when(|| replication(rc, m).contains("role:slave"));
     f.healthy = when(|| healthy(rc));
+    lab.fresh_hold.store(
+        now_ns() + (TTL_MAX_MS + FRESH_AFTER_CLUSTER_MS) * MS,
+        std::sync::atomic::Ordering::SeqCst,
+    );
     rec.failovers.push(f);
 }

@@ -379,6 +379,12 @@ impl RedisNode {
         }
     }
 
+    /// Restarts the node (empty) with `extra_args` in place of those it was started with.
+    pub fn restart_with(&mut self, extra_args: &[&str]) {
+        self.extra_args = extra_args.iter().map(|s| s.to_string()).collect();
+        self.restart();
+    }
+
     /// Client connections of `kind` ("normal", "pubsub", or "" for all), the asking one included.
     /// Kills every normal client connection except the one asking (`CLIENT KILL TYPE normal
     /// SKIPME yes`); returns how many.
@@ -602,7 +608,9 @@ pub struct SentinelProcess {
 }
 
 impl SentinelProcess {
-    fn start(master_port: u16) -> SentinelProcess {
+    /// Starts a sentinel monitoring the master on `master_port` as [`SentinelGroup::NAME`]
+    /// (quorum 2, `down-after-milliseconds 1000`, `failover-timeout 3000`).
+    pub fn start(master_port: u16) -> SentinelProcess {
         let dir = std::env::temp_dir().join(format!(
             "redlock-sentinel-{}-{}",
             std::process::id(),

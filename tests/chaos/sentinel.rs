@@ -1,0 +1,884 @@
+//! The Sentinel configuration's lock node: a Sentinel group (one master, two replicas, three
+//! sentinels), its faults as the driver carries them out, and the rules about them: (sn) each
+//! fault ran its course, and the group's part of (p). The module docs of `main.rs` ("The
+//! Sentinel configuration") give the argument.
+
+use std::time::Duration;
+
+use crate::checker::{Logs, Verdict, ms};
+use crate::relay::CutMode;
+use crate::schedule::{Action, Class, Lab, Outage, Record, quick_phase, quick_window};
+use crate::support::{RedisNode, SentinelGroup, SentinelProcess};
+use crate::{CLIENTS, Flags, MS, PHASE_MS, Rng, TTL_MAX_MS, cluster_node, now_ns};
+
+/// How long after the first sentinel it can reach switched a client may still send a vote to
+/// an old master that takes writes: the watch's `D` (1 s plus two rounds of questions, each
+/// bounded by `node_timeout` here), with a margin. The clients of the quick phases set
+/// `restart_grace` to the largest TTL plus this (A8).
+pub const SENTINEL_D_MS: u64 = 1_500;
+
+/// The data nodes' extra arguments: a master that lost a replica starts its full resync at
+/// once, rather than after the default 5 s wait for more replicas.
+const DATA_ARGS: [&str; 2] = ["--repl-diskless-sync-delay", "0"];
+
+/// The faults of the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupAction {
+    /// SIGKILL of the master: the sentinels promote a replica (after `down-after-milliseconds`
+    /// and their election), then the old master restarts empty as a replica of the master the
+    /// sentinels name (as an orchestrator that asks them at start does).
+    Kill,
+    /// `SENTINEL FAILOVER` of a live master, asked of one sentinel (the failover's leader): the
+    /// old master takes writes until the sentinels demote it, seconds after the switch.
+    Failover,
+    /// SIGKILL of a replica; it restarts empty, a replica of the master, after `down_ms`.
+    Replica,
+}
+
+/// A client process cut off from some sentinels (bit `i`: sentinel `i`) through its relays,
+/// from just before the fault until the sentinels have switched: never from the failover's
+/// leader while the old master is alive (A8's budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentinelCut {
+    pub client: usize,
+    pub sentinels: u8,
+    pub mode: CutMode,
+}
+
+/// One fault of the group, as planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupStep {
+    pub action: GroupAction,
+    /// Which sentinel leads a `SENTINEL FAILOVER`; which replica a `Replica` fault kills.
+    pub pick: usize,
+    pub cut: Option<SentinelCut>,
+    /// The killed master comes back no sooner than this after the kill; a lost replica is
+    /// down this long.
+    pub down_ms: u64,
+    /// Broken on purpose (`--fresh-grace-ms`): a client cut off from these standalone nodes
+    /// (bits) until the switch is over, so that its locks rest on the old master.
+    pub split: Option<(usize, u8)>,
+}
+
+/// A fault of the group, as the driver saw it.
+#[derive(Debug, Clone)]
+pub struct GroupFault {
+    pub step: GroupStep,
+    /// Ports of the master before the fault, and of the node faulted (the master, or a
+    /// replica).
+    pub master: u16,
+    pub victim: u16,
+    /// The signal or the `SENTINEL FAILOVER`.
+    pub start: u64,
+    /// When a sentinel first named another master, and when every sentinel named it, a
+    /// master (its port).
+    pub first_switch: Option<u64>,
+    pub switched: Option<(u64, u16)>,
+    /// When the killed node was restarted.
+    pub back: Option<u64>,
+    /// When the old master (or the lost replica) was first seen a replica of the master with
+    /// its link up.
+    pub demoted: Option<u64>,
+    /// When the group was whole again (see [`Group::whole`]).
+    pub healthy: Option<u64>,
+}
+
+/// The group: its data nodes (the master first at the start) and sentinels.
+pub struct Group {
+    pub nodes: Vec<RedisNode>,
+    pub sentinels: Vec<SentinelProcess>,
+}
+
+/// `INFO replication` of the server on `port`, on a new connection with short timeouts (a dead
+/// server must not hold the driver up).
+fn replication(port: u16) -> String {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+        return String::new();
+    };
+    let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+        return String::new();
+    };
+    if conn
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .is_err()
+    {
+        return String::new();
+    }
+    redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut conn)
+        .unwrap_or_default()
+}
+
+impl Group {
+    pub fn start() -> Group {
+        let master = RedisNode::start_with(&DATA_ARGS);
+        let port = master.port.to_string();
+        let mut nodes = vec![master];
+        for _ in 0..2 {
+            let mut args = DATA_ARGS.to_vec();
+            args.extend(["--replicaof", "127.0.0.1", &port]);
+            nodes.push(RedisNode::start_with(&args));
+        }
+        let sentinels = (0..3)
+            .map(|_| SentinelProcess::start(nodes[0].port))
+            .collect();
+        let group = Group { nodes, sentinels };
+        assert!(
+            crate::support::eventually(Duration::from_secs(30), || group.whole()),
+            "the Sentinel group was not whole within 30 s of its start"
+        );
+        group
+    }
+
+    /// The `redis+sentinel://` URL naming the sentinels at `addrs` (`host:port`; a client
+    /// process's relays, or the sentinels themselves).
+    pub fn url(addrs: &[String]) -> String {
+        let mut url = format!("redis+sentinel://{}/{}", addrs[0], SentinelGroup::NAME);
+        for (i, a) in addrs.iter().enumerate().skip(1) {
+            url.push(if i == 1 { '?' } else { '&' });
+            url.push_str(&format!("sentinel={a}"));
+        }
+        url
+    }
+
+    pub fn sentinel_addrs(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// The data node every sentinel names as the master, if they agree.
+    pub fn master(&self) -> Option<usize> {
+        let port = agreed(&self.ports().1)?;
+        self.nodes.iter().position(|n| n.port == port)
+    }
+
+    /// The ports of the data nodes and of the sentinels.
+    fn ports(&self) -> (Vec<u16>, Vec<u16>) {
+        (
+            self.nodes.iter().map(|n| n.port).collect(),
+            self.sentinels.iter().map(|s| s.port).collect(),
+        )
+    }
+
+    pub fn whole(&self) -> bool {
+        let (data, sentinels) = self.ports();
+        whole(&data, &sentinels)
+    }
+}
+
+/// A question to the sentinel on `port`, on a new connection with short timeouts.
+fn ask<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> Option<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    cmd.query(&mut conn).ok()
+}
+
+/// The master's port as the sentinel on `port` names it.
+fn named(port: u16) -> Option<u16> {
+    ask::<Option<(String, u16)>>(
+        port,
+        redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(SentinelGroup::NAME),
+    )
+    .flatten()
+    .map(|a| a.1)
+}
+
+/// The master every sentinel names, if they agree.
+fn agreed(sentinels: &[u16]) -> Option<u16> {
+    let first = named(sentinels[0])?;
+    sentinels[1..]
+        .iter()
+        .all(|&s| named(s) == Some(first))
+        .then_some(first)
+}
+
+/// Whether the group is whole: every sentinel names the same master, with no failover under
+/// way and it not down (`flags` just `master`); that master says so, with both replicas
+/// connected; each replica replicates it with its link up.
+fn whole(data: &[u16], sentinels: &[u16]) -> bool {
+    let Some(master) = agreed(sentinels) else {
+        return false;
+    };
+    let flags = |s: u16| {
+        let fields: Vec<String> = ask(
+            s,
+            redis::cmd("SENTINEL")
+                .arg("MASTER")
+                .arg(SentinelGroup::NAME),
+        )?;
+        fields
+            .chunks(2)
+            .find(|p| p[0] == "flags")
+            .map(|p| p[1].clone())
+    };
+    sentinels
+        .iter()
+        .all(|&s| flags(s).as_deref() == Some("master"))
+        && {
+            let r = replication(master);
+            r.contains("role:master") && r.contains("connected_slaves:2\r")
+        }
+        && data
+            .iter()
+            .filter(|&&p| p != master)
+            .all(|&p| replica_of(p, master))
+}
+
+/// Whether the server on `port` is a replica of `master` with its link up.
+fn replica_of(port: u16, master: u16) -> bool {
+    let r = replication(port);
+    r.contains("role:slave")
+        && r.contains(&format!("master_port:{master}\r"))
+        && r.contains("master_link_status:up")
+}
+
+/// How long the driver waits for each stage of a group fault before it records the stage as
+/// not reached (rule (sn)): the sentinels demote a live old master about 10 s after the switch.
+const STAGE_NS: u64 = 25_000 * MS;
+
+/// Polls `f` every `every_ms` until it holds (then when) or `STAGE_NS` passed: every 10 ms for
+/// the switch, which rule (p) times; every 100 ms for the tail, which only has to end (each
+/// poll opens connections to every process of the group: a small machine notices).
+fn when(every_ms: u64, mut f: impl FnMut() -> bool) -> Option<u64> {
+    let give_up = now_ns() + STAGE_NS;
+    loop {
+        if f() {
+            return Some(now_ns());
+        }
+        if now_ns() > give_up {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(every_ms));
+    }
+}
+
+/// The last fault's tail, still under way: the old master's demotion (or the lost replica's
+/// resync) and the group whole again, awaited while the other faults go on.
+pub type Tail = Option<std::thread::JoinHandle<GroupFault>>;
+
+/// Waits for the last fault's tail and records the fault.
+pub fn finish(tail: &mut Tail, rec: &mut Record) {
+    if let Some(h) = tail.take() {
+        rec.group
+            .push(h.join().expect("a Sentinel fault's tail panicked"));
+    }
+}
+
+/// One fault of the group: the cut (if any) and the fault; for a master's kill or failover,
+/// the switch of every sentinel awaited, then (a failover) `D` more, the cut healed, and the
+/// killed master restarted, empty, as a replica of the new one, once every sentinel names it
+/// and no sooner than `down_ms`;
+/// for a replica, its restart, a replica of the master, after `down_ms`. From then on the node
+/// votes as a whole again and the driver goes on, while a thread (`tail`) awaits the old
+/// master's demotion (after a failover the sentinels convert it about 10 s after the switch;
+/// a killed one comes back a replica and resyncs) or the replica's resync, then the group
+/// whole; the next group fault waits for it. Fresh
+/// clients are started right after the kill or the `SENTINEL FAILOVER`, and right after the
+/// switch (`Lab::fresh`).
+pub fn group_fault(
+    group: &mut Group,
+    step: GroupStep,
+    lab: &Lab,
+    rec: &mut Record,
+    tail: &mut Tail,
+) {
+    finish(tail, rec);
+    let Some(m) = group.master() else {
+        // The group did not recover from the fault before (rule (sn) reports it).
+        return;
+    };
+    let old = group.nodes[m].port;
+    let replicas: Vec<usize> = (0..group.nodes.len()).filter(|&i| i != m).collect();
+    let victim = match step.action {
+        GroupAction::Replica => replicas[step.pick % replicas.len()],
+        _ => m,
+    };
+    let mut f = GroupFault {
+        step,
+        master: old,
+        victim: group.nodes[victim].port,
+        start: now_ns(),
+        first_switch: None,
+        switched: None,
+        back: None,
+        demoted: None,
+        healthy: None,
+    };
+    let cut = |on: bool| {
+        if let Some(c) = step.cut {
+            for (i, relay) in lab.sentinel_relays[c.client].iter().enumerate() {
+                if c.sentinels & (1 << i) != 0 {
+                    if on { relay.cut(c.mode) } else { relay.heal() }
+                }
+            }
+        }
+    };
+    let split_at = now_ns();
+    if let Some((client, nodes)) = step.split {
+        for (n, relay) in lab.relays[client].iter().enumerate() {
+            if nodes & (1 << n) != 0 {
+                relay.cut(CutMode::Refuse);
+            }
+        }
+    }
+    let heal_split = |rec: &mut Record| {
+        if let Some((client, nodes)) = step.split {
+            for (n, relay) in lab.relays[client].iter().enumerate() {
+                if nodes & (1 << n) != 0 {
+                    relay.heal();
+                    rec.outages.push(Outage {
+                        node: n,
+                        client: Some(client),
+                        action: Action::Refuse,
+                        down_ns: split_at,
+                        up_ns: now_ns(),
+                    });
+                }
+            }
+        }
+    };
+    cut(true);
+    // Broken on purpose (`--stall-sentinels`): two sentinels hung through the fault, so that
+    // no failover can run its course.
+    let stalled: Vec<usize> = if lab.stall_sentinels && step.action != GroupAction::Replica {
+        (1..3).map(|k| (step.pick + k) % 3).collect()
+    } else {
+        Vec::new()
+    };
+    for &s in &stalled {
+        group.sentinels[s].hang();
+    }
+    match step.action {
+        GroupAction::Kill | GroupAction::Replica => group.nodes[victim].kill(),
+        GroupAction::Failover => {
+            let asked: redis::RedisResult<()> = group.sentinels[step.pick % 3].query(
+                redis::cmd("SENTINEL")
+                    .arg("FAILOVER")
+                    .arg(SentinelGroup::NAME),
+            );
+            if asked.is_err() {
+                cut(false);
+                heal_split(rec);
+                for &s in &stalled {
+                    group.sentinels[s].resume();
+                }
+                rec.group.push(f);
+                return;
+            }
+        }
+    }
+    f.start = now_ns();
+    let _ = lab.fresh.send(());
+    let _ = lab.fresh.send(());
+    let (data, sentinels) = group.ports();
+    let mut new = old;
+    if step.action == GroupAction::Replica {
+        crate::sleep_until(f.start + step.down_ms * MS);
+        let port = old.to_string();
+        let mut args = DATA_ARGS.to_vec();
+        args.extend(["--replicaof", "127.0.0.1", &port]);
+        f.back = Some(now_ns());
+        group.nodes[victim].restart_with(&args);
+        cut(false);
+        heal_split(rec);
+    } else {
+        let other = |s: u16| named(s).filter(|&p| p != old);
+        f.first_switch = when(10, || sentinels.iter().any(|&s| other(s).is_some()));
+        let switched = f.first_switch.and_then(|_| {
+            when(10, || {
+                let ports: Vec<Option<u16>> = sentinels.iter().map(|&s| other(s)).collect();
+                new = ports[0].unwrap_or(0);
+                ports.iter().all(|&p| p.is_some() && p == ports[0])
+                    && replication(new).contains("role:master")
+            })
+        });
+        f.switched = switched.map(|t| (t, new));
+        if switched.is_none() {
+            new = old;
+        }
+        // The node is down for every client from the kill until the switch; for a failover,
+        // the old master answers but its votes may be lost until the switch plus `D`
+        // (excused by (f), not counted by (e)).
+        let action = if step.action == GroupAction::Kill {
+            Action::GroupKill
+        } else {
+            Action::GroupFailover
+        };
+        let up = match (switched, step.action) {
+            (Some(t), GroupAction::Failover) => t + SENTINEL_D_MS * MS,
+            (Some(t), _) => t,
+            (None, _) => now_ns(),
+        };
+        cut(false);
+        // Fresh clients right after the switch (more when broken on purpose: they are what
+        // meets the old master's lost votes).
+        for _ in 0..if step.split.is_some() { 5 } else { 1 } {
+            let _ = lab.fresh.send(());
+        }
+        crate::sleep_until(up);
+        rec.outages.push(Outage {
+            node: cluster_node(),
+            client: None,
+            action,
+            down_ns: f.start,
+            up_ns: up,
+        });
+        heal_split(rec);
+        for &s in &stalled {
+            group.sentinels[s].resume();
+        }
+        if step.action == GroupAction::Kill {
+            crate::sleep_until(f.start + step.down_ms * MS);
+            f.back = Some(now_ns());
+            // With no switch (broken on purpose) it is still the master.
+            let port = new.to_string();
+            let mut args = DATA_ARGS.to_vec();
+            if new != old {
+                args.extend(["--replicaof", "127.0.0.1", &port]);
+            }
+            group.nodes[m].restart_with(&args);
+        }
+    }
+    let faulted = f.victim;
+    *tail = Some(std::thread::spawn(move || {
+        f.demoted = when(100, || replica_of(faulted, new));
+        f.healthy = when(100, || whole(&data, &sentinels));
+        f
+    }));
+}
+
+/// A `SENTINEL FAILOVER`'s votes may be lost from the command until every sentinel switched
+/// (within this long, measured 0.3-1.5 s) plus `D`: its quick window must hold from the
+/// command for this long, the largest TTL and a margin included.
+const FAILOVER_SPAN_MS: u64 = 2_500 + SENTINEL_D_MS + TTL_MAX_MS + 500;
+
+/// Whether a group fault of `action` may start at `at_ms`: a failover of a live master only in
+/// a quick window that lasts until its votes can no longer be lost (see [`FAILOVER_SPAN_MS`]);
+/// a master's kill (its replica is promoted after more than the largest TTL: a delayed
+/// restart) and a lost replica anywhere.
+pub fn ready(action: GroupAction, seed: u64, at_ms: u64, eager: bool) -> bool {
+    action != GroupAction::Failover
+        || quick_window(seed, at_ms, eager)
+            && (eager || quick_phase(seed, (at_ms + FAILOVER_SPAN_MS) as i64))
+}
+
+/// Each phase's combination in the Sentinel configuration: in a quick phase a failover of the
+/// live master as soon as its window opens, then a standalone crash if a quick window is left;
+/// in a delayed phase a crash, then in turns (the seed choosing the first) a master's kill or a
+/// lost replica.
+pub fn combos(seed: u64, at_ms: u64) -> Vec<Class> {
+    let phase = at_ms / PHASE_MS;
+    if quick_phase(seed, at_ms as i64) {
+        vec![Class::Crash, Class::Sentinel(GroupAction::Failover)]
+    } else if (phase / 2 + seed / 2).is_multiple_of(2) {
+        vec![Class::Sentinel(GroupAction::Kill), Class::Crash]
+    } else {
+        vec![Class::Sentinel(GroupAction::Replica), Class::Crash]
+    }
+}
+
+/// How long a group fault usually holds the driver up (its tail runs beside the next faults).
+pub fn planned_ms(step: &GroupStep) -> u64 {
+    match step.action {
+        // `down-after-milliseconds`, the sentinels' election and the promotion.
+        GroupAction::Kill => step.down_ms.max(2_500),
+        GroupAction::Failover => 1_500 + SENTINEL_D_MS,
+        GroupAction::Replica => step.down_ms,
+    }
+}
+
+/// When the last group fault of `faults` has usually ended, its tail included (the driver
+/// waits for the tail before the next group fault, and the faults after it would run late):
+/// a failover's old master is demoted about 10 s after the switch; a kill's or a lost
+/// replica's resync takes a second or so.
+pub fn free_at(faults: &[crate::schedule::Fault]) -> u64 {
+    faults
+        .iter()
+        .flat_map(|f| f.steps.iter().map(move |(_, s)| (f.at_ms, s)))
+        .filter_map(|(at, s)| match s {
+            crate::schedule::Step::Group(g) => Some(
+                at + planned_ms(g)
+                    + if g.action == GroupAction::Failover {
+                        12_000
+                    } else {
+                        1_500
+                    },
+            ),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Rule (cov)'s classes of the group that the plan alone decides, each with whether `steps`
+/// has it.
+pub fn planned_classes(steps: &[GroupStep]) -> Vec<(&'static str, bool)> {
+    let any = |f: &dyn Fn(&GroupStep) -> bool| steps.iter().any(f);
+    vec![
+        (
+            "Sentinel master SIGKILLs",
+            any(&|s| s.action == GroupAction::Kill),
+        ),
+        (
+            "SENTINEL FAILOVERs",
+            any(&|s| s.action == GroupAction::Failover),
+        ),
+        (
+            "Sentinel replicas lost",
+            any(&|s| s.action == GroupAction::Replica),
+        ),
+        (
+            "clients cut off from sentinels during a switch",
+            any(&|s| s.cut.is_some()),
+        ),
+    ]
+}
+
+/// A group fault of `action`, its cut (now and then) and the rest drawn from `rng`.
+pub fn plan(action: GroupAction, rng: &mut Rng, flags: &Flags) -> GroupStep {
+    let broken_fresh = flags.fresh_grace_ms.is_some();
+    let pick = rng.below(3) as usize;
+    let cut = (action != GroupAction::Replica && rng.chance(0.7)).then(|| {
+        let client = rng.below(CLIENTS as u64) as usize;
+        // A failover's leader (`pick`) stays reachable; after a kill, the old master takes no
+        // writes, and the client may be cut off from every sentinel.
+        let sentinels = loop {
+            let mask = rng.range(1, 7) as u8;
+            if action == GroupAction::Kill || mask & (1 << pick) == 0 {
+                break mask;
+            }
+        };
+        let mode = if rng.chance(0.5) {
+            CutMode::Refuse
+        } else {
+            CutMode::Blackhole
+        };
+        SentinelCut {
+            client,
+            sentinels,
+            mode,
+        }
+    });
+    let down_ms = match action {
+        GroupAction::Kill => rng.range(0, 1_500),
+        GroupAction::Replica => rng.range(200, 1_500),
+        GroupAction::Failover => 0,
+    };
+    let split = (broken_fresh && action == GroupAction::Failover).then(|| {
+        let client = rng.below(CLIENTS as u64) as usize;
+        let a = rng.below(cluster_node() as u64);
+        let b = (a + 1 + rng.below(cluster_node() as u64 - 1)) % cluster_node() as u64;
+        (client, (1u8 << a) | (1u8 << b))
+    });
+    GroupStep {
+        action,
+        pick,
+        cut,
+        down_ms,
+        split,
+    }
+}
+
+pub fn describe(s: &GroupStep) -> String {
+    let what = match s.action {
+        GroupAction::Kill => format!(
+            "SIGKILL Sentinel master of n{}, restart once switched (+{} at the earliest)",
+            cluster_node(),
+            s.down_ms
+        ),
+        GroupAction::Failover => format!(
+            "SENTINEL FAILOVER of n{} via sentinel {}",
+            cluster_node(),
+            s.pick % 3
+        ),
+        GroupAction::Replica => format!(
+            "SIGKILL replica #{} of n{}, restart after {} ms",
+            s.pick % 2,
+            cluster_node(),
+            s.down_ms
+        ),
+    };
+    let cut = s.cut.map_or(String::new(), |c| {
+        format!(
+            ", c{} cut from sentinels {:03b} ({})",
+            c.client,
+            c.sentinels,
+            c.mode.name()
+        )
+    });
+    let split = s.split.map_or(String::new(), |(c, n)| {
+        format!(", c{c} cut from standalone nodes {n:04b}")
+    });
+    what + &cut + &split
+}
+
+/// Rules (sn) and the group's part of (p), on what the driver recorded.
+pub fn check(logs: &Logs, record: &Record, eager: bool, origin: u64, verdict: &mut Verdict) {
+    let at = |t: Option<u64>| t.map_or("never".to_owned(), |t| ms(t, origin));
+    let drift_ms = TTL_MAX_MS / 100 + 2;
+    for f in &record.group {
+        // (sn) Every fault ran its course: the sentinels switched to a new master (the old
+        // one restarted only once they all named it), the old master (or the lost replica)
+        // is a replica again, and the group whole.
+        let master_fault = f.step.action != GroupAction::Replica;
+        let switched_first = f.step.action != GroupAction::Kill
+            || matches!((f.switched, f.back), (Some((s, _)), Some(b)) if b >= s);
+        if (master_fault && f.switched.is_none())
+            || !switched_first
+            || f.demoted.is_none()
+            || f.healthy.is_none()
+            || (f.step.action != GroupAction::Failover && f.back.is_none())
+        {
+            verdict.fail(format!(
+                "(sn) Sentinel fault {:?} of {} (master {}) at {}: every sentinel named a new \
+                 master {}{}, restarted {}, a replica again {}, group whole {}",
+                f.step.action,
+                f.victim,
+                f.master,
+                ms(f.start, origin),
+                at(f.switched.map(|s| s.0)),
+                f.switched.map_or(String::new(), |s| format!(" ({})", s.1)),
+                at(f.back),
+                at(f.demoted),
+                at(f.healthy)
+            ));
+        }
+        if eager {
+            continue;
+        }
+        // (p) A master killed is replaced by a replica promoted only after the largest TTL,
+        // so every key it may lack had expired: a delayed restart. A live master failed over
+        // takes votes that the switch loses until every sentinel switched plus `D` (the watch
+        // of a client connected to it): a quick restart, in a quick phase from the command
+        // until the largest TTL after that.
+        match (f.step.action, f.switched) {
+            (GroupAction::Kill, Some((s, _))) if s < f.start + (TTL_MAX_MS + drift_ms) * MS => {
+                verdict.fail(format!(
+                    "(p) the Sentinel master {} killed at {} was replaced {:.0} ms later, before \
+                     every key the replica may lack had expired",
+                    f.master,
+                    ms(f.start, origin),
+                    (s - f.start) as f64 / 1e6
+                ));
+            }
+            (GroupAction::Failover, switched) => {
+                let until = switched.map_or(u64::MAX / 2, |s| s.0)
+                    + (SENTINEL_D_MS + TTL_MAX_MS + drift_ms) * MS;
+                for c in logs.calls.iter().filter(|c| {
+                    c.variant == "n" && c.acquires() && c.start < until && c.end > f.start
+                }) {
+                    verdict.fail(format!(
+                        "(p) client {} without restart grace ran {} {} [{} .. {}] while the \
+                         Sentinel master {} failed over at {} could still have lost a vote \
+                         (every sentinel switched at {}): the phases failed",
+                        c.client,
+                        c.op,
+                        c.resource,
+                        ms(c.start, origin),
+                        ms(c.end, origin),
+                        f.master,
+                        ms(f.start, origin),
+                        at(switched.map(|s| s.0))
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Rule (cov)'s classes of the group, each with how many ran their course.
+pub fn coverage(record: &Record) -> Vec<(&'static str, usize)> {
+    let done = |f: &dyn Fn(&GroupFault) -> bool| {
+        record
+            .group
+            .iter()
+            .filter(|g| g.healthy.is_some() && f(g))
+            .count()
+    };
+    vec![
+        (
+            "Sentinel master SIGKILLs (promoted, restarted, a replica again)",
+            done(&|g| g.step.action == GroupAction::Kill),
+        ),
+        (
+            "SENTINEL FAILOVERs of a live master (switched, old master a replica again)",
+            done(&|g| g.step.action == GroupAction::Failover),
+        ),
+        (
+            "Sentinel replicas lost (killed, restarted, in sync again)",
+            done(&|g| g.step.action == GroupAction::Replica),
+        ),
+        (
+            "clients cut off from sentinels while the group switched",
+            done(&|g| g.step.cut.is_some()),
+        ),
+    ]
+}
+
+/// The fault table's rows for the group.
+pub fn fault_rows(record: &Record) -> Vec<(String, String)> {
+    let of = |a: GroupAction| -> Vec<&GroupFault> {
+        record.group.iter().filter(|g| g.step.action == a).collect()
+    };
+    let span = |fs: &[&GroupFault], to: &dyn Fn(&GroupFault) -> Option<u64>| {
+        let ms: Vec<u64> = fs
+            .iter()
+            .filter_map(|f| to(f).map(|t| t.saturating_sub(f.start) / MS))
+            .collect();
+        format!(
+            "{}..{} ms",
+            ms.iter().min().unwrap_or(&0),
+            ms.iter().max().unwrap_or(&0)
+        )
+    };
+    let master = |a: GroupAction| {
+        let fs = of(a);
+        format!(
+            "{} (every sentinel switched after {}; old master a replica after {}; {} with a client cut off from sentinels)",
+            fs.len(),
+            span(&fs, &|f| f.switched.map(|s| s.0)),
+            span(&fs, &|f| f.demoted),
+            fs.iter().filter(|f| f.step.cut.is_some()).count()
+        )
+    };
+    let replicas = of(GroupAction::Replica);
+    vec![
+        (
+            "Sentinel master SIGKILL, promotion, restart (back as a replica)".into(),
+            master(GroupAction::Kill),
+        ),
+        (
+            "SENTINEL FAILOVER of a live master".into(),
+            master(GroupAction::Failover),
+        ),
+        (
+            "Sentinel replica SIGKILL, restart".into(),
+            format!(
+                "{} (in sync again after {})",
+                replicas.len(),
+                span(&replicas, &|f| f.demoted)
+            ),
+        ),
+    ]
+}
+
+/// The checker must report made-up (sn) and (p) violations of the group.
+pub fn checker_catches_made_up_violations() {
+    let step = |action| GroupStep {
+        action,
+        pick: 0,
+        cut: None,
+        down_ms: 0,
+        split: None,
+    };
+    let fault =
+        |action, switched: Option<u64>, back: Option<u64>, demoted: Option<u64>| GroupFault {
+            step: step(action),
+            master: 1,
+            victim: 1,
+            start: 1_000 * MS,
+            first_switch: switched.map(|t| t * MS),
+            switched: switched.map(|t| (t * MS, 2)),
+            back: back.map(|t| t * MS),
+            demoted: demoted.map(|t| t * MS),
+            healthy: demoted.map(|t| (t + 100) * MS),
+        };
+    let call = |variant: &str, start: u64| crate::checker::Call {
+        client: 0,
+        op: "lock".into(),
+        resource: "chaos:r0".into(),
+        start: start * MS,
+        end: (start + 10) * MS,
+        outcome: "ok".into(),
+        variant: variant.into(),
+    };
+    let run = |group: Vec<GroupFault>, calls: Vec<crate::checker::Call>| {
+        let record = Record {
+            group,
+            ..Record::default()
+        };
+        let logs = Logs {
+            calls,
+            ..Logs::default()
+        };
+        let mut verdict = Verdict {
+            violations: Vec::new(),
+        };
+        check(&logs, &record, false, 0, &mut verdict);
+        verdict.violations
+    };
+    let good = || {
+        vec![
+            fault(GroupAction::Kill, Some(3_000), Some(3_500), Some(12_000)),
+            fault(GroupAction::Failover, Some(2_000), None, Some(12_000)),
+            fault(GroupAction::Replica, None, Some(1_500), Some(2_000)),
+        ]
+    };
+    let ok = run(good(), vec![call("g", 2_500), call("n", 5_500)]);
+    assert!(ok.is_empty(), "false Sentinel violations: {ok:?}");
+    let cases: Vec<(&str, Vec<GroupFault>, Vec<crate::checker::Call>, &str)> = vec![
+        (
+            "a kill that never switched",
+            vec![fault(GroupAction::Kill, None, Some(3_500), Some(12_000))],
+            vec![],
+            "(sn)",
+        ),
+        (
+            "an old master restarted before the sentinels switched",
+            vec![fault(
+                GroupAction::Kill,
+                Some(3_000),
+                Some(2_500),
+                Some(12_000),
+            )],
+            vec![],
+            "(sn)",
+        ),
+        (
+            "an old master never demoted",
+            vec![fault(GroupAction::Failover, Some(2_000), None, None)],
+            vec![],
+            "(sn)",
+        ),
+        (
+            "a lost replica never in sync again",
+            vec![fault(GroupAction::Replica, None, Some(1_500), None)],
+            vec![],
+            "(sn)",
+        ),
+        (
+            "a replica promoted before the keys it lacks expired",
+            vec![fault(
+                GroupAction::Kill,
+                Some(1_300),
+                Some(3_500),
+                Some(12_000),
+            )],
+            vec![],
+            "(p)",
+        ),
+        (
+            "a client without grace through a failover's window",
+            good(),
+            vec![call("n", 4_000)],
+            "(p)",
+        ),
+    ];
+    for (what, group, calls, rule) in cases {
+        let found = run(group, calls);
+        assert!(
+            found.iter().any(|v| v.starts_with(rule)),
+            "the checker missed a made-up {rule} violation ({what}): {found:?}"
+        );
+    }
+}
