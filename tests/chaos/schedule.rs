@@ -254,8 +254,9 @@ fn back_after(seed: u64, at_ms: u64, eager: bool) -> Option<u64> {
 const CLUSTER_BACK_MAX_MS: u64 = 6_000;
 
 /// The nodes the standalone hangs and crashes may hit: in the cluster configurations, all but
-/// the cluster node (whose masters the cluster faults stop and kill). Cuts and clock jumps hit
-/// every node, a cluster node's one master at a time.
+/// the cluster node (whose masters the cluster faults stop and kill), or the Sentinel group.
+/// Cuts and clock jumps hit every node but a Sentinel group's, a cluster node's one master at a
+/// time.
 fn cluster_except(flags: &Flags) -> Vec<usize> {
     if flags.cluster || flags.sentinel {
         vec![cluster_node()]
@@ -680,6 +681,13 @@ pub fn plans_short(
 fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> Fault {
     let eager = flags.eager;
     let except = cluster_except(flags);
+    // What cuts and clock jumps cannot reach: a Sentinel group's data nodes, which every client
+    // reaches directly and which run without the clock shim (the group has faults of its own).
+    let unrelayed: Vec<usize> = if flags.sentinel {
+        vec![cluster_node()]
+    } else {
+        Vec::new()
+    };
     let mut steps = Vec::new();
     match class {
         Class::Nodes | Class::Majority => {
@@ -738,7 +746,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
                 } else {
                     1 + rng.below(minority() as u64) as usize
                 };
-                for n in pick_nodes(rng, count, &[]) {
+                for n in pick_nodes(rng, count, &unrelayed) {
                     let (cut, heal) = cut_steps(rng, flags, c, n, m);
                     steps.push((0, cut));
                     heals.push(heal);
@@ -753,7 +761,7 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             let node = if class == Class::MasterJump {
                 cluster_node()
             } else {
-                pick_nodes(rng, 1, &[])[0]
+                pick_nodes(rng, 1, &unrelayed)[0]
             };
             let ms = rng.range(200, 3_000);
             // On the cluster node, one master's clock: the master of one resource's slot.
@@ -768,7 +776,8 @@ fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> F
             // rest on a bare majority that includes the jumping node.
             let cut = (flags.no_clock_guard || rng.chance(0.6)).then(|| {
                 let c = rng.below(CLIENTS as u64) as usize;
-                let nodes = pick_nodes(rng, minority(), &[node]);
+                let off: Vec<usize> = unrelayed.iter().copied().chain([node]).collect();
+                let nodes = pick_nodes(rng, minority(), &off);
                 let m = mode(rng);
                 let cuts: Vec<(Step, Step)> = nodes
                     .into_iter()
