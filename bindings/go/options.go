@@ -62,7 +62,8 @@ type Options struct {
 	// MinReplicas counts a node's vote for an acquisition or an extension only once WAIT
 	// confirms that this many of its replicas have the write; zero is the default (off).
 	// The commands that need it go over a second connection per node, so releases and
-	// inspections never wait behind a lagging replica. A node with fewer replicas fails its
+	// inspections never wait behind a lagging replica (but for the release of an acquisition
+	// still on its way there, which follows it). A node with fewer replicas fails its
 	// vote saying so (on a Redis Cluster node every master needs them, and each vote waits
 	// for its own master's WAIT). It must not be negative.
 	MinReplicas int

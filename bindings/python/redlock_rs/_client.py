@@ -54,7 +54,8 @@ class Redlock(Managed, Shorthands[Lock]):
     the server probe only warns about (a master with replicas, an evicting
     ``maxmemory-policy``. ``min_replicas=k`` counts a node's vote for an acquisition or an
     extension only once ``WAIT`` confirms that k of its replicas have the write (over a second
-    connection per node, so releases and inspections never wait behind a lagging replica); a
+    connection per node, so releases and inspections never wait behind a lagging replica, but
+    for the release of an acquisition still on its way there); a
     node with fewer replicas fails its vote saying so (on a Redis Cluster node every master
     needs them, and each vote waits for its own master's ``WAIT``). What it protects against:
     the main README's Sentinel section.
