@@ -50,6 +50,14 @@ fn jump_window(seed: u64, at_ms: u64) -> bool {
     quick_phase(seed, at) == quick_phase(seed, at + (JUMP_AFTER_MS + JUMP_GUARD_MS) as i64)
 }
 
+/// Whether the step forward itself, made at `at_ms`, is `JUMP_GUARD_MS` from its phase's end:
+/// the driver's check when it makes the step (a jump of a fault that began in its window
+/// passes unless the driver runs late).
+fn jump_fits(seed: u64, at_ms: u64) -> bool {
+    let at = at_ms as i64;
+    quick_phase(seed, at) == quick_phase(seed, at + JUMP_GUARD_MS as i64)
+}
+
 /// A clock jump comes at most this long after its fault began.
 const JUMP_AFTER_MS: u64 = 600;
 /// The largest TTL, and a margin for the drift allowance and the driver's own timing.
@@ -1256,7 +1264,7 @@ pub fn drive(
                         permille,
                     });
                 }
-                Step::Shift { ms, .. } if ms > 0 && !jump_window(lab.seed, since(now_ns())) => {
+                Step::Shift { ms, .. } if ms > 0 && !jump_fits(lab.seed, since(now_ns())) => {
                     // Late likewise, too close to a phase's end for a jump: none this time.
                 }
                 Step::QuickRestart {
@@ -1346,9 +1354,7 @@ pub fn drive(
                         lab.cluster_relays[client][i].heal();
                     }
                 }
-                Step::MasterShift { ms, .. }
-                    if ms > 0 && !jump_window(lab.seed, since(now_ns())) =>
-                {
+                Step::MasterShift { ms, .. } if ms > 0 && !jump_fits(lab.seed, since(now_ns())) => {
                     // Late, as for `Shift`: no jump this time.
                 }
                 Step::MasterShift { k, ms } => {
