@@ -558,10 +558,16 @@ fn killed_connections_cost_no_failed_call() {
     lock.release().unwrap();
     assert_empty(&cluster.nodes);
 
-    // Killed between calls: the next acquire goes out again on fresh connections.
-    for node in &cluster.nodes {
-        assert!(node.kill_clients() >= 1);
-    }
+    // Killed between calls: the next acquire goes out again on fresh connections. A worker
+    // whose reconnect after the kills above failed (a loaded machine) stays without a
+    // connection until its next call, which is the design: then there is nothing to kill on
+    // its node, but every quorum still meets a killed connection.
+    let killed = cluster
+        .nodes
+        .iter()
+        .filter(|node| node.kill_clients() >= 1)
+        .count();
+    assert!(killed >= 2, "connections killed on {killed} of 3 nodes");
     let (lock, failures) = until_ok(5, &cluster.nodes, || rl.try_lock("killed", TTL));
     assert_eq!(failures, 0, "failed acquires");
     // A node whose connection was just killed may miss this SET; the quorum carries it.
