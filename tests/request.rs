@@ -468,9 +468,14 @@ fn a_waiter_does_not_poll_beside_a_minority_key_of_another_token() {
 fn waiter_does_not_poll(n: usize, stray: Option<usize>) {
     let cluster = Cluster::start(n);
     // Fallback polls would come every 10 to 20 ms: a waiter that polled would send hundreds.
+    // A new subscription is waited on for up to the node timeout, and until a quorum confirms
+    // it the waiter polls (it could not hear a release): a timeout that a starved machine's
+    // round trips stay under makes the count the waiter's with a healthy subscription, which
+    // the 50 ms default did not under load (a fresh-clone run counted [4, 4, 5, 5, 4]).
     let rl = cluster
         .builder()
         .retry_delay(Duration::from_millis(20))
+        .node_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
     let holder = rl.lock("quiet", TTL).unwrap();
