@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -222,18 +223,41 @@ def test_the_sdist_carries_the_workspace_and_nothing_built(sdist: Path, tmp_path
     assert {"redlock", "redlock-ffi"} <= members, members
 
 
+def _seed_target(target: Path, release: Path) -> None:
+    """Hard-links the compiled dependencies of the checkout's `release` build into a new
+    `target`: cargo's fingerprints of registry crates name neither the workspace's path nor the
+    target directory, so it reuses them; the workspace's crates, whose path differs, compile
+    anew. Fresh only: a `target` that exists has its own dependencies already."""
+    if target.exists() or not release.is_dir():
+        return
+    partial = target.with_name(target.name + ".seeding")
+    shutil.rmtree(partial, ignore_errors=True)
+    for part in ("deps", "build", ".fingerprint"):
+        if (release / part).is_dir():
+            shutil.copytree(release / part, partial / "release" / part, symlinks=True,
+                            copy_function=os.link)
+    partial.rename(target)
+
+
 def test_a_wheel_built_from_the_sdist_alone_locks_in_a_fresh_venv(
     sdist: Path, urls: list[str], tmp_path: Path
 ) -> None:
     # Built --locked from the sdist's copy of the workspace, outside the checkout. Its target
-    # directory lives on in the checkout's target/ so that later runs compile only the
-    # workspace's own crates, not every dependency again.
+    # directory lives on in the checkout's target/, seeded from the checkout's release build,
+    # so that only the workspace's own crates compile, not every dependency again.
     unpacked = _unpack(sdist, tmp_path / "unpacked")
+    # The sdist dates its files 1980 (reproducible archives): touched, the workspace's crates
+    # are older than nothing cargo has built, so it compiles them from these sources.
+    for path in (unpacked / "rust").rglob("*"):
+        if path.is_file():
+            os.utime(path)
     wheels = tmp_path / "wheels"
+    target = PACKAGE_DIR.parents[1] / "target" / "sdist"
+    _seed_target(target, PACKAGE_DIR.parents[1] / "target" / "release")
     _run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "-w", str(wheels),
          str(unpacked)],
-        env={**_clean_env(), "CARGO_TARGET_DIR": str(PACKAGE_DIR.parents[1] / "target" / "sdist")},
+        env={**_clean_env(), "CARGO_TARGET_DIR": str(target)},
         cwd=tmp_path,
         timeout=BUILD_TIMEOUT_S,
     )
