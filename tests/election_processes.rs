@@ -58,6 +58,7 @@ if t and tonumber(t) > tonumber(ARGV[1]) then
     return 0
 end
 redis.call("set", KEYS[1], ARGV[1])
+redis.call("rpush", KEYS[2], ARGV[1])
 return 1"#;
 
 fn candidate(args: &[String]) {
@@ -78,24 +79,36 @@ fn candidate(args: &[String]) {
             let leadership = election.campaign(None).unwrap();
             let term = leadership.term();
             writeln!(out, "LEAD {term} {}", now_ns()).unwrap();
+            // It writes until the store refuses its term, as a fenced writer does; each accepted
+            // write is also logged in the store, in the order the store took them (a line
+            // printed here may come late: a SIGSTOP between a write and its line).
             loop {
                 let accepted: i64 = redis::cmd("EVAL")
                     .arg(STORE)
-                    .arg(1)
+                    .arg(2)
                     .arg("store")
+                    .arg("store:log")
                     .arg(term)
                     .query(&mut store)
                     .unwrap();
-                let what = if accepted == 1 { "WROTE" } else { "REFUSED" };
-                writeln!(out, "{what} {term}").unwrap();
-                if !leadership.is_leader() {
-                    // Its validity is gone by its own clock; the lost signal follows at the
-                    // extender's next tick, due since the pause (this thread may look first).
-                    let _ = leadership.lost().recv_timeout(Duration::from_secs(5));
-                    writeln!(out, "LOST {term} lost={}", leadership.is_lost()).unwrap();
-                    return;
+                if accepted == 1 {
+                    writeln!(out, "WROTE {term}").unwrap();
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                writeln!(out, "REFUSED {term}").unwrap();
+                // A higher term wrote: its validity is gone by its own clock, and the lost
+                // signal follows at the extender's next tick, due since the pause (this thread
+                // may look first).
+                let _ = leadership.lost().recv_timeout(Duration::from_secs(5));
+                writeln!(
+                    out,
+                    "LOST {term} lost={} leader={}",
+                    leadership.is_lost(),
+                    leadership.is_leader()
+                )
+                .unwrap();
+                return;
             }
         }
         // Campaigns, leads briefly and resigns, `n` times; each leadership's start (after the
@@ -239,7 +252,8 @@ fn a_stopped_leaders_stale_writes_are_refused_and_it_reports_the_loss() {
     std::thread::sleep(Duration::from_millis(100));
     while a.lines.try_recv().is_ok() {}
     a.signal(libc::SIGCONT);
-    // Whatever a does first, it is with its old term: refused. Then it sees its loss.
+    // Its next write is with its old term: refused. Then it sees its loss. (A line of a write
+    // made before the stop may come first: the store's log says which writes it took when.)
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
@@ -255,16 +269,30 @@ fn a_stopped_leaders_stale_writes_are_refused_and_it_reports_the_loss() {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+    let last = &seen[seen.len().saturating_sub(5)..];
     assert!(
-        seen.iter().all(|l| !l.starts_with("WROTE")),
-        "a stale write was accepted: {seen:?}"
+        seen.iter().any(|l| l.starts_with("REFUSED")),
+        "a, resumed, was not refused within 10 s: {} lines, the last {last:?}",
+        seen.len()
     );
-    assert!(seen.iter().any(|l| l.starts_with("REFUSED")), "{seen:?}");
     assert!(
         seen.last()
-            .is_some_and(|l| l == &format!("LOST {a_term} lost=true")),
-        "{seen:?}"
+            .is_some_and(|l| l == &format!("LOST {a_term} lost=true leader=false")),
+        "a did not report its leadership lost: the last lines {last:?}"
     );
+    // No write of a's was taken after one of b's: the terms the store took never go down.
+    let log: Vec<u64> = redis::cmd("LRANGE")
+        .arg("store:log")
+        .arg(0)
+        .arg(-1)
+        .query(&mut store.conn())
+        .unwrap();
+    assert!(
+        log.windows(2).all(|w| w[0] <= w[1]),
+        "a stale write was accepted: the store took the terms {log:?} in this order ({a_term} \
+         is a's, {b_term} b's)"
+    );
+    assert!(log.contains(&a_term) && log.contains(&b_term), "{log:?}");
     let stored: u64 = redis::cmd("GET")
         .arg("store")
         .query(&mut store.conn())
