@@ -515,7 +515,7 @@ pub fn builder(
 ) -> redlock::Builder {
     let builder = Redlock::builder()
         .nodes(nodes)
-        .cluster_address_map_for_tests(
+        .address_map_for_tests(
             cluster_map
                 .iter()
                 .map(|&(node, relay)| (("127.0.0.1", node), ("127.0.0.1", relay))),

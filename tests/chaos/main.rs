@@ -70,7 +70,7 @@
 //! each client process reaches each of them through a relay of its own. The masters announce
 //! their own addresses (`CLUSTER SLOTS`, `MOVED`, `ASK`), so a relay in front of a seed would
 //! not stand between a client and the cluster: each client maps every announced `host:port` to
-//! its relay with the hidden `Builder::cluster_address_map_for_tests`, which every connection
+//! its relay with the hidden `Builder::address_map_for_tests`, which every connection
 //! of a cluster node goes through (an address not in the map is reached as announced). So the
 //! standalone faults reach the cluster node one master at a time:
 //! - **a client cut off from one master** (refused or blackholed, then healed), the master of
@@ -926,7 +926,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // The cluster's masters announce their own addresses, so a relay in front of a seed would
     // not stand between a client and the cluster: each client process gets a relay per cluster
     // process instead, and maps that process's address to it (the hidden
-    // `Builder::cluster_address_map_for_tests`), for seeds, `CLUSTER SLOTS`, `MOVED` and `ASK`
+    // `Builder::address_map_for_tests`), for seeds, `CLUSTER SLOTS`, `MOVED` and `ASK`
     // alike. The driver cuts one client off from one master through it.
     let cluster_relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| {
