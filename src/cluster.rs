@@ -122,7 +122,7 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
 use crate::clock::{Readings, TIME_COMMAND, TimeReading};
-use crate::node_url::{self, address};
+use crate::node_url::{self, AddressMap, address};
 use crate::probe::{self, Probe};
 use crate::sync::relock;
 use crate::wire::{self, Command, Script};
@@ -170,8 +170,8 @@ pub(crate) struct Cluster {
     /// a cluster whose seeds are gone (replaced, failed over) is still found.
     known: Mutex<Vec<(String, u16)>>,
     /// Test-only: where to connect instead of an address the cluster names
-    /// (`Builder::cluster_address_map_for_tests`).
-    remap: Vec<((String, u16), (String, u16))>,
+    /// (`Builder::address_map_for_tests`).
+    address_map: AddressMap,
 }
 
 impl Cluster {
@@ -210,7 +210,7 @@ impl Cluster {
             certificates: None,
             redis,
             known: Mutex::new(Vec::new()),
-            remap: Vec::new(),
+            address_map: AddressMap::default(),
         })
     }
 
@@ -233,17 +233,8 @@ impl Cluster {
         self.certificates = Some(certificates);
     }
 
-    pub(crate) fn set_remap(&mut self, remap: Vec<((String, u16), (String, u16))>) {
-        self.remap = remap;
-    }
-
-    /// Where to connect for the node the cluster calls `host:port`: itself, unless a test
-    /// mapped it elsewhere.
-    fn route<'a>(&'a self, host: &'a str, port: u16) -> (&'a str, u16) {
-        self.remap
-            .iter()
-            .find(|((h, p), _)| h == host && *p == port)
-            .map_or((host, port), |(_, (h, p))| (h.as_str(), *p))
+    pub(crate) fn set_address_map(&mut self, map: AddressMap) {
+        self.address_map = map;
     }
 
     /// A connection to one node, with the client's timeouts on connect, reads and writes.
@@ -255,7 +246,7 @@ impl Cluster {
     ) -> redis::RedisResult<redis::Connection> {
         // Every connection to a node of the cluster is made here, so a test's map covers the
         // seeds, `CLUSTER SLOTS`, `MOVED` and `ASK` alike.
-        let (host, port) = self.route(host, port);
+        let (host, port) = self.address_map.route(host, port);
         let addr = match self.tls {
             None => ConnectionAddr::Tcp(host.to_owned(), port),
             Some(insecure) => ConnectionAddr::TcpTls {
@@ -1343,24 +1334,6 @@ fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_test_map_routes_mapped_addresses_only() {
-        let mut c = Cluster::parse("redis+cluster://127.0.0.1:7000").unwrap();
-        assert_eq!(c.route("127.0.0.1", 7000), ("127.0.0.1", 7000));
-        c.set_remap(vec![(
-            ("127.0.0.1".to_owned(), 7000),
-            ("127.0.0.1".to_owned(), 9000),
-        )]);
-        assert_eq!(c.route("127.0.0.1", 7000), ("127.0.0.1", 9000));
-        assert_eq!(c.route("127.0.0.1", 7001), ("127.0.0.1", 7001));
-        assert_eq!(c.route("10.0.0.1", 7000), ("10.0.0.1", 7000));
-        assert_eq!(
-            c.id(),
-            "cluster:127.0.0.1:7000",
-            "the node keeps its own name"
-        );
-    }
 
     #[test]
     fn parses_the_forms() {

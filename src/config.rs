@@ -14,7 +14,7 @@ use crate::clock::Limits;
 pub use crate::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::cluster::{self, Cluster};
 use crate::error::{Error, Result};
-use crate::node_url;
+use crate::node_url::{self, AddressMap};
 use crate::quorum::drift_allowance;
 use crate::sentinel::{self, Sentinel, Target};
 
@@ -49,9 +49,9 @@ pub struct Builder {
     pub(crate) urls: Vec<String>,
     pub(crate) config: Config,
     pub(crate) tls: Tls,
-    /// Test-only: announced cluster addresses and where to connect instead
-    /// ([`cluster_address_map_for_tests`](Builder::cluster_address_map_for_tests)).
-    pub(crate) cluster_remap: Vec<((String, u16), (String, u16))>,
+    /// Test-only: addresses a cluster or the sentinels name, and where to connect instead
+    /// ([`address_map_for_tests`](Builder::address_map_for_tests)).
+    pub(crate) address_map: AddressMap,
 }
 
 /// TLS settings for `rediss://` nodes. Certificates are read when the client is built.
@@ -116,7 +116,7 @@ impl Default for Builder {
                 min_replicas: None,
             },
             tls: Tls::default(),
-            cluster_remap: Vec::new(),
+            address_map: AddressMap::default(),
         }
     }
 }
@@ -281,19 +281,21 @@ impl Builder {
         self
     }
 
-    /// On every Redis Cluster node, connects to `to` wherever the cluster names `from` (a seed,
-    /// `CLUSTER SLOTS`, a `MOVED` or an `ASK`), each `host:port`; an address not mapped is
-    /// reached as named. The node keeps the cluster's own addresses for everything else
-    /// (routing, `NodeStatus`, failovers). Only for tests, which put a relay of their own
-    /// between one client and one cluster process (a per-client cut); not part of the API.
+    /// Connects to `to` wherever a Redis Cluster node's cluster names `from` (a seed, `CLUSTER
+    /// SLOTS`, a `MOVED` or an `ASK`) or a Sentinel node's sentinels name `from` as the master,
+    /// each `host:port`; an address not mapped is reached as named (and the sentinels
+    /// themselves, at the URL's addresses, always are). Only the connection's target changes:
+    /// the node keeps the named addresses for everything else (routing, the watch's verdicts,
+    /// `NodeStatus`, failovers). Only for tests, which put a relay of their own between one
+    /// client and one server of a group (a per-client cut); not part of the API.
     #[doc(hidden)]
-    pub fn cluster_address_map_for_tests<I, A, B>(mut self, map: I) -> Self
+    pub fn address_map_for_tests<I, A, B>(mut self, map: I) -> Self
     where
         I: IntoIterator<Item = ((A, u16), (B, u16))>,
         A: Into<String>,
         B: Into<String>,
     {
-        self.cluster_remap.extend(
+        self.address_map.0.extend(
             map.into_iter()
                 .map(|((h, p), (th, tp))| ((h.into(), p), (th.into(), tp))),
         );
@@ -479,12 +481,20 @@ impl Builder {
                 }
             }
         }
-        if !self.cluster_remap.is_empty() {
+        if !self.address_map.0.is_empty() {
             for target in &mut targets {
-                if let Target::Cluster(c) = target
-                    && let Some(c) = Arc::get_mut(c)
-                {
-                    c.set_remap(self.cluster_remap.clone());
+                match target {
+                    Target::Standalone(_) => {}
+                    Target::Sentinel(s) => {
+                        if let Some(s) = Arc::get_mut(s) {
+                            s.set_address_map(self.address_map.clone());
+                        }
+                    }
+                    Target::Cluster(c) => {
+                        if let Some(c) = Arc::get_mut(c) {
+                            c.set_address_map(self.address_map.clone());
+                        }
+                    }
                 }
             }
         }

@@ -3,7 +3,8 @@
 //! extra `host:port` values of the query string. Each kind parses the rest (its path and its own
 //! query parameters) and keeps its own error wording, passed in here.
 //!
-//! It imports nothing of the crate: `cluster.rs` and `sentinel.rs` both build on it.
+//! It imports nothing of the crate: `cluster.rs` and `sentinel.rs` both build on it, and on its
+//! test-only [`AddressMap`].
 
 use redis::RedisConnectionInfo;
 
@@ -184,9 +185,37 @@ pub(crate) fn address(host: &str, port: u16) -> String {
     }
 }
 
+/// Test-only: where to connect instead of an address that a cluster or the sentinels name,
+/// each `host:port` ([`Builder::address_map_for_tests`](crate::Builder::address_map_for_tests)).
+/// Empty unless a test set it.
+#[derive(Clone, Default)]
+pub(crate) struct AddressMap(pub Vec<((String, u16), (String, u16))>);
+
+impl AddressMap {
+    /// Where to connect for the server named `host:port`: itself, unless mapped elsewhere.
+    pub(crate) fn route<'a>(&'a self, host: &'a str, port: u16) -> (&'a str, u16) {
+        self.0
+            .iter()
+            .find(|((h, p), _)| h == host && *p == port)
+            .map_or((host, port), |(_, (h, p))| (h.as_str(), *p))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_test_map_routes_mapped_addresses_only() {
+        let map = AddressMap(vec![(
+            ("127.0.0.1".to_owned(), 7000),
+            ("127.0.0.1".to_owned(), 9000),
+        )]);
+        assert_eq!(map.route("127.0.0.1", 7000), ("127.0.0.1", 9000));
+        assert_eq!(map.route("127.0.0.1", 7001), ("127.0.0.1", 7001));
+        assert_eq!(map.route("10.0.0.1", 7000), ("10.0.0.1", 7000));
+        assert_eq!(AddressMap::default().route("h", 1), ("h", 1));
+    }
 
     #[test]
     fn reads_the_shared_parts() {

@@ -120,7 +120,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
 use crate::cluster::{Cluster, Link};
-use crate::node_url;
+use crate::node_url::{self, AddressMap};
 use crate::sync::relock;
 
 /// Default Sentinel port when a URL gives none.
@@ -151,6 +151,11 @@ pub(crate) struct Sentinel {
     sentinel_redis: RedisConnectionInfo,
     /// The sentinel to ask first: the one that answered last.
     preferred: AtomicUsize,
+    /// Test-only: where to connect instead of a master the sentinels name
+    /// (`Builder::address_map_for_tests`). Every connection to a master goes through
+    /// [`open_master`](Sentinel::open_master), the worker's, its `WAIT` lane's and the release
+    /// subscriber's alike.
+    address_map: AddressMap,
 }
 
 /// What one sentinel said: its answer (none when it knows no such master) and whether it
@@ -344,6 +349,7 @@ impl Sentinel {
             master_redis,
             sentinel_redis,
             preferred: AtomicUsize::new(0),
+            address_map: AddressMap::default(),
         })
     }
 
@@ -360,6 +366,10 @@ impl Sentinel {
 
     pub(crate) fn set_certificates(&mut self, certificates: TlsCertificates) {
         self.certificates = Some(certificates);
+    }
+
+    pub(crate) fn set_address_map(&mut self, map: AddressMap) {
+        self.address_map = map;
     }
 
     fn client(
@@ -566,7 +576,8 @@ impl Sentinel {
         Ok((Answer::from_replies(addr, &master), records))
     }
 
-    /// Connects to the master a sentinel named and checks with `ROLE` that it says it is one.
+    /// Connects to the master a sentinel named (`host:port`, through a test's address map) and
+    /// checks with `ROLE` that it says it is one.
     fn open_master(
         &self,
         host: &str,
@@ -575,6 +586,7 @@ impl Sentinel {
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> redis::RedisResult<redis::Connection> {
+        let (host, port) = self.address_map.route(host, port);
         let mut conn = self.open(host, port, &self.master_redis, connect_timeout, io_timeout)?;
         let role: Value = match redis::cmd("ROLE").query(&mut conn) {
             Ok(role) => role,

@@ -910,6 +910,71 @@ fn a_waiters_release_subscription_follows_the_master_switch() {
     support::assert_no_worker_panicked();
 }
 
+/// The hidden test hook `Builder::address_map_for_tests`, through which the chaos test puts a
+/// relay of each client's own between it and the group's data nodes: every connection to the
+/// master the sentinels name goes to the mapped address instead (here a decoy master with a
+/// replica of its own), the worker's, its `WAIT` lane's and the release subscriber's alike,
+/// while the node still reports the master the sentinels name. A connection that skipped the map
+/// would reach the group's master, and a relay's cut would not cut it.
+#[test]
+fn a_test_address_map_redirects_every_connection_to_the_named_master() {
+    const RES: &str = "sentinel:mapped";
+    support::watch_workers();
+    let group = SentinelGroup::start();
+    let decoy = RedisNode::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let decoy_replica =
+        RedisNode::start_with(&["--replicaof", "127.0.0.1", &decoy.port.to_string()]);
+    assert!(
+        eventually(Duration::from_secs(15), || decoy_replica
+            .info("replication")
+            .contains("master_link_status:up")),
+        "the decoy's replica did not sync"
+    );
+    let rl = support::builder(&[group.url()])
+        .retry_count(0)
+        .min_replicas(1)
+        .address_map_for_tests([(("127.0.0.1", group.master.port), ("127.0.0.1", decoy.port))])
+        .build()
+        .expect("client");
+    let status = &rl.node_status()[0];
+    assert!(status.connected, "{status:?}");
+    assert_eq!(
+        status.master,
+        Some(addr(&group.master)),
+        "the node reports the master the sentinels name"
+    );
+    let lock = rl
+        .try_lock(RES, Duration::from_secs(10))
+        .expect("lock through the map, its write acknowledged by the decoy's replica");
+    assert_eq!(
+        decoy.get(RES).as_deref(),
+        Some(lock.token()),
+        "on the decoy"
+    );
+    assert_eq!(group.master.get(RES), None, "not on the group's master");
+    let waiter = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            rl.acquire(&LockRequest::new(RES, Duration::from_secs(10)).wait(Duration::from_secs(8)))
+                .map(|l| l.release())
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || decoy.release_subscribers(RES)
+            >= 1),
+        "the waiter's subscriber listens on the decoy"
+    );
+    assert_eq!(group.master.release_subscribers(RES), 0);
+    lock.release().expect("release");
+    waiter
+        .join()
+        .expect("waiter")
+        .expect("the waiter got the lock at the release")
+        .expect("its release");
+    drop(rl);
+    support::assert_no_worker_panicked();
+}
+
 /// Re-asking the sentinels while nothing changes costs one pipelined question a second to each
 /// sentinel (two commands), no reconnect and no failover: counted on the sentinels themselves
 /// (`total_commands_processed`, against a span without the client).

@@ -110,6 +110,7 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             Action::Hang
             | Action::Blackhole
             | Action::MasterBlackhole
+            | Action::OldMasterBlackhole
             | Action::ClusterKill
             | Action::ClusterStop
             | Action::ClusterFailover

@@ -36,8 +36,9 @@ pub struct ChildArgs {
     pub seed: u64,
     pub log: PathBuf,
     pub flags: Flags,
-    /// The cluster processes' ports, each with the port of this client process's relay to it.
-    pub cluster_map: Vec<(u16, u16)>,
+    /// The ports of the cluster's processes or of the Sentinel group's data nodes, each with the
+    /// port of this client process's relay to it (`Builder::address_map_for_tests`).
+    pub address_map: Vec<(u16, u16)>,
 }
 
 /// The two Redlock clients of a process: one with `restart_grace` for quick-restart phases, one
@@ -499,9 +500,9 @@ pub fn build_client(
     nodes: &[String],
     grace: Option<Duration>,
     flags: &Flags,
-    cluster_map: &[(u16, u16)],
+    address_map: &[(u16, u16)],
 ) -> Redlock {
-    builder(nodes, grace, flags, cluster_map)
+    builder(nodes, grace, flags, address_map)
         .build()
         .expect("build client")
 }
@@ -511,12 +512,12 @@ pub fn builder(
     nodes: &[String],
     grace: Option<Duration>,
     flags: &Flags,
-    cluster_map: &[(u16, u16)],
+    address_map: &[(u16, u16)],
 ) -> redlock::Builder {
     let builder = Redlock::builder()
         .nodes(nodes)
-        .cluster_address_map_for_tests(
-            cluster_map
+        .address_map_for_tests(
+            address_map
                 .iter()
                 .map(|&(node, relay)| (("127.0.0.1", node), ("127.0.0.1", relay))),
         )
@@ -542,9 +543,9 @@ pub fn child(args: ChildArgs) {
             &args.relays,
             Some(Duration::from_millis(args.flags.grace_ms)),
             &args.flags,
-            &args.cluster_map,
+            &args.address_map,
         ),
-        plain: build_client(&args.relays, None, &args.flags, &args.cluster_map),
+        plain: build_client(&args.relays, None, &args.flags, &args.address_map),
         seed: args.seed,
         chaos_start_ns: args.chaos_start_ns,
     });
@@ -723,7 +724,7 @@ pub fn parse_child(args: &[String]) -> ChildArgs {
         seed: args[6].parse().expect("seed"),
         log: Path::new(&args[7]).to_path_buf(),
         flags: Flags::parse(&args[8]),
-        cluster_map: args[9]
+        address_map: args[9]
             .split(';')
             .filter_map(|pair| {
                 let (node, relay) = pair.split_once('=')?;

@@ -70,7 +70,7 @@
 //! each client process reaches each of them through a relay of its own. The masters announce
 //! their own addresses (`CLUSTER SLOTS`, `MOVED`, `ASK`), so a relay in front of a seed would
 //! not stand between a client and the cluster: each client maps every announced `host:port` to
-//! its relay with the hidden `Builder::cluster_address_map_for_tests`, which every connection
+//! its relay with the hidden `Builder::address_map_for_tests`, which every connection
 //! of a cluster node goes through (an address not in the map is reached as announced). So the
 //! standalone faults reach the cluster node one master at a time:
 //! - **a client cut off from one master** (refused or blackholed, then healed), the master of
@@ -138,10 +138,13 @@
 //! (`sentinel.rs`): one master, two replicas, three sentinels (quorum 2,
 //! `down-after-milliseconds` 1000, `failover-timeout` 3000), reached by a `redis+sentinel://`
 //! URL, beside the standalone nodes n0-n3, which keep their standalone faults as in the cluster
-//! configuration (Young and Fence give way to one standalone crash per phase). The sentinels
-//! name one address per data node to every client, so no relay can stand between one client
-//! and one data node: the clients reach the data nodes directly and each sentinel through a
-//! relay of their own, which the driver cuts. Each phase has one fault of the group:
+//! configuration (Young and Fence give way to one standalone crash per phase). Each client
+//! process reaches each sentinel and each data node through a relay of its own. The sentinels
+//! name one address per data node to every client, so, as in the cluster configuration, each
+//! client maps those addresses to its relays with the hidden `Builder::address_map_for_tests`,
+//! which every connection to a master the sentinels name goes through; a data node keeps its
+//! port whatever its role, so the relay to the old master is known at each fault. Each phase
+//! has one fault of the group:
 //! - **the master SIGKILLed** (delayed phases, in turns with the next): the sentinels promote a
 //!   replica after `down-after-milliseconds` and their election (about 2 s, more than the
 //!   largest TTL, so every key the replica lacks had expired: a delayed restart, safe in
@@ -161,7 +164,19 @@
 //!   A8's budget: no client is cut off from every switched sentinel while it still reaches a
 //!   writable old master. A failover's leader, the sentinel asked, is the first to switch, and
 //!   is never cut; after a SIGKILL the old master takes no writes, and the client may lose
-//!   every sentinel (the node is then down for it until the heal).
+//!   every sentinel (the node is then down for it until the heal);
+//! - with every SIGKILL or failover, **a client cut off from the old master** (refused or
+//!   blackholed, at its relay to that data node) from just before the fault until every
+//!   sentinel switched: within A8's budget by construction, since it only lowers what the
+//!   client reaches. It heals then rather than at the old master's demotion: every sentinel
+//!   names the new master by then, so the healed client, which reaches every sentinel again,
+//!   must resolve only the new master while the old one, after a failover, still takes writes
+//!   for about 10 s and is reachable again (nothing may lead the client back to it: not a
+//!   sentinel that answered first before, not its subscriber). What a blackholed cut held
+//!   reaches the old master at the heal: writes whose votes the client gave up on after
+//!   `node_timeout`, on a master whose writes the demotion drops. The node is down for that
+//!   client only until it reaches the new master through a sentinel that switched, so rule
+//!   (e) does not count the cut; rule (f) excuses its keys as for any cut.
 //!
 //! A failover whose window the driver misses (it ran late: the group took long to be whole
 //! again) is skipped, and (cov) says so if the run then has none. As in the cluster
@@ -212,13 +227,16 @@
 //!   included; on a cluster node, one per Redlock client and master summed over the cluster's
 //!   processes, no process more than one per Redlock client (an old master keeps the
 //!   connection of a worker whose batches have not gone to its slots since its failover), and
-//!   the relays carry every client connection to the cluster; on the Sentinel group, the master every sentinel names
-//!   does and no replica, the sentinels' own links aside), and the data node none once the
+//!   the relays carry every client connection to the cluster; on the Sentinel group, the
+//!   master every sentinel names does and no replica, the sentinels' own links aside, and the
+//!   relays carry every client connection to a data node, each client's to the master at
+//!   least its two), and the data node none once the
 //!   client threads ended; every fresh client exited on its own, and none of its connections
 //!   is left (the counts above are taken after the last one exited): nothing wedged, nothing
 //!   leaked;
 //! - (e) no client acquired while a majority of the nodes was down **or cut off from that
-//!   client** (a cluster node with one master cut off from it is not counted);
+//!   client** (a cluster node with one master cut off from it is not counted, nor a Sentinel
+//!   node with its old master cut off from it);
 //! - (f) no key of a cancelled or finished acquisition outlives its call: `node_timeout` after a
 //!   wait that gave no lock (failed or cancelled) or a release returned, a key probe in the
 //!   client process finds no key with that acquisition's token on any node, or watches the one
@@ -247,10 +265,12 @@
 //! - (sn) likewise every fault of the Sentinel group: after a SIGKILL or a failover every
 //!   sentinel named a new master, which says it is one, the killed master restarted only after
 //!   that, and the old master is a replica of the new one with its link up; a lost replica
-//!   restarted and is in sync again; and the group was whole again afterwards;
+//!   restarted and is in sync again; a client's cut from the old master was made before the
+//!   fault and healed once every sentinel switched; and the group was whole again afterwards;
 //! - (cov) every fault class above was injected (in the cluster configurations, cuts of one
 //!   master both ways, a master's clock jump, and an old master back in a quick phase, and with
-//!   `--min-replicas` in a delayed one, among them), both kinds of client acquired, cancellable
+//!   `--min-replicas` in a delayed one, among them; in the Sentinel configuration, a client's
+//!   cut from the old master that ran its course, as (sn) says, among them), both kinds of client acquired, cancellable
 //!   read-write and semaphore waits were made, elections were won and campaigns cancelled,
 //!   fresh clients were started (during a failover too, where the configuration has them),
 //!   acquired and read the leader: a run that skipped one tested nothing about it;
@@ -854,9 +874,8 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     let shim = build_shim(&dir.0);
     // In the cluster configurations the last lock node is a Redis Cluster: each of its
     // processes runs under the shim too, with an offset file of its own. In the Sentinel
-    // configuration it is a group whose data nodes the clients reach directly (the sentinels
-    // name one address for every client) and whose sentinels they reach through relays of
-    // their own, which the driver cuts while the group switches.
+    // configuration it is a group whose sentinels and data nodes each client reaches through
+    // relays of its own, which the driver cuts while the group switches.
     let standalone = if flags.cluster || flags.sentinel {
         cluster_node()
     } else {
@@ -920,6 +939,18 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             })
         })
         .collect();
+    // The sentinels name the group's data nodes by their own addresses: each client process
+    // gets a relay per data node and maps that node's address to it (the hidden
+    // `Builder::address_map_for_tests`, through which every connection to a master the
+    // sentinels name goes). A data node keeps its port whatever its role, so the relay to the
+    // old master is known at each fault: the driver cuts one client off from it there.
+    let group_relays: Vec<Vec<Relay>> = (0..CLIENTS)
+        .map(|_| {
+            group.as_ref().map_or(Vec::new(), |g| {
+                g.nodes.iter().map(|n| Relay::start(n.port)).collect()
+            })
+        })
+        .collect();
     let data = RedisNode::start();
     let relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| cluster.nodes.iter().map(|n| Relay::start(n.port)).collect())
@@ -927,7 +958,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // The cluster's masters announce their own addresses, so a relay in front of a seed would
     // not stand between a client and the cluster: each client process gets a relay per cluster
     // process instead, and maps that process's address to it (the hidden
-    // `Builder::cluster_address_map_for_tests`), for seeds, `CLUSTER SLOTS`, `MOVED` and `ASK`
+    // `Builder::address_map_for_tests`), for seeds, `CLUSTER SLOTS`, `MOVED` and `ASK`
     // alike. The driver cuts one client off from one master through it.
     let cluster_relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| {
@@ -962,12 +993,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             urls.push(rc.url());
             direct.push(rc.url());
         }
-        // `port=relay port;…`: the cluster processes' addresses this client reaches through
-        // its relays.
+        // `port=relay port;…`: the addresses of the cluster's processes, or of the Sentinel
+        // group's data nodes, that this client reaches through its relays.
         let map: Vec<String> = redis_cluster
             .iter()
             .flat_map(|rc| &rc.nodes)
             .zip(&cluster_relays[i])
+            .chain(group.iter().flat_map(|g| &g.nodes).zip(&group_relays[i]))
             .map(|(n, r)| format!("{}={}", n.port, r.port))
             .collect();
         if let Some(g) = &group {
@@ -1080,6 +1112,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         seed,
         eager: flags.eager,
         sentinel_relays,
+        group_relays,
         fresh: fresh_tx,
         fresh_hold,
         stall_sentinels: flags.stall_sentinels,
@@ -1226,39 +1259,54 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // Redlock client, plus this check's; a replica (an old master among them) this check's
     // only: every worker followed the switch. At most one subscriber per Redlock client on
     // the whole group (an idle one follows at its next subscription). Fresh clients have all
-    // exited: none of theirs is left anywhere.
+    // exited: none of theirs is left anywhere. And every client connection to a data node
+    // goes through the relay of its client process (the address map; one that did not would
+    // escape the cut of the old master): the relays carry them all, each client's relay to the
+    // master at least its workers'.
     if let Some(g) = &group {
         let mut seen = Vec::new();
         let mut master = None;
+        let expected = |m: bool| if m { CLIENTS * per_process + 1 } else { 1 };
         if !eventually(Duration::from_secs(5), || {
             master = g.master();
             seen = g
                 .nodes
                 .iter()
                 .enumerate()
-                .map(|(i, n)| (Some(i) == master, n.port, connections(n)))
+                .map(|(i, n)| {
+                    let relayed: Vec<usize> = lab
+                        .group_relays
+                        .iter()
+                        .map(|per_client| per_client[i].connections())
+                        .collect();
+                    (Some(i) == master, n.port, connections(n), relayed)
+                })
                 .collect();
             master.is_some()
-                && seen
-                    .iter()
-                    .all(|(m, _, c)| c.0 == if *m { CLIENTS * per_process + 1 } else { 1 })
-                && seen.iter().map(|(_, _, c)| c.1).sum::<usize>() <= CLIENTS * per_process
+                && seen.iter().all(|(m, _, c, r)| {
+                    c.0 == expected(*m)
+                        && r.iter().sum::<usize>() == c.0 + c.1 - 1
+                        && (!*m || r.iter().all(|&n| n >= per_process))
+                })
+                && seen.iter().map(|(_, _, c, _)| c.1).sum::<usize>() <= CLIENTS * per_process
         }) {
             let each: Vec<String> = seen
                 .iter()
-                .map(|(m, port, c)| {
+                .map(|(m, port, c, r)| {
                     format!(
-                        "{} {port}: {} command (expected {}), {} subscriber",
+                        "{} {port}: {} command (expected {}), {} subscriber, through each \
+                         client's relay {r:?}",
                         if *m { "master" } else { "replica" },
                         c.0,
-                        if *m { CLIENTS * per_process + 1 } else { 1 },
+                        expected(*m),
                         c.1
                     )
                 })
                 .collect();
             verdict.fail(format!(
                 "(d) Sentinel node n{} (the sentinels agree on a master: {}): {}; at \
-                 most {} subscribers in all",
+                 most {} subscribers in all, and every client connection through the client's \
+                 relay ({per_process} or more to the master)",
                 cluster_node(),
                 master.is_some(),
                 each.join("; "),

@@ -689,8 +689,10 @@ pub fn plans_short(
 fn build(class: Class, at_ms: u64, seed: u64, flags: &Flags, rng: &mut Rng) -> Fault {
     let eager = flags.eager;
     let except = cluster_except(flags);
-    // What cuts and clock jumps cannot reach: a Sentinel group's data nodes, which every client
-    // reaches directly and which run without the clock shim (the group has faults of its own).
+    // What these cuts and clock jumps do not reach: a Sentinel group, which has no relay among a
+    // client's relays to the lock nodes (its relays to the sentinels and to the data nodes are
+    // cut with the group's own faults, while it switches) and whose data nodes run without the
+    // clock shim.
     let unrelayed: Vec<usize> = if flags.sentinel {
         vec![cluster_node()]
     } else {
@@ -1049,6 +1051,12 @@ pub enum Action {
     /// lost meanwhile; the old master answers, so rule (e) does not count it).
     GroupKill,
     GroupFailover,
+    /// One client's relay to the Sentinel group's old master cut, from before its kill or
+    /// failover until every sentinel switched. The client reaches the node again through the
+    /// new master once a sentinel it reaches names it, so rule (e) does not count it down;
+    /// rule (f) excuses its keys as for any cut.
+    OldMasterRefuse,
+    OldMasterBlackhole,
 }
 
 /// One node's outage, as the driver saw it: down from after the signal, up from before the
@@ -1156,6 +1164,9 @@ pub struct Lab {
     pub eager: bool,
     /// Per client process, per sentinel of the group (Sentinel configuration).
     pub sentinel_relays: Vec<Vec<Relay>>,
+    /// Per client process, per data node of the group (`Group::nodes`, whose ports stay while
+    /// their roles move; Sentinel configuration).
+    pub group_relays: Vec<Vec<Relay>>,
     /// Starts a fresh client now (the driver's nudge, right after a kill or a failover).
     pub fresh: crossbeam_channel::Sender<()>,
     /// No fresh client starts before this instant (ns): the cluster configuration holds them
@@ -1465,12 +1476,21 @@ fn wait_for_write(lab: &Lab, client: usize, kind: &str) -> bool {
 }
 
 /// Intervals during which more than half of the nodes were down (for the clients the outages
-/// are of). A client cut off from one master of a cluster node still reaches the node in part:
-/// not counted.
+/// are of). A client cut off from one master of a cluster node still reaches the node in part,
+/// and one cut off from a Sentinel group's old master reaches it through the new one: not
+/// counted.
 pub fn majority_down(outages: &[Outage]) -> Vec<(u64, u64)> {
     let mut edges: Vec<(u64, i32, usize)> = outages
         .iter()
-        .filter(|o| !matches!(o.action, Action::MasterRefuse | Action::MasterBlackhole))
+        .filter(|o| {
+            !matches!(
+                o.action,
+                Action::MasterRefuse
+                    | Action::MasterBlackhole
+                    | Action::OldMasterRefuse
+                    | Action::OldMasterBlackhole
+            )
+        })
         .flat_map(|o| [(o.down_ns, 1, o.node), (o.up_ns, -1, o.node)])
         .collect();
     // At equal times, count ups before downs: never widen an interval.

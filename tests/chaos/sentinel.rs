@@ -45,6 +45,15 @@ pub struct SentinelCut {
     pub mode: CutMode,
 }
 
+/// A client process cut off from the old master through its relay to that data node, from just
+/// before a master's kill or failover until every sentinel has switched: within A8's budget,
+/// since it only lowers what the client reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MasterCut {
+    pub client: usize,
+    pub mode: CutMode,
+}
+
 /// One fault of the group, as planned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupStep {
@@ -52,6 +61,8 @@ pub struct GroupStep {
     /// Which sentinel leads a `SENTINEL FAILOVER`; which replica a `Replica` fault kills.
     pub pick: usize,
     pub cut: Option<SentinelCut>,
+    /// With every kill or failover of the master.
+    pub master_cut: Option<MasterCut>,
     /// The killed master comes back no sooner than this after the kill; a lost replica is
     /// down this long.
     pub down_ms: u64,
@@ -81,6 +92,19 @@ pub struct GroupFault {
     pub demoted: Option<u64>,
     /// When the group was whole again (see [`Group::whole`]).
     pub healthy: Option<u64>,
+    /// When the client's relay to the old master was cut, and when it was healed.
+    pub master_cut: Option<(u64, Option<u64>)>,
+}
+
+impl GroupFault {
+    /// Whether its cut of a client from the old master ran its course: made before the fault,
+    /// healed once every sentinel had switched.
+    pub fn master_cut_done(&self) -> bool {
+        matches!(
+            (self.master_cut, self.switched),
+            (Some((cut, Some(healed))), Some((switched, _))) if cut <= self.start && healed >= switched
+        )
+    }
 }
 
 /// The group: its data nodes (the master first at the start) and sentinels.
@@ -312,13 +336,40 @@ pub fn group_fault(
         back: None,
         demoted: None,
         healthy: None,
+        master_cut: None,
     };
-    let cut = |on: bool| {
+    // The cuts of a client from sentinels and of one from the old master (its relay to data
+    // node `m`: ports stay with the data nodes whatever their roles), made just before the
+    // fault and healed together once every sentinel has switched; the old master's heal is
+    // recorded, as the outage of the node for that client (neither counted by (e) nor
+    // unexcused by (f): the client reaches the node again through the new master).
+    let cut = |on: bool, f: &mut GroupFault, rec: &mut Record| {
         if let Some(c) = step.cut {
             for (i, relay) in lab.sentinel_relays[c.client].iter().enumerate() {
                 if c.sentinels & (1 << i) != 0 {
                     if on { relay.cut(c.mode) } else { relay.heal() }
                 }
+            }
+        }
+        if let Some(c) = step.master_cut {
+            let relay = &lab.group_relays[c.client][m];
+            if on {
+                relay.cut(c.mode);
+                f.master_cut = Some((now_ns(), None));
+            } else if let Some((at, None)) = f.master_cut {
+                relay.heal();
+                let healed = now_ns();
+                f.master_cut = Some((at, Some(healed)));
+                rec.outages.push(Outage {
+                    node: cluster_node(),
+                    client: Some(c.client),
+                    action: match c.mode {
+                        CutMode::Refuse => Action::OldMasterRefuse,
+                        CutMode::Blackhole => Action::OldMasterBlackhole,
+                    },
+                    down_ns: at,
+                    up_ns: healed,
+                });
             }
         }
     };
@@ -346,7 +397,7 @@ pub fn group_fault(
             }
         }
     };
-    cut(true);
+    cut(true, &mut f, rec);
     // Broken on purpose (`--stall-sentinels`): two sentinels hung through the fault, so that
     // no failover can run its course.
     let stalled: Vec<usize> = if lab.stall_sentinels && step.action != GroupAction::Replica {
@@ -366,7 +417,7 @@ pub fn group_fault(
                     .arg(SentinelGroup::NAME),
             );
             if asked.is_err() {
-                cut(false);
+                cut(false, &mut f, rec);
                 heal_split(rec);
                 for &s in &stalled {
                     group.sentinels[s].resume();
@@ -388,7 +439,7 @@ pub fn group_fault(
         args.extend(["--replicaof", "127.0.0.1", &port]);
         f.back = Some(now_ns());
         group.nodes[victim].restart_with(&args);
-        cut(false);
+        cut(false, &mut f, rec);
         heal_split(rec);
     } else {
         let other = |s: u16| named(s).filter(|&p| p != old);
@@ -418,7 +469,7 @@ pub fn group_fault(
             (Some(t), _) => t,
             (None, _) => now_ns(),
         };
-        cut(false);
+        cut(false, &mut f, rec);
         // Fresh clients right after the switch (more when broken on purpose: they are what
         // meets the old master's lost votes).
         for _ in 0..if step.split.is_some() { 5 } else { 1 } {
@@ -540,6 +591,10 @@ pub fn planned_classes(steps: &[GroupStep]) -> Vec<(&'static str, bool)> {
             "clients cut off from sentinels during a switch",
             any(&|s| s.cut.is_some()),
         ),
+        (
+            "clients cut off from the old master during a switch",
+            any(&|s| s.master_cut.is_some()),
+        ),
     ]
 }
 
@@ -579,10 +634,27 @@ pub fn plan(action: GroupAction, rng: &mut Rng, flags: &Flags) -> GroupStep {
         let b = (a + 1 + rng.below(cluster_node() as u64 - 1)) % cluster_node() as u64;
         (client, (1u8 << a) | (1u8 << b))
     });
+    // Every kill or failover of the master cuts one client off from it (not the client whose
+    // locks rest on the old master when broken on purpose: that one must reach it).
+    let master_cut = (action != GroupAction::Replica).then(|| {
+        let client = match split {
+            Some((c, _)) => (c + 1 + rng.below(CLIENTS as u64 - 1) as usize) % CLIENTS,
+            None => rng.below(CLIENTS as u64) as usize,
+        };
+        MasterCut {
+            client,
+            mode: if rng.chance(0.5) {
+                CutMode::Refuse
+            } else {
+                CutMode::Blackhole
+            },
+        }
+    });
     GroupStep {
         action,
         pick,
         cut,
+        master_cut,
         down_ms,
         split,
     }
@@ -615,10 +687,17 @@ pub fn describe(s: &GroupStep) -> String {
             c.mode.name()
         )
     });
+    let master_cut = s.master_cut.map_or(String::new(), |c| {
+        format!(
+            ", c{} cut from the old master ({})",
+            c.client,
+            c.mode.name()
+        )
+    });
     let split = s.split.map_or(String::new(), |(c, n)| {
         format!(", c{c} cut from standalone nodes {n:04b}")
     });
-    what + &cut + &split
+    what + &cut + &master_cut + &split
 }
 
 /// Rules (sn) and the group's part of (p), on what the driver recorded.
@@ -637,10 +716,22 @@ pub fn check(logs: &Logs, record: &Record, eager: bool, origin: u64, verdict: &m
             || f.demoted.is_none()
             || f.healthy.is_none()
             || (f.step.action != GroupAction::Failover && f.back.is_none())
+            || (f.step.master_cut.is_some() && !f.master_cut_done())
         {
+            let master_cut = match (f.step.master_cut, f.master_cut) {
+                (_, Some((cut, healed))) => format!(
+                    ", a client cut off from the old master at {} until {}",
+                    ms(cut, origin),
+                    at(healed)
+                ),
+                (Some(_), None) => {
+                    ", the planned cut of a client from the old master not made".into()
+                }
+                (None, None) => String::new(),
+            };
             verdict.fail(format!(
                 "(sn) Sentinel fault {:?} of {} (master {}) at {}: every sentinel named a new \
-                 master {}{}, restarted {}, a replica again {}, group whole {}",
+                 master {}{}, restarted {}, a replica again {}, group whole {}{master_cut}",
                 f.step.action,
                 f.victim,
                 f.master,
@@ -722,6 +813,11 @@ pub fn coverage(record: &Record) -> Vec<(&'static str, usize)> {
             "clients cut off from sentinels while the group switched",
             done(&|g| g.step.cut.is_some()),
         ),
+        (
+            "clients cut off from the old master while the group switched (cut before the \
+             fault, healed once every sentinel switched)",
+            done(&GroupFault::master_cut_done),
+        ),
     ]
 }
 
@@ -744,14 +840,27 @@ pub fn fault_rows(record: &Record) -> Vec<(String, String)> {
     let master = |a: GroupAction| {
         let fs = of(a);
         format!(
-            "{} (every sentinel switched after {}; old master a replica after {}; {} with a client cut off from sentinels)",
+            "{} (every sentinel switched after {}; old master a replica after {}; {} with a client cut off from sentinels, {} from the old master)",
             fs.len(),
             span(&fs, &|f| f.switched.map(|s| s.0)),
             span(&fs, &|f| f.demoted),
-            fs.iter().filter(|f| f.step.cut.is_some()).count()
+            fs.iter().filter(|f| f.step.cut.is_some()).count(),
+            fs.iter().filter(|f| f.master_cut.is_some()).count()
         )
     };
     let replicas = of(GroupAction::Replica);
+    let master_cuts = |mode: CutMode| {
+        let ms: Vec<u64> = record
+            .group
+            .iter()
+            .filter(|g| g.step.master_cut.is_some_and(|c| c.mode == mode))
+            .filter_map(|g| match g.master_cut {
+                Some((at, Some(healed))) => Some((healed - at) / MS),
+                _ => None,
+            })
+            .collect();
+        format!("{} ({} ms in all)", ms.len(), ms.iter().sum::<u64>())
+    };
     vec![
         (
             "Sentinel master SIGKILL, promotion, restart (back as a replica)".into(),
@@ -769,18 +878,33 @@ pub fn fault_rows(record: &Record) -> Vec<(String, String)> {
                 span(&replicas, &|f| f.demoted)
             ),
         ),
+        (
+            "client cut off from the Sentinel group's old master during a switch, refused / blackholed".into(),
+            format!(
+                "{} / {}",
+                master_cuts(CutMode::Refuse),
+                master_cuts(CutMode::Blackhole)
+            ),
+        ),
     ]
 }
 
-/// The checker must report made-up (sn) and (p) violations of the group.
+/// The checker must report made-up (sn) and (p) violations of the group, and (cov) must count
+/// only an old master's cut that ran its course.
 pub fn checker_catches_made_up_violations() {
     let step = |action| GroupStep {
         action,
         pick: 0,
         cut: None,
+        master_cut: (action != GroupAction::Replica).then_some(MasterCut {
+            client: 0,
+            mode: CutMode::Refuse,
+        }),
         down_ms: 0,
         split: None,
     };
+    // The cut of a client from the old master, made 1 ms before the fault and healed once
+    // every sentinel switched.
     let fault =
         |action, switched: Option<u64>, back: Option<u64>, demoted: Option<u64>| GroupFault {
             step: step(action),
@@ -792,7 +916,13 @@ pub fn checker_catches_made_up_violations() {
             back: back.map(|t| t * MS),
             demoted: demoted.map(|t| t * MS),
             healthy: demoted.map(|t| (t + 100) * MS),
+            master_cut: (action != GroupAction::Replica)
+                .then(|| (999 * MS, Some(switched.unwrap_or(1_000) * MS))),
         };
+    let with_cut = |mut f: GroupFault, cut: Option<(u64, Option<u64>)>| {
+        f.master_cut = cut.map(|(at, healed)| (at * MS, healed.map(|t| t * MS)));
+        f
+    };
     let call = |variant: &str, start: u64| crate::checker::Call {
         client: 0,
         op: "lock".into(),
@@ -873,6 +1003,42 @@ pub fn checker_catches_made_up_violations() {
             vec![call("n", 4_000)],
             "(p)",
         ),
+        (
+            "a client's cut from the old master healed before every sentinel switched",
+            vec![with_cut(
+                fault(GroupAction::Failover, Some(2_000), None, Some(12_000)),
+                Some((999, Some(1_900))),
+            )],
+            vec![],
+            "(sn)",
+        ),
+        (
+            "a client's cut from the old master never healed",
+            vec![with_cut(
+                fault(GroupAction::Kill, Some(3_000), Some(3_500), Some(12_000)),
+                Some((999, None)),
+            )],
+            vec![],
+            "(sn)",
+        ),
+        (
+            "a client's cut from the old master made after the fault",
+            vec![with_cut(
+                fault(GroupAction::Failover, Some(2_000), None, Some(12_000)),
+                Some((1_100, Some(2_000))),
+            )],
+            vec![],
+            "(sn)",
+        ),
+        (
+            "a planned cut of a client from the old master not made",
+            vec![with_cut(
+                fault(GroupAction::Kill, Some(3_000), Some(3_500), Some(12_000)),
+                None,
+            )],
+            vec![],
+            "(sn)",
+        ),
     ];
     for (what, group, calls, rule) in cases {
         let found = run(group, calls);
@@ -881,4 +1047,28 @@ pub fn checker_catches_made_up_violations() {
             "the checker missed a made-up {rule} violation ({what}): {found:?}"
         );
     }
+    let cuts_done = |group: Vec<GroupFault>| {
+        let record = Record {
+            group,
+            ..Record::default()
+        };
+        coverage(&record)
+            .into_iter()
+            .find(|(what, _)| what.starts_with("clients cut off from the old master"))
+            .expect("the class of old masters' cuts")
+            .1
+    };
+    assert_eq!(
+        cuts_done(good()),
+        2,
+        "a kill's and a failover's cut ran their course"
+    );
+    assert_eq!(
+        cuts_done(vec![with_cut(
+            fault(GroupAction::Failover, Some(2_000), None, Some(12_000)),
+            Some((999, Some(1_900))),
+        )]),
+        0,
+        "(cov) counted a cut of the old master healed before the switch"
+    );
 }
