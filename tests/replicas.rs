@@ -21,9 +21,8 @@ fn replicated() -> (RedisNode, RedisNode) {
             replica
                 .info("replication")
                 .contains("master_link_status:up")
-                && master.info("replication").contains("connected_slaves:1")
-        }),
-        "the replica did not sync within 10 s"
+        }) && master.replicas_acknowledge(1, Duration::from_secs(10)),
+        "the replica did not sync within 10 s, or acknowledged nothing in 10 s more"
     );
     (master, replica)
 }

@@ -930,6 +930,10 @@ fn a_test_address_map_redirects_every_connection_to_the_named_master() {
             .contains("master_link_status:up")),
         "the decoy's replica did not sync"
     );
+    assert!(
+        decoy.replicas_acknowledge(1, Duration::from_secs(10)),
+        "the decoy's replica acknowledged nothing in 10 s"
+    );
     let rl = support::builder(&[group.url()])
         .retry_count(0)
         .min_replicas(1)

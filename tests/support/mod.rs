@@ -423,6 +423,26 @@ impl RedisNode {
         conn
     }
 
+    /// Waits until `n` replicas acknowledge this master's replication stream (a `PUBLISH`,
+    /// which replicates and touches no key, then `WAIT`). A replica can be online on both
+    /// sides and still be sent nothing until its first periodic `REPLCONF ACK`, up to a second
+    /// after a diskless sync; a `WAIT` of `min_replicas` in that window counts it out.
+    pub fn replicas_acknowledge(&self, n: usize, limit: Duration) -> bool {
+        let mut conn = self.conn();
+        conn.set_read_timeout(Some(limit + Duration::from_secs(1)))
+            .unwrap();
+        let published: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+            .arg("support:replicas-acknowledge")
+            .arg("")
+            .query(&mut conn);
+        published.is_ok()
+            && redis::cmd("WAIT")
+                .arg(n)
+                .arg(limit.as_millis() as u64)
+                .query::<usize>(&mut conn)
+                .is_ok_and(|acked| acked >= n)
+    }
+
     /// `INFO section`, on the node's kept connection (opened again after a restart).
     pub fn info(&self, section: &str) -> String {
         let mut kept = self.info_conn.lock().unwrap_or_else(|e| e.into_inner());
@@ -923,9 +943,15 @@ impl RedisCluster {
                     .query(&mut node.conn())
                     .unwrap_or_default();
                 let replication = node.info("replication");
+                // A master's replicas online on its side too: `WAIT` (`min_replicas`) counts
+                // a replica only then, which can come after the replica's link is up.
                 info.contains("cluster_state:ok")
                     && info.contains(&format!("cluster_known_nodes:{n}\r"))
                     && (replication.contains("role:master")
+                        && replication
+                            .lines()
+                            .filter(|l| l.starts_with("slave") && l.contains("state="))
+                            .all(|l| l.contains("state=online"))
                         || replication.contains("master_link_status:up"))
             })
         });
