@@ -428,14 +428,29 @@ impl RedisNode {
     /// sides and still be sent nothing until its first periodic `REPLCONF ACK`, up to a second
     /// after a diskless sync; a `WAIT` of `min_replicas` in that window counts it out.
     pub fn replicas_acknowledge(&self, n: usize, limit: Duration) -> bool {
+        self.acknowledged(
+            n,
+            limit,
+            redis::pipe()
+                .cmd("PUBLISH")
+                .arg("support:replicas-acknowledge")
+                .arg(""),
+        )
+    }
+
+    /// [`replicas_acknowledge`](Self::replicas_acknowledge) for a cluster master, whose
+    /// `PUBLISH` goes over the cluster bus, not its replication stream: a `SET` and a `DEL` of
+    /// `key`, a key of its slots that the test does not use.
+    pub fn replicas_acknowledge_key(&self, key: &str, n: usize, limit: Duration) -> bool {
+        self.acknowledged(n, limit, redis::pipe().set(key, "").ignore().del(key))
+    }
+
+    /// Whether `n` replicas acknowledged `write` (commands that replicate) within `limit`.
+    fn acknowledged(&self, n: usize, limit: Duration, write: &redis::Pipeline) -> bool {
         let mut conn = self.conn();
         conn.set_read_timeout(Some(limit + Duration::from_secs(1)))
             .unwrap();
-        let published: redis::RedisResult<i64> = redis::cmd("PUBLISH")
-            .arg("support:replicas-acknowledge")
-            .arg("")
-            .query(&mut conn);
-        published.is_ok()
+        write.query::<redis::Value>(&mut conn).is_ok()
             && redis::cmd("WAIT")
                 .arg(n)
                 .arg(limit.as_millis() as u64)
@@ -789,6 +804,12 @@ impl SentinelGroup {
             ready,
             "the sentinels did not come to know the group within 20 s"
         );
+        assert!(
+            group
+                .master
+                .replicas_acknowledge(1, Duration::from_secs(10)),
+            "the group's replica acknowledged nothing in 10 s"
+        );
         group
     }
 
@@ -956,6 +977,22 @@ impl RedisCluster {
             })
         });
         assert!(ready, "the cluster did not become ready within 20 s");
+        if replicas > 0 {
+            for m in (0..n).filter(|&m| cluster.is_master(m)) {
+                let key = (0..)
+                    .map(|i| format!("support:replicas-acknowledge:{i}"))
+                    .find(|k| cluster.master_of(k) == m)
+                    .expect("a key of every master");
+                assert!(
+                    cluster.nodes[m].replicas_acknowledge_key(
+                        &key,
+                        replicas,
+                        Duration::from_secs(10)
+                    ),
+                    "the replicas of cluster master {m} acknowledged nothing in 10 s"
+                );
+            }
+        }
         cluster
     }
 
