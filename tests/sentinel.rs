@@ -214,13 +214,7 @@ fn a_held_lock_follows_a_graceful_failover_to_the_new_master() {
             .is_some()),
         "the key reached the replica"
     );
-    let _: String = group.sentinels[0]
-        .query(
-            redis::cmd("SENTINEL")
-                .arg("FAILOVER")
-                .arg(SentinelGroup::NAME),
-        )
-        .expect("SENTINEL FAILOVER");
+    group.failover();
     assert!(
         eventually(Duration::from_secs(20), || group
             .all_name(group.replica.port)
@@ -611,13 +605,7 @@ fn undemotable(node: &RedisNode) {
 /// `SENTINEL FAILOVER` on the first sentinel (the one that switches first); returns when the test
 /// first saw it name the replica.
 fn switch(group: &SentinelGroup) -> Instant {
-    let _: String = group.sentinels[0]
-        .query(
-            redis::cmd("SENTINEL")
-                .arg("FAILOVER")
-                .arg(SentinelGroup::NAME),
-        )
-        .expect("SENTINEL FAILOVER");
+    group.failover();
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if group

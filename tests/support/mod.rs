@@ -773,6 +773,30 @@ impl Drop for SentinelProcess {
 }
 
 impl SentinelGroup {
+    /// `SENTINEL FAILOVER` asked of the first sentinel. A sentinel answers `NOGOODSLAVE`
+    /// while its own record of the replica is stale (its `INFO` of it older than it accepts,
+    /// or its last ping reply late: a loaded machine): asked again until it takes it, for up to
+    /// 15 s.
+    pub fn failover(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let asked: redis::RedisResult<String> = self.sentinels[0].query(
+                redis::cmd("SENTINEL")
+                    .arg("FAILOVER")
+                    .arg(SentinelGroup::NAME),
+            );
+            match asked {
+                Err(e) if e.code() == Some("NOGOODSLAVE") && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => {
+                    other.expect("SENTINEL FAILOVER");
+                    return;
+                }
+            }
+        }
+    }
+
     /// The master's name as the sentinels know it.
     pub const NAME: &'static str = "redlockmaster";
 
