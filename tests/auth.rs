@@ -439,8 +439,12 @@ fn a_user_without_script_load_config_or_client_locks_normally() {
         "the waiter got the lock: {got:?}"
     );
     fenced.release().expect("fenced release");
-    for node in &nodes {
-        assert_eq!(node.get("lock:eval"), None);
-    }
+    // The waiter's release returned on a quorum: the last node's DEL may still be on its way.
+    assert!(
+        support::eventually(Duration::from_secs(5), || nodes
+            .iter()
+            .all(|n| n.get("lock:eval").is_none())),
+        "the released lock's key stayed on a node"
+    );
     assert_no_worker_panicked();
 }
