@@ -267,6 +267,12 @@
 //!   that, and the old master is a replica of the new one with its link up; a lost replica
 //!   restarted and is in sync again; a client's cut from the old master was made before the
 //!   fault and healed once every sentinel switched; and the group was whole again afterwards;
+//!   and the sentinels switched master only where the plan made them: every `+switch-master`
+//!   they publish (the driver subscribes to each) belongs to a planned kill or failover of that
+//!   master, to the master they all named, before the group was whole again. A failover the
+//!   sentinels start on their own is one of a live master at any time, which covers only
+//!   clients with `restart_grace` (A8): the run fails, naming it and the sentinels' events
+//!   before it, and keeps their logs;
 //! - (cov) every fault class above was injected (in the cluster configurations, cuts of one
 //!   master both ways, a master's clock jump, and an old master back in a quick phase, and with
 //!   `--min-replicas` in a delayed one, among them; in the Sentinel configuration, a client's
@@ -776,6 +782,32 @@ impl Drop for Children {
     }
 }
 
+/// Copies the sentinels' logs and writes their events (times from the run's start) into the log
+/// directory, kept if the run fails.
+fn keep_sentinel_logs(
+    group: &sentinel::Group,
+    events: &[sentinel::SentinelEvent],
+    origin: u64,
+    dir: &Path,
+) {
+    for s in &group.sentinels {
+        let _ = std::fs::copy(s.log_path(), dir.join(format!("sentinel-{}.log", s.port)));
+    }
+    let lines: String = events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} {}\n",
+                ms(e.at, origin),
+                e.sentinel,
+                e.channel,
+                e.payload
+            )
+        })
+        .collect();
+    let _ = std::fs::write(dir.join("sentinel-events.log"), lines);
+}
+
 /// Removes the log directory, unless the run failed (`keep`).
 struct TempDir(PathBuf, bool);
 
@@ -932,6 +964,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         })
     });
     let mut group = flags.sentinel.then(sentinel::Group::start);
+    let sentinel_watch = group.as_ref().map(sentinel::Watch::start);
     let sentinel_relays: Vec<Vec<Relay>> = (0..CLIENTS)
         .map(|_| {
             group.as_ref().map_or(Vec::new(), |g| {
@@ -1117,7 +1150,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         fresh_hold,
         stall_sentinels: flags.stall_sentinels,
     };
-    let record = drive(
+    let mut record = drive(
         &mut cluster,
         redis_cluster.as_mut(),
         group.as_mut(),
@@ -1392,6 +1425,10 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         .counters
         .insert(kinds::RW_RESOURCE.to_owned(), rw_counter.unwrap_or(0));
     history::check(&logs, &finals, origin, &dir.0, chaos_ms, &mut verdict);
+    if let (Some(watch), Some(g)) = (sentinel_watch, &group) {
+        record.sentinel_events = watch.finish();
+        keep_sentinel_logs(g, &record.sentinel_events, origin, &dir.0);
+    }
     sentinel::check(&logs, &record, flags.eager, origin, &mut verdict);
     let fresh_stats = fresh::stats(&logs, &record, &fresh_runs);
     check_coverage(&logs, &record, flags.cluster, &mut verdict);

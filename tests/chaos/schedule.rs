@@ -1133,6 +1133,9 @@ pub struct Record {
     /// real time).
     pub shifts: Vec<(u64, usize, u64)>,
     pub restarts: Vec<Restart>,
+    /// What the sentinels published (Sentinel configuration), from the group's start to the
+    /// checks.
+    pub sentinel_events: Vec<sentinel::SentinelEvent>,
 }
 
 impl Record {

@@ -3,6 +3,8 @@
 //! fault ran its course, and the group's part of (p). The module docs of `main.rs` ("The
 //! Sentinel configuration") give the argument.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::checker::{Logs, Verdict, ms};
@@ -263,6 +265,125 @@ fn replica_of(port: u16, master: u16) -> bool {
     r.contains("role:slave")
         && r.contains(&format!("master_port:{master}\r"))
         && r.contains("master_link_status:up")
+}
+
+/// One event a sentinel published (`PSUBSCRIBE *` on it): when the driver read it, the
+/// sentinel's port, the channel (`+switch-master`, `+sdown`, ...) and the payload.
+#[derive(Debug, Clone)]
+pub struct SentinelEvent {
+    pub at: u64,
+    pub sentinel: u16,
+    pub channel: String,
+    pub payload: String,
+}
+
+impl SentinelEvent {
+    /// For a `+switch-master`, the ports of the old and the new master.
+    pub fn switch(&self) -> Option<(u16, u16)> {
+        if self.channel != "+switch-master" {
+            return None;
+        }
+        // `<name> <old ip> <old port> <new ip> <new port>`
+        let words: Vec<&str> = self.payload.split(' ').collect();
+        Some((words.get(2)?.parse().ok()?, words.get(4)?.parse().ok()?))
+    }
+}
+
+/// Every event of every sentinel, read from the group's start to the end of the run: rule (sn)
+/// finds in them a switch of master that no fault of the plan caused (the sentinels acting on
+/// their own), and a failed run keeps them (`sentinel-events.log`).
+pub struct Watch {
+    stop: Arc<AtomicBool>,
+    events: Arc<Mutex<Vec<SentinelEvent>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Watch {
+    /// Subscribed to every sentinel of `group` when it returns.
+    pub fn start(group: &Group) -> Watch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let (ready_tx, ready) = crossbeam_channel::unbounded();
+        let threads = group
+            .sentinels
+            .iter()
+            .map(|s| {
+                let (port, stop, events, ready) = (
+                    s.port,
+                    Arc::clone(&stop),
+                    Arc::clone(&events),
+                    ready_tx.clone(),
+                );
+                std::thread::spawn(move || watch(port, &stop, &events, &ready))
+            })
+            .collect();
+        for _ in &group.sentinels {
+            ready
+                .recv_timeout(Duration::from_secs(10))
+                .expect("subscribe to a sentinel's events within 10 s");
+        }
+        Watch {
+            stop,
+            events,
+            threads,
+        }
+    }
+
+    /// Stops reading and gives what was read, in the order read.
+    pub fn finish(self) -> Vec<SentinelEvent> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let mut events = std::mem::take(&mut *self.events.lock().expect("sentinel events"));
+        events.sort_by_key(|e| e.at);
+        events
+    }
+}
+
+/// Reads the events of the sentinel on `port` until `stop`, connecting again after a broken
+/// connection (a hung sentinel only times reads out).
+fn watch(
+    port: u16,
+    stop: &AtomicBool,
+    events: &Mutex<Vec<SentinelEvent>>,
+    ready: &crossbeam_channel::Sender<()>,
+) {
+    let mut told = false;
+    while !stop.load(Ordering::Relaxed) {
+        let conn = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)));
+        let Ok(mut conn) = conn else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let mut pubsub = conn.as_pubsub();
+        if pubsub
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .is_err()
+            || pubsub.psubscribe("*").is_err()
+            || pubsub
+                .set_read_timeout(Some(Duration::from_millis(100)))
+                .is_err()
+        {
+            continue;
+        }
+        if !std::mem::replace(&mut told, true) {
+            let _ = ready.send(());
+        }
+        while !stop.load(Ordering::Relaxed) {
+            match pubsub.get_message() {
+                Ok(m) => events.lock().expect("sentinel events").push(SentinelEvent {
+                    at: now_ns(),
+                    sentinel: port,
+                    channel: m.get_channel_name().to_owned(),
+                    payload: m.get_payload().unwrap_or_default(),
+                }),
+                Err(e) if e.is_timeout() => {}
+                Err(_) => break,
+            }
+        }
+    }
 }
 
 /// How long the driver waits for each stage of a group fault before it records the stage as
@@ -700,10 +821,74 @@ pub fn describe(s: &GroupStep) -> String {
     what + &cut + &master_cut + &split
 }
 
+/// How far from a planned fault's span a sentinel's `+switch-master` may be read and still be
+/// that fault's: the driver takes its times between polls and connections of its own.
+const SWITCH_SLACK_NS: u64 = 1_000 * MS;
+
+/// The planned fault of the master that a `+switch-master` from `from` to `to`, read at `at`,
+/// belongs to: one of that master, from the kill or the `SENTINEL FAILOVER` until the group was
+/// whole again (the failover's leader announces its switch only when its failover ends, a
+/// second or so after the others and after its `get-master-addr-by-name` names the new
+/// master), to the master every sentinel named.
+fn planned_switch(record: &Record, at: u64, from: u16, to: u16) -> Option<&GroupFault> {
+    record.group.iter().find(|f| {
+        f.step.action != GroupAction::Replica
+            && f.master == from
+            && f.switched.is_none_or(|(_, new)| new == to)
+            && at + SWITCH_SLACK_NS >= f.start
+            && at <= f.healthy.unwrap_or(u64::MAX / 2) + SWITCH_SLACK_NS
+    })
+}
+
 /// Rules (sn) and the group's part of (p), on what the driver recorded.
 pub fn check(logs: &Logs, record: &Record, eager: bool, origin: u64, verdict: &mut Verdict) {
     let at = |t: Option<u64>| t.map_or("never".to_owned(), |t| ms(t, origin));
     let drift_ms = TTL_MAX_MS / 100 + 2;
+    // (sn) The sentinels switched master only where the plan made them: a failover they start
+    // on their own (a master they judged down) is a failover of a live master at any time,
+    // which clients without `restart_grace` are not covered through (A8), so every verdict on
+    // the group after it would be about the run, not the library.
+    for e in &record.sentinel_events {
+        let Some((from, to)) = e.switch() else {
+            continue;
+        };
+        if planned_switch(record, e.at, from, to).is_some() {
+            continue;
+        }
+        let before: Vec<String> = record
+            .sentinel_events
+            .iter()
+            .filter(|b| {
+                b.at <= e.at
+                    && b.at + 5_000 * MS >= e.at
+                    && matches!(
+                        b.channel.as_str(),
+                        "+sdown" | "+odown" | "+try-failover" | "+elected-leader" | "+tilt"
+                    )
+            })
+            .map(|b| {
+                format!(
+                    "{} {} {} {}",
+                    ms(b.at, origin),
+                    b.sentinel,
+                    b.channel,
+                    b.payload
+                )
+            })
+            .collect();
+        verdict.fail(format!(
+            "(sn) unplanned Sentinel failover: sentinel {} switched n{}'s master from {from} to \
+             {to} at {}, and no fault of the plan made it; the run's verdicts on n{} from then \
+             on are not the library's, since a failover of a live master covers only clients \
+             with restart_grace (A8). The sentinels' events in the 5 s before it: [{}]; their \
+             logs and events are kept with the client logs",
+            e.sentinel,
+            cluster_node(),
+            ms(e.at, origin),
+            cluster_node(),
+            before.join("; ")
+        ));
+    }
     for f in &record.group {
         // (sn) Every fault ran its course: the sentinels switched to a new master (the old
         // one restarted only once they all named it), the old master (or the lost replica)
@@ -1045,6 +1230,49 @@ pub fn checker_catches_made_up_violations() {
         assert!(
             found.iter().any(|v| v.starts_with(rule)),
             "the checker missed a made-up {rule} violation ({what}): {found:?}"
+        );
+    }
+    // The sentinels' `+switch-master` of the planned kill (master 1 to 2) is the plan's until
+    // the group is whole; one after that, from another master or to another, is not.
+    let switch = |at_ms: u64, from: u16| SentinelEvent {
+        at: at_ms * MS,
+        sentinel: 7,
+        channel: "+switch-master".into(),
+        payload: format!("redlockmaster 127.0.0.1 {from} 127.0.0.1 2"),
+    };
+    let switches = |events: Vec<SentinelEvent>| {
+        let record = Record {
+            group: vec![fault(
+                GroupAction::Kill,
+                Some(3_000),
+                Some(3_500),
+                Some(12_000),
+            )],
+            sentinel_events: events,
+            ..Record::default()
+        };
+        let mut verdict = Verdict {
+            violations: Vec::new(),
+        };
+        check(&Logs::default(), &record, false, 0, &mut verdict);
+        verdict.violations
+    };
+    let planned = switches(vec![switch(2_950, 1), switch(3_000, 1), switch(4_100, 1)]);
+    assert!(planned.is_empty(), "false unplanned failovers: {planned:?}");
+    for (what, event) in [
+        ("after the group was whole again", switch(13_500, 1)),
+        ("from a master no fault touched", switch(2_950, 5)),
+        ("to another master than every sentinel named", {
+            let mut e = switch(3_000, 1);
+            e.payload = "redlockmaster 127.0.0.1 1 127.0.0.1 9".into();
+            e
+        }),
+    ] {
+        assert!(
+            switches(vec![event])
+                .iter()
+                .any(|v| v.starts_with("(sn) unplanned")),
+            "the checker missed a made-up unplanned Sentinel failover ({what})"
         );
     }
     let cuts_done = |group: Vec<GroupFault>| {

@@ -659,7 +659,7 @@ impl SentinelProcess {
             std::fs::write(
                 &conf,
                 format!(
-                    "port {port}\nbind 127.0.0.1\ndir {}\n\
+                    "port {port}\nbind 127.0.0.1\ndir {}\nlogfile sentinel.log\n\
                      sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
                      sentinel down-after-milliseconds {name} 1000\n\
                      sentinel failover-timeout {name} 3000\n",
@@ -719,6 +719,11 @@ impl SentinelProcess {
     /// Resumes a hung sentinel (SIGCONT).
     pub fn resume(&self) {
         self.signal(libc::SIGCONT);
+    }
+
+    /// The sentinel's log file (removed with the sentinel).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("sentinel.log")
     }
 
     /// Runs `cmd` on a new connection to this sentinel.
