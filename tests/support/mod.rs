@@ -413,12 +413,23 @@ impl RedisNode {
         self.child.is_some()
     }
 
-    /// A direct connection, for checking keys behind the library's back.
+    /// A direct connection, for checking keys behind the library's back. The connection's
+    /// handshake is read with a 2 s timeout, which a starved machine can exceed (a timed-out
+    /// read shows as `EAGAIN`): a timeout is tried again, for up to 20 s in all, since this
+    /// connection is the test's own, not the library's.
     pub fn conn(&self) -> redis::Connection {
         let client = redis::Client::open(self.url()).expect("url");
-        let conn = client
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .expect("connect to test node");
+        let give_up = Instant::now() + Duration::from_secs(20);
+        let conn = loop {
+            match client.get_connection_with_timeout(Duration::from_secs(2)) {
+                Ok(conn) => break conn,
+                Err(e) if e.is_timeout() && Instant::now() < give_up => {}
+                Err(e) => panic!(
+                    "connect to the test node on port {}: {e} (timeouts tried again for 20 s)",
+                    self.port
+                ),
+            }
+        };
         conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         conn
     }
