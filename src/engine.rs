@@ -14,7 +14,7 @@ use crate::cancel::Cancel;
 use crate::clock::ClockBoard;
 use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
-use crate::node::{self, Node, NodeStatus, ReplyTo, Request, Settings};
+use crate::node::{self, Handover, Node, NodeStatus, ReplyTo, Request, Settings};
 use crate::quorum::{Decision, Gate, Tally, Vote};
 use crate::telemetry::Telemetry;
 use crate::wire::{Command, Script};
@@ -77,6 +77,9 @@ pub(crate) struct Outcome {
     pub late: Receiver<(usize, Vote)>,
     /// The wait was cut short by a cancel: the tally is incomplete.
     pub cancelled: bool,
+    /// For a command that counts a hold: where the caller hands over the answers it does not
+    /// wait for (see [`Outcome::hand_over`]).
+    pub handover: Option<Arc<Handover>>,
 }
 
 impl Outcome {
@@ -84,7 +87,7 @@ impl Outcome {
     /// as the decision took (they are usually that close behind), so that the tally says what
     /// the nodes answered; a node that has not answered by then (hung) stays unknown. Not after
     /// a decision that timed some node out: a late answer from one cannot be recorded, and the
-    /// kinds' undo reads it from `late` (a reentrant hold counted there).
+    /// kinds' undo reads it from `late` (a reentrant hold counted there, see `hand_over`).
     pub(crate) fn settle(&mut self) {
         if self
             .tally
@@ -101,6 +104,16 @@ impl Outcome {
             };
             let Ok((i, vote)) = next else { return };
             self.tally.record(i, vote);
+        }
+    }
+
+    /// For a command that counts a hold: marks in `applied` the nodes whose answers arrived
+    /// since the decision saying they counted it, and leaves the answers still to come to the
+    /// workers, which send `cleanup` to the nodes that counted it (see [`Handover`]). The
+    /// caller sends `cleanup` to the nodes marked in `applied`.
+    pub(crate) fn hand_over(&self, cleanup: &Command, applied: &mut [bool]) {
+        if let Some(handover) = &self.handover {
+            handover.hand_over(cleanup, applied, &self.late);
         }
     }
 
@@ -253,6 +266,7 @@ impl Engine {
         let gate = cancel
             .is_none()
             .then(|| Arc::new(Gate::new(std::thread::current(), nodes.len(), skipped)));
+        let handover = command.counts_hold.then(Arc::<Handover>::default);
         for (i, node) in nodes.iter().enumerate() {
             if !is_target(targets, i) {
                 tally.record(i, Vote::No);
@@ -268,6 +282,7 @@ impl Engine {
                     node: i,
                     tx: tx.clone(),
                     gate: gate.clone(),
+                    handover: handover.clone(),
                 }),
                 live_until: release.flatten(),
                 on_lane: None,
@@ -348,6 +363,7 @@ impl Engine {
             decided,
             late: rx,
             cancelled,
+            handover,
         }
     }
 
@@ -375,6 +391,7 @@ impl Engine {
                 node: i,
                 tx,
                 gate: None,
+                handover: None,
             }),
             live_until: None,
             on_lane: None,

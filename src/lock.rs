@@ -488,10 +488,11 @@ impl Lock {
             return Ok(());
         }
         let kind = &self.shared.kind;
-        kind.settle();
+        let release = kind.release(release_nonce());
+        kind.settle(&release);
         let live_until = Some(self.shared.keys_until());
         let outcome = self.engine.release_call(
-            &kind.release(release_nonce()),
+            &release,
             &self.resource,
             &self.token,
             kind.release_targets().as_deref(),
@@ -530,12 +531,13 @@ impl Drop for Lock {
         let _op = self.shared.op();
         if self.mark_released() {
             let kind = &self.shared.kind;
-            kind.settle();
+            let release = kind.release(release_nonce());
+            kind.settle(&release);
             // A node that is down meanwhile gets the release once it is back, while the keys
             // may still live there.
             let live_until = Some(self.shared.keys_until());
             self.engine.send_nowait(
-                &kind.release(release_nonce()),
+                &release,
                 &self.resource,
                 &self.token,
                 kind.release_targets().as_deref(),

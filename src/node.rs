@@ -50,16 +50,64 @@ pub(crate) struct ReplyTo {
     pub node: usize,
     pub tx: Sender<(usize, Vote)>,
     pub gate: Option<Arc<Gate>>,
+    /// For a command that counts a hold (see [`Handover`]).
+    pub handover: Option<Arc<Handover>>,
 }
 
 impl ReplyTo {
     /// Sends the vote, then counts it at the gate. A caller that stopped waiting needs no
     /// answer, so a full or closed channel is fine. Says whether the caller was still waiting
-    /// for votes, as far as the gate knows (a caller without one is taken to be).
-    fn send(self, vote: Vote) -> bool {
+    /// for votes, as far as the gate knows (a caller without one is taken to be). Once the
+    /// caller handed its late answers over, sends nothing and gives instead the cleanup to run
+    /// on the node if the vote says the command was applied there.
+    fn send(self, vote: Vote) -> (bool, Option<Command>) {
         let kind = vote.kind();
-        let _ = self.tx.try_send((self.node, vote));
-        self.gate.as_ref().is_none_or(|gate| gate.count(kind))
+        if let Some(handover) = &self.handover {
+            // Under the lock: the caller reads the channel once after its hand-over, so every
+            // vote is either read by it or followed by the cleanup here.
+            let cleanup = relock(&handover.cleanup);
+            if let Some(cleanup) = &*cleanup {
+                return (false, vote.applied().then(|| cleanup.clone()));
+            }
+            let _ = self.tx.try_send((self.node, vote));
+        } else {
+            let _ = self.tx.try_send((self.node, vote));
+        }
+        let waiting = self.gate.as_ref().is_none_or(|gate| gate.count(kind));
+        (waiting, None)
+    }
+}
+
+/// The answers of a fan-out of a command that counts a hold on each node that applies it (a
+/// reentrant acquire), which must be undone, or released, on exactly those nodes: elsewhere the
+/// cleanup would take away another hold of the same owner. An answer can come long after the
+/// call decided (the node was slow, the request went out just before its deadline after a
+/// reconnect, the caller was cancelled), so the caller does not wait for all of them: it
+/// [hands them over](Handover::hand_over) with its cleanup, and from then on the worker that
+/// reads an answer saying the node applied the command sends the cleanup there itself, next on
+/// the same connection (so after the command). Each node that counted the hold gets one
+/// cleanup, from the caller (which read its answer) or from its worker, and no other node does.
+#[derive(Debug, Default)]
+pub(crate) struct Handover {
+    cleanup: Mutex<Option<Command>>,
+}
+
+impl Handover {
+    /// Hands the answers not yet read over to the workers, with `cleanup` to send where they say
+    /// the command was applied; marks in `applied` the nodes whose answers arrived on `late`
+    /// before, which the caller cleans up. Once is enough: a later call changes nothing.
+    pub(crate) fn hand_over(
+        &self,
+        cleanup: &Command,
+        applied: &mut [bool],
+        late: &Receiver<(usize, Vote)>,
+    ) {
+        relock(&self.cleanup).get_or_insert_with(|| cleanup.clone());
+        while let Ok((i, vote)) = late.try_recv() {
+            if let (true, Some(a)) = (vote.applied(), applied.get_mut(i)) {
+                *a = true;
+            }
+        }
     }
 }
 
@@ -606,7 +654,27 @@ impl Worker {
 
 /// Answers the request's caller, if one waits for it; says whether it was still waiting.
 fn answer(request: Request, vote: Vote) -> bool {
-    request.reply.is_some_and(|reply| reply.send(vote))
+    answer_or_clean_up(request, vote).0
+}
+
+/// [`answer`], which also gives the cleanup to send in the caller's place when the caller
+/// handed its late answers over and the vote says the command was applied (see [`Handover`]).
+fn answer_or_clean_up(request: Request, vote: Vote) -> (bool, Option<Request>) {
+    let Some(reply) = request.reply else {
+        return (false, None);
+    };
+    let (waiting, cleanup) = reply.send(vote);
+    let cleanup = cleanup.map(|command| Request {
+        command,
+        key: request.key,
+        token: request.token,
+        queued_at: Instant::now(),
+        deadline: None,
+        reply: None,
+        live_until: None,
+        on_lane: None,
+    });
+    (waiting, cleanup)
 }
 
 /// Until when a node whose `INFO` reported `uptime` (read before `now`) is in its restart
@@ -1005,6 +1073,7 @@ impl Worker {
                 // As of when the batch was sent: a command that ran before the end of a grace
                 // or quarantine does not count, even if its answer came after it.
                 let held_out = self.held_out(sent, now);
+                let mut cleanups = Vec::new();
                 for (r, vote) in batch.drain(..).zip(votes) {
                     // The key stays on the node (and is released with the lock): it is only not
                     // counted, since a young process may have lost another owner's key, and a
@@ -1025,7 +1094,9 @@ impl Worker {
                         }
                         (_, vote) => vote,
                     };
-                    self.awaited += usize::from(answer(r, vote));
+                    let (waiting, cleanup) = answer_or_clean_up(r, vote);
+                    self.awaited += usize::from(waiting);
+                    cleanups.extend(cleanup);
                 }
                 if std::mem::take(&mut self.demoted) {
                     self.disconnect(&redis::RedisError::from((
@@ -1034,6 +1105,11 @@ impl Worker {
                         "the master was demoted to a replica; resolving the master again"
                             .to_owned(),
                     )));
+                }
+                // Holds counted after their callers stopped reading: undone or released now,
+                // on the connection that counted them (dropped meanwhile: they expire).
+                if !cleanups.is_empty() && self.conn.is_some() {
+                    self.execute_and_answer(&mut cleanups, true);
                 }
             }
             Err(e) => {

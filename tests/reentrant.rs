@@ -219,3 +219,105 @@ fn bad_owners_are_invalid_arguments() {
         .unwrap();
     ok.release().unwrap();
 }
+
+/// A client whose calls wait 200 ms for a node, so that a node hung for a moment answers
+/// after the call has decided but within the I/O timeout (twice that): its answer is read.
+fn patient_client(cluster: &Cluster) -> Redlock {
+    cluster
+        .builder()
+        .node_timeout(Duration::from_millis(200))
+        .retry_count(0)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_hold_a_slow_node_counted_after_the_call_is_released_there_too() {
+    let cluster = Cluster::start(3);
+    let rl = patient_client(&cluster);
+    let outer = rl.reentrant_lock("slow", "alice", TTL).unwrap();
+    assert!(eventually(Duration::from_secs(2), || nodes_with(
+        &cluster, "slow", "alice", 1
+    ) == 3));
+    // The third node is slow: it counts the inner hold only after the acquire decided on the
+    // other two, and after its release went out (which waits the node timeout for its answer).
+    let slow = &cluster.nodes[2];
+    slow.hang();
+    let inner = rl.reentrant_lock("slow", "alice", TTL).unwrap();
+    assert_eq!(inner.hold_count(), Some(2));
+    let released = inner.release();
+    slow.resume();
+    released.unwrap();
+    // The slow node answered that it counted the hold: the release reaches it, leaving the
+    // outer hold alone there, rather than a second hold until the TTL.
+    assert!(
+        eventually(Duration::from_secs(2), || nodes_with(
+            &cluster, "slow", "alice", 1
+        ) == 3),
+        "holds of alice per node after the inner release: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "slow", "alice"))
+            .collect::<Vec<_>>()
+    );
+    outer.release().unwrap();
+    assert!(eventually(Duration::from_secs(2), || gone(
+        &cluster, "slow"
+    )));
+}
+
+#[test]
+fn a_cancelled_wait_leaves_no_hold_on_a_node_that_counted_it_after_the_cancel() {
+    let cluster = Cluster::start(3);
+    let rl = patient_client(&cluster);
+    // Bob holds the second node, so alice's attempt waits for the third one's answer.
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg("cancel")
+        .arg("bob")
+        .arg(1)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg("cancel")
+        .arg(TTL.as_millis() as u64)
+        .ignore()
+        .query(&mut cluster.nodes[1].conn())
+        .unwrap();
+    let slow = &cluster.nodes[2];
+    slow.hang();
+    let cancel = redlock::Cancel::new();
+    let waiter = {
+        let (rl, cancel) = (rl.clone(), cancel.clone());
+        std::thread::spawn(move || {
+            let request = redlock::LockRequest::new("cancel", TTL)
+                .reentrant("alice")
+                .wait(Duration::from_secs(10))
+                .cancel(&cancel);
+            rl.acquire(&request)
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || holds(
+        &cluster.nodes[0],
+        "cancel",
+        "alice"
+    ) == Some(1)));
+    cancel.cancel();
+    let result = waiter.join().unwrap();
+    slow.resume();
+    assert!(matches!(result, Err(Error::Cancelled { .. })), "{result:?}");
+    // The slow node counts alice's hold once it resumes, and says so: the undo reaches it.
+    assert!(
+        eventually(Duration::from_secs(2), || cluster
+            .nodes
+            .iter()
+            .all(|n| holds(n, "cancel", "alice").is_none())),
+        "holds of alice per node after the cancelled wait: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "cancel", "alice"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(holds(&cluster.nodes[1], "cancel", "bob"), Some(1));
+}

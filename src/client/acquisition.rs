@@ -62,8 +62,9 @@ pub(super) struct Acquisition<'a> {
 struct Failed {
     token: Arc<str>,
     outcome: Outcome,
-    /// The kind's quorum call after the acquire (a fence write-back), if it made one.
-    last: Option<Outcome>,
+    /// The kind's quorum call after the acquire (a fence write-back), if it made one (boxed:
+    /// it is rare, and every try's result would carry its size).
+    last: Option<Box<Outcome>>,
     /// Some node granted one of the refused tries (or stayed silent): the refusals may come
     /// from other waiters' attempts rather than from a holder.
     contested: bool,
@@ -587,7 +588,7 @@ impl<'a> Acquisition<'a> {
         let mut last = None;
         if outcome.decision == Decision::Quorum && !outcome.cancelled {
             let grant = candidate.grant(engine, &outcome, &token, &self.caller);
-            last = grant.last;
+            last = grant.last.map(Box::new);
             let decided = last.as_ref().map_or(outcome.decided, |l| l.decided);
             if let Some(held) = grant.held
                 && let Some(deadline) =
@@ -772,7 +773,7 @@ impl<'a> Acquisition<'a> {
         let resource = self.kind.resource().to_string();
         let report = failed
             .last
-            .as_ref()
+            .as_deref()
             .unwrap_or(&failed.outcome)
             .report(self.engine);
         if failed.last.is_none() && failed.refused() {

@@ -7,8 +7,13 @@
 //! hold the key of one node at once; the quorum argument of the plain lock then applies as is.
 //! Holds are counted, so unlike the other kinds a hold is released (and a failed attempt
 //! undone) only on the nodes that counted it: elsewhere a release would take away one of the
-//! owner's other holds. A count that was not reported (a lost reply) stays until the key
-//! expires, which is safe.
+//! owner's other holds. The caller sends it to the nodes whose answers it has read; a node
+//! that answers later (slow, or reached just before the deadline after a reconnect, or after
+//! the caller was cancelled) gets it from its own worker, right after that answer on the same
+//! connection (see `node::Handover`). Either way it goes to a node only once that node said it
+//! counted the hold, and once, so it takes away exactly that hold. A count that was not
+//! reported (a lost reply, a node that stopped answering) stays until the key expires, which
+//! is safe.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +24,7 @@ use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Caller, Grant, Held, Kind, remaining_ttl};
+use crate::node::Handover;
 use crate::quorum::{Vote, note_late};
 use crate::sync::relock;
 use crate::wire::{Command, Reply, Script};
@@ -138,6 +144,7 @@ impl Kind for Reentrant {
             .number(ttl_ms)
             .acquiring()
             .not_resendable()
+            .counting_hold()
     }
 
     fn grant(&self, engine: &Engine, acquired: &Outcome, _: &Arc<str>, _: &Caller) -> Grant {
@@ -145,26 +152,20 @@ impl Kind for Reentrant {
             holds: acquired.tally.max_value().unwrap_or(1),
             counted: Mutex::new(acquired.tally.applied_nodes()),
             late: acquired.late.clone(),
+            handover: acquired.handover.clone().unwrap_or_default(),
             answers_by: acquired.t0 + engine.config.node_timeout,
         })
     }
 
+    /// At once, on the nodes whose answers said they counted the hold; the workers of the
+    /// nodes still to answer undo it there if they do.
     fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, _: Duration) {
-        // Answers still on their way tell where else the hold was counted: wait for them, so
-        // that no stray hold blocks the resource until its TTL runs out.
+        let undo = release(Arc::from(""));
         let mut applied = attempt.tally.applied_nodes();
-        note_late(
-            &mut applied,
-            &attempt.late,
-            attempt.t0 + engine.config.node_timeout,
-        );
-        engine.send_nowait(
-            &release(Arc::from("")),
-            &self.resource,
-            token,
-            Some(&applied),
-            None,
-        );
+        attempt.hand_over(&undo, &mut applied);
+        if applied.contains(&true) {
+            engine.send_nowait(&undo, &self.resource, token, Some(&applied), None);
+        }
     }
 
     fn release_command(&self, nonce: Arc<str>) -> Command {
@@ -173,12 +174,14 @@ impl Kind for Reentrant {
 }
 
 /// One hold. `counted` marks the nodes that counted it: its release goes only there. Nodes that
-/// answered after the quorum was decided report on `late`, in time until `answers_by`.
+/// answered after the quorum was decided report on `late`; the acquire's requests are sent
+/// until `answers_by`, and those answering after the release was sent hand it to `handover`.
 #[derive(Debug)]
 struct HeldReentrant {
     holds: u64,
     counted: Mutex<Box<[bool]>>,
     late: Receiver<(usize, Vote)>,
+    handover: Arc<Handover>,
     answers_by: Instant,
 }
 
@@ -192,10 +195,13 @@ impl Held for HeldReentrant {
     }
 
     /// Takes in the votes that arrived since the decision (waiting for them until the acquire's
-    /// deadline, for a lock released at once), so a release reaches every node known to have
-    /// counted the hold.
-    fn settle(&self) {
-        note_late(&mut relock(&self.counted), &self.late, self.answers_by);
+    /// deadline, for a lock released at once, so that its release counts them), and hands the
+    /// answers still to come over to the workers with `release`: the release reaches every node
+    /// that counted the hold.
+    fn settle(&self, release: &Command) {
+        let mut counted = relock(&self.counted);
+        note_late(&mut counted, &self.late, self.answers_by);
+        self.handover.hand_over(release, &mut counted, &self.late);
     }
 
     fn release_targets(&self) -> Option<Box<[bool]>> {
