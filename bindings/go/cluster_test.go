@@ -156,7 +156,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// start runs redis-server on nd.port and waits until it answers PING.
+// start runs redis-server on nd.port and waits until it answers INFO as the process started.
 func (nd *node) start() error {
 	logPath := filepath.Join(nd.dir, "redis.log")
 	logFile, err := os.Create(logPath)
@@ -179,8 +179,10 @@ func (nd *node) start() error {
 	}(nd.exited)
 
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		reply, err := redisCommand(nd.addr(), "PING")
-		if err == nil && reply == "PONG" {
+		// Ours, not another process's server that took the port first (ours then exits on
+		// the bind, and the select below says so).
+		reply, err := redisCommand(nd.addr(), "INFO", "server")
+		if err == nil && strings.Contains(reply, fmt.Sprintf("process_id:%d\r", cmd.Process.Pid)) {
 			return nil
 		}
 		select {
@@ -191,7 +193,7 @@ func (nd *node) start() error {
 		}
 		if time.Now().After(deadline) {
 			nd.kill()
-			return fmt.Errorf("redis-server on port %d does not answer PING: %v", nd.port, err)
+			return fmt.Errorf("redis-server on port %d does not answer INFO as our process %d: %v", nd.port, cmd.Process.Pid, err)
 		}
 	}
 }

@@ -137,10 +137,14 @@ class RedisNode:
                     )
                 )
             try:
-                if resp(self.port, "PING", timeout=0.5) == "PONG":
+                # Ours, not another process's server that took the port first (its own
+                # redis-server then exits on the bind, and the loop above says so).
+                info = resp(self.port, "INFO", "server", timeout=0.5)
+                if f"process_id:{self.process.pid}\r" in info:
                     return
             except (OSError, RespError):
-                time.sleep(0.02)
+                pass
+            time.sleep(0.02)
         self.kill()
         raise RuntimeError(f"redis-server on port {self.port} did not answer PING")
 
