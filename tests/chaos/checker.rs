@@ -85,9 +85,8 @@ pub enum KeyFate {
     /// running for at least `NODE_TIMEOUT / 2` (the two added up) between the acquisition's
     /// start and the sighting: its workers may have taken a node's answer, or
     /// the cleanup, after the caller's `node_timeout`, which the library's contract does not
-    /// cover (a reentrant hold answered late stays until its TTL; a release a worker picks up
-    /// after its caller's deadline is dropped, see the report of this change). Printed, counted,
-    /// not failed.
+    /// cover (a release a worker picks up after its caller's deadline is dropped). Printed,
+    /// counted, not failed.
     Starved,
     /// The node stopped answering while watched, without a recorded outage: unknown.
     Unknown,
