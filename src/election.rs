@@ -383,7 +383,9 @@ impl Election {
     /// Calls `f` on a thread of its own each time the election's leader changes (`None`: no
     /// one leads), from now until this `Election` is dropped: an [`Observer`] runs it, so `f`
     /// hears only of leaders whose campaign returned, and of nobody only when no leadership can
-    /// be held on a quorum.
+    /// be held on a quorum. The first call is the state that thread first reads, after this
+    /// returns: a leader that campaigned meanwhile can be that first state. To know the state
+    /// before a campaign of your own, wait for the first call before campaigning.
     pub fn on_new_leader(
         mut self,
         f: impl Fn(Option<&Leader>) + Send + Sync + 'static,
@@ -536,9 +538,9 @@ impl fmt::Debug for Leadership {
 }
 
 /// An iterator of an election's leader changes: each item is who leads from then on (`None`:
-/// no one). The first item is the state when it starts; then `next` blocks until the leader
-/// changes, woken by the announcements of releases and takeovers, and otherwise reading the
-/// nodes every [`poll`](Observer::poll) (1 s by default) and when the leader's TTL runs out
+/// no one). The first item is the state the first `next` reads; then `next` blocks until the
+/// leader changes, woken by the announcements of releases and takeovers, and otherwise reading
+/// the nodes every [`poll`](Observer::poll) (1 s by default) and when the leader's TTL runs out
 /// (an expiry is announced by no one). Ends (`None`) once its cancel fires.
 ///
 /// A read that cannot tell (see [`Redlock::leader`]) yields nothing: the observer keeps the

@@ -55,7 +55,9 @@ func OnStoppedLeading(f func(term uint64)) ElectionOption {
 }
 
 // OnNewLeader calls f each time the election's leader changes, as Observe reports it (nil:
-// nobody leads), first with who leads when Client.Election returns: one call at a time, in
+// nobody leads), first with who leads when its goroutine first reads the nodes, after
+// Client.Election returned (a leader that campaigned meanwhile can be that first state: wait
+// for the first call before campaigning to know the state before): one call at a time, in
 // order, on a goroutine of its own, until Close (or the Client's Close).
 func OnNewLeader(f func(l *Leader)) ElectionOption {
 	return func(e *Election) { e.newLeader = f }

@@ -254,10 +254,12 @@ pub unsafe extern "C" fn redlock_election_on_stopped_leading(
 }
 
 /// Registers `callback(user, leader)` to run each time the election's leader changes, from now
-/// until the election is freed, on a thread of the election's own: first with the state when
-/// it starts, then as `redlock_observer_next` would return it (`leader` NULL: nobody leads;
-/// otherwise valid only during the call, and not to be freed). Replaces the previous
-/// new-leader callback, after waiting for a call of it in progress to return.
+/// until the election is freed, on a thread of the election's own: first with the state that
+/// thread first reads, after this returns (a leader that campaigned meanwhile can be that first
+/// state: wait for the first call before campaigning to know the state before), then as
+/// `redlock_observer_next` would return it (`leader` NULL: nobody leads; otherwise valid only
+/// during the call, and not to be freed). Replaces the previous new-leader callback, after
+/// waiting for a call of it in progress to return.
 ///
 /// It may call any redlock function, including `redlock_election_free` on this very election
 /// (the election's thread then ends once the callback returned), but not the election's

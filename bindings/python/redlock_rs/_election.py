@@ -271,9 +271,11 @@ class Election(Managed):
 
     def on_new_leader(self, callback: Callable[[Leader | None], object]) -> None:
         """Call ``callback(leader)`` each time the election's leader changes (``None``: nobody
-        leads), first with the state now, on a thread of the election's own, until the election
-        is closed. Replaces the callback set before (waiting for a call of it in progress); set
-        it up before campaigning (``RuntimeError`` while a campaign runs).
+        leads), on a thread of the election's own, until the election is closed: first with the
+        state that thread first reads, after this returned (a leader that campaigned meanwhile
+        can be that first state: wait for the first call before campaigning to know the state
+        before). Replaces the callback set before (waiting for a call of it in progress); set it
+        up before campaigning (``RuntimeError`` while a campaign runs).
 
         Keep it short: the next change is reported once it returned. It may call into the
         library, and close this election, but not set its callbacks (``ValueError``). An

@@ -329,13 +329,23 @@ def test_asyncio(nodes, urls, resource):
             while not seen:  # the state before anyone campaigns: nobody
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.01)
-            in_loop: list[bool] = []
+            # Per call of on_new_leader: who leads, and whether it ran in the loop's thread.
+            called: list[tuple[str | None, bool]] = []
             async with rl.election(resource, "async", ttl=TTL) as election:
                 election.on_new_leader(
-                    lambda _leader: in_loop.append(
-                        threading.current_thread() is threading.main_thread()
+                    lambda leader: called.append(
+                        (
+                            None if leader is None else leader.identity,
+                            threading.current_thread() is threading.main_thread(),
+                        )
                     )
                 )
+                # Its first call reports what its thread first reads, which can come after a
+                # campaign begun meanwhile: wait for it (nobody), as for the observer above.
+                deadline = time.monotonic() + SOON_S
+                while not called:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.01)
                 async with rl.campaign(resource, "async", ttl=TTL) as leadership:
                     assert isinstance(leadership, AsyncLeadership)
                     assert leadership.is_leader and leadership.term > 0
@@ -343,16 +353,16 @@ def test_asyncio(nodes, urls, resource):
                     assert leader is not None and leader.term == leadership.term
                     assert (await election.leader()).term == leadership.term  # type: ignore[union-attr]
                     deadline = time.monotonic() + SOON_S
-                    while len(seen) < 2:
-                        assert time.monotonic() < deadline, seen
+                    while len(seen) < 2 or len(called) < 2:
+                        assert time.monotonic() < deadline, (seen, called)
                         await asyncio.sleep(0.01)
                 assert leadership.resigned
                 deadline = time.monotonic() + SOON_S
-                while len(seen) < 3 or len(in_loop) < 3:
-                    assert time.monotonic() < deadline, (seen, in_loop)
+                while len(seen) < 3 or len(called) < 3:
+                    assert time.monotonic() < deadline, (seen, called)
                     await asyncio.sleep(0.01)
             assert [None if c is None else c.identity for c in seen] == [None, "async", None]
-            assert in_loop == [True, True, True]
+            assert called == [(None, True), ("async", True), (None, True)]
             # Cancelling the task that waits ends the observer.
             follower.cancel()
             with pytest.raises(asyncio.CancelledError):
