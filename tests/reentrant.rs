@@ -321,3 +321,334 @@ fn a_cancelled_wait_leaves_no_hold_on_a_node_that_counted_it_after_the_cancel() 
     );
     assert_eq!(holds(&cluster.nodes[1], "cancel", "bob"), Some(1));
 }
+
+/// Many threads of one owner (and a second client of it, built while a node hangs) take and
+/// release nested holds in any order while one node at a time hangs for up to 300 ms (less
+/// than the client's I/O timeout, so every answer is read). Meanwhile an observer that sees a
+/// thread hold throughout its reads finds the owner counted on a quorum, and another owner
+/// trying the lock never gets it while a hold is valid. Once all is released, no key is left.
+#[test]
+fn one_owners_threads_nesting_across_a_hanging_node_keep_their_quorum_and_leave_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+    const THREADS: usize = 4;
+    let cluster = Arc::new(Cluster::start(3));
+    let client = |cluster: &Cluster| {
+        cluster
+            .builder()
+            .node_timeout(Duration::from_millis(250))
+            .retry_count(0)
+            .build()
+            .unwrap()
+    };
+    let rl = client(&cluster);
+    let bob = client(&cluster);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Per thread: holding now, and how many holds it took (to tell one hold from the next).
+    let holding: Arc<Vec<AtomicBool>> =
+        Arc::new((0..THREADS).map(|_| AtomicBool::new(false)).collect());
+    let taken: Arc<Vec<AtomicU64>> = Arc::new((0..THREADS).map(|_| AtomicU64::new(0)).collect());
+    let alice_holds = Arc::new(AtomicUsize::new(0));
+    let bob_holds = Arc::new(AtomicBool::new(false));
+    let (cycles, bob_got, looks) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let hung_once = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for t in 0..THREADS {
+        let (rl, cluster, stop, holding, taken, alice_holds, bob_holds, cycles, hung_once) = (
+            rl.clone(),
+            Arc::clone(&cluster),
+            Arc::clone(&stop),
+            Arc::clone(&holding),
+            Arc::clone(&taken),
+            Arc::clone(&alice_holds),
+            Arc::clone(&bob_holds),
+            Arc::clone(&cycles),
+            Arc::clone(&hung_once),
+        );
+        threads.push(std::thread::spawn(move || {
+            // The last thread is another process of the same owner, started mid-fault.
+            let rl = if t == THREADS - 1 {
+                assert!(eventually(Duration::from_secs(5), || hung_once.load(SeqCst)));
+                client(&cluster)
+            } else {
+                rl
+            };
+            let request = redlock::LockRequest::new("many", TTL)
+                .reentrant("alice")
+                .wait(Duration::from_secs(5));
+            let mut round = 0u64;
+            while !stop.load(SeqCst) {
+                round += 1;
+                let mut held = vec![
+                    rl.acquire(&request)
+                        .unwrap_or_else(|e| panic!("thread {t}: {e}")),
+                ];
+                taken[t].fetch_add(1, SeqCst);
+                holding[t].store(true, SeqCst);
+                alice_holds.fetch_add(1, SeqCst);
+                assert!(
+                    !bob_holds.load(SeqCst),
+                    "alice (thread {t}) and bob both hold"
+                );
+                for _ in 0..(round % 3) {
+                    held.push(
+                        rl.acquire(&request)
+                            .unwrap_or_else(|e| panic!("thread {t}: {e}")),
+                    );
+                }
+                std::thread::sleep(Duration::from_micros(500 * (round % 7)));
+                assert!(
+                    !bob_holds.load(SeqCst),
+                    "alice (thread {t}) and bob both hold"
+                );
+                alice_holds.fetch_sub(1, SeqCst);
+                holding[t].store(false, SeqCst);
+                // Released in any order, some by drop.
+                if round.is_multiple_of(2) {
+                    held.reverse();
+                }
+                for (i, lock) in held.into_iter().enumerate() {
+                    if (round + i as u64).is_multiple_of(4) {
+                        drop(lock);
+                    } else {
+                        let _ = lock.release();
+                    }
+                }
+                cycles.fetch_add(1, SeqCst);
+                std::thread::sleep(Duration::from_millis(round % 5));
+            }
+        }));
+    }
+    {
+        let (stop, alice_holds, bob_holds, bob_got) = (
+            Arc::clone(&stop),
+            Arc::clone(&alice_holds),
+            Arc::clone(&bob_holds),
+            Arc::clone(&bob_got),
+        );
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                if let Ok(lock) = bob.try_reentrant_lock("many", "bob", TTL) {
+                    bob_holds.store(true, SeqCst);
+                    let alice = alice_holds.load(SeqCst);
+                    bob_holds.store(false, SeqCst);
+                    assert_eq!(alice, 0, "bob holds while alice holds {alice} times");
+                    bob_got.fetch_add(1, SeqCst);
+                    lock.release().ok();
+                }
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        }));
+    }
+    {
+        let (cluster, stop, holding, taken, looks) = (
+            Arc::clone(&cluster),
+            Arc::clone(&stop),
+            Arc::clone(&holding),
+            Arc::clone(&taken),
+            Arc::clone(&looks),
+        );
+        threads.push(std::thread::spawn(move || {
+            let mut conns: Vec<_> = cluster.nodes.iter().map(|n| n.conn()).collect();
+            while !stop.load(SeqCst) {
+                let before: Vec<_> = (0..THREADS)
+                    .map(|t| (holding[t].load(SeqCst), taken[t].load(SeqCst)))
+                    .collect();
+                let counts: Vec<Option<u64>> = conns
+                    .iter_mut()
+                    .map(|c| {
+                        redis::cmd("HGET")
+                            .arg("many")
+                            .arg("alice")
+                            .query(c)
+                            .unwrap()
+                    })
+                    .collect();
+                let after: Vec<_> = (0..THREADS)
+                    .map(|t| (holding[t].load(SeqCst), taken[t].load(SeqCst)))
+                    .collect();
+                let throughout = (0..THREADS).any(|t| before[t].0 && before[t] == after[t]);
+                if throughout {
+                    looks.fetch_add(1, SeqCst);
+                    let counted = counts.iter().filter(|c| c.is_some_and(|n| n >= 1)).count();
+                    assert!(counted >= 2, "alice holds, counted on {counts:?}");
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }));
+    }
+    // One node at a time hangs, for 100 to 300 ms (past the node timeout, within the I/O one).
+    let start = std::time::Instant::now();
+    let mut hangs = 0u64;
+    while start.elapsed() < Duration::from_secs(8) {
+        let node = &cluster.nodes[(hangs % 3) as usize];
+        std::thread::sleep(Duration::from_millis(50 + 37 * (hangs % 4)));
+        node.hang();
+        hung_once.store(true, SeqCst);
+        std::thread::sleep(Duration::from_millis(100 + 50 * (hangs % 5)));
+        node.resume();
+        hangs += 1;
+    }
+    stop.store(true, SeqCst);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let (cycles, bob_got, looks) = (
+        cycles.load(SeqCst),
+        bob_got.load(SeqCst),
+        looks.load(SeqCst),
+    );
+    eprintln!("{hangs} hangs, {cycles} cycles of alice, {bob_got} holds of bob, {looks} looks");
+    assert!(cycles > 100 && looks > 100, "too little was exercised");
+    assert!(
+        eventually(Duration::from_secs(3), || gone(&cluster, "many")),
+        "holds per node once all is released: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| (holds(n, "many", "alice"), holds(n, "many", "bob")))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// An owner holds the lock once; another of its threads takes a second hold with a cancel
+/// fired at random moments around the answers, one round in four with a node hanging until
+/// the attempt is over. An observer reading the hash throughout finds the outer hold on every
+/// node (a cancelled attempt's undo reaching a node twice would take it away), and once the
+/// attempts are over exactly the outer hold is left: each node that counted a cancelled
+/// attempt got its undo (the caller's, or its worker's for an answer read after the cancel).
+#[test]
+fn cancels_racing_a_nested_hold_leave_exactly_the_outer_hold() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let rounds: u64 = std::env::var("REDLOCK_CANCEL_RACE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let cluster = Arc::new(Cluster::start(3));
+    let rl = patient_client(&cluster);
+    let outer = rl.reentrant_lock("nest", "alice", TTL).unwrap();
+    assert!(eventually(Duration::from_secs(2), || nodes_with(
+        &cluster, "nest", "alice", 1
+    ) == 3));
+    let stop = Arc::new(AtomicBool::new(false));
+    let looks = Arc::new(AtomicU64::new(0));
+    let observer = {
+        let (cluster, stop, looks) = (Arc::clone(&cluster), Arc::clone(&stop), Arc::clone(&looks));
+        std::thread::spawn(move || {
+            let mut conns: Vec<_> = cluster.nodes.iter().map(|n| n.conn()).collect();
+            while !stop.load(SeqCst) {
+                for (i, c) in conns.iter_mut().enumerate() {
+                    let n: Option<u64> = redis::cmd("HGET")
+                        .arg("nest")
+                        .arg("alice")
+                        .query(c)
+                        .unwrap();
+                    assert!(n >= Some(1), "node {i} lost the outer hold: {n:?}");
+                }
+                looks.fetch_add(1, SeqCst);
+            }
+        })
+    };
+    let (mut got, mut cancelled) = (0, 0);
+    for round in 0..rounds {
+        let hung = (round % 4 == 3).then(|| &cluster.nodes[(round / 4 % 3) as usize]);
+        if let Some(node) = hung {
+            node.hang();
+        }
+        let cancel = redlock::Cancel::new();
+        let request = redlock::LockRequest::new("nest", TTL)
+            .reentrant("alice")
+            .cancel(&cancel);
+        let attempt = {
+            let rl = rl.clone();
+            std::thread::spawn(move || rl.acquire(&request))
+        };
+        // 0 to 0.6 ms after the call: before, among and after the nodes' answers.
+        std::thread::sleep(Duration::from_micros(round * 7919 % 600));
+        cancel.cancel();
+        let result = attempt.join().unwrap();
+        if let Some(node) = hung {
+            node.resume();
+        }
+        match result {
+            Ok(inner) => {
+                got += 1;
+                assert!(inner.hold_count() >= Some(2), "round {round}");
+                inner.release().unwrap();
+            }
+            Err(Error::Cancelled { .. }) => cancelled += 1,
+            Err(e) => panic!("round {round}: {e}"),
+        }
+        // Rounds apart: an attempt's last requests and undos may still be on their way. A
+        // count that stays wrong fails below.
+        if !eventually(Duration::from_secs(1), || {
+            nodes_with(&cluster, "nest", "alice", 1) == 3
+        }) {
+            break;
+        }
+    }
+    stop.store(true, SeqCst);
+    observer.join().unwrap();
+    eprintln!(
+        "{rounds} rounds: {got} got the hold, {cancelled} cancelled; {} looks",
+        looks.load(SeqCst)
+    );
+    assert!(
+        got > 0 && cancelled > 0,
+        "the race was not exercised both ways"
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || nodes_with(
+            &cluster, "nest", "alice", 1
+        ) == 3),
+        "holds of alice per node: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "nest", "alice"))
+            .collect::<Vec<_>>()
+    );
+    outer.release().unwrap();
+    assert!(eventually(Duration::from_secs(2), || gone(
+        &cluster, "nest"
+    )));
+}
+
+/// A hold whose keys expired, released late, takes nothing from a hold that another process of
+/// the same owner took since on a fresh key: another owner stays out while that one is valid.
+#[test]
+#[ignore = "fails: a release counts down whatever hash of the owner it finds, so an expired \
+            hold's late release takes a newer hold of the same owner (see the helper's report)"]
+fn a_late_release_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let ttl = Duration::from_secs(1);
+    let stale = rl.reentrant_lock("late", "alice", ttl).unwrap();
+    // The quorum's TTLs were set before the hold was returned: gone one TTL later.
+    std::thread::sleep(ttl + Duration::from_millis(200));
+    assert_eq!(stale.validity(), Duration::ZERO);
+    // Another process of alice, with no history of the first hold.
+    let other = cluster.client();
+    let fresh = other.reentrant_lock("late", "alice", TTL).unwrap();
+    assert_eq!(fresh.hold_count(), Some(1));
+    let _ = stale.release();
+    assert!(fresh.validity() > Duration::ZERO);
+    assert!(
+        matches!(
+            other.try_reentrant_lock("late", "bob", TTL),
+            Err(Error::NotAcquired { .. })
+        ),
+        "bob got the lock while alice's fresh hold is valid; holds of alice per node: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "late", "alice"))
+            .collect::<Vec<_>>()
+    );
+    fresh.release().unwrap();
+}
