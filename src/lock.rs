@@ -157,6 +157,13 @@ impl Shared {
             .saturating_duration_since(Instant::now())
     }
 
+    /// Whether the validity has run out or the lock was found lost (read without marking it
+    /// lost, so with `op` held too).
+    pub(crate) fn expired(&self) -> bool {
+        let s = relock(&self.state);
+        s.lost || s.deadline <= Instant::now() || self.host_was_suspended()
+    }
+
     pub(crate) fn is_held(&self) -> bool {
         !self.validity().is_zero()
     }
@@ -477,17 +484,24 @@ impl Lock {
     ///
     /// Ok when a quorum deleted it; [`Error::Lost`] when it was no longer ours on enough nodes
     /// (it expired before the release: the protected work may have overlapped another owner's);
-    /// [`Error::NoQuorum`] when too few nodes answered (their keys expire with the TTL).
+    /// [`Error::NoQuorum`] when too few nodes answered (their keys expire with the TTL). A
+    /// reentrant hold whose validity has run out is not released on the nodes (its owner's hash
+    /// may have expired and been created again by another hold of the same owner, which a
+    /// release would count down): [`Error::Lost`], and its count expires with the TTL.
     /// Afterwards [`validity`](Lock::validity) is zero, [`extend`](Lock::extend) reports
     /// [`Error::Lost`], and releasing again does nothing. Calls on one lock from several threads
     /// are serialized: a release waits for an extension in flight, which then cannot reach a
     /// node after it.
     pub fn release(&self) -> Result<()> {
         let _op = self.shared.op();
+        let expired = self.shared.expired();
         if !self.mark_released() {
             return Ok(());
         }
         let kind = &self.shared.kind;
+        if expired && !kind.releases_after_validity() {
+            return Err(self.shared.lost_error(None));
+        }
         let release = kind.release(release_nonce());
         kind.settle(&release);
         let live_until = Some(self.shared.keys_until());

@@ -212,6 +212,14 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
         let _ = release;
     }
 
+    /// Whether a release is still sent once the lock's validity has run out (or it was found
+    /// lost). A kind whose release cannot tell its own hold from a newer one with the same
+    /// token, on a key created since its own expired, says no: a reentrant owner's count (see
+    /// `reentrant.rs`).
+    fn releases_after_validity(&self) -> bool {
+        true
+    }
+
     /// The nodes a release goes to: `None` for all.
     fn release_targets(&self) -> Option<Box<[bool]>> {
         None

@@ -13,7 +13,12 @@
 //! connection (see `node::Handover`). Either way it goes to a node only once that node said it
 //! counted the hold, and once, so it takes away exactly that hold. A count that was not
 //! reported (a lost reply, a node that stopped answering) stays until the key expires, which
-//! is safe.
+//! is safe. A release cannot tell the hold it counts down from a newer one of the same owner on
+//! a hash created since its own expired, so a hold whose validity has run out is not released
+//! at all (`Held::releases_after_validity`): before the validity ends, the keys it was counted
+//! in cannot have expired (their TTL was set after the attempt began, and the validity leaves
+//! out the drift allowance); after, its count, if another hold of the owner keeps the hash
+//! alive, expires with the hash.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -186,6 +191,14 @@ struct HeldReentrant {
 }
 
 impl Held for HeldReentrant {
+    /// A hold's keys can have expired once its validity ran out, and another process of the
+    /// same owner can have created the hash again since: a release then would count down that
+    /// newer hold, and let another owner in while it is valid. So it is not sent; a count of
+    /// this hold still kept alive by other holds of the owner expires with the hash's TTL.
+    fn releases_after_validity(&self) -> bool {
+        false
+    }
+
     fn extend(&self, ttl_ms: u64) -> Command {
         Command::script(&EXTEND, Reply::Flag).number(ttl_ms)
     }
