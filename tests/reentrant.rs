@@ -653,3 +653,103 @@ fn a_late_release_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
     );
     fresh.release().unwrap();
 }
+
+/// As above, with the expired hold dropped instead of released: a drop sends the release too,
+/// and must leave the newer hold of the owner alone just the same.
+#[test]
+#[ignore = "fails: Drop for Lock releases a reentrant hold whose validity ran out"]
+fn a_late_drop_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let ttl = Duration::from_secs(1);
+    let stale = rl.reentrant_lock("late-drop", "alice", ttl).unwrap();
+    std::thread::sleep(ttl + Duration::from_millis(200));
+    assert_eq!(stale.validity(), Duration::ZERO);
+    let other = cluster.client();
+    let fresh = other.reentrant_lock("late-drop", "alice", TTL).unwrap();
+    assert_eq!(fresh.hold_count(), Some(1));
+    drop(stale);
+    // The drop's release is sent without waiting: give it time to arrive (a count it takes
+    // away does not come back).
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(fresh.validity() > Duration::ZERO);
+    assert!(
+        matches!(
+            other.try_reentrant_lock("late-drop", "bob", TTL),
+            Err(Error::NotAcquired { .. })
+        ),
+        "bob got the lock while alice's fresh hold is valid; holds of alice per node: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "late-drop", "alice"))
+            .collect::<Vec<_>>()
+    );
+    fresh.release().unwrap();
+}
+
+/// A release decided while the hold is valid, but queued behind another request of the same
+/// client on two hung nodes, reaches them after the hold's keys expired there and another
+/// process of the owner created the hash again: it must not count down that newer hold.
+#[test]
+#[ignore = "fails: a reentrant release queued behind a hung node's batch is sent after the hold's keys expired"]
+fn a_release_queued_past_the_validity_leaves_a_newer_hold_of_the_owner_alone() {
+    use std::sync::Arc;
+    let cluster = Arc::new(Cluster::start(3));
+    // I/O timeout 1.2 s: the workers wait that long for the hung nodes' answers.
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(600))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let ttl = Duration::from_millis(400);
+    let stale = rl.reentrant_lock("queued", "alice", ttl).unwrap();
+    // Another process of alice, connected before the nodes hang.
+    let other = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(600))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
+    a.hang();
+    b.hang();
+    // Another lock of the same client: its attempt occupies the workers of the hung nodes.
+    let busy = {
+        let rl = rl.clone();
+        std::thread::spawn(move || rl.try_lock("elsewhere", TTL).err())
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    assert!(stale.validity() > Duration::ZERO);
+    let release = std::thread::spawn(move || stale.release());
+    // The stale hold's keys expire on the hung nodes; another process of alice asks for the
+    // lock while they are still hung, and they resume within its node timeout.
+    std::thread::sleep(ttl + Duration::from_millis(100));
+    let fresh = {
+        let other = other.clone();
+        std::thread::spawn(move || other.try_reentrant_lock("queued", "alice", TTL))
+    };
+    std::thread::sleep(Duration::from_millis(150));
+    a.resume();
+    b.resume();
+    let fresh = fresh.join().unwrap().unwrap();
+    let _ = busy.join().unwrap();
+    let released = release.join().unwrap();
+    // A read through the stale client's workers, queued after its release: once every node
+    // answered it, the release has been sent, or dropped.
+    rl.inspect("queued").unwrap();
+    assert!(fresh.validity() > Duration::ZERO);
+    let bob = other.try_reentrant_lock("queued", "bob", TTL);
+    assert!(
+        matches!(bob, Err(Error::NotAcquired { .. })),
+        "bob got the lock while alice's fresh hold is valid (stale release: {released:?}); \
+         holds of alice per node: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "queued", "alice"))
+            .collect::<Vec<_>>()
+    );
+    fresh.release().unwrap();
+}
