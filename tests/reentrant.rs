@@ -531,7 +531,11 @@ fn cancels_racing_a_nested_hold_leave_exactly_the_outer_hold() {
         .unwrap_or(2000);
     let cluster = Arc::new(Cluster::start(3));
     let rl = patient_client(&cluster);
-    let outer = rl.reentrant_lock("nest", "alice", TTL).unwrap();
+    // Valid through every round on a slow machine: a hold released after its validity is not
+    // released on the nodes.
+    let outer = rl
+        .reentrant_lock("nest", "alice", Duration::from_secs(600))
+        .unwrap();
     assert!(eventually(Duration::from_secs(2), || nodes_with(
         &cluster, "nest", "alice", 1
     ) == 3));
@@ -657,7 +661,6 @@ fn a_late_release_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
 /// As above, with the expired hold dropped instead of released: a drop sends the release too,
 /// and must leave the newer hold of the owner alone just the same.
 #[test]
-#[ignore = "fails: Drop for Lock releases a reentrant hold whose validity ran out"]
 fn a_late_drop_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
@@ -692,7 +695,6 @@ fn a_late_drop_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
 /// client on two hung nodes, reaches them after the hold's keys expired there and another
 /// process of the owner created the hash again: it must not count down that newer hold.
 #[test]
-#[ignore = "fails: a reentrant release queued behind a hung node's batch is sent after the hold's keys expired"]
 fn a_release_queued_past_the_validity_leaves_a_newer_hold_of_the_owner_alone() {
     use std::sync::Arc;
     let cluster = Arc::new(Cluster::start(3));

@@ -212,12 +212,13 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
         let _ = release;
     }
 
-    /// Whether a release is still sent once the lock's validity has run out (or it was found
-    /// lost). A kind whose release cannot tell its own hold from a newer one with the same
-    /// token, on a key created since its own expired, says no: a reentrant owner's count (see
-    /// `reentrant.rs`).
-    fn releases_after_validity(&self) -> bool {
-        true
+    /// Whether the token is shared with other holds (a reentrant owner's name), so that a
+    /// release or an extension cannot tell this hold's keys from a newer hold's, on keys
+    /// created since this hold's expired. Then neither goes out once the validity has run out
+    /// (or the lock was found lost), and a worker that comes to one after the validity drops
+    /// it unsent (see `reentrant.rs`).
+    fn shares_token(&self) -> bool {
+        false
     }
 
     /// The nodes a release goes to: `None` for all.

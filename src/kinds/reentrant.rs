@@ -13,12 +13,15 @@
 //! connection (see `node::Handover`). Either way it goes to a node only once that node said it
 //! counted the hold, and once, so it takes away exactly that hold. A count that was not
 //! reported (a lost reply, a node that stopped answering) stays until the key expires, which
-//! is safe. A release cannot tell the hold it counts down from a newer one of the same owner on
-//! a hash created since its own expired, so a hold whose validity has run out is not released
-//! at all (`Held::releases_after_validity`): before the validity ends, the keys it was counted
-//! in cannot have expired (their TTL was set after the attempt began, and the validity leaves
-//! out the drift allowance); after, its count, if another hold of the owner keeps the hash
-//! alive, expires with the hash.
+//! is safe. A release (or an extension) cannot tell the hold it acts for from a newer one of
+//! the same owner on a hash created since its own expired, so none may reach a node after the
+//! hold's validity (`Held::shares_token`): a hold whose validity has run out is not released at
+//! all, and its release, its extensions and a failed attempt's undo carry the end of the
+//! validity (the undo: the keys' earliest expiry) as a time after which a worker drops them
+//! unsent. Before that time the keys it was counted in cannot have expired: their TTL was set
+//! after the attempt (or the extension) began, and the validity leaves out the drift allowance.
+//! A cleanup a worker sends after a late answer follows the command that just set the TTL. A
+//! count left this way stays until the hash's TTL, which the owner's other holds renew.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,7 +33,7 @@ use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Caller, Grant, Held, Kind, remaining_ttl};
 use crate::node::Handover;
-use crate::quorum::{Vote, note_late};
+use crate::quorum::{Vote, earliest_expiry, note_late};
 use crate::sync::relock;
 use crate::wire::{Command, Reply, Script};
 
@@ -164,8 +167,13 @@ impl Kind for Reentrant {
 
     /// At once, on the nodes whose answers said they counted the hold; the workers of the
     /// nodes still to answer undo it there if they do.
-    fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, _: Duration) {
-        let undo = release(Arc::from(""));
+    fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, ttl: Duration) {
+        // After the keys' earliest expiry the hash may be another hold's (see the module doc).
+        let undo = release(Arc::from("")).send_by(earliest_expiry(
+            attempt.t0,
+            ttl,
+            engine.config.drift_factor,
+        ));
         let mut applied = attempt.tally.applied_nodes();
         attempt.hand_over(&undo, &mut applied);
         if applied.contains(&true) {
@@ -191,12 +199,9 @@ struct HeldReentrant {
 }
 
 impl Held for HeldReentrant {
-    /// A hold's keys can have expired once its validity ran out, and another process of the
-    /// same owner can have created the hash again since: a release then would count down that
-    /// newer hold, and let another owner in while it is valid. So it is not sent; a count of
-    /// this hold still kept alive by other holds of the owner expires with the hash's TTL.
-    fn releases_after_validity(&self) -> bool {
-        false
+    /// The owner's name is the token of all its holds: see the module doc.
+    fn shares_token(&self) -> bool {
+        true
     }
 
     fn extend(&self, ttl_ms: u64) -> Command {
