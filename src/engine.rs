@@ -277,7 +277,7 @@ impl Engine {
                 key: Arc::clone(key),
                 token: Arc::clone(token),
                 queued_at: t0,
-                deadline: earliest(release.is_none().then_some(deadline), command.send_by),
+                deadline: release.is_none().then_some(deadline),
                 reply: Some(ReplyTo {
                     node: i,
                     tx: tx.clone(),
@@ -423,7 +423,7 @@ impl Engine {
                 command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),
-                deadline: command.send_by,
+                deadline: None,
                 reply: None,
                 live_until,
                 on_lane: None,
@@ -434,14 +434,6 @@ impl Engine {
     /// The latest moment a key set with `ttl` now could still be live on a node.
     pub(crate) fn live_until(&self, ttl: Duration) -> Option<Instant> {
         Instant::now().checked_add(ttl + self.config.node_timeout)
-    }
-}
-
-/// The earlier of two optional instants (`None`: no bound).
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 

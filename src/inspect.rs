@@ -389,8 +389,12 @@ fn decode_state(value: &Value) -> std::result::Result<NodeState, NodeProblem> {
                     )),
                     _ => None,
                 })
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(bad)?,
+                .collect::<Option<Vec<(String, u64)>>>()
+                .ok_or_else(bad)?
+                .into_iter()
+                // A hold's own field (`NUL id`, see `kinds/reentrant.rs`) is no owner.
+                .filter(|(owner, _)| !owner.starts_with('\0'))
+                .collect(),
         ),
         // A map reply (RESP3) for HGETALL would land here; the scripts run under RESP2 rules.
         ("hash", _) => return Err(bad()),
@@ -448,7 +452,7 @@ mod tests {
         let hash = Value::Array(vec![
             bulk("hash"),
             Value::Int(-1),
-            Value::Array(vec![bulk("owner"), bulk("3")]),
+            Value::Array(vec![bulk("owner"), bulk("3"), bulk("\0f00d"), bulk("1")]),
             Value::Nil,
         ]);
         let s = decode_state(&hash).unwrap();

@@ -21,7 +21,6 @@ use crate::kinds::{Held, release_nonce};
 use crate::quorum::{Decision, earliest_expiry, validity_deadline};
 use crate::sync::relock;
 use crate::telemetry::{LOST_EXPIRED, LOST_REFUSED, LOST_SUSPENDED, Telemetry};
-use crate::wire::Command;
 
 /// A lock acquired on a quorum of nodes. It stays valid for [`validity`](Lock::validity); after
 /// that another owner may hold the resource.
@@ -158,24 +157,6 @@ impl Shared {
             .saturating_duration_since(Instant::now())
     }
 
-    /// Whether the validity has run out or the lock was found lost (read without marking it
-    /// lost, so with `op` held too).
-    pub(crate) fn expired(&self) -> bool {
-        let s = relock(&self.state);
-        s.lost || s.deadline <= Instant::now() || self.host_was_suspended()
-    }
-
-    /// The release to send, given whether the lock had `expired` before it was marked
-    /// released: none for a kind whose token other holds share once it expired, and one that
-    /// no worker sends after the validity otherwise (see `Held::shares_token`).
-    fn release_command(&self, expired: bool) -> Option<Command> {
-        let release = self.kind.release(release_nonce());
-        if !self.kind.shares_token() {
-            return Some(release);
-        }
-        (!expired).then(|| release.send_by(self.deadline()))
-    }
-
     pub(crate) fn is_held(&self) -> bool {
         !self.validity().is_zero()
     }
@@ -293,11 +274,7 @@ impl Shared {
             );
         }
         let ttl = Duration::from_millis(ttl_ms);
-        let mut extend = self.kind.extend(ttl_ms).extending();
-        if self.kind.shares_token() {
-            // Past the validity it could renew a newer hold's keys (see `Held::shares_token`).
-            extend = extend.send_by(self.deadline());
-        }
+        let extend = self.kind.extend(ttl_ms).extending();
         let outcome = engine.quorum_call(&extend, &self.resource, &self.token);
         {
             let sent_until = outcome.t0 + ttl + config.node_timeout;
@@ -425,9 +402,9 @@ impl Lock {
     }
 
     /// The random value that marks this acquisition on every node; for a reentrant lock, the
-    /// owner.
+    /// owner (its hold's own id, which the nodes see after a NUL, is not shown).
     pub fn token(&self) -> &str {
-        &self.token
+        self.token.split('\0').next().unwrap_or_default()
     }
 
     /// Time left before the lock may expire on the nodes; zero once released, lost or expired.
@@ -500,26 +477,18 @@ impl Lock {
     ///
     /// Ok when a quorum deleted it; [`Error::Lost`] when it was no longer ours on enough nodes
     /// (it expired before the release: the protected work may have overlapped another owner's);
-    /// [`Error::NoQuorum`] when too few nodes answered (their keys expire with the TTL). A
-    /// reentrant hold whose validity has run out is not released on the nodes (its owner's hash
-    /// may have expired and been created again by another hold of the same owner, which a
-    /// release would count down): [`Error::Lost`]. Its count, where other holds of the owner
-    /// keep the hash alive, stays until the hash's TTL, which they renew; dropping the lock
-    /// does the same.
+    /// [`Error::NoQuorum`] when too few nodes answered (their keys expire with the TTL).
     /// Afterwards [`validity`](Lock::validity) is zero, [`extend`](Lock::extend) reports
     /// [`Error::Lost`], and releasing again does nothing. Calls on one lock from several threads
     /// are serialized: a release waits for an extension in flight, which then cannot reach a
     /// node after it.
     pub fn release(&self) -> Result<()> {
         let _op = self.shared.op();
-        let expired = self.shared.expired();
         if !self.mark_released() {
             return Ok(());
         }
         let kind = &self.shared.kind;
-        let Some(release) = self.shared.release_command(expired) else {
-            return Err(self.shared.lost_error(None));
-        };
+        let release = kind.release(release_nonce());
         kind.settle(&release);
         let live_until = Some(self.shared.keys_until());
         let outcome = self.engine.release_call(
@@ -560,11 +529,9 @@ impl Drop for Lock {
         // Taking `op` waits for an extension in flight (at most node_timeout), so none reaches
         // a node after the release below.
         let _op = self.shared.op();
-        let expired = self.shared.expired();
-        if self.mark_released()
-            && let Some(release) = self.shared.release_command(expired)
-        {
+        if self.mark_released() {
             let kind = &self.shared.kind;
+            let release = kind.release(release_nonce());
             kind.settle(&release);
             // A node that is down meanwhile gets the release once it is back, while the keys
             // may still live there.

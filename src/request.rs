@@ -173,7 +173,7 @@ impl LockRequest {
         self
     }
 
-    /// Makes it one hold of a reentrant lock for `owner` (a non-empty name up to 1024 bytes;
+    /// Makes it one hold of a reentrant lock for `owner` (a non-empty name up to 1024 bytes, no NUL;
     /// [`Redlock::new_owner`](crate::Redlock::new_owner) makes a random one). While `owner`
     /// holds the resource it can acquire it again at once; the resource is free for others when
     /// the last hold is released. Reentrant and plain locks on one resource exclude each other.

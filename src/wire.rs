@@ -7,7 +7,6 @@
 //! text, each present only when given).
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use redis::Value;
 
@@ -207,9 +206,6 @@ pub(crate) struct Command {
     /// reentrant acquire): its caller hands the answers it does not wait for over to the
     /// workers (see `node::Handover`).
     pub counts_hold: bool,
-    /// Not to reach a node after this instant: a worker that comes to it later drops it unsent
-    /// (see `Held::shares_token`).
-    pub send_by: Option<Instant>,
 }
 
 impl Command {
@@ -226,7 +222,6 @@ impl Command {
             resendable: true,
             announces: false,
             counts_hold: false,
-            send_by: None,
         }
     }
 
@@ -269,12 +264,6 @@ impl Command {
         self
     }
 
-    /// Dropped unsent by a worker that comes to it after `t` (see `send_by`).
-    pub(crate) fn send_by(mut self, t: Instant) -> Command {
-        self.send_by = Some(t);
-        self
-    }
-
     /// Counts a hold (see `counts_hold`).
     pub(crate) fn counting_hold(mut self) -> Command {
         self.counts_hold = true;
@@ -295,7 +284,6 @@ impl Command {
             resendable: true,
             announces: false,
             counts_hold: false,
-            send_by: None,
         }
     }
 

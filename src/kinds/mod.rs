@@ -212,15 +212,6 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
         let _ = release;
     }
 
-    /// Whether the token is shared with other holds (a reentrant owner's name), so that a
-    /// release or an extension cannot tell this hold's keys from a newer hold's, on keys
-    /// created since this hold's expired. Then neither goes out once the validity has run out
-    /// (or the lock was found lost), and a worker that comes to one after the validity drops
-    /// it unsent (see `reentrant.rs`).
-    fn shares_token(&self) -> bool {
-        false
-    }
-
     /// The nodes a release goes to: `None` for all.
     fn release_targets(&self) -> Option<Box<[bool]>> {
         None

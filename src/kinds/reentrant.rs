@@ -1,27 +1,26 @@
-//! The reentrant lock: the hash `{owner: count}` at the resource's key.
+//! The reentrant lock: the hash `{owner: count, NUL id: 1 ...}` at the resource's key.
 //!
-//! The lock's token is the owner's name (chosen by the caller, not a thread), so any thread or
-//! process passing the same owner shares its holds. Why it is safe: the hash is created only
-//! where the key is absent, exactly like `SET NX`, and grows only where it is the owner's own,
-//! so two owners (or an owner and a plain holder, whose string key the scripts refuse) never
-//! hold the key of one node at once; the quorum argument of the plain lock then applies as is.
-//! Holds are counted, so unlike the other kinds a hold is released (and a failed attempt
-//! undone) only on the nodes that counted it: elsewhere a release would take away one of the
-//! owner's other holds. The caller sends it to the nodes whose answers it has read; a node
-//! that answers later (slow, or reached just before the deadline after a reconnect, or after
-//! the caller was cancelled) gets it from its own worker, right after that answer on the same
+//! The owner's name is chosen by the caller, not a thread, so any thread or process passing the
+//! same owner shares its holds. Why it is safe: the hash is created only where the key is
+//! absent, exactly like `SET NX`, and grows only where it is the owner's own, so two owners (or
+//! an owner and a plain holder, whose string key the scripts refuse) never hold the key of one
+//! node at once; the quorum argument of the plain lock then applies as is.
+//!
+//! Each hold also has a field of its own, `NUL id` (no owner's name has a NUL): its token is the
+//! owner, a NUL and a fresh random id. Its release, its extensions and a failed attempt's undo
+//! act only where that field is: a release removes it and counts one hold less. So none of them
+//! can act for another hold of the same owner, whenever it reaches a node: an expired hold's
+//! late release (a paused process, a release queued behind a hung node) finds no field in a
+//! hash another process of the owner created since, and changes nothing; a late extension
+//! cannot renew it either.
+//!
+//! Holds are counted, so a hold is released (and a failed attempt undone) only on the nodes
+//! that counted it. The caller sends it to the nodes whose answers it has read; a node that
+//! answers later (slow, or reached just before the deadline after a reconnect, or after the
+//! caller was cancelled) gets it from its own worker, right after that answer on the same
 //! connection (see `node::Handover`). Either way it goes to a node only once that node said it
-//! counted the hold, and once, so it takes away exactly that hold. A count that was not
-//! reported (a lost reply, a node that stopped answering) stays until the key expires, which
-//! is safe. A release (or an extension) cannot tell the hold it acts for from a newer one of
-//! the same owner on a hash created since its own expired, so none may reach a node after the
-//! hold's validity (`Held::shares_token`): a hold whose validity has run out is not released at
-//! all, and its release, its extensions and a failed attempt's undo carry the end of the
-//! validity (the undo: the keys' earliest expiry) as a time after which a worker drops them
-//! unsent. Before that time the keys it was counted in cannot have expired: their TTL was set
-//! after the attempt (or the extension) began, and the validity leaves out the drift allowance.
-//! A cleanup a worker sends after a late answer follows the command that just set the TTL. A
-//! count left this way stays until the hash's TTL, which the owner's other holds renew.
+//! counted the hold, and once. A count that was not reported (a lost reply, a node that stopped
+//! answering) stays until the key expires, which is safe.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,55 +32,76 @@ use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Caller, Grant, Held, Kind, remaining_ttl};
 use crate::node::Handover;
-use crate::quorum::{Vote, earliest_expiry, note_late};
+use crate::quorum::{Vote, note_late};
 use crate::sync::relock;
+use crate::token::new_token;
 use crate::wire::{Command, Reply, Script};
 
 /// Longest owner name, in bytes.
 pub(crate) const MAX_OWNER_LEN: usize = 1024;
 
-/// Reentrant acquire. A new hash gets count 1 and the TTL; our own hash counts one more hold and
-/// keeps the longer of its TTL and ours (never shortening what an outer hold relies on).
-/// Another owner's hash or a plain lock's string: nil.
-pub(crate) static ACQUIRE: Script = Script::new(
+/// The Lua that splits a hold's token, ARGV[1] = `owner NUL id` (see [`Reentrant::token`]),
+/// into the owner's name and the hold's own field (`NUL id`, a name no owner can take).
+macro_rules! split_token {
+    () => {
+        r#"local sep = string.find(ARGV[1], "\0", 1, true)
+local owner, hold = ARGV[1], "\0"
+if sep then
+    owner, hold = string.sub(ARGV[1], 1, sep - 1), string.sub(ARGV[1], sep)
+end
+"#
+    };
+}
+
+/// Reentrant acquire. A new hash gets count 1, the hold's field and the TTL; our own hash counts
+/// one more hold, gets its field, and keeps the longer of its TTL and ours (never shortening
+/// what an outer hold relies on). Another owner's hash or a plain lock's string: nil.
+pub(crate) static ACQUIRE: Script = Script::new(concat!(
+    split_token!(),
     r#"local t = redis.call("type", KEYS[1]).ok
 if t == "none" then
-    redis.call("hset", KEYS[1], ARGV[1], 1)
+    redis.call("hset", KEYS[1], owner, 1, hold, 1)
     redis.call("pexpire", KEYS[1], ARGV[2])
     return 1
 end
-if t ~= "hash" or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+if t ~= "hash" or redis.call("hexists", KEYS[1], owner) == 0 then
     return false
 end
-local n = redis.call("hincrby", KEYS[1], ARGV[1], 1)
+local n = redis.call("hincrby", KEYS[1], owner, 1)
+redis.call("hset", KEYS[1], hold, 1)
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
     redis.call("pexpire", KEYS[1], ARGV[2])
 end
-return n"#,
-);
+return n"#
+));
 
-/// Reentrant extend: while the owner holds the hash, keeps it alive at least ARGV[2] ms.
-pub(crate) static EXTEND: Script = Script::new(
+/// Reentrant extend: while the hash holds this very hold (its field), keeps it alive at least
+/// ARGV[2] ms.
+pub(crate) static EXTEND: Script = Script::new(concat!(
+    split_token!(),
     r#"if redis.call("type", KEYS[1]).ok ~= "hash"
-    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    or redis.call("hexists", KEYS[1], hold) == 0 then
     return 0
 end
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
     redis.call("pexpire", KEYS[1], ARGV[2])
 end
-return 1"#,
-);
+return 1"#
+));
 
-/// Reentrant release: one hold less; the key goes when the count reaches 0, and then (unless
-/// the nonce, ARGV[2], is empty: an undo) the release is announced on the key's channel
-/// (KEYS[2]). Replies with the holds
-/// left, or nil when the owner holds nothing here.
-pub(crate) static RELEASE: Script = Script::new(
+/// Reentrant release: when the hash holds this very hold (its field), removes it and counts one
+/// hold less; the key goes when the count reaches 0, and then (unless the nonce, ARGV[2], is
+/// empty: an undo) the release is announced on the key's channel (KEYS[2]). Replies with the
+/// holds left, or nil when this hold is not here (another hold's hash, of the same owner or
+/// not, is left alone).
+pub(crate) static RELEASE: Script = Script::new(concat!(
+    split_token!(),
     r#"if redis.call("type", KEYS[1]).ok ~= "hash"
-    or redis.call("hexists", KEYS[1], ARGV[1]) == 0 then
+    or redis.call("hexists", KEYS[1], hold) == 0 then
     return false
 end
-local n = redis.call("hincrby", KEYS[1], ARGV[1], -1)
+redis.call("hdel", KEYS[1], hold)
+local n = redis.call("hincrby", KEYS[1], owner, -1)
 if n <= 0 then
     redis.call("del", KEYS[1])
     if ARGV[2] ~= "" then
@@ -89,8 +109,8 @@ if n <= 0 then
     end
     return 0
 end
-return n"#,
-);
+return n"#
+));
 
 fn release(nonce: Arc<str>) -> Command {
     Command::script(&RELEASE, Reply::Count)
@@ -110,6 +130,9 @@ impl Reentrant {
     pub(crate) fn new(resource: Arc<str>, owner: &str) -> Result<Reentrant> {
         if owner.is_empty() {
             return Err(Error::invalid("owner is empty"));
+        }
+        if owner.contains('\0') {
+            return Err(Error::invalid("owner contains a NUL byte"));
         }
         if owner.len() > MAX_OWNER_LEN {
             return Err(Error::invalid(format!(
@@ -143,8 +166,11 @@ impl Kind for Reentrant {
         remaining_ttl(&self.keys)
     }
 
+    /// The owner's name, a NUL and a fresh random id: each attempt's hold has a field of its
+    /// own in the hash, so its release, extensions and undo act on that hold alone (see the
+    /// module doc). [`Lock::token`](crate::Lock::token) shows the owner.
     fn token(&self, _: &Caller) -> Result<Arc<str>> {
-        Ok(Arc::clone(&self.owner))
+        Ok(format!("{}\0{}", self.owner, new_token()?).into())
     }
 
     fn acquire(&self, ttl_ms: u64, _: &Config) -> Command {
@@ -167,13 +193,8 @@ impl Kind for Reentrant {
 
     /// At once, on the nodes whose answers said they counted the hold; the workers of the
     /// nodes still to answer undo it there if they do.
-    fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, ttl: Duration) {
-        // After the keys' earliest expiry the hash may be another hold's (see the module doc).
-        let undo = release(Arc::from("")).send_by(earliest_expiry(
-            attempt.t0,
-            ttl,
-            engine.config.drift_factor,
-        ));
+    fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, _: Duration) {
+        let undo = release(Arc::from(""));
         let mut applied = attempt.tally.applied_nodes();
         attempt.hand_over(&undo, &mut applied);
         if applied.contains(&true) {
@@ -199,11 +220,6 @@ struct HeldReentrant {
 }
 
 impl Held for HeldReentrant {
-    /// The owner's name is the token of all its holds: see the module doc.
-    fn shares_token(&self) -> bool {
-        true
-    }
-
     fn extend(&self, ttl_ms: u64) -> Command {
         Command::script(&EXTEND, Reply::Flag).number(ttl_ms)
     }
