@@ -860,3 +860,222 @@ fn an_extension_sent_in_time_to_hung_nodes_does_not_renew_an_expired_hold() {
             .collect::<Vec<_>>()
     );
 }
+
+/// The holds a node counts for `owner` and the hold fields (`NUL id`) it has, from one
+/// `HGETALL`; `(0, 0)` when the key is not `owner`'s hash.
+fn count_and_fields(conn: &mut redis::Connection, resource: &str, owner: &str) -> (u64, usize) {
+    let all: Vec<(Vec<u8>, String)> = match redis::cmd("HGETALL").arg(resource).query(conn) {
+        Ok(all) => all,
+        Err(e) if e.code() == Some("WRONGTYPE") => return (0, 0),
+        Err(e) => panic!("HGETALL: {e}"),
+    };
+    let Some(count) = all.iter().find(|(f, _)| f == owner.as_bytes()) else {
+        return (0, 0);
+    };
+    let fields = all.iter().filter(|(f, _)| f.first() == Some(&0)).count();
+    (count.1.parse().unwrap(), fields)
+}
+
+/// Threads of one owner nest holds, some with a cancel fired at once or soon, while one node
+/// at a time hangs past the client's I/O timeout (so replies are lost and connections
+/// broken). Between hangs every node's count of the owner equals its number of hold fields
+/// (a count without a field would never go; a field without a count would let the key go
+/// under a valid hold), another owner never holds beside a hold of alice, and once all is
+/// released nothing is left after the TTL.
+#[test]
+fn lost_replies_and_cancels_keep_each_nodes_count_equal_to_its_hold_fields() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+    const THREADS: u64 = 3;
+    let ttl = Duration::from_secs(2);
+    let cluster = Arc::new(Cluster::start(3));
+    let client = || {
+        cluster
+            .builder()
+            .node_timeout(Duration::from_millis(80))
+            .retry_count(0)
+            .build()
+            .unwrap()
+    };
+    let (rl, bob) = (client(), client());
+    let stop = Arc::new(AtomicBool::new(false));
+    let alice_holds = Arc::new(AtomicUsize::new(0));
+    let (cycles, bob_got, cancelled) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut threads = Vec::new();
+    for t in 0..THREADS {
+        let (rl, stop, alice_holds, cycles, cancelled) = (
+            rl.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&alice_holds),
+            Arc::clone(&cycles),
+            Arc::clone(&cancelled),
+        );
+        threads.push(std::thread::spawn(move || {
+            let mut round = t;
+            while !stop.load(SeqCst) {
+                round += 1;
+                let mut held = Vec::new();
+                for i in 0..=(round % 3) {
+                    let cancel = redlock::Cancel::new();
+                    let request = redlock::LockRequest::new("drift", ttl)
+                        .reentrant("alice")
+                        .wait(Duration::from_secs(1))
+                        .cancel(&cancel);
+                    let firing = (round + i).is_multiple_of(3).then(|| {
+                        let cancel = cancel.clone();
+                        let after = Duration::from_micros(300 * (round % 11));
+                        std::thread::spawn(move || {
+                            std::thread::sleep(after);
+                            cancel.cancel();
+                        })
+                    });
+                    match rl.acquire(&request) {
+                        Ok(lock) => {
+                            alice_holds.fetch_add(1, SeqCst);
+                            held.push(lock);
+                        }
+                        Err(Error::Cancelled { .. }) => {
+                            cancelled.fetch_add(1, SeqCst);
+                        }
+                        Err(_) => {}
+                    }
+                    if let Some(f) = firing {
+                        f.join().unwrap();
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(700 * (round % 5)));
+                if round.is_multiple_of(2) {
+                    held.reverse();
+                }
+                for (i, lock) in held.into_iter().enumerate() {
+                    alice_holds.fetch_sub(1, SeqCst);
+                    if (round + i as u64).is_multiple_of(4) {
+                        drop(lock);
+                    } else {
+                        let _ = lock.release();
+                    }
+                }
+                cycles.fetch_add(1, SeqCst);
+            }
+        }));
+    }
+    {
+        let (stop, alice_holds, bob_got) = (
+            Arc::clone(&stop),
+            Arc::clone(&alice_holds),
+            Arc::clone(&bob_got),
+        );
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                if let Ok(lock) = bob.try_reentrant_lock("drift", "bob", ttl) {
+                    let alice = alice_holds.load(SeqCst);
+                    assert_eq!(alice, 0, "bob holds while alice holds {alice} times");
+                    bob_got.fetch_add(1, SeqCst);
+                    lock.release().ok();
+                }
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        }));
+    }
+    let mut conns: Vec<_> = cluster.nodes.iter().map(|n| n.conn()).collect();
+    let start = std::time::Instant::now();
+    let (mut hangs, mut looks) = (0u64, 0u64);
+    while start.elapsed() < Duration::from_secs(9) {
+        for _ in 0..(5 + hangs % 7) {
+            for (i, c) in conns.iter_mut().enumerate() {
+                let (count, fields) = count_and_fields(c, "drift", "alice");
+                assert_eq!(
+                    count as usize, fields,
+                    "node {i} counts {count} holds of alice with {fields} hold fields"
+                );
+                looks += 1;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let node = &cluster.nodes[(hangs % 3) as usize];
+        node.hang();
+        std::thread::sleep(Duration::from_millis(40 + 60 * (hangs % 6)));
+        node.resume();
+        hangs += 1;
+    }
+    stop.store(true, SeqCst);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let (cycles, bob_got, cancelled) = (
+        cycles.load(SeqCst),
+        bob_got.load(SeqCst),
+        cancelled.load(SeqCst),
+    );
+    let left: Vec<_> = cluster
+        .nodes
+        .iter()
+        .map(|n| holds(n, "drift", "alice"))
+        .collect();
+    eprintln!(
+        "{hangs} hangs, {cycles} cycles of alice, {cancelled} cancelled, {bob_got} holds of bob, \
+         {looks} looks; holds of alice left per node until the TTL: {left:?}"
+    );
+    assert!(cycles > 100 && cancelled > 10, "too little was exercised");
+    for (i, c) in conns.iter_mut().enumerate() {
+        let (count, fields) = count_and_fields(c, "drift", "alice");
+        assert_eq!(count as usize, fields, "node {i} after all is released");
+    }
+    assert!(
+        eventually(ttl + Duration::from_secs(1), || gone(&cluster, "drift")),
+        "holds per node once all is released and the TTL passed: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "drift", "alice"))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A hash of the previous format, `{owner: count}` without hold fields (a hold of an older
+/// client), takes a nested hold of the owner; the nested hold's release leaves the older hold
+/// counted on every node, and another owner stays out until it goes.
+#[test]
+fn a_hold_of_the_previous_format_stays_counted_when_a_nested_hold_comes_and_goes() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    for n in &cluster.nodes {
+        let _: () = redis::pipe()
+            .cmd("HSET")
+            .arg("mixed")
+            .arg("alice")
+            .arg(1)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg("mixed")
+            .arg(TTL.as_millis() as u64)
+            .ignore()
+            .query(&mut n.conn())
+            .unwrap();
+    }
+    let nested = rl.try_reentrant_lock("mixed", "alice", TTL).unwrap();
+    assert_eq!(nested.hold_count(), Some(2));
+    nested.release().unwrap();
+    assert_eq!(nodes_with(&cluster, "mixed", "alice", 1), 3);
+    let bob = rl.try_reentrant_lock("mixed", "bob", TTL);
+    assert!(matches!(bob, Err(Error::NotAcquired { .. })), "{bob:?}");
+    // The older client's release, as its script did it: the count down to 0 deletes the key.
+    for n in &cluster.nodes {
+        let left: i64 = redis::cmd("HINCRBY")
+            .arg("mixed")
+            .arg("alice")
+            .arg(-1)
+            .query(&mut n.conn())
+            .unwrap();
+        assert_eq!(left, 0);
+        n.del("mixed");
+    }
+    rl.try_reentrant_lock("mixed", "bob", TTL)
+        .unwrap()
+        .release()
+        .unwrap();
+}
