@@ -1523,10 +1523,10 @@ enum redlock_status redlock_request_set_fenced(struct redlock_request *request,
                                                struct redlock_error **err);
 
 // Makes it one hold of a reentrant lock for `owner` (1 to 1024 bytes, copied): a hash
-// `{owner: count}` at the resource's key. `owner` is any name chosen by the caller, not a
-// thread. Each acquisition is one hold and one `redlock_lock` to release or free; the key goes
-// with the last hold. `REDLOCK_INVALID_ARGUMENT` for a NULL, empty, too long or non-UTF-8
-// owner, or a request of several resources.
+// `{owner: count}`, plus a field of each hold's own, at the resource's key. `owner` is any name
+// chosen by the caller, not a thread. Each acquisition is one hold and one `redlock_lock` to
+// release or free; the key goes with the last hold. `REDLOCK_INVALID_ARGUMENT` for a NULL,
+// empty, too long or non-UTF-8 owner, or a request of several resources.
 //
 // # Safety
 // As for `redlock_request_set_fenced`; `owner` NULL or a NUL-terminated string.

@@ -459,6 +459,7 @@ mod tests {
             "hget",
             "hexists",
             "hincrby",
+            "hdel",
             "hlen",
             "hgetall",
             "zadd",

@@ -23,11 +23,12 @@ pub(crate) static SCRIPTS: [&Script; 2] = [&INSPECT, &FORCE_RELEASE];
 
 /// Lua, read-only: `{type, pttl, value, fence}` of KEYS[1] (the lock) and KEYS[2] (its fence
 /// counter). `value` is the string (plain and fenced locks, and each resource of a
-/// multi-resource lock), the flat `HGETALL` list (a reentrant lock's `{owner: count}`), for
-/// a read-write lock's readers (a sorted set scored by expiry in the node's Unix ms) the flat
-/// list `{token, ms left}` of the entries still live by the node's clock (nothing is pruned:
-/// the script writes nothing), or nil (absent, or a type no lock uses). A fence counter of another type reads as nil; any other
-/// error (a `NOPERM`) fails the script, and so that node's row.
+/// multi-resource lock), the flat `HGETALL` list (a reentrant lock's `{owner: count}` and its
+/// holds' own fields), for a read-write lock's readers (a sorted set scored by expiry in the
+/// node's Unix ms) the flat list `{token, ms left}` of the entries still live by the node's
+/// clock (nothing is pruned: the script writes nothing), or nil (absent, or a type no lock
+/// uses). A fence counter of another type reads as nil; any other error (a `NOPERM`) fails the
+/// script, and so that node's row.
 pub(crate) static INSPECT: Script = Script::new(
     r#"local t = redis.call("type", KEYS[1]).ok
 local ttl = redis.call("pttl", KEYS[1])

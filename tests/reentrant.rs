@@ -1,4 +1,5 @@
-//! Reentrant locks (a hash `{owner: count}` per resource) against real redis-server nodes.
+//! Reentrant locks (a hash `{owner: count}` plus a field per hold, per resource) against real
+//! redis-server nodes.
 
 mod support;
 
