@@ -500,8 +500,12 @@ impl Lock {
         );
         match outcome.decision {
             Decision::Quorum => Ok(()),
-            Decision::Refused => Err(self.shared.lost_error(Some(outcome.report(&self.engine)))),
-            Decision::Unreachable => Err(Error::NoQuorum {
+            // Lost only when enough nodes said it is not ours: refusals with failures (a node
+            // that timed out may still hold the key) are too few answers, as for unreachable.
+            Decision::Refused if outcome.tally.refused_by_a_majority() => {
+                Err(self.shared.lost_error(Some(outcome.report(&self.engine))))
+            }
+            Decision::Refused | Decision::Unreachable => Err(Error::NoQuorum {
                 resource: self.resource.to_string(),
                 operation: Operation::Release,
                 attempts: 1,

@@ -231,6 +231,11 @@ impl Tally {
         }
     }
 
+    /// Whether the refusals alone leave no room for a quorum (not the failures with them).
+    pub(crate) fn refused_by_a_majority(&self) -> bool {
+        self.no > self.nodes() - self.quorum()
+    }
+
     pub(crate) fn nodes(&self) -> usize {
         self.votes.len()
     }

@@ -248,6 +248,29 @@ fn release_and_extend_are_owner_only() {
     b.release().unwrap();
 }
 
+/// A release that one node deleted, one found no longer ours and one did not answer in time
+/// proves nothing lost: it is `NoQuorum` (the hung node's key expires with its TTL), not `Lost`.
+#[test]
+fn a_release_refused_by_a_minority_with_a_node_silent_is_no_quorum_not_lost() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let lock = rl.try_lock("minority", TTL).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("minority")
+        .query(&mut cluster.nodes[1].conn())
+        .unwrap();
+    cluster.nodes[2].hang();
+    let released = lock.release();
+    cluster.nodes[2].resume();
+    match released {
+        Err(Error::NoQuorum { report, .. }) => {
+            assert_eq!((report.refused(), report.errors()), (1, 1), "{report:?}")
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    assert_eq!(cluster.nodes[0].get("minority"), None);
+}
+
 #[test]
 fn extend_moves_the_deadline_on_a_quorum() {
     let cluster = Cluster::start(3);
