@@ -79,13 +79,13 @@ impl ReplyTo {
 }
 
 /// The answers of a fan-out of a command that counts a hold on each node that applies it (a
-/// reentrant acquire), which must be undone, or released, on exactly those nodes: elsewhere the
-/// cleanup would take away another hold of the same owner. An answer can come long after the
-/// call decided (the node was slow, the request went out just before its deadline after a
-/// reconnect, the caller was cancelled), so the caller does not wait for all of them: it
-/// [hands them over](Handover::hand_over) with its cleanup, and from then on the worker that
-/// reads an answer saying the node applied the command sends the cleanup there itself, next on
-/// the same connection (so after the command). Each node that counted the hold gets one
+/// reentrant acquire), which must be undone, or released, on each of those nodes, after the
+/// command ran there: sent before it, the cleanup would find nothing, and the hold would stay
+/// until its TTL. An answer can come long after the call decided (the node was slow, the
+/// request went out just before its deadline after a reconnect, the caller was cancelled), so
+/// the caller does not wait for all of them: it [hands them over](Handover::hand_over) with its
+/// cleanup, and from then on the worker that reads an answer saying the node applied the
+/// command sends the cleanup there itself, next on the same connection (so after the command). Each node that counted the hold gets one
 /// cleanup, from the caller (which read its answer) or from its worker, and no other node does.
 #[derive(Debug, Default)]
 pub(crate) struct Handover {
