@@ -84,7 +84,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{AutoExtend, LockRequest, Redlock};
+use redquorum::{AutoExtend, LockRequest, Redlock};
 use support::{Cluster, RedisCluster};
 
 /// Counts every allocation of the process.
@@ -1280,7 +1280,7 @@ fn main() {
     let holder = rl.lock("bench-cancel", Duration::from_secs(60)).unwrap();
     let mut latencies = Vec::new();
     for _ in 0..200 {
-        let cancel = redlock::Cancel::new();
+        let cancel = redquorum::Cancel::new();
         let request = LockRequest::new("bench-cancel", Duration::from_secs(10))
             .wait(Duration::from_secs(30))
             .cancel(&cancel);
@@ -1296,7 +1296,7 @@ fn main() {
         let returned = rx.recv().unwrap();
         assert!(matches!(
             waiter.join().unwrap(),
-            Err(redlock::Error::Cancelled { .. })
+            Err(redquorum::Error::Cancelled { .. })
         ));
         latencies.push(returned.saturating_duration_since(fired).as_secs_f64() * 1e6);
     }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use redlock::{Error, Event, Redlock};
+use redquorum::{Error, Event, Redlock};
 
 const RESOURCE: &str = "demo:counter";
 

@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use redlock::{Error, Redlock};
+use redquorum::{Error, Redlock};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

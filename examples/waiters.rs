@@ -40,7 +40,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redlock::{LockRequest, Redlock};
+use redquorum::{LockRequest, Redlock};
 use support::Cluster;
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -133,7 +133,7 @@ fn take_turns(
                     let lock = match rl.acquire(&request) {
                         Ok(lock) => lock,
                         // The wait ended at the end of the run.
-                        Err(redlock::Error::NotAcquired { .. }) if now_ns() >= end_ns => break,
+                        Err(redquorum::Error::NotAcquired { .. }) if now_ns() >= end_ns => break,
                         Err(e) => {
                             // A waiter gone early would lighten the load the figures claim.
                             eprintln!("waiters: a waiter stopped early: {e}");

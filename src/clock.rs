@@ -5,8 +5,8 @@
 //! A lock key expires on the node's own wall clock. Redlock assumes that clock advances at about
 //! the rate of ours; the drift allowance (`ttl × drift_factor + 2 ms`) covers a difference in
 //! *rate*, not a *step*. A node whose clock jumps forward by `J` (an NTP step, a VM resumed from
-//! a pause, an operator's `date -s`) expires every key it holds `J` early, which is the seed's
-//! delayed-restart hole again: a second client can then take a lock the first one still holds
+//! a pause, an operator's `date -s`) expires every key it holds `J` early, which is Redlock's
+//! delayed-restart hole (docs/redlock.md) again: a second client can then take a lock the first one still holds
 //! on a bare majority.
 //!
 //! # How

@@ -37,12 +37,12 @@ pub const MAX_NODE_URL: usize = 4096;
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// let rl = redlock::Redlock::builder()
+/// let rl = redquorum::Redlock::builder()
 ///     .nodes(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
 ///     .retry_count(3)
 ///     .retry_delay(Duration::from_millis(200))
 ///     .build()?;
-/// # Ok::<(), redlock::Error>(())
+/// # Ok::<(), redquorum::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Builder {

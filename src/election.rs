@@ -135,13 +135,13 @@ struct Callbacks {
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// # let rl = redlock::Redlock::builder().node("redis://127.0.0.1:7000").build()?;
+/// # let rl = redquorum::Redlock::builder().node("redis://127.0.0.1:7000").build()?;
 /// let election = rl.election("scheduler", "host-a", Duration::from_secs(10))?;
 /// let leadership = election.campaign(None)?; // blocks until this process leads
 /// println!("leading in term {}", leadership.term());
 /// // ... work, passing leadership.term() to the store; stop when leadership.lost() fires ...
 /// leadership.resign()?;
-/// # Ok::<(), redlock::Error>(())
+/// # Ok::<(), redquorum::Error>(())
 /// ```
 pub struct Election {
     client: Redlock,

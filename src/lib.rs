@@ -6,14 +6,14 @@
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! let rl = redlock::Redlock::builder()
+//! let rl = redquorum::Redlock::builder()
 //!     .nodes(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
 //!     .build()?;
 //! let mut lock = rl.lock("orders:42", Duration::from_secs(10))?;
 //! // ... work that must not overlap another holder's, within lock.validity() ...
 //! lock.extend(Duration::from_secs(10))?;
 //! lock.release()?;
-//! # Ok::<(), redlock::Error>(())
+//! # Ok::<(), redquorum::Error>(())
 //! ```
 //!
 //! ## The algorithm

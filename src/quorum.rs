@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{NodeProblem, NodeReport, QuorumReport};
 
-/// Fixed part of the clock-drift allowance (the seed's "few milliseconds").
+/// Fixed part of the clock-drift allowance (Redlock's "few milliseconds", docs/redlock.md).
 pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 
 /// Successes needed among `n` nodes.
@@ -23,7 +23,7 @@ pub(crate) fn drift_allowance(ttl: Duration, drift_factor: f64) -> Duration {
 /// When a lock set on a quorum stops being safe to rely on, if it still is at `now`.
 ///
 /// Every key of the quorum was set after `t0`, so each lives at least until `t0 + ttl` in node
-/// time; the allowance covers the clock drift between us and the nodes. This equals the seed's
+/// time; the allowance covers the clock drift between us and the nodes. This equals Redlock's
 /// `validity = ttl - elapsed - drift` counted from the decision.
 pub(crate) fn validity_deadline(
     t0: Instant,

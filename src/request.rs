@@ -33,8 +33,8 @@ pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// use redlock::{AutoExtend, Cancel, LockRequest};
-/// # let rl = redlock::Redlock::builder().node("redis://127.0.0.1:7000").build()?;
+/// use redquorum::{AutoExtend, Cancel, LockRequest};
+/// # let rl = redquorum::Redlock::builder().node("redis://127.0.0.1:7000").build()?;
 /// let cancel = Cancel::new(); // cancel.cancel() from another thread or a signal handler
 /// let request = LockRequest::new("orders:42", Duration::from_secs(10))
 ///     .fenced()
@@ -44,7 +44,7 @@ pub const DEFAULT_EXTEND_FRACTION: f64 = 1.0 / 3.0;
 /// let lock = rl.acquire(&request)?;
 /// println!("fencing token {:?}", lock.fence());
 /// lock.release()?;
-/// # Ok::<(), redlock::Error>(())
+/// # Ok::<(), redquorum::Error>(())
 /// ```
 ///
 /// A request is a description: one can serve many acquisitions. Problems with its parts (an

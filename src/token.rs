@@ -5,7 +5,7 @@ use rand::rngs::SysRng;
 
 use crate::error::{Error, Result};
 
-/// Random bytes per token: the seed's 20 bytes from the OS CSPRNG.
+/// Random bytes per token: Redlock's 20 bytes (docs/redlock.md) from the OS CSPRNG.
 const TOKEN_BYTES: usize = 20;
 
 /// A fresh token, hex-encoded (40 characters) so any Redis client can read and compare it.

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock::{Error, NodeProblem, Redlock};
+use redquorum::{Error, NodeProblem, Redlock};
 use support::{RedisNode, assert_no_worker_panicked, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -314,18 +314,20 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     many.extend(TTL).expect("extend many");
     many.release().expect("release many");
 
-    let read = redlock::LockRequest::new("lock:rw", TTL).read().once();
+    let read = redquorum::LockRequest::new("lock:rw", TTL).read().once();
     let reader = rl.acquire(&read).expect("read lock");
     let other = rl.acquire(&read).expect("second reader");
     reader.extend(TTL).expect("reader extend");
     other.release().expect("reader release");
     reader.release().expect("last reader release");
     let writer = rl
-        .acquire(&redlock::LockRequest::new("lock:rw", TTL).write().once())
+        .acquire(&redquorum::LockRequest::new("lock:rw", TTL).write().once())
         .expect("write lock");
     writer.release().expect("writer release");
 
-    let permit = redlock::LockRequest::new("lock:s", TTL).semaphore(2).once();
+    let permit = redquorum::LockRequest::new("lock:s", TTL)
+        .semaphore(2)
+        .once();
     let a = rl.acquire(&permit).expect("a permit");
     let b = rl.acquire(&permit).expect("another permit");
     a.extend(TTL).expect("permit extend");
@@ -355,7 +357,7 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     let waiter = {
         let rl = rl.clone();
         std::thread::spawn(move || {
-            rl.acquire(&redlock::LockRequest::new("lock:w", TTL).wait(Duration::from_secs(10)))
+            rl.acquire(&redquorum::LockRequest::new("lock:w", TTL).wait(Duration::from_secs(10)))
                 .map(|l| l.release())
         })
     };
@@ -427,7 +429,7 @@ fn a_user_without_script_load_config_or_client_locks_normally() {
     let waiter = {
         let rl = rl.clone();
         std::thread::spawn(move || {
-            rl.acquire(&redlock::LockRequest::new("lock:eval", TTL).wait(Duration::from_secs(10)))
+            rl.acquire(&redquorum::LockRequest::new("lock:eval", TTL).wait(Duration::from_secs(10)))
                 .map(|l| l.release())
         })
     };

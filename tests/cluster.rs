@@ -7,7 +7,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Cancel, Error, Lock, LockRequest, NodeProblem, Redlock};
+use redquorum::{Cancel, Error, Lock, LockRequest, NodeProblem, Redlock};
 use support::{RedisCluster, RedisNode, eventually};
 
 fn client(urls: &[String]) -> Redlock {

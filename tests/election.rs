@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redlock::{Cancel, Error, Leader, NodeProblem, Redlock};
+use redquorum::{Cancel, Error, Leader, NodeProblem, Redlock};
 use relay::{CutMode, Relay};
 
 type Seen = Arc<Mutex<Vec<(Option<Leader>, Instant)>>>;
@@ -110,7 +110,7 @@ fn bad_names_and_identities_are_refused_before_anything_is_sent() {
     let cluster = Cluster::start(1);
     let rl = cluster.client();
     let before = cluster.commands_processed();
-    let invalid = |r: Result<redlock::Election, Error>, what: &str| match r {
+    let invalid = |r: Result<redquorum::Election, Error>, what: &str| match r {
         Err(Error::InvalidArgument { message }) => {
             assert!(message.contains(what), "{message}")
         }

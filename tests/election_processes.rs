@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-use redlock::Redlock;
+use redquorum::Redlock;
 use support::{Cluster, RedisNode};
 
 /// The leadership TTL of the fault cases.

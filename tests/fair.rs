@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redlock::{Cancel, Error, LockRequest, Redlock};
+use redquorum::{Cancel, Error, LockRequest, Redlock};
 use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(60);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, Redlock};
+use redquorum::{Error, Redlock};
 use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use redlock::{Error, NodeProblem, NodeStatus, Redlock};
+use redquorum::{Error, NodeProblem, NodeStatus, Redlock};
 use support::{NODE_TIMEOUT, RedisNode, assert_no_worker_panicked, eventually, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -24,7 +24,7 @@ fn address(node: &RedisNode) -> String {
     format!("127.0.0.1:{}", node.port)
 }
 
-fn builder(urls: &[String]) -> redlock::Builder {
+fn builder(urls: &[String]) -> redquorum::Builder {
     Redlock::builder()
         .nodes(urls)
         .node_timeout(NODE_TIMEOUT)
@@ -491,7 +491,7 @@ fn node_whose_clock_jumps_forward_is_kept_out_of_acquire_quorums() {
     let unguarded = builder(&urls).clock_guard(false).build().unwrap();
     let guarded = builder(&urls).clock_quarantine(quarantine).build().unwrap();
     // What an operator listening to the guarded client hears (issue 29).
-    let heard: std::sync::Arc<std::sync::Mutex<Vec<redlock::Event>>> = Default::default();
+    let heard: std::sync::Arc<std::sync::Mutex<Vec<redquorum::Event>>> = Default::default();
     let _listening = {
         let heard = heard.clone();
         guarded
@@ -571,7 +571,7 @@ fn node_whose_clock_jumps_forward_is_kept_out_of_acquire_quorums() {
             .lock()
             .unwrap()
             .iter()
-            .filter(|e| e.kind == redlock::EventKind::NodeQuarantined)
+            .filter(|e| e.kind == redquorum::EventKind::NodeQuarantined)
             .cloned()
             .collect::<Vec<_>>()
     };
@@ -656,8 +656,8 @@ fn clock_settings_are_validated() {
         .clock_guard(false)
         .build()
         .expect("guard off");
-    assert_eq!(redlock::DEFAULT_CLOCK_JUMP, Duration::from_millis(50));
-    assert_eq!(redlock::DEFAULT_CLOCK_QUARANTINE, Duration::from_secs(60));
+    assert_eq!(redquorum::DEFAULT_CLOCK_JUMP, Duration::from_millis(50));
+    assert_eq!(redquorum::DEFAULT_CLOCK_QUARANTINE, Duration::from_secs(60));
 }
 
 /// One server reached through two URLs (`127.0.0.1` and `localhost`: the build-time check

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redlock::{KeyState, LockRequest, NodeProblem, Redlock, Released};
+use redquorum::{KeyState, LockRequest, NodeProblem, Redlock, Released};
 use support::{Cluster, NODE_TIMEOUT};
 
 const TTL: Duration = Duration::from_secs(20);
@@ -187,7 +187,7 @@ fn force_release_with_a_token_spares_a_newer_holder_and_keeps_the_fence() {
     assert_eq!(done.confirmed(), 3);
     assert_eq!(cluster.holding("stuck", lock.token()), 0);
     // The holder's own release now finds it gone.
-    assert!(matches!(lock.release(), Err(redlock::Error::Lost { .. })));
+    assert!(matches!(lock.release(), Err(redquorum::Error::Lost { .. })));
     // Fencing tokens stay monotonic across a forced release.
     let next = rl
         .acquire(&LockRequest::new("stuck", TTL).fenced())
@@ -197,15 +197,15 @@ fn force_release_with_a_token_spares_a_newer_holder_and_keeps_the_fence() {
 
     assert!(matches!(
         rl.force_release("", None),
-        Err(redlock::Error::InvalidArgument { .. })
+        Err(redquorum::Error::InvalidArgument { .. })
     ));
     assert!(matches!(
         rl.force_release("x", Some("")),
-        Err(redlock::Error::InvalidArgument { .. })
+        Err(redquorum::Error::InvalidArgument { .. })
     ));
     assert!(matches!(
         rl.inspect(""),
-        Err(redlock::Error::InvalidArgument { .. })
+        Err(redquorum::Error::InvalidArgument { .. })
     ));
 }
 

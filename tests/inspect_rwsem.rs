@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock::{Inspection, KeyState, LockRequest};
+use redquorum::{Inspection, KeyState, LockRequest};
 use support::Cluster;
 
 const TTL: Duration = Duration::from_secs(20);

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock::{AutoExtend, LockRequest};
+use redquorum::{AutoExtend, LockRequest};
 
 #[test]
 fn extender_and_subscriber_threads_end_with_the_client() {

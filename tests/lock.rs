@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, NodeProblem, Redlock};
+use redquorum::{Error, NodeProblem, Redlock};
 use support::{Cluster, NODE_TIMEOUT, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -500,7 +500,7 @@ fn bad_input_is_rejected_before_any_node_is_touched() {
         ("x", Duration::ZERO),
         ("x", Duration::from_millis(1)),
         ("x", Duration::from_millis(2)),
-        ("x", redlock::MAX_TTL + Duration::from_secs(1)),
+        ("x", redquorum::MAX_TTL + Duration::from_secs(1)),
     ] {
         match rl.try_lock(resource, ttl) {
             Err(Error::InvalidArgument { message }) => assert!(!message.is_empty()),
@@ -515,7 +515,7 @@ fn bad_input_is_rejected_before_any_node_is_touched() {
     ));
     lock.release().unwrap();
     // The largest TTL is accepted by Redis too.
-    let lock = rl.lock("x", redlock::MAX_TTL).unwrap();
+    let lock = rl.lock("x", redquorum::MAX_TTL).unwrap();
     assert!(lock.validity() > Duration::from_secs(9 * 365 * 24 * 3600));
     lock.release().unwrap();
 }
@@ -525,7 +525,7 @@ fn unusual_resource_names_round_trip() {
     let cluster = Cluster::start(1);
     let rl = cluster.client();
     // The longest name accepted (`MAX_RESOURCE_NAME` bytes).
-    let long = "k".repeat(redlock::MAX_RESOURCE_NAME);
+    let long = "k".repeat(redquorum::MAX_RESOURCE_NAME);
     for name in ["with space", "new\nline", "ünïcødé 🔒", long.as_str()] {
         let lock = rl.lock(name, TTL).unwrap();
         assert_eq!(cluster.nodes[0].get(name).as_deref(), Some(lock.token()));

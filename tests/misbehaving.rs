@@ -9,7 +9,7 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redlock::{Error, Lock, NodeProblem, QuorumReport, Redlock};
+use redquorum::{Error, Lock, NodeProblem, QuorumReport, Redlock};
 use support::fake_server::{Behaviour, DeadPort, FakeServer};
 use support::{Cluster, RedisNode, assert_no_worker_panicked, eventually, timed, watch_workers};
 
@@ -57,7 +57,7 @@ fn problem_at<'a>(err: &'a Error, node: &str) -> &'a NodeProblem {
 }
 
 /// The failed attempt of a single-node client: always `NoQuorum`, never `NotAcquired`.
-fn no_quorum(result: redlock::Result<Lock>) -> Error {
+fn no_quorum(result: redquorum::Result<Lock>) -> Error {
     match result {
         Err(e @ Error::NoQuorum { .. }) => e,
         Err(other) => panic!("expected NoQuorum, got {other:?} ({other})"),
@@ -508,7 +508,7 @@ fn out_of_memory_node_answers_oom_and_is_outvoted() {
 fn until_ok<T>(
     tries: usize,
     nodes: &[RedisNode],
-    mut f: impl FnMut() -> redlock::Result<T>,
+    mut f: impl FnMut() -> redquorum::Result<T>,
 ) -> (T, usize) {
     let mut failures = 0;
     for _ in 0..tries {
@@ -727,7 +727,7 @@ fn dropping_the_client_with_a_hung_node_returns_promptly() {
     cluster.nodes[0].hang();
     // Dropped locks are released without waiting: their releases queue up for every node.
     timed("dropping the locks", || drop(locks));
-    drop_within_documented_bound(rl, redlock::DEFAULT_NODE_TIMEOUT);
+    drop_within_documented_bound(rl, redquorum::DEFAULT_NODE_TIMEOUT);
     cluster.nodes[0].resume();
     assert_empty(&cluster.nodes[1..]);
     assert_no_worker_panicked();

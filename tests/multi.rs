@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, MAX_RESOURCES, Redlock};
+use redquorum::{Error, MAX_RESOURCES, Redlock};
 use support::{Cluster, NODE_TIMEOUT, eventually};
 
 const TTL: Duration = Duration::from_secs(10);

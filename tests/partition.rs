@@ -15,7 +15,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use redlock::{Error, Redlock};
+use redquorum::{Error, Redlock};
 use support::eventually;
 
 const NODES: usize = 5;
@@ -322,7 +322,7 @@ impl Peer {
     }
 }
 
-fn kind<T>(result: &redlock::Result<T>) -> &'static str {
+fn kind<T>(result: &redquorum::Result<T>) -> &'static str {
     match result {
         Ok(_) => "ok",
         Err(Error::NotAcquired { .. }) => "not_acquired",

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redlock::{AutoExtend, Error, LockRequest, NodeProblem, Redlock};
+use redquorum::{AutoExtend, Error, LockRequest, NodeProblem, Redlock};
 use support::{Cluster, eventually};
 
 /// The lock the paused holder keeps; its keys expire during the pause.
@@ -106,7 +106,7 @@ fn holder(nodes: &str, mode: &str) {
     }
 }
 
-fn describe(result: &redlock::Result<redlock::Lock>) -> String {
+fn describe(result: &redquorum::Result<redquorum::Lock>) -> String {
     match result {
         Ok(_) => "ok".into(),
         Err(Error::NoQuorum { report, .. }) => {

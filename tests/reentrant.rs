@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock::{Error, Redlock};
+use redquorum::{Error, Redlock};
 use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -287,11 +287,11 @@ fn a_cancelled_wait_leaves_no_hold_on_a_node_that_counted_it_after_the_cancel() 
         .unwrap();
     let slow = &cluster.nodes[2];
     slow.hang();
-    let cancel = redlock::Cancel::new();
+    let cancel = redquorum::Cancel::new();
     let waiter = {
         let (rl, cancel) = (rl.clone(), cancel.clone());
         std::thread::spawn(move || {
-            let request = redlock::LockRequest::new("cancel", TTL)
+            let request = redquorum::LockRequest::new("cancel", TTL)
                 .reentrant("alice")
                 .wait(Duration::from_secs(10))
                 .cancel(&cancel);
@@ -378,7 +378,7 @@ fn one_owners_threads_nesting_across_a_hanging_node_keep_their_quorum_and_leave_
             } else {
                 rl
             };
-            let request = redlock::LockRequest::new("many", TTL)
+            let request = redquorum::LockRequest::new("many", TTL)
                 .reentrant("alice")
                 .wait(Duration::from_secs(5));
             let mut round = 0u64;
@@ -564,8 +564,8 @@ fn cancels_racing_a_nested_hold_leave_exactly_the_outer_hold() {
         if let Some(node) = hung {
             node.hang();
         }
-        let cancel = redlock::Cancel::new();
-        let request = redlock::LockRequest::new("nest", TTL)
+        let cancel = redquorum::Cancel::new();
+        let request = redquorum::LockRequest::new("nest", TTL)
             .reentrant("alice")
             .cancel(&cancel);
         let attempt = {
@@ -921,8 +921,8 @@ fn lost_replies_and_cancels_keep_each_nodes_count_equal_to_its_hold_fields() {
                 round += 1;
                 let mut held = Vec::new();
                 for i in 0..=(round % 3) {
-                    let cancel = redlock::Cancel::new();
-                    let request = redlock::LockRequest::new("drift", ttl)
+                    let cancel = redquorum::Cancel::new();
+                    let request = redquorum::LockRequest::new("drift", ttl)
                         .reentrant("alice")
                         .wait(Duration::from_secs(1))
                         .cancel(&cancel);

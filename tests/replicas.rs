@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, NodeProblem, Redlock};
+use redquorum::{Error, NodeProblem, Redlock};
 use support::{RedisNode, SentinelGroup, eventually};
 
 /// A master with one replica in sync.

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redlock::{AutoExtend, Cancel, Error, Lock, LockRequest, Redlock};
+use redquorum::{AutoExtend, Cancel, Error, Lock, LockRequest, Redlock};
 use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redlock::{Error, NodeProblem, Redlock};
+use redquorum::{Error, NodeProblem, Redlock};
 use support::{Cluster, RedisNode, eventually};
 
 /// A's lock must stay valid through two restarts and the attempts that follow them, also on a

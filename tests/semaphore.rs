@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redlock::{AutoExtend, Cancel, Error, LockRequest, MAX_PERMITS};
+use redquorum::{AutoExtend, Cancel, Error, LockRequest, MAX_PERMITS};
 use support::{Cluster, assert_no_worker_panicked, eventually, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);

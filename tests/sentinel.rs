@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use redlock::{Error, LockRequest, NodeProblem, Redlock};
+use redquorum::{Error, LockRequest, NodeProblem, Redlock};
 use support::{RedisNode, SentinelGroup, eventually};
 
 fn client(urls: &[String], grace: Option<Duration>) -> Redlock {
@@ -754,8 +754,10 @@ fn no_two_holders_while_the_old_master_stays_writable() {
         "every node outgrows the grace"
     );
     const KEY: &str = "sentinel:split";
-    let mut held: Vec<(&str, redlock::Lock, Instant)> = Vec::new();
-    let take = |who: &'static str, c: &Redlock, held: &mut Vec<(&str, redlock::Lock, Instant)>| {
+    let mut held: Vec<(&str, redquorum::Lock, Instant)> = Vec::new();
+    let take = |who: &'static str,
+                c: &Redlock,
+                held: &mut Vec<(&str, redquorum::Lock, Instant)>| {
         let Ok(lock) = c.try_lock(KEY, TTL) else {
             return false;
         };

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redlock::{AutoExtend, Error, LockRequest};
+use redquorum::{AutoExtend, Error, LockRequest};
 use support::{Cluster, eventually};
 
 /// Auto-extension every third of it; long enough that an unnoticed suspension would leave the

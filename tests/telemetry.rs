@@ -7,7 +7,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redlock::{AutoExtend, Cancel, Error, Event, EventKind, LockRequest};
+use redquorum::{AutoExtend, Cancel, Error, Event, EventKind, LockRequest};
 use support::{Cluster, entries, eventually};
 
 const TTL: Duration = Duration::from_secs(5);

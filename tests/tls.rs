@@ -9,14 +9,14 @@ mod support;
 
 use std::time::Duration;
 
-use redlock::{Error, NodeProblem};
+use redquorum::{Error, NodeProblem};
 use support::tls::{TlsNode, pki};
 use support::{builder, timed};
 
 const TTL: Duration = Duration::from_secs(10);
 
 /// The problem a failed single-node acquire reports for `address`.
-fn failure_at(result: redlock::Result<redlock::Lock>, address: &str) -> (Error, String) {
+fn failure_at(result: redquorum::Result<redquorum::Lock>, address: &str) -> (Error, String) {
     let err = match result {
         Err(e @ Error::NoQuorum { .. }) => e,
         Err(other) => panic!("expected NoQuorum, got {other:?}"),
@@ -130,7 +130,7 @@ fn insecure_fragment_skips_verification_only_when_asked() {
     let (tx, rx) = crossbeam_channel::unbounded();
     let _listening = rl
         .on_event(move |e| {
-            if e.kind == redlock::EventKind::ServerWarning {
+            if e.kind == redquorum::EventKind::ServerWarning {
                 let _ = tx.send(e.reason.clone().unwrap_or_default());
             }
         })
@@ -236,7 +236,7 @@ fn bad_tls_options_are_invalid_arguments() {
     std::fs::write(&not_pem, "just text\n").unwrap();
     let missing = dir.join("missing.crt");
     let url = "rediss://127.0.0.1:1".to_owned();
-    let cases: Vec<(&str, redlock::Builder, &str)> = vec![
+    let cases: Vec<(&str, redquorum::Builder, &str)> = vec![
         (
             "missing CA file",
             builder(&[url.as_str()]).tls_ca_file(&missing),

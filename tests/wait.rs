@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Error, LockRequest};
+use redquorum::{Error, LockRequest};
 use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -265,7 +265,7 @@ fn notifications_cut_the_commands_waiters_cause() {
 /// Starts a thread that waits for `resource` and records `id` once it holds it, and returns
 /// once the waiter is queued in `rl` (the `queued`-th).
 fn queue_waiter(
-    rl: &redlock::Redlock,
+    rl: &redquorum::Redlock,
     resource: &'static str,
     id: usize,
     queued: usize,
@@ -276,7 +276,7 @@ fn queue_waiter(
 
 /// [`queue_waiter`] in the queue across processes (`fair`) or only in its client's.
 fn queue_waiter_fair(
-    rl: &redlock::Redlock,
+    rl: &redquorum::Redlock,
     resource: &'static str,
     id: usize,
     queued: usize,
@@ -384,11 +384,11 @@ fn the_turn_passes_on_when_the_waiter_in_front_gives_up() {
     let rl = cluster.client();
     let holder = rl.lock("giveup", Duration::from_secs(60)).unwrap();
     // In front: one that will be cancelled, one that times out; both leave without the lock.
-    let cancel = redlock::Cancel::new();
+    let cancel = redquorum::Cancel::new();
     let cancelled = {
         let (rl, cancel) = (rl.clone(), cancel.clone());
         std::thread::spawn(move || {
-            let request = redlock::LockRequest::new("giveup", TTL)
+            let request = redquorum::LockRequest::new("giveup", TTL)
                 .wait(Duration::from_secs(60))
                 .cancel(&cancel);
             rl.acquire(&request)
@@ -494,7 +494,7 @@ fn a_reentrant_owner_takes_its_lock_again_past_queued_waiters() {
     let outer = rl.reentrant_lock("owner", "alice", TTL).unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let waiter = queue_waiter(&rl, "owner", 0, 1, &order);
-    let request = redlock::LockRequest::new("owner", TTL)
+    let request = redquorum::LockRequest::new("owner", TTL)
         .reentrant("alice")
         .wait(Duration::from_secs(5));
     let inner = rl.acquire(&request).unwrap();
@@ -512,7 +512,7 @@ fn a_hung_node_does_not_stretch_a_wait_past_its_deadline() {
         .node_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
-    let permits = redlock::LockRequest::new("hung-wait", TTL).semaphore(4);
+    let permits = redquorum::LockRequest::new("hung-wait", TTL).semaphore(4);
     let held: Vec<_> = (0..4)
         .map(|_| rl.acquire(&permits.clone().once()).unwrap())
         .collect();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redlock::{AutoExtend, Error, Lock, LockRequest};
+use redquorum::{AutoExtend, Error, Lock, LockRequest};
 use support::{Cluster, RedisNode, eventually};
 
 /// Auto-extension needs `ttl × extend_fraction + node_timeout < ttl`: with the test client's

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"context"
@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // Acquire + release against one local node: what the binding adds to a lock's round trips.
 // Compare runs of one session (benchstat); the machine's noise is larger than a cgo call.
 
-func benchClient(b *testing.B) *redlock.Client {
+func benchClient(b *testing.B) *redquorum.Client {
 	b.Helper()
 	cl, err := startCluster(b.TempDir(), 1)
 	b.Cleanup(cl.kill)
@@ -27,7 +27,7 @@ func benchClient(b *testing.B) *redlock.Client {
 	return c
 }
 
-func benchUnlock(b *testing.B, l *redlock.Lock, err error) {
+func benchUnlock(b *testing.B, l *redquorum.Lock, err error) {
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 // A reused Request, without a context (the client's cancel handle).
 func BenchmarkAcquireUnlock(b *testing.B) {
 	c := benchClient(b)
-	req := redlock.NewRequest("go:bench", 10*time.Second)
+	req := redquorum.NewRequest("go:bench", 10*time.Second)
 	b.ResetTimer()
 	for range b.N {
 		l, err := c.Acquire(req)
@@ -60,7 +60,7 @@ func BenchmarkAcquireUnlock(b *testing.B) {
 // A reused Request with a context that can be cancelled (a cancel handle of its own).
 func BenchmarkAcquireContextUnlock(b *testing.B) {
 	c := benchClient(b)
-	req := redlock.NewRequest("go:bench", 10*time.Second)
+	req := redquorum.NewRequest("go:bench", 10*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.ResetTimer()
@@ -75,12 +75,12 @@ func BenchmarkAcquireContextUnlock(b *testing.B) {
 // request has crossed into C.
 func BenchmarkAcquireRefusedInC(b *testing.B) {
 	c := benchClient(b)
-	req := redlock.NewRequest("go:bench", 2*time.Millisecond)
+	req := redquorum.NewRequest("go:bench", 2*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := c.AcquireContext(ctx, req); !errors.Is(err, redlock.ErrInvalidArgument) {
+		if _, err := c.AcquireContext(ctx, req); !errors.Is(err, redquorum.ErrInvalidArgument) {
 			b.Fatalf("a 2 ms TTL: %v, want ErrInvalidArgument", err)
 		}
 	}

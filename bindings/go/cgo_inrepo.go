@@ -1,6 +1,6 @@
 //go:build redlock_inrepo && !redlock_static
 
-package redlock
+package redquorum
 
 // In-repository build (-tags redlock_inrepo), used by the repository's own tests: the header
 // from ../../include and the shared library from ../../target/release (cargo build --release),

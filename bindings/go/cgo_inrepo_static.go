@@ -1,6 +1,6 @@
 //go:build redlock_inrepo && redlock_static
 
-package redlock
+package redquorum
 
 // In-repository static build (-tags redlock_inrepo,redlock_static): ../../target/release/libredlock.a.
 

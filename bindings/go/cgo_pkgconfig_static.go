@@ -1,6 +1,6 @@
 //go:build !redlock_inrepo && redlock_static
 
-package redlock
+package redquorum
 
 // Static build against an installed libredlock (-tags redlock_static): pkg-config --static
 // gives the include and library directories and the system libraries libredlock.a needs;

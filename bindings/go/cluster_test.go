@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // The tests run against real redis-server processes started here: free ports, a temp
@@ -24,7 +24,7 @@ import (
 var (
 	redisServer string          // path of the redis-server binary
 	shared      *cluster        // five nodes for the tests that do not break nodes
-	observer    *redlock.Client // a connected client on shared, to check who holds what
+	observer    *redquorum.Client // a connected client on shared, to check who holds what
 )
 
 func TestMain(m *testing.M) {
@@ -62,8 +62,8 @@ func runTests(m *testing.M) int {
 }
 
 // connectedClient returns a client whose workers have connected to the nodes.
-func connectedClient(urls []string) (*redlock.Client, error) {
-	c, err := redlock.New(urls, redlock.Options{NodeTimeout: time.Second})
+func connectedClient(urls []string) (*redquorum.Client, error) {
+	c, err := redquorum.New(urls, redquorum.Options{NodeTimeout: time.Second})
 	if err != nil {
 		return nil, err
 	}

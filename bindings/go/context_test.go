@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // Contexts, Close with waiters pending, nil receivers: all against the shared real nodes.
@@ -67,14 +67,14 @@ func waitForKeys(t *testing.T, resource string, ok func(kind, value string) bool
 
 func assertCancelled(t *testing.T, what string, err error, reason error) {
 	t.Helper()
-	if !errors.Is(err, redlock.ErrCancelled) || !errors.Is(err, reason) {
+	if !errors.Is(err, redquorum.ErrCancelled) || !errors.Is(err, reason) {
 		t.Fatalf("%s = %v, want ErrCancelled and %v", what, err, reason)
 	}
-	var e *redlock.Error
-	if !errors.As(err, &e) || e.Status != redlock.StatusCancelled || e.Message == "" {
+	var e *redquorum.Error
+	if !errors.As(err, &e) || e.Status != redquorum.StatusCancelled || e.Message == "" {
 		t.Fatalf("%s = %#v, want an *Error with StatusCancelled and a message", what, err)
 	}
-	for _, other := range []error{context.Canceled, context.DeadlineExceeded, redlock.ErrClosed} {
+	for _, other := range []error{context.Canceled, context.DeadlineExceeded, redquorum.ErrClosed} {
 		if other != reason && errors.Is(err, other) {
 			t.Fatalf("%s = %v is also %v", what, err, other)
 		}
@@ -133,7 +133,7 @@ func TestLockContextCancelAndDeadline(t *testing.T) {
 }
 
 func TestLockContextWakesOnRelease(t *testing.T) {
-	c := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
 	const resource = "go:ctx-wake"
 	holder := mustLock(t, observer, resource, 30*time.Second)
 	released := make(chan time.Time, 1)
@@ -195,9 +195,9 @@ func TestContextRacesRelease(t *testing.T) {
 			time.AfterFunc(20*time.Millisecond+offset, cancel)
 		}
 		release := time.AfterFunc(20*time.Millisecond+time.Duration(rand.IntN(30_000))*time.Microsecond, func() { holder.Unlock() })
-		req := redlock.NewRequest(resource, 10*time.Second, redlock.WithWait(10*time.Second))
+		req := redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWait(10*time.Second))
 		if round%3 == 2 {
-			req = redlock.NewRequest(resource, 10*time.Second, redlock.WithRetries(1000, 2*time.Millisecond, time.Millisecond), redlock.WithFenced())
+			req = redquorum.NewRequest(resource, 10*time.Second, redquorum.WithRetries(1000, 2*time.Millisecond, time.Millisecond), redquorum.WithFenced())
 		}
 		start := time.Now()
 		l, err := c.AcquireContext(ctx, req)
@@ -208,7 +208,7 @@ func TestContextRacesRelease(t *testing.T) {
 			if err := l.Unlock(); err != nil {
 				t.Fatalf("round %d: Unlock: %v", round, err)
 			}
-		case errors.Is(err, redlock.ErrCancelled):
+		case errors.Is(err, redquorum.ErrCancelled):
 			cancelled++
 			reason := context.Canceled
 			if deadline {
@@ -237,7 +237,7 @@ func TestContextRacesRelease(t *testing.T) {
 }
 
 func TestCloseCancelsWaiters(t *testing.T) {
-	c, err := redlock.New(shared.urls(), redlock.Options{RetryCount: 1000, RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
+	c, err := redquorum.New(shared.urls(), redquorum.Options{RetryCount: 1000, RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,18 +247,18 @@ func TestCloseCancelsWaiters(t *testing.T) {
 
 	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
 	defer stop()
-	waiters := map[string]func() (*redlock.Lock, error){
-		"Acquire(WithWait 15 s)": func() (*redlock.Lock, error) {
-			return c.Acquire(redlock.NewRequest(resource, 10*time.Second, redlock.WithWait(15*time.Second)))
+	waiters := map[string]func() (*redquorum.Lock, error){
+		"Acquire(WithWait 15 s)": func() (*redquorum.Lock, error) {
+			return c.Acquire(redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWait(15*time.Second)))
 		},
-		"Lock (retries 3 s apart)":   func() (*redlock.Lock, error) { return c.Lock(resource, 10*time.Second) },
-		"LockContext(Background)":    func() (*redlock.Lock, error) { return c.LockContext(context.Background(), resource, 10*time.Second) },
-		"LockContext(with deadline)": func() (*redlock.Lock, error) { return c.LockContext(ctx, resource, 10*time.Second) },
-		"Acquire(fenced, auto-extended, polling)": func() (*redlock.Lock, error) {
-			return c.Acquire(redlock.NewRequest(resource, 10*time.Second, redlock.WithFenced(),
-				redlock.WithWait(time.Minute), redlock.WithPolling(), redlock.WithAutoExtend(redlock.AutoExtend{})))
+		"Lock (retries 3 s apart)":   func() (*redquorum.Lock, error) { return c.Lock(resource, 10*time.Second) },
+		"LockContext(Background)":    func() (*redquorum.Lock, error) { return c.LockContext(context.Background(), resource, 10*time.Second) },
+		"LockContext(with deadline)": func() (*redquorum.Lock, error) { return c.LockContext(ctx, resource, 10*time.Second) },
+		"Acquire(fenced, auto-extended, polling)": func() (*redquorum.Lock, error) {
+			return c.Acquire(redquorum.NewRequest(resource, 10*time.Second, redquorum.WithFenced(),
+				redquorum.WithWait(time.Minute), redquorum.WithPolling(), redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 		},
-		"LockMany": func() (*redlock.Lock, error) {
+		"LockMany": func() (*redquorum.Lock, error) {
 			return c.LockMany([]string{"go:close-waiters-other", resource}, 10*time.Second)
 		},
 	}
@@ -296,7 +296,7 @@ func TestCloseCancelsWaiters(t *testing.T) {
 	var slowest time.Duration
 	for range waiters {
 		r := <-results
-		assertCancelled(t, r.name, r.err, redlock.ErrClosed)
+		assertCancelled(t, r.name, r.err, redquorum.ErrClosed)
 		d := r.at.Sub(start)
 		if d > cancelBound {
 			t.Errorf("%s returned %v after Close", r.name, d)
@@ -308,10 +308,10 @@ func TestCloseCancelsWaiters(t *testing.T) {
 		t.Errorf("Close took %v with waiters pending", d)
 	}
 	t.Logf("Close took %v; the last of %d waiters returned %v after it began", d, len(waiters), slowest)
-	if _, err := c.LockContext(ctx, resource, time.Second); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.LockContext(ctx, resource, time.Second); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("LockContext after Close = %v, want ErrClosed", err)
 	}
-	if _, err := c.NodeStatus(); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.NodeStatus(); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("NodeStatus after Close = %v, want ErrClosed", err)
 	}
 	assertOnlyToken(t, resource, holder.Token())
@@ -326,7 +326,7 @@ func TestCloseCancelsWaiters(t *testing.T) {
 // closed or cancelled error, never a crash, and Close never waits long.
 func TestCloseRacesAcquisitions(t *testing.T) {
 	for round := range 5 {
-		c, err := redlock.New(shared.urls(), quick)
+		c, err := redquorum.New(shared.urls(), quick)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +338,7 @@ func TestCloseRacesAcquisitions(t *testing.T) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(50))*time.Millisecond)
 				defer cancel()
-				var l *redlock.Lock
+				var l *redquorum.Lock
 				var err error
 				switch i % 3 {
 				case 0:
@@ -352,8 +352,8 @@ func TestCloseRacesAcquisitions(t *testing.T) {
 					time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
 					err = l.Unlock()
 				}
-				if err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrCancelled) &&
-					!errors.Is(err, redlock.ErrNotAcquired) {
+				if err != nil && !errors.Is(err, redquorum.ErrClosed) && !errors.Is(err, redquorum.ErrCancelled) &&
+					!errors.Is(err, redquorum.ErrNotAcquired) {
 					t.Errorf("call racing Close: %v", err)
 				}
 			}()
@@ -370,11 +370,11 @@ func TestCloseRacesAcquisitions(t *testing.T) {
 }
 
 func TestNilReceivers(t *testing.T) {
-	var l *redlock.Lock
-	if err := l.Unlock(); !errors.Is(err, redlock.ErrInvalidArgument) {
+	var l *redquorum.Lock
+	if err := l.Unlock(); !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("nil Lock: Unlock = %v, want ErrInvalidArgument", err)
 	}
-	if err := l.Extend(time.Second); !errors.Is(err, redlock.ErrInvalidArgument) {
+	if err := l.Extend(time.Second); !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("nil Lock: Extend = %v, want ErrInvalidArgument", err)
 	}
 	if l.Held() || l.Validity() != 0 || l.Resource() != "" || l.Token() != "" || l.Resources() != nil {
@@ -392,7 +392,7 @@ func TestNilReceivers(t *testing.T) {
 		t.Error("nil Lock: Lost() is not closed")
 	}
 
-	var c *redlock.Client
+	var c *redquorum.Client
 	ctx := context.Background()
 	calls := map[string]func() error{
 		"Lock":        func() error { _, err := c.Lock("go:nil", time.Second); return err },
@@ -407,8 +407,8 @@ func TestNilReceivers(t *testing.T) {
 		"RLock":      func() error { _, err := c.RLock("go:nil", time.Second); return err },
 		"WLock":      func() error { _, err := c.WLock("go:nil", time.Second); return err },
 		"Semaphore":  func() error { _, err := c.Semaphore("go:nil", 2, time.Second); return err },
-		"Acquire":    func() error { _, err := c.Acquire(redlock.NewRequest("go:nil", time.Second)); return err },
-		"WithLock":   func() error { return c.WithLock("go:nil", time.Second, func(*redlock.Lock) error { return nil }) },
+		"Acquire":    func() error { _, err := c.Acquire(redquorum.NewRequest("go:nil", time.Second)); return err },
+		"WithLock":   func() error { return c.WithLock("go:nil", time.Second, func(*redquorum.Lock) error { return nil }) },
 		"NodeStatus": func() error { _, err := c.NodeStatus(); return err },
 		"Inspect":    func() error { _, err := c.Inspect("go:nil"); return err },
 		"Close":      c.Close,
@@ -420,14 +420,14 @@ func TestNilReceivers(t *testing.T) {
 	live := newClient(t, shared.urls(), patient)
 	_, err := live.Acquire(nil)
 	assertInvalid(t, "Acquire(nil)", err)
-	_, err = live.Acquire(&redlock.Request{})
+	_, err = live.Acquire(&redquorum.Request{})
 	assertInvalid(t, "Acquire(a Request not made by NewRequest)", err)
-	var nilRequest *redlock.Request
+	var nilRequest *redquorum.Request
 	if err := nilRequest.Close(); err != nil {
 		t.Errorf("Close of a nil *Request = %v, want nil", err)
 	}
 	// A nil context is what this checks.
-	_, err = live.AcquireContext(nil, redlock.NewRequest("go:nil", time.Second))
+	_, err = live.AcquireContext(nil, redquorum.NewRequest("go:nil", time.Second))
 	assertInvalid(t, "AcquireContext(nil ctx)", err)
 	assertNoKey(t, "go:nil")
 }

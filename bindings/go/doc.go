@@ -1,16 +1,16 @@
-// Package redlock is the Go binding of redlock, a Redlock distributed lock over N
+// Package redquorum is the Go binding of redquorum, a Redlock distributed lock over N
 // independent Redis masters. The algorithm runs in the Rust library libredlock, reached
 // through its C ABI with cgo, so Go, Rust, C and Python programs contend on the same keys
 // with the same bytes.
 //
-//	c, err := redlock.New([]string{"redis://127.0.0.1:7000", "redis://127.0.0.1:7001",
-//		"redis://127.0.0.1:7002"}, redlock.Options{})
+//	c, err := redquorum.New([]string{"redis://127.0.0.1:7000", "redis://127.0.0.1:7001",
+//		"redis://127.0.0.1:7002"}, redquorum.Options{})
 //	if err != nil { ... }
 //	defer c.Close()
 //
 //	l, err := c.Lock("orders:42", 10*time.Second)
 //	switch {
-//	case errors.Is(err, redlock.ErrNotAcquired): // another owner holds it
+//	case errors.Is(err, redquorum.ErrNotAcquired): // another owner holds it
 //		return err
 //	case err != nil: // ErrNoQuorum: too few nodes answered, ...
 //		return err
@@ -54,9 +54,9 @@
 // # Building
 //
 // By default the package links an installed libredlock found through pkg-config
-// (redlock.pc, from scripts/install in the redlock repository). The build tag
+// (redlock.pc, from scripts/install in the redquorum repository). The build tag
 // redlock_static links libredlock.a instead; redlock_inrepo links the repository's own
 // ../../target/release (after cargo build --release), as its tests do. The first New
 // checks that the library loaded at run time matches the header the package was built
 // against (ErrVersion). See README.md.
-package redlock
+package redquorum

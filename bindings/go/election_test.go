@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // Leader election against real nodes: campaign and resign, terms that grow, a waiting
@@ -19,7 +19,7 @@ import (
 
 const electionTTL = 10 * time.Second
 
-func mustElection(t *testing.T, c *redlock.Client, name, identity string, ttl time.Duration, opts ...redlock.ElectionOption) *redlock.Election {
+func mustElection(t *testing.T, c *redquorum.Client, name, identity string, ttl time.Duration, opts ...redquorum.ElectionOption) *redquorum.Election {
 	t.Helper()
 	e, err := c.Election(name, identity, ttl, opts...)
 	if err != nil {
@@ -29,7 +29,7 @@ func mustElection(t *testing.T, c *redlock.Client, name, identity string, ttl ti
 	return e
 }
 
-func mustCampaign(t *testing.T, e *redlock.Election) *redlock.Leadership {
+func mustCampaign(t *testing.T, e *redquorum.Election) *redquorum.Leadership {
 	t.Helper()
 	l, err := e.Campaign(context.Background())
 	if err != nil {
@@ -123,7 +123,7 @@ func TestElectionCampaignResignAndTheNextTerm(t *testing.T) {
 	// B campaigns on a client of its own and waits; A's resignation wakes it.
 	b := mustElection(t, newClient(t, shared.urls(), patient), name, "host-b", electionTTL)
 	type won struct {
-		l   *redlock.Leadership
+		l   *redquorum.Leadership
 		err error
 		at  time.Time
 	}
@@ -180,11 +180,11 @@ func TestElectionCampaignResignAndTheNextTerm(t *testing.T) {
 // with a cause that wraps ErrLost, and Resign says it was lost.
 func TestLeadershipContextEndsWhenLost(t *testing.T) {
 	cl := newCluster(t, 3)
-	c := newClient(t, cl.urls(), redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	c := newClient(t, cl.urls(), redquorum.Options{NodeTimeout: 100 * time.Millisecond})
 	stopped := make(chan uint64, 1)
 	e := mustElection(t, c, "go:election:lost", "a", 1500*time.Millisecond,
-		redlock.OnStoppedLeading(func(term uint64) { stopped <- term }))
-	var l *redlock.Leadership
+		redquorum.OnStoppedLeading(func(term uint64) { stopped <- term }))
+	var l *redquorum.Leadership
 	// The first acquisition on a new client may find connections still being made.
 	for attempt := 0; ; attempt++ {
 		var err error
@@ -198,7 +198,7 @@ func TestLeadershipContextEndsWhenLost(t *testing.T) {
 	work := l.Context()
 	cl.nodes[0].stop(t)
 	cl.nodes[1].stop(t)
-	assertDone(t, "a majority hung", work, redlock.ErrLost)
+	assertDone(t, "a majority hung", work, redquorum.ErrLost)
 	if l.IsLeader() {
 		t.Error("IsLeader after the Context ended as lost")
 	}
@@ -207,10 +207,10 @@ func TestLeadershipContextEndsWhenLost(t *testing.T) {
 	}
 	cl.nodes[0].cont(t)
 	cl.nodes[1].cont(t)
-	if err := l.Resign(); !errors.Is(err, redlock.ErrLost) {
+	if err := l.Resign(); !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("Resign of a lost leadership = %v, want ErrLost", err)
 	}
-	if !errors.Is(context.Cause(work), redlock.ErrLost) {
+	if !errors.Is(context.Cause(work), redquorum.ErrLost) {
 		t.Errorf("Resign changed the cause to %v", context.Cause(work))
 	}
 }
@@ -220,7 +220,7 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 	holder := mustCampaign(t, mustElection(t, observer, name, "holder", electionTTL))
 	defer holder.Resign()
 
-	c, err := redlock.New(shared.urls(), patient)
+	c, err := redquorum.New(shared.urls(), patient)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 	_, err = e.Campaign(ctx)
 	assertCancelled(t, "Campaign with a done context", err, context.DeadlineExceeded)
 
-	if _, err := e.TryCampaign(); !errors.Is(err, redlock.ErrNotAcquired) {
+	if _, err := e.TryCampaign(); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("TryCampaign while another leads = %v, want ErrNotAcquired", err)
 	}
 	if l, err := observer.Leader(name); err != nil || l == nil || l.Identity != "holder" || l.Term != holder.Term() {
@@ -264,11 +264,11 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	c.Close()
-	assertCancelled(t, "Campaign when the Client closed", receive(t, "Campaign", result), redlock.ErrClosed)
-	if _, err := e.Campaign(context.Background()); !errors.Is(err, redlock.ErrClosed) {
+	assertCancelled(t, "Campaign when the Client closed", receive(t, "Campaign", result), redquorum.ErrClosed)
+	if _, err := e.Campaign(context.Background()); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("Campaign after the Client's Close = %v, want ErrClosed", err)
 	}
-	if _, err := c.Election(name, "late", electionTTL); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.Election(name, "late", electionTTL); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("Election after the Client's Close = %v, want ErrClosed", err)
 	}
 	assertClosed(t, "Election.Observe after the Client's Close", e.Observe(context.Background()))
@@ -290,7 +290,7 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 	}
 	cancel()
 	assertCancelled(t, "Campaign on a closed Election, cancelled", receive(t, "Campaign", result), context.Canceled)
-	if _, err := closed.TryCampaign(); !errors.Is(err, redlock.ErrClosed) || !errors.Is(err, redlock.ErrInvalidArgument) {
+	if _, err := closed.TryCampaign(); !errors.Is(err, redquorum.ErrClosed) || !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("TryCampaign of a closed Election = %v, want ErrClosed and ErrInvalidArgument", err)
 	}
 }
@@ -314,7 +314,7 @@ func TestObserveElection(t *testing.T) {
 		t.Fatalf("Election.Observe's first state = %+v, want nobody", l)
 	}
 	leadership := mustCampaign(t, e)
-	for _, ch := range []<-chan *redlock.Leader{changes, viaElection} {
+	for _, ch := range []<-chan *redquorum.Leader{changes, viaElection} {
 		l := receive(t, "the takeover", ch)
 		if l == nil || l.Identity != "one" || l.Term != leadership.Term() {
 			t.Fatalf("after the takeover: %+v, want one in term %d", l, leadership.Term())
@@ -323,7 +323,7 @@ func TestObserveElection(t *testing.T) {
 	if err := leadership.Resign(); err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range []<-chan *redlock.Leader{changes, viaElection} {
+	for _, ch := range []<-chan *redquorum.Leader{changes, viaElection} {
 		if l := receive(t, "the resignation", ch); l != nil {
 			t.Fatalf("after the resignation: %+v, want nobody", l)
 		}
@@ -339,7 +339,7 @@ func TestObserveElection(t *testing.T) {
 	}
 
 	// So does the Client's Close, also for an observer nobody reads.
-	closing, err := redlock.New(shared.urls(), patient)
+	closing, err := redquorum.New(shared.urls(), patient)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestObserveElection(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	closing.Close()
 	assertClosed(t, "Observe after Close", unread)
-	if _, err := closing.Observe(context.Background(), name); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := closing.Observe(context.Background(), name); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("Observe after Close = %v, want ErrClosed", err)
 	}
 }
@@ -360,17 +360,17 @@ func TestElectionCallbacks(t *testing.T) {
 	var mu sync.Mutex
 	var leaders []string
 	newLeader := make(chan struct{}, 10)
-	started := make(chan *redlock.Leadership, 1)
+	started := make(chan *redquorum.Leadership, 1)
 	stopped := make(chan uint64, 1)
 	e := mustElection(t, newClient(t, shared.urls(), patient), name, "me", electionTTL,
-		redlock.OnStartedLeading(func(l *redlock.Leadership) {
+		redquorum.OnStartedLeading(func(l *redquorum.Leadership) {
 			if !l.IsLeader() {
 				t.Error("OnStartedLeading: not leader")
 			}
 			started <- l
 		}),
-		redlock.OnStoppedLeading(func(term uint64) { stopped <- term }),
-		redlock.OnNewLeader(func(l *redlock.Leader) {
+		redquorum.OnStoppedLeading(func(term uint64) { stopped <- term }),
+		redquorum.OnNewLeader(func(l *redquorum.Leader) {
 			mu.Lock()
 			defer mu.Unlock()
 			if l == nil {
@@ -425,7 +425,7 @@ func TestElectionCallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	panicky := mustElection(t, observer, name, "panicky", electionTTL,
-		redlock.OnStartedLeading(func(*redlock.Leadership) { panic("boom") }))
+		redquorum.OnStartedLeading(func(*redquorum.Leadership) { panic("boom") }))
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -442,7 +442,7 @@ func TestElectionCallbacks(t *testing.T) {
 // campaignAndForget wins a leadership and drops it without Resign, keeping only its Context.
 //
 //go:noinline
-func campaignAndForget(t *testing.T, e *redlock.Election) (context.Context, uint64) {
+func campaignAndForget(t *testing.T, e *redquorum.Election) (context.Context, uint64) {
 	l := mustCampaign(t, e)
 	return l.Context(), l.Term()
 }
@@ -454,7 +454,7 @@ func TestForgottenLeadershipIsResigned(t *testing.T) {
 	const name = "go:election:forgotten"
 	stopped := make(chan uint64, 1)
 	e := mustElection(t, newClient(t, shared.urls(), patient), name, "forgetful", electionTTL,
-		redlock.OnStoppedLeading(func(term uint64) { stopped <- term }))
+		redquorum.OnStoppedLeading(func(term uint64) { stopped <- term }))
 	work, term := campaignAndForget(t, e)
 	for deadline := time.Now().Add(10 * time.Second); work.Err() == nil && time.Now().Before(deadline); {
 		runtime.GC()
@@ -516,7 +516,7 @@ func TestElectionBadArguments(t *testing.T) {
 	_, err = e.Campaign(nil)
 	assertInvalid(t, "Campaign(nil ctx)", err)
 
-	var nilClient *redlock.Client
+	var nilClient *redquorum.Client
 	_, err = nilClient.Election("go:election:bad", "a", electionTTL)
 	assertInvalid(t, "nil Client: Election", err)
 	_, err = nilClient.Leader("go:election:bad")
@@ -524,7 +524,7 @@ func TestElectionBadArguments(t *testing.T) {
 	_, err = nilClient.Observe(context.Background(), "go:election:bad")
 	assertInvalid(t, "nil Client: Observe", err)
 
-	var nilElection *redlock.Election
+	var nilElection *redquorum.Election
 	_, err = nilElection.Campaign(context.Background())
 	assertInvalid(t, "nil Election: Campaign", err)
 	_, err = nilElection.TryCampaign()
@@ -536,7 +536,7 @@ func TestElectionBadArguments(t *testing.T) {
 		t.Error("nil Election: accessors or Close")
 	}
 
-	var nilLeadership *redlock.Leadership
+	var nilLeadership *redquorum.Leadership
 	assertInvalid(t, "nil Leadership: Resign", nilLeadership.Resign())
 	if nilLeadership.IsLeader() || nilLeadership.Validity() != 0 || nilLeadership.Term() != 0 || nilLeadership.Name() != "" || nilLeadership.Identity() != "" {
 		t.Error("nil Leadership: accessors are not the zero value")

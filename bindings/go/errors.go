@@ -1,4 +1,4 @@
-package redlock
+package redquorum
 
 // #include "redlock.h"
 import "C"

@@ -1,3 +1,3 @@
-module github.com/redlock-rs/redlock/bindings/go
+module github.com/redquorum/redquorum/bindings/go
 
 go 1.22

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -6,24 +6,24 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 func TestGuardOptionsAreValidated(t *testing.T) {
 	cl := newCluster(t, 1)
 	for _, tc := range []struct {
 		name string
-		opts redlock.Options
+		opts redquorum.Options
 		want string
 	}{
-		{"negative threshold", redlock.Options{ClockJumpThreshold: -time.Millisecond}, "ClockJumpThreshold"},
-		{"negative quarantine", redlock.Options{ClockQuarantine: -time.Second}, "ClockQuarantine"},
-		{"threshold with the guard off", redlock.Options{DisableClockGuard: true, ClockJumpThreshold: time.Second}, "DisableClockGuard"},
-		{"huge threshold", redlock.Options{ClockJumpThreshold: 11 * 365 * 24 * time.Hour}, "clock_jump_threshold_ms"},
-		{"huge quarantine", redlock.Options{ClockQuarantine: 11 * 365 * 24 * time.Hour}, "clock_quarantine_ms"},
+		{"negative threshold", redquorum.Options{ClockJumpThreshold: -time.Millisecond}, "ClockJumpThreshold"},
+		{"negative quarantine", redquorum.Options{ClockQuarantine: -time.Second}, "ClockQuarantine"},
+		{"threshold with the guard off", redquorum.Options{DisableClockGuard: true, ClockJumpThreshold: time.Second}, "DisableClockGuard"},
+		{"huge threshold", redquorum.Options{ClockJumpThreshold: 11 * 365 * 24 * time.Hour}, "clock_jump_threshold_ms"},
+		{"huge quarantine", redquorum.Options{ClockQuarantine: 11 * 365 * 24 * time.Hour}, "clock_quarantine_ms"},
 	} {
-		c, err := redlock.New(cl.urls(), tc.opts)
-		if !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+		c, err := redquorum.New(cl.urls(), tc.opts)
+		if !errors.Is(err, redquorum.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			if c != nil {
 				c.Close()
 			}
@@ -31,7 +31,7 @@ func TestGuardOptionsAreValidated(t *testing.T) {
 		}
 	}
 	// Accepted settings still lock.
-	for _, opts := range []redlock.Options{
+	for _, opts := range []redquorum.Options{
 		{DisableClockGuard: true, NodeTimeout: time.Second},
 		{ClockJumpThreshold: 250 * time.Millisecond, ClockQuarantine: 2 * time.Minute, StrictServers: true, NodeTimeout: time.Second},
 	} {
@@ -45,7 +45,7 @@ func TestGuardOptionsAreValidated(t *testing.T) {
 
 func TestNodeStatusReportsTheGuards(t *testing.T) {
 	cl := newCluster(t, 3)
-	c := newClient(t, cl.urls(), redlock.Options{NodeTimeout: time.Second, StrictServers: true})
+	c := newClient(t, cl.urls(), redquorum.Options{NodeTimeout: time.Second, StrictServers: true})
 	l := mustLock(t, c, "go:guard-status", 10*time.Second) // samples each node's TIME
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestNodeStatusReportsTheGuards(t *testing.T) {
 		t.Errorf("clock offset known for %d of %d nodes", sampled, len(statuses))
 	}
 
-	off := newClient(t, cl.urls(), redlock.Options{NodeTimeout: time.Second, DisableClockGuard: true})
+	off := newClient(t, cl.urls(), redquorum.Options{NodeTimeout: time.Second, DisableClockGuard: true})
 	l = mustLock(t, off, "go:guard-off", 10*time.Second)
 	l.Unlock()
 	statuses, err = off.NodeStatus()
@@ -100,16 +100,16 @@ func TestNodeStatusReportsTheGuards(t *testing.T) {
 
 func TestMinReplicasIsPassedOnAndChecked(t *testing.T) {
 	cl := newCluster(t, 1)
-	if c, err := redlock.New(cl.urls(), redlock.Options{MinReplicas: -1}); !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "MinReplicas") {
+	if c, err := redquorum.New(cl.urls(), redquorum.Options{MinReplicas: -1}); !errors.Is(err, redquorum.ErrInvalidArgument) || !strings.Contains(err.Error(), "MinReplicas") {
 		if c != nil {
 			c.Close()
 		}
 		t.Errorf("MinReplicas -1: New = %v, want ErrInvalidArgument naming MinReplicas", err)
 	}
 	// The test node has no replica: the vote fails at once, saying why.
-	c := newClient(t, cl.urls(), redlock.Options{MinReplicas: 1, RetryCount: -1})
+	c := newClient(t, cl.urls(), redquorum.Options{MinReplicas: 1, RetryCount: -1})
 	l, err := c.TryLock("go:min-replicas", 5*time.Second)
-	if l != nil || !errors.Is(err, redlock.ErrNoQuorum) || !strings.Contains(err.Error(), "fewer than min_replicas 1") {
+	if l != nil || !errors.Is(err, redquorum.ErrNoQuorum) || !strings.Contains(err.Error(), "fewer than min_replicas 1") {
 		t.Fatalf("TryLock with MinReplicas 1 and no replica = %v, want ErrNoQuorum naming min_replicas", err)
 	}
 	statuses, err := c.NodeStatus()

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 const inspectTTL = 20 * time.Second
 
-func mustInspect(t *testing.T, c *redlock.Client, resource string) *redlock.Inspection {
+func mustInspect(t *testing.T, c *redquorum.Client, resource string) *redquorum.Inspection {
 	t.Helper()
 	insp, err := c.Inspect(resource)
 	if err != nil {
@@ -20,7 +20,7 @@ func mustInspect(t *testing.T, c *redlock.Client, resource string) *redlock.Insp
 	return insp
 }
 
-func mustForce(t *testing.T, c *redlock.Client, resource, token string) *redlock.ForcedRelease {
+func mustForce(t *testing.T, c *redquorum.Client, resource, token string) *redquorum.ForcedRelease {
 	t.Helper()
 	r, err := c.ForceRelease(resource, token)
 	if err != nil {
@@ -31,10 +31,10 @@ func mustForce(t *testing.T, c *redlock.Client, resource, token string) *redlock
 
 // withToken counts the nodes that answered with token under a live key whose TTL is no
 // longer than set.
-func withToken(insp *redlock.Inspection, token string) int {
+func withToken(insp *redquorum.Inspection, token string) int {
 	n := 0
 	for _, nd := range insp.Nodes {
-		if nd.Answered() && nd.Kind == redlock.KeyToken && nd.Token == token && nd.KeyType == "string" &&
+		if nd.Answered() && nd.Kind == redquorum.KeyToken && nd.Token == token && nd.KeyType == "string" &&
 			nd.TTL > 0 && nd.TTL <= inspectTTL && !nd.Persistent && nd.Live() {
 			n++
 		}
@@ -42,7 +42,7 @@ func withToken(insp *redlock.Inspection, token string) int {
 	return n
 }
 
-func outcomes(r *redlock.ForcedRelease, o redlock.ReleaseOutcome) int {
+func outcomes(r *redquorum.ForcedRelease, o redquorum.ReleaseOutcome) int {
 	n := 0
 	for _, nd := range r.Nodes {
 		if nd.Outcome == o {
@@ -65,7 +65,7 @@ func TestInspectFreePlainAndFenced(t *testing.T) {
 		if nd.Node != shared.nodes[i].addr() {
 			t.Errorf("node %d is %q, want %q", i, nd.Node, shared.nodes[i].addr())
 		}
-		if !nd.Answered() || nd.Kind != redlock.KeyAbsent || nd.KeyType != "none" || nd.Token != "" ||
+		if !nd.Answered() || nd.Kind != redquorum.KeyAbsent || nd.KeyType != "none" || nd.Token != "" ||
 			nd.Owners != nil || nd.TTL >= 0 || nd.Persistent || nd.HasFence || nd.Live() {
 			t.Errorf("free resource, node %d: %+v", i, nd)
 		}
@@ -106,7 +106,7 @@ func TestInspectFreePlainAndFenced(t *testing.T) {
 
 func TestInspectReentrantOwners(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
-	owner := redlock.NewOwner()
+	owner := redquorum.NewOwner()
 	outer, err := c.TryReentrantLock("go:insp-re", owner, inspectTTL)
 	if err != nil {
 		t.Fatal(err)
@@ -123,13 +123,13 @@ func TestInspectReentrantOwners(t *testing.T) {
 	}
 	twice := 0
 	for _, nd := range insp.Nodes {
-		if nd.Kind != redlock.KeyOwners {
+		if nd.Kind != redquorum.KeyOwners {
 			continue
 		}
 		if nd.Token != "" || nd.KeyType != "hash" {
 			t.Errorf("owners node: %+v", nd)
 		}
-		if len(nd.Owners) == 1 && nd.Owners[0] == (redlock.Owner{Name: owner, Holds: 2}) && nd.TTL > 0 && nd.TTL <= inspectTTL {
+		if len(nd.Owners) == 1 && nd.Owners[0] == (redquorum.Owner{Name: owner, Holds: 2}) && nd.TTL > 0 && nd.TTL <= inspectTTL {
 			twice++
 		}
 	}
@@ -152,7 +152,7 @@ func TestInspectReportsDownNodesAndNoperm(t *testing.T) {
 	insp := mustInspect(t, c, "go:insp-down")
 	for _, i := range []int{0, 4} {
 		nd := insp.Nodes[i]
-		if nd.Answered() || nd.Kind != redlock.KeyUnknown || nd.KeyType != "" || nd.TTL >= 0 || nd.Live() {
+		if nd.Answered() || nd.Kind != redquorum.KeyUnknown || nd.KeyType != "" || nd.TTL >= 0 || nd.Live() {
 			t.Errorf("node %d should be reported failed: %+v", i, nd)
 		}
 	}
@@ -168,14 +168,14 @@ func TestInspectReportsDownNodesAndNoperm(t *testing.T) {
 	}
 	r := mustForce(t, c, "go:insp-down", l.Token())
 	for _, i := range []int{0, 4} {
-		if r.Nodes[i].Outcome != redlock.ReleaseError || r.Nodes[i].Error == "" {
+		if r.Nodes[i].Outcome != redquorum.ReleaseError || r.Nodes[i].Error == "" {
 			t.Errorf("force release node %d: %+v", i, r.Nodes[i])
 		}
 	}
 	if !r.OnQuorum || r.Confirmed < 3 {
 		t.Errorf("force release: %+v", r)
 	}
-	if err := l.Unlock(); !errors.Is(err, redlock.ErrLost) {
+	if err := l.Unlock(); !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("Unlock after a forced release = %v, want ErrLost", err)
 	}
 }
@@ -193,7 +193,7 @@ func TestForceRelease(t *testing.T) {
 	if r.Resource != resource || r.Token != "not-the-token" || r.Quorum != 3 || len(r.Nodes) != 5 {
 		t.Errorf("wrong token: %+v", r)
 	}
-	if outcomes(r, redlock.ReleaseHeldByOther) < 3 || r.OnQuorum || r.Confirmed >= 3 {
+	if outcomes(r, redquorum.ReleaseHeldByOther) < 3 || r.OnQuorum || r.Confirmed >= 3 {
 		t.Errorf("wrong token: %+v", r)
 	}
 	if insp := mustInspect(t, c, resource); !insp.Held || withToken(insp, l.Token()) < 3 {
@@ -204,7 +204,7 @@ func TestForceRelease(t *testing.T) {
 	}
 
 	r = mustForce(t, c, resource, l.Token())
-	if !r.OnQuorum || r.Confirmed < 3 || outcomes(r, redlock.ReleaseDeleted) < 3 {
+	if !r.OnQuorum || r.Confirmed < 3 || outcomes(r, redquorum.ReleaseDeleted) < 3 {
 		t.Errorf("right token: %+v", r)
 	}
 	for i, nd := range r.Nodes {
@@ -215,14 +215,14 @@ func TestForceRelease(t *testing.T) {
 	insp := mustInspect(t, c, resource)
 	absent := 0
 	for _, nd := range insp.Nodes {
-		if nd.Kind == redlock.KeyAbsent {
+		if nd.Kind == redquorum.KeyAbsent {
 			absent++
 		}
 	}
 	if insp.Held || absent < 3 || !insp.HasFence || insp.Fence < issued {
 		t.Errorf("after the forced release (fence %d): %+v", issued, insp)
 	}
-	if err := l.Extend(inspectTTL); !errors.Is(err, redlock.ErrLost) {
+	if err := l.Extend(inspectTTL); !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("Extend after a forced release = %v, want ErrLost", err)
 	}
 
@@ -231,7 +231,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = mustForce(t, c, resource, "")
-	if r.Token != "" || !r.OnQuorum || outcomes(r, redlock.ReleaseDeleted) < 3 {
+	if r.Token != "" || !r.OnQuorum || outcomes(r, redquorum.ReleaseDeleted) < 3 {
 		t.Errorf("no token: %+v", r)
 	}
 	again, err := c.TryLock(resource, inspectTTL)
@@ -239,12 +239,12 @@ func TestForceRelease(t *testing.T) {
 		t.Fatalf("free after the forced release: %v", err)
 	}
 	again.Unlock()
-	if err := bob.Unlock(); !errors.Is(err, redlock.ErrLost) {
+	if err := bob.Unlock(); !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("Unlock after a forced release = %v, want ErrLost", err)
 	}
 
 	r = mustForce(t, c, "go:insp-never", "")
-	if !r.OnQuorum || outcomes(r, redlock.ReleaseAbsent) < 3 {
+	if !r.OnQuorum || outcomes(r, redquorum.ReleaseAbsent) < 3 {
 		t.Errorf("nothing there: %+v", r)
 	}
 }
@@ -260,18 +260,18 @@ func TestInspectInvalidArguments(t *testing.T) {
 		"ForceRelease bad UTF-8":  second(c.ForceRelease("\xc3\x28", "")),
 		"Inspect bad UTF-8":       second(c.Inspect("\xc3\x28")),
 		"ForceRelease bad token":  second(c.ForceRelease("go:x", "\xc3\x28")),
-		"Inspect nil client":      second((*redlock.Client)(nil).Inspect("go:x")),
-		"ForceRelease nil client": second((*redlock.Client)(nil).ForceRelease("go:x", "")),
+		"Inspect nil client":      second((*redquorum.Client)(nil).Inspect("go:x")),
+		"ForceRelease nil client": second((*redquorum.Client)(nil).ForceRelease("go:x", "")),
 	} {
-		if !errors.Is(err, redlock.ErrInvalidArgument) {
+		if !errors.Is(err, redquorum.ErrInvalidArgument) {
 			t.Errorf("%s = %v, want ErrInvalidArgument", what, err)
 		}
 	}
 	c.Close()
-	if _, err := c.Inspect("go:x"); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.Inspect("go:x"); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("Inspect after Close = %v, want ErrClosed", err)
 	}
-	if _, err := c.ForceRelease("go:x", ""); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.ForceRelease("go:x", ""); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("ForceRelease after Close = %v, want ErrClosed", err)
 	}
 }
@@ -279,10 +279,10 @@ func TestInspectInvalidArguments(t *testing.T) {
 func second[T any](_ T, err error) error { return err }
 
 func TestKindAndOutcomeNames(t *testing.T) {
-	if redlock.KeyOwners.String() != "owners" || redlock.KeyKind(99).String() != "other" {
+	if redquorum.KeyOwners.String() != "owners" || redquorum.KeyKind(99).String() != "other" {
 		t.Error("KeyKind names")
 	}
-	if redlock.ReleaseHeldByOther.String() != "held by another token" || redlock.ReleaseOutcome(99).String() != "error" {
+	if redquorum.ReleaseHeldByOther.String() != "held by another token" || redquorum.ReleaseOutcome(99).String() != "error" {
 		t.Error("ReleaseOutcome names")
 	}
 }

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"os/exec"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package redlock_test
+package redquorum_test
 
 import "os/exec"
 

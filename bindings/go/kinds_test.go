@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 func TestFencedTokensStrictlyIncrease(t *testing.T) {
@@ -43,14 +43,14 @@ func TestFencedTokensStrictlyIncrease(t *testing.T) {
 	if _, ok := plain.Fence(); ok {
 		t.Error("a plain lock has no fence")
 	}
-	if _, err := c.TryLockFenced(resource, time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+	if _, err := c.TryLockFenced(resource, time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Fatalf("TryLockFenced over a plain lock: %v", err)
 	}
 	plain.Unlock()
 }
 
 func TestFencedTokensIncreaseAcrossGoroutines(t *testing.T) {
-	c := newClient(t, shared.urls(), redlock.Options{RetryCount: 500, RetryDelay: 2 * time.Millisecond, RetryJitter: 2 * time.Millisecond, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 500, RetryDelay: 2 * time.Millisecond, RetryJitter: 2 * time.Millisecond, NodeTimeout: time.Second})
 	const resource = "go:fenced-contention"
 	var mu sync.Mutex
 	var seen []uint64
@@ -89,8 +89,8 @@ func TestFencedTokensIncreaseAcrossGoroutines(t *testing.T) {
 func TestReentrantLockNestsAcrossGoroutines(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	const resource = "go:reentrant"
-	owner := redlock.NewOwner()
-	if len(owner) != 40 || owner == redlock.NewOwner() {
+	owner := redquorum.NewOwner()
+	if len(owner) != 40 || owner == redquorum.NewOwner() {
 		t.Fatalf("NewOwner() = %q", owner)
 	}
 	outer, err := c.ReentrantLock(resource, owner, 5*time.Second)
@@ -104,7 +104,7 @@ func TestReentrantLockNestsAcrossGoroutines(t *testing.T) {
 		t.Errorf("Token() = %q, want the owner", outer.Token())
 	}
 	// Another goroutine acting for the same owner nests at once.
-	done := make(chan *redlock.Lock)
+	done := make(chan *redquorum.Lock)
 	go func() {
 		inner, err := c.TryReentrantLock(resource, owner, 5*time.Second)
 		if err != nil {
@@ -119,7 +119,7 @@ func TestReentrantLockNestsAcrossGoroutines(t *testing.T) {
 	if n, _ := inner.HoldCount(); n != 2 {
 		t.Fatalf("inner HoldCount = %d", n)
 	}
-	if _, err := c.TryReentrantLock(resource, "someone else", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+	if _, err := c.TryReentrantLock(resource, "someone else", time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Fatalf("another owner: %v", err)
 	}
 	assertHeld(t, resource)
@@ -150,7 +150,7 @@ func TestLockManyIsAllOrNothing(t *testing.T) {
 	}
 	assertHeld(t, "go:many-a")
 	assertHeld(t, "go:many-b")
-	if _, err := c.TryLockMany([]string{"go:many-b", "go:many-c"}, time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+	if _, err := c.TryLockMany([]string{"go:many-b", "go:many-c"}, time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Fatalf("overlapping set: %v", err)
 	}
 	if err := l.Extend(10 * time.Second); err != nil {
@@ -181,7 +181,7 @@ func TestKindsInvalidArguments(t *testing.T) {
 	assertInvalid(t, "duplicate resources", err)
 	_, err = c.TryLockMany([]string{"go:x", ""}, time.Second)
 	assertInvalid(t, "empty name in the list", err)
-	many := make([]string, redlock.MaxResources+1)
+	many := make([]string, redquorum.MaxResources+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("go:x%d", i)
 	}

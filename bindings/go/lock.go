@@ -1,4 +1,4 @@
-package redlock
+package redquorum
 
 // #include <stdint.h>
 // #include "redlock.h"

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"bufio"
@@ -29,11 +29,11 @@ import (
 	"os"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 func main() {
-	c, err := redlock.New(os.Args[2:], redlock.Options{NodeTimeout: time.Second})
+	c, err := redquorum.New(os.Args[2:], redquorum.Options{NodeTimeout: time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -46,7 +46,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("LOCKED %s %s\n", redlock.Version(), l.Token())
+	fmt.Printf("LOCKED %s %s\n", redquorum.Version(), l.Token())
 	_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
 	if err := l.Unlock(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -82,8 +82,8 @@ func TestOutOfTreeBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(app, "go.mod"), "module example.com/app\n\ngo 1.22\n\n"+
-		"require github.com/redlock-rs/redlock/bindings/go v0.0.0\n\n"+
-		"replace github.com/redlock-rs/redlock/bindings/go => "+mod+"\n")
+		"require github.com/redquorum/redquorum/bindings/go v0.0.0\n\n"+
+		"replace github.com/redquorum/redquorum/bindings/go => "+mod+"\n")
 	writeFile(t, filepath.Join(app, "main.go"), appSource)
 
 	env := []string{"PKG_CONFIG_PATH=" + filepath.Join(prefix, "lib", "pkgconfig"), "GOWORK=off",

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // A whole Redis Cluster is one node (redis+cluster://): the URL goes through the core's
@@ -36,7 +36,7 @@ func TestClusterURLIsOneNode(t *testing.T) {
 		}
 	}
 
-	c, err := redlock.New([]string{"redis+cluster://" + nd.addr()}, patient)
+	c, err := redquorum.New([]string{"redis+cluster://" + nd.addr()}, patient)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +58,11 @@ func TestClusterURLIsOneNode(t *testing.T) {
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.TryLockMany([]string{"go:a", "go:b"}, 5*time.Second); !errors.Is(err, redlock.ErrInvalidArgument) ||
+	if _, err := c.TryLockMany([]string{"go:a", "go:b"}, 5*time.Second); !errors.Is(err, redquorum.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "hash slot") {
 		t.Fatalf("resources in two slots: %v", err)
 	}
-	if _, err := redlock.New([]string{"redis+cluster://127.0.0.1:1/3"}, patient); !errors.Is(err, redlock.ErrInvalidArgument) ||
+	if _, err := redquorum.New([]string{"redis+cluster://127.0.0.1:1/3"}, patient); !errors.Is(err, redquorum.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "only database 0") {
 		t.Fatalf("a bad cluster URL: %v", err)
 	}
@@ -72,12 +72,12 @@ func TestClusterURLIsOneNode(t *testing.T) {
 	acked := patient
 	acked.MinReplicas = 1
 	acked.RetryCount = -1
-	ac, err := redlock.New([]string{"redis+cluster://" + nd.addr()}, acked)
+	ac, err := redquorum.New([]string{"redis+cluster://" + nd.addr()}, acked)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ac.Close()
-	if l, err := ac.TryLock("go:cluster-acked", 5*time.Second); l != nil || !errors.Is(err, redlock.ErrNoQuorum) ||
+	if l, err := ac.TryLock("go:cluster-acked", 5*time.Second); l != nil || !errors.Is(err, redquorum.ErrNoQuorum) ||
 		!strings.Contains(err.Error(), "master "+nd.addr()+" of the cluster has 0 replicas") {
 		t.Fatalf("TryLock with MinReplicas 1 on a cluster without replicas = %v, want ErrNoQuorum naming the master", err)
 	}

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -10,21 +10,21 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // A new client connects to its nodes in the background, and its first call must get the
 // connections made within NodeTimeout: the default 50 ms is tight for a single attempt on a
 // loaded machine under -race, so clients that make one attempt wait longer.
 var (
-	patient = redlock.Options{NodeTimeout: time.Second}
+	patient = redquorum.Options{NodeTimeout: time.Second}
 	// quick retries keep tests that expect contention fast.
-	quick = redlock.Options{RetryCount: 3, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second}
+	quick = redquorum.Options{RetryCount: 3, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second}
 )
 
-func newClient(t *testing.T, urls []string, opts redlock.Options) *redlock.Client {
+func newClient(t *testing.T, urls []string, opts redquorum.Options) *redquorum.Client {
 	t.Helper()
-	c, err := redlock.New(urls, opts)
+	c, err := redquorum.New(urls, opts)
 	if err != nil {
 		t.Fatalf("New(%q): %v", urls, err)
 	}
@@ -32,7 +32,7 @@ func newClient(t *testing.T, urls []string, opts redlock.Options) *redlock.Clien
 	return c
 }
 
-func mustLock(t *testing.T, c *redlock.Client, resource string, ttl time.Duration) *redlock.Lock {
+func mustLock(t *testing.T, c *redquorum.Client, resource string, ttl time.Duration) *redquorum.Lock {
 	t.Helper()
 	l, err := c.Lock(resource, ttl)
 	if err != nil {
@@ -57,7 +57,7 @@ func assertFree(t *testing.T, resource string) {
 func assertHeld(t *testing.T, resource string) {
 	t.Helper()
 	l, err := observer.TryLock(resource, time.Second)
-	if !errors.Is(err, redlock.ErrNotAcquired) {
+	if !errors.Is(err, redquorum.ErrNotAcquired) {
 		if l != nil {
 			l.Unlock()
 		}
@@ -66,7 +66,7 @@ func assertHeld(t *testing.T, resource string) {
 }
 
 func TestVersion(t *testing.T) {
-	if redlock.Version() == "" {
+	if redquorum.Version() == "" {
 		t.Fatal("Version() is empty")
 	}
 }
@@ -107,7 +107,7 @@ func TestRoundTrip(t *testing.T) {
 	if l.Resource() != resource || l.Token() == "" {
 		t.Error("Resource() or Token() changed after Unlock")
 	}
-	if err := l.Extend(ttl); !errors.Is(err, redlock.ErrLost) {
+	if err := l.Extend(ttl); !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("Extend after Unlock = %v, want ErrLost", err)
 	}
 	if err := l.Unlock(); err != nil {
@@ -150,8 +150,8 @@ func TestTryLockWhileHeld(t *testing.T) {
 	defer l.Unlock()
 
 	// The second client would take seconds if TryLock retried.
-	slowRetries := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, RetryJitter: -1, NodeTimeout: time.Second})
-	for _, client := range []*redlock.Client{c, slowRetries} {
+	slowRetries := newClient(t, shared.urls(), redquorum.Options{RetryDelay: 3 * time.Second, RetryJitter: -1, NodeTimeout: time.Second})
+	for _, client := range []*redquorum.Client{c, slowRetries} {
 		start := time.Now()
 		l2, err := client.TryLock(resource, 10*time.Second)
 		if elapsed := time.Since(start); elapsed > 2*time.Second {
@@ -160,14 +160,14 @@ func TestTryLockWhileHeld(t *testing.T) {
 		if l2 != nil {
 			t.Fatal("TryLock returned a lock for a held resource")
 		}
-		if !errors.Is(err, redlock.ErrNotAcquired) || errors.Is(err, redlock.ErrNoQuorum) {
+		if !errors.Is(err, redquorum.ErrNotAcquired) || errors.Is(err, redquorum.ErrNoQuorum) {
 			t.Fatalf("TryLock = %v, want ErrNotAcquired only", err)
 		}
-		var e *redlock.Error
+		var e *redquorum.Error
 		if !errors.As(err, &e) {
-			t.Fatalf("TryLock error %T is not *redlock.Error", err)
+			t.Fatalf("TryLock error %T is not *redquorum.Error", err)
 		}
-		if e.Status != redlock.StatusNotAcquired || e.Message == "" {
+		if e.Status != redquorum.StatusNotAcquired || e.Message == "" {
 			t.Errorf("Error = %#v, want StatusNotAcquired with the C message", e)
 		}
 		if !strings.Contains(err.Error(), e.Message) {
@@ -180,7 +180,7 @@ func TestTryLockWhileHeld(t *testing.T) {
 }
 
 func TestLockRetriesUntilReleased(t *testing.T) {
-	c := newClient(t, shared.urls(), redlock.Options{RetryCount: 50, RetryDelay: 20 * time.Millisecond, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 50, RetryDelay: 20 * time.Millisecond, NodeTimeout: time.Second})
 	const resource = "go:retry"
 	l := mustLock(t, c, resource, 10*time.Second)
 	time.AfterFunc(100*time.Millisecond, func() { l.Unlock() })
@@ -212,7 +212,7 @@ func TestHungMinority(t *testing.T) {
 	start := time.Now()
 	l, err := c.TryLock("go:hung", 10*time.Second)
 	elapsed := time.Since(start)
-	if !errors.Is(err, redlock.ErrNoQuorum) {
+	if !errors.Is(err, redquorum.ErrNoQuorum) {
 		t.Fatalf("TryLock with 3 of 5 nodes hung = %v, want ErrNoQuorum", err)
 	}
 	if elapsed < 950*time.Millisecond || elapsed > 10*time.Second {
@@ -222,15 +222,15 @@ func TestHungMinority(t *testing.T) {
 
 func TestNoQuorum(t *testing.T) {
 	cl := newCluster(t, 5)
-	c := newClient(t, cl.urls(), redlock.Options{RetryCount: 1, RetryDelay: 10 * time.Millisecond})
+	c := newClient(t, cl.urls(), redquorum.Options{RetryCount: 1, RetryDelay: 10 * time.Millisecond})
 	for _, nd := range cl.nodes[:3] {
 		nd.kill()
 	}
 	l, err := c.Lock("go:no-quorum", 10*time.Second)
-	if l != nil || !errors.Is(err, redlock.ErrNoQuorum) {
+	if l != nil || !errors.Is(err, redquorum.ErrNoQuorum) {
 		t.Fatalf("Lock with 3 of 5 nodes down = %v, want ErrNoQuorum", err)
 	}
-	var e *redlock.Error
+	var e *redquorum.Error
 	if !errors.As(err, &e) || e.Message == "" || !strings.Contains(err.Error(), e.Message) {
 		t.Errorf("Error() = %q lacks the C message", err)
 	}
@@ -257,7 +257,7 @@ func TestNoQuorum(t *testing.T) {
 
 func TestContention(t *testing.T) {
 	const goroutines, iterations = 8, 25
-	c := newClient(t, shared.urls(), redlock.Options{RetryCount: 20, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 20, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second})
 	var (
 		// Guarded by the Redlock only. Atomic loads and stores keep the race detector,
 		// which cannot see the lock, quiet; the read-sleep-write is still not atomic.
@@ -273,7 +273,7 @@ func TestContention(t *testing.T) {
 			defer wg.Done()
 			for range iterations {
 				l, err := c.Lock("go:contention", 5*time.Second)
-				if errors.Is(err, redlock.ErrNotAcquired) {
+				if errors.Is(err, redquorum.ErrNotAcquired) {
 					continue
 				}
 				if err != nil {
@@ -314,32 +314,32 @@ func TestInvalidArguments(t *testing.T) {
 	type newCase struct {
 		name string
 		urls []string
-		opts redlock.Options
+		opts redquorum.Options
 	}
 	newCases := []newCase{
-		{"nil URLs", nil, redlock.Options{}},
-		{"no URLs", []string{}, redlock.Options{}},
-		{"not a URL", []string{"not a url"}, redlock.Options{}},
-		{"empty URL", []string{""}, redlock.Options{}},
-		{"URL without host", []string{"redis://"}, redlock.Options{}},
-		{"one bad URL among good ones", append(urls[:2:2], "not a url"), redlock.Options{}},
-		{"URL with NUL", []string{urls[0] + "\x00"}, redlock.Options{}},
-		{"node listed twice", []string{urls[0], urls[1], urls[0]}, redlock.Options{}},
-		{"negative NodeTimeout", urls, redlock.Options{NodeTimeout: -time.Second}},
-		{"negative MaxExtensions", urls, redlock.Options{MaxExtensions: -1}},
-		{"DriftFactor 1", urls, redlock.Options{DriftFactor: 1}},
-		{"DriftFactor 1.5", urls, redlock.Options{DriftFactor: 1.5}},
-		{"DriftFactor NaN", urls, redlock.Options{DriftFactor: math.NaN()}},
-		{"DriftFactor +Inf", urls, redlock.Options{DriftFactor: math.Inf(1)}},
+		{"nil URLs", nil, redquorum.Options{}},
+		{"no URLs", []string{}, redquorum.Options{}},
+		{"not a URL", []string{"not a url"}, redquorum.Options{}},
+		{"empty URL", []string{""}, redquorum.Options{}},
+		{"URL without host", []string{"redis://"}, redquorum.Options{}},
+		{"one bad URL among good ones", append(urls[:2:2], "not a url"), redquorum.Options{}},
+		{"URL with NUL", []string{urls[0] + "\x00"}, redquorum.Options{}},
+		{"node listed twice", []string{urls[0], urls[1], urls[0]}, redquorum.Options{}},
+		{"negative NodeTimeout", urls, redquorum.Options{NodeTimeout: -time.Second}},
+		{"negative MaxExtensions", urls, redquorum.Options{MaxExtensions: -1}},
+		{"DriftFactor 1", urls, redquorum.Options{DriftFactor: 1}},
+		{"DriftFactor 1.5", urls, redquorum.Options{DriftFactor: 1.5}},
+		{"DriftFactor NaN", urls, redquorum.Options{DriftFactor: math.NaN()}},
+		{"DriftFactor +Inf", urls, redquorum.Options{DriftFactor: math.Inf(1)}},
 	}
 	if math.MaxInt > math.MaxUint32 {
 		newCases = append(newCases,
-			newCase{"RetryCount over 32 bits", urls, redlock.Options{RetryCount: math.MaxUint32 + 1}},
-			newCase{"MaxExtensions over 32 bits", urls, redlock.Options{MaxExtensions: math.MaxUint32 + 1}},
+			newCase{"RetryCount over 32 bits", urls, redquorum.Options{RetryCount: math.MaxUint32 + 1}},
+			newCase{"MaxExtensions over 32 bits", urls, redquorum.Options{MaxExtensions: math.MaxUint32 + 1}},
 		)
 	}
 	for _, tc := range newCases {
-		c, err := redlock.New(tc.urls, tc.opts)
+		c, err := redquorum.New(tc.urls, tc.opts)
 		if c != nil {
 			c.Close()
 		}
@@ -362,7 +362,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"largest Duration TTL", "go:bad-ttl", math.MaxInt64},
 	}
 	for _, tc := range acquireCases {
-		for name, acquire := range map[string]func(string, time.Duration) (*redlock.Lock, error){
+		for name, acquire := range map[string]func(string, time.Duration) (*redquorum.Lock, error){
 			"Lock": c.Lock, "TryLock": c.TryLock,
 		} {
 			l, err := acquire(tc.resource, tc.ttl)
@@ -372,7 +372,7 @@ func TestInvalidArguments(t *testing.T) {
 			assertInvalid(t, name+": "+tc.name, err)
 		}
 		called := false
-		err := c.WithLock(tc.resource, tc.ttl, func(*redlock.Lock) error { called = true; return nil })
+		err := c.WithLock(tc.resource, tc.ttl, func(*redquorum.Lock) error { called = true; return nil })
 		assertInvalid(t, "WithLock: "+tc.name, err)
 		if called {
 			t.Errorf("WithLock: %s: fn was called", tc.name)
@@ -392,12 +392,12 @@ func TestInvalidArguments(t *testing.T) {
 
 func assertInvalid(t *testing.T, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, redlock.ErrInvalidArgument) {
+	if !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("%s = %v, want ErrInvalidArgument", what, err)
 		return
 	}
-	var e *redlock.Error
-	if !errors.As(err, &e) || e.Status != redlock.StatusInvalidArgument || e.Message == "" {
+	var e *redquorum.Error
+	if !errors.As(err, &e) || e.Status != redquorum.StatusInvalidArgument || e.Message == "" {
 		t.Errorf("%s = %#v, want an *Error with StatusInvalidArgument and a message", what, err)
 	}
 }
@@ -410,10 +410,10 @@ func TestOptions(t *testing.T) {
 	defer held.Unlock()
 
 	t.Run("negative RetryCount means one attempt", func(t *testing.T) {
-		c := newClient(t, urls, redlock.Options{RetryCount: -1, RetryDelay: 5 * time.Second, NodeTimeout: time.Second})
+		c := newClient(t, urls, redquorum.Options{RetryCount: -1, RetryDelay: 5 * time.Second, NodeTimeout: time.Second})
 		start := time.Now()
 		_, err := c.Lock(resource, time.Second)
-		if !errors.Is(err, redlock.ErrNotAcquired) {
+		if !errors.Is(err, redquorum.ErrNotAcquired) {
 			t.Fatalf("Lock = %v, want ErrNotAcquired", err)
 		}
 		if elapsed := time.Since(start); elapsed >= 5*time.Second {
@@ -421,10 +421,10 @@ func TestOptions(t *testing.T) {
 		}
 	})
 	t.Run("RetryCount and RetryDelay", func(t *testing.T) {
-		c := newClient(t, urls, redlock.Options{RetryCount: 2, RetryDelay: 150 * time.Millisecond, RetryJitter: -1, NodeTimeout: time.Second})
+		c := newClient(t, urls, redquorum.Options{RetryCount: 2, RetryDelay: 150 * time.Millisecond, RetryJitter: -1, NodeTimeout: time.Second})
 		start := time.Now()
 		_, err := c.Lock(resource, time.Second)
-		if !errors.Is(err, redlock.ErrNotAcquired) {
+		if !errors.Is(err, redquorum.ErrNotAcquired) {
 			t.Fatalf("Lock = %v, want ErrNotAcquired", err)
 		}
 		if elapsed := time.Since(start); elapsed < 300*time.Millisecond {
@@ -442,7 +442,7 @@ func TestOptions(t *testing.T) {
 			{-1, 2 * time.Millisecond},  // negative means zero
 			{0.5, 5002 * time.Millisecond},
 		} {
-			c := newClient(t, urls, redlock.Options{DriftFactor: tc.drift, NodeTimeout: time.Second})
+			c := newClient(t, urls, redquorum.Options{DriftFactor: tc.drift, NodeTimeout: time.Second})
 			start := time.Now()
 			l := mustLock(t, c, "go:drift", 10*time.Second)
 			v := l.Validity()
@@ -459,7 +459,7 @@ func TestOptions(t *testing.T) {
 		}
 	})
 	t.Run("MaxExtensions", func(t *testing.T) {
-		c := newClient(t, urls, redlock.Options{MaxExtensions: 2, NodeTimeout: time.Second})
+		c := newClient(t, urls, redquorum.Options{MaxExtensions: 2, NodeTimeout: time.Second})
 		l := mustLock(t, c, "go:max-extensions", 10*time.Second)
 		defer l.Unlock()
 		for i := range 2 {
@@ -467,7 +467,7 @@ func TestOptions(t *testing.T) {
 				t.Fatalf("Extend %d: %v", i+1, err)
 			}
 		}
-		if err := l.Extend(10 * time.Second); !errors.Is(err, redlock.ErrExtensionLimit) {
+		if err := l.Extend(10 * time.Second); !errors.Is(err, redquorum.ErrExtensionLimit) {
 			t.Fatalf("third Extend with MaxExtensions 2 = %v, want ErrExtensionLimit", err)
 		}
 		if l.Validity() <= 0 {
@@ -491,7 +491,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	c, err := redlock.New(shared.urls(), patient)
+	c, err := redquorum.New(shared.urls(), patient)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,15 +502,15 @@ func TestClose(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := c.Lock("go:close-2", time.Second); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.Lock("go:close-2", time.Second); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("Lock after Close = %v, want ErrClosed", err)
 	}
-	if _, err := c.TryLock("go:close-2", time.Second); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.TryLock("go:close-2", time.Second); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("TryLock after Close = %v, want ErrClosed", err)
 	}
 	called := false
-	err = c.WithLock("go:close-2", time.Second, func(*redlock.Lock) error { called = true; return nil })
-	if !errors.Is(err, redlock.ErrClosed) || called {
+	err = c.WithLock("go:close-2", time.Second, func(*redquorum.Lock) error { called = true; return nil })
+	if !errors.Is(err, redquorum.ErrClosed) || called {
 		t.Errorf("WithLock after Close = %v (fn called: %v), want ErrClosed", err, called)
 	}
 
@@ -529,7 +529,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestConcurrentUnlockAndClose(t *testing.T) {
-	c, err := redlock.New(shared.urls(), quick)
+	c, err := redquorum.New(shared.urls(), quick)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +551,7 @@ func TestConcurrentUnlockAndClose(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var l *redlock.Lock
+			var l *redquorum.Lock
 			if l, lockErrs[i] = c.TryLock("go:concurrent-close", time.Second); l != nil {
 				l.Unlock()
 			}
@@ -567,7 +567,7 @@ func TestConcurrentUnlockAndClose(t *testing.T) {
 		}
 	}
 	for _, err := range lockErrs {
-		if err != nil && !errors.Is(err, redlock.ErrClosed) && !errors.Is(err, redlock.ErrNotAcquired) {
+		if err != nil && !errors.Is(err, redquorum.ErrClosed) && !errors.Is(err, redquorum.ErrNotAcquired) {
 			t.Errorf("TryLock racing with Close: %v", err)
 		}
 	}
@@ -578,7 +578,7 @@ func TestConcurrentUnlockAndClose(t *testing.T) {
 //
 //go:noinline
 func abandon(t *testing.T, resource string) {
-	c, err := redlock.New(shared.urls(), patient)
+	c, err := redquorum.New(shared.urls(), patient)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +601,7 @@ func TestFinalizers(t *testing.T) {
 			l.Unlock()
 			break
 		}
-		if !errors.Is(err, redlock.ErrNotAcquired) {
+		if !errors.Is(err, redquorum.ErrNotAcquired) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
@@ -618,7 +618,7 @@ func TestWithLock(t *testing.T) {
 	const resource = "go:with-lock"
 	errFn := errors.New("fn failed")
 
-	err := c.WithLock(resource, 10*time.Second, func(l *redlock.Lock) error {
+	err := c.WithLock(resource, 10*time.Second, func(l *redquorum.Lock) error {
 		if l.Resource() != resource || l.Validity() <= 0 {
 			t.Errorf("fn got lock %q with validity %v", l.Resource(), l.Validity())
 		}
@@ -630,8 +630,8 @@ func TestWithLock(t *testing.T) {
 	}
 	assertFree(t, resource)
 
-	var kept *redlock.Lock
-	if err := c.WithLock(resource, 10*time.Second, func(l *redlock.Lock) error { kept = l; return nil }); err != nil {
+	var kept *redquorum.Lock
+	if err := c.WithLock(resource, 10*time.Second, func(l *redquorum.Lock) error { kept = l; return nil }); err != nil {
 		t.Errorf("WithLock = %v, want nil", err)
 	}
 	if kept.Validity() != 0 {
@@ -645,13 +645,13 @@ func TestWithLock(t *testing.T) {
 				t.Error("WithLock swallowed fn's panic")
 			}
 		}()
-		c.WithLock(resource, 10*time.Second, func(*redlock.Lock) error { panic("boom") })
+		c.WithLock(resource, 10*time.Second, func(*redquorum.Lock) error { panic("boom") })
 	}()
 	assertFree(t, resource)
 
 	// The lock is auto-extended: fn may outlive the TTL. (5 s: room for an extension that
 	// fails on a stalled majority to be retried a NodeTimeout later.)
-	err = c.WithLock(resource, 5*time.Second, func(l *redlock.Lock) error {
+	err = c.WithLock(resource, 5*time.Second, func(l *redquorum.Lock) error {
 		time.Sleep(7500 * time.Millisecond)
 		if !l.Held() {
 			t.Error("auto-extended lock not held after 1.5 times its TTL")
@@ -663,7 +663,7 @@ func TestWithLock(t *testing.T) {
 	}
 
 	// ErrLost comes back when fn succeeded but the lock was lost meanwhile.
-	err = c.WithLock(resource, 3*time.Second, func(l *redlock.Lock) error {
+	err = c.WithLock(resource, 3*time.Second, func(l *redquorum.Lock) error {
 		deleteOnMajority(t, resource)
 		select {
 		case <-l.Lost():
@@ -672,15 +672,15 @@ func TestWithLock(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, redlock.ErrLost) {
+	if !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("WithLock whose lock was lost during fn = %v, want ErrLost", err)
 	}
 
 	held := mustLock(t, c, resource, 10*time.Second)
 	defer held.Unlock()
 	called := false
-	err = c.WithLock(resource, 10*time.Second, func(*redlock.Lock) error { called = true; return nil })
-	if !errors.Is(err, redlock.ErrNotAcquired) || called {
+	err = c.WithLock(resource, 10*time.Second, func(*redquorum.Lock) error { called = true; return nil })
+	if !errors.Is(err, redquorum.ErrNotAcquired) || called {
 		t.Errorf("WithLock on a held resource = %v (fn called: %v), want ErrNotAcquired", err, called)
 	}
 }
@@ -724,7 +724,7 @@ func TestRestartAwareness(t *testing.T) {
 	}
 
 	// All three nodes started moments ago: with an hour's grace none counts.
-	guarded := newClient(t, cl.urls(), redlock.Options{RetryCount: -1, NodeTimeout: time.Second, RestartGrace: time.Hour})
+	guarded := newClient(t, cl.urls(), redquorum.Options{RetryCount: -1, NodeTimeout: time.Second, RestartGrace: time.Hour})
 	status, err := guarded.NodeStatus()
 	if err != nil {
 		t.Fatal(err)
@@ -735,7 +735,7 @@ func TestRestartAwareness(t *testing.T) {
 		}
 	}
 	_, err = guarded.TryLock("go:restart", time.Second)
-	if !errors.Is(err, redlock.ErrNoQuorum) || !strings.Contains(err.Error(), "restart_grace") {
+	if !errors.Is(err, redquorum.ErrNoQuorum) || !strings.Contains(err.Error(), "restart_grace") {
 		t.Fatalf("TryLock during the grace = %v, want ErrNoQuorum naming restart_grace", err)
 	}
 	l, err := c.Lock("go:restart", time.Second) // nothing was left locked
@@ -744,11 +744,11 @@ func TestRestartAwareness(t *testing.T) {
 	}
 	l.Unlock()
 
-	if _, err := redlock.New(cl.urls(), redlock.Options{RestartGrace: -time.Second}); !errors.Is(err, redlock.ErrInvalidArgument) {
+	if _, err := redquorum.New(cl.urls(), redquorum.Options{RestartGrace: -time.Second}); !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Fatalf("negative RestartGrace: %v", err)
 	}
 	guarded.Close()
-	if _, err := guarded.NodeStatus(); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := guarded.NodeStatus(); !errors.Is(err, redquorum.ErrClosed) {
 		t.Fatalf("NodeStatus after Close = %v, want ErrClosed", err)
 	}
 }

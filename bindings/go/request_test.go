@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // The request API: kind × patience × auto-extension × cancel, scaled down, plus the
@@ -19,35 +19,35 @@ import (
 
 type matrixKind struct {
 	name string
-	opts func(base string) (resources []string, opts []redlock.RequestOption)
+	opts func(base string) (resources []string, opts []redquorum.RequestOption)
 	// check inspects a granted lock.
-	check func(t *testing.T, l *redlock.Lock, resources []string)
+	check func(t *testing.T, l *redquorum.Lock, resources []string)
 }
 
 var matrixKinds = []matrixKind{
-	{"plain", func(base string) ([]string, []redlock.RequestOption) { return []string{base}, nil },
-		func(t *testing.T, l *redlock.Lock, _ []string) {
+	{"plain", func(base string) ([]string, []redquorum.RequestOption) { return []string{base}, nil },
+		func(t *testing.T, l *redquorum.Lock, _ []string) {
 			if _, ok := l.Fence(); ok {
 				t.Error("a plain lock has a fence")
 			}
 		}},
-	{"fenced", func(base string) ([]string, []redlock.RequestOption) {
-		return []string{base}, []redlock.RequestOption{redlock.WithFenced()}
-	}, func(t *testing.T, l *redlock.Lock, _ []string) {
+	{"fenced", func(base string) ([]string, []redquorum.RequestOption) {
+		return []string{base}, []redquorum.RequestOption{redquorum.WithFenced()}
+	}, func(t *testing.T, l *redquorum.Lock, _ []string) {
 		if f, ok := l.Fence(); !ok || f == 0 {
 			t.Errorf("Fence() = %d, %v, want a token", f, ok)
 		}
 	}},
-	{"reentrant", func(base string) ([]string, []redlock.RequestOption) {
-		return []string{base}, []redlock.RequestOption{redlock.WithReentrant("owner-" + base)}
-	}, func(t *testing.T, l *redlock.Lock, _ []string) {
+	{"reentrant", func(base string) ([]string, []redquorum.RequestOption) {
+		return []string{base}, []redquorum.RequestOption{redquorum.WithReentrant("owner-" + base)}
+	}, func(t *testing.T, l *redquorum.Lock, _ []string) {
 		if n, ok := l.HoldCount(); !ok || n != 1 {
 			t.Errorf("HoldCount() = %d, %v, want 1", n, ok)
 		}
 	}},
-	{"many", func(base string) ([]string, []redlock.RequestOption) {
-		return []string{base + ":b", base + ":a"}, []redlock.RequestOption{redlock.WithResources(base + ":a")}
-	}, func(t *testing.T, l *redlock.Lock, resources []string) {
+	{"many", func(base string) ([]string, []redquorum.RequestOption) {
+		return []string{base + ":b", base + ":a"}, []redquorum.RequestOption{redquorum.WithResources(base + ":a")}
+	}, func(t *testing.T, l *redquorum.Lock, resources []string) {
 		want := append([]string(nil), resources...)
 		sort.Strings(want)
 		if got := l.Resources(); strings.Join(got, " ") != strings.Join(want, " ") {
@@ -58,20 +58,20 @@ var matrixKinds = []matrixKind{
 
 type matrixPatience struct {
 	name string
-	opts []redlock.RequestOption
+	opts []redquorum.RequestOption
 	// waits: on a held resource it keeps trying until cancelled (else it gives up at once).
 	waits bool
 }
 
 var matrixPatiences = []matrixPatience{
 	{"client's retries", nil, true}, // the matrix client retries 1000 times
-	{"retries", []redlock.RequestOption{redlock.WithRetries(500, 10*time.Millisecond, 5*time.Millisecond)}, true},
-	{"once", []redlock.RequestOption{redlock.WithOnce()}, false},
-	{"wait", []redlock.RequestOption{redlock.WithWait(time.Minute)}, true},
+	{"retries", []redquorum.RequestOption{redquorum.WithRetries(500, 10*time.Millisecond, 5*time.Millisecond)}, true},
+	{"once", []redquorum.RequestOption{redquorum.WithOnce()}, false},
+	{"wait", []redquorum.RequestOption{redquorum.WithWait(time.Minute)}, true},
 }
 
 func TestRequestMatrix(t *testing.T) {
-	c := newClient(t, shared.urls(), redlock.Options{RetryCount: 1000, RetryDelay: 20 * time.Millisecond,
+	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 1000, RetryDelay: 20 * time.Millisecond,
 		RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond})
 	for _, kind := range matrixKinds {
 		for _, pat := range matrixPatiences {
@@ -84,9 +84,9 @@ func TestRequestMatrix(t *testing.T) {
 						resources, opts := kind.opts(base)
 						opts = append(opts, pat.opts...)
 						if auto {
-							opts = append(opts, redlock.WithAutoExtend(redlock.AutoExtend{}))
+							opts = append(opts, redquorum.WithAutoExtend(redquorum.AutoExtend{}))
 						}
-						req := redlock.NewRequest(resources[0], autoTTL, opts...)
+						req := redquorum.NewRequest(resources[0], autoTTL, opts...)
 						if cancel {
 							matrixCancel(t, c, req, resources, pat)
 						} else {
@@ -101,7 +101,7 @@ func TestRequestMatrix(t *testing.T) {
 
 // matrixGrant acquires a free resource with req and checks the lock; an auto-extended one
 // must outlive its TTL.
-func matrixGrant(t *testing.T, c *redlock.Client, req *redlock.Request, resources []string, kind matrixKind, auto bool) {
+func matrixGrant(t *testing.T, c *redquorum.Client, req *redquorum.Request, resources []string, kind matrixKind, auto bool) {
 	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
 	l, err := c.AcquireContext(ctx, req)
@@ -141,7 +141,7 @@ func matrixGrant(t *testing.T, c *redlock.Client, req *redlock.Request, resource
 // matrixCancel acquires a resource held elsewhere with req and a context cancelled after
 // 150 ms: a patient request returns Canceled at once after that, a single attempt
 // NotAcquired before it; neither leaves a key.
-func matrixCancel(t *testing.T, c *redlock.Client, req *redlock.Request, resources []string, pat matrixPatience) {
+func matrixCancel(t *testing.T, c *redquorum.Client, req *redquorum.Request, resources []string, pat matrixPatience) {
 	holder := mustLock(t, observer, resources[len(resources)-1], 30*time.Second)
 	defer holder.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,7 +160,7 @@ func matrixCancel(t *testing.T, c *redlock.Client, req *redlock.Request, resourc
 		if elapsed < after || elapsed > after+cancelBound {
 			t.Errorf("cancelled after %v, returned after %v", after, elapsed)
 		}
-	} else if !errors.Is(err, redlock.ErrNotAcquired) || errors.Is(err, redlock.ErrCancelled) {
+	} else if !errors.Is(err, redquorum.ErrNotAcquired) || errors.Is(err, redquorum.ErrCancelled) {
 		t.Errorf("a single attempt = %v, want ErrNotAcquired", err)
 	}
 	assertOnlyToken(t, resources[len(resources)-1], holder.Token())
@@ -176,7 +176,7 @@ func matrixCancel(t *testing.T, c *redlock.Client, req *redlock.Request, resourc
 func TestRequestReuseAndInvalid(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	// One request serves many acquisitions, from many goroutines.
-	req := redlock.NewRequest("go:reuse", 5*time.Second, redlock.WithFenced(), redlock.WithWait(10*time.Second))
+	req := redquorum.NewRequest("go:reuse", 5*time.Second, redquorum.WithFenced(), redquorum.WithWait(10*time.Second))
 	errs := make(chan error, 4)
 	fences := make(chan uint64, 4)
 	for range 4 {
@@ -202,33 +202,33 @@ func TestRequestReuseAndInvalid(t *testing.T) {
 		seen[f] = true
 	}
 
-	for name, r := range map[string]*redlock.Request{
-		"empty resource":          redlock.NewRequest("", time.Second),
-		"NUL in resource":         redlock.NewRequest("go:a\x00", time.Second),
-		"zero TTL":                redlock.NewRequest("go:x", 0),
-		"TTL over ten years":      redlock.NewRequest("go:x", 11*365*24*time.Hour),
-		"empty owner":             redlock.NewRequest("go:x", time.Second, redlock.WithReentrant("")),
-		"NUL in owner":            redlock.NewRequest("go:x", time.Second, redlock.WithReentrant("o\x00")),
-		"non-UTF-8 resource":      redlock.NewRequest("go:\xff", time.Second),
-		"empty WithOwner":         redlock.NewRequest("go:x", time.Second, redlock.WithWrite(), redlock.WithOwner("")),
-		"NUL in WithOwner":        redlock.NewRequest("go:x", time.Second, redlock.WithWrite(), redlock.WithOwner("o\x00")),
-		"non-UTF-8 WithOwner":     redlock.NewRequest("go:x", time.Second, redlock.WithRead(), redlock.WithOwner("o\xff")),
-		"fenced and reentrant":    redlock.NewRequest("go:x", time.Second, redlock.WithFenced(), redlock.WithReentrant("o")),
-		"fenced many":             redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:y"), redlock.WithFenced()),
-		"reentrant many":          redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:y"), redlock.WithReentrant("o")),
-		"duplicate resources":     redlock.NewRequest("go:x", time.Second, redlock.WithResources("go:x")),
-		"empty name in the list":  redlock.NewRequest("go:x", time.Second, redlock.WithResources("")),
-		"negative retries":        redlock.NewRequest("go:x", time.Second, redlock.WithRetries(-1, 0, 0)),
-		"negative retry delay":    redlock.NewRequest("go:x", time.Second, redlock.WithRetries(1, -time.Second, 0)),
-		"zero wait":               redlock.NewRequest("go:x", time.Second, redlock.WithWait(0)),
-		"negative wait":           redlock.NewRequest("go:x", time.Second, redlock.WithWait(-time.Second)),
-		"extend fraction 1":       redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{Fraction: 1})),
-		"negative MaxHold":        redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: -1})),
-		"negative MaxExtensions":  redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{MaxExtensions: -1})),
-		"TTL too short to extend": redlock.NewRequest("go:x", 100*time.Millisecond, redlock.WithAutoExtend(redlock.AutoExtend{})),
-		"over MaxResources":       redlock.NewRequest("go:x", time.Second, redlock.WithResources(manyNames(redlock.MaxResources)...)),
-		"delay over ten years":    redlock.NewRequest("go:x", time.Second, redlock.WithRetries(1, 11*365*24*time.Hour, 0)),
-		"MaxHold over ten years":  redlock.NewRequest("go:x", time.Second, redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: 11 * 365 * 24 * time.Hour})),
+	for name, r := range map[string]*redquorum.Request{
+		"empty resource":          redquorum.NewRequest("", time.Second),
+		"NUL in resource":         redquorum.NewRequest("go:a\x00", time.Second),
+		"zero TTL":                redquorum.NewRequest("go:x", 0),
+		"TTL over ten years":      redquorum.NewRequest("go:x", 11*365*24*time.Hour),
+		"empty owner":             redquorum.NewRequest("go:x", time.Second, redquorum.WithReentrant("")),
+		"NUL in owner":            redquorum.NewRequest("go:x", time.Second, redquorum.WithReentrant("o\x00")),
+		"non-UTF-8 resource":      redquorum.NewRequest("go:\xff", time.Second),
+		"empty WithOwner":         redquorum.NewRequest("go:x", time.Second, redquorum.WithWrite(), redquorum.WithOwner("")),
+		"NUL in WithOwner":        redquorum.NewRequest("go:x", time.Second, redquorum.WithWrite(), redquorum.WithOwner("o\x00")),
+		"non-UTF-8 WithOwner":     redquorum.NewRequest("go:x", time.Second, redquorum.WithRead(), redquorum.WithOwner("o\xff")),
+		"fenced and reentrant":    redquorum.NewRequest("go:x", time.Second, redquorum.WithFenced(), redquorum.WithReentrant("o")),
+		"fenced many":             redquorum.NewRequest("go:x", time.Second, redquorum.WithResources("go:y"), redquorum.WithFenced()),
+		"reentrant many":          redquorum.NewRequest("go:x", time.Second, redquorum.WithResources("go:y"), redquorum.WithReentrant("o")),
+		"duplicate resources":     redquorum.NewRequest("go:x", time.Second, redquorum.WithResources("go:x")),
+		"empty name in the list":  redquorum.NewRequest("go:x", time.Second, redquorum.WithResources("")),
+		"negative retries":        redquorum.NewRequest("go:x", time.Second, redquorum.WithRetries(-1, 0, 0)),
+		"negative retry delay":    redquorum.NewRequest("go:x", time.Second, redquorum.WithRetries(1, -time.Second, 0)),
+		"zero wait":               redquorum.NewRequest("go:x", time.Second, redquorum.WithWait(0)),
+		"negative wait":           redquorum.NewRequest("go:x", time.Second, redquorum.WithWait(-time.Second)),
+		"extend fraction 1":       redquorum.NewRequest("go:x", time.Second, redquorum.WithAutoExtend(redquorum.AutoExtend{Fraction: 1})),
+		"negative MaxHold":        redquorum.NewRequest("go:x", time.Second, redquorum.WithAutoExtend(redquorum.AutoExtend{MaxHold: -1})),
+		"negative MaxExtensions":  redquorum.NewRequest("go:x", time.Second, redquorum.WithAutoExtend(redquorum.AutoExtend{MaxExtensions: -1})),
+		"TTL too short to extend": redquorum.NewRequest("go:x", 100*time.Millisecond, redquorum.WithAutoExtend(redquorum.AutoExtend{})),
+		"over MaxResources":       redquorum.NewRequest("go:x", time.Second, redquorum.WithResources(manyNames(redquorum.MaxResources)...)),
+		"delay over ten years":    redquorum.NewRequest("go:x", time.Second, redquorum.WithRetries(1, 11*365*24*time.Hour, 0)),
+		"MaxHold over ten years":  redquorum.NewRequest("go:x", time.Second, redquorum.WithAutoExtend(redquorum.AutoExtend{MaxHold: 11 * 365 * 24 * time.Hour})),
 	} {
 		l, err := c.AcquireContext(context.Background(), r)
 		if l != nil {
@@ -250,13 +250,13 @@ func manyNames(n int) []string {
 // Lost, contexts and Close together: a granted lock does not depend on its context or its
 // client; Lost still reports a loss after both are gone.
 func TestLostContextCloseInterplay(t *testing.T) {
-	c, err := redlock.New(shared.urls(), fast)
+	c, err := redquorum.New(shared.urls(), fast)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const resource = "go:interplay"
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := c.AcquireContext(ctx, redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{}), redlock.WithWait(5*time.Second)))
+	l, err := c.AcquireContext(ctx, redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{}), redquorum.WithWait(5*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestLostContextCloseInterplay(t *testing.T) {
 	}
 	select {
 	case err := <-waiterErr:
-		assertCancelled(t, "waiter when Close ran", err, redlock.ErrClosed)
+		assertCancelled(t, "waiter when Close ran", err, redquorum.ErrClosed)
 	case <-time.After(cancelBound):
 		t.Fatal("the waiter did not return after Close")
 	}
@@ -303,7 +303,7 @@ func TestLostContextCloseInterplay(t *testing.T) {
 	if l.Held() {
 		t.Error("Held() after Lost()")
 	}
-	if err := l.Unlock(); !errors.Is(err, redlock.ErrLost) {
+	if err := l.Unlock(); !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("Unlock of a lost lock = %v, want ErrLost", err)
 	}
 	assertNoKey(t, resource)
@@ -314,7 +314,7 @@ func TestLostContextCloseInterplay(t *testing.T) {
 func TestRequestSharedAcrossContexts(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	const resource = "go:shared-request"
-	req := redlock.NewRequest(resource, 5*time.Second, redlock.WithWait(time.Minute))
+	req := redquorum.NewRequest(resource, 5*time.Second, redquorum.WithWait(time.Minute))
 	defer req.Close()
 	holder := mustLock(t, observer, resource, 30*time.Second)
 
@@ -384,7 +384,7 @@ func TestRequestCloseWhileAcquiring(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	const resource = "go:close-request"
 	holder := mustLock(t, observer, resource, 30*time.Second)
-	req := redlock.NewRequest(resource, 5*time.Second, redlock.WithWait(time.Minute))
+	req := redquorum.NewRequest(resource, 5*time.Second, redquorum.WithWait(time.Minute))
 	got := make(chan error, 1)
 	go func() {
 		l, err := c.Acquire(req)
@@ -401,7 +401,7 @@ func TestRequestCloseWhileAcquiring(t *testing.T) {
 		t.Errorf("second Close = %v, want nil", err)
 	}
 	_, err := c.Acquire(req)
-	if !errors.Is(err, redlock.ErrClosed) || !errors.Is(err, redlock.ErrInvalidArgument) {
+	if !errors.Is(err, redquorum.ErrClosed) || !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("Acquire of a closed Request = %v, want ErrClosed and ErrInvalidArgument", err)
 	}
 	runtime.GC()
@@ -419,9 +419,9 @@ func TestRequestCloseWhileAcquiring(t *testing.T) {
 // process under glibc's checks).
 func TestRequestCopies(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
-	copies := make([]redlock.Request, 0, 50)
+	copies := make([]redquorum.Request, 0, 50)
 	for i := range 50 {
-		req := redlock.NewRequest(fmt.Sprintf("go:copy-%d", i), 5*time.Second, redlock.WithFenced(), redlock.WithOnce())
+		req := redquorum.NewRequest(fmt.Sprintf("go:copy-%d", i), 5*time.Second, redquorum.WithFenced(), redquorum.WithOnce())
 		copies = append(copies, *req)
 	}
 	// The originals are garbage now; collect them and reuse their memory.
@@ -449,7 +449,7 @@ func TestRequestCopies(t *testing.T) {
 		if err := again.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Acquire(&again); !errors.Is(err, redlock.ErrClosed) {
+		if _, err := c.Acquire(&again); !errors.Is(err, redquorum.ErrClosed) {
 			t.Errorf("a copy of a closed Request: %v, want ErrClosed", err)
 		}
 	}
@@ -467,11 +467,11 @@ func TestRequestFairAndUnfairWaitersGetTheLock(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	for _, unfair := range []bool{false, true} {
 		resource := fmt.Sprintf("go:fair-unfair:%v", unfair)
-		opts := []redlock.RequestOption{redlock.WithWait(30 * time.Second)}
+		opts := []redquorum.RequestOption{redquorum.WithWait(30 * time.Second)}
 		if unfair {
-			opts = append(opts, redlock.WithUnfair())
+			opts = append(opts, redquorum.WithUnfair())
 		}
-		req := redlock.NewRequest(resource, 10*time.Second, opts...)
+		req := redquorum.NewRequest(resource, 10*time.Second, opts...)
 		defer req.Close()
 		holder := mustLock(t, holders, resource, 30*time.Second)
 		got := make(chan error, 1)

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"context"
@@ -9,17 +9,17 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // Read-write locks and semaphores.
 
-func once(resource string, opts ...redlock.RequestOption) *redlock.Request {
-	return redlock.NewRequest(resource, 10*time.Second, append(opts, redlock.WithOnce())...)
+func once(resource string, opts ...redquorum.RequestOption) *redquorum.Request {
+	return redquorum.NewRequest(resource, 10*time.Second, append(opts, redquorum.WithOnce())...)
 }
 
 // tryElsewhere acquires req once from another client and releases it: nil if it got in.
-func tryElsewhere(t *testing.T, req *redlock.Request) error {
+func tryElsewhere(t *testing.T, req *redquorum.Request) error {
 	t.Helper()
 	l, err := observer.Acquire(req)
 	if err == nil {
@@ -47,10 +47,10 @@ func TestReadersShareWritersExclude(t *testing.T) {
 	if _, ok := r1.Fence(); ok {
 		t.Error("a reader has no fence")
 	}
-	if err := tryElsewhere(t, once(resource, redlock.WithRead())); err != nil {
+	if err := tryElsewhere(t, once(resource, redquorum.WithRead())); err != nil {
 		t.Errorf("a third reader: %v", err)
 	}
-	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource, redquorum.WithWrite())); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a writer while readers hold it: %v, want ErrNotAcquired", err)
 	}
 	assertHeld(t, resource) // a plain lock is refused too
@@ -58,28 +58,28 @@ func TestReadersShareWritersExclude(t *testing.T) {
 		t.Errorf("a reader extends: %v", err)
 	}
 	r1.Unlock()
-	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource, redquorum.WithWrite())); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a writer while one reader is left: %v", err)
 	}
 	r2.Unlock()
-	w, err := c.WLock(resource, 10*time.Second, redlock.WithOnce())
+	w, err := c.WLock(resource, 10*time.Second, redquorum.WithOnce())
 	if err != nil {
 		t.Fatalf("a writer once the readers are gone: %v", err)
 	}
-	if err := tryElsewhere(t, once(resource, redlock.WithRead())); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource, redquorum.WithRead())); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a reader while a writer holds it: %v", err)
 	}
-	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource, redquorum.WithWrite())); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a second writer: %v", err)
 	}
 	w.Unlock()
 	// A plain holder excludes readers.
 	p := mustLock(t, c, resource, 10*time.Second)
-	if err := tryElsewhere(t, once(resource, redlock.WithRead())); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource, redquorum.WithRead())); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a reader while a plain lock holds it: %v", err)
 	}
 	p.Unlock()
-	if err := tryElsewhere(t, once(resource, redlock.WithRead())); err != nil {
+	if err := tryElsewhere(t, once(resource, redquorum.WithRead())); err != nil {
 		t.Errorf("a reader once all are gone: %v", err)
 	}
 }
@@ -99,7 +99,7 @@ func TestWriterWaitsForAnotherGoroutinesReader(t *testing.T) {
 		time.AfterFunc(100*time.Millisecond, func() { r.Unlock() })
 		done := make(chan error, 1)
 		go func() {
-			w, err := c.WLock(resource, 10*time.Second, redlock.WithWait(20*time.Second))
+			w, err := c.WLock(resource, 10*time.Second, redquorum.WithWait(20*time.Second))
 			if err == nil {
 				err = w.Unlock()
 			}
@@ -121,11 +121,11 @@ func TestReadersOverlapWritersNeverOverlapAnyone(t *testing.T) {
 	work := func(write bool) {
 		defer wg.Done()
 		for i := 0; i < 3; i++ {
-			opt := redlock.WithRead()
+			opt := redquorum.WithRead()
 			if write {
-				opt = redlock.WithWrite()
+				opt = redquorum.WithWrite()
 			}
-			l, err := c.Acquire(redlock.NewRequest(resource, 10*time.Second, opt, redlock.WithWait(60*time.Second)))
+			l, err := c.Acquire(redquorum.NewRequest(resource, 10*time.Second, opt, redquorum.WithWait(60*time.Second)))
 			if err != nil {
 				errs <- err
 				return
@@ -201,12 +201,12 @@ func TestSemaphoreLimit(t *testing.T) {
 	if _, ok := a.Fence(); ok {
 		t.Error("a permit has no fence")
 	}
-	if err := tryElsewhere(t, once(resource, redlock.WithSemaphore(2))); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource, redquorum.WithSemaphore(2))); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a third permit of 2: %v, want ErrNotAcquired", err)
 	}
-	assertInvalid(t, "another number of permits", tryElsewhere(t, once(resource, redlock.WithSemaphore(3))))
+	assertInvalid(t, "another number of permits", tryElsewhere(t, once(resource, redquorum.WithSemaphore(3))))
 	a.Unlock()
-	cl, err := c.Acquire(once(resource, redlock.WithSemaphore(2)))
+	cl, err := c.Acquire(once(resource, redquorum.WithSemaphore(2)))
 	if err != nil {
 		t.Fatalf("a permit once one was released: %v", err)
 	}
@@ -235,7 +235,7 @@ func TestSemaphoreReachesItsLimitAndNeverPassesIt(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 3; i++ {
-				l, err := c.Semaphore(resource, 3, 10*time.Second, redlock.WithWait(60*time.Second))
+				l, err := c.Semaphore(resource, 3, 10*time.Second, redquorum.WithWait(60*time.Second))
 				if err != nil {
 					errs <- err
 					return
@@ -268,14 +268,14 @@ func TestSemaphoreReachesItsLimitAndNeverPassesIt(t *testing.T) {
 }
 
 func TestReaderAndPermitAutoExtended(t *testing.T) {
-	c := newClient(t, shared.urls(), redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	c := newClient(t, shared.urls(), redquorum.Options{NodeTimeout: 200 * time.Millisecond})
 	const resource = "go:rw-auto"
 	ttl := 900 * time.Millisecond
-	r, err := c.RLock(resource, ttl, redlock.WithAutoExtend(redlock.AutoExtend{}))
+	r, err := c.RLock(resource, ttl, redquorum.WithAutoExtend(redquorum.AutoExtend{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Semaphore(resource+":sem", 1, ttl, redlock.WithAutoExtend(redlock.AutoExtend{}))
+	s, err := c.Semaphore(resource+":sem", 1, ttl, redquorum.WithAutoExtend(redquorum.AutoExtend{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,15 +283,15 @@ func TestReaderAndPermitAutoExtended(t *testing.T) {
 	if !r.Held() || !s.Held() {
 		t.Fatalf("held after 2.5 TTLs: reader %v, permit %v", r.Held(), s.Held())
 	}
-	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource, redquorum.WithWrite())); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a writer over an auto-extended reader: %v", err)
 	}
-	if err := tryElsewhere(t, once(resource+":sem", redlock.WithSemaphore(1))); !errors.Is(err, redlock.ErrNotAcquired) {
+	if err := tryElsewhere(t, once(resource+":sem", redquorum.WithSemaphore(1))); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a permit over an auto-extended one: %v", err)
 	}
 	r.Unlock()
 	s.Unlock()
-	if err := tryElsewhere(t, once(resource, redlock.WithWrite())); err != nil {
+	if err := tryElsewhere(t, once(resource, redquorum.WithWrite())); err != nil {
 		t.Errorf("a writer once the reader is gone: %v", err)
 	}
 }
@@ -306,7 +306,7 @@ func TestContextCancelsAWaitingWriter(t *testing.T) {
 	defer r.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = c.AcquireContext(ctx, redlock.NewRequest(resource, 10*time.Second, redlock.WithWrite(), redlock.WithWait(time.Minute)))
+	_, err = c.AcquireContext(ctx, redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWrite(), redquorum.WithWait(time.Minute)))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a writer waiting past its context: %v", err)
 	}
@@ -314,23 +314,23 @@ func TestContextCancelsAWaitingWriter(t *testing.T) {
 
 func TestReadWriteSemaphoreInvalidArguments(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
-	for _, n := range []int{0, -1, redlock.MaxPermits + 1} {
+	for _, n := range []int{0, -1, redquorum.MaxPermits + 1} {
 		_, err := c.Semaphore("go:sem-bad", n, time.Second)
 		assertInvalid(t, "Semaphore with bad permits", err)
 	}
-	for name, opts := range map[string][]redlock.RequestOption{
-		"read+write":      {redlock.WithRead(), redlock.WithWrite()},
-		"read+fenced":     {redlock.WithRead(), redlock.WithFenced()},
-		"semaphore+read":  {redlock.WithSemaphore(2), redlock.WithRead()},
-		"reentrant+write": {redlock.WithReentrant("o"), redlock.WithWrite()},
-		"read+many":       {redlock.WithResources("b"), redlock.WithRead()},
-		"write+many":      {redlock.WithResources("b"), redlock.WithWrite()},
-		"semaphore+many":  {redlock.WithResources("b"), redlock.WithSemaphore(2)},
+	for name, opts := range map[string][]redquorum.RequestOption{
+		"read+write":      {redquorum.WithRead(), redquorum.WithWrite()},
+		"read+fenced":     {redquorum.WithRead(), redquorum.WithFenced()},
+		"semaphore+read":  {redquorum.WithSemaphore(2), redquorum.WithRead()},
+		"reentrant+write": {redquorum.WithReentrant("o"), redquorum.WithWrite()},
+		"read+many":       {redquorum.WithResources("b"), redquorum.WithRead()},
+		"write+many":      {redquorum.WithResources("b"), redquorum.WithWrite()},
+		"semaphore+many":  {redquorum.WithResources("b"), redquorum.WithSemaphore(2)},
 	} {
-		_, err := c.Acquire(redlock.NewRequest("go:rw-bad", time.Second, opts...))
+		_, err := c.Acquire(redquorum.NewRequest("go:rw-bad", time.Second, opts...))
 		assertInvalid(t, name, err)
 	}
-	var nilLock *redlock.Lock
+	var nilLock *redquorum.Lock
 	if _, ok := nilLock.Permit(); ok {
 		t.Error("a nil lock has no permit")
 	}
@@ -342,10 +342,10 @@ func TestReadWriteSemaphoreInvalidArguments(t *testing.T) {
 func TestOwnerCannotWaitForItself(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	const resource = "go:rw-owner"
-	alice, bob := redlock.NewOwner(), redlock.NewOwner()
-	patient := redlock.WithWait(time.Minute)
+	alice, bob := redquorum.NewOwner(), redquorum.NewOwner()
+	patient := redquorum.WithWait(time.Minute)
 
-	r, err := c.RLock(resource, 10*time.Second, redlock.WithOwner(alice))
+	r, err := c.RLock(resource, 10*time.Second, redquorum.WithOwner(alice))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 	refused := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := c.WLock(resource, 10*time.Second, redlock.WithOwner(alice), patient)
+		_, err := c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice), patient)
 		refused <- err
 	}()
 	err = <-refused
@@ -365,33 +365,33 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 		t.Errorf("the refusal took %v: it waited", d)
 	}
 	// Another reader of the same owner is fine: readers share.
-	r2, err := c.RLock(resource, 10*time.Second, redlock.WithOwner(alice), redlock.WithOnce())
+	r2, err := c.RLock(resource, 10*time.Second, redquorum.WithOwner(alice), redquorum.WithOnce())
 	if err != nil {
 		t.Fatalf("alice's second read lock: %v", err)
 	}
 	r2.Unlock()
 
 	// Another owner waits, and gets the write lock once the reader is gone.
-	waitsUntilReleased(t, "bob's write lock over alice's read lock", r, func() (*redlock.Lock, error) {
-		return c.WLock(resource, 10*time.Second, redlock.WithOwner(bob), patient)
+	waitsUntilReleased(t, "bob's write lock over alice's read lock", r, func() (*redquorum.Lock, error) {
+		return c.WLock(resource, 10*time.Second, redquorum.WithOwner(bob), patient)
 	})
 
 	// Holding the write lock: the same owner's read and write locks are refused.
-	w, err := c.WLock(resource, 10*time.Second, redlock.WithOwner(alice))
+	w, err := c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RLock(resource, 10*time.Second, redlock.WithOwner(alice), patient)
+	_, err = c.RLock(resource, 10*time.Second, redquorum.WithOwner(alice), patient)
 	assertInvalid(t, "alice's read lock over her write lock", err)
-	_, err = c.WLock(resource, 10*time.Second, redlock.WithOwner(alice), patient)
+	_, err = c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice), patient)
 	assertInvalid(t, "alice's second write lock", err)
 	// A plain or fenced lock is no read-write lock: it waits (here: gives up) like any other.
-	if _, err := c.TryLockFenced(resource, time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+	if _, err := c.TryLockFenced(resource, time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a fenced lock over alice's write lock: %v, want ErrNotAcquired", err)
 	}
 	w.Unlock()
 	// Released: the owner may take the write lock again.
-	w, err = c.WLock(resource, 10*time.Second, redlock.WithOwner(alice), redlock.WithOnce())
+	w, err = c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice), redquorum.WithOnce())
 	if err != nil {
 		t.Fatalf("alice's write lock after her release: %v", err)
 	}
@@ -405,14 +405,14 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 func TestRequestIsTheDefaultOwner(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	const resource = "go:rw-default-owner"
-	req := redlock.NewRequest(resource, 10*time.Second, redlock.WithWrite(), redlock.WithWait(time.Minute))
+	req := redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWrite(), redquorum.WithWait(time.Minute))
 	defer req.Close()
 	w, err := c.Acquire(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	copied := *req
-	for name, req := range map[string]*redlock.Request{"the same Request": req, "a copy of it": &copied} {
+	for name, req := range map[string]*redquorum.Request{"the same Request": req, "a copy of it": &copied} {
 		refused := make(chan error, 1)
 		go func() {
 			_, err := c.Acquire(req)
@@ -420,15 +420,15 @@ func TestRequestIsTheDefaultOwner(t *testing.T) {
 		}()
 		assertInvalid(t, name+" on another goroutine", <-refused)
 	}
-	waitsUntilReleased(t, "another Request's write lock", w, func() (*redlock.Lock, error) {
-		return c.WLock(resource, 10*time.Second, redlock.WithWait(time.Minute))
+	waitsUntilReleased(t, "another Request's write lock", w, func() (*redquorum.Lock, error) {
+		return c.WLock(resource, 10*time.Second, redquorum.WithWait(time.Minute))
 	})
 	assertNoKey(t, resource)
 }
 
 // waitsUntilReleased runs acquire on another goroutine, checks that it is still waiting
 // after 300 ms, unlocks held, and checks that acquire then gets its lock (and unlocks it).
-func waitsUntilReleased(t *testing.T, what string, held *redlock.Lock, acquire func() (*redlock.Lock, error)) {
+func waitsUntilReleased(t *testing.T, what string, held *redquorum.Lock, acquire func() (*redquorum.Lock, error)) {
 	t.Helper()
 	got := make(chan error, 1)
 	go func() {

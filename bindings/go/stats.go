@@ -1,4 +1,4 @@
-package redlock
+package redquorum
 
 // #include <stdlib.h>
 // #include "redlock.h"

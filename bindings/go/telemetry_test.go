@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // records is a slog.Handler that keeps every record it is handed.
@@ -92,7 +92,7 @@ func TestLoggerReceivesEvents(t *testing.T) {
 	}
 
 	lostResource := "go:telemetry:lost"
-	err := c.WithLock(lostResource, 3*time.Second, func(l *redlock.Lock) error {
+	err := c.WithLock(lostResource, 3*time.Second, func(l *redquorum.Lock) error {
 		deleteOnMajority(t, lostResource)
 		select {
 		case <-l.Lost():
@@ -101,7 +101,7 @@ func TestLoggerReceivesEvents(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, redlock.ErrLost) {
+	if !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("WithLock = %v, want ErrLost", err)
 	}
 	lost, a := h.waitFor(t, "lost", lostResource)
@@ -122,11 +122,11 @@ func TestLoggerReceivesEvents(t *testing.T) {
 func TestStatsCountOperations(t *testing.T) {
 	c := newClient(t, shared.urls(), patient)
 	resource := "go:telemetry:stats"
-	var held []*redlock.Lock
+	var held []*redquorum.Lock
 	for _, suffix := range []string{":0", ":1", ":2"} {
 		held = append(held, mustLock(t, c, resource+suffix, 10*time.Second))
 	}
-	if _, err := c.TryLock(resource+":0", 10*time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+	if _, err := c.TryLock(resource+":0", 10*time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Fatalf("TryLock on a held resource = %v", err)
 	}
 	if err := held[1].Extend(10 * time.Second); err != nil {
@@ -158,11 +158,11 @@ func TestStatsCountOperations(t *testing.T) {
 		t.Errorf("LocksHeld after Unlock = %d", s.LocksHeld)
 	}
 	c.Close()
-	if _, err := c.Stats(); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.Stats(); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("Stats after Close = %v, want ErrClosed", err)
 	}
-	var nilClient *redlock.Client
-	if _, err := nilClient.Stats(); !errors.Is(err, redlock.ErrInvalidArgument) {
+	var nilClient *redquorum.Client
+	if _, err := nilClient.Stats(); !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("Stats on nil = %v", err)
 	}
 }
@@ -179,7 +179,7 @@ func TestLoggerAndCloseRace(t *testing.T) {
 				h := &records{}
 				opts := patient
 				opts.Logger = slog.New(h)
-				c, err := redlock.New(shared.urls(), opts)
+				c, err := redquorum.New(shared.urls(), opts)
 				if err != nil {
 					t.Error(err)
 					return

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // makePKI writes a test CA and a server certificate for 127.0.0.1 into dir with the
@@ -76,7 +76,7 @@ func TestTLS(t *testing.T) {
 	url := "rediss://127.0.0.1:" + strconv.Itoa(tlsPort)
 	ca := filepath.Join(dir, "ca.crt")
 
-	c := newClient(t, []string{url}, redlock.Options{NodeTimeout: time.Second, TLSCAFile: ca})
+	c := newClient(t, []string{url}, redquorum.Options{NodeTimeout: time.Second, TLSCAFile: ca})
 	l := mustLock(t, c, "go:tls", 10*time.Second)
 	if got, _ := nd.get(t, "go:tls"); got != l.Token() {
 		t.Fatalf("node holds %q, want the lock's token %q", got, l.Token())
@@ -92,9 +92,9 @@ func TestTLS(t *testing.T) {
 	}
 
 	// Without the CA the system roots do not trust the test CA: a clear error, no hang.
-	plain := newClient(t, []string{url}, redlock.Options{NodeTimeout: time.Second})
+	plain := newClient(t, []string{url}, redquorum.Options{NodeTimeout: time.Second})
 	_, err := plain.TryLock("go:tls:untrusted", 10*time.Second)
-	if !errors.Is(err, redlock.ErrNoQuorum) {
+	if !errors.Is(err, redquorum.ErrNoQuorum) {
 		t.Fatalf("want ErrNoQuorum, got %v", err)
 	}
 	for _, want := range []string{"127.0.0.1:" + strconv.Itoa(tlsPort), "certificate", "TLS"} {
@@ -104,14 +104,14 @@ func TestTLS(t *testing.T) {
 	}
 
 	// A URL error never quotes the URL, which may carry a password.
-	_, err = redlock.New([]string{"rediss://:go-secret-pw@127.0.0.1:1\x00"}, redlock.Options{})
+	_, err = redquorum.New([]string{"rediss://:go-secret-pw@127.0.0.1:1\x00"}, redquorum.Options{})
 	assertInvalid(t, "URL with NUL", err)
 	if strings.Contains(err.Error(), "go-secret-pw") {
 		t.Errorf("password shown: %v", err)
 	}
 
 	// Bad TLS options are invalid arguments.
-	for what, opts := range map[string]redlock.Options{
+	for what, opts := range map[string]redquorum.Options{
 		"missing CA file":      {TLSCAFile: filepath.Join(dir, "missing.crt")},
 		"NUL in CA file":       {TLSCAFile: "ca\x00.crt"},
 		"cert without key":     {TLSCAFile: ca, TLSClientCertFile: ca},
@@ -121,7 +121,7 @@ func TestTLS(t *testing.T) {
 		if what == "CA without rediss://" {
 			urls = []string{"redis://" + nd.addr()}
 		}
-		c, err := redlock.New(urls, opts)
+		c, err := redquorum.New(urls, opts)
 		if c != nil {
 			c.Close()
 		}
@@ -137,7 +137,7 @@ func TestInsecureWarns(t *testing.T) {
 	_, tlsPort := startTLSNode(t, dir)
 	url := "rediss://127.0.0.1:" + strconv.Itoa(tlsPort) + "/#insecure"
 	h := &records{}
-	c := newClient(t, []string{url}, redlock.Options{NodeTimeout: time.Second, Logger: slog.New(h)})
+	c := newClient(t, []string{url}, redquorum.Options{NodeTimeout: time.Second, Logger: slog.New(h)})
 	if err := mustLock(t, c, "go:tls:insecure", 10*time.Second).Unlock(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // urlsWithSecrets are node URLs with each character that ends a part of a URL or changes its
@@ -36,7 +36,7 @@ func showsSecret(text string) bool {
 func TestNoSecretShowsWhateverCharactersItHolds(t *testing.T) {
 	refused := 0
 	for _, url := range urlsWithSecrets() {
-		c, err := redlock.New([]string{url}, redlock.Options{})
+		c, err := redquorum.New([]string{url}, redquorum.Options{})
 		if err != nil {
 			refused++
 			assertInvalid(t, url, err)
@@ -62,22 +62,22 @@ func TestNoSecretShowsWhateverCharactersItHolds(t *testing.T) {
 }
 
 func TestResourceNamesAndURLsAreCappedInBytes(t *testing.T) {
-	c, err := redlock.New([]string{"redis://127.0.0.1:1"}, redlock.Options{})
+	c, err := redquorum.New([]string{"redis://127.0.0.1:1"}, redquorum.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	atCap := strings.Repeat("é", redlock.MaxResourceName/2) // 2 bytes each
+	atCap := strings.Repeat("é", redquorum.MaxResourceName/2) // 2 bytes each
 	over := atCap + "r"
 	says := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, redlock.ErrInvalidArgument) ||
-			!strings.Contains(err.Error(), fmt.Sprintf("%d bytes", redlock.MaxResourceName+1)) ||
-			!strings.Contains(err.Error(), fmt.Sprint(redlock.MaxResourceName)) || strings.Contains(err.Error(), "éé") {
+		if !errors.Is(err, redquorum.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("%d bytes", redquorum.MaxResourceName+1)) ||
+			!strings.Contains(err.Error(), fmt.Sprint(redquorum.MaxResourceName)) || strings.Contains(err.Error(), "éé") {
 			t.Errorf("%s: %.200v", what, err)
 		}
 	}
-	if _, err := c.TryLock(atCap, 10*time.Second); errors.Is(err, redlock.ErrInvalidArgument) {
+	if _, err := c.TryLock(atCap, 10*time.Second); errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("a name of 4096 bytes: %v", err)
 	}
 	_, err = c.TryLock(over, 10*time.Second)
@@ -90,12 +90,12 @@ func TestResourceNamesAndURLsAreCappedInBytes(t *testing.T) {
 	says("ForceRelease", err)
 
 	huge := "redis://" + strings.Repeat("h", 1<<20) + ":1" // a host of 1 MiB
-	hc, err := redlock.New([]string{huge}, redlock.Options{})
+	hc, err := redquorum.New([]string{huge}, redquorum.Options{})
 	if err == nil {
 		hc.Close()
 	}
-	if !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprintf("%d bytes", len(huge))) ||
-		!strings.Contains(err.Error(), fmt.Sprint(redlock.MaxNodeURL)) || len(err.Error()) > 300 {
+	if !errors.Is(err, redquorum.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprintf("%d bytes", len(huge))) ||
+		!strings.Contains(err.Error(), fmt.Sprint(redquorum.MaxNodeURL)) || len(err.Error()) > 300 {
 		t.Errorf("a URL of 1 MiB: %.300v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package redlock_test
+package redquorum_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // Auto-extension, the Lost channel and waiting on release notifications, scaled down.
@@ -15,7 +15,7 @@ import (
 // An auto-extended lock is lost when its extensions (every TTL/3, each waiting up to
 // NodeTimeout) fail until its validity runs out: with 1.5 s and 300 ms that takes two 300 ms
 // stalls in a row on a majority, which a loaded machine produced at 900 ms and 200 ms.
-var fast = redlock.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond}
+var fast = redquorum.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond}
 
 const autoTTL = 1500 * time.Millisecond
 
@@ -42,7 +42,7 @@ func deleteOnMajority(t *testing.T, resource string) {
 func TestAutoExtendOutlivesTTL(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:auto"
-	l, err := c.Acquire(redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{})))
+	l, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func holding(t *testing.T, nds []*node, resource, token string) []*node {
 func TestLostClosesWhenKeysVanish(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:vanish"
-	l, err := c.Acquire(redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{})))
+	l, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +116,14 @@ func TestLostClosesWhenKeysVanish(t *testing.T) {
 			t.Errorf("%s lost our key: %q", nd.addr(), v)
 		}
 	}
-	if err := l.Unlock(); !errors.Is(err, redlock.ErrLost) {
+	if err := l.Unlock(); !errors.Is(err, redquorum.ErrLost) {
 		t.Errorf("Unlock of a lost lock = %v, want ErrLost", err)
 	}
 }
 
 func TestMaxHoldEndsInLost(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
-	l, err := c.Acquire(redlock.NewRequest("go:max-hold", autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: autoTTL})))
+	l, err := c.Acquire(redquorum.NewRequest("go:max-hold", autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{MaxHold: autoTTL})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:gc"
 	func() {
-		if _, err := c.Acquire(redlock.NewRequest(resource, autoTTL, redlock.WithAutoExtend(redlock.AutoExtend{}))); err != nil {
+		if _, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{}))); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -164,7 +164,7 @@ func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 
 func TestWaitersWakeOnRelease(t *testing.T) {
 	// A slow fallback (1.5 s at least): only the release notification wakes them sooner.
-	c := newClient(t, shared.urls(), redlock.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
 	const resource = "go:wait"
 	holder := mustLock(t, c, resource, 10*time.Second)
 	var wg sync.WaitGroup
@@ -173,7 +173,7 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.Acquire(redlock.NewRequest(resource, 10*time.Second, redlock.WithWait(30*time.Second)))
+			l, err := c.Acquire(redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWait(30*time.Second)))
 			if err != nil {
 				t.Error(err)
 				return
@@ -226,26 +226,26 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 	held := mustLock(t, c, resource, 10*time.Second)
 	defer held.Unlock()
 	start := time.Now()
-	_, err := c.Acquire(redlock.NewRequest(resource, time.Second, redlock.WithWait(200*time.Millisecond), redlock.WithPolling()))
-	if !errors.Is(err, redlock.ErrNotAcquired) || time.Since(start) < 200*time.Millisecond {
+	_, err := c.Acquire(redquorum.NewRequest(resource, time.Second, redquorum.WithWait(200*time.Millisecond), redquorum.WithPolling()))
+	if !errors.Is(err, redquorum.ErrNotAcquired) || time.Since(start) < 200*time.Millisecond {
 		t.Errorf("a polling wait on a held resource = %v after %v, want ErrNotAcquired after the wait", err, time.Since(start))
 	}
 }
 
 func TestAutoExtendAndWaitInvalid(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
-	for name, opt := range map[string]redlock.RequestOption{
-		"extend fraction 1":    redlock.WithAutoExtend(redlock.AutoExtend{Fraction: 1}),
-		"negative fraction":    redlock.WithAutoExtend(redlock.AutoExtend{Fraction: -0.5}),
-		"negative MaxHold":     redlock.WithAutoExtend(redlock.AutoExtend{MaxHold: -time.Second}),
-		"negative wait":        redlock.WithWait(-time.Second),
-		"negative retry delay": redlock.WithRetries(3, -time.Second, 0),
+	for name, opt := range map[string]redquorum.RequestOption{
+		"extend fraction 1":    redquorum.WithAutoExtend(redquorum.AutoExtend{Fraction: 1}),
+		"negative fraction":    redquorum.WithAutoExtend(redquorum.AutoExtend{Fraction: -0.5}),
+		"negative MaxHold":     redquorum.WithAutoExtend(redquorum.AutoExtend{MaxHold: -time.Second}),
+		"negative wait":        redquorum.WithWait(-time.Second),
+		"negative retry delay": redquorum.WithRetries(3, -time.Second, 0),
 	} {
-		_, err := c.Acquire(redlock.NewRequest("go:bad-opts", autoTTL, opt))
+		_, err := c.Acquire(redquorum.NewRequest("go:bad-opts", autoTTL, opt))
 		assertInvalid(t, name, err)
 	}
 	// Too short to extend in time.
-	_, err := c.Acquire(redlock.NewRequest("go:bad-opts", 100*time.Millisecond, redlock.WithAutoExtend(redlock.AutoExtend{})))
+	_, err := c.Acquire(redquorum.NewRequest("go:bad-opts", 100*time.Millisecond, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 	assertInvalid(t, "auto-extended short TTL", err)
 	assertNoKey(t, "go:bad-opts")
 }

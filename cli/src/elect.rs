@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use lexopt::prelude::*;
-use redlock::{Cancel, Error, Leader};
+use redquorum::{Cancel, Error, Leader};
 use serde_json::json;
 
 use crate::args::{self, Common};
@@ -208,7 +208,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     let node_timeout = o
         .common
         .node_timeout
-        .unwrap_or(redlock::DEFAULT_NODE_TIMEOUT);
+        .unwrap_or(redquorum::DEFAULT_NODE_TIMEOUT);
     let grace = crate::run::grace_for("elect", o.ttl, o.kill_grace, node_timeout)?;
     let cancel = Cancel::new();
     supervise::install_handlers(&cancel)?;

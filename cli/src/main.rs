@@ -228,9 +228,9 @@ pub fn common_option(common: &mut Common, name: &str, value: OsString) -> Result
 }
 
 /// Builds the client from the common options.
-pub fn client(common: &Common, command: &str) -> Result<redlock::Redlock, Failure> {
+pub fn client(common: &Common, command: &str) -> Result<redquorum::Redlock, Failure> {
     let urls = common.urls().map_err(|m| Failure::usage(command, m))?;
-    let mut builder = redlock::Redlock::builder().nodes(&urls);
+    let mut builder = redquorum::Redlock::builder().nodes(&urls);
     if let Some(t) = common.node_timeout {
         if t.is_zero() {
             return Err(Failure::usage(command, "--node-timeout must be above zero"));
@@ -251,7 +251,7 @@ pub fn client(common: &Common, command: &str) -> Result<redlock::Redlock, Failur
         }
     }
     let client = builder.build().map_err(|e| match e {
-        redlock::Error::InvalidArgument { message } => Failure::usage(command, message),
+        redquorum::Error::InvalidArgument { message } => Failure::usage(command, message),
         other => Failure::new(EXIT_UNAVAILABLE, other),
     })?;
     // The warnings of the nodes' first connect: nothing else shows them to a user of the

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use lexopt::prelude::*;
-use redlock::{BUCKETS, Histogram, Redlock, Stats};
+use redquorum::{BUCKETS, Histogram, Redlock, Stats};
 use serde_json::{Value as Json, json};
 
 use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, Failure};

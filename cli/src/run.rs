@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use lexopt::prelude::*;
-use redlock::{AutoExtend, Cancel, DEFAULT_DRIFT_FACTOR, DEFAULT_EXTEND_FRACTION, LockRequest};
+use redquorum::{AutoExtend, Cancel, DEFAULT_DRIFT_FACTOR, DEFAULT_EXTEND_FRACTION, LockRequest};
 
 use crate::args::{self, Common};
 use crate::supervise::{self, Supervised};
@@ -137,7 +137,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Option<Options>, Failure> {
             Long("shared") => o.shared = true,
             Long("permits") => {
                 let v = parser.value().map_err(|e| usage(&e))?;
-                let max = redlock::MAX_PERMITS;
+                let max = redquorum::MAX_PERMITS;
                 o.permits = Some(
                     v.to_string_lossy()
                         .parse::<u32>()
@@ -312,7 +312,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     let node_timeout = o
         .common
         .node_timeout
-        .unwrap_or(redlock::DEFAULT_NODE_TIMEOUT);
+        .unwrap_or(redquorum::DEFAULT_NODE_TIMEOUT);
     let grace = kill_grace(&o, node_timeout)?;
 
     let cancel = Cancel::new();
@@ -337,7 +337,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     request = match o.wait {
         Some(w) if w.is_zero() => request.once(),
         Some(w) => request.wait(w),
-        None => request.wait(redlock::MAX_TTL),
+        None => request.wait(redquorum::MAX_TTL),
     };
     let lock = match client.acquire(&request) {
         Ok(lock) => lock,
@@ -399,7 +399,7 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     }
     match lock.release() {
         Ok(()) => Ok(code),
-        Err(e @ redlock::Error::Lost { .. }) => Err(Failure::new(
+        Err(e @ redquorum::Error::Lost { .. }) => Err(Failure::new(
             EXIT_SOFTWARE,
             format!(
                 "the lock on {} was lost before the command ended (exit code {code}); its \
@@ -421,10 +421,10 @@ pub fn main(parser: lexopt::Parser) -> Result<u8, Failure> {
     }
 }
 
-fn acquire_failure(e: redlock::Error, o: &Options) -> Failure {
+fn acquire_failure(e: redquorum::Error, o: &Options) -> Failure {
     let text = one_line(&e.to_string());
     match e {
-        redlock::Error::NotAcquired { .. } => Failure::new(
+        redquorum::Error::NotAcquired { .. } => Failure::new(
             o.conflict_exit_code,
             format!(
                 "{} is held by another owner{}; the command was not run",
@@ -436,11 +436,11 @@ fn acquire_failure(e: redlock::Error, o: &Options) -> Failure {
                 }
             ),
         ),
-        redlock::Error::NoQuorum { .. } => Failure::new(
+        redquorum::Error::NoQuorum { .. } => Failure::new(
             EXIT_UNAVAILABLE,
             format!("no quorum of nodes reachable: {text}; check the nodes with 'redlock nodes'"),
         ),
-        redlock::Error::Cancelled { .. } => {
+        redquorum::Error::Cancelled { .. } => {
             let sig = supervise::take_pending();
             let sig = if sig == 0 { libc::SIGINT } else { sig };
             Failure::new(
@@ -452,7 +452,7 @@ fn acquire_failure(e: redlock::Error, o: &Options) -> Failure {
                 ),
             )
         }
-        redlock::Error::InvalidArgument { message } => Failure::usage("run", message),
+        redquorum::Error::InvalidArgument { message } => Failure::usage("run", message),
         _ => Failure::new(EXIT_SOFTWARE, text),
     }
 }

@@ -1,7 +1,7 @@
 //! `status`, `release --force` and `nodes`: the operator's commands.
 
 use lexopt::prelude::*;
-use redlock::{Inspection, KeyState, NodeProblem, Released};
+use redquorum::{Inspection, KeyState, NodeProblem, Released};
 use serde_json::{Value as Json, json};
 
 use crate::args::Common;
@@ -127,7 +127,7 @@ fn parse(
             Long("force") if command == "release" => p.force = true,
             Long("permits") if command == "status" => {
                 let v = parser.value().map_err(|e| usage(&e))?;
-                let max = redlock::MAX_PERMITS;
+                let max = redquorum::MAX_PERMITS;
                 p.permits = Some(
                     v.to_string_lossy()
                         .parse::<u32>()
@@ -334,7 +334,7 @@ fn print_status(i: &Inspection) {
 
 /// `status --permits L`: the semaphore's slots, each an ordinary lock on its own key.
 fn semaphore_status(
-    client: &redlock::Redlock,
+    client: &redquorum::Redlock,
     resource: &str,
     permits: u32,
     json: bool,
@@ -390,7 +390,7 @@ fn semaphore_status(
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let live: Vec<&redlock::NodeState> = s
+                let live: Vec<&redquorum::NodeState> = s
                     .nodes
                     .iter()
                     .filter_map(|n| n.state.as_ref().ok())
@@ -574,7 +574,7 @@ pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
                 ]
             })
             .collect();
-        let group = |s: &redlock::NodeStatus| {
+        let group = |s: &redquorum::NodeStatus| {
             s.address.starts_with("sentinel:") || s.address.starts_with("cluster:")
         };
         if statuses.iter().any(group) {

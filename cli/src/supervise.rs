@@ -19,7 +19,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock::{Cancel, Lock};
+use redquorum::{Cancel, Lock};
 
 use crate::args;
 use crate::{EXIT_SOFTWARE, Failure, human};

@@ -17,7 +17,7 @@ const NODE_TIMEOUT: &str = "500ms";
 fn tmp(name: &str) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "redlock-cli-{}-{}-{name}",
+        "redquorum-cli-{}-{}-{name}",
         std::process::id(),
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
@@ -456,7 +456,7 @@ fn status_json_matches_the_nodes() {
     let mut cluster = Cluster::start(3);
     let client = cluster.client();
     let lock = client
-        .acquire(&redlock::LockRequest::new("shown", Duration::from_secs(20)).fenced())
+        .acquire(&redquorum::LockRequest::new("shown", Duration::from_secs(20)).fenced())
         .unwrap();
     let o = output(redlock(&cluster, "status", &["--json", "shown"]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -945,10 +945,10 @@ fn status_shows_the_readers_and_a_semaphores_slots() {
     let client = cluster.client();
     let ttl = Duration::from_secs(20);
     let a = client
-        .acquire(&redlock::LockRequest::new("readers", ttl).read())
+        .acquire(&redquorum::LockRequest::new("readers", ttl).read())
         .unwrap();
     let b = client
-        .acquire(&redlock::LockRequest::new("readers", ttl).read())
+        .acquire(&redquorum::LockRequest::new("readers", ttl).read())
         .unwrap();
     let o = output(redlock(&cluster, "status", &["--json", "readers"]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -987,7 +987,7 @@ fn status_shows_the_readers_and_a_semaphores_slots() {
     b.release().unwrap();
 
     let permit = client
-        .acquire(&redlock::LockRequest::new("pool", ttl).semaphore(2))
+        .acquire(&redquorum::LockRequest::new("pool", ttl).semaphore(2))
         .unwrap();
     let slot = permit.permit().unwrap() as usize;
     let o = output(redlock(

@@ -11,7 +11,7 @@ use std::ffi::{CStr, CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use redlock::{Error, MAX_TTL};
+use redquorum::{Error, MAX_TTL};
 
 /// What a call came to. The numbers are part of the ABI and never reused.
 #[repr(C)]

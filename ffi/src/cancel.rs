@@ -1,6 +1,6 @@
 //! `redlock_cancel`: ends pending acquisitions, from any thread or a signal handler.
 
-use redlock::Cancel;
+use redquorum::Cancel;
 
 use crate::boundary::{fallible, free_box, out, read, redlock_error, redlock_status};
 

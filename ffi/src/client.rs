@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use redlock::{LockRequest, Redlock};
+use redquorum::{LockRequest, Redlock};
 
 use crate::boundary::{
     arg, arg_str, arg_strs, fallible, free_box, invalid, out, read, redlock_error, redlock_status,

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use redlock::{Election, Leader, MAX_TTL, Redlock};
+use redquorum::{Election, Leader, MAX_TTL, Redlock};
 
 use crate::boundary::{
     Failure, arg, arg_mut, arg_str, fallible, free_box, invalid, out, redlock_error,

@@ -4,7 +4,7 @@
 use std::ffi::{CString, c_char};
 use std::time::UNIX_EPOCH;
 
-use redlock::{Event, EventKind};
+use redquorum::{Event, EventKind};
 
 use crate::boundary::{Nothing, c_ptr, c_string, infallible, read, to_ms, write_opt};
 

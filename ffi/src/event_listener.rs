@@ -4,7 +4,7 @@ use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, ThreadId};
 
-use redlock::{Event, EventListener};
+use redquorum::{Event, EventListener};
 
 use crate::boundary::{
     Failure, arg, fallible, free_box, invalid, out, redlock_error, redlock_status,

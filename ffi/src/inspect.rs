@@ -5,7 +5,7 @@
 
 use std::ffi::{CString, c_char};
 
-use redlock::{ForcedRelease, Inspection, KeyState, NodeProblem, NodeState, Released};
+use redquorum::{ForcedRelease, Inspection, KeyState, NodeProblem, NodeState, Released};
 
 use crate::boundary::{
     Nothing, arg, arg_opt_str, arg_str, c_ptr, c_string, fallible, free_box, out, read,

@@ -3,7 +3,7 @@
 use std::ffi::{CString, c_char};
 use std::time::SystemTime;
 
-use redlock::Leader;
+use redquorum::Leader;
 
 use crate::boundary::{
     arg, arg_str, c_string, fallible, free_box, out, read, redlock_error, redlock_status, to_ms,

@@ -2,7 +2,7 @@
 
 use std::ffi::{CString, c_char, c_void};
 
-use redlock::Leadership;
+use redquorum::Leadership;
 
 use crate::boundary::{
     arg, c_string, fallible, free_box, read, redlock_error, redlock_status, to_ms,

@@ -3,7 +3,7 @@
 use std::ffi::{CString, c_char, c_void};
 use std::time::Duration;
 
-use redlock::Lock;
+use redquorum::Lock;
 
 use crate::boundary::{
     Failure, arg, c_string, fallible, free_box, invalid, out_value, read, redlock_error,

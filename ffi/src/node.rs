@@ -5,7 +5,7 @@
 
 use std::ffi::{CString, c_char};
 
-use redlock::NodeStatus;
+use redquorum::NodeStatus;
 
 use crate::boundary::{
     arg, c_ptr, c_string, fallible, free_box, infallible, invalid, out, read, redlock_error,

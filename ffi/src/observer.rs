@@ -2,7 +2,7 @@
 
 use std::ffi::c_char;
 
-use redlock::{DEFAULT_OBSERVE_POLL, Observer};
+use redquorum::{DEFAULT_OBSERVE_POLL, Observer};
 
 use crate::boundary::{
     arg, arg_ms, arg_mut, arg_str, cancelled, fallible, free_box, out, redlock_error,

@@ -4,7 +4,7 @@
 
 use std::ffi::c_char;
 
-use redlock::{Builder, Config, DEFAULT_CLOCK_JUMP};
+use redquorum::{Builder, Config, DEFAULT_CLOCK_JUMP};
 
 use crate::boundary::{
     Failure, Nothing, arg_ms, arg_mut, arg_str, fallible, free_box, infallible, invalid, out,

@@ -5,7 +5,7 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use redlock::{AutoExtend, LockRequest, MAX_RESOURCES, MAX_TTL};
+use redquorum::{AutoExtend, LockRequest, MAX_RESOURCES, MAX_TTL};
 
 use crate::boundary::{
     Failure, arg, arg_ms, arg_mut, arg_opt_str, arg_str, arg_strs, fallible, free_box, invalid,

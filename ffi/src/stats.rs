@@ -4,7 +4,7 @@
 use std::ffi::{CString, c_char};
 use std::sync::OnceLock;
 
-use redlock::Stats;
+use redquorum::Stats;
 
 use crate::boundary::{
     Failure, arg, arg_opt_str, c_string, fallible, free_box, infallible, out, read, redlock_error,

@@ -49,13 +49,13 @@ fn library_dir() -> &'static Path {
             }
         }
         let status = build
-            .args(["build", "--release", "-p", "redlock-ffi"])
+            .args(["build", "--release", "-p", "redquorum-ffi"])
             .current_dir(root())
             .status()
             .expect("run cargo build");
         assert!(
             status.success(),
-            "cargo build --release -p redlock-ffi failed"
+            "cargo build --release -p redquorum-ffi failed"
         );
         let target = std::env::var("CARGO_TARGET_DIR")
             .map(PathBuf::from)

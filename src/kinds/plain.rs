@@ -1,4 +1,4 @@
-//! The plain lock: `SET resource token NX PX ttl`, the seed's algorithm as it stands. Other
+//! The plain lock: `SET resource token NX PX ttl`, Redlock as docs/redlock.md states it. Other
 //! Redlock clients (redsync, node-redlock, redlock-py) put the same bytes at the same key, so
 //! they and we exclude each other.
 

@@ -30,7 +30,7 @@
 //! Take a writer W, valid on its quorum `Mw`, and a reader R, valid on its quorum `Mr`. Two
 //! quorums of N share a node `x`. If their validity windows overlapped at an instant τ, at τ the
 //! key on `x` would hold W's string and also be a set with R's live entry: impossible, a key has
-//! one value. Two writers are two plain locks (the seed's argument). Readers do not exclude
+//! one value. Two writers are two plain locks (Redlock's argument, docs/redlock.md). Readers do not exclude
 //! readers, by design. So **no writer's validity window overlaps any other holder's**.
 //!
 //! Each step keeps the invariant above; the ways to break it are the ones to watch:

@@ -18,7 +18,7 @@
 //! the attempt count as refused (and the request's patience decides what comes next). Extension
 //! and release are those of a plain lock, on the one slot.
 //!
-//! **Why at most L holders**: each slot is a Redlock mutex, so by the seed's argument at most
+//! **Why at most L holders**: each slot is a Redlock mutex, so by Redlock's argument (docs/redlock.md) at most
 //! one valid holder per slot at any instant, and a holder holds one slot; there are L slots.
 //! Nothing here needs more than Redlock's own assumptions, and the fault tolerance is the
 //! same: any majority of nodes serves every slot.

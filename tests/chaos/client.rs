@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use redlock::{Cancel, Error, Lock, LockRequest, Redlock};
+use redquorum::{Cancel, Error, Lock, LockRequest, Redlock};
 
 use crate::checker::{lock_bound_ms, wait_bound_ms};
 use crate::election::ELECTION_THREADS;
@@ -67,7 +67,7 @@ impl Clients {
     }
 }
 
-pub fn outcome<T>(result: &redlock::Result<T>) -> &'static str {
+pub fn outcome<T>(result: &redquorum::Result<T>) -> &'static str {
     match result {
         Ok(_) => "ok",
         Err(Error::NotAcquired { .. }) => "not_acquired",
@@ -215,8 +215,8 @@ impl Worker {
         &mut self,
         op: usize,
         res: &str,
-        f: impl FnOnce() -> redlock::Result<T>,
-    ) -> (u64, u64, redlock::Result<T>) {
+        f: impl FnOnce() -> redquorum::Result<T>,
+    ) -> (u64, u64, redquorum::Result<T>) {
         let start = now_ns();
         self.busy.op.store(op as u64, Ordering::Relaxed);
         self.busy.since_ns.store(start, Ordering::Relaxed);
@@ -513,7 +513,7 @@ pub fn builder(
     grace: Option<Duration>,
     flags: &Flags,
     address_map: &[(u16, u16)],
-) -> redlock::Builder {
+) -> redquorum::Builder {
     let builder = Redlock::builder()
         .nodes(nodes)
         .address_map_for_tests(

@@ -46,7 +46,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use redlock::{Cancel, Leadership};
+use redquorum::{Cancel, Leadership};
 
 use crate::checker::{Logs, Verdict, ms};
 use crate::client::{Worker, outcome};

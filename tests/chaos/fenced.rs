@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use redlock::{Lock, LockRequest};
+use redquorum::{Lock, LockRequest};
 
 use crate::checker::{Logs, Verdict, ms};
 use crate::client::{Worker, outcome};

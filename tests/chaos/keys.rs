@@ -7,7 +7,7 @@
 //! hung or cut off from this client during the call. The probe connects to the nodes directly,
 //! not through the client's relays: it observes the nodes, it is not a client under test.
 //!
-//! Tokens are known exactly: a released lock's from [`Lock::token`](redlock::Lock::token), and a
+//! Tokens are known exactly: a released lock's from [`Lock::token`](redquorum::Lock::token), and a
 //! cancellable wait's because it is a reentrant request whose owner (its token) the client
 //! chooses, or a read-write or semaphore request given a token of its own, unique per call,
 //! with the hidden `LockRequest::token_for_tests`. A plain attempt that gives no lock returns

@@ -22,7 +22,7 @@
 //!   returned) never succeeds.
 //!
 //! **Semaphore** (`chaos-sem`, `PERMITS` = L = 3, 2L threads): holders log their
-//! [`permit`](redlock::Lock::permit). Now and then a holder, while it holds its permit, asks
+//! [`permit`](redquorum::Lock::permit). Now and then a holder, while it holds its permit, asks
 //! once with L + 1 permits: every node of its quorum stores L, so that must never be granted.
 //! Rules:
 //! - (sem1) at no instant more than L valid windows;
@@ -40,7 +40,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use redlock::{AutoExtend, Lock, LockRequest};
+use redquorum::{AutoExtend, Lock, LockRequest};
 
 use crate::checker::{Logs, Verdict, ms};
 use crate::client::{Worker, outcome};
@@ -236,7 +236,7 @@ impl Worker {
         req: LockRequest,
         res: &str,
         kind: KeyKind,
-    ) -> (u64, redlock::Result<Option<Lock>>) {
+    ) -> (u64, redquorum::Result<Option<Lock>>) {
         let rl = self.rl();
         if !self.rng.chance(0.25) {
             let (start, _, result) = self.call(OP_WAIT, res, || rl.acquire(&req));
@@ -394,7 +394,7 @@ impl Worker {
                 }
                 // Another number of permits is stored on some node (an L + 1 request was
                 // about): it lasts a TTL at most, do not spin meanwhile.
-                Err(redlock::Error::InvalidArgument { .. }) => {
+                Err(redquorum::Error::InvalidArgument { .. }) => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
                 Err(_) => {}

@@ -75,8 +75,8 @@ pub fn entries(dir: &str) -> usize {
 
 /// A builder for a client of `urls` with fast retries and the patient [`NODE_TIMEOUT`], for
 /// tests that set something more.
-pub fn builder<S: AsRef<str>>(urls: &[S]) -> redlock::Builder {
-    redlock::Redlock::builder()
+pub fn builder<S: AsRef<str>>(urls: &[S]) -> redquorum::Builder {
+    redquorum::Redlock::builder()
         .nodes(urls)
         .node_timeout(NODE_TIMEOUT)
         .retry_delay(Duration::from_millis(20))
@@ -571,12 +571,12 @@ impl Cluster {
 
     /// A builder for a client of these nodes with fast retries and the patient
     /// [`NODE_TIMEOUT`], for tests that set something more.
-    pub fn builder(&self) -> redlock::Builder {
+    pub fn builder(&self) -> redquorum::Builder {
         builder(&self.urls())
     }
 
     /// A client with fast retries and the patient [`NODE_TIMEOUT`], for tests.
-    pub fn client(&self) -> redlock::Redlock {
+    pub fn client(&self) -> redquorum::Redlock {
         self.builder().build().expect("build client")
     }
 

@@ -1,11 +1,11 @@
-// Package prometheus exposes a redlock Client's metrics as a prometheus.Collector. It is a
-// module of its own, so that the redlock module does not depend on Prometheus:
+// Package prometheus exposes a redquorum Client's metrics as a prometheus.Collector. It is a
+// module of its own, so that the redquorum module does not depend on Prometheus:
 //
 //	prometheus.MustRegister(redlockprom.NewCollector(client))
 //
 // Each scrape takes one Client.Stats snapshot (atomic reads, no network) and hands over its
 // metrics as they are: redlock_acquire_duration_seconds, redlock_acquisitions_total,
-// redlock_lost_total, redlock_node_up, ... (the redlock README lists them).
+// redlock_lost_total, redlock_node_up, ... (the redquorum README lists them).
 package prometheus
 
 import (
@@ -14,17 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 // Collector collects one client's metrics; a closed client has none. Register one per
 // client: two clients' metrics have the same names.
 type Collector struct {
-	client *redlock.Client
+	client *redquorum.Client
 }
 
 // NewCollector returns the collector of client's metrics.
-func NewCollector(client *redlock.Client) *Collector {
+func NewCollector(client *redquorum.Client) *Collector {
 	return &Collector{client: client}
 }
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	redlock "github.com/redlock-rs/redlock/bindings/go"
-	redlockprom "github.com/redlock-rs/redlock/bindings/go/prometheus"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
+	redlockprom "github.com/redquorum/redquorum/bindings/go/prometheus"
 )
 
 // startNode starts a redis-server ($REDLOCK_REDIS_SERVER or on PATH) on a free port in a
@@ -51,7 +51,7 @@ func startNode(t *testing.T) string {
 }
 
 func TestCollectorExposesTheClientsMetrics(t *testing.T) {
-	client, err := redlock.New([]string{startNode(t)}, redlock.Options{NodeTimeout: time.Second})
+	client, err := redquorum.New([]string{startNode(t)}, redquorum.Options{NodeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

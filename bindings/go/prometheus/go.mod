@@ -1,4 +1,4 @@
-module github.com/redlock-rs/redlock/bindings/go/prometheus
+module github.com/redquorum/redquorum/bindings/go/prometheus
 
 go 1.22
 
@@ -6,7 +6,7 @@ require (
 	github.com/prometheus/client_golang v1.20.5
 	github.com/prometheus/client_model v0.6.1
 	github.com/prometheus/common v0.55.0
-	github.com/redlock-rs/redlock/bindings/go v0.0.0
+	github.com/redquorum/redquorum/bindings/go v0.0.0
 )
 
 require (
@@ -19,4 +19,4 @@ require (
 	google.golang.org/protobuf v1.34.2 // indirect
 )
 
-replace github.com/redlock-rs/redlock/bindings/go => ../
+replace github.com/redquorum/redquorum/bindings/go => ../

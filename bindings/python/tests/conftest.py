@@ -17,7 +17,7 @@ from typing import Callable
 import pytest
 from redis_nodes import PATIENT_MS, RedisNode
 
-import redlock_rs
+import redquorum
 
 NODE_COUNT = 5
 
@@ -73,16 +73,16 @@ def resource(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_client(urls: list[str]) -> Iterator[Callable[..., redlock_rs.Redlock]]:
+def make_client(urls: list[str]) -> Iterator[Callable[..., redquorum.Redlock]]:
     """Builds clients on all nodes (or the given ``nodes``) and closes them after the test.
 
     ``node_timeout_ms`` defaults to :data:`PATIENT_MS` here.
     """
-    clients: list[redlock_rs.Redlock] = []
+    clients: list[redquorum.Redlock] = []
 
-    def make(nodes: list[str] | None = None, **options) -> redlock_rs.Redlock:
+    def make(nodes: list[str] | None = None, **options) -> redquorum.Redlock:
         options.setdefault("node_timeout_ms", PATIENT_MS)
-        client = redlock_rs.Redlock(urls if nodes is None else nodes, **options)
+        client = redquorum.Redlock(urls if nodes is None else nodes, **options)
         clients.append(client)
         return client
 

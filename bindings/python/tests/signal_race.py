@@ -25,7 +25,7 @@ import time
 import uuid
 from urllib.parse import urlparse
 
-import redlock_rs
+import redquorum
 from redis_nodes import resp
 
 TTL_S = 10
@@ -52,7 +52,7 @@ def main() -> None:
     mode, rounds, seed, urls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
     rng = random.Random(seed)
     ports = [urlparse(url).port for url in urls]
-    rl = redlock_rs.Redlock(urls, node_timeout_ms=1_000)
+    rl = redquorum.Redlock(urls, node_timeout_ms=1_000)
     if mode == "sigalrm":
 
         def on_alarm(_signum: int, _frame: object) -> None:
@@ -93,7 +93,7 @@ def main() -> None:
                 sender.start()
             else:
                 signal.setitimer(signal.ITIMER_REAL, max(1e-4, signal_at - time.monotonic()))
-            request = redlock_rs.Request(
+            request = redquorum.Request(
                 resource, ttl=TTL_S, wait_timeout=5, auto_extend=auto, fenced=fenced
             )
             with rl.acquire(request):

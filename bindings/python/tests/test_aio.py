@@ -10,9 +10,9 @@ import time
 import pytest
 from redis_nodes import assert_on_nodes, values
 
-import redlock_rs
-from redlock_rs import Request
-from redlock_rs.aio import AsyncLock, AsyncRedlock
+import redquorum
+from redquorum import Request
+from redquorum.aio import AsyncLock, AsyncRedlock
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -174,7 +174,7 @@ def test_async_lock_extend_release_and_kinds(nodes, urls, resource):
             assert lock.fence is not None and lock.fence >= 1
             await lock.extend(ttl=20)
             assert lock.validity > 10
-            with pytest.raises(redlock_rs.NotAcquired):
+            with pytest.raises(redquorum.NotAcquired):
                 await rl.try_lock(resource, ttl=5)
             await lock.release()
             assert lock.released and not lock.held
@@ -185,9 +185,9 @@ def test_async_lock_extend_release_and_kinds(nodes, urls, resource):
             names = [resource + ":b", resource + ":a"]
             async with rl.lock_many(names, ttl=5) as many:
                 assert many.resources == sorted(names)
-            cancel = redlock_rs.Cancel()
+            cancel = redquorum.Cancel()
             cancel.cancel()
-            with pytest.raises(redlock_rs.Cancelled):
+            with pytest.raises(redquorum.Cancelled):
                 await rl.acquire(Request(resource, ttl=5, wait_timeout=5, cancel=cancel))
         assert_on_nodes(nodes, resource, None)
 
@@ -211,7 +211,7 @@ def test_on_lost_runs_in_the_loop(nodes, urls, resource):
             await asyncio.wait_for(lost.wait(), 5)
             assert seen == [(lock, True)]
             assert lock.lost
-            with pytest.raises(redlock_rs.LockLost):
+            with pytest.raises(redquorum.LockLost):
                 await lock.release()
 
     run(main())

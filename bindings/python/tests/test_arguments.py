@@ -7,9 +7,9 @@ import math
 import pytest
 from redis_nodes import PATIENT_MS, assert_on_nodes
 
-import redlock_rs
-from redlock_rs._client import MAX_NODE_URL_BYTES
-from redlock_rs._request import MAX_RESOURCE_NAME_BYTES
+import redquorum
+from redquorum._client import MAX_NODE_URL_BYTES
+from redquorum._request import MAX_RESOURCE_NAME_BYTES
 
 TEN_YEARS_MS = 315_360_000_000
 
@@ -35,13 +35,13 @@ TEN_YEARS_MS = 315_360_000_000
 )
 def test_bad_nodes(nodes, error):
     with pytest.raises(error) as refused:
-        redlock_rs.Redlock(nodes)
+        redquorum.Redlock(nodes)
     assert str(refused.value)
 
 
 def test_bad_url_among_good_ones(urls):
     with pytest.raises(ValueError, match=r"\S"):
-        redlock_rs.Redlock(urls[:2] + ["not a url"])
+        redquorum.Redlock(urls[:2] + ["not a url"])
 
 
 BAD_OPTIONS = [
@@ -78,14 +78,14 @@ BAD_OPTIONS = [
 @pytest.mark.parametrize("name, value, error", BAD_OPTIONS, ids=repr)
 def test_bad_options(urls, name, value, error):
     with pytest.raises(error, match=name):
-        redlock_rs.Redlock(urls, **{name: value})
+        redquorum.Redlock(urls, **{name: value})
 
 
 def test_options_are_keyword_only(urls):
     with pytest.raises(TypeError):
-        redlock_rs.Redlock(urls, 3)  # type: ignore[misc]
+        redquorum.Redlock(urls, 3)  # type: ignore[misc]
     with pytest.raises(TypeError):
-        redlock_rs.Redlock(urls, retries=3)  # type: ignore[call-arg]
+        redquorum.Redlock(urls, retries=3)  # type: ignore[call-arg]
 
 
 BAD_RESOURCES = [
@@ -112,7 +112,7 @@ BAD_TTLS = [
 
 @pytest.fixture(scope="module")
 def client(cluster):
-    with redlock_rs.Redlock([node.url for node in cluster], node_timeout_ms=PATIENT_MS) as rl:
+    with redquorum.Redlock([node.url for node in cluster], node_timeout_ms=PATIENT_MS) as rl:
         yield rl
 
 
@@ -179,7 +179,7 @@ def test_no_secret_shows_whatever_characters_it_holds():
     refused, leaks = 0, []
     for url in urls_with_secrets():
         try:
-            rl = redlock_rs.Redlock([url])
+            rl = redquorum.Redlock([url])
         except ValueError as e:
             refused += 1
             shown = str(e)
@@ -195,11 +195,11 @@ def test_no_secret_shows_whatever_characters_it_holds():
 def test_resource_names_and_urls_are_capped_in_bytes(client):
     most = MAX_RESOURCE_NAME_BYTES
     at_cap = "é" * (most // 2)  # two bytes each in UTF-8
-    redlock_rs.Request(at_cap, ttl_ms=10_000).close()
+    redquorum.Request(at_cap, ttl_ms=10_000).close()
     over = at_cap + "r"
     for attempt in (
-        lambda: redlock_rs.Request(over, ttl_ms=10_000),
-        lambda: redlock_rs.Request(resources=["r", over], ttl_ms=10_000),
+        lambda: redquorum.Request(over, ttl_ms=10_000),
+        lambda: redquorum.Request(resources=["r", over], ttl_ms=10_000),
         lambda: client.try_lock(over, ttl_ms=10_000),
         lambda: client.inspect(over),
         lambda: client.force_release(over),
@@ -209,5 +209,5 @@ def test_resource_names_and_urls_are_capped_in_bytes(client):
         assert "éé" not in str(refused.value)
     huge = "redis://" + "h" * (1 << 20) + ":1"  # a host of 1 MiB
     with pytest.raises(ValueError, match=f"{len(huge)} bytes.*{MAX_NODE_URL_BYTES}") as refused:
-        redlock_rs.Redlock([huge])
+        redquorum.Redlock([huge])
     assert len(str(refused.value)) < 300

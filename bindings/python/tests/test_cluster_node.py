@@ -14,7 +14,7 @@ import pytest
 from conftest import _redis_binary
 from redis_nodes import PATIENT_MS, RedisNode, free_port, resp
 
-import redlock_rs
+import redquorum
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def cluster_node() -> Iterator[RedisNode]:
 
 def test_locks_through_a_cluster_url(cluster_node: RedisNode) -> None:
     url = f"redis+cluster://127.0.0.1:{cluster_node.port}"
-    with redlock_rs.Redlock([url], node_timeout_ms=PATIENT_MS) as client:
+    with redquorum.Redlock([url], node_timeout_ms=PATIENT_MS) as client:
         status = client.node_status()[0]
         assert status.address == f"cluster:127.0.0.1:{cluster_node.port}"
         assert status.connected
@@ -57,15 +57,15 @@ def test_min_replicas_on_a_cluster_node_names_the_master_without_replicas(
     cluster_node: RedisNode,
 ) -> None:
     url = f"redis+cluster://127.0.0.1:{cluster_node.port}"
-    with redlock_rs.Redlock([url], retry_count=0, min_replicas=1) as client:
+    with redquorum.Redlock([url], retry_count=0, min_replicas=1) as client:
         master = f"master 127.0.0.1:{cluster_node.port}"
         assert any(master in w and "min_replicas 1" in w for w in client.node_status()[0].warnings)
-        with pytest.raises(redlock_rs.NoQuorum, match=f"{master} of the cluster has 0 replicas"):
+        with pytest.raises(redquorum.NoQuorum, match=f"{master} of the cluster has 0 replicas"):
             client.try_lock("py:cluster-acked", 5000)
     assert resp(cluster_node.port, "GET", "py:cluster-acked") is None
 
 
 def test_a_bad_cluster_url_is_a_value_error_naming_the_problem() -> None:
     with pytest.raises(ValueError, match="only database 0") as info:
-        redlock_rs.Redlock(["redis+cluster://:s3cret@127.0.0.1:1/3"])
+        redquorum.Redlock(["redis+cluster://:s3cret@127.0.0.1:1/3"])
     assert "s3cret" not in str(info.value)

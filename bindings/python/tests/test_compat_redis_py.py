@@ -10,13 +10,13 @@ from collections.abc import Callable
 import pytest
 import redis
 
-import redlock_rs
+import redquorum
 from redis_nodes import RedisNode
 
 
 def test_redlock_and_redis_py_locks_exclude_each_other(
     nodes: list[RedisNode],
-    make_client: Callable[..., redlock_rs.Redlock],
+    make_client: Callable[..., redquorum.Redlock],
     resource: str,
 ) -> None:
     node = nodes[0]
@@ -26,7 +26,7 @@ def test_redlock_and_redis_py_locks_exclude_each_other(
         theirs = py.lock(resource, timeout=10, blocking=False)
         assert theirs.acquire()
         # The same key: redlock is refused while redis-py holds it.
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             rl.try_lock(resource, ttl=10)
         assert py.get(resource) == theirs.local.token
         theirs.release()

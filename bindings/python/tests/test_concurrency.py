@@ -10,7 +10,7 @@ import time
 
 from redis_nodes import PACKAGE_DIR, PATIENT_MS
 
-import redlock_rs
+import redquorum
 
 CONTENDING = dict(retry_count=500, retry_delay_ms=5, retry_jitter_ms=5, node_timeout_ms=PATIENT_MS)
 
@@ -38,7 +38,7 @@ def test_threads_are_mutually_exclusive(make_client, resource):
                     with bookkeeping:
                         inside -= 1
                 acquisitions[index] += 1
-            except redlock_rs.NotAcquired:
+            except redquorum.NotAcquired:
                 pass
             except Exception as exc:  # surfaced below; a thread cannot fail the test itself
                 failures.append(exc)
@@ -56,11 +56,11 @@ def test_threads_are_mutually_exclusive(make_client, resource):
 
 WORKER = r"""
 import os, sys, time
-import redlock_rs
+import redquorum
 
 urls = sys.argv[1:-4]
 resource, counter_path, marker_path, iterations = sys.argv[-4:]
-rl = redlock_rs.Redlock(
+rl = redquorum.Redlock(
     urls, retry_count=500, retry_delay_ms=5, retry_jitter_ms=5, node_timeout_ms=1000
 )
 acquired = overlaps = 0
@@ -78,7 +78,7 @@ for _ in range(int(iterations)):
                 f.write(str(value + 1))
             os.unlink(marker_path)
         acquired += 1
-    except redlock_rs.NotAcquired:
+    except redquorum.NotAcquired:
         pass
 rl.close()
 print(acquired, overlaps)

@@ -1,6 +1,6 @@
 """One implementation, one wire format: a lock held from Python, Go or Rust excludes the others.
 
-The Go side is ``bindings/go/cmd/redlock-cli`` and the Rust side ``examples/redlock_cli.rs``;
+The Go side is ``bindings/go/cmd/redquorum-cli`` and the Rust side ``examples/redlock_cli.rs``;
 both take ``try|hold RESOURCE URL...``: ``try`` exits 3 with NOT_ACQUIRED when the resource is
 held elsewhere, ``hold`` prints ``HELD <token>`` and releases when its stdin closes.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import redlock_rs
+import redquorum
 
 ROOT = Path(__file__).resolve().parents[3]
 NOT_ACQUIRED = 3
@@ -31,9 +31,9 @@ def _build(cmd: list[str], cwd: Path, artefact: Path) -> Path:
 def go_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("go") is None:
         pytest.skip("go is not installed")
-    out = tmp_path_factory.mktemp("go") / "redlock-cli"
+    out = tmp_path_factory.mktemp("go") / "redquorum-cli"
     # redlock_inrepo: link the checkout's target/release, not an installed libredlock.
-    cmd = ["go", "build", "-tags", "redlock_inrepo", "-o", str(out), "./cmd/redlock-cli"]
+    cmd = ["go", "build", "-tags", "redlock_inrepo", "-o", str(out), "./cmd/redquorum-cli"]
     return _build(cmd, ROOT / "bindings/go", out)
 
 
@@ -62,11 +62,11 @@ def probes(go_cli: Path, rust_cli: Path, urls: list[str]) -> dict[str, Prober]:
         return attempt
 
     def python(resource: str) -> int:
-        with redlock_rs.Redlock(urls, retry_count=0, node_timeout_ms=1000) as rl:
+        with redquorum.Redlock(urls, retry_count=0, node_timeout_ms=1000) as rl:
             try:
                 rl.try_lock(resource, ttl_ms=30_000).release()
                 return 0
-            except redlock_rs.NotAcquired:
+            except redquorum.NotAcquired:
                 return NOT_ACQUIRED
 
     return {"go": cli(go_cli), "rust": cli(rust_cli), "python": python}
@@ -101,7 +101,7 @@ def holders(go_cli: Path, rust_cli: Path, urls: list[str]) -> Iterator[dict[str,
 
 
 def test_python_holder_excludes_go_and_rust(probes: dict[str, Prober], urls, resource) -> None:
-    with redlock_rs.Redlock(urls, node_timeout_ms=1000) as rl:
+    with redquorum.Redlock(urls, node_timeout_ms=1000) as rl:
         lock = rl.try_lock(resource, ttl_ms=30_000)
         assert probes["go"](resource) == NOT_ACQUIRED
         assert probes["rust"](resource) == NOT_ACQUIRED

@@ -13,9 +13,9 @@ import time
 import pytest
 from redis_nodes import values
 
-import redlock_rs
-from redlock_rs import Cancel, Election, Leader, Leadership, Observer
-from redlock_rs.aio import AsyncLeadership, AsyncRedlock
+import redquorum
+from redquorum import Cancel, Election, Leader, Leadership, Observer
+from redquorum.aio import AsyncLeadership, AsyncRedlock
 
 TTL = 5  # seconds: a third of it (an extension's period) is well above the patient node timeout
 PROMPT_S = 1.5  # generous bound on "at once"
@@ -114,10 +114,10 @@ def test_a_waiting_candidate_is_woken_by_the_resignation(nodes, make_client, res
     assert a.leader(resource).identity == "host-b"  # type: ignore[union-attr]
     # A bounded campaign against a leader gives up.
     with a.election(resource, "host-a", ttl=ttl) as election:
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             election.campaign(timeout=0)
         start = time.monotonic()
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             election.campaign(timeout_ms=300)
         assert time.monotonic() - start >= 0.25
     second.resign()
@@ -129,7 +129,7 @@ def test_leaving_the_block_after_the_leadership_was_lost_raises(nodes, make_clie
     stopped: list[int] = []
     election.on_stopped_leading(stopped.append)
     lost = threading.Event()
-    with pytest.raises(redlock_rs.LockLost) as raised:
+    with pytest.raises(redquorum.LockLost) as raised:
         with election.campaign() as leadership:
             leadership.on_lost(lambda _leadership: lost.set())
             hung = nodes[:3]
@@ -149,10 +149,10 @@ def test_leaving_the_block_after_the_leadership_was_lost_raises(nodes, make_clie
     election.close()
 
 
-def _answers(rl: redlock_rs.Redlock, name: str) -> bool:
+def _answers(rl: redquorum.Redlock, name: str) -> bool:
     try:
         rl.leader(name)
-    except redlock_rs.NoQuorum:
+    except redquorum.NoQuorum:
         return False
     return True
 
@@ -235,7 +235,7 @@ def test_a_cancelled_campaign_leaves_nothing_behind(nodes, make_client, resource
     cancel = Cancel()
     threading.Timer(0.3, cancel.cancel).start()
     start = time.monotonic()
-    with pytest.raises(redlock_rs.Cancelled) as raised:
+    with pytest.raises(redquorum.Cancelled) as raised:
         rl.campaign(resource, "waiter", ttl=TTL, cancel=cancel)
     assert time.monotonic() - start < 0.3 + PROMPT_S
     assert resource in str(raised.value)
@@ -243,9 +243,9 @@ def test_a_cancelled_campaign_leaves_nothing_behind(nodes, make_client, resource
     assert rl.leader(resource).identity == "holder"  # type: ignore[union-attr]
     # A handle that fired before the call ends it at once, bounded or not.
     with rl.election(resource, "waiter", ttl=TTL) as election:
-        with pytest.raises(redlock_rs.Cancelled):
+        with pytest.raises(redquorum.Cancelled):
             election.campaign(cancel)
-        with pytest.raises(redlock_rs.Cancelled):
+        with pytest.raises(redquorum.Cancelled):
             election.campaign(cancel, timeout=60)
     holder.resign()
 
@@ -442,7 +442,7 @@ def test_bad_arguments(make_client, resource):
     def campaign() -> None:
         try:
             election.campaign(timeout=1)
-        except redlock_rs.NotAcquired as exc:
+        except redquorum.NotAcquired as exc:
             outcome.append(exc)
 
     thread = threading.Thread(target=campaign)

@@ -7,7 +7,7 @@ import time
 import pytest
 from redis_nodes import assert_on_nodes, values
 
-import redlock_rs
+import redquorum
 
 # Crashed nodes fail at once; hung ones cost node_timeout_ms, kept short but not razor thin.
 FAST = dict(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5, node_timeout_ms=200)
@@ -17,11 +17,11 @@ def test_no_quorum_with_a_majority_crashed(nodes, make_client, resource):
     rl = make_client(**FAST)
     for node in nodes[:3]:
         node.kill()
-    with pytest.raises(redlock_rs.NoQuorum) as refused:
+    with pytest.raises(redquorum.NoQuorum) as refused:
         rl.lock(resource, ttl_ms=10_000)
-    assert refused.value.status == redlock_rs.Status.NO_QUORUM
+    assert refused.value.status == redquorum.Status.NO_QUORUM
     assert str(refused.value)
-    with pytest.raises(redlock_rs.NoQuorum):
+    with pytest.raises(redquorum.NoQuorum):
         rl.try_lock(resource, ttl_ms=10_000)
     # the nodes that were up do not keep a half-acquired lock
     assert_on_nodes(nodes[3:], resource, None)
@@ -31,7 +31,7 @@ def test_no_quorum_with_a_majority_hung(nodes, make_client, resource):
     rl = make_client(**FAST)
     for node in nodes[:3]:
         node.stop()
-    with pytest.raises(redlock_rs.NoQuorum):
+    with pytest.raises(redquorum.NoQuorum):
         rl.try_lock(resource, ttl_ms=10_000)
 
 
@@ -58,7 +58,7 @@ def test_client_recovers_after_nodes_restart(nodes, make_client, resource):
     rl = make_client(**FAST)
     for node in nodes[:3]:
         node.kill()
-    with pytest.raises(redlock_rs.NoQuorum):
+    with pytest.raises(redquorum.NoQuorum):
         rl.try_lock(resource, ttl_ms=10_000)
     for node in nodes[:3]:
         node.start()
@@ -68,7 +68,7 @@ def test_client_recovers_after_nodes_restart(nodes, make_client, resource):
         try:
             lock = rl.try_lock(resource, ttl_ms=10_000)
             break
-        except redlock_rs.NoQuorum:
+        except redquorum.NoQuorum:
             assert time.monotonic() < deadline, "the client never reconnected"
             time.sleep(0.05)
     assert values(nodes, resource).count(lock.token) >= 3  # a quorum, maybe not all nodes yet
@@ -88,7 +88,7 @@ def test_node_status_sees_a_restart(nodes, make_client, resource):
         assert time.monotonic() < deadline, rl.node_status()[0]
         try:  # a call makes the worker reconnect, and so notice the new run_id
             rl.try_lock(resource, ttl_ms=1_000).release()
-        except redlock_rs.RedlockError:
+        except redquorum.RedlockError:
             time.sleep(0.05)
     after = rl.node_status()[0]
     assert after.run_id != before[0].run_id
@@ -100,7 +100,7 @@ def test_restart_grace_keeps_young_nodes_out(nodes, make_client, resource):
     # none counts toward an acquire: the lock is refused, says why, and nothing stays locked.
     guarded = make_client(**FAST, restart_grace_ms=3_600_000)
     assert all(0 < s.grace_remaining_ms <= 3_600_000 for s in guarded.node_status())
-    with pytest.raises(redlock_rs.NoQuorum, match="restart_grace"):
+    with pytest.raises(redquorum.NoQuorum, match="restart_grace"):
         guarded.try_lock(resource, ttl_ms=10_000)
     # The refused attempt's SETs are undone in the background: soon no node holds the key,
     # and another client gets the lock.

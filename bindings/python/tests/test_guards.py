@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis_nodes import PATIENT_MS
 
-import redlock_rs
+import redquorum
 
 TEN_YEARS_MS = 315_360_000_000
 
@@ -30,12 +30,12 @@ TEN_YEARS_MS = 315_360_000_000
 )
 def test_bad_guard_options(urls, name, value, error):
     with pytest.raises(error, match=name):
-        redlock_rs.Redlock(urls, **{name: value})
+        redquorum.Redlock(urls, **{name: value})
 
 
 def test_threshold_with_the_guard_off_is_refused(urls):
     with pytest.raises(ValueError, match="clock_guard=False"):
-        redlock_rs.Redlock(urls, clock_guard=False, clock_jump_threshold_ms=100)
+        redquorum.Redlock(urls, clock_guard=False, clock_jump_threshold_ms=100)
 
 
 def test_guard_settings_are_accepted_and_lock(urls):
@@ -44,13 +44,13 @@ def test_guard_settings_are_accepted_and_lock(urls):
         {"clock_guard": True, "clock_jump_threshold_ms": 0, "clock_quarantine_ms": 120_000},
         {"clock_jump_threshold_ms": TEN_YEARS_MS, "strict_servers": True},
     ):
-        with redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS, **options) as client:
+        with redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS, **options) as client:
             with client.lock("py:guard-settings", 10_000) as lock:
                 assert lock.held, options
 
 
 def test_node_status_reports_the_guards(urls):
-    with redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS, strict_servers=True) as client:
+    with redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS, strict_servers=True) as client:
         # An acquire samples each node's TIME (calls return on a quorum).
         with client.lock("py:guard-status", 10_000):
             pass
@@ -70,7 +70,7 @@ def test_node_status_reports_the_guards(urls):
 
 
 def test_guard_off_has_no_clock_offset(urls):
-    with redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS, clock_guard=False) as client:
+    with redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS, clock_guard=False) as client:
         with client.lock("py:guard-off", 10_000):
             pass
         assert all(s.clock_offset_ms is None for s in client.node_status())

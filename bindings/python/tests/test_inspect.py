@@ -7,15 +7,15 @@ import uuid
 
 import pytest
 
-import redlock_rs
-from redlock_rs import KeyKind, ReleaseOutcome
-from redlock_rs.aio import AsyncRedlock
+import redquorum
+from redquorum import KeyKind, ReleaseOutcome
+from redquorum.aio import AsyncRedlock
 
 QUORUM = 3  # of the 5 test nodes
 TTL_MS = 20_000
 
 
-def _with_token(insp: redlock_rs.Inspection, token: str) -> int:
+def _with_token(insp: redquorum.Inspection, token: str) -> int:
     """Nodes that answered with ``token`` under a live key with a TTL no longer than set."""
     return sum(
         n.error is None
@@ -103,7 +103,7 @@ def test_down_nodes_are_reported_and_the_call_succeeds(nodes, make_client, resou
     assert [n.outcome for n in released.nodes if n.node in down] == [ReleaseOutcome.ERROR] * 2
     assert all(n.error for n in released.nodes if n.node in down)
     assert released.on_quorum and released.confirmed >= QUORUM
-    with pytest.raises(redlock_rs.LockLost):
+    with pytest.raises(redquorum.LockLost):
         lock.release()
 
 
@@ -148,7 +148,7 @@ def test_force_release_with_the_token_removes_it_and_keeps_the_fence(make_client
     assert not insp.held and insp.holder is None
     assert sum(n.kind is KeyKind.ABSENT for n in insp.nodes) >= QUORUM
     assert insp.fence is not None and lock.fence is not None and insp.fence >= lock.fence
-    with pytest.raises(redlock_rs.LockLost):
+    with pytest.raises(redquorum.LockLost):
         lock.extend(ttl_ms=TTL_MS)  # the holder finds out at its next extension
     with rl.try_lock_fenced(resource, ttl_ms=TTL_MS) as next_lock:
         assert next_lock.fence is not None and next_lock.fence > lock.fence
@@ -162,7 +162,7 @@ def test_force_release_without_a_token_removes_any_holder(make_client, resource)
     assert sum(n.outcome is ReleaseOutcome.DELETED for n in released.nodes) >= QUORUM
     with rl.try_lock(resource, ttl_ms=TTL_MS):
         pass
-    with pytest.raises(redlock_rs.LockLost):
+    with pytest.raises(redquorum.LockLost):
         held.release()
     never = rl.force_release(resource + ":never")
     assert sum(n.outcome is ReleaseOutcome.ABSENT for n in never.nodes) >= QUORUM
@@ -203,7 +203,7 @@ def test_asyncio_facade(urls, resource):
             gone = await rl.force_release(resource, lock.token)
             assert gone.on_quorum
             assert not (await rl.inspect(resource)).held
-            with pytest.raises(redlock_rs.LockLost):
+            with pytest.raises(redquorum.LockLost):
                 await lock.extend(ttl_ms=TTL_MS)
             with pytest.raises(ValueError):
                 await rl.inspect("")

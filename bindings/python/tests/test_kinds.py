@@ -8,7 +8,7 @@ import uuid
 import pytest
 from redis_nodes import RespError, assert_on_nodes
 
-import redlock_rs
+import redquorum
 
 
 def test_fenced_tokens_strictly_increase(nodes, make_client, resource):
@@ -26,7 +26,7 @@ def test_fenced_tokens_strictly_increase(nodes, make_client, resource):
     assert all(node.command("PTTL", counter) in (-1, -2) for node in nodes)  # never expires
     plain = rl.try_lock(resource, ttl_ms=10_000)
     assert plain.fence is None
-    with pytest.raises(redlock_rs.NotAcquired):
+    with pytest.raises(redquorum.NotAcquired):
         rl.try_lock_fenced(resource, ttl_ms=10_000)
     plain.release()
     assert rl.try_lock_fenced(resource, ttl_ms=10_000).fence > tokens[-1]
@@ -74,12 +74,12 @@ def test_reentrant_holds_nest_and_block_other_owners(nodes, make_client, resourc
         with rl.try_reentrant_lock(resource, alice, ttl_ms=10_000) as inner:
             assert inner.hold_count == 2
             assert sum(_holds(node, resource, alice) == "2" for node in nodes) >= 3
-            with pytest.raises(redlock_rs.NotAcquired):
+            with pytest.raises(redquorum.NotAcquired):
                 rl.try_reentrant_lock(resource, "bob", ttl_ms=10_000)
-            with pytest.raises(redlock_rs.NotAcquired):
+            with pytest.raises(redquorum.NotAcquired):
                 rl.try_lock(resource, ttl_ms=10_000)
         assert sum(_holds(node, resource, alice) == "1" for node in nodes) >= 3
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             rl.try_reentrant_lock(resource, "bob", ttl_ms=10_000)
     bob = rl.try_reentrant_lock(resource, "bob", ttl_ms=10_000)
     assert bob.hold_count == 1
@@ -103,7 +103,7 @@ def test_lock_many_is_all_or_nothing(nodes, make_client, resource):
         assert lock.resource == f"{a},{c}"
         assert_on_nodes(nodes, a, lock.token)
         assert_on_nodes(nodes, c, lock.token)
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             rl.try_lock_many([b, c], ttl_ms=10_000)
         assert_on_nodes(nodes, b, None)  # the refused attempt left nothing behind
         lock.extend(20_000)

@@ -10,7 +10,7 @@ import time
 
 from redis_nodes import PATIENT_MS
 
-import redlock_rs
+import redquorum
 
 
 def _open_fds() -> int:
@@ -35,11 +35,11 @@ def _settle(start_fds: int, start_threads: int) -> tuple:
 def test_no_fd_or_thread_leaks(urls, resource):
     # The process-wide parts that stay for good, started first so that they are not counted:
     # the cancel relay (a thread and a self-pipe, with the first cancel handle).
-    redlock_rs.Cancel()
+    redquorum.Cancel()
     gc.collect()
     start = (_open_fds(), _threads())
 
-    rl = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
+    rl = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
     assert _threads() > start[1]  # the client does run native threads, so this test can see them
     for i in range(2000):
         lock = rl.try_lock(f"{resource}:{i % 50}", ttl_ms=10_000)
@@ -49,13 +49,13 @@ def test_no_fd_or_thread_leaks(urls, resource):
     rl.close()
 
     for i in range(200):
-        client = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
+        client = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
         if i % 2:
             client.close()  # the others are closed by being dropped
         del client
 
     # a lock keeps its closed client's internals alive until it is dropped
-    rl = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
+    rl = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
     lock = rl.try_lock(resource, ttl_ms=10_000)
     rl.close()
     lock.release()
@@ -69,13 +69,13 @@ def test_no_fd_or_thread_leaks(urls, resource):
 
 _BLOCKING_CALLS = """
 import gc, os, sys, time
-import redlock_rs
+import redquorum
 
 def workers():
     names = (open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
     return sorted(n for n in names if n.startswith("redlock-node"))
 
-rl = redlock_rs.Redlock(sys.argv[1].split(","))
+rl = redquorum.Redlock(sys.argv[1].split(","))
 assert workers(), "the client runs node workers, so this test can see them"
 # On the main thread, blocking calls (lock, release) run on helper threads.
 with rl.lock(sys.argv[2], ttl_ms=10_000):
@@ -98,7 +98,7 @@ def test_blocking_calls_keep_nothing_of_a_closed_client(urls, resource):
     ended: a closed and dropped client's node workers go (it used to keep the last call's
     lock, and so its client, alive until the next call). A fresh interpreter, so that no other
     test's client is counted."""
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(redlock_rs.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(redquorum.__file__)))
     out = subprocess.run(
         [sys.executable, "-c", _BLOCKING_CALLS, ",".join(urls), resource],
         env=env, capture_output=True, text=True, timeout=60,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from redis_nodes import PACKAGE_DIR
 
-import redlock_rs
-import redlock_rs._ffi
+import redquorum
+import redquorum._ffi
 
-SHOW_LIBRARY = "import redlock_rs._ffi as f; print(f.lib._name)"
+SHOW_LIBRARY = "import redquorum._ffi as f; print(f.lib._name)"
 
 
 def _import(package_parent: Path, library: str | None) -> subprocess.CompletedProcess[str]:
@@ -36,11 +36,11 @@ def _import(package_parent: Path, library: str | None) -> subprocess.CompletedPr
 def _copy_package(tmp_path: Path) -> Path:
     """The package's sources alone, as if installed without a library: no checkout around."""
     shutil.copytree(
-        PACKAGE_DIR / "redlock_rs",
-        tmp_path / "redlock_rs",
+        PACKAGE_DIR / "redquorum",
+        tmp_path / "redquorum",
         ignore=shutil.ignore_patterns("__pycache__", "libredlock.*", "redlock.dll"),
     )
-    return tmp_path / "redlock_rs"
+    return tmp_path / "redquorum"
 
 
 def test_without_a_library_the_error_lists_every_path_tried(tmp_path):
@@ -48,7 +48,7 @@ def test_without_a_library_the_error_lists_every_path_tried(tmp_path):
     result = _import(tmp_path, None)
     assert result.returncode != 0
     assert "OSError" in result.stderr
-    assert str(tmp_path / "redlock_rs" / "libredlock.so") in result.stderr
+    assert str(tmp_path / "redquorum" / "libredlock.so") in result.stderr
     assert "REDLOCK_LIBRARY" in result.stderr
     # Outside a checkout there is no fallback to some target/ directory.
     assert "target" not in result.stderr.split("these paths were tried:")[1].split("reinstall")[0]
@@ -56,7 +56,7 @@ def test_without_a_library_the_error_lists_every_path_tried(tmp_path):
 
 def test_the_library_inside_the_package_is_used(tmp_path):
     package = _copy_package(tmp_path)
-    shutil.copyfile(redlock_rs._ffi.lib._name, package / "libredlock.so")
+    shutil.copyfile(redquorum._ffi.lib._name, package / "libredlock.so")
     result = _import(tmp_path, None)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(package / "libredlock.so")
@@ -71,7 +71,7 @@ def test_a_bad_redlock_library_is_an_error_not_a_fallback(tmp_path):
 
 def test_redlock_library_is_used_first(tmp_path):
     copy = tmp_path / "libredlock-copy.so"
-    shutil.copyfile(redlock_rs._ffi.lib._name, copy)
+    shutil.copyfile(redquorum._ffi.lib._name, copy)
     result = _import(PACKAGE_DIR, str(copy))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(copy)
@@ -96,7 +96,7 @@ def test_a_library_of_another_version_is_refused(tmp_path):
     result = _import(PACKAGE_DIR, str(other))
     assert result.returncode != 0
     assert "OSError" in result.stderr
-    assert "0.0.0-other" in result.stderr and redlock_rs.__version__ in result.stderr
+    assert "0.0.0-other" in result.stderr and redquorum.__version__ in result.stderr
     assert "REDLOCK_LIBRARY" in result.stderr
 
 
@@ -104,4 +104,4 @@ def test_versions_agree_everywhere():
     """The build refuses a package/crate version mismatch; the import, a library mismatch."""
     cargo_toml = (PACKAGE_DIR.parents[1] / "Cargo.toml").read_text()
     crate_version = cargo_toml.split("\nversion = \"", 1)[1].split('"', 1)[0]
-    assert redlock_rs.__version__ == crate_version == redlock_rs.library_version()
+    assert redquorum.__version__ == crate_version == redquorum.library_version()

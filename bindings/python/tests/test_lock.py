@@ -10,7 +10,7 @@ import time
 import pytest
 from redis_nodes import PATIENT_MS, assert_on_nodes, values
 
-import redlock_rs
+import redquorum
 
 
 def test_round_trip(nodes, make_client, resource):
@@ -34,9 +34,9 @@ def test_round_trip(nodes, make_client, resource):
     assert lock.validity_ms == 0
     assert_on_nodes(nodes, resource, None)
     lock.release()  # idempotent
-    with pytest.raises(redlock_rs.LockLost) as lost:
+    with pytest.raises(redquorum.LockLost) as lost:
         lock.extend(10_000)
-    assert lost.value.status == redlock_rs.Status.LOST
+    assert lost.value.status == redquorum.Status.LOST
     assert str(lost.value)
 
 
@@ -71,7 +71,7 @@ def test_lock_is_released_on_normal_exit(nodes, make_client, resource):
 
 def test_exit_reports_a_lock_lost_during_the_body(nodes, make_client, resource):
     rl = make_client()
-    with pytest.raises(redlock_rs.LockLost):
+    with pytest.raises(redquorum.LockLost):
         with rl.lock(resource, ttl_ms=10_000):
             for node in nodes:  # as if the TTL ran out and someone else took the key
                 node.command("SET", resource, "someone-else")
@@ -94,12 +94,12 @@ def test_not_acquired_while_held(nodes, make_client, resource):
     assert_on_nodes(nodes, resource, holder.token)
     other = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
 
-    with pytest.raises(redlock_rs.NotAcquired) as refused:
+    with pytest.raises(redquorum.NotAcquired) as refused:
         other.try_lock(resource, ttl_ms=10_000)
-    assert refused.value.status == redlock_rs.Status.NOT_ACQUIRED
-    assert isinstance(refused.value, redlock_rs.RedlockError)
+    assert refused.value.status == redquorum.Status.NOT_ACQUIRED
+    assert isinstance(refused.value, redquorum.RedlockError)
     assert str(refused.value)
-    with pytest.raises(redlock_rs.NotAcquired):
+    with pytest.raises(redquorum.NotAcquired):
         other.lock(resource, ttl_ms=10_000)
     # the failed attempts left the holder's key alone
     assert_on_nodes(nodes, resource, holder.token)
@@ -111,7 +111,7 @@ def test_not_acquired_while_held(nodes, make_client, resource):
 def test_not_acquired_while_a_foreign_client_holds_the_key(nodes, make_client, resource):
     for node in nodes:
         node.command("SET", resource, "another-redlock-implementation", "PX", 10_000)
-    with pytest.raises(redlock_rs.NotAcquired):
+    with pytest.raises(redquorum.NotAcquired):
         make_client().try_lock(resource, ttl_ms=10_000)
     assert_on_nodes(nodes, resource, "another-redlock-implementation")
 
@@ -135,7 +135,7 @@ def test_retry_options_are_applied(make_client, resource):
     holder = make_client().try_lock(resource, ttl_ms=10_000)
     rl = make_client(retry_count=2, retry_delay_ms=300, retry_jitter_ms=0)
     started = time.monotonic()
-    with pytest.raises(redlock_rs.NotAcquired):
+    with pytest.raises(redquorum.NotAcquired):
         rl.lock(resource, ttl_ms=10_000)
     assert time.monotonic() - started >= 0.55  # two waits of 300 ms between three attempts
     holder.release()
@@ -151,9 +151,9 @@ def test_max_extensions(nodes, make_client, resource):
     with rl.try_lock(resource, ttl_ms=10_000) as lock:
         lock.extend(10_000)
         lock.extend(10_000)
-        with pytest.raises(redlock_rs.ExtensionLimit) as limit:
+        with pytest.raises(redquorum.ExtensionLimit) as limit:
             lock.extend(10_000)
-        assert limit.value.status == redlock_rs.Status.EXTENSION_LIMIT
+        assert limit.value.status == redquorum.Status.EXTENSION_LIMIT
         assert lock.validity_ms > 0  # still held
         assert_on_nodes(nodes, resource, lock.token)
 
@@ -166,7 +166,7 @@ def test_dropping_a_held_lock_releases_it(nodes, make_client, resource):
 
 
 def test_locks_outlive_their_closed_client(nodes, urls, resource):
-    rl = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
+    rl = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
     lock = rl.try_lock(resource, ttl_ms=10_000)
     rl.close()
     assert rl.closed
@@ -177,7 +177,7 @@ def test_locks_outlive_their_closed_client(nodes, urls, resource):
 
 
 def test_closed_client(urls, resource):
-    with redlock_rs.Redlock(urls) as rl:
+    with redquorum.Redlock(urls) as rl:
         assert not rl.closed
     assert rl.closed
     rl.close()  # twice is fine
@@ -228,7 +228,7 @@ def test_a_forked_child_can_lock_with_a_client_of_its_own(nodes, urls, make_clie
         try:
             outcome = "no outcome"
             try:
-                child = redlock_rs.Redlock(urls, node_timeout_ms=PATIENT_MS)
+                child = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
                 lock = child.lock(resource, ttl=10)
                 outcome = "locked " + lock.token
                 lock.release()
@@ -253,7 +253,7 @@ def test_a_forked_child_can_lock_with_a_client_of_its_own(nodes, urls, make_clie
 
 
 def test_default_options_come_from_the_library():
-    assert redlock_rs.default_options() == {
+    assert redquorum.default_options() == {
         "retry_count": 3,
         "retry_delay_ms": 200,
         "retry_jitter_ms": 100,
@@ -270,4 +270,4 @@ def test_default_options_come_from_the_library():
 
 
 def test_library_version_matches_the_binding():
-    assert redlock_rs.library_version() == redlock_rs.__version__
+    assert redquorum.library_version() == redquorum.__version__

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from redis_nodes import PACKAGE_DIR
 
-import redlock_rs
+import redquorum
 
 pytestmark = pytest.mark.packaging
 
@@ -71,17 +71,17 @@ def venv_python(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_is_a_py3_none_platform_wheel_with_its_library(wheel: Path) -> None:
     name, version, python_tag, abi, platform = wheel.name[: -len(".whl")].split("-")
-    assert (name, version) == ("redlock_rs", redlock_rs.__version__)
+    assert (name, version) == ("redquorum", redquorum.__version__)
     assert (python_tag, abi) == ("py3", "none")
     if sys.platform.startswith("linux"):
         assert re.fullmatch(r"manylinux_2_\d+_" + re.escape(os.uname().machine), platform)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        wheel_file = archive.read(f"redlock_rs-{version}.dist-info/WHEEL").decode()
-    assert "redlock_rs/libredlock.so" in names or sys.platform != "linux"
-    assert "redlock_rs/py.typed" in names
+        wheel_file = archive.read(f"redquorum-{version}.dist-info/WHEEL").decode()
+    assert "redquorum/libredlock.so" in names or sys.platform != "linux"
+    assert "redquorum/py.typed" in names
     assert [n for n in names if "libredlock" in n or n.endswith(".dll")] == [
-        "redlock_rs/libredlock.so"
+        "redquorum/libredlock.so"
     ]
     assert f"Tag: py3-none-{platform}" in wheel_file
     assert "Root-Is-Purelib: false" in wheel_file
@@ -108,11 +108,11 @@ def test_installed_in_a_fresh_venv_it_locks_a_real_node_from_anywhere(
     resource = f"test:packaging:{uuid.uuid4().hex}"
     script = f"""
 import json, sys
-import redlock_rs
-with redlock_rs.Redlock({urls!r}, node_timeout_ms=1000) as rl:
+import redquorum
+with redquorum.Redlock({urls!r}, node_timeout_ms=1000) as rl:
     lock = rl.lock({resource!r}, ttl=30)
-    print(json.dumps({{"module": redlock_rs.__file__, "library": redlock_rs._ffi.lib._name,
-                      "version": redlock_rs.library_version(), "token": lock.token}}), flush=True)
+    print(json.dumps({{"module": redquorum.__file__, "library": redquorum._ffi.lib._name,
+                      "version": redquorum.library_version(), "token": lock.token}}), flush=True)
     sys.stdin.readline()
     lock.release()
 """
@@ -138,7 +138,7 @@ with redlock_rs.Redlock({urls!r}, node_timeout_ms=1000) as rl:
         assert Path(seen["library"]).is_relative_to(site)
         assert Path(seen["library"]).parent == Path(seen["module"]).parent
         assert not Path(seen["library"]).is_relative_to(PACKAGE_DIR.parents[1])
-        assert seen["version"] == redlock_rs.__version__
+        assert seen["version"] == redquorum.__version__
         # The call returned on a quorum; a slow node may apply its SET a moment later.
         quorum = len(nodes) // 2 + 1
         holding = [node for node in nodes if node.command("GET", resource) == seen["token"]]
@@ -160,14 +160,14 @@ with redlock_rs.Redlock({urls!r}, node_timeout_ms=1000) as rl:
 @pytest.fixture(scope="session")
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sdist")
-    hook = "import sys, redlock_rs_backend as b; print(b.build_sdist(sys.argv[1]))"
+    hook = "import sys, redquorum_backend as b; print(b.build_sdist(sys.argv[1]))"
     name = _run(
         [sys.executable, "-c", hook, str(out)],
         cwd=PACKAGE_DIR,
         env={**_clean_env(), "PYTHONPATH": str(PACKAGE_DIR / "backend")},
         timeout=60,
     ).stdout.strip()
-    assert name == f"redlock_rs-{redlock_rs.__version__}.tar.gz"
+    assert name == f"redquorum-{redquorum.__version__}.tar.gz"
     return out / name
 
 
@@ -187,11 +187,11 @@ def test_the_sdist_carries_the_workspace_and_nothing_built(sdist: Path, tmp_path
     for expected in (
         "PKG-INFO",
         "pyproject.toml",
-        "backend/redlock_rs_backend.py",
-        "redlock_rs/__init__.py",
-        "redlock_rs/_version.py",
-        "redlock_rs/py.typed",
-        "redlock_rs/_bindings.py",
+        "backend/redquorum_backend.py",
+        "redquorum/__init__.py",
+        "redquorum/_version.py",
+        "redquorum/py.typed",
+        "redquorum/_bindings.py",
         "rust/Cargo.toml",
         "rust/Cargo.lock",
         "rust/src/lib.rs",
@@ -220,7 +220,7 @@ def test_the_sdist_carries_the_workspace_and_nothing_built(sdist: Path, tmp_path
         for package in metadata["packages"]
         if package["id"] in metadata["workspace_members"]
     }
-    assert {"redlock", "redlock-ffi"} <= members, members
+    assert {"redlock", "redquorum-ffi"} <= members, members
 
 
 def _seed_target(target: Path, release: Path) -> None:
@@ -268,14 +268,14 @@ def test_a_wheel_built_from_the_sdist_alone_locks_in_a_fresh_venv(
     _run([str(python), "-m", "pip", "install", "--no-index", "--no-deps", str(wheel)],
          env=_clean_env(), timeout=120)
     script = f"""
-import redlock_rs
-with redlock_rs.Redlock({urls!r}, node_timeout_ms=1000) as rl:
+import redquorum
+with redquorum.Redlock({urls!r}, node_timeout_ms=1000) as rl:
     with rl.lock("test:packaging:sdist:{uuid.uuid4().hex}", ttl=10) as lock:
         assert lock.held
-print(redlock_rs.library_version(), redlock_rs._ffi.lib._name)
+print(redquorum.library_version(), redquorum._ffi.lib._name)
 """
     version, library = _run(
         [str(python), "-c", script], env=_clean_env(), cwd=tmp_path, timeout=60
     ).stdout.split()
-    assert version == redlock_rs.__version__
+    assert version == redquorum.__version__
     assert Path(library).is_relative_to(venv)

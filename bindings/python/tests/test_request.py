@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from redis_nodes import assert_on_nodes, resp, values
 
-import redlock_rs
-from redlock_rs import AutoExtend, Cancel, Request
+import redquorum
+from redquorum import AutoExtend, Cancel, Request
 
 KINDS = ["plain", "fenced", "reentrant", "many"]
 PATIENCE = ["once", "retries", "wait"]
@@ -44,7 +44,7 @@ def keys_of(kind: str, resource: str) -> list[str]:
 
 def test_kind_patience_auto_extend_cancel_matrix(nodes, make_client, resource):
     rl = make_client(node_timeout_ms=300)
-    auto_locks: list[tuple[str, redlock_rs.Lock]] = []
+    auto_locks: list[tuple[str, redquorum.Lock]] = []
     for index, (kind, patience, auto, cancelled) in enumerate(
         itertools.product(KINDS, PATIENCE, [False, True], [False, True])
     ):
@@ -56,10 +56,10 @@ def test_kind_patience_auto_extend_cancel_matrix(nodes, make_client, resource):
         cancel = Cancel() if cancelled else None
         request = request_for(kind, name, patience, auto, cancel, owner=rl.new_owner())
         if patience == "once":
-            error = redlock_rs.NotAcquired
+            error = redquorum.NotAcquired
             if cancel is not None:
                 cancel.cancel()  # fired before the call: cancelled at once
-                error = redlock_rs.Cancelled
+                error = redquorum.Cancelled
             with pytest.raises(error):
                 rl.acquire(request)
             holder.release()
@@ -74,7 +74,7 @@ def test_kind_patience_auto_extend_cancel_matrix(nodes, make_client, resource):
             threading.Timer(0.15, cancel.cancel).start()
             start = time.monotonic()
             if patience == "retries":
-                with pytest.raises(redlock_rs.Cancelled):
+                with pytest.raises(redquorum.Cancelled):
                     rl.acquire(request)
             else:
                 errors: list[BaseException] = []
@@ -88,7 +88,7 @@ def test_kind_patience_auto_extend_cancel_matrix(nodes, make_client, resource):
                 worker = threading.Thread(target=attempt)
                 worker.start()
                 worker.join()
-                assert len(errors) == 1 and isinstance(errors[0], redlock_rs.Cancelled), case
+                assert len(errors) == 1 and isinstance(errors[0], redquorum.Cancelled), case
             assert time.monotonic() - start < 2.0, case
             assert cancel.cancelled
             # Nothing of the cancelled acquisition is left: only the holder's key.
@@ -174,16 +174,16 @@ def test_one_cancel_ends_several_acquisitions(nodes, make_client, resource):
     for t in threads:
         t.start()
     threading.Timer(0.2, cancel.cancel).start()
-    with pytest.raises(redlock_rs.Cancelled) as info:
+    with pytest.raises(redquorum.Cancelled) as info:
         rl.acquire(request)  # the main thread too (a per-call handle linked to this one)
-    assert info.value.status == redlock_rs.Status.CANCELLED
+    assert info.value.status == redquorum.Status.CANCELLED
     for t in threads:
         t.join()
-    assert len(outcomes) == 3 and all(isinstance(e, redlock_rs.Cancelled) for e in outcomes)
+    assert len(outcomes) == 3 and all(isinstance(e, redquorum.Cancelled) for e in outcomes)
     assert_on_nodes(nodes, resource, holder.token)
     holder.release()
     # A fired handle stays fired: the next acquisition with it is cancelled at once.
-    with pytest.raises(redlock_rs.Cancelled):
+    with pytest.raises(redquorum.Cancelled):
         rl.acquire(request)
     assert rl.acquire(request.replace(cancel=None, retries=0)).held
 
@@ -263,7 +263,7 @@ def test_fair_and_unfair_waiters_get_the_lock(nodes, make_client, resource, fair
     rl = make_client()
     keywords = {} if fair is None else {"fair": fair}
     request = Request(resource, ttl=10, wait_timeout=30, **keywords)  # type: ignore[arg-type]
-    got: list[redlock_rs.Lock] = []
+    got: list[redquorum.Lock] = []
     waiter = threading.Thread(target=lambda: got.append(rl.acquire(request)))
     waiter.start()
     try:
@@ -315,7 +315,7 @@ def test_lock_shorthand_takes_a_cancel(make_client, resource):
     holder = rl.try_lock(resource, ttl=30)
     cancel = Cancel()
     threading.Timer(0.1, cancel.cancel).start()
-    with pytest.raises(redlock_rs.Cancelled):
+    with pytest.raises(redquorum.Cancelled):
         rl.lock(resource, ttl=30, wait_timeout=30, cancel=cancel)
     holder.release()
 
@@ -325,8 +325,8 @@ def test_a_reused_request_costs_one_c_call_and_a_shorthand_three(make_client, re
     """The request is built once: acquiring it again is ``redlock_request_acquire`` alone; a
     shorthand builds, acquires and frees one request. (The main thread adds the per-call cancel
     handle that lets signals interrupt it: counted in the thread that is not the main one.)"""
-    import redlock_rs._bindings
-    import redlock_rs._ffi
+    import redquorum._bindings
+    import redquorum._ffi
 
     rl = make_client()
     request = Request(resource, ttl=10, retries=0)
@@ -341,9 +341,9 @@ def test_a_reused_request_costs_one_c_call_and_a_shorthand_three(make_client, re
 
         return call
 
-    for name in redlock_rs._bindings.FUNCTIONS:
+    for name in redquorum._bindings.FUNCTIONS:
         monkeypatch.setattr(
-            redlock_rs._ffi.lib, name, counting(name, getattr(redlock_rs._ffi.lib, name))
+            redquorum._ffi.lib, name, counting(name, getattr(redquorum._ffi.lib, name))
         )
 
     def measure(action) -> list[str]:  # type: ignore[no-untyped-def]
@@ -368,7 +368,7 @@ def test_a_reused_request_costs_one_c_call_and_a_shorthand_three(make_client, re
             seen["acquire"] = measure(acquire)
             assert lock is not None
             seen["release"] = measure(lock.release)
-        held: list[redlock_rs.Lock] = []
+        held: list[redquorum.Lock] = []
         seen["shorthand"] = measure(lambda: held.append(rl.lock(resource, ttl=10)))
         held[0].release()
 
@@ -421,6 +421,6 @@ def test_request_lock_and_client_free_their_c_handles_once(make_client, resource
         try:
             rl.acquire(clone).release()
             break
-        except redlock_rs.NotAcquired:
+        except redquorum.NotAcquired:
             assert time.monotonic() < deadline
             time.sleep(0.02)

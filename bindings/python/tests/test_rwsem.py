@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-import redlock_rs
-from redlock_rs import Request
-from redlock_rs.aio import AsyncRedlock
+import redquorum
+from redquorum import Request
+from redquorum.aio import AsyncRedlock
 
 
 def on_a_thread(function: Callable[[], object]) -> object:
@@ -36,7 +36,7 @@ def once(resource: str, **kind: object) -> Request:
     return Request(resource, ttl=10, retries=0, **kind)  # type: ignore[arg-type]
 
 
-def acquire_and_release(rl: redlock_rs.Redlock, request: Request) -> object:
+def acquire_and_release(rl: redquorum.Redlock, request: Request) -> object:
     def go() -> str:
         with rl.acquire(request):
             return "acquired"
@@ -60,25 +60,25 @@ def test_readers_share_and_exclude_writers_and_plain_locks(nodes, make_client, r
             and n.command("ZSCORE", resource, first.token) is not None,
         )
         assert acquire_and_release(rl, once(resource, read=True)) == "acquired"
-        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redlock_rs.NotAcquired)
-        assert isinstance(acquire_and_release(rl, once(resource)), redlock_rs.NotAcquired)
-        with pytest.raises(redlock_rs.NotAcquired):
+        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redquorum.NotAcquired)
+        assert isinstance(acquire_and_release(rl, once(resource)), redquorum.NotAcquired)
+        with pytest.raises(redquorum.NotAcquired):
             rl.try_lock(resource, ttl=10)
         # The main thread holds a read lock: its write request is refused, not left waiting.
         with pytest.raises(ValueError, match="holds a read lock"):
             rl.write_lock(resource, ttl=10, wait_timeout=30)
         first.release()
-        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redlock_rs.NotAcquired)
+        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redquorum.NotAcquired)
     # Both readers gone: a writer gets in and excludes readers and writers.
     with rl.write_lock(resource, ttl=10) as writer:
         assert writer.fence is None and writer.permit is None
-        assert isinstance(acquire_and_release(rl, once(resource, read=True)), redlock_rs.NotAcquired)
-        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redlock_rs.NotAcquired)
+        assert isinstance(acquire_and_release(rl, once(resource, read=True)), redquorum.NotAcquired)
+        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redquorum.NotAcquired)
         with pytest.raises(ValueError, match="holds a write lock"):
             rl.read_lock(resource, ttl=10)
     # A plain holder excludes readers.
     with rl.lock(resource, ttl=10):
-        assert isinstance(acquire_and_release(rl, once(resource, read=True)), redlock_rs.NotAcquired)
+        assert isinstance(acquire_and_release(rl, once(resource, read=True)), redquorum.NotAcquired)
     assert acquire_and_release(rl, once(resource, read=True)) == "acquired"
 
 
@@ -110,12 +110,12 @@ def test_the_core_tells_python_threads_apart_the_main_thread_included(make_clien
         # Another thread is another caller: it waits for the main thread's reader and gives
         # up, rather than being told it waits for itself.
         other = on_a_thread(lambda: rl.write_lock(resource, ttl=10, wait_timeout=0.3))
-        assert isinstance(other, redlock_rs.NotAcquired), other
+        assert isinstance(other, redquorum.NotAcquired), other
     with rl.write_lock(resource, ttl=10):
         with pytest.raises(ValueError, match=itself.format("write")):
             rl.read_lock(resource, ttl=10, wait_timeout=30)
         other = on_a_thread(lambda: rl.read_lock(resource, ttl=10, wait_timeout=0.3))
-        assert isinstance(other, redlock_rs.NotAcquired), other
+        assert isinstance(other, redquorum.NotAcquired), other
 
     # The same on a thread that is not the main one; the main thread is another caller to it.
     holding, done = threading.Event(), threading.Event()
@@ -136,7 +136,7 @@ def test_the_core_tells_python_threads_apart_the_main_thread_included(make_clien
     worker.start()
     assert holding.wait(30)
     try:
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             rl.read_lock(resource, ttl=10, wait_timeout=0.3)
     finally:
         done.set()
@@ -147,12 +147,12 @@ def test_the_core_tells_python_threads_apart_the_main_thread_included(make_clien
 
 def test_two_python_threads_are_two_callers_even_one_after_the_other(make_client, resource):
     rl = make_client()
-    handed_over: list[redlock_rs.Lock] = []
+    handed_over: list[redquorum.Lock] = []
     # The first thread takes a read lock, hands it on and ends; a thread started later (which
     # may get the same get_ident()) is another caller: it waits for that reader like anyone.
     on_a_thread(lambda: handed_over.append(rl.read_lock(resource, ttl=10)))
     later = on_a_thread(lambda: rl.write_lock(resource, ttl=10, wait_timeout=0.3))
-    assert isinstance(later, redlock_rs.NotAcquired), later
+    assert isinstance(later, redquorum.NotAcquired), later
     handed_over[0].release()
     assert acquire_and_release(rl, once(resource, write=True)) == "acquired"
     # Two threads at once, each with a read lock: neither is refused the other's.
@@ -204,7 +204,7 @@ def test_semaphore_admits_permits_holders_and_no_more(nodes, make_client, resour
         assert a.fence is None
         slot = f"redlock:sem:{{{resource}}}:{a.permit}"
         assert quorum_of(nodes, lambda n: n.command("GET", slot) == a.token)
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             rl.acquire(once(resource, permits=2))
         with pytest.raises(ValueError, match="permits"):
             rl.acquire(once(resource, permits=3))
@@ -255,13 +255,13 @@ def test_auto_extended_reader_and_permit_outlive_their_ttl(make_client, resource
     with rl.read_lock(resource, ttl_ms=900, auto_extend=True) as reader:
         time.sleep(2.5)
         assert reader.held and not reader.lost
-        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redlock_rs.NotAcquired)
+        assert isinstance(acquire_and_release(rl, once(resource, write=True)), redquorum.NotAcquired)
     assert acquire_and_release(rl, once(resource, write=True)) == "acquired"
     sem = resource + ":sem"
     with rl.semaphore(sem, 1, ttl_ms=900, auto_extend=True) as permit:
         time.sleep(2.5)
         assert permit.held and permit.permit == 0
-        assert isinstance(acquire_and_release(rl, once(sem, permits=1)), redlock_rs.NotAcquired)
+        assert isinstance(acquire_and_release(rl, once(sem, permits=1)), redquorum.NotAcquired)
     assert acquire_and_release(rl, once(sem, permits=1)) == "acquired"
 
 
@@ -313,16 +313,16 @@ def test_asyncio_read_write_and_semaphore(urls, resource):
         try:
             async with rl.read_lock(resource, ttl=10) as a, rl.read_lock(resource, ttl=10) as b:
                 assert a.held and b.held and a.permit is None
-                with pytest.raises(redlock_rs.NotAcquired):
+                with pytest.raises(redquorum.NotAcquired):
                     await rl.acquire(once(resource, write=True))
             async with rl.write_lock(resource, ttl=10, auto_extend=True) as w:
                 assert w.held
-                with pytest.raises(redlock_rs.NotAcquired):
+                with pytest.raises(redquorum.NotAcquired):
                     await rl.acquire(once(resource, read=True))
             sem = resource + ":sem"
             async with rl.semaphore(sem, 2, ttl=10) as p, rl.semaphore(sem, 2, ttl=10) as q:
                 assert {p.permit, q.permit} == {0, 1}
-                with pytest.raises(redlock_rs.NotAcquired):
+                with pytest.raises(redquorum.NotAcquired):
                     await rl.acquire(once(sem, permits=2))
             held = await rl.semaphore(sem, 2, ttl=10)
             assert held.permit in (0, 1)

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-import redlock_rs
+import redquorum
 
 FAST = {"node_timeout_ms": 300, "retry_delay_ms": 20, "retry_jitter_ms": 10}
 
@@ -43,7 +43,7 @@ def test_ttl_in_seconds_sets_that_ttl_on_a_quorum(nodes, make_client, resource, 
 
 def test_every_acquire_takes_seconds(make_client, resource):
     rl = make_client()
-    owner = redlock_rs.Redlock.new_owner()
+    owner = redquorum.Redlock.new_owner()
     for call in (
         lambda: rl.try_lock(resource, ttl=5),
         lambda: rl.lock_fenced(resource, ttl=5.0),
@@ -116,7 +116,7 @@ def test_wait_timeout_in_seconds_waits_then_gives_up_or_gets_it(make_client, res
     holder, waiter = make_client(**FAST), make_client(**FAST)
     lock = holder.lock(resource, ttl=30)
     started = time.monotonic()
-    with pytest.raises(redlock_rs.NotAcquired):
+    with pytest.raises(redquorum.NotAcquired):
         waiter.lock(resource, ttl=10, wait_timeout=0.3)
     assert time.monotonic() - started >= 0.25
     releaser = threading.Timer(0.2, lock.release)
@@ -129,7 +129,7 @@ def test_wait_timeout_in_seconds_waits_then_gives_up_or_gets_it(make_client, res
 
 
 def test_new_owner_is_random_hex_and_works_as_a_reentrant_owner(make_client, resource):
-    owners = {redlock_rs.Redlock.new_owner() for _ in range(100)}
+    owners = {redquorum.Redlock.new_owner() for _ in range(100)}
     assert len(owners) == 100
     assert all(re.fullmatch(r"[0-9a-f]{40}", owner) for owner in owners)
     rl = make_client()
@@ -137,7 +137,7 @@ def test_new_owner_is_random_hex_and_works_as_a_reentrant_owner(make_client, res
     with rl.reentrant_lock(resource, owner, ttl=10) as outer:
         with rl.reentrant_lock(resource, owner, ttl=10) as inner:
             assert (outer.hold_count, inner.hold_count) == (1, 2)
-        with pytest.raises(redlock_rs.NotAcquired):
+        with pytest.raises(redquorum.NotAcquired):
             rl.try_reentrant_lock(resource, rl.new_owner(), ttl=10)
 
 
@@ -153,11 +153,11 @@ def _delete_everywhere(nodes, key: str) -> None:
 def test_on_lost_runs_on_the_extender_when_the_keys_vanish(nodes, make_client, resource):
     rl = make_client(**FAST)
     called = threading.Event()
-    seen: list[tuple[redlock_rs.Lock, int]] = []
+    seen: list[tuple[redquorum.Lock, int]] = []
 
-    def lost(lock: redlock_rs.Lock) -> None:
+    def lost(lock: redquorum.Lock) -> None:
         seen.append((lock, threading.get_ident()))
-        with contextlib.suppress(redlock_rs.LockLost):  # the keys are gone: it is lost
+        with contextlib.suppress(redquorum.LockLost):  # the keys are gone: it is lost
             lock.release()  # allowed from the callback
         called.set()
 
@@ -179,7 +179,7 @@ def test_on_lost_runs_on_the_extender_when_the_keys_vanish(nodes, make_client, r
 
 def test_on_lost_is_not_called_on_release_and_wants_a_callable(make_client, resource):
     rl = make_client(**FAST)
-    called: list[redlock_rs.Lock] = []
+    called: list[redquorum.Lock] = []
     with rl.lock(resource, ttl=1.5, auto_extend=True) as lock:
         with pytest.raises(TypeError, match="callable"):
             lock.on_lost("not a function")  # type: ignore[arg-type]

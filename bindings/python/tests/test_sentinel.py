@@ -16,7 +16,7 @@ import pytest
 from conftest import _redis_binary
 from redis_nodes import PATIENT_MS, RedisNode, RespError, _die_with_parent, free_port, resp
 
-import redlock_rs
+import redquorum
 
 NAME = "pymaster"
 
@@ -90,7 +90,7 @@ def group() -> Iterator[Group]:
 
 
 def test_locks_through_a_sentinel_url(group: Group) -> None:
-    with redlock_rs.Redlock([group.url], node_timeout_ms=PATIENT_MS) as client:
+    with redquorum.Redlock([group.url], node_timeout_ms=PATIENT_MS) as client:
         status = client.node_status()[0]
         assert status.address == f"sentinel:{NAME}@127.0.0.1:{group.sentinels[0]}"
         assert status.connected
@@ -105,7 +105,7 @@ def test_locks_through_a_sentinel_url(group: Group) -> None:
 
 def test_a_bad_sentinel_url_is_a_value_error_naming_the_problem() -> None:
     with pytest.raises(ValueError, match="no master name") as info:
-        redlock_rs.Redlock(["redis+sentinel://:s3cret@127.0.0.1:1"])
+        redquorum.Redlock(["redis+sentinel://:s3cret@127.0.0.1:1"])
     assert "s3cret" not in str(info.value)
 
 
@@ -114,7 +114,7 @@ def test_min_replicas_waits_for_the_replica(group: Group) -> None:
     while "master_link_status:up" not in resp(group.replica.port, "INFO", "replication"):
         assert time.monotonic() < deadline, "the replica did not sync within 10 s"
         time.sleep(0.05)
-    with redlock_rs.Redlock([group.url], node_timeout_ms=PATIENT_MS, min_replicas=1) as client:
+    with redquorum.Redlock([group.url], node_timeout_ms=PATIENT_MS, min_replicas=1) as client:
         assert not any("replica" in w for w in client.node_status()[0].warnings)
         lock = client.try_lock("py:acked", 5000)
         # WAIT returned only once the replica had it: no polling.
@@ -123,9 +123,9 @@ def test_min_replicas_waits_for_the_replica(group: Group) -> None:
 
 
 def test_min_replicas_on_a_node_without_replicas_fails_saying_so(urls: list[str]) -> None:
-    with redlock_rs.Redlock(urls[:1], retry_count=0, min_replicas=1) as client:
+    with redquorum.Redlock(urls[:1], retry_count=0, min_replicas=1) as client:
         assert any("min_replicas 1" in w for w in client.node_status()[0].warnings)
-        with pytest.raises(redlock_rs.NoQuorum, match="fewer than min_replicas 1"):
+        with pytest.raises(redquorum.NoQuorum, match="fewer than min_replicas 1"):
             client.try_lock("py:unacked", 5000)
 
 
@@ -134,5 +134,5 @@ def test_min_replicas_on_a_node_without_replicas_fails_saying_so(urls: list[str]
 )
 def test_bad_min_replicas(urls: list[str], value: object, error: type) -> None:
     with pytest.raises(error, match="min_replicas"):
-        redlock_rs.Redlock(urls, min_replicas=value)
+        redquorum.Redlock(urls, min_replicas=value)
 

@@ -1,7 +1,7 @@
 """Ctrl-C and raising signal handlers interrupt every blocking call, and nothing is left behind.
 
 In the main thread a blocking call runs on a helper thread while the main thread waits in
-slices that signals interrupt (see redlock_rs/_blocking.py). Bounds here are generous (the
+slices that signals interrupt (see redquorum/_blocking.py). Bounds here are generous (the
 goal is well under 100 ms; the machine is shared).
 """
 
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import pytest
 from redis_nodes import PACKAGE_DIR, assert_on_nodes, values
 
-import redlock_rs
+import redquorum
 
 PROMPT_S = 1.5  # generous bound on "at once"
 TESTS_DIR = PACKAGE_DIR / "tests"
@@ -206,7 +206,7 @@ def test_a_lock_got_in_the_instant_of_the_signal_is_released(nodes, make_client,
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         with pytest.raises(Alarm):
-            rl.acquire(redlock_rs.Request(resource, ttl=30, wait_timeout=10, auto_extend=True))
+            rl.acquire(redquorum.Request(resource, ttl=30, wait_timeout=10, auto_extend=True))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

@@ -1,4 +1,4 @@
-"""Telemetry against real nodes: events become records of the ``redlock_rs`` logger (on the
+"""Telemetry against real nodes: events become records of the ``redquorum`` logger (on the
 client's dispatcher thread, with their fields in ``extra``), the listener exists only when a
 record would reach a handler, ``Redlock.stats()`` counts what was done, and the Prometheus
 collector's output parses with prometheus_client's own parser."""
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import redlock_rs
-from redlock_rs.aio import AsyncRedlock
+import redquorum
+from redquorum.aio import AsyncRedlock
 
 
 class Records(logging.Handler):
@@ -50,7 +50,7 @@ class Records(logging.Handler):
 
 @pytest.fixture
 def records() -> Iterator[Records]:
-    logger = logging.getLogger("redlock_rs")
+    logger = logging.getLogger("redquorum")
     handler = Records()
     level = logger.level
     logger.addHandler(handler)
@@ -61,7 +61,7 @@ def records() -> Iterator[Records]:
 
 
 def test_the_logger_is_silent_until_configured():
-    logger = logging.getLogger("redlock_rs")
+    logger = logging.getLogger("redquorum")
     assert any(isinstance(h, logging.NullHandler) for h in logger.handlers)
 
 
@@ -74,7 +74,7 @@ def test_acquire_and_release_become_info_records(make_client, resource, records)
     released = records.wait_for("released", resource)
     extended = records.wait_for("extended", resource)
     assert acquired.levelno == released.levelno == extended.levelno == logging.INFO
-    assert acquired.name == "redlock_rs"
+    assert acquired.name == "redquorum"
     assert acquired.redlock_lock_kind == "plain"
     assert acquired.redlock_node is None and acquired.redlock_reason is None
     assert isinstance(acquired.redlock_duration, float) and acquired.redlock_duration >= 0
@@ -105,26 +105,26 @@ def test_a_lost_lock_is_a_warning(nodes, make_client, resource, records):
 
 def test_a_handler_may_call_into_the_library(make_client, resource, records):
     rl = make_client()
-    seen: list[redlock_rs.Stats] = []
+    seen: list[redquorum.Stats] = []
 
     class Reading(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             seen.append(rl.stats())
 
     reading = Reading()
-    logging.getLogger("redlock_rs").addHandler(reading)
+    logging.getLogger("redquorum").addHandler(reading)
     try:
         rl.lock(resource, ttl=10).release()
         records.wait_for("released", resource)
     finally:
-        logging.getLogger("redlock_rs").removeHandler(reading)
+        logging.getLogger("redquorum").removeHandler(reading)
     assert seen and seen[0].acquisitions["acquired"] == 1
 
 
 def test_the_listener_exists_only_when_records_would_be_handled(make_client, records):
     assert make_client()._listener is not None  # the fixture's handler
     assert make_client(log_events=False)._listener is None
-    logging.getLogger("redlock_rs").setLevel(logging.WARNING)
+    logging.getLogger("redquorum").setLevel(logging.WARNING)
     assert make_client()._listener is None
     assert make_client(log_events=True)._listener is not None
 
@@ -137,11 +137,11 @@ def test_stats_count_the_operations_made(make_client, resource):
     rl = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
     assert rl.stats().acquisitions["acquired"] == 0
     held = [rl.lock(f"{resource}:{i}", ttl=10) for i in range(3)]
-    with pytest.raises(redlock_rs.NotAcquired):
+    with pytest.raises(redquorum.NotAcquired):
         rl.try_lock(f"{resource}:0", ttl=10)
     held[1].extend(ttl=10)
     stats = rl.stats()
-    assert isinstance(stats, redlock_rs.Stats)
+    assert isinstance(stats, redquorum.Stats)
     assert stats.acquisitions == {
         "acquired": 3,
         "refused": 1,
@@ -168,7 +168,7 @@ def test_the_prometheus_collector_parses(make_client, resource):
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from redlock_rs.prometheus import RedlockCollector
+    from redquorum.prometheus import RedlockCollector
 
     rl = make_client()
     rl.lock(resource, ttl=10).release()
@@ -196,18 +196,18 @@ def _native_threads() -> int:
 
 
 def test_listeners_leave_no_threads_or_handles(urls, resource, records):
-    from redlock_rs import _events
+    from redquorum import _events
 
     # The library's process-wide threads (the cancel relay), and a client of the last lock
     # kept until the next one comes, are there before counting: only what listeners add counts.
-    warm_up = redlock_rs.Redlock(urls, node_timeout_ms=1000, log_events=False)
+    warm_up = redquorum.Redlock(urls, node_timeout_ms=1000, log_events=False)
     warm_up.lock(resource, ttl=10).release()
     warm_up.close()
     del warm_up
     gc.collect()
     start_threads, start_fds = _native_threads(), len(os.listdir("/proc/self/fd"))
     for i in range(100):
-        rl = redlock_rs.Redlock(urls, node_timeout_ms=1000, log_events=True)
+        rl = redquorum.Redlock(urls, node_timeout_ms=1000, log_events=True)
         rl.lock(f"{resource}:{i % 5}", ttl=10).release()
         if i % 2:
             rl.close()  # the others go by being dropped

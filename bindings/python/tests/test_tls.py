@@ -15,7 +15,7 @@ import pytest
 from conftest import _redis_binary
 from redis_nodes import PATIENT_MS, RedisNode, free_port
 
-import redlock_rs
+import redquorum
 
 EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
@@ -117,7 +117,7 @@ def tls_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsNode
 
 def test_lock_extend_release_over_tls_with_the_ca_file(tls_node):
     node, ca = tls_node
-    with redlock_rs.Redlock([node.url], tls_ca_file=ca, node_timeout_ms=PATIENT_MS) as rl:
+    with redquorum.Redlock([node.url], tls_ca_file=ca, node_timeout_ms=PATIENT_MS) as rl:
         with rl.lock("py:tls", ttl_ms=10_000) as lock:
             assert node.node.command("GET", "py:tls") == lock.token
             lock.extend(30_000)
@@ -127,8 +127,8 @@ def test_lock_extend_release_over_tls_with_the_ca_file(tls_node):
 
 def test_without_the_ca_the_certificate_is_refused_naming_the_node(tls_node):
     node, _ = tls_node
-    with redlock_rs.Redlock([node.url], node_timeout_ms=PATIENT_MS) as rl:
-        with pytest.raises(redlock_rs.NoQuorum) as refused:
+    with redquorum.Redlock([node.url], node_timeout_ms=PATIENT_MS) as rl:
+        with pytest.raises(redquorum.NoQuorum) as refused:
             rl.try_lock("py:tls:untrusted", ttl_ms=10_000)
     message = str(refused.value)
     assert f"127.0.0.1:{node.tls_port}" in message
@@ -138,22 +138,22 @@ def test_without_the_ca_the_certificate_is_refused_naming_the_node(tls_node):
 def test_bad_tls_arguments(tls_node, tmp_path):
     node, ca = tls_node
     with pytest.raises(TypeError):
-        redlock_rs.Redlock([node.url], tls_ca_file=42)
+        redquorum.Redlock([node.url], tls_ca_file=42)
     with pytest.raises(ValueError, match="missing-ca.pem"):
-        redlock_rs.Redlock([node.url], tls_ca_file=tmp_path / "missing-ca.pem")
+        redquorum.Redlock([node.url], tls_ca_file=tmp_path / "missing-ca.pem")
     with pytest.raises(ValueError, match="together"):
-        redlock_rs.Redlock([node.url], tls_ca_file=ca, tls_client_cert_file=ca)
+        redquorum.Redlock([node.url], tls_ca_file=ca, tls_client_cert_file=ca)
     with pytest.raises(ValueError, match="rediss://"):
-        redlock_rs.Redlock([f"redis://127.0.0.1:{node.node.port}"], tls_ca_file=ca)
+        redquorum.Redlock([f"redis://127.0.0.1:{node.node.port}"], tls_ca_file=ca)
 
 
 def test_insecure_is_never_silent(tls_node, caplog):
     """``#insecure`` accepts any certificate: the node's status says so, and so does a warning
-    record of the ``redlock_rs`` logger."""
+    record of the ``redquorum`` logger."""
     node, _ = tls_node
-    caplog.set_level(logging.WARNING, logger="redlock_rs")
+    caplog.set_level(logging.WARNING, logger="redquorum")
     url = node.url + "/#insecure"
-    with redlock_rs.Redlock([url], log_events=True, node_timeout_ms=PATIENT_MS) as rl:
+    with redquorum.Redlock([url], log_events=True, node_timeout_ms=PATIENT_MS) as rl:
         with rl.lock("py:tls:insecure", ttl_ms=10_000):
             pass
         warnings = rl.node_status()[0].warnings

@@ -8,7 +8,7 @@ import time
 import pytest
 from redis_nodes import assert_on_nodes
 
-import redlock_rs
+import redquorum
 
 # An auto-extended lock is lost when extensions (every TTL/3, each waiting up to the node
 # timeout) fail until its validity runs out: a TTL of 1.5 s takes two stalls of 300 ms in a row
@@ -38,7 +38,7 @@ def test_auto_extended_lock_outlives_its_ttl(nodes, make_client, resource):
         deadline = time.monotonic() + 3 * TTL_MS / 1000
         while time.monotonic() < deadline:
             assert lock.held
-            with pytest.raises(redlock_rs.NotAcquired):
+            with pytest.raises(redquorum.NotAcquired):
                 other.try_lock(resource, TTL_MS)
             time.sleep(0.1)
         assert not lock.lost
@@ -48,7 +48,7 @@ def test_auto_extended_lock_outlives_its_ttl(nodes, make_client, resource):
 
 def test_with_block_raises_lock_lost_when_the_keys_vanish(nodes, make_client, resource):
     rl = make_client(**FAST)
-    with pytest.raises(redlock_rs.LockLost):
+    with pytest.raises(redquorum.LockLost):
         with rl.lock(resource, TTL_MS, auto_extend=True) as lock:
             untouched = _holding(nodes[3:], resource, lock.token)
             # A lock call returns on a quorum: a slow node may apply its SET a moment after a
@@ -91,7 +91,7 @@ def test_max_hold_ends_in_a_lost_lock(nodes, make_client, resource):
     # Lost is flagged when the validity runs out, a little before the keys expire: until they
     # have, a release could still delete them.
     assert_on_nodes(nodes, resource, None)
-    with pytest.raises(redlock_rs.LockLost):
+    with pytest.raises(redquorum.LockLost):
         lock.release()
 
 
@@ -137,7 +137,7 @@ def test_a_waiter_gives_up_at_its_deadline(nodes, make_client, resource):
     rl = make_client(retry_delay_ms=20, retry_jitter_ms=10)
     holder = rl.lock(resource, 10_000)
     start = time.monotonic()
-    with pytest.raises(redlock_rs.NotAcquired):
+    with pytest.raises(redquorum.NotAcquired):
         rl.lock(resource, 10_000, wait_timeout_ms=300)
     assert time.monotonic() - start >= 0.3
     holder.release()

@@ -1,4 +1,4 @@
-module github.com/redlock-rs/redlock/tests/chaos/porcupine
+module github.com/redquorum/redquorum/tests/chaos/porcupine
 
 go 1.19
 

@@ -1,7 +1,7 @@
-// Command redlock-cli takes or probes a lock from Go, for the cross-language tests:
+// Command redquorum-cli takes or probes a lock from Go, for the cross-language tests:
 //
-//	redlock-cli try  RESOURCE URL...   exit 0 if acquired (then released), 3 if held elsewhere
-//	redlock-cli hold RESOURCE URL...   acquire, print "HELD <token>", release when stdin closes
+//	redquorum-cli try  RESOURCE URL...   exit 0 if acquired (then released), 3 if held elsewhere
+//	redquorum-cli hold RESOURCE URL...   acquire, print "HELD <token>", release when stdin closes
 package main
 
 import (
@@ -12,26 +12,26 @@ import (
 	"os"
 	"time"
 
-	redlock "github.com/redlock-rs/redlock/bindings/go"
+	redquorum "github.com/redquorum/redquorum/bindings/go"
 )
 
 func main() {
 	if len(os.Args) < 4 || (os.Args[1] != "try" && os.Args[1] != "hold") {
-		fmt.Fprintln(os.Stderr, "usage: redlock-cli try|hold RESOURCE URL...")
+		fmt.Fprintln(os.Stderr, "usage: redquorum-cli try|hold RESOURCE URL...")
 		os.Exit(2)
 	}
 	mode, resource, urls := os.Args[1], os.Args[2], os.Args[3:]
 	// One attempt whose answer the tests rely on: give each node a second to answer, so a
 	// briefly stalled node (a loaded machine) does not turn "held elsewhere" or "acquired"
 	// into a no-quorum failure.
-	c, err := redlock.New(urls, redlock.Options{RetryCount: -1, NodeTimeout: time.Second})
+	c, err := redquorum.New(urls, redquorum.Options{RetryCount: -1, NodeTimeout: time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	defer c.Close()
 	l, err := c.TryLock(resource, 30*time.Second)
-	if errors.Is(err, redlock.ErrNotAcquired) {
+	if errors.Is(err, redquorum.ErrNotAcquired) {
 		fmt.Println("NOT_ACQUIRED")
 		os.Exit(3)
 	}

@@ -2,9 +2,9 @@
 
 ::
 
-    import redlock_rs
+    import redquorum
 
-    with redlock_rs.Redlock(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001",
+    with redquorum.Redlock(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001",
                              "redis://127.0.0.1:7002"]) as rl:
         with rl.lock("orders:42", ttl=10.0) as lock:  # NotAcquired / NoQuorum on failure
             ...                                          # lock.validity seconds are ours

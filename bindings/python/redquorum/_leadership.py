@@ -186,7 +186,7 @@ class Leadership(Managed):
 
     def __repr__(self) -> str:
         return (
-            f"<redlock_rs.Leadership name={self._name!r} identity={self._identity!r} "
+            f"<redquorum.Leadership name={self._name!r} identity={self._identity!r} "
             f"term={self._term} resigned={self.resigned}>"
         )
 

@@ -56,7 +56,7 @@ class ExtensionLimit(RedlockError):
 
 
 class Cancelled(RedlockError):
-    """The acquisition was cancelled through its :class:`~redlock_rs.Cancel` handle before it
+    """The acquisition was cancelled through its :class:`~redquorum.Cancel` handle before it
     got the lock; nothing of it is left on the nodes (a node that was down keeps its key until
     the TTL at most)."""
 

@@ -302,7 +302,7 @@ class Lock(Managed):
         leave_block(f"lock {self._resource!r}", self.lost, self.release, exc)
 
     def __repr__(self) -> str:
-        return f"<redlock_rs.Lock resource={self._resource!r} released={self.released}>"
+        return f"<redquorum.Lock resource={self._resource!r} released={self.released}>"
 
     def __del__(self) -> None:
         Managed.close(self)

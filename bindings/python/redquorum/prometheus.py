@@ -1,8 +1,8 @@
 """A :mod:`prometheus_client` collector of a client's metrics; needs ``prometheus_client``,
-which redlock-rs does not depend on (``pip install prometheus-client``)::
+which redquorum does not depend on (``pip install prometheus-client``)::
 
     from prometheus_client import REGISTRY, start_http_server
-    from redlock_rs.prometheus import RedlockCollector
+    from redquorum.prometheus import RedlockCollector
 
     REGISTRY.register(RedlockCollector(rl))
     start_http_server(9100)
@@ -23,7 +23,7 @@ try:
     from prometheus_client.registry import Collector
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "redlock_rs.prometheus needs prometheus_client (pip install prometheus-client); "
+        "redquorum.prometheus needs prometheus_client (pip install prometheus-client); "
         "Redlock.stats().prometheus has the same metrics as text without it"
     ) from exc
 
@@ -41,7 +41,7 @@ class RedlockCollector(Collector):
         if isinstance(client, AsyncRedlock):
             client = client.sync
         if not isinstance(client, Redlock):
-            raise TypeError(f"client must be a redlock_rs.Redlock, not {type(client).__name__}")
+            raise TypeError(f"client must be a redquorum.Redlock, not {type(client).__name__}")
         self._client = client
 
     def collect(self) -> Iterator[Metric]:

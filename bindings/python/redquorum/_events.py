@@ -1,4 +1,4 @@
-"""A client's events as :mod:`logging` records of the ``redlock_rs`` logger, through a C
+"""A client's events as :mod:`logging` records of the ``redquorum`` logger, through a C
 ``redlock_event_listener``.
 
 The library calls the listener on a dispatcher thread of the client's own (never on the thread
@@ -23,7 +23,7 @@ from ._managed import Managed
 
 __all__ = ["logger", "EventListener", "would_log", "WARNING_EVENTS"]
 
-logger = logging.getLogger("redlock_rs")
+logger = logging.getLogger("redquorum")
 """The package's logger; silent (a :class:`logging.NullHandler`) until the application
 configures logging."""
 logger.addHandler(logging.NullHandler())
@@ -45,7 +45,7 @@ def _close_all() -> None:
 
 
 def would_log() -> bool:
-    """Whether a ``redlock_rs`` record at ``INFO`` would reach a handler other than a
+    """Whether a ``redquorum`` record at ``INFO`` would reach a handler other than a
     :class:`logging.NullHandler` now: the level lets it through and some handler up the
     hierarchy (as far as propagation goes) is a real one."""
     if not logger.isEnabledFor(logging.INFO):
@@ -108,7 +108,7 @@ def _deliver(_user: int | None, event: Any) -> None:
     try:
         _log(event)
     except Exception:  # a handler's or formatter's bug must not end up in ctypes' stderr dump
-        logging.getLogger("redlock_rs.events").exception("logging a redlock event failed")
+        logging.getLogger("redquorum.events").exception("logging a redlock event failed")
 
 
 # One C function for every listener: it holds no client, so a listener keeps nothing alive.
@@ -116,7 +116,7 @@ _CALLBACK = c.redlock_event_callback(_deliver)
 
 
 class EventListener(Managed):
-    """The ``redlock_rs`` logger's listener on one client; closing it removes it (waiting for a
+    """The ``redquorum`` logger's listener on one client; closing it removes it (waiting for a
     record being handled on the dispatcher thread, unless closed from that very handler)."""
 
     _what = "event listener"

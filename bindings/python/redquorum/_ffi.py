@@ -31,7 +31,7 @@ def _library_file_name() -> str:
 
 
 def _source_checkout(package: Path) -> Path | None:
-    """The repository root when this package is ``bindings/python/redlock_rs`` of a checkout."""
+    """The repository root when this package is ``bindings/python/redquorum`` of a checkout."""
     root = package.parent.parent.parent
     if (package.parent / "pyproject.toml").is_file() and (root / "Cargo.toml").is_file():
         return root
@@ -73,7 +73,7 @@ def _load() -> ctypes.CDLL:
             tried.append(f"  {path} ({reason}): {exc}")
     raise OSError(
         "cannot find libredlock; {} is not set and these paths were tried:\n{}\n"
-        "reinstall redlock-rs (pip builds the library with cargo and bundles it), run "
+        "reinstall redquorum (pip builds the library with cargo and bundles it), run "
         "`cargo build --release` in a source checkout, or set {} to the library's path".format(
             ENV_VAR, "\n".join(tried), ENV_VAR
         )
@@ -94,8 +94,8 @@ def _check_version(lib: ctypes.CDLL) -> None:
     found = raw.decode("ascii", "replace") if isinstance(raw, bytes) else repr(raw)
     if found != __version__:
         raise OSError(
-            f"{lib._name} is libredlock {found}, but redlock_rs {__version__} needs libredlock "
-            f"{__version__}: reinstall redlock-rs, rebuild the checkout with `cargo build "
+            f"{lib._name} is libredlock {found}, but redquorum {__version__} needs libredlock "
+            f"{__version__}: reinstall redquorum, rebuild the checkout with `cargo build "
             f"--release`, or point {ENV_VAR} at a matching build"
         )
 

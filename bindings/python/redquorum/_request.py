@@ -130,7 +130,7 @@ class Request(Managed):
     ``wait_timeout`` exclude each other.
 
     ``auto_extend``: ``True`` or an :class:`AutoExtend`. ``cancel``: a :class:`Cancel` that ends
-    its acquisitions early with :class:`~redlock_rs.Cancelled`.
+    its acquisitions early with :class:`~redquorum.Cancelled`.
 
     Durations take seconds (int, float, :class:`datetime.timedelta`) or, under their ``_ms``
     names, an int of milliseconds; one form each. Bad values raise ``ValueError``/``TypeError``
@@ -259,7 +259,7 @@ class Request(Managed):
                 f"auto_extend must be a bool or an AutoExtend, not {type(auto_extend).__name__}"
             )
         if cancel is not None and not isinstance(cancel, Cancel):
-            raise TypeError(f"cancel must be a redlock_rs.Cancel, not {type(cancel).__name__}")
+            raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
         self._cancel = cancel
         # What the locks of this request are called (the C lock says the same).
         self._held = sorted(names)

@@ -1,4 +1,4 @@
-"""The PEP 517 build backend of redlock-rs: builds libredlock with cargo and wraps it in a wheel.
+"""The PEP 517 build backend of redquorum: builds libredlock with cargo and wraps it in a wheel.
 
 The package is pure Python over ctypes; the only native part is ``libredlock``, a plain C-ABI
 cdylib that every Python version loads the same way. So the wheel is ``py3-none-<platform>``:
@@ -21,7 +21,7 @@ Where the crate comes from:
   ``--locked`` from them. Building from an sdist therefore needs a Rust toolchain and the
   crates in ``Cargo.lock`` (from the registry or cargo's cache).
 
-The library is the workspace's ``redlock-ffi`` package (``cargo build -p redlock-ffi``), whose
+The library is the workspace's ``redquorum-ffi`` package (``cargo build -p redquorum-ffi``), whose
 lib is named ``redlock``: the file is ``libredlock.so``. The package's version must equal the
 workspace's (``[workspace.package]``).
 
@@ -58,12 +58,12 @@ else:  # pragma: no cover - get_requires_for_build_* asks for tomli there
     import tomli as tomllib
 
 PROJECT = Path(__file__).resolve().parent.parent
-PACKAGE = "redlock_rs"
+PACKAGE = "redquorum"
 SDIST_CRATE = "rust"
 CRATE_NAME = "redlock"
 # The workspace package whose cdylib is libredlock.
-LIBRARY_PACKAGE = "redlock-ffi"
-GENERATOR = "redlock_rs_backend"
+LIBRARY_PACKAGE = "redquorum-ffi"
+GENERATOR = "redquorum_backend"
 # Top-level entries of the core crate an sdist carries (its manifest names the test and example
 # files it declares, which cargo wants to see); the workspace's members (the C ABI crate among
 # them) are added from its Cargo.toml, as cargo loads every member to build any of them.
@@ -116,7 +116,7 @@ def build_wheel(
             f"{PACKAGE}/_version.py says {metadata.version} but the workspace at {crate} is "
             f"{crate_version}: the package checks that they match at import, so bump both"
         )
-    with tempfile.TemporaryDirectory(prefix="redlock-rs-wheel-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="redquorum-wheel-") as scratch:
         library = _build_library(crate, locked=packed, scratch=Path(scratch))
         tag = f"py3-none-{_platform_tag(library)}"
         name = f"{metadata.file_stem}-{tag}.whl"
@@ -321,7 +321,7 @@ def _build_library(crate: Path, *, locked: bool, scratch: Path) -> Path:
     cargo = os.environ.get("CARGO") or shutil.which("cargo")
     if not cargo:
         raise _BuildError(
-            "building redlock-rs needs Rust's cargo on PATH (or $CARGO): install a Rust "
+            "building redquorum needs Rust's cargo on PATH (or $CARGO): install a Rust "
             "toolchain, e.g. with rustup, and try again"
         )
     target = Path(os.environ.get("CARGO_TARGET_DIR") or crate / "target")
@@ -329,7 +329,7 @@ def _build_library(crate: Path, *, locked: bool, scratch: Path) -> Path:
                str(crate / "Cargo.toml"), "--target-dir", str(target)]
     if locked:
         command.append("--locked")
-    print("redlock-rs: " + " ".join(command), file=sys.stderr, flush=True)
+    print("redquorum: " + " ".join(command), file=sys.stderr, flush=True)
     # cargo's progress goes to stderr; stdout would mix with the frontend's protocol.
     result = subprocess.run(command, stdout=sys.stderr)
     if result.returncode != 0:
@@ -359,7 +359,7 @@ def _platform_tag(library: Path) -> str:
     try:
         needed, versions = _elf_dependencies(library.read_bytes())
     except ValueError as exc:
-        print(f"redlock-rs: cannot read {library}: {exc}; tagging {platform}", file=sys.stderr)
+        print(f"redquorum: cannot read {library}: {exc}; tagging {platform}", file=sys.stderr)
         return platform
     foreign = sorted(
         name for name in needed
@@ -369,7 +369,7 @@ def _platform_tag(library: Path) -> str:
              for v in versions if re.fullmatch(r"GLIBC_\d+\.\d+(\.\d+)?", v)]
     if foreign or not glibc:
         why = f"it needs {', '.join(foreign)}" if foreign else "it uses no glibc symbol versions"
-        print(f"redlock-rs: not a manylinux library ({why}); tagging {platform}; "
+        print(f"redquorum: not a manylinux library ({why}); tagging {platform}; "
               "`auditwheel repair` the wheel before publishing it", file=sys.stderr)
         return platform
     major, minor = max(glibc)

@@ -73,14 +73,14 @@ class Cancel(CancelHandle):
     """A cancel handle: :meth:`cancel` ends every pending acquisition given it (as
     ``Request(..., cancel=handle)`` or a shorthand's ``cancel=handle``).
 
-    A cancelled acquisition raises :class:`~redlock_rs.Cancelled` at once, after undoing what it
+    A cancelled acquisition raises :class:`~redquorum.Cancelled` at once, after undoing what it
     had taken on the nodes; one that already got its lock is not affected (release that as
     usual). A handle fires once and for good: use a new one for the next acquisitions.
     :meth:`cancel` may be called from any thread and from a signal handler.
     """
 
     def __repr__(self) -> str:
-        return f"<redlock_rs.Cancel cancelled={self.cancelled}>"
+        return f"<redquorum.Cancel cancelled={self.cancelled}>"
 
     def __del__(self) -> None:
         self._free()

@@ -61,7 +61,7 @@ class Redlock(Managed, Shorthands[Lock]):
     the main README's Sentinel section.
 
     The client's events (acquired, released, lost, a node disconnected, ...) become records of
-    the ``redlock_rs`` logger (see the README's "Logging and metrics"): with ``log_events=None``
+    the ``redquorum`` logger (see the README's "Logging and metrics"): with ``log_events=None``
     (the default) when, at creation, a record at ``INFO`` would reach a handler (the level
     allows it and a handler other than a :class:`logging.NullHandler` is configured), always
     with ``True``, never with ``False``. Without it, events cost nothing; :meth:`stats` counts
@@ -164,7 +164,7 @@ class Redlock(Managed, Shorthands[Lock]):
         same instant is released, before the exception propagates.
         """
         if not isinstance(request, Request):
-            raise TypeError(f"request must be a redlock_rs.Request, not {type(request).__name__}")
+            raise TypeError(f"request must be a redquorum.Request, not {type(request).__name__}")
         # Named here, on the calling thread: the call itself may run on a helper thread.
         caller = _caller.thread()
         return _blocking.run(
@@ -320,7 +320,7 @@ class Redlock(Managed, Shorthands[Lock]):
         default 1 s). Iteration ends when ``cancel`` fires or the observer is closed.
         """
         if cancel is not None and not isinstance(cancel, Cancel):
-            raise TypeError(f"cancel must be a redlock_rs.Cancel, not {type(cancel).__name__}")
+            raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
         return Observer(self, election_name(name), cancel, poll_millis(poll, poll_ms))
 
     def close(self) -> None:
@@ -338,4 +338,4 @@ class Redlock(Managed, Shorthands[Lock]):
     def __repr__(self) -> str:
         # URLs may carry passwords, so they stay out of the repr.
         state = "closed" if self.closed else "open"
-        return f"<redlock_rs.Redlock {state} nodes={self._node_count}>"
+        return f"<redquorum.Redlock {state} nodes={self._node_count}>"

@@ -139,4 +139,4 @@ class Observer(Managed):
 
     def __repr__(self) -> str:
         state = "ended" if self._ended or self.closed else "open"
-        return f"<redlock_rs.Observer name={self._name!r} {state}>"
+        return f"<redquorum.Observer name={self._name!r} {state}>"

@@ -1,10 +1,10 @@
-"""The shorthands of :class:`Redlock` and :class:`~redlock_rs.aio.AsyncRedlock`, written once.
+"""The shorthands of :class:`Redlock` and :class:`~redquorum.aio.AsyncRedlock`, written once.
 
 Each shorthand builds the one :class:`Request` its arguments describe and hands it to the
 client's ``_acquire_new``, which acquires it (the synchronous client returns the
-:class:`~redlock_rs.Lock`; the asyncio one an awaitable) and frees the request afterwards. The
+:class:`~redquorum.Lock`; the asyncio one an awaitable) and frees the request afterwards. The
 shared keywords of :meth:`~Shorthands.lock` and its read, write and semaphore twins are
-declared once, as :class:`~redlock_rs._request.LockKeywords`.
+declared once, as :class:`~redquorum._request.LockKeywords`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 class Shorthands(Generic[T]):
     """Shorthands for the acquisition of one :class:`Request` each; ``T`` is what a client's
-    acquisition returns (a :class:`~redlock_rs.Lock`, or for asyncio an awaitable of one)."""
+    acquisition returns (a :class:`~redquorum.Lock`, or for asyncio an awaitable of one)."""
 
     def _acquire_new(self, request: Request) -> T:
         """Acquires a request made for this one call, and frees it."""
@@ -60,7 +60,7 @@ class Shorthands(Generic[T]):
         Ctrl-C interrupts it at once (see :meth:`acquire`). Raises :class:`NotAcquired` if
         another owner holds it, :class:`NoQuorum` if too few nodes answered,
         :class:`Cancelled` if ``cancel`` fired, ``ValueError``/``TypeError`` for bad arguments
-        or a closed client. On :class:`~redlock_rs.aio.AsyncRedlock`: ``await`` it, or use it
+        or a closed client. On :class:`~redquorum.aio.AsyncRedlock`: ``await`` it, or use it
         in ``async with``.
         """
         return self._acquire_new(shorthand("lock", resource, ttl_ms, keywords))
@@ -150,7 +150,7 @@ class Shorthands(Generic[T]):
         Excludes readers and other writers. On the nodes it is exactly a plain lock; it adds a
         check that the calling thread holds no read or write lock of ``resource`` itself (there
         is no upgrade from read to write): ``ValueError`` instead of waiting for itself. On
-        :class:`~redlock_rs.aio.AsyncRedlock` tasks are not checked: a task holding the read
+        :class:`~redquorum.aio.AsyncRedlock` tasks are not checked: a task holding the read
         lock that awaits the write lock waits (until the read lock is released or expires).
         """
         return self._acquire_new(shorthand("write_lock", resource, ttl_ms, keywords, write=True))

@@ -3,18 +3,18 @@
 
 ::
 
-    from redlock_rs.aio import AsyncRedlock
+    from redquorum.aio import AsyncRedlock
 
     async with AsyncRedlock(nodes) as rl:
         async with rl.lock("orders:42", ttl=10, wait_timeout=30) as lock:
             ...
             await lock.extend(ttl=10)
-        lock = await rl.acquire(redlock_rs.Request("orders:43", ttl=10, fenced=True))
+        lock = await rl.acquire(redquorum.Request("orders:43", ttl=10, fenced=True))
         await lock.release()
         async with rl.campaign("scheduler", "host-a", ttl=10) as leadership:
             ...  # leading in term leadership.term; resigned on exit
         async for leader in rl.observe("scheduler", cancel=stop):
-            ...  # a redlock_rs.Leader, or None while nobody leads
+            ...  # a redquorum.Leader, or None while nobody leads
 
 The Rust core has no async runtime, so every call that waits on the nodes (acquire, extend,
 release) runs on a thread of its own (not the loop's default executor, whose few threads 50
@@ -117,7 +117,7 @@ async def _run(
 async def _leave_block(
     what: str, lost: bool, release: Callable[[], Awaitable[None]], exc: BaseException | None
 ) -> None:
-    """:func:`~redlock_rs._lock.leave_block` for an ``async with`` block."""
+    """:func:`~redquorum._lock.leave_block` for an ``async with`` block."""
     if exc is None:
         await release()
         if lost:
@@ -236,7 +236,7 @@ class AsyncLock:
         await _leave_block(f"lock {self.resource!r}", self.lost, self.release, exc)
 
     def __repr__(self) -> str:
-        return f"<redlock_rs.aio.AsyncLock resource={self.resource!r} released={self.released}>"
+        return f"<redquorum.aio.AsyncLock resource={self.resource!r} released={self.released}>"
 
 
 class _Acquiring:
@@ -273,12 +273,12 @@ class _Acquiring:
 
 class AsyncLeadership:
     """A won campaign, from :class:`AsyncElection` or :meth:`AsyncRedlock.campaign`; the
-    awaitable twin of :class:`~redlock_rs.Leadership`.
+    awaitable twin of :class:`~redquorum.Leadership`.
 
     ``async with`` resigns it on exit (also when the task is cancelled: the resignation
     completes first); leaving the block after the leadership was lost raises
-    :class:`~redlock_rs.LockLost`. :attr:`sync` is the underlying
-    :class:`~redlock_rs.Leadership`.
+    :class:`~redquorum.LockLost`. :attr:`sync` is the underlying
+    :class:`~redquorum.Leadership`.
     """
 
     def __init__(self, leadership: Leadership) -> None:
@@ -286,7 +286,7 @@ class AsyncLeadership:
 
     @property
     def sync(self) -> Leadership:
-        """The underlying :class:`~redlock_rs.Leadership` (do not call its blocking methods from
+        """The underlying :class:`~redquorum.Leadership` (do not call its blocking methods from
         a coroutine)."""
         return self._leadership
 
@@ -331,7 +331,7 @@ class AsyncLeadership:
         self._leadership.on_lost(lambda _leadership: deliver(self))
 
     async def resign(self) -> None:
-        """:meth:`~redlock_rs.Leadership.resign` without blocking the loop; runs to completion
+        """:meth:`~redquorum.Leadership.resign` without blocking the loop; runs to completion
         even if the task is cancelled meanwhile (the cancellation is raised afterwards)."""
         if self._leadership.resigned:
             return
@@ -353,15 +353,15 @@ class AsyncLeadership:
 
     def __repr__(self) -> str:
         return (
-            f"<redlock_rs.aio.AsyncLeadership name={self.name!r} term={self.term} "
+            f"<redquorum.aio.AsyncLeadership name={self.name!r} term={self.term} "
             f"resigned={self.resigned}>"
         )
 
 
 class AsyncObserver:
     """An election's leader changes for ``async for``, from :meth:`AsyncRedlock.observe` or
-    :meth:`AsyncElection.observe`: each a :class:`~redlock_rs.Leader`, or ``None`` while
-    nobody leads (see :class:`~redlock_rs.Observer`).
+    :meth:`AsyncElection.observe`: each a :class:`~redquorum.Leader`, or ``None`` while
+    nobody leads (see :class:`~redquorum.Observer`).
 
     Each wait runs on a thread of its own. Iteration ends when the observer's ``cancel`` fires
     or it is closed (:meth:`close`, ``async with``); cancelling the task that waits ends the
@@ -373,7 +373,7 @@ class AsyncObserver:
 
     @property
     def sync(self) -> Observer:
-        """The underlying :class:`~redlock_rs.Observer`."""
+        """The underlying :class:`~redquorum.Observer`."""
         return self._observer
 
     @property
@@ -398,7 +398,7 @@ class AsyncObserver:
         return change  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """End the observer (see :meth:`~redlock_rs.Observer.close`)."""
+        """End the observer (see :meth:`~redquorum.Observer.close`)."""
         self._observer.close()
 
     async def __aenter__(self) -> AsyncObserver:
@@ -413,19 +413,19 @@ class AsyncObserver:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<redlock_rs.aio.AsyncObserver over {self._observer!r}>"
+        return f"<redquorum.aio.AsyncObserver over {self._observer!r}>"
 
 
 class AsyncElection:
     """A candidate in a leader election, from :meth:`AsyncRedlock.election`; the awaitable twin
-    of :class:`~redlock_rs.Election`. Close it with :meth:`close` or ``async with``."""
+    of :class:`~redquorum.Election`. Close it with :meth:`close` or ``async with``."""
 
     def __init__(self, election: Election) -> None:
         self._election = election
 
     @property
     def sync(self) -> Election:
-        """The underlying :class:`~redlock_rs.Election`."""
+        """The underlying :class:`~redquorum.Election`."""
         return self._election
 
     @property
@@ -451,7 +451,7 @@ class AsyncElection:
         *,
         timeout_ms: int | None = None,
     ) -> AsyncLeadership:
-        """:meth:`~redlock_rs.Election.campaign` without blocking the loop; cancelling the task
+        """:meth:`~redquorum.Election.campaign` without blocking the loop; cancelling the task
         cancels the campaign (and resigns a leadership won in the same instant)."""
         return await self._campaign(cancel, campaign_wait(cancel, timeout, timeout_ms))
 
@@ -468,7 +468,7 @@ class AsyncElection:
         return AsyncLeadership(leadership)
 
     async def leader(self) -> Leader | None:
-        """:meth:`~redlock_rs.Election.leader` on a thread of its own."""
+        """:meth:`~redquorum.Election.leader` on a thread of its own."""
         return await _run(lambda _cancel: self._election.leader(), cancellable=False)
 
     def observe(
@@ -482,20 +482,20 @@ class AsyncElection:
         return AsyncObserver(self._election.observe(cancel=cancel, poll=poll, poll_ms=poll_ms))
 
     def on_started_leading(self, callback: Callable[[int], object]) -> None:
-        """:meth:`~redlock_rs.Election.on_started_leading`, run in the running event loop (before
+        """:meth:`~redquorum.Election.on_started_leading`, run in the running event loop (before
         the campaign that won returns)."""
         self._election.on_started_leading(_in_loop(_checked(callback)))
 
     def on_stopped_leading(self, callback: Callable[[int], object]) -> None:
-        """:meth:`~redlock_rs.Election.on_stopped_leading`, run in the running event loop."""
+        """:meth:`~redquorum.Election.on_stopped_leading`, run in the running event loop."""
         self._election.on_stopped_leading(_in_loop(_checked(callback)))
 
     def on_new_leader(self, callback: Callable[[Leader | None], object]) -> None:
-        """:meth:`~redlock_rs.Election.on_new_leader`, run in the running event loop."""
+        """:meth:`~redquorum.Election.on_new_leader`, run in the running event loop."""
         self._election.on_new_leader(_in_loop(_checked(callback)))
 
     def close(self) -> None:
-        """Close the election (see :meth:`~redlock_rs.Election.close`)."""
+        """Close the election (see :meth:`~redquorum.Election.close`)."""
         self._election.close()
 
     async def __aenter__(self) -> AsyncElection:
@@ -510,7 +510,7 @@ class AsyncElection:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<redlock_rs.aio.AsyncElection over {self._election!r}>"
+        return f"<redquorum.aio.AsyncElection over {self._election!r}>"
 
 
 def _checked(callback: T) -> T:
@@ -572,7 +572,7 @@ class AsyncRedlock(Shorthands[_Acquiring]):
     def from_client(cls, client: Redlock) -> AsyncRedlock:
         """An async facade over an existing :class:`Redlock` (shared, not copied)."""
         if not isinstance(client, Redlock):
-            raise TypeError(f"client must be a redlock_rs.Redlock, not {type(client).__name__}")
+            raise TypeError(f"client must be a redquorum.Redlock, not {type(client).__name__}")
         self = cls.__new__(cls)
         self._client = client
         return self
@@ -594,7 +594,7 @@ class AsyncRedlock(Shorthands[_Acquiring]):
         """:meth:`Redlock.acquire` without blocking the loop; cancelling the task cancels the
         acquisition (and releases a lock obtained in the same instant)."""
         if not isinstance(request, Request):
-            raise TypeError(f"request must be a redlock_rs.Request, not {type(request).__name__}")
+            raise TypeError(f"request must be a redquorum.Request, not {type(request).__name__}")
         client = self._client
         if client.closed:
             raise ValueError("this Redlock client is closed")
@@ -642,7 +642,7 @@ class AsyncRedlock(Shorthands[_Acquiring]):
         timeout_ms: int | None = None,
     ) -> _Campaigning:
         """:meth:`Redlock.campaign` for asyncio: ``await`` it for an :class:`AsyncLeadership`,
-        or use it in ``async with`` (resigned on exit; :class:`~redlock_rs.LockLost` on leaving
+        or use it in ``async with`` (resigned on exit; :class:`~redquorum.LockLost` on leaving
         a block whose leadership was lost). Cancelling the task cancels the campaign."""
         wait_ms = campaign_wait(cancel, timeout, timeout_ms)
         return _Campaigning(self.election(name, identity, ttl, ttl_ms=ttl_ms), cancel, wait_ms)
@@ -684,4 +684,4 @@ class AsyncRedlock(Shorthands[_Acquiring]):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<redlock_rs.aio.AsyncRedlock over {self._client!r}>"
+        return f"<redquorum.aio.AsyncRedlock over {self._client!r}>"

@@ -48,7 +48,7 @@ def campaign_wait(cancel: object, timeout: object, timeout_ms: object) -> int | 
     """A campaign's patience for C: None to wait until leading, else the ms to give up after;
     checks ``cancel`` on the way."""
     if cancel is not None and not isinstance(cancel, Cancel):
-        raise TypeError(f"cancel must be a redlock_rs.Cancel, not {type(cancel).__name__}")
+        raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
     return convert.millis("timeout", timeout, "timeout_ms", timeout_ms, 0, convert.MAX_TTL_MS)
 
 
@@ -230,7 +230,7 @@ class Election(Managed):
     ) -> Observer:
         """This election's leader changes (see :meth:`Redlock.observe`)."""
         if cancel is not None and not isinstance(cancel, Cancel):
-            raise TypeError(f"cancel must be a redlock_rs.Cancel, not {type(cancel).__name__}")
+            raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
         return Observer(self._client, self._encoded_name, cancel, poll_millis(poll, poll_ms))
 
     def on_started_leading(self, callback: Callable[[int], object]) -> None:
@@ -328,6 +328,6 @@ class Election(Managed):
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return (
-            f"<redlock_rs.Election {state} name={self._name!r} identity={self._identity!r} "
+            f"<redquorum.Election {state} name={self._name!r} identity={self._identity!r} "
             f"ttl_ms={self._ttl_ms}>"
         )
