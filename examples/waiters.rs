@@ -11,7 +11,7 @@
 //! `1,5,25`; 1: all waiters in one client of this process, else spread over that many
 //! processes, this program again with `--child`), release notifications with `fair(false)`
 //! (`notify`: one waiter per client tries on each release) and with the default queue across
-//! processes (`fair`, `src/queue.rs`).
+//! processes (`fair`, `src/notify/queue.rs`).
 //!
 //! Reported per mode, one JSON line each: commands per second the nodes ran (`INFO stats`
 //! `total_commands_processed` deltas, summed over the nodes), handovers, the wake-up latency

@@ -10,13 +10,13 @@ use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::clock::Limits;
-pub use crate::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
-use crate::cluster::{self, Cluster};
 use crate::error::{Error, Result};
-use crate::node_url::{self, AddressMap};
-use crate::quorum::drift_allowance;
-use crate::sentinel::{self, Sentinel, Target};
+use crate::rules::clock::Limits;
+pub use crate::rules::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
+use crate::rules::quorum::drift_allowance;
+use crate::topology::cluster::{self, Cluster};
+use crate::topology::sentinel::{self, Sentinel, Target};
+use crate::topology::urls::{self, AddressMap};
 
 /// Default retries after the first attempt of [`Redlock::lock`].
 pub const DEFAULT_RETRY_COUNT: u32 = 3;
@@ -670,8 +670,8 @@ fn open_standalone(url: &str) -> std::result::Result<redis::Client, String> {
     let tcp = ["redis", "rediss", "valkey", "valkeys"]
         .iter()
         .any(|s| scheme.eq_ignore_ascii_case(s));
-    if tcp && node_url::at_after_host(url) {
-        return Err(format!("an @ after the host: {}", node_url::ENCODE));
+    if tcp && urls::at_after_host(url) {
+        return Err(format!("an @ after the host: {}", urls::ENCODE));
     }
     redis::Client::open(url).map_err(|e| {
         // Without the detail, which may quote part of the URL (`protocol=` …).

@@ -104,13 +104,13 @@ use redis::Value;
 
 use crate::cancel::Cancel;
 use crate::client::Redlock;
+use crate::client::lock::Lock;
+use crate::client::request::{AutoExtend, LockRequest};
 use crate::config::MAX_TTL;
 use crate::error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 use crate::kinds::leader::{self, Leader as LeaderKind, election_key};
-use crate::lock::Lock;
 use crate::notify::{Subscription, Wake};
-use crate::quorum::quorum;
-use crate::request::{AutoExtend, LockRequest};
+use crate::rules::quorum::quorum;
 
 /// Longest identity, in bytes.
 pub const MAX_IDENTITY: usize = 256;
@@ -202,7 +202,7 @@ impl Redlock {
         }
         let config = self.settings();
         let ttl_ms = config.ttl_ms(ttl)?;
-        let every = ttl.mul_f64(crate::request::DEFAULT_EXTEND_FRACTION);
+        let every = ttl.mul_f64(crate::client::request::DEFAULT_EXTEND_FRACTION);
         if every.is_zero() || every + config.node_timeout >= ttl {
             return Err(Error::invalid(format!(
                 "ttl of {ttl:?} is too short for a leadership: it is extended every third of \
@@ -657,7 +657,8 @@ struct NodeView {
 fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Leader>> {
     let engine = client.engine();
     let started = Instant::now();
-    let answers = crate::inspect::every_answer(engine, &leader::read(key), key, &Arc::from(""));
+    let answers =
+        crate::client::inspect::every_answer(engine, &leader::read(key), key, &Arc::from(""));
     // Read after the answers: a node that answered from a new process is known by now.
     let statuses = engine.node_status();
     let n = answers.len();

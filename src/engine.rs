@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use crate::cancel::Cancel;
-use crate::clock::ClockBoard;
 use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
-use crate::node::{self, Handover, Node, NodeStatus, ReplyTo, Request, Settings};
-use crate::quorum::{Decision, Gate, Tally, Vote};
+use crate::node::{self, Handover, Node, ReplyTo, Request, Settings};
+use crate::rules::clock::ClockBoard;
+use crate::rules::quorum::{Decision, Gate, Tally, Vote};
+use crate::telemetry::NodeStatus;
 use crate::telemetry::Telemetry;
 use crate::wire::{Command, Script};
 
@@ -38,7 +39,7 @@ pub(crate) struct Engine {
     exited: Receiver<()>,
     pub(crate) config: Config,
     /// For connections of other kinds (the subscribers of `notify.rs`).
-    pub(crate) clients: Vec<crate::sentinel::Target>,
+    pub(crate) clients: Vec<crate::topology::sentinel::Target>,
     /// What the workers learn about clocks; held locks watch its count of our host's
     /// suspensions ([`ClockBoard::epoch`]).
     pub(crate) board: Arc<ClockBoard>,
@@ -129,7 +130,7 @@ impl Engine {
     /// against `node_timeout`. Unreachable nodes do not fail the start: their workers keep
     /// trying.
     pub(crate) fn start(
-        clients: Vec<crate::sentinel::Target>,
+        clients: Vec<crate::topology::sentinel::Target>,
         config: Config,
         scripts: &'static [&'static [&'static Script]],
     ) -> Result<Engine> {
@@ -189,7 +190,7 @@ impl Engine {
     }
 
     /// Each node's Sentinel watch (`None` for other nodes), for the release subscribers.
-    pub(crate) fn watches(&self) -> Vec<Option<Arc<crate::sentinel::Watch>>> {
+    pub(crate) fn watches(&self) -> Vec<Option<Arc<crate::topology::sentinel::Watch>>> {
         self.nodes.iter().map(Node::watch).collect()
     }
 

@@ -72,7 +72,7 @@
 //! refuses replicas, Redis Cluster nodes and too-old servers, and warns about replicas of a
 //! master and evicting `maxmemory` policies ([`Builder::strict_servers`] refuses those too).
 //! What each guard can and cannot catch: the `clock` and `probe` modules' source documentation
-//! (`src/clock.rs`, `src/probe.rs`) and the README's production checklist.
+//! (`src/rules/clock.rs`, `src/topology/probe.rs`) and the README's production checklist.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -83,31 +83,25 @@
 // watchdog, notify → client (the facade) → election (a recipe on it). The C ABI is the crate in ffi/, on the public API.
 mod cancel;
 mod client;
-mod clock;
-mod cluster;
 mod config;
 mod election;
 mod engine;
 mod error;
-mod histogram;
-mod inspect;
 mod kinds;
-mod lock;
 mod node;
-mod node_url;
 mod notify;
-mod probe;
-mod queue;
-mod quorum;
-mod request;
-mod sentinel;
+mod rules;
 mod sync;
 mod telemetry;
-mod token;
-mod watchdog;
+mod topology;
 mod wire;
 
 pub use cancel::Cancel;
+pub use client::inspect::{
+    ForcedRelease, Inspection, KeyState, NodeInspection, NodeRelease, NodeState, Released,
+};
+pub use client::lock::Lock;
+pub use client::request::{AutoExtend, DEFAULT_EXTEND_FRACTION, LockRequest};
 pub use client::{EventListener, Redlock};
 pub use config::{
     Builder, Config, DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE, DEFAULT_DRIFT_FACTOR,
@@ -118,16 +112,11 @@ pub use election::{
     DEFAULT_OBSERVE_POLL, Election, Leader, Leadership, MAX_ELECTION_NAME, MAX_IDENTITY, Observer,
 };
 pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
-pub use histogram::{BUCKETS, Histogram};
-pub use inspect::{
-    ForcedRelease, Inspection, KeyState, NodeInspection, NodeRelease, NodeState, Released,
-};
 pub use kinds::MAX_RESOURCE_NAME;
 pub use kinds::many::MAX_RESOURCES;
 pub use kinds::semaphore::MAX_PERMITS;
-pub use lock::Lock;
-pub use node::NodeStatus;
-pub use request::{AutoExtend, DEFAULT_EXTEND_FRACTION, LockRequest};
+pub use telemetry::NodeStatus;
+pub use telemetry::histogram::{BUCKETS, Histogram};
 pub use telemetry::{
     AcquireStats, EVENT_QUEUE, Event, EventKind, KINDS, LOST_REASONS, NODE_POLL, OUTCOMES, Stats,
 };

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use redis::Value;
 
 use crate::error::NodeProblem;
-use crate::quorum::Vote;
+use crate::rules::quorum::Vote;
 
 /// Lua: `owned(key)`, whether `key` holds our token (ARGV[1]). A key of another type (a
 /// reentrant lock's hash) is not ours rather than a `WRONGTYPE` error; any other error (a

@@ -1,4 +1,4 @@
-//! Fair hand-over across processes (`src/queue.rs`), against real redis-server nodes: waiters
+//! Fair hand-over across processes (`src/notify/queue.rs`), against real redis-server nodes: waiters
 //! are this binary run again with `--waiter`, and the faults are real signals.
 //!
 //! - Waiters in six processes get the lock in the order they queued: no inversion.

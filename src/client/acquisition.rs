@@ -8,17 +8,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::Cancel;
+use crate::client::lock::{Acquired, Lock};
+use crate::client::request::{AutoExtend, LockRequest, Patience};
 use crate::config::{Config, MAX_TTL};
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, NodeProblem, Operation, Result};
 use crate::kinds::{Caller, Kind, free_in, split_vote};
-use crate::lock::{Acquired, Lock};
+use crate::notify::queue;
 use crate::notify::{News, Subscription, Turn, Wake};
-use crate::queue;
-use crate::quorum::Vote;
-use crate::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
-use crate::request::{AutoExtend, LockRequest, Patience};
-use crate::token::new_token;
+use crate::rules::quorum::Vote;
+use crate::rules::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
+use crate::rules::token::new_token;
 use crate::wire::Keys;
 
 use super::Redlock;
@@ -95,8 +95,10 @@ impl<'a> Acquisition<'a> {
         let config = engine.config;
         let ttl_ms = config.ttl_ms(request.ttl)?;
         if let Some(i) = engine.clients.iter().position(|t| t.is_cluster())
-            && let Some(why) =
-                crate::cluster::cross_slot(&kind.acquire(ttl_ms, &config), kind.resource())
+            && let Some(why) = crate::topology::cluster::cross_slot(
+                &kind.acquire(ttl_ms, &config),
+                kind.resource(),
+            )
         {
             return Err(Error::invalid(format!(
                 "node {i} ({}): {why}",

@@ -132,11 +132,11 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::clock::DEFAULT_CLOCK_JUMP;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::kinds::{Caller, Grant, Held, Kind, plain};
-use crate::quorum::Decision;
+use crate::rules::clock::DEFAULT_CLOCK_JUMP;
+use crate::rules::quorum::Decision;
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
 /// Where redlock keeps the fence counter of `resource` on each node.
@@ -340,7 +340,7 @@ mod tests {
     //! wipes nodes. Every history is checked against the guarantees in the module docs.
     use super::*;
     use crate::error::NodeProblem;
-    use crate::quorum::{Tally, Vote, quorum};
+    use crate::rules::quorum::{Tally, Vote, quorum};
 
     #[test]
     fn fence_keys_are_prefixed_and_distinct() {

@@ -15,8 +15,8 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::quorum::Vote;
-use crate::token::new_token;
+use crate::rules::quorum::Vote;
+use crate::rules::token::new_token;
 use crate::wire::{Command, Keys, Reply, Script};
 
 pub(crate) mod fenced;
@@ -70,8 +70,8 @@ pub(crate) static SCRIPTS: [&Script; 23] = [
     &semaphore::EXTEND,
     &REMAINING,
     &REMAINING_ANY,
-    &crate::queue::JOIN,
-    &crate::queue::LEAVE,
+    &crate::notify::queue::JOIN,
+    &crate::notify::queue::LEAVE,
 ];
 
 /// Who an acquisition is for, as the read-write lock's self-wait check tells callers apart:

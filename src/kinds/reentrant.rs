@@ -32,9 +32,9 @@ use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Caller, Grant, Held, Kind, remaining_ttl};
 use crate::node::Handover;
-use crate::quorum::{Vote, note_late};
+use crate::rules::quorum::{Vote, note_late};
+use crate::rules::token::new_token;
 use crate::sync::relock;
-use crate::token::new_token;
 use crate::wire::{Command, Reply, Script};
 
 /// Longest owner name, in bytes.

@@ -99,8 +99,8 @@ use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Caller, Grant, Held, Kind, plain, remaining_ttl};
+use crate::rules::token::new_token;
 use crate::sync::relock;
-use crate::token::new_token;
 use crate::wire::{Command, Reply, Script};
 
 /// Lua: `now` (Unix ms from the node's clock), the pruning of entries whose score is not in the

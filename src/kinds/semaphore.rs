@@ -64,7 +64,7 @@ use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, NodeProblem, Result};
 use crate::kinds::{Caller, Grant, Held, Kind, plain};
-use crate::quorum::Vote;
+use crate::rules::quorum::Vote;
 use crate::wire::{Command, Keys, Reply, Script, owned_fn};
 
 /// Most permits a semaphore can have.
@@ -274,7 +274,7 @@ impl Kind for Slot {
         // number left by a misconfigured caller's failed attempt (until its TTL), and the other
         // slots, or a later attempt, can still get in on the rest.
         let nodes = attempt.tally.nodes();
-        if mismatches.len() <= nodes - crate::quorum::quorum(nodes) {
+        if mismatches.len() <= nodes - crate::rules::quorum::quorum(nodes) {
             return None;
         }
         let stored = mismatches.into_iter().next()?;

@@ -4,7 +4,7 @@
 //! **Read-write** (`chaos-rw`): each round a thread is a reader (60 %, `.read()`), a writer
 //! (30 %, `.write()`) or a plain holder (10 %, `LockRequest::new`, which a writer must exclude
 //! like any other Redlock client's `SET NX`), always with `.wait()` (writers and plain holders
-//! queued across the client processes, `src/queue.rs`, but a fifth of them with `fair(false)`),
+//! queued across the client processes, `src/notify/queue.rs`, but a fifth of them with `fair(false)`),
 //! often auto-extended, now and then holding for longer than its TTL. Writers and plain holders do the counter's non-atomic
 //! read-modify-write, then write the new value to two fields in two steps; readers read the two
 //! fields in two steps and log what they saw. A few readers that are not auto-extended sleep
@@ -184,7 +184,7 @@ impl Worker {
     /// The request with `.wait()`, auto-extended if `long` and sometimes otherwise; whether it
     /// is.
     fn request(&mut self, req: LockRequest, long: bool) -> (LockRequest, bool) {
-        // Writers and plain waiters queue across the client processes (`src/queue.rs`), with
+        // Writers and plain waiters queue across the client processes (`src/notify/queue.rs`), with
         // the cancels and pauses below; a fifth wait the old way (`fair(false)`), contending
         // with them.
         let fair = !self.rng.chance(0.2);

@@ -121,10 +121,10 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
-use crate::clock::{Readings, TIME_COMMAND, TimeReading};
-use crate::node_url::{self, AddressMap, address};
-use crate::probe::{self, Probe};
+use crate::rules::clock::{Readings, TIME_COMMAND, TimeReading};
 use crate::sync::relock;
+use crate::topology::probe::{self, Probe};
+use crate::topology::urls::{self, AddressMap, address};
 use crate::wire::{self, Command, Script};
 
 /// `T` when a master does not tell its `cluster-node-timeout` (`CONFIG GET` refused, as on
@@ -149,7 +149,7 @@ pub(crate) fn is_cluster_url(url: &str) -> bool {
 
 /// `host:port` (or `[v6]:port`) of an extra seed; quoted in the error if `quotable`.
 fn parse_seed(seed: &str, quotable: bool) -> Result<(String, u16), String> {
-    node_url::host_port(
+    urls::host_port(
         seed,
         "seed",
         "they go before the first host, and are the same for every node of the cluster",
@@ -178,21 +178,21 @@ impl Cluster {
     /// Parses a `redis[s]+cluster://` URL; the error says what is wrong, never with the
     /// password.
     pub(crate) fn parse(url: &str) -> Result<Cluster, String> {
-        let node_url::Head {
+        let urls::Head {
             url: parsed,
             tls,
             host,
             port,
-        } = node_url::head(url, "cluster", DEFAULT_PORT, "no host")?;
+        } = urls::head(url, "cluster", DEFAULT_PORT, "no host")?;
         let path = parsed.path().trim_matches('/');
         if !path.is_empty() {
             return Err(format!(
                 "a cluster has only database 0, so the URL takes no path (found /{path})"
             ));
         }
-        let redis = node_url::with_credentials(&parsed, RedisConnectionInfo::default())?;
+        let redis = urls::with_credentials(&parsed, RedisConnectionInfo::default())?;
         let mut seeds = vec![(host, port)];
-        let query = node_url::query(&parsed)?;
+        let query = urls::query(&parsed)?;
         for (name, value) in query.pairs {
             match name.as_str() {
                 "seed" => {
@@ -201,7 +201,7 @@ impl Cluster {
                         seeds.push(seed);
                     }
                 }
-                other => return Err(node_url::unknown(other, query.quotable, "seed")),
+                other => return Err(urls::unknown(other, query.quotable, "seed")),
             }
         }
         Ok(Cluster {

@@ -28,6 +28,8 @@
 //! a release notification with it). A release then costs the nodes one attempt per client, not one
 //! per waiting thread.
 
+pub(crate) mod queue;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -37,9 +39,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError};
 
 use crate::cancel::Cancel;
-use crate::queue::{QueueNews, queue_news};
-use crate::sentinel::{Verdict, Watch};
+use crate::notify::queue::{QueueNews, queue_news};
 use crate::sync::relock;
+use crate::topology::sentinel::{Verdict, Watch};
 use crate::wire::{channel, released_key};
 
 /// How often a waiter for its subscriptions to become active looks at its cancel.
@@ -206,7 +208,7 @@ impl Registry {
     fn new(nodes: usize, silence: Duration) -> Registry {
         Registry {
             slots: Mutex::new(Slots::new()),
-            quorum: crate::quorum::quorum(nodes),
+            quorum: crate::rules::quorum::quorum(nodes),
             failing: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
             waiting_since: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             no_queue_until: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
@@ -429,7 +431,7 @@ pub(crate) struct Notifier {
 
 impl Notifier {
     pub(crate) fn start(
-        clients: &[crate::sentinel::Target],
+        clients: &[crate::topology::sentinel::Target],
         watches: Vec<Option<Arc<Watch>>>,
         connect_timeout: Duration,
         io_timeout: Duration,
@@ -909,7 +911,7 @@ fn interrupted(e: &redis::RedisError) -> bool {
 struct Subscriber {
     /// The node's index, in the registry's per-node state.
     index: usize,
-    client: crate::sentinel::Target,
+    client: crate::topology::sentinel::Target,
     /// A Sentinel node's watch (the node's, see `node.rs`): a connection to a master the
     /// sentinels no longer name is dropped, as the node's workers drop theirs, or the
     /// releases published on the new master would go unheard. The master of the current
@@ -1103,7 +1105,7 @@ impl Subscriber {
     }
 
     fn prefer(&self, sentinel: usize) {
-        if let crate::sentinel::Target::Sentinel(s) = &self.client {
+        if let crate::topology::sentinel::Target::Sentinel(s) = &self.client {
             s.prefer(sentinel);
         }
     }
@@ -1191,7 +1193,7 @@ impl Subscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::queue_news;
+    use crate::notify::queue::queue_news;
 
     /// The queue node of the resource "r" in these tests, of five nodes.
     const QUEUE_NODE: usize = 2;

@@ -2,6 +2,10 @@
 //! shorthands.
 
 mod acquisition;
+pub(crate) mod inspect;
+pub(crate) mod lock;
+pub(crate) mod request;
+pub(crate) mod watchdog;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -10,22 +14,22 @@ use std::time::{Duration, Instant};
 use crate::config::{Builder, Config};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::inspect::{self, ForcedRelease, Inspection};
 use crate::kinds::SCRIPTS;
-use crate::lock::Lock;
-use crate::node::NodeStatus;
 use crate::notify::Notifier;
-use crate::request::{AutoExtend, LockRequest};
+use crate::telemetry::NodeStatus;
+use inspect::{ForcedRelease, Inspection};
+use lock::Lock;
+use request::{AutoExtend, LockRequest};
 
+use crate::rules::token::new_token;
 use crate::sync::relock;
 use crate::telemetry::{Event, NodeReader, Stats, Telemetry};
-use crate::token::new_token;
-use crate::watchdog::{Job, Watchdog};
 use crate::wire::Script;
 use acquisition::Acquisition;
+use watchdog::{Job, Watchdog};
 
 /// What every connection loads: the kinds' scripts and the operator's.
-static SCRIPT_SETS: [&[&Script]; 2] = [&SCRIPTS, &crate::inspect::SCRIPTS];
+static SCRIPT_SETS: [&[&Script]; 2] = [&SCRIPTS, &crate::client::inspect::SCRIPTS];
 
 /// A listener registered with [`Redlock::on_event`]; dropping it removes the listener (and,
 /// with the last one, stops the dispatcher thread).
@@ -98,7 +102,7 @@ impl Redlock {
         Builder::default()
     }
 
-    fn start(clients: Vec<crate::sentinel::Target>, config: Config) -> Result<Redlock> {
+    fn start(clients: Vec<crate::topology::sentinel::Target>, config: Config) -> Result<Redlock> {
         let engine = Engine::start(clients, config, &SCRIPT_SETS)?;
         Ok(Redlock {
             inner: Arc::new(Inner {

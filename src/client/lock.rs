@@ -2,7 +2,7 @@
 //!
 //! The part of a lock that changes after it is acquired (its deadline, extension count, whether
 //! it was released or lost) lives in [`Shared`], behind an `Arc`, because the client's extender
-//! thread ([`crate::watchdog`]) updates it while the holder works. One mutex (`op`) serializes
+//! thread ([`crate::client::watchdog`]) updates it while the holder works. One mutex (`op`) serializes
 //! every network operation on one lock — the holder's extend and release, Drop, and the
 //! extender's extensions — so that once a release or drop has taken it and marked the lock
 //! released, no extension can reach a node any more.
@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::clock::ClockBoard;
 use crate::engine::Engine;
 use crate::error::{Error, Operation, QuorumReport, Result};
 use crate::kinds::{Held, release_nonce};
-use crate::quorum::{Decision, earliest_expiry, validity_deadline};
+use crate::rules::clock::ClockBoard;
+use crate::rules::quorum::{Decision, earliest_expiry, validity_deadline};
 use crate::sync::relock;
 use crate::telemetry::{LOST_EXPIRED, LOST_REFUSED, LOST_SUSPENDED, Telemetry};
 

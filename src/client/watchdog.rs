@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::client::lock::Shared;
 use crate::engine::Engine;
-use crate::lock::Shared;
 use crate::telemetry::{LOST_EXPIRED, LOST_SUSPENDED};
 
 const STACK: usize = 256 * 1024;

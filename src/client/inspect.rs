@@ -15,7 +15,7 @@ use crate::engine::{Engine, Outcome};
 use crate::error::{Error, NodeProblem, Result};
 use crate::kinds::fenced::fence_key;
 use crate::kinds::{check_resource_name, release_nonce};
-use crate::quorum::{Vote, quorum};
+use crate::rules::quorum::{Vote, quorum};
 use crate::wire::{Command, Keys, Reply, Script};
 
 /// The operator's scripts, loaded on each connection beside the kinds'.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::clock::{TIME_COMMAND, TimeReading};
+use crate::rules::clock::{TIME_COMMAND, TimeReading};
 
 /// The oldest server accepted: ACL users (the documented least-privilege setup) and the
 /// scripts' error handling (`redis.pcall` error tables re-raised with `error()`) are what the
@@ -392,7 +392,7 @@ pub(crate) fn run(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
     }
     let (time, time_error) = match values.pop().unwrap_or(Value::Nil) {
         Value::ServerError(e) => (None, Some(error_text(&e))),
-        value if crate::clock::parse_time(&value).is_some() => {
+        value if crate::rules::clock::parse_time(&value).is_some() => {
             (Some(TimeReading::new(value, sent)), None)
         }
         other => (None, Some(format!("unexpected reply {other:?}"))),

@@ -70,7 +70,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::NodeProblem;
-use crate::quorum::quorum;
+use crate::rules::quorum::quorum;
 
 /// Default clock-guard threshold: the largest step of a node's clock tolerated between two
 /// samples, beyond the rate difference `drift_factor` allows.

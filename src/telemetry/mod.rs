@@ -31,6 +31,11 @@
 //! `db.client.operation.duration`), `redlock_node_errors_total`, `redlock_node_up`,
 //! `redlock_node_connects_total`, `redlock_node_restarts_total`, `redlock_node_quarantined`.
 
+pub(crate) mod histogram;
+mod status;
+
+pub use status::NodeStatus;
+
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -39,9 +44,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::histogram::{AtomicHistogram, BUCKETS, Histogram};
-use crate::node::NodeStatus;
 use crate::sync::relock;
+use crate::telemetry::histogram::{AtomicHistogram, BUCKETS, Histogram};
 
 /// Events queued for the dispatcher at most; more are dropped and counted.
 pub const EVENT_QUEUE: usize = 1024;

@@ -119,9 +119,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
-use crate::cluster::{Cluster, Link};
-use crate::node_url::{self, AddressMap};
 use crate::sync::relock;
+use crate::topology::cluster::{Cluster, Link};
+use crate::topology::urls::{self, AddressMap};
 
 /// Default Sentinel port when a URL gives none.
 const DEFAULT_SENTINEL_PORT: u16 = 26379;
@@ -278,7 +278,7 @@ pub(crate) struct Resolved {
 
 /// `host:port` (or `[v6]:port`) of an extra sentinel; quoted in the error if `quotable`.
 fn parse_seed(seed: &str, quotable: bool) -> Result<(String, u16), String> {
-    node_url::host_port(
+    urls::host_port(
         seed,
         "sentinel",
         "use sentinel_user= and sentinel_password=",
@@ -290,12 +290,12 @@ impl Sentinel {
     /// Parses a `redis[s]+sentinel://` URL; the error says what is wrong, never with the
     /// password.
     pub(crate) fn parse(url: &str) -> Result<Sentinel, String> {
-        let node_url::Head {
+        let urls::Head {
             url: parsed,
             tls,
             host,
             port,
-        } = node_url::head(url, "sentinel", DEFAULT_SENTINEL_PORT, "no sentinel host")?;
+        } = urls::head(url, "sentinel", DEFAULT_SENTINEL_PORT, "no sentinel host")?;
         let mut segments = parsed
             .path()
             .trim_start_matches('/')
@@ -303,7 +303,7 @@ impl Sentinel {
             .filter(|s| !s.is_empty());
         let name = segments
             .next()
-            .map(|name| node_url::decode(name, "the master name"))
+            .map(|name| urls::decode(name, "the master name"))
             .transpose()?
             .filter(|n| !n.is_empty())
             .ok_or("no master name: put it in the path, /MASTERNAME")?;
@@ -318,10 +318,10 @@ impl Sentinel {
             return Err("the path has more than /MASTERNAME[/db]".into());
         }
         let master_redis =
-            node_url::with_credentials(&parsed, RedisConnectionInfo::default().set_db(db))?;
+            urls::with_credentials(&parsed, RedisConnectionInfo::default().set_db(db))?;
         let mut sentinels = vec![(host, port)];
         let mut sentinel_redis = RedisConnectionInfo::default();
-        let query = node_url::query(&parsed)?;
+        let query = urls::query(&parsed)?;
         for (name, value) in query.pairs {
             match name.as_str() {
                 "sentinel" => {
@@ -333,7 +333,7 @@ impl Sentinel {
                 "sentinel_user" => sentinel_redis = sentinel_redis.set_username(value),
                 "sentinel_password" => sentinel_redis = sentinel_redis.set_password(value),
                 other => {
-                    return Err(node_url::unknown(
+                    return Err(urls::unknown(
                         other,
                         query.quotable,
                         "sentinel, sentinel_user, sentinel_password",
@@ -357,7 +357,7 @@ impl Sentinel {
     /// (the seed tells apart groups that use the same master name).
     pub(crate) fn id(&self) -> String {
         let (host, port) = &self.sentinels[0];
-        format!("sentinel:{}@{}", self.name, node_url::address(host, *port))
+        format!("sentinel:{}@{}", self.name, urls::address(host, *port))
     }
 
     pub(crate) fn is_tls(&self) -> bool {
@@ -462,7 +462,7 @@ impl Sentinel {
                         continue;
                     }
                     let (at_host, at_port) = &answer.at;
-                    let master = node_url::address(at_host, *at_port);
+                    let master = urls::address(at_host, *at_port);
                     match self.open_master(at_host, *at_port, &master, connect_timeout, io_timeout)
                     {
                         Ok(conn) => {
@@ -702,14 +702,14 @@ fn newest(answers: &[(usize, Answer)], previous: Option<&Named>) -> Option<Named
     let top = answers.iter().map(|(_, a)| a.epoch).max()?;
     let mut candidates = answers.iter().filter(|(_, a)| a.epoch == top);
     let differs = |(_, a): &&(usize, Answer)| {
-        previous.is_none_or(|p| p.master != node_url::address(&a.at.0, a.at.1))
+        previous.is_none_or(|p| p.master != urls::address(&a.at.0, a.at.1))
     };
     let (index, answer) = candidates
         .clone()
         .find(differs)
         .or_else(|| candidates.next())?;
     Some(Named {
-        master: node_url::address(&answer.at.0, answer.at.1),
+        master: urls::address(&answer.at.0, answer.at.1),
         epoch: answer.epoch,
         sentinel: *index,
     })
