@@ -76,11 +76,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-// Layers, bottom-up; nothing imports from a layer above it:
-// error, token, sync, quorum (pure rules) → wire (scripts, commands) → node (one worker per
-// node) → engine (fan-out and decision) → kinds (one file each), inspect (the operator's
-// reads and forced release) → cancel, request, lock →
-// watchdog, notify → client (the facade) → election (a recipe on it). The C ABI is the crate in ffi/, on the public API.
+// The modules stand in layers, each importing only from those below it: docs/api.md#layers,
+// generated from and enforced by scripts/check-layers.
 mod cancel;
 mod client;
 mod config;

@@ -439,7 +439,7 @@ fn a_split_vote_does_not_leave_a_waiter_asleep_until_the_keys_expire() {
 /// keys of three other failed attempts, none on a quorum (as when many waiters try at once, in
 /// one process or several). Nobody holds the lock, and their undos announce nothing: the waiter
 /// must not sleep until the keys' TTL, queued (`fair`) or not. (The fair queue's head did,
-/// stalling `examples/waiters` for its whole 8 s run now and then.)
+/// stalling `examples/waiters.rs` for its whole 8 s run now and then.)
 #[test]
 fn a_waiter_refused_everywhere_by_a_split_vote_does_not_sleep_until_the_keys_expire() {
     let attempts = [

@@ -1,6 +1,6 @@
 //! `--metrics-addr` against clients that misbehave: slow ones, oversized requests, too many
 //! connections; and the warning when it binds beyond loopback. (What it serves:
-//! `tests/elect.rs::metrics_addr_serves_prometheus_text_while_the_command_runs`.)
+//! `cli/tests/elect.rs::metrics_addr_serves_prometheus_text_while_the_command_runs`.)
 
 #[path = "../../tests/support/mod.rs"]
 mod support;

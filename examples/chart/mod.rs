@@ -242,7 +242,7 @@ pub fn handover_chart(points: &[(&str, u32, f64)], caption: &str) -> String {
     )
 }
 
-/// [`handover_chart`] from the JSON lines of `examples/waiters`: each line's `mode`,
+/// [`handover_chart`] from the JSON lines of `examples/waiters.rs`: each line's `mode`,
 /// `processes` and `commands_per_handover`; lines without them are left out.
 pub fn handover_chart_from_json(lines: &[String], caption: &str) -> String {
     let points: Vec<(&str, u32, f64)> = lines

@@ -306,7 +306,7 @@ pub(crate) fn free_in(outcome: &Outcome, quorum: usize) -> Option<Duration> {
 /// those keys belong to attempts that failed, whose undos announce nothing (`plain.rs`), so a
 /// waiter that slept until their TTL ran out, trusting a release to wake it, would sleep the
 /// whole TTL through for a lock nobody holds (the fair queue's head did, 8 s, in 4 of 25
-/// runs of `examples/waiters` with 5 processes under load). Not for kinds whose keys
+/// runs of `examples/waiters.rs` with 5 processes under load). Not for kinds whose keys
 /// hold no token (hashes, sorted sets): no owners to go by. `outcome` must be settled (every
 /// node's answer that came in time), not cut at the quorum: a quorum of answers that happened
 /// to leave out an empty node or a second token would tell the wrong story.

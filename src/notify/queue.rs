@@ -14,7 +14,7 @@
 //!   waiter first tries once as before, unless its client already knows of a queue on the
 //!   resource; a refused waiter joins. So a newcomer whose client knows nothing of a queue can
 //!   still take a lock that has just been released ahead of the head (an inversion, counted by
-//!   `examples/waiters`); one whose client knows joins behind the others.
+//!   `examples/waiters.rs`); one whose client knows joins behind the others.
 //! - **Turns**: a waiter that got the lock, or gave up, leaves with `LEAVE`. When the head (or
 //!   the one after it) leaves, the script publishes `turn:<head>:<next>:<held>` on the
 //!   resource's release channel, which every waiting client already listens to. The client of
