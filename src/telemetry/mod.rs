@@ -32,11 +32,12 @@
 //! `redlock_node_connects_total`, `redlock_node_restarts_total`, `redlock_node_quarantined`.
 
 pub(crate) mod histogram;
+mod prometheus;
 mod status;
 
 pub use status::NodeStatus;
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
@@ -45,7 +46,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::sync::relock;
-use crate::telemetry::histogram::{AtomicHistogram, BUCKETS, Histogram};
+use crate::telemetry::histogram::{AtomicHistogram, Histogram};
 
 /// Events queued for the dispatcher at most; more are dropped and counted.
 pub const EVENT_QUEUE: usize = 1024;
@@ -570,14 +571,6 @@ fn node_events(before: &[NodeStatus], now: &[NodeStatus]) -> Vec<Event> {
     out
 }
 
-/// A per-node metric: name, type, help, and how to read it from the status.
-type NodeMetric = (
-    &'static str,
-    &'static str,
-    &'static str,
-    fn(&NodeStatus) -> u64,
-);
-
 /// Acquisitions of one outcome and kind.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -628,167 +621,7 @@ impl Stats {
 
     /// The Prometheus text exposition format (version 0.0.4) of the snapshot.
     pub fn prometheus(&self) -> String {
-        let mut out = String::new();
-        let h = |out: &mut String, name: &str, labels: &str, h: &Histogram| {
-            let mut cumulative = 0;
-            for (i, n) in h.buckets.iter().enumerate() {
-                cumulative += n;
-                let le = BUCKETS
-                    .get(i)
-                    .map_or_else(|| "+Inf".to_owned(), |b| format!("{b}"));
-                let sep = if labels.is_empty() { "" } else { "," };
-                let _ = writeln!(
-                    out,
-                    "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let braces = if labels.is_empty() {
-                String::new()
-            } else {
-                format!("{{{labels}}}")
-            };
-            let _ = writeln!(out, "{name}_sum{braces} {}", h.sum.as_secs_f64());
-            let _ = writeln!(out, "{name}_count{braces} {}", h.count);
-        };
-        let header = |out: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-        };
-        header(
-            &mut out,
-            "redlock_acquire_duration_seconds",
-            "histogram",
-            "How long acquisitions took, by outcome and kind of lock.",
-        );
-        for a in &self.acquisitions {
-            h(
-                &mut out,
-                "redlock_acquire_duration_seconds",
-                &format!("outcome=\"{}\",kind=\"{}\"", a.outcome, a.kind),
-                &a.duration,
-            );
-        }
-        header(
-            &mut out,
-            "redlock_acquisitions_total",
-            "counter",
-            "Acquisitions by outcome and kind of lock.",
-        );
-        for a in &self.acquisitions {
-            let _ = writeln!(
-                out,
-                "redlock_acquisitions_total{{outcome=\"{}\",kind=\"{}\"}} {}",
-                a.outcome, a.kind, a.duration.count
-            );
-        }
-        header(
-            &mut out,
-            "redlock_hold_duration_seconds",
-            "histogram",
-            "How long locks were held.",
-        );
-        h(&mut out, "redlock_hold_duration_seconds", "", &self.hold);
-        header(
-            &mut out,
-            "redlock_wait_duration_seconds",
-            "histogram",
-            "How long waiters waited.",
-        );
-        h(&mut out, "redlock_wait_duration_seconds", "", &self.wait);
-        header(
-            &mut out,
-            "redlock_extensions_total",
-            "counter",
-            "Extensions by result.",
-        );
-        let _ = writeln!(
-            out,
-            "redlock_extensions_total{{result=\"ok\"}} {}\nredlock_extensions_total{{result=\"failed\"}} {}",
-            self.extensions, self.extensions_failed
-        );
-        header(
-            &mut out,
-            "redlock_lost_total",
-            "counter",
-            "Held locks found lost, by reason.",
-        );
-        for (reason, n) in &self.lost {
-            let _ = writeln!(out, "redlock_lost_total{{reason=\"{reason}\"}} {n}");
-        }
-        for (name, help, v) in [
-            ("redlock_locks_held", "Locks held now.", self.locks_held),
-            ("redlock_waiters", "Acquisitions waiting now.", self.waiters),
-        ] {
-            header(&mut out, name, "gauge", help);
-            let _ = writeln!(out, "{name} {v}");
-        }
-        header(
-            &mut out,
-            "redlock_events_dropped_total",
-            "counter",
-            "Events dropped because the listeners' queue was full.",
-        );
-        let _ = writeln!(out, "redlock_events_dropped_total {}", self.events_dropped);
-        let node_label = |n: &NodeStatus| {
-            format!(
-                "node=\"{}\"",
-                n.address.replace('\\', "\\\\").replace('"', "\\\"")
-            )
-        };
-        header(
-            &mut out,
-            "db_client_operation_duration_seconds",
-            "histogram",
-            "How long each node took to answer a request (its pipeline's round trip).",
-        );
-        for n in &self.nodes {
-            h(
-                &mut out,
-                "db_client_operation_duration_seconds",
-                &node_label(n),
-                &n.command_duration,
-            );
-        }
-        let per_node: [NodeMetric; 5] = [
-            (
-                "redlock_node_up",
-                "gauge",
-                "Whether the node's worker is connected.",
-                |n| u64::from(n.connected),
-            ),
-            (
-                "redlock_node_connects_total",
-                "counter",
-                "Connections made to the node.",
-                |n| n.connects,
-            ),
-            (
-                "redlock_node_restarts_total",
-                "counter",
-                "Restarts of the node seen.",
-                |n| n.restarts,
-            ),
-            (
-                "redlock_node_quarantined",
-                "gauge",
-                "Whether the clock guard keeps the node out of acquire quorums.",
-                |n| u64::from(n.quarantine_remaining.is_some()),
-            ),
-            (
-                "redlock_node_errors_total",
-                "counter",
-                "Requests that failed on the node: error replies, timeouts, dropped connections, \
-                 not sent while it was down.",
-                |n| n.errors,
-            ),
-        ];
-        for (name, kind, help, value) in per_node {
-            header(&mut out, name, kind, help);
-            for n in &self.nodes {
-                let _ = writeln!(out, "{name}{{{}}} {}", node_label(n), value(n));
-            }
-        }
-        out
+        prometheus::render(self)
     }
 }
 
