@@ -1,6 +1,6 @@
 """One implementation, one wire format: a lock held from Python, Go or Rust excludes the others.
 
-The Go side is ``bindings/go/cmd/redquorum-cli`` and the Rust side ``examples/redlock_cli.rs``;
+The Go side is ``cross_language/go/main.go`` and the Rust side ``cross_language/lock.rs``, beside this file;
 both take ``try|hold RESOURCE URL...``: ``try`` exits 3 with NOT_ACQUIRED when the resource is
 held elsewhere, ``hold`` prints ``HELD <token>`` and releases when its stdin closes.
 """
@@ -31,17 +31,17 @@ def _build(cmd: list[str], cwd: Path, artefact: Path) -> Path:
 def go_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("go") is None:
         pytest.skip("go is not installed")
-    out = tmp_path_factory.mktemp("go") / "redquorum-cli"
+    out = tmp_path_factory.mktemp("go") / "lock"
     # redlock_inrepo: link the checkout's target/release, not an installed libredlock.
-    cmd = ["go", "build", "-tags", "redlock_inrepo", "-o", str(out), "./cmd/redquorum-cli"]
-    return _build(cmd, ROOT / "bindings/go", out)
+    cmd = ["go", "build", "-tags", "redlock_inrepo", "-o", str(out), "."]
+    return _build(cmd, Path(__file__).parent / "cross_language/go", out)
 
 
 @pytest.fixture(scope="module")
 def rust_cli() -> Path:
     cargo = os.environ.get("CARGO", "cargo")
-    out = ROOT / "target/release/examples/redlock_cli"
-    return _build([cargo, "build", "--release", "--example", "redlock_cli"], ROOT, out)
+    out = ROOT / "target/release/examples/cross_language_lock"
+    return _build([cargo, "build", "--release", "--example", "cross_language_lock"], ROOT, out)
 
 
 Prober = Callable[[str], int]

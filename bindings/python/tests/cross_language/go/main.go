@@ -1,7 +1,8 @@
-// Command redquorum-cli takes or probes a lock from Go, for the cross-language tests:
+// Command lock takes or probes a lock from Go, for the cross-language tests
+// (bindings/python/tests/test_cross_language.py):
 //
-//	redquorum-cli try  RESOURCE URL...   exit 0 if acquired (then released), 3 if held elsewhere
-//	redquorum-cli hold RESOURCE URL...   acquire, print "HELD <token>", release when stdin closes
+//	lock try  RESOURCE URL...   exit 0 if acquired (then released), 3 if held elsewhere
+//	lock hold RESOURCE URL...   acquire, print "HELD <token>", release when stdin closes
 package main
 
 import (
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 4 || (os.Args[1] != "try" && os.Args[1] != "hold") {
-		fmt.Fprintln(os.Stderr, "usage: redquorum-cli try|hold RESOURCE URL...")
+		fmt.Fprintln(os.Stderr, "usage: lock try|hold RESOURCE URL...")
 		os.Exit(2)
 	}
 	mode, resource, urls := os.Args[1], os.Args[2], os.Args[3:]

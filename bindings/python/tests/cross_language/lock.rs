@@ -1,8 +1,9 @@
-//! Takes or probes a lock from Rust, for the cross-language tests:
+//! Takes or probes a lock from Rust, for the cross-language tests
+//! (`bindings/python/tests/test_cross_language.py`):
 //!
 //! ```text
-//! redlock_cli try  RESOURCE URL...   exit 0 if acquired (then released), 3 if held elsewhere
-//! redlock_cli hold RESOURCE URL...   acquire, print "HELD <token>", release when stdin closes
+//! cross_language_lock try  RESOURCE URL...   exit 0 if acquired (then released), 3 if held elsewhere
+//! cross_language_lock hold RESOURCE URL...   acquire, print "HELD <token>", release when stdin closes
 //! ```
 
 use std::io::Read;
@@ -17,7 +18,7 @@ fn main() {
             (mode.as_str(), resource.as_str(), urls)
         }
         _ => {
-            eprintln!("usage: redlock_cli try|hold RESOURCE URL...");
+            eprintln!("usage: cross_language_lock try|hold RESOURCE URL...");
             std::process::exit(2);
         }
     };
