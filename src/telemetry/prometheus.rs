@@ -99,15 +99,14 @@ impl Exposition {
 }
 
 fn client_metrics(out: &mut Exposition, s: &Stats) {
+    let labels: Vec<String> = (s.acquisitions.iter())
+        .map(|a| format!("outcome=\"{}\",kind=\"{}\"", a.outcome, a.kind))
+        .collect();
     let acquire = "redlock_acquire_duration_seconds";
-    out.family(
-        acquire,
-        "histogram",
-        "How long acquisitions took, by outcome and kind of lock.",
-    );
-    for a in &s.acquisitions {
-        let labels = format!("outcome=\"{}\",kind=\"{}\"", a.outcome, a.kind);
-        out.histogram(acquire, &labels, &a.duration);
+    let help = "How long acquisitions took, by outcome and kind of lock.";
+    out.family(acquire, "histogram", help);
+    for (a, labels) in s.acquisitions.iter().zip(&labels) {
+        out.histogram(acquire, labels, &a.duration);
     }
     let total = "redlock_acquisitions_total";
     out.family(
@@ -115,9 +114,8 @@ fn client_metrics(out: &mut Exposition, s: &Stats) {
         "counter",
         "Acquisitions by outcome and kind of lock.",
     );
-    for a in &s.acquisitions {
-        let labels = format!("outcome=\"{}\",kind=\"{}\"", a.outcome, a.kind);
-        out.sample(total, &labels, a.duration.count);
+    for (a, labels) in s.acquisitions.iter().zip(&labels) {
+        out.sample(total, labels, a.duration.count);
     }
     for (name, help, h) in [
         (
