@@ -50,7 +50,7 @@ use redquorum::{Cancel, Leadership};
 
 use crate::checker::{Logs, Verdict, ms};
 use crate::client::{Worker, outcome};
-use crate::fenced::{Accepted, READ, Storage, WRITE, paused_across, storage_rule};
+use crate::fenced::{Accepted, READ, Storage, WRITE, paused_across, storage_rule, tokens_rise};
 use crate::history::term_op_line;
 use crate::keys::KeyKind;
 use crate::schedule::Pause;
@@ -524,36 +524,19 @@ fn check_rules(
                 .join(", ")
         ));
     }
-    let mut by_end: Vec<&ElectionHold> = holds.iter().collect();
-    by_end.sort_by_key(|h| h.call_end);
-    let mut by_start: Vec<&ElectionHold> = holds.iter().collect();
-    by_start.sort_by_key(|h| h.call_start);
-    let mut best: Option<&ElectionHold> = None;
-    let mut done = 0;
-    for b in by_start {
-        while done < by_end.len() && by_end[done].call_end < b.call_start {
-            let a = by_end[done];
-            if best.is_none_or(|x| a.term > x.term) {
-                best = Some(a);
-            }
-            done += 1;
-        }
-        stats.ordered_pairs += done as u64;
-        if let Some(a) = best
-            && b.term <= a.term
-        {
-            el2.fail(format!(
-                "el2 {ELECTION}: {} started campaigning at {} and got term {}, not above term {} \
-                 of {} elected before, at {}",
-                b.identity,
-                ms(b.call_start, origin),
-                b.term,
-                a.term,
-                a.identity,
-                ms(a.call_end, origin)
-            ));
-        }
-    }
+    let order = |h: &ElectionHold| (h.call_start, h.call_end, h.term);
+    stats.ordered_pairs += tokens_rise(holds, order, |a, b| {
+        el2.fail(format!(
+            "el2 {ELECTION}: {} started campaigning at {} and got term {}, not above term {} \
+             of {} elected before, at {}",
+            b.identity,
+            ms(b.call_start, origin),
+            b.term,
+            a.term,
+            a.identity,
+            ms(a.call_end, origin)
+        ))
+    });
 
     // el3: the storage accepted no stale write and lost no update.
     let el3 = found.get_mut("el3").expect("el3");

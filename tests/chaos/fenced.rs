@@ -341,7 +341,8 @@ fn check_rules(
         ..Stats::default()
     };
 
-    // (f1) No two holders share a token.
+    // (f1) No two holders share a token, and a holder whose call started after another's
+    // returned has the greater token.
     let mut by_fence: BTreeMap<u64, Vec<&FencedHold>> = BTreeMap::new();
     for h in holds {
         by_fence.entry(h.fence).or_default().push(h);
@@ -356,37 +357,19 @@ fn check_rules(
                 .join(", ")
         ));
     }
-    // (f1) A holder whose call started after another's returned has the greater token.
-    let mut by_end: Vec<&FencedHold> = holds.iter().collect();
-    by_end.sort_by_key(|h| h.call_end);
-    let mut by_start: Vec<&FencedHold> = holds.iter().collect();
-    by_start.sort_by_key(|h| h.call_start);
-    let mut best: Option<&FencedHold> = None;
-    let mut done = 0;
-    for b in by_start {
-        while done < by_end.len() && by_end[done].call_end < b.call_start {
-            let a = by_end[done];
-            if best.is_none_or(|x| a.fence > x.fence) {
-                best = Some(a);
-            }
-            done += 1;
-        }
-        stats.ordered_pairs += done as u64;
-        if let Some(a) = best
-            && b.fence <= a.fence
-        {
-            verdict.fail(format!(
-                "(f1) {FENCED_RESOURCE}: client {} started acquiring at {} and got fence {}, not \
-                 above fence {} of client {} granted before, at {}",
-                b.client,
-                ms(b.call_start, origin),
-                b.fence,
-                a.fence,
-                a.client,
-                ms(a.call_end, origin)
-            ));
-        }
-    }
+    let order = |h: &FencedHold| (h.call_start, h.call_end, h.fence);
+    stats.ordered_pairs = tokens_rise(holds, order, |a, b| {
+        verdict.fail(format!(
+            "(f1) {FENCED_RESOURCE}: client {} started acquiring at {} and got fence {}, not \
+             above fence {} of client {} granted before, at {}",
+            b.client,
+            ms(b.call_start, origin),
+            b.fence,
+            a.fence,
+            a.client,
+            ms(a.call_end, origin)
+        ))
+    });
 
     // (f2) The storage accepted no stale write, and lost no update.
     storage_rule(storage, "(f2)", FENCED_RESOURCE, f2);
@@ -418,6 +401,38 @@ fn check_rules(
 /// No stale write accepted, no update lost: the writes `storage` accepted carry
 /// non-decreasing tokens in its order, their values are 1..=n in that order, and the counter
 /// is n. Violations are named `rule` (`(f2)`, `el3`) and `what` (the resource).
+/// Tokens rise in real-time order: a call that started after another returned got a greater
+/// token. `order` gives an item's call start, call end and token; `fail(a, b)` is called for
+/// each `b` whose token is not above that of the greatest `a` returned before `b` started.
+/// Returns the number of ordered pairs checked.
+pub fn tokens_rise<T>(
+    items: &[T],
+    order: impl Fn(&T) -> (u64, u64, u64),
+    mut fail: impl FnMut(&T, &T),
+) -> u64 {
+    let mut by_end: Vec<&T> = items.iter().collect();
+    by_end.sort_by_key(|h| order(h).1);
+    let mut by_start: Vec<&T> = items.iter().collect();
+    by_start.sort_by_key(|h| order(h).0);
+    let (mut best, mut done, mut pairs): (Option<&T>, usize, u64) = (None, 0, 0);
+    for b in by_start {
+        while done < by_end.len() && order(by_end[done]).1 < order(b).0 {
+            let a = by_end[done];
+            if best.is_none_or(|x| order(a).2 > order(x).2) {
+                best = Some(a);
+            }
+            done += 1;
+        }
+        pairs += done as u64;
+        if let Some(a) = best
+            && order(b).2 <= order(a).2
+        {
+            fail(a, b);
+        }
+    }
+    pairs
+}
+
 pub fn storage_rule(storage: &Storage, rule: &str, what: &str, f2: &mut Verdict) {
     for (i, w) in storage.accepted.iter().enumerate() {
         if i > 0 && w.fence < storage.accepted[i - 1].fence {
