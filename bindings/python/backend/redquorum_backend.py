@@ -60,7 +60,7 @@ else:  # pragma: no cover - get_requires_for_build_* asks for tomli there
 PROJECT = Path(__file__).resolve().parent.parent
 PACKAGE = "redquorum"
 SDIST_CRATE = "rust"
-CRATE_NAME = "redlock"
+CRATE_NAME = "redquorum"
 # The workspace package whose cdylib is libredlock.
 LIBRARY_PACKAGE = "redquorum-ffi"
 GENERATOR = "redquorum_backend"

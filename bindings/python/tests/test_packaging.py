@@ -220,7 +220,7 @@ def test_the_sdist_carries_the_workspace_and_nothing_built(sdist: Path, tmp_path
         for package in metadata["packages"]
         if package["id"] in metadata["workspace_members"]
     }
-    assert {"redlock", "redquorum-ffi"} <= members, members
+    assert {"redquorum", "redquorum-ffi"} <= members, members
 
 
 def _seed_target(target: Path, release: Path) -> None:
