@@ -317,102 +317,62 @@ impl Command {
     /// `inline`: send a script whole with `EVAL` (on a connection whose user may not run
     /// `SCRIPT LOAD`) rather than by its hash with `EVALSHA`.
     pub(crate) fn write_resp(&self, key: &str, token: &str, inline: bool, buf: &mut Vec<u8>) {
-        fn bulk(buf: &mut Vec<u8>, arg: &[u8]) {
-            header(buf, b'$', arg.len());
-            buf.extend_from_slice(arg);
-            buf.extend_from_slice(b"\r\n");
-        }
-        fn header(buf: &mut Vec<u8>, kind: u8, n: usize) {
-            buf.push(kind);
-            let (digits, from) = decimal(n as u64);
-            buf.extend_from_slice(&digits[from..]);
-            buf.extend_from_slice(b"\r\n");
-        }
-        fn decimal(mut n: u64) -> ([u8; 20], usize) {
-            let mut digits = [0u8; 20];
-            let mut i = digits.len();
-            loop {
-                i -= 1;
-                digits[i] = b'0' + (n % 10) as u8;
-                n /= 10;
-                if n == 0 {
-                    return (digits, i);
-                }
-            }
-        }
-        fn bulk_number(buf: &mut Vec<u8>, n: u64) {
-            let (digits, from) = decimal(n);
-            bulk(buf, &digits[from..]);
-        }
         match self.op {
             Op::SetNx => {
-                header(buf, b'*', 6);
-                bulk(buf, b"SET");
-                bulk(buf, key.as_bytes());
-                bulk(buf, token.as_bytes());
-                bulk(buf, b"NX");
-                bulk(buf, b"PX");
-                bulk_number(buf, self.number.unwrap_or(0));
+                resp::header(buf, b'*', 6);
+                for arg in [
+                    b"SET".as_slice(),
+                    key.as_bytes(),
+                    token.as_bytes(),
+                    b"NX",
+                    b"PX",
+                ] {
+                    resp::bulk(buf, arg);
+                }
+                resp::bulk_number(buf, self.number.unwrap_or(0));
             }
-            Op::Eval(script) => {
-                let (keys, lock_keys) = match &self.keys {
-                    Keys::Key => (1, 1),
-                    Keys::KeyAnd(_) => (2, 1),
-                    Keys::List(keys) => (keys.len(), keys.len()),
-                };
-                let keys = keys + if self.announces { lock_keys } else { 0 };
-                let args = 3
-                    + keys
-                    + 1
-                    + usize::from(self.number.is_some())
-                    + usize::from(self.text.is_some());
-                header(buf, b'*', args);
-                if inline {
-                    bulk(buf, b"EVAL");
-                    bulk(buf, script.source.as_bytes());
-                } else {
-                    bulk(buf, b"EVALSHA");
-                    bulk(buf, script.sha().as_bytes());
-                }
-                bulk_number(buf, keys as u64);
-                let channel = |buf: &mut Vec<u8>, key: &str| {
-                    let parts = channel_parts(key);
-                    header(buf, b'$', parts.iter().map(|p| p.len()).sum());
-                    for part in parts {
-                        buf.extend_from_slice(part.as_bytes());
-                    }
-                    buf.extend_from_slice(b"\r\n");
-                };
-                match &self.keys {
-                    Keys::Key => bulk(buf, key.as_bytes()),
-                    Keys::KeyAnd(other) => {
-                        bulk(buf, key.as_bytes());
-                        bulk(buf, other.as_bytes());
-                    }
-                    Keys::List(keys) => {
-                        for k in keys.iter() {
-                            bulk(buf, k.as_bytes());
-                        }
-                    }
-                }
-                if self.announces {
-                    match &self.keys {
-                        Keys::Key | Keys::KeyAnd(_) => channel(buf, key),
-                        Keys::List(keys) => {
-                            for k in keys.iter() {
-                                channel(buf, k);
-                            }
-                        }
-                    }
-                }
-                bulk(buf, token.as_bytes());
-                if let Some(n) = self.number {
-                    bulk_number(buf, n);
-                }
-                if let Some(t) = &self.text {
-                    bulk(buf, t.as_bytes());
-                }
+            Op::Eval(script) => self.write_eval(script, key, token, inline, buf),
+        }
+    }
+
+    fn write_eval(&self, script: &Script, key: &str, token: &str, inline: bool, buf: &mut Vec<u8>) {
+        let (keys, announced) = match &self.keys {
+            Keys::Key => (1, 1),
+            Keys::KeyAnd(_) => (2, 1),
+            Keys::List(keys) => (keys.len(), keys.len()),
+        };
+        let keys = keys + if self.announces { announced } else { 0 };
+        let args =
+            3 + keys + 1 + usize::from(self.number.is_some()) + usize::from(self.text.is_some());
+        resp::header(buf, b'*', args);
+        if inline {
+            resp::bulk(buf, b"EVAL");
+            resp::bulk(buf, script.source.as_bytes());
+        } else {
+            resp::bulk(buf, b"EVALSHA");
+            resp::bulk(buf, script.sha().as_bytes());
+        }
+        resp::bulk_number(buf, keys as u64);
+        match &self.keys {
+            Keys::Key => resp::bulk(buf, key.as_bytes()),
+            Keys::KeyAnd(other) => {
+                resp::bulk(buf, key.as_bytes());
+                resp::bulk(buf, other.as_bytes());
             }
+            Keys::List(keys) => keys.iter().for_each(|k| resp::bulk(buf, k.as_bytes())),
+        }
+        if self.announces {
+            match &self.keys {
+                Keys::Key | Keys::KeyAnd(_) => resp::channel(buf, key),
+                Keys::List(keys) => keys.iter().for_each(|k| resp::channel(buf, k)),
+            }
+        }
+        resp::bulk(buf, token.as_bytes());
+        if let Some(n) = self.number {
+            resp::bulk_number(buf, n);
+        }
+        if let Some(t) = &self.text {
+            resp::bulk(buf, t.as_bytes());
         }
     }
 
@@ -523,6 +483,50 @@ pub(crate) fn is_denied(text: &str) -> bool {
         || text.contains("can't run this command")
         || text.contains("ACL failure in script")
         || text.contains("has no permissions to")
+}
+
+/// RESP written straight into a buffer, without allocating.
+mod resp {
+    pub(super) fn bulk(buf: &mut Vec<u8>, arg: &[u8]) {
+        header(buf, b'$', arg.len());
+        buf.extend_from_slice(arg);
+        buf.extend_from_slice(b"\r\n");
+    }
+
+    pub(super) fn header(buf: &mut Vec<u8>, kind: u8, n: usize) {
+        buf.push(kind);
+        let (digits, from) = decimal(n as u64);
+        buf.extend_from_slice(&digits[from..]);
+        buf.extend_from_slice(b"\r\n");
+    }
+
+    pub(super) fn bulk_number(buf: &mut Vec<u8>, n: u64) {
+        let (digits, from) = decimal(n);
+        bulk(buf, &digits[from..]);
+    }
+
+    /// The release channel of `key` (`super::channel`) as one bulk string.
+    pub(super) fn channel(buf: &mut Vec<u8>, key: &str) {
+        let parts = super::channel_parts(key);
+        header(buf, b'$', parts.iter().map(|p| p.len()).sum());
+        for part in parts {
+            buf.extend_from_slice(part.as_bytes());
+        }
+        buf.extend_from_slice(b"\r\n");
+    }
+
+    fn decimal(mut n: u64) -> ([u8; 20], usize) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                return (digits, i);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
