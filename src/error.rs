@@ -271,6 +271,45 @@ fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Res
     Ok(())
 }
 
+/// The text of [`Error::NoQuorum`].
+fn no_quorum(
+    f: &mut fmt::Formatter<'_>,
+    resource: &str,
+    operation: Operation,
+    attempts: u32,
+    report: &QuorumReport,
+) -> fmt::Result {
+    if operation == Operation::Read && report.succeeded >= report.quorum {
+        write!(
+            f,
+            "read of {resource:?} cannot tell who leads: no leader is confirmed on a \
+             quorum ({} of {} nodes), yet one may hold a lock there ({} answered)",
+            report.quorum, report.nodes, report.succeeded
+        )?;
+        write_failures(f, report)?;
+        f.write_str(
+            "; a leader's node may hang or have restarted, or a new leader is being \
+             confirmed: read again",
+        )
+    } else if report.succeeded >= report.quorum {
+        write!(
+            f,
+            "{operation} of {resource:?} reached a quorum only after {:?}, leaving no \
+             validity: use a longer TTL or a shorter node_timeout",
+            report.elapsed
+        )
+    } else {
+        write!(
+            f,
+            "{operation} of {resource:?} failed after {attempts} attempt(s): only {} of \
+             {} nodes succeeded (quorum {})",
+            report.succeeded, report.nodes, report.quorum
+        )?;
+        write_failures(f, report)?;
+        f.write_str("; check that a majority of the Redis nodes is up and reachable")
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -296,37 +335,7 @@ impl fmt::Display for Error {
                 operation,
                 attempts,
                 report,
-            } => {
-                if *operation == Operation::Read && report.succeeded >= report.quorum {
-                    write!(
-                        f,
-                        "read of {resource:?} cannot tell who leads: no leader is confirmed on a \
-                         quorum ({} of {} nodes), yet one may hold a lock there ({} answered)",
-                        report.quorum, report.nodes, report.succeeded
-                    )?;
-                    write_failures(f, report)?;
-                    f.write_str(
-                        "; a leader's node may hang or have restarted, or a new leader is being \
-                         confirmed: read again",
-                    )
-                } else if report.succeeded >= report.quorum {
-                    write!(
-                        f,
-                        "{operation} of {resource:?} reached a quorum only after {:?}, leaving no \
-                         validity: use a longer TTL or a shorter node_timeout",
-                        report.elapsed
-                    )
-                } else {
-                    write!(
-                        f,
-                        "{operation} of {resource:?} failed after {attempts} attempt(s): only {} of \
-                         {} nodes succeeded (quorum {})",
-                        report.succeeded, report.nodes, report.quorum
-                    )?;
-                    write_failures(f, report)?;
-                    f.write_str("; check that a majority of the Redis nodes is up and reachable")
-                }
-            }
+            } => no_quorum(f, resource, *operation, *attempts, report),
             Error::Lost { resource, report } => {
                 write!(
                     f,
