@@ -237,6 +237,39 @@ impl Shared {
         }
     }
 
+    /// Whether the lock may be extended now, and the TTL in milliseconds if so; otherwise the
+    /// error, and why the lock was found lost if it was.
+    fn may_extend(
+        &self,
+        engine: &Engine,
+        ttl: Duration,
+    ) -> std::result::Result<u64, (Error, Option<usize>)> {
+        if relock(&self.state).released {
+            return Err((self.lost_error(None), None));
+        }
+        // Past its validity another owner may have come and gone; a reentrant owner's name
+        // (reused by its other holds) could even make the extension succeed. Lost, not revived.
+        // After a suspension of our host the keys may have expired on the nodes while we slept,
+        // and another owner taken them: extending could stretch a lock no longer ours alone.
+        if self.host_was_suspended() {
+            return Err((self.lost_error(None), Some(LOST_SUSPENDED)));
+        }
+        if Instant::now() >= self.deadline() {
+            return Err((self.lost_error(None), Some(LOST_EXPIRED)));
+        }
+        let ttl_ms = engine.config.ttl_ms(ttl).map_err(|e| (e, None))?;
+        if let Some(max) = self.max_extensions
+            && relock(&self.state).extensions >= max
+        {
+            let limit = Error::ExtensionLimit {
+                resource: self.resource.to_string(),
+                max_extensions: max,
+            };
+            return Err((limit, None));
+        }
+        Ok(ttl_ms)
+    }
+
     /// One quorum extension; the caller holds `op`. Returns why the lock was found lost, if it
     /// was (the caller then calls [`mark_lost`](Shared::mark_lost) once it has let go of `op`).
     pub(crate) fn extend_locked(
@@ -244,35 +277,11 @@ impl Shared {
         engine: &Engine,
         ttl: Duration,
     ) -> (Result<()>, Option<usize>) {
-        if relock(&self.state).released {
-            return (Err(self.lost_error(None)), None);
-        }
-        // Past its validity another owner may have come and gone; a reentrant owner's name
-        // (reused by its other holds) could even make the extension succeed. Lost, not revived.
-        // After a suspension of our host the keys may have expired on the nodes while we slept,
-        // and another owner taken them: extending could stretch a lock no longer ours alone.
-        if self.host_was_suspended() {
-            return (Err(self.lost_error(None)), Some(LOST_SUSPENDED));
-        }
-        if Instant::now() >= self.deadline() {
-            return (Err(self.lost_error(None)), Some(LOST_EXPIRED));
-        }
-        let config = &engine.config;
-        let ttl_ms = match config.ttl_ms(ttl) {
+        let ttl_ms = match self.may_extend(engine, ttl) {
             Ok(ms) => ms,
-            Err(e) => return (Err(e), None),
+            Err((e, lost)) => return (Err(e), lost),
         };
-        if let Some(max) = self.max_extensions
-            && relock(&self.state).extensions >= max
-        {
-            return (
-                Err(Error::ExtensionLimit {
-                    resource: self.resource.to_string(),
-                    max_extensions: max,
-                }),
-                None,
-            );
-        }
+        let config = &engine.config;
         let ttl = Duration::from_millis(ttl_ms);
         let extend = self.kind.extend(ttl_ms).extending();
         let outcome = engine.quorum_call(&extend, &self.resource, &self.token);
