@@ -365,7 +365,7 @@ impl Builder {
         let c = &self.config;
         if !(c.drift_factor.is_finite() && (0.0..1.0).contains(&c.drift_factor)) {
             return Err(Error::invalid(format!(
-                "drift_factor must be in [0, 1), got {}",
+                "drift_factor must be at least 0 and below 1, got {}",
                 c.drift_factor
             )));
         }
@@ -508,28 +508,40 @@ impl Builder {
 impl Config {
     /// Checks a TTL for a lock or an extension and returns it in whole milliseconds.
     pub(crate) fn ttl_ms(&self, ttl: Duration) -> Result<u64> {
-        if ttl.is_zero() {
-            return Err(Error::invalid("ttl must be greater than zero"));
-        }
-        if ttl > MAX_TTL {
+        let ms = ttl.as_millis();
+        let min = self.min_ttl_ms();
+        if ms < u128::from(min) || ttl > MAX_TTL {
+            let got = match ttl.subsec_nanos() % 1_000_000 {
+                0 => format!("{ms} ms"),
+                _ => format!("{ttl:?}"),
+            };
+            let why = if ttl > MAX_TTL {
+                ""
+            } else {
+                ": below the minimum, the clock-drift allowance (ttl × drift_factor + 2 ms) \
+                 leaves no validity"
+            };
             return Err(Error::invalid(format!(
-                "ttl of {} ms is larger than the maximum of {} ms (10 years)",
-                ttl.as_millis(),
-                MAX_TTL.as_millis()
-            )));
-        }
-        let ms = ttl.as_millis() as u64;
-        let whole = Duration::from_millis(ms);
-        if ms == 0 || whole <= drift_allowance(whole, self.drift_factor) {
-            return Err(Error::invalid(format!(
-                "ttl of {:?} leaves no validity after the clock-drift allowance of {:?} \
-                 (ttl × {} + 2 ms); use a TTL well above the time a round trip to the nodes takes",
-                ttl,
-                drift_allowance(whole, self.drift_factor),
+                "ttl must be at least {min} ms (with drift_factor {}) and at most 10 years, got \
+                 {got}{why}",
                 self.drift_factor
             )));
         }
-        Ok(ms)
+        Ok(ms as u64)
+    }
+
+    /// The shortest TTL, in whole milliseconds, that leaves some validity after the drift
+    /// allowance.
+    pub(crate) fn min_ttl_ms(&self) -> u64 {
+        // ttl > ttl × f + 2 ms from about 2 / (1 - f) ms; the allowance rounds up to a
+        // microsecond, so step from just below.
+        let mut ms = ((2.0 / (1.0 - self.drift_factor)).floor() as u64).max(1);
+        while Duration::from_millis(ms)
+            <= drift_allowance(Duration::from_millis(ms), self.drift_factor)
+        {
+            ms += 1;
+        }
+        ms
     }
 
     /// How long a worker waits on its socket before it calls the connection broken. Longer than

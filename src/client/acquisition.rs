@@ -882,7 +882,7 @@ fn extension_interval(auto: &AutoExtend, ttl: Duration, config: &Config) -> Resu
     let f = auto.fraction;
     if !(f.is_finite() && f > 0.0 && f < 1.0) {
         return Err(Error::invalid(format!(
-            "extend fraction must be in (0, 1), got {f}"
+            "extend fraction must be above 0 and below 1, got {f}"
         )));
     }
     if auto.max_hold.is_some_and(|d| d > MAX_TTL) {
