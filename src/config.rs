@@ -685,18 +685,50 @@ fn open_standalone(url: &str) -> std::result::Result<redis::Client, String> {
     if tcp && urls::at_after_host(url) {
         return Err(format!("an @ after the host: {}", urls::ENCODE));
     }
-    redis::Client::open(url).map_err(|e| {
-        // Without the detail, which may quote part of the URL (`protocol=` …).
-        let text = e.to_string();
-        match e.detail() {
-            Some(detail) => text
-                .strip_suffix(detail)
-                .and_then(|t| t.strip_suffix(": "))
-                .unwrap_or("the URL is not valid")
-                .to_owned(),
-            None => text,
+    redis::Client::open(url).map_err(|e| url_problem(url, &e))
+}
+
+/// What is wrong with a URL redis-rs refused, in plain words that quote nothing of it (a part
+/// may hold a password).
+fn url_problem(url: &str, e: &redis::RedisError) -> String {
+    let plain = match url::Url::parse(url.trim()) {
+        // The url crate's texts name the problem, never the input: "invalid port number".
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            "it does not start with redis:// or rediss://".to_owned()
         }
-    })
+        Err(why) => why.to_string(),
+        Ok(parsed) if !is_redis_scheme(parsed.scheme()) => {
+            "it does not start with redis:// or rediss://".to_owned()
+        }
+        Ok(parsed)
+            if !parsed.scheme().contains("unix") && parsed.host_str().is_none_or(str::is_empty) =>
+        {
+            "no host".to_owned()
+        }
+        Ok(_) => String::new(),
+    };
+    if !plain.is_empty() {
+        return plain;
+    }
+    // redis-rs's own reason ("Invalid database number"), without its error kind or its detail,
+    // which may quote part of the URL (`protocol=` …).
+    let text = e.to_string();
+    let text = e
+        .detail()
+        .and_then(|d| text.strip_suffix(d))
+        .and_then(|t| t.strip_suffix(": "))
+        .unwrap_or(&text);
+    let reason = text.split(" - ").next().unwrap_or(text).trim();
+    match reason {
+        "" => "the URL is not valid".to_owned(),
+        r => r.to_lowercase(),
+    }
+}
+
+fn is_redis_scheme(scheme: &str) -> bool {
+    ["redis", "rediss", "valkey", "valkeys", "redis+unix", "unix"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s))
 }
 
 /// A node URL as errors and `Debug` output show it, with nothing of a password whatever it
@@ -764,6 +796,31 @@ impl fmt::Debug for Builder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bad_urls_are_described_in_plain_words() {
+        for (url, why) in [
+            ("redis://", "no host"),
+            ("redis://:6379", "empty host"),
+            ("redis://host:notaport", "invalid port number"),
+            ("redis://h:99999", "invalid port number"),
+            (
+                "http://localhost:6379",
+                "it does not start with redis:// or rediss://",
+            ),
+            (
+                "localhost:6379",
+                "it does not start with redis:// or rediss://",
+            ),
+            ("", "it does not start with redis:// or rediss://"),
+            ("redis://h/abc", "invalid database number"),
+            ("redis://h:6379/?protocol=x", "invalid protocol version"),
+            ("redis://[::1", "invalid IPv6 address"),
+            ("unix:///tmp/x.sock?db=x", "invalid database number"),
+        ] {
+            assert_eq!(open_standalone(url).err().as_deref(), Some(why), "{url:?}");
+        }
+    }
+
     use super::*;
 
     #[test]
