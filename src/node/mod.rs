@@ -1,6 +1,6 @@
 //! One long-lived worker thread per Redis node.
 //!
-//! The worker owns the node's blocking connection. Callers hand it [`Request`]s over a channel;
+//! The worker owns the node's blocking connection. Callers hand it [`Job`]s over a channel;
 //! it takes everything queued (waiting a few microseconds for the callers it just answered, see
 //! `Worker::gather`) and sends it as one pipeline, so many caller threads share one connection
 //! and one round trip. A broken connection answers its requests with an error and is
@@ -112,7 +112,9 @@ impl Handover {
     }
 }
 
-pub(crate) struct Request {
+/// One command for the node, for one key and token: what the worker sends, when its caller
+/// stops waiting, and where the answer goes.
+pub(crate) struct Job {
     pub command: Command,
     pub key: Arc<str>,
     pub token: Arc<str>,
@@ -157,7 +159,7 @@ impl Drop for OnLane {
     }
 }
 
-impl Request {
+impl Job {
     fn worth_keeping(&self, now: Instant) -> bool {
         // A reentrant release counts a hold: one that may have run already is not sent again.
         self.command.resendable && self.live_until.is_some_and(|t| t > now)
@@ -250,7 +252,7 @@ const CLOCK_WARNINGS_KEPT: usize = 4;
 /// The caller's side of one node.
 pub(crate) struct Node {
     pub address: String,
-    tx: Sender<Request>,
+    tx: Sender<Job>,
     health: Arc<Health>,
     /// With `min_replicas`: the second worker, which carries what needs `WAIT`.
     lane: Option<Lane>,
@@ -266,7 +268,7 @@ pub(crate) struct Node {
 /// gets a connection of its own: a lagging replica delays only the callers that need its
 /// acknowledgement, never a release, an inspection or a queue command on the first one.
 struct Lane {
-    tx: Sender<Request>,
+    tx: Sender<Job>,
     health: Arc<Health>,
     /// The key and token of each acquisition or extension the lane has not answered yet.
     pending: Pending,
@@ -288,7 +290,7 @@ impl Node {
     /// lane may be waiting for a `WAIT`, or hold the write queued behind one), find nothing,
     /// and leave the key the lane writes next until its TTL: after a caller whose quorum came
     /// from other nodes released at once, say.
-    pub(crate) fn send(&self, mut request: Request) {
+    pub(crate) fn send(&self, mut request: Job) {
         let tx = match &self.lane {
             Some(lane) if needs_ack(&request.command) => {
                 relock(&lane.pending).push((Arc::clone(&request.key), Arc::clone(&request.token)));
@@ -466,61 +468,60 @@ pub(crate) fn spawn(
         }
         _ => (None, None),
     };
-    let start =
-        |wait_for: Option<u32>| -> io::Result<(Sender<Request>, Arc<Health>, JoinHandle<()>)> {
-            let (tx, rx) = crossbeam_channel::unbounded();
-            let health = Arc::new(Health {
-                clock_offset_ms: AtomicI64::new(NO_OFFSET),
-                ..Health::default()
-            });
-            let worker = Worker {
+    let start = |wait_for: Option<u32>| -> io::Result<(Sender<Job>, Arc<Health>, JoinHandle<()>)> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let health = Arc::new(Health {
+            clock_offset_ms: AtomicI64::new(NO_OFFSET),
+            ..Health::default()
+        });
+        let worker = Worker {
+            index,
+            servers: Arc::clone(&servers),
+            address: address.clone(),
+            client: client.clone(),
+            conn: None,
+            rx,
+            settings,
+            grace_until: None,
+            guard: Guard::new(
+                settings.clock_guard,
+                address.clone(),
                 index,
-                servers: Arc::clone(&servers),
-                address: address.clone(),
-                client: client.clone(),
-                conn: None,
-                rx,
-                settings,
-                grace_until: None,
-                guard: Guard::new(
-                    settings.clock_guard,
-                    address.clone(),
-                    index,
-                    Arc::clone(&board),
-                ),
-                logged: Vec::new(),
-                backoff: BACKOFF_MIN,
-                retry_at: Instant::now(),
-                down_reason: String::from("not connected yet"),
-                closing: false,
-                used_at: Instant::now(),
-                answered_at: Instant::now(),
-                quick: 0,
-                answering_at: Instant::now(),
-                awaited: 0,
-                health: Arc::clone(&health),
-                buf: Vec::with_capacity(4096),
-                deferred: Vec::new(),
-                inline_scripts: false,
-                demoted: false,
-                watch: watch.clone(),
-                watch_seen: 0,
-                master: None,
-                wait_for,
-                replicas: None,
-                _exited: exited.clone(),
-            };
-            let ready = ready.clone();
-            let name = match wait_for {
-                Some(_) => format!("redlock-node-{index}-wait"),
-                None => format!("redlock-node-{index}"),
-            };
-            let handle = std::thread::Builder::new()
-                .name(name)
-                .stack_size(WORKER_STACK)
-                .spawn(move || worker.run(ready))?;
-            Ok((tx, health, handle))
+                Arc::clone(&board),
+            ),
+            logged: Vec::new(),
+            backoff: BACKOFF_MIN,
+            retry_at: Instant::now(),
+            down_reason: String::from("not connected yet"),
+            closing: false,
+            used_at: Instant::now(),
+            answered_at: Instant::now(),
+            quick: 0,
+            answering_at: Instant::now(),
+            awaited: 0,
+            health: Arc::clone(&health),
+            buf: Vec::with_capacity(4096),
+            deferred: Vec::new(),
+            inline_scripts: false,
+            demoted: false,
+            watch: watch.clone(),
+            watch_seen: 0,
+            master: None,
+            wait_for,
+            replicas: None,
+            _exited: exited.clone(),
         };
+        let ready = ready.clone();
+        let name = match wait_for {
+            Some(_) => format!("redlock-node-{index}-wait"),
+            None => format!("redlock-node-{index}"),
+        };
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .stack_size(WORKER_STACK)
+            .spawn(move || worker.run(ready))?;
+        Ok((tx, health, handle))
+    };
     let (tx, health, handle) = start(None)?;
     let mut handles = vec![handle];
     let lane = match settings.min_replicas {
@@ -566,7 +567,7 @@ const GATHER_UP_TO: usize = 4;
 impl Worker {
     /// Answers a request that could not be sent, or keeps it for after the reconnect.
     /// A caller waiting for the answer hears of the failure now either way.
-    fn fail(&mut self, mut r: Request, problem: &NodeProblem, now: Instant) {
+    fn fail(&mut self, mut r: Job, problem: &NodeProblem, now: Instant) {
         self.health.errors.fetch_add(1, Ordering::Relaxed);
         if r.worth_keeping(now) && !self.closing {
             if let Some(reply) = r.reply.take() {
@@ -580,18 +581,18 @@ impl Worker {
 }
 
 /// Answers the request's caller, if one waits for it; says whether it was still waiting.
-fn answer(request: Request, vote: Vote) -> bool {
+fn answer(request: Job, vote: Vote) -> bool {
     answer_or_clean_up(request, vote).0
 }
 
 /// [`answer`], which also gives the cleanup to send in the caller's place when the caller
 /// handed its late answers over and the vote says the command was applied (see [`Handover`]).
-fn answer_or_clean_up(request: Request, vote: Vote) -> (bool, Option<Request>) {
+fn answer_or_clean_up(request: Job, vote: Vote) -> (bool, Option<Job>) {
     let Some(reply) = request.reply else {
         return (false, None);
     };
     let (waiting, cleanup) = reply.send(vote);
-    let cleanup = cleanup.map(|command| Request {
+    let cleanup = cleanup.map(|command| Job {
         command,
         key: request.key,
         token: request.token,
@@ -668,7 +669,7 @@ struct Worker {
     address: String,
     client: Target,
     conn: Option<Link>,
-    rx: Receiver<Request>,
+    rx: Receiver<Job>,
     settings: Settings,
     /// Until then, with `restart_grace` set, this node's acquire successes do not count.
     grace_until: Option<Instant>,
@@ -694,8 +695,8 @@ struct Worker {
     awaited: usize,
     health: Arc<Health>,
     buf: Vec<u8>,
-    /// Cleanups that found the node down, sent once it is back (see `Request::live_until`).
-    deferred: Vec<Request>,
+    /// Cleanups that found the node down, sent once it is back (see `Job::live_until`).
+    deferred: Vec<Job>,
     /// The connection's user may not run `SCRIPT LOAD` (a managed service, a tight ACL): its
     /// scripts go whole with `EVAL` instead of by hash with `EVALSHA`.
     inline_scripts: bool,
@@ -764,7 +765,7 @@ impl Worker {
     /// so while requests have been coming within `WORKER_SPIN` of the answers, the worker
     /// looks for one that long before it sleeps on the channel; once one comes later, it
     /// sleeps at once, so that a client holding its locks for longer burns no CPU looking.
-    fn next_request(&mut self) -> Result<Request, ()> {
+    fn next_request(&mut self) -> Result<Job, ()> {
         let until = self.answered_at + WORKER_SPIN;
         let next = loop {
             match self.rx.try_recv() {
@@ -817,13 +818,13 @@ impl Worker {
     /// takes more writes, reads and server wake-ups: at 4 threads on one node, 0.97× and 0.89×
     /// the floor against 1.27× and 1.63× without it in the same runs, 58 and 51 µs of client CPU
     /// per cycle against 43 and 34 (`bench -- --hot`, 2026-11-27).
-    fn gather(&mut self, batch: &mut Vec<Request>) {
+    fn gather(&mut self, batch: &mut Vec<Job>) {
         if self.closing {
             return;
         }
         let since = self.answering_at;
         let until = since + GATHER;
-        let back = |r: &Request| r.reply.is_some() && r.queued_at >= since;
+        let back = |r: &Job| r.reply.is_some() && r.queued_at >= since;
         let mut came = batch.iter().filter(|r| back(r)).count();
         while came < self.awaited && batch.len() < GATHER_UP_TO {
             match self.rx.recv_deadline(until) {
@@ -840,7 +841,7 @@ impl Worker {
         }
     }
 
-    fn serve(&mut self, batch: &mut Vec<Request>) {
+    fn serve(&mut self, batch: &mut Vec<Job>) {
         let now = Instant::now();
         let queued = batch.len();
         batch.retain(|r| r.deadline.is_none_or(|d| d > now));
@@ -874,7 +875,7 @@ impl Worker {
             && let Some(problem) = self.short_of_replicas()
         {
             let now = Instant::now();
-            let (refused, cleanups): (Vec<Request>, Vec<Request>) =
+            let (refused, cleanups): (Vec<Job>, Vec<Job>) =
                 batch.drain(..).partition(|r| needs_ack(&r.command));
             for r in refused {
                 self.fail(r, &problem, now);
@@ -968,7 +969,7 @@ impl Worker {
     /// found closed (the server's idle `timeout`, a proxy, `CLIENT KILL`, a restart) is replaced
     /// at once and what is safe to send twice goes out again, so that a lock held across an
     /// idle spell still releases (or extends) instead of failing on every node at once.
-    fn execute_and_answer(&mut self, batch: &mut Vec<Request>, resend: bool) {
+    fn execute_and_answer(&mut self, batch: &mut Vec<Job>, resend: bool) {
         match self.execute(batch) {
             Ok((votes, time, sent)) => {
                 let now = Instant::now();
@@ -1080,7 +1081,7 @@ impl Worker {
     /// reloads the scripts and resends those commands once, with their source. With the clock
     /// guard on, a batch that carries an acquire or an extension carries `TIME` too (last, so
     /// the node reads its clock after the `SET`s), and its reading comes back with the votes.
-    fn execute(&mut self, batch: &[Request]) -> redis::RedisResult<(Vec<Vote>, Readings, Instant)> {
+    fn execute(&mut self, batch: &[Job]) -> redis::RedisResult<(Vec<Vote>, Readings, Instant)> {
         let time = self
             .guard
             .wants_time(batch.iter().any(|r| r.command.samples_clock));
@@ -1681,7 +1682,7 @@ impl Worker {
 fn pipeline<'a>(
     conn: &mut redis::Connection,
     buf: &mut Vec<u8>,
-    requests: impl Iterator<Item = &'a Request>,
+    requests: impl Iterator<Item = &'a Job>,
     inline_scripts: bool,
     time: bool,
     wait: Option<Wait>,
@@ -1802,7 +1803,7 @@ type OnCluster = (
 /// that took it confirmed `k` replicas.
 fn on_cluster(
     link: &mut ClusterLink,
-    batch: &[Request],
+    batch: &[Job],
     inline: bool,
     time: bool,
     scripts: &[&[&Script]],
