@@ -160,7 +160,7 @@ impl Engine {
             telemetry: Arc::new(Telemetry::new()),
         };
         let servers = Arc::new(node::Servers::new(clients.len()));
-        // With min_replicas, a node has two workers (see `node::Lane`).
+        // With min_replicas, a node has two workers (see `node::wait_lane`).
         let (ready, connected) = crossbeam_channel::bounded(2 * clients.len());
         for (i, client) in clients.into_iter().enumerate() {
             let (node, workers) = node::spawn(
