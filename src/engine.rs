@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use crate::cancel::Cancel;
 use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
-use crate::node::{self, Handover, Node, ReplyTo, Request, Settings};
+use crate::node::{self, Handover, Job, Node, ReplyTo, Settings};
 use crate::rules::clock::ClockBoard;
 use crate::rules::quorum::{Decision, Gate, Tally, Vote};
 use crate::telemetry::NodeStatus;
@@ -160,7 +160,7 @@ impl Engine {
             telemetry: Arc::new(Telemetry::new()),
         };
         let servers = Arc::new(node::Servers::new(clients.len()));
-        // With min_replicas, a node has two workers (see `node::Lane`).
+        // With min_replicas, a node has two workers (see `node::wait_lane`).
         let (ready, connected) = crossbeam_channel::bounded(2 * clients.len());
         for (i, client) in clients.into_iter().enumerate() {
             let (node, workers) = node::spawn(
@@ -273,7 +273,7 @@ impl Engine {
                 tally.record(i, Vote::No);
                 continue;
             }
-            node.send(Request {
+            node.send(Job {
                 command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),
@@ -382,7 +382,7 @@ impl Engine {
         };
         let deadline = Instant::now() + self.config.node_timeout;
         let (tx, rx) = crossbeam_channel::bounded(1);
-        node.send(Request {
+        node.send(Job {
             queued_at: Instant::now(),
             command: command.clone(),
             key: Arc::clone(key),
@@ -405,7 +405,7 @@ impl Engine {
 
     /// Queues `command` on the nodes marked in `targets` (all when `None`) without waiting.
     /// `live_until`: how long the keys it removes may live, so that a node found down gets the
-    /// command after its reconnect instead of never (see `Request::live_until`).
+    /// command after its reconnect instead of never (see `Job::live_until`).
     pub(crate) fn send_nowait(
         &self,
         command: &Command,
@@ -419,7 +419,7 @@ impl Engine {
             if !is_target(targets, i) {
                 continue;
             }
-            node.send(Request {
+            node.send(Job {
                 queued_at,
                 command: command.clone(),
                 key: Arc::clone(key),
