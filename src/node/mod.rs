@@ -22,9 +22,11 @@ use crate::rules::quorum::{Gate, Vote};
 use crate::sync::relock;
 use crate::telemetry::NodeStatus;
 use crate::telemetry::histogram::AtomicHistogram;
-use crate::topology::cluster::{ClusterLink, Link, Routed, WaitFor, Waited};
 use crate::topology::probe::{self, Probe};
-use crate::topology::sentinel::{Linked, Target, Tenure, Verdict, WATCH_INTERVAL, Watch};
+use crate::topology::{
+    ClusterLink, Link, Linked, Routed, Target, Tenure, Verdict, WATCH_INTERVAL, WaitFor, Waited,
+    Watch,
+};
 use crate::wire::{Command, Script, load_scripts};
 
 /// Most requests sent in one pipeline.

@@ -1154,39 +1154,6 @@ enum RanOn {
     Alone(Waited),
 }
 
-/// A worker's connection to its node: one server (standalone, or a Sentinel group's master),
-/// or a cluster's masters.
-pub(crate) enum Link {
-    Plain(redis::Connection),
-    Cluster(Box<ClusterLink>),
-}
-
-impl Link {
-    /// The server probe (`probe.rs`); for a cluster, every master's, merged.
-    pub(crate) fn probe(&mut self) -> redis::RedisResult<Probe> {
-        match self {
-            Link::Plain(conn) => probe::run(conn),
-            Link::Cluster(link) => link.probe(),
-        }
-    }
-
-    /// Loads every script, on every master.
-    pub(crate) fn load_scripts(&mut self, sets: &[&[&Script]]) -> redis::RedisResult<()> {
-        match self {
-            Link::Plain(conn) => wire::load_scripts(conn, sets),
-            Link::Cluster(link) => link.load_scripts(sets),
-        }
-    }
-
-    /// `PING`, on every master.
-    pub(crate) fn ping(&mut self) -> redis::RedisResult<()> {
-        match self {
-            Link::Plain(conn) => redis::cmd("PING").query::<()>(conn),
-            Link::Cluster(link) => link.ping(),
-        }
-    }
-}
-
 fn send_asking(conn: &mut redis::Connection, r: &Routed<'_>) -> redis::RedisResult<Value> {
     let mut buf = Vec::new();
     redis::cmd("ASKING").write_packed_command(&mut buf);

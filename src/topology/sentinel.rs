@@ -120,7 +120,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
 
 use crate::sync::relock;
-use crate::topology::cluster::{Cluster, Link};
 use crate::topology::urls::{self, AddressMap};
 
 /// Default Sentinel port when a URL gives none.
@@ -362,6 +361,11 @@ impl Sentinel {
 
     pub(crate) fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// Whether TLS certificates go unverified (`#insecure`).
+    pub(crate) fn is_insecure(&self) -> bool {
+        self.tls == Some(true)
     }
 
     pub(crate) fn set_certificates(&mut self, certificates: TlsCertificates) {
@@ -847,155 +851,6 @@ fn master_text(reply: &Value, field: &str) -> Option<String> {
 /// A numeric field (`role-reported-time`, ms; `config-epoch`) of a `SENTINEL MASTER` reply.
 fn master_field(reply: &Value, field: &str) -> Option<u64> {
     master_text(reply, field)?.parse().ok()
-}
-
-/// How a worker reaches its node. (Made once per node at build time: its size is no concern.)
-#[derive(Clone)]
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Target {
-    Standalone(redis::Client),
-    Sentinel(std::sync::Arc<Sentinel>),
-    Cluster(std::sync::Arc<Cluster>),
-}
-
-/// A new connection, and for a Sentinel node, which master it reached.
-pub(crate) struct Connected {
-    pub conn: redis::Connection,
-    pub master: Option<String>,
-    /// A Sentinel node's: what bounds the master's time as the master.
-    pub tenure: Option<Tenure>,
-    pub epoch: Option<u64>,
-}
-
-/// A worker's new link to its node, and which master(s) it reached: a Sentinel node's master,
-/// or a cluster's masters (`host:port,…`).
-pub(crate) struct Linked {
-    pub link: Link,
-    pub master: Option<String>,
-    /// A Sentinel node's: what bounds the master's time as the master.
-    pub tenure: Option<Tenure>,
-    pub epoch: Option<u64>,
-}
-
-impl Target {
-    /// The node's name in reports, logs and `NodeStatus::address`.
-    pub(crate) fn address(&self) -> String {
-        match self {
-            Target::Standalone(client) => standalone_address(client.get_connection_info()),
-            Target::Sentinel(s) => s.id(),
-            Target::Cluster(c) => c.id(),
-        }
-    }
-
-    pub(crate) fn is_tls(&self) -> bool {
-        match self {
-            Target::Standalone(client) => matches!(
-                client.get_connection_info().addr(),
-                ConnectionAddr::TcpTls { .. }
-            ),
-            Target::Sentinel(s) => s.is_tls(),
-            Target::Cluster(c) => c.is_tls(),
-        }
-    }
-
-    /// Whether TLS certificates go unverified (`#insecure`).
-    pub(crate) fn is_insecure(&self) -> bool {
-        match self {
-            Target::Standalone(client) => matches!(
-                client.get_connection_info().addr(),
-                ConnectionAddr::TcpTls { insecure: true, .. }
-            ),
-            Target::Sentinel(s) => s.tls == Some(true),
-            Target::Cluster(c) => c.is_insecure(),
-        }
-    }
-
-    pub(crate) fn is_sentinel(&self) -> bool {
-        matches!(self, Target::Sentinel(_))
-    }
-
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Target::Cluster(_))
-    }
-
-    /// The worker's link: [`connect`](Target::connect)'s connection, or for a cluster, one
-    /// connection per master and the slot map (see `cluster.rs`).
-    pub(crate) fn link(
-        &self,
-        connect_timeout: Duration,
-        io_timeout: Duration,
-    ) -> redis::RedisResult<Linked> {
-        if let Target::Cluster(c) = self {
-            let link = c.link(connect_timeout, io_timeout)?;
-            return Ok(Linked {
-                master: Some(link.masters()),
-                link: Link::Cluster(Box::new(link)),
-                tenure: None,
-                epoch: None,
-            });
-        }
-        let Connected {
-            conn,
-            master,
-            tenure,
-            epoch,
-        } = self.connect(connect_timeout, io_timeout)?;
-        Ok(Linked {
-            link: Link::Plain(conn),
-            master,
-            tenure,
-            epoch,
-        })
-    }
-
-    /// Connects (for a Sentinel node: to the current master; for a cluster: to any of its
-    /// nodes, which is what the release subscriber needs), with the read and write timeouts
-    /// set to `io_timeout`.
-    pub(crate) fn connect(
-        &self,
-        connect_timeout: Duration,
-        io_timeout: Duration,
-    ) -> redis::RedisResult<Connected> {
-        match self {
-            Target::Standalone(client) => {
-                let conn = client.get_connection_with_timeout(connect_timeout)?;
-                conn.set_read_timeout(Some(io_timeout))?;
-                conn.set_write_timeout(Some(io_timeout))?;
-                Ok(Connected {
-                    conn,
-                    master: None,
-                    tenure: None,
-                    epoch: None,
-                })
-            }
-            Target::Sentinel(s) => {
-                let r = s.connect(connect_timeout, io_timeout)?;
-                Ok(Connected {
-                    conn: r.conn,
-                    master: Some(r.master),
-                    tenure: Some(r.tenure),
-                    epoch: r.epoch,
-                })
-            }
-            Target::Cluster(c) => Ok(Connected {
-                conn: c.connect_any(connect_timeout, io_timeout)?,
-                master: None,
-                tenure: None,
-                epoch: None,
-            }),
-        }
-    }
-}
-
-/// The address a user sees for a standalone node: `host:port`, plus `/db` when a database is
-/// selected.
-fn standalone_address(info: &redis::ConnectionInfo) -> String {
-    let db = info.redis_settings().db();
-    if db == 0 {
-        info.addr().to_string()
-    } else {
-        format!("{}/{db}", info.addr())
-    }
 }
 
 #[cfg(test)]
