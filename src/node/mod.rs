@@ -1445,21 +1445,14 @@ impl Worker {
         let Some(watch) = &self.watch else {
             return false;
         };
-        let generation = watch.generation();
-        if generation == self.watch_seen || self.conn.is_none() {
+        if self.conn.is_none() {
             return false;
         }
-        let (Some(named), Some((master, epoch))) = (watch.named(), self.master.as_ref()) else {
-            self.watch_seen = generation;
+        let Some((named, (master, epoch))) =
+            watch.switched(&mut self.watch_seen, self.master.as_ref())
+        else {
             return false;
         };
-        if matches!(
-            named.verdict(master, *epoch),
-            Verdict::Same | Verdict::Older
-        ) {
-            self.watch_seen = generation;
-            return false;
-        }
         if let Target::Sentinel(s) = &self.client {
             s.prefer(named.sentinel);
         }

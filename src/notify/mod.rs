@@ -1085,21 +1085,9 @@ impl Subscriber {
         let Some(watch) = &self.watch else {
             return false;
         };
-        let generation = watch.generation();
-        if generation == self.watch_seen {
-            return false;
-        }
-        let (Some(named), Some((master, epoch))) = (watch.named(), self.master.as_ref()) else {
-            self.watch_seen = generation;
+        let Some((named, _)) = watch.switched(&mut self.watch_seen, self.master.as_ref()) else {
             return false;
         };
-        if matches!(
-            named.verdict(master, *epoch),
-            Verdict::Same | Verdict::Older
-        ) {
-            self.watch_seen = generation;
-            return false;
-        }
         self.prefer(named.sentinel);
         true
     }

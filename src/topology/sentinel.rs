@@ -686,6 +686,37 @@ impl Watch {
         relock(&self.named).clone()
     }
 
+    /// Whether the watch has heard the sentinels name another master than `reached` (a
+    /// connection's master, `host:port`, and the `config-epoch` it was named with) from a newer
+    /// configuration, or from one it cannot order: then that connection must not vote any
+    /// more, and this returns what the watch names, with `reached`. `seen` is the generation
+    /// the caller last looked at: while it is current this costs one atomic load, and news that
+    /// switches nothing (or finds no connection's master to compare) brings it up to date; a
+    /// switch leaves it for the reconnect to bring up to date.
+    pub(crate) fn switched<'a>(
+        &self,
+        seen: &mut u64,
+        reached: Option<&'a (String, Option<u64>)>,
+    ) -> Option<(Named, &'a (String, Option<u64>))> {
+        let generation = self.generation();
+        if generation == *seen {
+            return None;
+        }
+        let (Some(named), Some(reached)) = (self.named(), reached) else {
+            *seen = generation;
+            return None;
+        };
+        let (master, epoch) = reached;
+        if matches!(
+            named.verdict(master, *epoch),
+            Verdict::Same | Verdict::Older
+        ) {
+            *seen = generation;
+            return None;
+        }
+        Some((named, reached))
+    }
+
     fn publish(&self, named: Named) {
         let mut current = relock(&self.named);
         let changed = current
@@ -1110,6 +1141,35 @@ mod tests {
         watch.publish(named(2, 2));
         assert_eq!(watch.generation(), 2);
         assert_eq!(watch.named(), Some(named(2, 2)));
+    }
+
+    #[test]
+    fn a_switch_is_another_master_named_from_a_configuration_not_older_than_the_connections() {
+        let watch = Watch::default();
+        let named = |port: u16, epoch: Option<u64>| Named {
+            master: format!("h:{port}"),
+            epoch,
+            sentinel: 1,
+        };
+        let reached = ("h:1".to_owned(), Some(3));
+        let mut seen = watch.generation();
+        assert!(watch.switched(&mut seen, Some(&reached)).is_none());
+        // The connection's master, then one of an older configuration: news taken in.
+        for news in [named(1, Some(3)), named(2, Some(2))] {
+            watch.publish(news);
+            assert!(watch.switched(&mut seen, Some(&reached)).is_none());
+            assert_eq!(seen, watch.generation());
+        }
+        // A newer configuration, or one that cannot be ordered: a switch, left unseen.
+        for news in [named(2, Some(4)), named(3, None)] {
+            watch.publish(news.clone());
+            let switch = watch.switched(&mut seen, Some(&reached));
+            assert_eq!(switch, Some((news, &reached)));
+            assert_ne!(seen, watch.generation());
+        }
+        // No connection's master to compare with: taken in.
+        assert!(watch.switched(&mut seen, None).is_none());
+        assert_eq!(seen, watch.generation());
     }
 
     #[test]
