@@ -238,8 +238,8 @@ impl ClusterLink {
         Ok(all)
     }
 
-    /// Runs the batch, one pipeline per master, and returns the replies in the batch's order;
-    /// with `time`, the `TIME` readings too (see `round`). Handles `NOSCRIPT`, `MOVED` and `ASK` (see
+    /// Runs the batch, one pipeline per master, and returns the replies in the batch's order; with
+    /// `time`, the `TIME` readings too (see `round`). Handles `NOSCRIPT`, `MOVED` and `ASK` (see
     /// the module's doc). `scripts` are loaded on masters met on the way, unless `inline`.
     ///
     /// With `wait` (`min_replicas`), once every command has its reply, `WAIT` goes to each
@@ -708,10 +708,11 @@ fn name_master(e: redis::RedisError, master: &str) -> redis::RedisError {
     ))
 }
 
-/// Every master's probe as one: the first master's report (its clock, version and
-/// persistence), the other masters' clocks (`masters_time`), with the `run_id`s and replication IDs of all masters joined by `,` (any
-/// change of one is a change of the node's), the youngest master's uptime, whether any master
-/// was promoted since it started, and every master's errors and warnings, each naming its master. Cluster mode and replicas are expected here.
+/// Every master's probe as one: the first master's report (its clock, version and persistence), the
+/// other masters' clocks (`masters_time`), with the `run_id`s and replication IDs of all masters
+/// joined by `,` (any change of one is a change of the node's), the youngest master's uptime,
+/// whether any master was promoted since it started, and every master's errors and warnings, each
+/// naming its master. Cluster mode and replicas are expected here.
 fn merge(probes: Vec<(String, Probe)>) -> Option<Probe> {
     let join = |f: &dyn Fn(&Probe) -> Option<String>| -> Option<String> {
         probes
