@@ -39,8 +39,9 @@ struct Bound {
 }
 
 impl Answer {
-    /// The answer in a reply to [`Sentinel::question`]: the address, and the `SENTINEL MASTER`
-    /// record (an error reply there, from an ACL that denies it, gives no epoch and no bound).
+    /// The answer in a reply to [`Sentinel::question`](super::Sentinel::question): the address, and
+    /// the `SENTINEL MASTER` record (an error reply there, from an ACL that denies it, gives no
+    /// epoch and no bound).
     pub(super) fn from_replies(addr: Value, master: &Value) -> Option<Answer> {
         let at: (String, u16) = redis::from_redis_value::<Option<(String, u16)>>(addr).ok()??;
         let field = |name: &str| master_text(master, name);
