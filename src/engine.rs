@@ -39,7 +39,7 @@ pub(crate) struct Engine {
     exited: Receiver<()>,
     pub(crate) config: Config,
     /// For connections of other kinds (the subscribers of `notify.rs`).
-    pub(crate) clients: Vec<crate::topology::sentinel::Target>,
+    pub(crate) clients: Vec<crate::topology::Target>,
     /// What the workers learn about clocks; held locks watch its count of our host's
     /// suspensions ([`ClockBoard::epoch`]).
     pub(crate) board: Arc<ClockBoard>,
@@ -130,7 +130,7 @@ impl Engine {
     /// against `node_timeout`. Unreachable nodes do not fail the start: their workers keep
     /// trying.
     pub(crate) fn start(
-        clients: Vec<crate::topology::sentinel::Target>,
+        clients: Vec<crate::topology::Target>,
         config: Config,
         scripts: &'static [&'static [&'static Script]],
     ) -> Result<Engine> {
@@ -190,7 +190,7 @@ impl Engine {
     }
 
     /// Each node's Sentinel watch (`None` for other nodes), for the release subscribers.
-    pub(crate) fn watches(&self) -> Vec<Option<Arc<crate::topology::sentinel::Watch>>> {
+    pub(crate) fn watches(&self) -> Vec<Option<Arc<crate::topology::Watch>>> {
         self.nodes.iter().map(Node::watch).collect()
     }
 

@@ -94,11 +94,12 @@ impl<'a> Acquisition<'a> {
         let engine = &client.inner.engine;
         let config = engine.config;
         let ttl_ms = config.ttl_ms(request.ttl)?;
-        if let Some(i) = engine.clients.iter().position(|t| t.is_cluster())
-            && let Some(why) = crate::topology::cluster::cross_slot(
-                &kind.acquire(ttl_ms, &config),
-                kind.resource(),
-            )
+        let acquire = kind.acquire(ttl_ms, &config);
+        if let Some((i, why)) = engine
+            .clients
+            .iter()
+            .enumerate()
+            .find_map(|(i, t)| Some((i, t.refuses(&acquire, kind.resource())?)))
         {
             return Err(Error::invalid(format!(
                 "node {i} ({}): {why}",

@@ -102,7 +102,7 @@ impl Redlock {
         Builder::default()
     }
 
-    fn start(clients: Vec<crate::topology::sentinel::Target>, config: Config) -> Result<Redlock> {
+    fn start(clients: Vec<crate::topology::Target>, config: Config) -> Result<Redlock> {
         let engine = Engine::start(clients, config, &SCRIPT_SETS)?;
         Ok(Redlock {
             inner: Arc::new(Inner {

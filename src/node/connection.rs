@@ -22,9 +22,9 @@ use super::server::{Master, Server, Servers};
 use super::status::Health;
 use super::wait_lane::{self, Wait, WaitLane};
 use crate::error::NodeProblem;
-use crate::topology::cluster::Link;
+use crate::topology::Link;
 use crate::topology::probe::{self, Probe};
-use crate::topology::sentinel::{Linked, Target, Tenure};
+use crate::topology::{Linked, Target, Tenure};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);

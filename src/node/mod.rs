@@ -42,7 +42,7 @@ use crate::error::NodeProblem;
 use crate::rules::clock::{self, ClockBoard, Guard};
 use crate::rules::quorum::Vote;
 use crate::telemetry::NodeStatus;
-use crate::topology::sentinel::{Target, Watch};
+use crate::topology::{Target, Watch};
 use crate::wire::Script;
 
 use connection::Connection;

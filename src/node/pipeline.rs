@@ -15,8 +15,8 @@ use super::wait_lane::{Acked, Replicas, Wait, acknowledged, needs_ack};
 use crate::error::NodeProblem;
 use crate::rules::clock::{Readings, TIME_COMMAND, TimeReading};
 use crate::rules::quorum::Vote;
-use crate::topology::cluster::{ClusterLink, Routed, WaitFor, Waited};
 use crate::topology::probe::Probe;
+use crate::topology::{ClusterLink, Routed, WaitFor, Waited};
 use crate::wire::{Script, load_scripts};
 
 /// A batch and how to send it.

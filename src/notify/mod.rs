@@ -41,7 +41,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError
 use crate::cancel::Cancel;
 use crate::notify::queue::{QueueNews, queue_news};
 use crate::sync::relock;
-use crate::topology::sentinel::{Verdict, Watch};
+use crate::topology::{Verdict, Watch};
 use crate::wire::{channel, released_key};
 
 /// How often a waiter for its subscriptions to become active looks at its cancel.
@@ -431,7 +431,7 @@ pub(crate) struct Notifier {
 
 impl Notifier {
     pub(crate) fn start(
-        clients: &[crate::topology::sentinel::Target],
+        clients: &[crate::topology::Target],
         watches: Vec<Option<Arc<Watch>>>,
         connect_timeout: Duration,
         io_timeout: Duration,
@@ -911,7 +911,7 @@ fn interrupted(e: &redis::RedisError) -> bool {
 struct Subscriber {
     /// The node's index, in the registry's per-node state.
     index: usize,
-    client: crate::topology::sentinel::Target,
+    client: crate::topology::Target,
     /// A Sentinel node's watch (the node's, see `node.rs`): a connection to a master the
     /// sentinels no longer name is dropped, as the node's workers drop theirs, or the
     /// releases published on the new master would go unheard. The master of the current
@@ -1085,27 +1085,15 @@ impl Subscriber {
         let Some(watch) = &self.watch else {
             return false;
         };
-        let generation = watch.generation();
-        if generation == self.watch_seen {
-            return false;
-        }
-        let (Some(named), Some((master, epoch))) = (watch.named(), self.master.as_ref()) else {
-            self.watch_seen = generation;
+        let Some((named, _)) = watch.switched(&mut self.watch_seen, self.master.as_ref()) else {
             return false;
         };
-        if matches!(
-            named.verdict(master, *epoch),
-            Verdict::Same | Verdict::Older
-        ) {
-            self.watch_seen = generation;
-            return false;
-        }
         self.prefer(named.sentinel);
         true
     }
 
     fn prefer(&self, sentinel: usize) {
-        if let crate::topology::sentinel::Target::Sentinel(s) = &self.client {
+        if let crate::topology::Target::Sentinel(s) = &self.client {
             s.prefer(sentinel);
         }
     }
