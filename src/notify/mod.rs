@@ -12,7 +12,7 @@
 //! Why a thread per node with a blocking connection: redis-rs's synchronous `PubSub` cannot be
 //! woken while it reads, so each subscriber thread reads with a short timeout and, between
 //! reads, applies the (un)subscriptions its waiters asked for. While nothing is subscribed it
-//! parks on its request channel instead, so an idle client costs nothing.
+//! parks on its channel of (un)subscriptions instead, so an idle client costs nothing.
 //!
 //! A notification only wakes waiters early: a message can be lost (a node down, a connection
 //! rebuilt, a key that expired instead of being released), so every wait also has a timeout, the

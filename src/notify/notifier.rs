@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::cancel::Cancel;
 use crate::notify::registry::{Registry, Slot};
-use crate::notify::subscriber::{Request, Subscriber};
+use crate::notify::subscriber::{Subscriber, SubscriptionChange};
 use crate::notify::subscription::{Place, Subscription};
 use crate::sync::relock;
 use crate::topology::sentinel::Watch;
@@ -34,7 +34,7 @@ const STACK: usize = 256 * 1024;
 /// The client's subscriber threads, one per node.
 pub(crate) struct Notifier {
     pub(super) registry: Arc<Registry>,
-    pub(super) nodes: Vec<Sender<Request>>,
+    pub(super) nodes: Vec<Sender<SubscriptionChange>>,
     threads: Vec<JoinHandle<()>>,
     exited: Receiver<()>,
     /// Resources on which this client's waiters lately found others queued, and when: a
@@ -68,7 +68,7 @@ impl Notifier {
                 watch,
                 master: None,
                 watch_seen: 0,
-                requests: rx,
+                changes: rx,
                 registry: Arc::clone(&notifier.registry),
                 wanted: HashSet::new(),
                 active: HashSet::new(),
@@ -173,7 +173,7 @@ impl Notifier {
             };
             if first {
                 for node in &self.nodes {
-                    let _ = node.send(Request::Subscribe(Arc::clone(resource)));
+                    let _ = node.send(SubscriptionChange::Subscribe(Arc::clone(resource)));
                 }
             }
             slots.push((Arc::clone(resource), slot));

@@ -2,7 +2,7 @@
 //! that linger after their last waiter left), its reconnects with backoff, and, for a Sentinel
 //! node, dropping a connection to a master the sentinels no longer name. It reads what the node
 //! publishes and tells the registry ([`registry`](super::registry)); the waiters' side reaches
-//! it only through [`Request`]s.
+//! it only through [`SubscriptionChange`]s.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -26,7 +26,9 @@ pub(super) const LINGER: Duration = Duration::from_secs(1);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-pub(super) enum Request {
+/// What a waiter asks of every node's subscriber: to subscribe its resource's channel (the
+/// first waiter there) or to unsubscribe it (the last one left).
+pub(super) enum SubscriptionChange {
     Subscribe(Arc<str>),
     Unsubscribe(Arc<str>),
 }
@@ -50,7 +52,7 @@ pub(super) struct Subscriber {
     pub(super) watch: Option<Arc<Watch>>,
     pub(super) master: Option<(String, Option<u64>)>,
     pub(super) watch_seen: u64,
-    pub(super) requests: Receiver<Request>,
+    pub(super) changes: Receiver<SubscriptionChange>,
     pub(super) registry: Arc<Registry>,
     /// Resources subscribed (or to subscribe once connected).
     pub(super) wanted: HashSet<Arc<str>>,
@@ -66,7 +68,7 @@ pub(super) struct Subscriber {
 
 /// Why a subscriber session ended.
 enum End {
-    /// Every requester is gone: the client was dropped.
+    /// Every sender of changes is gone: the client was dropped.
     Closed,
     /// The connection failed; reconnect.
     Broken,
@@ -78,7 +80,7 @@ impl Subscriber {
         loop {
             // Nothing to listen for: park until a waiter comes (or the client goes).
             while self.wanted.is_empty() {
-                match self.requests.recv() {
+                match self.changes.recv() {
                     Ok(r) => self.apply_offline(r),
                     Err(_) => return,
                 }
@@ -106,7 +108,7 @@ impl Subscriber {
                     let until = Instant::now() + backoff;
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     loop {
-                        match self.requests.recv_deadline(until) {
+                        match self.changes.recv_deadline(until) {
                             Ok(r) => self.apply_offline(r),
                             Err(RecvTimeoutError::Timeout) => break,
                             Err(RecvTimeoutError::Disconnected) => return,
@@ -133,21 +135,21 @@ impl Subscriber {
         ok
     }
 
-    fn apply_offline(&mut self, r: Request) {
+    fn apply_offline(&mut self, r: SubscriptionChange) {
         match r {
-            Request::Subscribe(res) => {
+            SubscriptionChange::Subscribe(res) => {
                 self.wanted.insert(res);
             }
-            Request::Unsubscribe(res) => {
+            SubscriptionChange::Unsubscribe(res) => {
                 self.wanted.remove(&res);
             }
         }
     }
 
-    /// Applies one request on a live connection; false if the connection failed.
-    fn apply(&mut self, pubsub: &mut redis::PubSub<'_>, r: Request) -> bool {
+    /// Applies one change on a live connection; false if the connection failed.
+    fn apply(&mut self, pubsub: &mut redis::PubSub<'_>, r: SubscriptionChange) -> bool {
         match r {
-            Request::Subscribe(res) => {
+            SubscriptionChange::Subscribe(res) => {
                 let ok =
                     self.lingering.remove(&res).is_some() || self.subscribe(pubsub, &res, true);
                 if ok && self.active.insert(Arc::clone(&res)) {
@@ -156,7 +158,7 @@ impl Subscriber {
                 self.wanted.insert(res);
                 ok
             }
-            Request::Unsubscribe(res) => {
+            SubscriptionChange::Unsubscribe(res) => {
                 self.wanted.remove(&res);
                 if self.active.remove(&res) {
                     self.registry.unsubscribed(&res);
@@ -263,12 +265,12 @@ impl Subscriber {
                 return End::Broken;
             }
             loop {
-                let request = match self.requests.try_recv() {
+                let change = match self.changes.try_recv() {
                     Ok(r) => r,
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return End::Closed,
                 };
-                if !self.apply(&mut pubsub, request) {
+                if !self.apply(&mut pubsub, change) {
                     return End::Broken;
                 }
             }
@@ -278,8 +280,8 @@ impl Subscriber {
             // Lingering subscriptions are read on, so that their messages do not wait in the
             // socket for the next waiter.
             if self.wanted.is_empty() && self.lingering.is_empty() {
-                // Park on the request channel; the idle connection stays for the next waiter.
-                match self.requests.recv() {
+                // Park on the channel of changes; the idle connection stays for the next waiter.
+                match self.changes.recv() {
                     Ok(r) => {
                         if self.master_switched() {
                             self.apply_offline(r);

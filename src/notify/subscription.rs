@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Select};
 use crate::cancel::Cancel;
 use crate::notify::Notifier;
 use crate::notify::registry::{News, Slot, Turn};
-use crate::notify::subscriber::Request;
+use crate::notify::subscriber::SubscriptionChange;
 use crate::sync::relock;
 
 /// Places in the waiters' queues.
@@ -309,7 +309,7 @@ impl Drop for Subscription {
             };
             if last {
                 for node in &self.notifier.nodes {
-                    let _ = node.send(Request::Unsubscribe(Arc::clone(resource)));
+                    let _ = node.send(SubscriptionChange::Unsubscribe(Arc::clone(resource)));
                 }
             }
         }
