@@ -9,19 +9,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Receiver;
+
 use crate::client::lock::Lock;
 use crate::engine::Engine;
 use crate::error::{NodeProblem, Result};
 use crate::kinds::{free_in, split_vote};
 use crate::notify::queue;
-use crate::notify::{News, Wake};
+use crate::notify::{News, Notifier, Wake};
 use crate::rules::quorum::{Vote, quorum};
 use crate::rules::token::new_token;
 use crate::wire::Keys;
 
 use super::{Acquisition, Failed, Tried};
 
-impl Acquisition<'_> {
+impl<'a> Acquisition<'a> {
     /// Attempts as a waiter in the queue across processes (see `queue.rs`): one try first,
     /// unless this client knows of a queue on the resource; refused, it joins the queue and
     /// tries only at the head, after the release of the lock the one before it took. Falls
@@ -39,31 +41,7 @@ impl Acquisition<'_> {
                 Tried::Failed(f) => failed = Some(f),
             }
         }
-        // The kind's own checks (a caller waiting for itself) before anything is queued.
-        self.kind.token(&self.caller)?;
-        let mut sub = notifier.subscribe(
-            self.kind.keys(),
-            self.config.node_timeout,
-            false,
-            false,
-            self.cancel,
-        );
-        let id: Arc<str> = new_token()?.into();
-        let news = sub.enlist(Arc::clone(&id));
-        self.subscription = Some(sub);
-        let mut member = Member {
-            engine: self.engine,
-            node: queue::queue_node(&resource, self.engine.addresses()),
-            keys: queue::keys(&resource),
-            resource,
-            id,
-            joined: false,
-            heard: Instant::now(),
-            tried: failed.is_some(),
-            held_until: None,
-            watched: false,
-            node_failed: false,
-        };
+        let (news, mut member) = self.enlist(&notifier, resource, failed.is_some())?;
         // A queue node found down or hung by the subscriber (after the subscribe above, which
         // gave it `node_timeout`) would cost each waiter that long: go on without the queue.
         if !notifier.node_live(member.node, self.config.node_timeout) {
@@ -89,15 +67,7 @@ impl Acquisition<'_> {
         loop {
             self.check_cancel()?;
             if Instant::now() >= deadline {
-                // A last try, as every waiter makes.
-                self.attempts = self.attempts.saturating_add(1);
-                return match self.attempt()? {
-                    Tried::Granted(lock) => {
-                        member.leave(self.ttl_ms);
-                        Ok(lock)
-                    }
-                    Tried::Failed(f) => Err(self.give_up(f)),
-                };
+                return self.last_try(&mut member);
             }
             if rank != 0 {
                 step = self.member_wait(&news, &mut member, &mut rank)?;
@@ -107,15 +77,8 @@ impl Acquisition<'_> {
                 let mut fresh = failed.is_some() && member.tried;
                 member.tried = false;
                 if step == Step::Try {
-                    self.attempts = self.attempts.saturating_add(1);
-                    match self.attempt()? {
-                        Tried::Granted(lock) => {
-                            member.leave(self.ttl_ms);
-                            return Ok(lock);
-                        }
-                        Tried::Failed(f) if self.next_pause().is_none() => {
-                            return Err(self.give_up(f));
-                        }
+                    match self.try_at_head(&mut member)? {
+                        Tried::Granted(lock) => return Ok(lock),
                         Tried::Failed(f) => failed = Some(f),
                     }
                     fresh = true;
@@ -127,6 +90,68 @@ impl Acquisition<'_> {
                 let failed = member.node_failed;
                 return self.degrade(member, failed);
             }
+        }
+    }
+
+    /// Subscribes to the resource's releases and enlists for its queue's news under a new id:
+    /// a member not yet joined, which `tried` just before.
+    fn enlist(
+        &mut self,
+        notifier: &Arc<Notifier>,
+        resource: Arc<str>,
+        tried: bool,
+    ) -> Result<(Receiver<News>, Member<'a>)> {
+        // The kind's own checks (a caller waiting for itself) before anything is queued.
+        self.kind.token(&self.caller)?;
+        let mut sub = notifier.subscribe(
+            self.kind.keys(),
+            self.config.node_timeout,
+            false,
+            false,
+            self.cancel,
+        );
+        let id: Arc<str> = new_token()?.into();
+        let news = sub.enlist(Arc::clone(&id));
+        self.subscription = Some(sub);
+        let member = Member {
+            engine: self.engine,
+            node: queue::queue_node(&resource, self.engine.addresses()),
+            keys: queue::keys(&resource),
+            resource,
+            id,
+            joined: false,
+            heard: Instant::now(),
+            tried,
+            held_until: None,
+            watched: false,
+            node_failed: false,
+        };
+        Ok((news, member))
+    }
+
+    /// A try at the head: granted, it leaves the queue with the lock's TTL; refused with
+    /// patience left, the failure to wait on; else the error of giving up.
+    fn try_at_head(&mut self, member: &mut Member<'_>) -> Result<Tried> {
+        self.attempts = self.attempts.saturating_add(1);
+        match self.attempt()? {
+            Tried::Granted(lock) => {
+                member.leave(self.ttl_ms);
+                Ok(Tried::Granted(lock))
+            }
+            Tried::Failed(f) if self.next_pause().is_none() => Err(self.give_up(f)),
+            Tried::Failed(f) => Ok(Tried::Failed(f)),
+        }
+    }
+
+    /// A last try at the deadline, as every waiter makes, wherever it is in the queue.
+    fn last_try(&mut self, member: &mut Member<'_>) -> Result<Lock> {
+        self.attempts = self.attempts.saturating_add(1);
+        match self.attempt()? {
+            Tried::Granted(lock) => {
+                member.leave(self.ttl_ms);
+                Ok(lock)
+            }
+            Tried::Failed(f) => Err(self.give_up(f)),
         }
     }
 
@@ -164,30 +189,7 @@ impl Acquisition<'_> {
             until = if healthy { held } else { until.min(held) };
         }
         if let Some(failed) = failed.filter(|f| f.refused()) {
-            // Whether it would sleep until the keys expire: then it reads whose keys they are.
-            let tokens = healthy && !failed.contested;
-            let remaining = self.kind.remaining(tokens);
-            let mut read = self.engine.fan_out(
-                &remaining,
-                self.kind.resource(),
-                &failed.token,
-                None,
-                self.cancel,
-            );
-            let quorum = quorum(self.engine.node_count());
-            if tokens {
-                // Every node's answer, not the first quorum's (see `split_vote`).
-                read.settle();
-            }
-            if let Some(free) = free_in(&read, quorum) {
-                let free = now + free + Duration::from_millis(1);
-                let contested = failed.contested || tokens && split_vote(&read, quorum);
-                until = if !contested && healthy {
-                    free
-                } else {
-                    until.min(free)
-                };
-            }
+            until = self.until_keys_expire(failed, healthy, now, until);
         }
         let until = until.min(deadline);
         let Some(sub) = &self.subscription else {
@@ -233,6 +235,44 @@ impl Acquisition<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// At the head after a refused try (`failed`), read `now`: until when to wait, given that
+    /// it would wait `until` otherwise. Until the holder's keys expire on a quorum, when a
+    /// release would be heard (`healthy`) and no split vote may have left keys that announce
+    /// nothing; at most `until` otherwise.
+    fn until_keys_expire(
+        &self,
+        failed: &Failed,
+        healthy: bool,
+        now: Instant,
+        until: Instant,
+    ) -> Instant {
+        // Whether it would sleep until the keys expire: then it reads whose keys they are.
+        let tokens = healthy && !failed.contested;
+        let remaining = self.kind.remaining(tokens);
+        let mut read = self.engine.fan_out(
+            &remaining,
+            self.kind.resource(),
+            &failed.token,
+            None,
+            self.cancel,
+        );
+        let quorum = quorum(self.engine.node_count());
+        if tokens {
+            // Every node's answer, not the first quorum's (see `split_vote`).
+            read.settle();
+        }
+        let Some(free) = free_in(&read, quorum) else {
+            return until;
+        };
+        let free = now + free + Duration::from_millis(1);
+        let contested = failed.contested || tokens && split_vote(&read, quorum);
+        if !contested && healthy {
+            free
+        } else {
+            until.min(free)
         }
     }
 
