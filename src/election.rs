@@ -107,10 +107,12 @@ use crate::client::Redlock;
 use crate::client::lock::Lock;
 use crate::client::request::{AutoExtend, LockRequest};
 use crate::config::MAX_TTL;
+use crate::engine::Engine;
 use crate::error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result};
 use crate::kinds::leader::{self, Leader as LeaderKind, election_key};
 use crate::notify::{Subscription, Wake};
 use crate::rules::quorum::quorum;
+use crate::telemetry::NodeStatus;
 
 /// Longest identity, in bytes.
 pub const MAX_IDENTITY: usize = 256;
@@ -663,32 +665,7 @@ fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Leader>> {
     let statuses = engine.node_status();
     let n = answers.len();
     let q = quorum(n);
-    let mut views = Vec::with_capacity(n);
-    let mut failures = Vec::new();
-    // Nodes that did not answer, or may have lost a leader's key (restarted within this
-    // client's restart_grace): any leader may hold them.
-    let mut unsure = 0;
-    for ((address, answer), status) in engine.addresses().zip(answers).zip(&statuses) {
-        match answer.and_then(|v| decode_view(&v)) {
-            Ok(view) => {
-                if let Some(remaining) = status.grace_remaining {
-                    unsure += 1;
-                    failures.push(NodeReport {
-                        node: address.to_owned(),
-                        problem: NodeProblem::InGrace { remaining },
-                    });
-                }
-                views.push((view, status.grace_remaining.is_some()));
-            }
-            Err(problem) => {
-                unsure += 1;
-                failures.push(NodeReport {
-                    node: address.to_owned(),
-                    problem,
-                });
-            }
-        }
-    }
+    let (views, failures, unsure) = node_views(engine, answers, &statuses);
     let unknown = |failures: Vec<NodeReport>| Error::NoQuorum {
         resource: format!("election {}", &key[leader::ELECTION_PREFIX.len()..]),
         operation: Operation::Read,
@@ -734,6 +711,47 @@ fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Leader>> {
         }
         return Err(unknown(failures));
     };
+    Ok(Some(leader_of(&views, token, q, transitions)))
+}
+
+/// Each node's view, with whether the node is in its restart grace (`statuses`); the nodes
+/// that did not answer or may have lost a leader's key (restarted within this client's
+/// restart_grace), reported; and how many of them there are: any leader may hold them.
+fn node_views(
+    engine: &Engine,
+    answers: Vec<std::result::Result<Value, NodeProblem>>,
+    statuses: &[NodeStatus],
+) -> (Vec<(NodeView, bool)>, Vec<NodeReport>, usize) {
+    let mut views = Vec::with_capacity(answers.len());
+    let mut failures = Vec::new();
+    let mut unsure = 0;
+    for ((address, answer), status) in engine.addresses().zip(answers).zip(statuses) {
+        match answer.and_then(|v| decode_view(&v)) {
+            Ok(view) => {
+                if let Some(remaining) = status.grace_remaining {
+                    unsure += 1;
+                    failures.push(NodeReport {
+                        node: address.to_owned(),
+                        problem: NodeProblem::InGrace { remaining },
+                    });
+                }
+                views.push((view, status.grace_remaining.is_some()));
+            }
+            Err(problem) => {
+                unsure += 1;
+                failures.push(NodeReport {
+                    node: address.to_owned(),
+                    problem,
+                });
+            }
+        }
+    }
+    (views, failures, unsure)
+}
+
+/// The leader whose `token` a quorum (`q`) of the nodes hold, confirmed, as those nodes tell:
+/// its TTL is the one a quorum still gives it; `transitions`, the most any node counted.
+fn leader_of(views: &[(NodeView, bool)], token: &str, q: usize, transitions: u64) -> Leader {
     let mine: Vec<&NodeView> = views
         .iter()
         .map(|(v, _)| v)
@@ -742,7 +760,7 @@ fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Leader>> {
     let mut ttls: Vec<u64> = mine.iter().map(|v| v.ttl_ms).collect();
     ttls.sort_unstable_by(|a, b| b.cmp(a));
     let since_ms = mine.iter().filter_map(|v| v.since_ms).min().unwrap_or(0);
-    Ok(Some(Leader {
+    Leader {
         identity: mine
             .iter()
             .find_map(|v| v.identity.clone())
@@ -751,7 +769,7 @@ fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Leader>> {
         since: SystemTime::UNIX_EPOCH + Duration::from_millis(since_ms),
         transitions,
         ttl: Duration::from_millis(ttls.get(q - 1).copied().unwrap_or(0)),
-    }))
+    }
 }
 
 fn decode_view(value: &Value) -> std::result::Result<NodeView, NodeProblem> {
