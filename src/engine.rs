@@ -38,7 +38,7 @@ pub(crate) struct Engine {
     /// Disconnects once every worker thread has ended.
     exited: Receiver<()>,
     pub(crate) config: Config,
-    /// For connections of other kinds (the subscribers of `notify.rs`).
+    /// For connections of other kinds (the subscribers of `notify/`).
     pub(crate) clients: Vec<crate::topology::Target>,
     /// What the workers learn about clocks; held locks watch its count of our host's
     /// suspensions ([`ClockBoard::epoch`]).

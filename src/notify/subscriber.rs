@@ -45,7 +45,7 @@ pub(super) struct Subscriber {
     /// The node's index, in the registry's per-node state.
     pub(super) index: usize,
     pub(super) client: crate::topology::Target,
-    /// A Sentinel node's watch (the node's, see `node.rs`): a connection to a master the
+    /// A Sentinel node's watch (the node's, see `node/follow.rs`): a connection to a master the
     /// sentinels no longer name is dropped, as the node's workers drop theirs, or the
     /// releases published on the new master would go unheard. The master of the current
     /// connection (`host:port`, config epoch), and the watch's generation compared with it.
@@ -212,7 +212,7 @@ impl Subscriber {
     }
 
     /// Whether the watch has heard the sentinels name another master than the one this
-    /// connection reached (see `node.rs`, `follow_the_sentinels`): then it is dropped, and the
+    /// connection reached (see `node/follow.rs`, `Follow::switched`): then it is dropped, and the
     /// next connect resolves the master again.
     fn master_switched(&mut self) -> bool {
         let Some(watch) = &self.watch else {

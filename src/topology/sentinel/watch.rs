@@ -97,7 +97,7 @@ impl Named {
     }
 }
 
-/// What a node's watch thread tells its workers (see `node.rs`, `follow_the_sentinels`).
+/// What a node's watch thread tells its workers (see `node/follow.rs`, `Follow::switched`).
 #[derive(Default)]
 pub(crate) struct Watch {
     /// Bumped each time `named` changes: a worker compares it with the last one it looked at,
