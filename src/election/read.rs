@@ -47,11 +47,13 @@ pub(super) fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Lea
         operation: Operation::Read,
         attempts: 1,
         report: QuorumReport {
-            nodes: n,
-            quorum: q,
             succeeded: n - failures.len(),
+            granted: (engine.addresses())
+                .filter(|a| failures.iter().all(|f| f.node != *a))
+                .map(str::to_owned)
+                .collect(),
             failures,
-            elapsed: started.elapsed(),
+            ..QuorumReport::new(n, q, started.elapsed())
         },
     };
     if views.len() < q {

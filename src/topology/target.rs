@@ -256,6 +256,7 @@ fn url_problem(url: &str, e: &redis::RedisError) -> String {
         Err(url::ParseError::RelativeUrlWithoutBase) => {
             "it does not start with redis:// or rediss://".to_owned()
         }
+        Err(url::ParseError::EmptyHost) => "no host".to_owned(),
         Err(why) => why.to_string(),
         Ok(parsed) if !is_redis_scheme(parsed.scheme()) => {
             "it does not start with redis:// or rediss://".to_owned()
@@ -343,7 +344,7 @@ mod tests {
     fn bad_urls_are_described_in_plain_words() {
         for (url, why) in [
             ("redis://", "no host"),
-            ("redis://:6379", "empty host"),
+            ("redis://:6379", "no host"),
             ("redis://host:notaport", "invalid port number"),
             ("redis://h:99999", "invalid port number"),
             (
