@@ -165,7 +165,7 @@ pub enum Error {
         /// How many attempts were made (1 + retries).
         attempts: u32,
         /// The last attempt, node by node.
-        report: QuorumReport,
+        report: Box<QuorumReport>,
     },
     /// Too few nodes answered in time (down, hung, or erroring), or they answered so late that
     /// no validity was left.
@@ -177,7 +177,7 @@ pub enum Error {
         /// How many attempts were made.
         attempts: u32,
         /// The last attempt, node by node.
-        report: QuorumReport,
+        report: Box<QuorumReport>,
     },
     /// The lock is no longer ours on a quorum: it expired (and may have been taken by another
     /// owner), was released already, or its keys were removed.
@@ -185,7 +185,7 @@ pub enum Error {
         /// The resource concerned.
         resource: String,
         /// The failed extend or release, when one was made.
-        report: Option<QuorumReport>,
+        report: Option<Box<QuorumReport>>,
     },
     /// `extend` was called more often than `max_extensions` allows; the lock is still held until
     /// its validity runs out.

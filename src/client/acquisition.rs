@@ -503,14 +503,14 @@ impl<'a> Acquisition<'a> {
             Error::NotAcquired {
                 resource,
                 attempts: self.attempts,
-                report,
+                report: Box::new(report),
             }
         } else {
             Error::NoQuorum {
                 resource,
                 operation: Operation::Acquire,
                 attempts: self.attempts,
-                report,
+                report: Box::new(report),
             }
         }
     }

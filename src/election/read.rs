@@ -46,7 +46,7 @@ pub(super) fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Lea
         resource: format!("election {}", &key[leader::ELECTION_PREFIX.len()..]),
         operation: Operation::Read,
         attempts: 1,
-        report: QuorumReport {
+        report: Box::new(QuorumReport {
             succeeded: n - failures.len(),
             granted: (engine.addresses())
                 .filter(|a| failures.iter().all(|f| f.node != *a))
@@ -54,7 +54,7 @@ pub(super) fn read_leader(client: &Redlock, key: &Arc<str>) -> Result<Option<Lea
                 .collect(),
             failures,
             ..QuorumReport::new(n, q, started.elapsed())
-        },
+        }),
     };
     if views.len() < q {
         return Err(unknown(failures));
