@@ -14,7 +14,7 @@ pub use crate::rules::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::rules::quorum::drift_allowance;
 use crate::topology::{AddressMap, Target};
 
-/// Default retries after the first attempt of [`Redlock::lock`].
+/// Default retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
 pub const DEFAULT_RETRY_COUNT: u32 = 3;
 /// Default base delay between attempts.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -29,7 +29,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// Longest node URL accepted, in bytes.
 pub const MAX_NODE_URL: usize = 4096;
 
-/// Builds a [`Redlock`] client; get one with [`Redlock::builder`].
+/// Builds a [`Redlock`](crate::Redlock) client; get one with [`Redlock::builder`](crate::Redlock::builder).
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -69,7 +69,7 @@ enum Pem {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct Config {
-    /// Retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
+    /// Retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock)(crate::Redlock::lock).
     pub retry_count: u32,
     /// Base delay between attempts.
     pub retry_delay: Duration,
@@ -148,7 +148,7 @@ impl Builder {
         self
     }
 
-    /// Retries after the first attempt in [`Redlock::lock`] (default 3).
+    /// Retries after the first attempt in [`Redlock::lock`](crate::Redlock::lock) (default 3).
     pub fn retry_count(mut self, n: u32) -> Self {
         self.config.retry_count = n;
         self
