@@ -126,7 +126,7 @@ impl Builder {
     /// `sentinel_user=`/`sentinel_password=` give the sentinels' own; or a whole Redis Cluster
     /// as one node, `redis[s]+cluster://[user:pass@]host:port[?seed=host:port&…]`, where
     /// `host:port` and each `seed=` are any nodes of the cluster. A change of master counts
-    /// as a restart for [`restart_grace`](Builder::restart_grace): see the README. A URL has at
+    /// as a restart for [`restart_grace`](Builder::restart_grace): see docs/topologies.md. A URL has at
     /// most [`MAX_NODE_URL`] bytes; a user or password percent-encodes `/ ? # & @ %` and spaces.
     ///
     /// Use an odd number of independent masters (no replication between them). An even N is
@@ -225,7 +225,7 @@ impl Builder {
     /// At connect, a node whose clock is ahead of the other nodes' and ours by more than the
     /// threshold is quarantined too (it may have jumped before this client started). Needs the
     /// `TIME` command (without it the guard is off for that node, with a warning). What it
-    /// cannot catch: see the README's "Clock guard" paragraph.
+    /// cannot catch: see docs/operations.md, "Clock guard".
     pub fn clock_jump_threshold(mut self, threshold: Duration) -> Self {
         self.config.clock_jump = Some(threshold);
         self

@@ -30,7 +30,7 @@ pub enum NodeProblem {
     Cancelled,
     /// The node's ACL does not let this user run a command redlock needs: Redis's `NOPERM`,
     /// its "can't run this command" inside a script, or Valkey's "ACL failure in script". The
-    /// text is the server's; the README's Security section lists the ACL redlock needs.
+    /// text is the server's; docs/operations.md lists the ACL redquorum needs.
     Denied(String),
     /// The node accepted the lock, but its wall clock was seen jumping forward (an NTP step, a
     /// VM resume, `date -s`), which expires lock keys early, so it does not count toward
@@ -235,8 +235,8 @@ impl fmt::Display for NodeProblem {
             NodeProblem::Cancelled => f.write_str("cancelled before it answered"),
             NodeProblem::Denied(reply) => write!(
                 f,
-                "permission denied (NOPERM): {reply}; give the user the ACL the README's \
-                 Security section lists"
+                "permission denied (NOPERM): {reply}; give the user the ACL that docs/operations.md \
+                 lists (a least-privilege ACL user)"
             ),
             NodeProblem::ClockJump { jump, remaining } => write!(
                 f,

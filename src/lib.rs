@@ -9,7 +9,7 @@
 //! let rl = redquorum::Redlock::builder()
 //!     .nodes(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
 //!     .build()?;
-//! let mut lock = rl.lock("orders:42", Duration::from_secs(10))?;
+//! let lock = rl.lock("orders:42", Duration::from_secs(10))?;
 //! // ... work that must not overlap another holder's, within lock.validity() ...
 //! lock.extend(Duration::from_secs(10))?;
 //! lock.release()?;
@@ -72,7 +72,7 @@
 //! refuses replicas, Redis Cluster nodes and too-old servers, and warns about replicas of a
 //! master and evicting `maxmemory` policies ([`Builder::strict_servers`] refuses those too).
 //! What each guard can and cannot catch: the `clock` and `probe` modules' source documentation
-//! (`src/rules/clock.rs`, `src/topology/probe.rs`) and the README's production checklist.
+//! (`src/rules/clock.rs`, `src/topology/probe.rs`) and docs/operations.md.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

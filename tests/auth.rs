@@ -1,4 +1,4 @@
-//! Authentication as a least-privilege ACL user: the ACL documented in the README is enough to
+//! Authentication as a least-privilege ACL user: the ACL documented in docs/operations.md is enough to
 //! lock, extend and release keys matching its pattern, every permission in it is needed, keys
 //! outside the pattern fail with a NOPERM error naming the node, and passwords never show in
 //! any error, `Debug` output or node status.
@@ -14,18 +14,18 @@ use support::{RedisNode, assert_no_worker_panicked, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// The `ACL SETUSER` command of the README's least-privilege section, split into arguments.
+/// The `ACL SETUSER` command of the least-privilege section of docs/operations.md, split into arguments.
 fn documented_acl() -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/operations.md");
     let line = readme
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("ACL SETUSER "))
-        .expect("the README documents an `ACL SETUSER` line");
+        .expect("docs/operations.md documents an `ACL SETUSER` line");
     line.split_whitespace().skip(2).map(str::to_owned).collect()
 }
 
-/// The user name and password the README's ACL sets.
+/// The user name and password the documented ACL sets.
 fn documented_user() -> (String, String) {
     let acl = documented_acl();
     let password = acl
@@ -267,16 +267,16 @@ fn wrong_password_or_unknown_user_is_clear_and_never_shown() {
     assert_no_worker_panicked();
 }
 
-/// The README's addition for the other features (`ACL SETUSER locker ~... +...`), after the
+/// The documented addition for the other features (`ACL SETUSER locker ~... +...`), after the
 /// documented base line.
 fn documented_acl_additions() -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/operations.md");
     let line = readme
         .lines()
         .map(str::trim)
         .filter(|l| l.starts_with("ACL SETUSER "))
         .nth(1)
-        .expect("the README documents a second `ACL SETUSER` line for the other features");
+        .expect("docs/operations.md documents a second `ACL SETUSER` line for the other features");
     line.split_whitespace().skip(3).map(str::to_owned).collect()
 }
 
@@ -393,7 +393,7 @@ fn a_user_without_script_load_config_or_client_locks_normally() {
     rules.push("+eval".into());
     for node in &nodes {
         set_user(node, &rules);
-        // The additions of the README's second line, for the fenced lock and the waiter.
+        // The additions of the documented second line, for the fenced lock and the waiter.
         set_user(
             node,
             &[

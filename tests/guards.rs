@@ -306,14 +306,14 @@ fn cluster_mode_node_is_refused() {
     assert_no_worker_panicked();
 }
 
-/// The README's least-privilege `ACL SETUSER` line, split into arguments.
+/// The least-privilege `ACL SETUSER` line of docs/operations.md, split into arguments.
 fn documented_acl() -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/operations.md");
     let line = readme
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("ACL SETUSER "))
-        .expect("the README documents an `ACL SETUSER` line");
+        .expect("docs/operations.md documents an `ACL SETUSER` line");
     line.split_whitespace().skip(2).map(str::to_owned).collect()
 }
 

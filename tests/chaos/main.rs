@@ -6,7 +6,7 @@
 //! does a deliberately non-atomic read-modify-write (GET, sleep, SET) of its resource's counter
 //! inside the lock and logs what it did, with times from `CLOCK_MONOTONIC`, which all processes
 //! on the machine share. Meanwhile a driver replays a seeded random schedule of faults, every
-//! class the README and the module docs say we survive:
+//! class the docs (docs/guarantees.md) and the module docs say we survive:
 //! - **node hangs** (SIGSTOP … SIGCONT) and **crashes** (SIGKILL, then a restart with an empty
 //!   dataset: no persistence), both kinds of restart (see *Restarts* below), and about every
 //!   20 s **a majority** (3 of 5) down at the same time;
@@ -34,8 +34,8 @@
 //! safe, and the run covers both: a **delayed restart** (the node stays down longer than the
 //! largest TTL, so every key it held has expired anyway; clients need nothing), and a **quick
 //! restart** (down 0-100 ms) with clients that set `restart_grace` to exactly the largest TTL
-//! (`TTL_MAX_MS`), the setting the README recommends. Clients without grace and quick restarts
-//! cannot be mixed: that is simply unsafe. So the run alternates **phases** of `PHASE_MS`
+//! (`TTL_MAX_MS`), the setting docs/operations.md recommends. Clients without grace and quick
+//! restarts cannot be mixed: that is simply unsafe. So the run alternates **phases** of `PHASE_MS`
 //! (the seed picks which comes first; the client processes get the seed and the start of the
 //! chaos phase, so they compute the same plan): each client process holds two Redlock clients,
 //! one with `restart_grace(TTL_MAX)` and one without, and every acquisition uses the one of the
