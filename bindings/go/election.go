@@ -188,7 +188,7 @@ func (e *Election) campaign(ctx context.Context, once bool) (*Leadership, error)
 	}
 	if e.stopped != nil {
 		stopped, term := e.stopped, l.term
-		context.AfterFunc(l.ctx, func() { stopped(term) })
+		context.AfterFunc(l.h.ctx, func() { stopped(term) })
 	}
 	return l, nil
 }

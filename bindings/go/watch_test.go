@@ -138,10 +138,12 @@ func TestMaxHoldEndsInLost(t *testing.T) {
 func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 	c := newClient(t, shared.urls(), fast)
 	const resource = "go:gc"
-	func() {
-		if _, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{}))); err != nil {
+	lost := func() <-chan struct{} {
+		l, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
+		if err != nil {
 			t.Fatal(err)
 		}
+		return l.Lost()
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -159,6 +161,12 @@ func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 			t.Fatal("a dropped auto-extended lock is still held")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// Whoever still watches the dropped lock learns that it is gone.
+	select {
+	case <-lost:
+	default:
+		t.Error("Lost() of a garbage-collected lock is not closed")
 	}
 }
 
