@@ -139,7 +139,7 @@ func (l *Lock) Validity() time.Duration {
 
 // Extend sets the lock's TTL to ttl from now on a quorum of nodes. It fails with ErrLost
 // when the lock is no longer ours (or was unlocked), and with ErrExtensionLimit after
-// Options.MaxExtensions extensions, in which case the lock is still held. A failed Extend
+// WithMaxExtensions extensions, in which case the lock is still held. A failed Extend
 // never releases the lock.
 func (l *Lock) Extend(ttl time.Duration) error {
 	if l == nil {
@@ -197,8 +197,7 @@ func (l *Lock) Permit() (int, bool) {
 	return l.permit, l.hasPermit
 }
 
-// Resources returns the locked resources: one, or for LockMany and WithResources all of
-// them, sorted.
+// Resources returns the locked resources: one, or for WithResources all of them, sorted.
 func (l *Lock) Resources() []string {
 	if l == nil {
 		return nil
