@@ -4,8 +4,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -14,11 +12,9 @@ use crate::error::{Error, Result};
 use crate::rules::clock::Limits;
 pub use crate::rules::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::rules::quorum::drift_allowance;
-use crate::topology::cluster::{self, Cluster};
-use crate::topology::sentinel::{self, Sentinel, Target};
-use crate::topology::urls::{self, AddressMap};
+use crate::topology::{AddressMap, Target};
 
-/// Default retries after the first attempt of [`Redlock::lock`].
+/// Default retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
 pub const DEFAULT_RETRY_COUNT: u32 = 3;
 /// Default base delay between attempts.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -33,7 +29,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// Longest node URL accepted, in bytes.
 pub const MAX_NODE_URL: usize = 4096;
 
-/// Builds a [`Redlock`] client; get one with [`Redlock::builder`].
+/// Builds a [`Redlock`](crate::Redlock) client; get one with [`Redlock::builder`](crate::Redlock::builder).
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -73,7 +69,7 @@ enum Pem {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct Config {
-    /// Retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
+    /// Retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock)(crate::Redlock::lock).
     pub retry_count: u32,
     /// Base delay between attempts.
     pub retry_delay: Duration,
@@ -152,7 +148,7 @@ impl Builder {
         self
     }
 
-    /// Retries after the first attempt in [`Redlock::lock`] (default 3).
+    /// Retries after the first attempt in [`Redlock::lock`](crate::Redlock::lock) (default 3).
     pub fn retry_count(mut self, n: u32) -> Self {
         self.config.retry_count = n;
         self
@@ -410,36 +406,8 @@ impl Builder {
                     url.len()
                 )));
             }
-            let target = if sentinel::is_sentinel_url(url) {
-                let s = Sentinel::parse(url).map_err(|why| {
-                    Error::invalid(format!(
-                        "node {i} ({}): not a usable Sentinel URL: {why}; {}",
-                        redact(url),
-                        sentinel::EXPECTED
-                    ))
-                })?;
-                Target::Sentinel(Arc::new(s))
-            } else if cluster::is_cluster_url(url) {
-                let c = Cluster::parse(url).map_err(|why| {
-                    Error::invalid(format!(
-                        "node {i} ({}): not a usable Cluster URL: {why}; {}",
-                        redact(url),
-                        cluster::EXPECTED
-                    ))
-                })?;
-                Target::Cluster(Arc::new(c))
-            } else {
-                let client = open_standalone(url).map_err(|why| {
-                    Error::invalid(format!(
-                        "node {i} ({}): not a usable Redis URL: {why}; expected \
-                         redis[s]://[user:password@]host:port[/db], or \
-                         redis[s]+sentinel://[user:password@]host:port/MASTERNAME[?sentinel=host:port&…], \
-                         or redis[s]+cluster://[user:password@]host:port[?seed=host:port&…]",
-                        redact(url)
-                    ))
-                })?;
-                Target::Standalone(client)
-            };
+            let target = Target::parse(url)
+                .map_err(|why| Error::invalid(format!("node {i} ({}): {why}", redact(url))))?;
             let address = target.address();
             if let Some(j) = targets.iter().position(|t| t.address() == address) {
                 return Err(Error::invalid(format!(
@@ -458,44 +426,14 @@ impl Builder {
         }
         if let Some(certificates) = self.tls.certificates()? {
             for (i, target) in targets.iter_mut().enumerate().filter(|(_, t)| t.is_tls()) {
-                match target {
-                    Target::Standalone(client) => {
-                        *client = redis::Client::build_with_tls(
-                            client.get_connection_info().clone(),
-                            certificates.clone(),
-                        )
-                        .map_err(|e| {
-                            Error::invalid(format!("node {i}: TLS settings rejected: {e}"))
-                        })?;
-                    }
-                    Target::Sentinel(s) => {
-                        if let Some(s) = Arc::get_mut(s) {
-                            s.set_certificates(certificates.clone());
-                        }
-                    }
-                    Target::Cluster(c) => {
-                        if let Some(c) = Arc::get_mut(c) {
-                            c.set_certificates(certificates.clone());
-                        }
-                    }
-                }
+                target
+                    .set_certificates(&certificates)
+                    .map_err(|e| Error::invalid(format!("node {i}: TLS settings rejected: {e}")))?;
             }
         }
         if !self.address_map.0.is_empty() {
             for target in &mut targets {
-                match target {
-                    Target::Standalone(_) => {}
-                    Target::Sentinel(s) => {
-                        if let Some(s) = Arc::get_mut(s) {
-                            s.set_address_map(self.address_map.clone());
-                        }
-                    }
-                    Target::Cluster(c) => {
-                        if let Some(c) = Arc::get_mut(c) {
-                            c.set_address_map(self.address_map.clone());
-                        }
-                    }
-                }
+                target.set_address_map(&self.address_map);
             }
         }
         if targets.iter().any(Target::is_tls) {
@@ -674,63 +612,6 @@ fn use_ring_unless_chosen() {
     }
 }
 
-/// A redis-rs client for a `redis[s]://` (or Unix socket) URL; the error quotes nothing of it.
-fn open_standalone(url: &str) -> std::result::Result<redis::Client, String> {
-    // A TCP URL's path, query and fragment (the database, `protocol=`, `#insecure`) never hold
-    // an `@`; a Unix socket's path and `pass=` may.
-    let scheme = url.trim_start().split("://").next().unwrap_or("");
-    let tcp = ["redis", "rediss", "valkey", "valkeys"]
-        .iter()
-        .any(|s| scheme.eq_ignore_ascii_case(s));
-    if tcp && urls::at_after_host(url) {
-        return Err(format!("an @ after the host: {}", urls::ENCODE));
-    }
-    redis::Client::open(url).map_err(|e| url_problem(url, &e))
-}
-
-/// What is wrong with a URL redis-rs refused, in plain words that quote nothing of it (a part
-/// may hold a password).
-fn url_problem(url: &str, e: &redis::RedisError) -> String {
-    let plain = match url::Url::parse(url.trim()) {
-        // The url crate's texts name the problem, never the input: "invalid port number".
-        Err(url::ParseError::RelativeUrlWithoutBase) => {
-            "it does not start with redis:// or rediss://".to_owned()
-        }
-        Err(why) => why.to_string(),
-        Ok(parsed) if !is_redis_scheme(parsed.scheme()) => {
-            "it does not start with redis:// or rediss://".to_owned()
-        }
-        Ok(parsed)
-            if !parsed.scheme().contains("unix") && parsed.host_str().is_none_or(str::is_empty) =>
-        {
-            "no host".to_owned()
-        }
-        Ok(_) => String::new(),
-    };
-    if !plain.is_empty() {
-        return plain;
-    }
-    // redis-rs's own reason ("Invalid database number"), without its error kind or its detail,
-    // which may quote part of the URL (`protocol=` …).
-    let text = e.to_string();
-    let text = e
-        .detail()
-        .and_then(|d| text.strip_suffix(d))
-        .and_then(|t| t.strip_suffix(": "))
-        .unwrap_or(&text);
-    let reason = text.split(" - ").next().unwrap_or(text).trim();
-    match reason {
-        "" => "the URL is not valid".to_owned(),
-        r => r.to_lowercase(),
-    }
-}
-
-fn is_redis_scheme(scheme: &str) -> bool {
-    ["redis", "rediss", "valkey", "valkeys", "redis+unix", "unix"]
-        .iter()
-        .any(|s| scheme.eq_ignore_ascii_case(s))
-}
-
 /// A node URL as errors and `Debug` output show it, with nothing of a password whatever it
 /// holds. Everything between `://` (or the start, without one) and the last `@` is the user
 /// part, shown as `***`, or as `user:***` when the user is plain (letters, digits, `-._~`): a
@@ -796,31 +677,6 @@ impl fmt::Debug for Builder {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn bad_urls_are_described_in_plain_words() {
-        for (url, why) in [
-            ("redis://", "no host"),
-            ("redis://:6379", "empty host"),
-            ("redis://host:notaport", "invalid port number"),
-            ("redis://h:99999", "invalid port number"),
-            (
-                "http://localhost:6379",
-                "it does not start with redis:// or rediss://",
-            ),
-            (
-                "localhost:6379",
-                "it does not start with redis:// or rediss://",
-            ),
-            ("", "it does not start with redis:// or rediss://"),
-            ("redis://h/abc", "invalid database number"),
-            ("redis://h:6379/?protocol=x", "invalid protocol version"),
-            ("redis://[::1", "invalid IPv6 address"),
-            ("unix:///tmp/x.sock?db=x", "invalid database number"),
-        ] {
-            assert_eq!(open_standalone(url).err().as_deref(), Some(why), "{url:?}");
-        }
-    }
-
     use super::*;
 
     #[test]

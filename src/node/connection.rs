@@ -22,9 +22,9 @@ use super::server::{Master, Server, Servers};
 use super::status::Health;
 use super::wait_lane::{self, Wait, WaitLane};
 use crate::error::NodeProblem;
-use crate::topology::cluster::Link;
+use crate::topology::Link;
 use crate::topology::probe::{self, Probe};
-use crate::topology::sentinel::{Linked, Target, Tenure};
+use crate::topology::{Linked, Target, Tenure};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -247,7 +247,7 @@ impl Connection {
     /// Connects, probes the server (refusing it before any script runs if it cannot hold
     /// locks safely: see `probe.rs`) and loads the scripts; says whether they must go whole
     /// with `EVAL`, because `SCRIPT LOAD` was refused.
-    /// For a Sentinel node, the master is resolved first (see `sentinel.rs`), and what was
+    /// For a Sentinel node, the master is resolved first (see `topology/sentinel/`), and what was
     /// learnt of it comes back too. On a `WAIT` lane, `lane` learns the replicas.
     fn open(
         &mut self,

@@ -11,9 +11,22 @@ pub(super) fn describe_connect_error(e: &redis::RedisError) -> String {
     if e.is_timeout() {
         format!("timed out: {e}")
     } else {
+        plain(e)
+    }
+}
+
+/// A redis-rs error in the user's words: a reply that is not the Redis protocol says so,
+/// instead of the parser's position and byte.
+fn plain(e: &redis::RedisError) -> String {
+    if e.kind() == redis::ErrorKind::Parse {
+        NOT_REDIS.to_owned()
+    } else {
         e.to_string()
     }
 }
+
+const NOT_REDIS: &str = "did not answer as a Redis server (its reply is not the Redis protocol): \
+                         check the host and port";
 
 /// What to try when a connection fails in a way typical of a TLS mismatch.
 pub(super) fn tls_hint(e: &redis::RedisError, tls: bool) -> &'static str {
@@ -37,7 +50,7 @@ pub(super) fn describe(e: &redis::RedisError) -> NodeProblem {
     if e.is_timeout() {
         NodeProblem::TimedOut
     } else {
-        NodeProblem::Unavailable(e.to_string())
+        NodeProblem::Unavailable(plain(e))
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::topology::sentinel::{Target, Verdict, Watch};
+use crate::topology::{Target, Verdict, Watch};
 
 /// A Sentinel node's follow of its watch.
 pub(super) struct Follow {
@@ -81,22 +81,7 @@ impl Follow {
     /// one is asked first at the reconnect, which sees the change as a failover. While nothing
     /// changes it costs one atomic load.
     pub(super) fn switched(&mut self, client: &Target) -> Option<redis::RedisError> {
-        let generation = self.watch.generation();
-        if generation == self.seen {
-            return None;
-        }
-        let (Some(named), Some((master, epoch))) = (self.watch.named(), self.master.as_ref())
-        else {
-            self.seen = generation;
-            return None;
-        };
-        if matches!(
-            named.verdict(master, *epoch),
-            Verdict::Same | Verdict::Older
-        ) {
-            self.seen = generation;
-            return None;
-        }
+        let (named, (master, epoch)) = self.watch.switched(&mut self.seen, self.master.as_ref())?;
         if let Target::Sentinel(s) = client {
             s.prefer(named.sentinel);
         }

@@ -42,7 +42,7 @@ use crate::error::NodeProblem;
 use crate::rules::clock::{self, ClockBoard, Guard};
 use crate::rules::quorum::Vote;
 use crate::telemetry::NodeStatus;
-use crate::topology::sentinel::{Target, Watch};
+use crate::topology::{Target, Watch};
 use crate::wire::Script;
 
 use connection::Connection;
@@ -176,7 +176,7 @@ pub(crate) fn spawn(
 }
 
 /// A Sentinel node's watch: one thread that asks the sentinels which master they name, for
-/// both of the node's workers (see sentinel.rs, "Watching the sentinels"), and its stop and
+/// both of the node's workers (see `topology/sentinel/watch.rs`), and its stop and
 /// handle. The handle stays with the node, not among the workers', whose count the engine
 /// takes for how many first connects to wait for; the client's drop still waits for it
 /// through `exited`.

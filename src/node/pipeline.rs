@@ -3,7 +3,7 @@
 //!
 //! Owns no state: the connection (`connection.rs`) lends its link and write buffer. Handles a
 //! `NOSCRIPT` reply (reload, resend once with the source) and notices a demoted Sentinel
-//! master (`READONLY`); a cluster's batch goes through `topology/cluster.rs`, which routes it.
+//! master (`READONLY`); a cluster's batch goes through `topology/cluster/link.rs`, which routes it.
 //! Uses `job.rs` and `wait_lane.rs` (the `WAIT` and how its answer counts).
 
 use std::time::Instant;
@@ -15,8 +15,8 @@ use super::wait_lane::{Acked, Replicas, Wait, acknowledged, needs_ack};
 use crate::error::NodeProblem;
 use crate::rules::clock::{Readings, TIME_COMMAND, TimeReading};
 use crate::rules::quorum::Vote;
-use crate::topology::cluster::{ClusterLink, Routed, WaitFor, Waited};
 use crate::topology::probe::Probe;
+use crate::topology::{ClusterLink, Routed, WaitFor, Waited};
 use crate::wire::{Script, load_scripts};
 
 /// A batch and how to send it.
@@ -156,7 +156,7 @@ fn pipeline<'a>(
     Ok((values, reading, acked))
 }
 
-/// The batch on a cluster's masters (see `cluster.rs`, which handles `NOSCRIPT`, `MOVED` and
+/// The batch on a cluster's masters (see `topology/cluster/link.rs`, which handles `NOSCRIPT`, `MOVED` and
 /// `ASK` itself). With `wait` (a `WAIT` lane), a yes counts only if the `WAIT` on the
 /// connection of the master that took it confirmed `k` replicas.
 pub(super) fn cluster(link: &mut ClusterLink, out: &Outgoing<'_>) -> redis::RedisResult<Ran> {

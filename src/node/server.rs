@@ -16,7 +16,7 @@ use crate::error::NodeProblem;
 use crate::rules::clock::{Event, Guard, Readings};
 use crate::sync::relock;
 use crate::topology::probe::{self, Probe, ServerReport};
-use crate::topology::sentinel::{Target, Tenure};
+use crate::topology::{Target, Tenure};
 
 /// Clock warnings kept for `node_status()`.
 const CLOCK_WARNINGS_KEPT: usize = 4;

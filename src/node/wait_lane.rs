@@ -23,7 +23,7 @@ use super::job::{Job, OnLane, Pending};
 use super::status::Health;
 use crate::error::NodeProblem;
 use crate::sync::relock;
-use crate::topology::cluster::Link;
+use crate::topology::Link;
 use crate::topology::probe::{self, Probe};
 use crate::wire::Command;
 

@@ -24,7 +24,7 @@ use super::status::Health;
 use super::wait_lane::{WaitLane, needs_ack};
 use crate::error::NodeProblem;
 use crate::rules::quorum::Vote;
-use crate::topology::sentinel::WATCH_INTERVAL;
+use crate::topology::WATCH_INTERVAL;
 
 /// Most jobs sent in one pipeline.
 const MAX_BATCH: usize = 256;
