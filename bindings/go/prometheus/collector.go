@@ -5,7 +5,7 @@
 //
 // Each scrape takes one Client.Stats snapshot (atomic reads, no network) and hands over its
 // metrics as they are: redlock_acquire_duration_seconds, redlock_acquisitions_total,
-// redlock_lost_total, redlock_node_up, ... (the redquorum README lists them).
+// redlock_lost_total, redlock_node_up, ... (redquorum's docs/observability.md lists them).
 package prometheus
 
 import (
