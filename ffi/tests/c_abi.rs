@@ -547,3 +547,92 @@ fn c_abi_doc_election_example_compiles_and_runs() {
         "resigned"
     );
 }
+
+/// The function declarations that docs/c-abi.md prints (in its ```c blocks other than the
+/// complete programs), comments and preprocessor lines left out, each as one line.
+fn documented_prototypes() -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(root().join("docs/c-abi.md")).unwrap();
+    let mut prototypes = Vec::new();
+    for block in doc.split("```c\n").skip(1) {
+        let block = &block[..block.find("\n```").expect("a closed ```c block")];
+        if block.contains("#include") {
+            continue; // a complete program: the tests above compile and run those
+        }
+        let mut code = String::new();
+        let mut rest = block;
+        while let Some(start) = rest.find("/*") {
+            code.push_str(&rest[..start]);
+            rest = &rest[start + rest[start..].find("*/").expect("a closed comment") + 2..];
+        }
+        code.push_str(rest);
+        let code: Vec<&str> = code
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
+        for statement in code.join("\n").split(';') {
+            let statement = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+            if statement.starts_with("typedef") || statement.contains(['{', '}']) {
+                continue;
+            }
+            let Some(open) = statement.find('(') else {
+                continue;
+            };
+            let name = statement[..open]
+                .trim_end()
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .next()
+                .unwrap();
+            if name.starts_with("redlock_") {
+                prototypes.push((name.to_owned(), format!("{statement};")));
+            }
+        }
+    }
+    prototypes
+}
+
+/// Every function docs/c-abi.md declares is the header's, with the header's types: the
+/// declarations, as printed, compile beside include/redlock.h (C rejects a second declaration
+/// of a function with other types), and each names a function the header declares.
+#[test]
+fn c_abi_doc_declarations_match_the_header() {
+    let prototypes = documented_prototypes();
+    assert!(
+        prototypes.len() >= 100,
+        "only {} declarations found in docs/c-abi.md",
+        prototypes.len()
+    );
+    let header = std::fs::read_to_string(root().join("include/redlock.h")).unwrap();
+    for (name, prototype) in &prototypes {
+        let declared = header.match_indices(&format!("{name}(")).any(|(at, _)| {
+            let before = header[..at].chars().next_back();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        assert!(
+            declared,
+            "docs/c-abi.md declares {name}, which include/redlock.h does not:\n{prototype}"
+        );
+    }
+    let lines: Vec<&str> = prototypes.iter().map(|(_, p)| p.as_str()).collect();
+    let source = Path::new(env!("CARGO_TARGET_TMPDIR")).join("doc_declarations.c");
+    std::fs::write(
+        &source,
+        format!("#include \"redlock.h\"\n{}\n", lines.join("\n")),
+    )
+    .unwrap();
+    let object = source.with_extension("o");
+    let output = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .arg("-std=c99")
+        .args(CFLAGS)
+        .args(["-c", "-I"])
+        .arg(root().join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&object)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "a declaration of docs/c-abi.md differs from include/redlock.h's:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
