@@ -31,9 +31,9 @@ loop that was running when they were registered.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Generator, Iterable
+from collections.abc import Awaitable, Coroutine, Generator, Iterable
 from types import TracebackType
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from ._blocking import Call
 from ._cancel import Cancel, CancelHandle, link, unlink
@@ -53,6 +53,18 @@ from ._stats import Stats
 __all__ = ["AsyncRedlock", "AsyncLock", "AsyncElection", "AsyncLeadership", "AsyncObserver"]
 
 T = TypeVar("T")
+
+
+class _Block(Protocol):
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+
+S = TypeVar("S", bound=_Block)
 
 
 async def _run(
@@ -239,26 +251,48 @@ class AsyncLock:
         return f"<redquorum.aio.AsyncLock resource={self.resource!r} released={self.released}>"
 
 
-class _Acquiring:
-    """What :meth:`AsyncRedlock.lock` and friends return: ``await`` it for an
-    :class:`AsyncLock`, or use it in ``async with`` (released on exit). It owns the request
-    made for it and frees it once the acquisition has ended."""
+class _Scoped(Coroutine[Any, Any, S]):
+    """What :meth:`AsyncRedlock.lock`, its other shorthands and :meth:`AsyncRedlock.campaign`
+    return: a coroutine, so ``await``, :func:`asyncio.create_task`, a
+    :class:`asyncio.TaskGroup` and :func:`asyncio.gather` take it, that is also an
+    asynchronous context manager over its result (released or resigned on exit).
 
-    def __init__(self, client: AsyncRedlock, request: Request) -> None:
-        self._client = client
-        self._request = request
-        self._lock: AsyncLock | None = None
+    ``start`` makes the coroutine that does the work, on first use, so that an object only
+    used in ``async with`` or closed unawaited leaves no coroutine that was never awaited.
+    """
 
-    async def _acquire(self) -> AsyncLock:
-        with self._request:
-            return await self._client.acquire(self._request)
+    def __init__(self, start: Callable[[], Coroutine[Any, Any, S]]) -> None:
+        self._start: Callable[[], Coroutine[Any, Any, S]] | None = start
+        self._coroutine: Coroutine[Any, Any, S] | None = None
+        self._result: S | None = None
 
-    def __await__(self) -> Generator[Any, None, AsyncLock]:
-        return self._acquire().__await__()
+    def _running(self) -> Coroutine[Any, Any, S]:
+        if self._coroutine is None:
+            start, self._start = self._start, None
+            if start is None:
+                raise RuntimeError("cannot reuse a closed coroutine")
+            self._coroutine = start()
+        return self._coroutine
 
-    async def __aenter__(self) -> AsyncLock:
-        self._lock = await self._acquire()
-        return self._lock
+    def send(self, value: Any) -> Any:
+        return self._running().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None, /) -> Any:
+        if val is None and tb is None:
+            return self._running().throw(typ)
+        return self._running().throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._start = None
+        if self._coroutine is not None:
+            self._coroutine.close()
+
+    def __await__(self) -> Generator[Any, None, S]:
+        return self._running().__await__()
+
+    async def __aenter__(self) -> S:
+        self._result = await self._running()
+        return self._result
 
     async def __aexit__(
         self,
@@ -266,9 +300,9 @@ class _Acquiring:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            await lock.__aexit__(exc_type, exc, traceback)
+        result, self._result = self._result, None
+        if result is not None:
+            await result.__aexit__(exc_type, exc, traceback)
 
 
 class AsyncLeadership:
@@ -519,42 +553,7 @@ def _checked(callback: T) -> T:
     return callback
 
 
-class _Campaigning:
-    """What :meth:`AsyncRedlock.campaign` returns: ``await`` it for an
-    :class:`AsyncLeadership`, or use it in ``async with`` (resigned on exit). It owns the
-    election made for it and closes it once the campaign has ended."""
-
-    def __init__(self, election: AsyncElection, cancel: Cancel | None, wait_ms: int | None) -> None:
-        self._election = election
-        self._cancel = cancel
-        self._wait_ms = wait_ms
-        self._leadership: AsyncLeadership | None = None
-
-    async def _campaign(self) -> AsyncLeadership:
-        try:
-            return await self._election._campaign(self._cancel, self._wait_ms)
-        finally:
-            self._election.close()
-
-    def __await__(self) -> Generator[Any, None, AsyncLeadership]:
-        return self._campaign().__await__()
-
-    async def __aenter__(self) -> AsyncLeadership:
-        self._leadership = await self._campaign()
-        return self._leadership
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        leadership, self._leadership = self._leadership, None
-        if leadership is not None:
-            await leadership.__aexit__(exc_type, exc, traceback)
-
-
-class AsyncRedlock(Shorthands[_Acquiring]):
+class AsyncRedlock(Shorthands["_Scoped[AsyncLock]"]):
     """A Redlock client for asyncio: the same options as :class:`Redlock` (or wrap one with
     :meth:`from_client`), every call that waits on the nodes awaitable.
 
@@ -608,8 +607,12 @@ class AsyncRedlock(Shorthands[_Acquiring]):
         )
         return AsyncLock(lock)
 
-    def _acquire_new(self, request: Request) -> _Acquiring:
-        return _Acquiring(self, request)
+    def _acquire_new(self, request: Request) -> _Scoped[AsyncLock]:
+        return _Scoped(lambda: self._acquire_owned(request))
+
+    async def _acquire_owned(self, request: Request) -> AsyncLock:
+        with request:
+            return await self.acquire(request)
 
     async def inspect(self, resource: str) -> Inspection:
         """:meth:`Redlock.inspect` on a thread of its own (it waits up to ``node_timeout_ms``)."""
@@ -640,12 +643,20 @@ class AsyncRedlock(Shorthands[_Acquiring]):
         cancel: Cancel | None = None,
         timeout: Seconds | None = None,
         timeout_ms: int | None = None,
-    ) -> _Campaigning:
+    ) -> _Scoped[AsyncLeadership]:
         """:meth:`Redlock.campaign` for asyncio: ``await`` it for an :class:`AsyncLeadership`,
         or use it in ``async with`` (resigned on exit; :class:`~redquorum.LockLost` on leaving
         a block whose leadership was lost). Cancelling the task cancels the campaign."""
         wait_ms = campaign_wait(cancel, timeout, timeout_ms)
-        return _Campaigning(self.election(name, identity, ttl, ttl_ms=ttl_ms), cancel, wait_ms)
+        election = self.election(name, identity, ttl, ttl_ms=ttl_ms)
+
+        async def campaign() -> AsyncLeadership:
+            try:
+                return await election._campaign(cancel, wait_ms)
+            finally:
+                election.close()
+
+        return _Scoped(campaign)
 
     async def leader(self, name: str) -> Leader | None:
         """:meth:`Redlock.leader` on a thread of its own (it waits up to ``node_timeout_ms``)."""

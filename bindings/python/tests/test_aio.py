@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import threading
 import time
 
@@ -239,5 +240,62 @@ def test_a_lock_got_in_the_instant_of_cancellation_is_released(nodes, urls, reso
             while any(v is not None for v in values(nodes, resource)):
                 assert time.monotonic() < deadline, values(nodes, resource)
                 await asyncio.sleep(0.01)
+
+    run(main())
+
+
+def test_every_acquiring_call_is_a_coroutine_for_each_way_of_running_it(nodes, urls, resource):
+    # What lock() and the other shorthands return runs as a coroutine wherever asyncio takes
+    # one: create_task, a TaskGroup (3.11+), gather, await, and also async with.
+    async def main() -> None:
+        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+            acquiring = rl.lock(resource, ttl=10, wait_timeout=30)
+            assert asyncio.iscoroutine(acquiring)
+            task = asyncio.create_task(acquiring)
+            lock = await task
+            assert isinstance(lock, AsyncLock) and lock.held
+            assert_on_nodes(nodes, resource, lock.token)
+            await lock.release()
+
+            if sys.version_info >= (3, 11):
+                async with asyncio.TaskGroup() as group:
+                    tasks = [
+                        group.create_task(rl.lock(f"{resource}:{i}", ttl=10)) for i in range(3)
+                    ]
+                for i, done in enumerate(tasks):
+                    assert_on_nodes(nodes, f"{resource}:{i}", done.result().token)
+                    await done.result().release()
+
+            locks = await asyncio.gather(
+                rl.lock_fenced(resource, ttl=10),
+                rl.semaphore(resource + ":sem", 2, ttl=10),
+                rl.read_lock(resource + ":rw", ttl=10),
+            )
+            assert locks[0].fence is not None and locks[1].permit is not None
+            for lock in locks:
+                await lock.release()
+
+            async with rl.try_lock(resource, ttl=10) as lock:
+                assert_on_nodes(nodes, resource, lock.token)
+            assert_on_nodes(nodes, resource, None)
+
+            # A coroutine created and closed unawaited acquires nothing.
+            rl.lock(resource, ttl=10).close()
+            assert_on_nodes(nodes, resource, None)
+
+    run(main())
+
+
+def test_a_campaign_is_a_coroutine_for_create_task(nodes, urls, resource):
+    async def main() -> None:
+        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+            campaigning = rl.campaign(resource, "host-a", ttl=10)
+            assert asyncio.iscoroutine(campaigning)
+            leadership = await asyncio.create_task(campaigning)
+            assert leadership.is_leader
+            await leadership.resign()
+            leaderships = await asyncio.gather(rl.campaign(resource, "host-b", ttl=10))
+            assert leaderships[0].is_leader
+            await leaderships[0].resign()
 
     run(main())
