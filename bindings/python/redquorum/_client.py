@@ -40,16 +40,17 @@ class Redlock(Managed, Shorthands[Lock]):
     Sentinel-managed master ``redis+sentinel://host:port/NAME`` or a whole Redis Cluster
     ``redis+cluster://host:port?seed=host:port`` is one node; each at most 4096 bytes of UTF-8;
     a ``ValueError`` about them never shows a password, whatever it holds);
-    options left as ``None`` take the library's defaults (see :func:`default_options`).
-    ``max_extensions=None`` means no cap on :meth:`Lock.extend` calls. ``restart_grace_ms`` keeps
+    options left as ``None`` take the library's defaults (see :func:`default_options`); every
+    duration is in seconds (an int, a float or a :class:`datetime.timedelta`).
+    ``max_extensions=None`` means no cap on :meth:`Lock.extend` calls. ``restart_grace`` keeps
     a node whose Redis process is younger than that out of acquire quorums (off by default): set
     it to at least your largest TTL when nodes run without persistence, since a restarted node
     has forgotten its locks. ``tls_ca_file`` is a PEM file of CA certificates to trust for
     ``rediss://`` nodes instead of the system's roots; ``tls_client_cert_file`` and
     ``tls_client_key_file`` (together) present a client certificate to nodes that require one.
     The clock guard is on unless ``clock_guard=False``: a node whose clock jumps forward by more
-    than ``clock_jump_threshold_ms`` (default 50) is kept out of acquire quorums for
-    ``clock_quarantine_ms`` (default 60000; make it at least your largest TTL), and a suspension
+    than ``clock_jump_threshold`` (default 0.05) is kept out of acquire quorums for
+    ``clock_quarantine`` (default 60; make it at least your largest TTL), and a suspension
     of this host marks the locks held across it lost. ``strict_servers=True`` refuses the nodes
     the server probe only warns about (a master with replicas, an evicting
     ``maxmemory-policy``. ``min_replicas=k`` counts a node's vote for an acquisition or an
@@ -77,15 +78,15 @@ class Redlock(Managed, Shorthands[Lock]):
         nodes: Iterable[str],
         *,
         retry_count: int | None = None,
-        retry_delay_ms: int | None = None,
-        retry_jitter_ms: int | None = None,
+        retry_delay: convert.Seconds | None = None,
+        retry_jitter: convert.Seconds | None = None,
         drift_factor: float | None = None,
-        node_timeout_ms: int | None = None,
+        node_timeout: convert.Seconds | None = None,
         max_extensions: int | None = None,
-        restart_grace_ms: int | None = None,
+        restart_grace: convert.Seconds | None = None,
         clock_guard: bool | None = None,
-        clock_jump_threshold_ms: int | None = None,
-        clock_quarantine_ms: int | None = None,
+        clock_jump_threshold: convert.Seconds | None = None,
+        clock_quarantine: convert.Seconds | None = None,
         strict_servers: bool | None = None,
         min_replicas: int | None = None,
         tls_ca_file: str | os.PathLike[str] | None = None,
@@ -104,15 +105,15 @@ class Redlock(Managed, Shorthands[Lock]):
             raise ValueError("nodes must name at least one Redis node")
         options = Options(
             retry_count=retry_count,
-            retry_delay_ms=retry_delay_ms,
-            retry_jitter_ms=retry_jitter_ms,
+            retry_delay=retry_delay,
+            retry_jitter=retry_jitter,
             drift_factor=drift_factor,
-            node_timeout_ms=node_timeout_ms,
+            node_timeout=node_timeout,
             max_extensions=max_extensions,
-            restart_grace_ms=restart_grace_ms,
+            restart_grace=restart_grace,
             clock_guard=clock_guard,
-            clock_jump_threshold_ms=clock_jump_threshold_ms,
-            clock_quarantine_ms=clock_quarantine_ms,
+            clock_jump_threshold=clock_jump_threshold,
+            clock_quarantine=clock_quarantine,
             strict_servers=strict_servers,
             min_replicas=min_replicas,
             tls_ca_file=tls_ca_file,
@@ -209,7 +210,7 @@ class Redlock(Managed, Shorthands[Lock]):
         another type, nothing), its remaining TTL and the fence counter, plus whether a quorum
         holds it and by which token (see :class:`Inspection`).
 
-        Read-only. Waits for every node up to ``node_timeout_ms``; a node that is down, times
+        Read-only. Waits for every node up to ``node_timeout``; a node that is down, times
         out or answers with an error (a ``NOPERM`` of a tight ACL) is reported in its entry
         (:attr:`NodeInspection.error`) instead of failing the call. Each node is read at a
         slightly different moment. ``ValueError``/``TypeError`` for an empty or non-str
@@ -234,7 +235,7 @@ class Redlock(Managed, Shorthands[Lock]):
         by :meth:`inspect`, so that a holder that took the lock after you looked is left
         alone.
 
-        Waits for every node up to ``node_timeout_ms``; node failures are reported per node.
+        Waits for every node up to ``node_timeout``; node failures are reported per node.
         Check :attr:`ForcedRelease.on_quorum`. ``ValueError``/``TypeError`` for an empty or
         non-str resource or token, or a closed client.
         """
@@ -246,24 +247,17 @@ class Redlock(Managed, Shorthands[Lock]):
         finally:
             self._give_back()
 
-    def election(
-        self,
-        name: str,
-        identity: str,
-        ttl: convert.Seconds | None = None,
-        *,
-        ttl_ms: int | None = None,
-    ) -> Election:
+    def election(self, name: str, identity: str, *, ttl: convert.Seconds) -> Election:
         """A candidate named ``identity`` in the leader election ``name`` (see
-        :class:`Election`), whose leaderships last ``ttl`` seconds (or ``ttl_ms``) and are
-        extended while held. Nothing is sent yet: :meth:`Election.campaign` runs.
+        :class:`Election`), whose leaderships last ``ttl`` seconds and are extended while held.
+        Nothing is sent yet: :meth:`Election.campaign` runs.
 
         ``name`` is a non-empty str of at most 1024 UTF-8 bytes, ``identity`` (what observers see
         of this candidate: a host or pod name) of at most 256. The TTL must leave room for an
-        extension: a third of it must exceed ``node_timeout_ms``. ``ValueError``/``TypeError``
+        extension: a third of it must exceed ``node_timeout``. ``ValueError``/``TypeError``
         otherwise, or for a closed client.
         """
-        millis = convert.ttl_millis(ttl_ms, ttl)
+        millis = convert.ttl_millis(ttl)
         convert.check_process(self._pid, "Redlock client")
         return Election(self, name, identity, millis)
 
@@ -271,12 +265,10 @@ class Redlock(Managed, Shorthands[Lock]):
         self,
         name: str,
         identity: str,
-        ttl: convert.Seconds | None = None,
         *,
-        ttl_ms: int | None = None,
+        ttl: convert.Seconds,
         cancel: Cancel | None = None,
         timeout: convert.Seconds | None = None,
-        timeout_ms: int | None = None,
     ) -> Leadership:
         """Lead the election ``name`` as ``identity``: :meth:`election` and
         :meth:`Election.campaign` in one call, for a ``with`` block::
@@ -287,15 +279,15 @@ class Redlock(Managed, Shorthands[Lock]):
         Leaving the block after the leadership was lost raises :class:`LockLost`, as leaving a
         lost lock's block does. ``cancel`` and ``timeout`` as for :meth:`Election.campaign`.
         """
-        with self.election(name, identity, ttl, ttl_ms=ttl_ms) as election:
-            return election.campaign(cancel, timeout, timeout_ms=timeout_ms)
+        with self.election(name, identity, ttl=ttl) as election:
+            return election.campaign(cancel, timeout=timeout)
 
     def leader(self, name: str) -> Leader | None:
         """Who leads the election ``name`` now, from any process, candidate or not: a
         :class:`Leader` whose campaign returned its leadership, or ``None`` only when no
         leadership can be held on a quorum of nodes.
 
-        Waits for every node up to ``node_timeout_ms``. Raises :class:`NoQuorum` when the nodes
+        Waits for every node up to ``node_timeout``. Raises :class:`NoQuorum` when the nodes
         cannot tell (too few answered, a node of a leader that holds a bare quorum hangs or
         restarted within ``restart_grace``, a new leader is being confirmed);
         ``ValueError``/``TypeError`` for a bad name or a closed client.
@@ -308,7 +300,6 @@ class Redlock(Managed, Shorthands[Lock]):
         *,
         cancel: Cancel | None = None,
         poll: convert.Seconds | None = None,
-        poll_ms: int | None = None,
     ) -> Observer:
         """Follow the election ``name``: an iterator of its leader changes (see
         :class:`Observer`), each a :class:`Leader` or ``None`` for nobody::
@@ -316,12 +307,12 @@ class Redlock(Managed, Shorthands[Lock]):
             for leader in rl.observe("scheduler", cancel=stop):
                 print("nobody leads" if leader is None else f"{leader.identity} leads")
 
-        Between announcements the nodes are read every ``poll`` seconds (or ``poll_ms``;
-        default 1 s). Iteration ends when ``cancel`` fires or the observer is closed.
+        Between announcements the nodes are read every ``poll`` seconds (default 1). Iteration
+        ends when ``cancel`` fires or the observer is closed.
         """
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
-        return Observer(self, election_name(name), cancel, poll_millis(poll, poll_ms))
+        return Observer(self, election_name(name), cancel, poll_millis(poll))
 
     def close(self) -> None:
         """Close the client; calling it again is a no-op.

@@ -44,17 +44,17 @@ def election_name(name: object) -> bytes:
     return _bounded_text("name", name, MAX_NAME_BYTES)
 
 
-def campaign_wait(cancel: object, timeout: object, timeout_ms: object) -> int | None:
+def campaign_wait(cancel: object, timeout: object) -> int | None:
     """A campaign's patience for C: None to wait until leading, else the ms to give up after;
     checks ``cancel`` on the way."""
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
-    return convert.millis("timeout", timeout, "timeout_ms", timeout_ms, 0, convert.MAX_TTL_MS)
+    return convert.millis("timeout", timeout, 0, convert.MAX_TTL_MS)
 
 
-def poll_millis(poll: object, poll_ms: object) -> int:
+def poll_millis(poll: object) -> int:
     """An observer's poll interval for C; 0 (the library's default, 1 s) when not given."""
-    return convert.millis("poll", poll, "poll_ms", poll_ms, 1, convert.MAX_TTL_MS) or 0
+    return convert.millis("poll", poll, 1, convert.MAX_TTL_MS) or 0
 
 
 # Elections whose new-leader callback runs on a thread of their own, closed at exit while that
@@ -160,11 +160,6 @@ class Election(Managed):
         return self._identity
 
     @property
-    def ttl_ms(self) -> int:
-        """The TTL of its leaderships, in ms."""
-        return self._ttl_ms
-
-    @property
     def ttl(self) -> float:
         """The TTL of its leaderships, in seconds."""
         return self._ttl_ms / 1000
@@ -172,9 +167,8 @@ class Election(Managed):
     def campaign(
         self,
         cancel: Cancel | None = None,
-        timeout: convert.Seconds | None = None,
         *,
-        timeout_ms: int | None = None,
+        timeout: convert.Seconds | None = None,
     ) -> Leadership:
         """Block until this candidate leads and return the :class:`Leadership` (a context
         manager that resigns on exit), woken by the resignations and takeovers the nodes
@@ -182,12 +176,12 @@ class Election(Managed):
 
         Without a ``timeout`` it keeps trying, also while too few nodes answer, until it leads
         or ``cancel`` fires (:class:`Cancelled`, with nothing of it left on the nodes). With
-        one (seconds, or ``timeout_ms``; 0: a single attempt) it gives up then:
+        one (seconds; 0: a single attempt) it gives up then:
         :class:`NotAcquired` while another candidate leads, :class:`NoQuorum` when too few
         nodes answered. In the main thread Ctrl-C interrupts it at once, as it does
         :meth:`Redlock.acquire`. ``ValueError`` for a closed election.
         """
-        wait_ms = campaign_wait(cancel, timeout, timeout_ms)
+        wait_ms = campaign_wait(cancel, timeout)
         convert.check_process(self._pid, "election")
         return _blocking.run(
             lambda own: self._campaign_now(own, wait_ms),
@@ -226,12 +220,11 @@ class Election(Managed):
         *,
         cancel: Cancel | None = None,
         poll: convert.Seconds | None = None,
-        poll_ms: int | None = None,
     ) -> Observer:
         """This election's leader changes (see :meth:`Redlock.observe`)."""
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
-        return Observer(self._client, self._encoded_name, cancel, poll_millis(poll, poll_ms))
+        return Observer(self._client, self._encoded_name, cancel, poll_millis(poll))
 
     def on_started_leading(self, callback: Callable[[int], object]) -> None:
         """Call ``callback(term)`` each time this candidate becomes leader, on the campaigning
@@ -329,5 +322,5 @@ class Election(Managed):
         state = "closed" if self.closed else "open"
         return (
             f"<redquorum.Election {state} name={self._name!r} identity={self._identity!r} "
-            f"ttl_ms={self._ttl_ms}>"
+            f"ttl={convert.seconds_text(self._ttl_ms)}>"
         )

@@ -94,21 +94,16 @@ class Leadership(Managed):
         return self._flag(lib.redlock_leadership_is_lost)
 
     @property
-    def validity_ms(self) -> int:
-        """Milliseconds left before another candidate could be granted the leadership; 0 once
+    def validity(self) -> float:
+        """Seconds left before another candidate could be granted the leadership; 0.0 once
         resigned or lost."""
         pointer = self._borrow_if_open()
         if pointer is None:
-            return 0
+            return 0.0
         try:
-            return int(lib.redlock_leadership_validity_ms(pointer))
+            return int(lib.redlock_leadership_validity_ms(pointer)) / 1000
         finally:
             self._give_back()
-
-    @property
-    def validity(self) -> float:
-        """:attr:`validity_ms` in seconds."""
-        return self.validity_ms / 1000
 
     def on_lost(self, callback: Callable[[Leadership], object]) -> None:
         """Call ``callback(leadership)`` once if the leadership is found lost; at once if it

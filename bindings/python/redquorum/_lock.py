@@ -179,20 +179,15 @@ class Lock(Managed):
             self._give_back()
 
     @property
-    def validity_ms(self) -> int:
-        """Milliseconds left during which the lock is guaranteed to be ours; 0 once released."""
-        pointer = self._borrow_if_open()
-        if pointer is None:
-            return 0
-        try:
-            return int(lib.redlock_lock_validity_ms(pointer))
-        finally:
-            self._give_back()
-
-    @property
     def validity(self) -> float:
         """Seconds left during which the lock is guaranteed to be ours; 0.0 once released."""
-        return self.validity_ms / 1000
+        pointer = self._borrow_if_open()
+        if pointer is None:
+            return 0.0
+        try:
+            return int(lib.redlock_lock_validity_ms(pointer)) / 1000
+        finally:
+            self._give_back()
 
     def on_lost(self, callback: Callable[[Lock], object]) -> None:
         """Call ``callback(lock)`` once if the lock is found lost; at once if it already was.
@@ -225,15 +220,15 @@ class Lock(Managed):
             self._give_back()
         check(status, err)
 
-    def extend(self, ttl_ms: int | None = None, *, ttl: Seconds | None = None) -> None:
-        """Set the lock's TTL to ``ttl`` seconds (or ``ttl_ms`` ms) from now on a quorum of nodes.
+    def extend(self, *, ttl: Seconds) -> None:
+        """Set the lock's TTL to ``ttl`` seconds from now on a quorum of nodes.
 
         Raises :class:`LockLost` if the lock is no longer ours (expired or released),
         :class:`ExtensionLimit` once ``max_extensions`` is used up (the lock is still held),
         :class:`NoQuorum` if too few nodes answered, ``ValueError`` for a bad TTL. Ctrl-C
         interrupts the wait at once; the extension itself still completes in the background.
         """
-        millis = ttl_millis(ttl_ms, ttl)
+        millis = ttl_millis(ttl)
         check_process(self._pid, "lock")
         _blocking.run(lambda _cancel: self._extend_now(millis), cancellable=False)
 

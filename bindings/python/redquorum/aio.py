@@ -207,10 +207,6 @@ class AsyncLock:
         return self._lock.lost
 
     @property
-    def validity_ms(self) -> int:
-        return self._lock.validity_ms
-
-    @property
     def validity(self) -> float:
         return self._lock.validity
 
@@ -223,10 +219,10 @@ class AsyncLock:
         # On the extender thread (or here, if already lost).
         self._lock.on_lost(lambda _lock: deliver(self))
 
-    async def extend(self, ttl_ms: int | None = None, *, ttl: Seconds | None = None) -> None:
+    async def extend(self, *, ttl: Seconds) -> None:
         """:meth:`Lock.extend` without blocking the loop. Cancelling the task stops the wait;
         the extension itself still completes on its thread."""
-        millis = ttl_millis(ttl_ms, ttl)
+        millis = ttl_millis(ttl)
         await _run(lambda _cancel: self._lock._extend_now(millis), cancellable=False)
 
     async def release(self) -> None:
@@ -349,10 +345,6 @@ class AsyncLeadership:
         return self._leadership.is_lost
 
     @property
-    def validity_ms(self) -> int:
-        return self._leadership.validity_ms
-
-    @property
     def validity(self) -> float:
         return self._leadership.validity
 
@@ -471,23 +463,18 @@ class AsyncElection:
         return self._election.identity
 
     @property
-    def ttl_ms(self) -> int:
-        return self._election.ttl_ms
-
-    @property
     def ttl(self) -> float:
         return self._election.ttl
 
     async def campaign(
         self,
         cancel: Cancel | None = None,
-        timeout: Seconds | None = None,
         *,
-        timeout_ms: int | None = None,
+        timeout: Seconds | None = None,
     ) -> AsyncLeadership:
         """:meth:`~redquorum.Election.campaign` without blocking the loop; cancelling the task
         cancels the campaign (and resigns a leadership won in the same instant)."""
-        return await self._campaign(cancel, campaign_wait(cancel, timeout, timeout_ms))
+        return await self._campaign(cancel, campaign_wait(cancel, timeout))
 
     async def _campaign(self, cancel: Cancel | None, wait_ms: int | None) -> AsyncLeadership:
         election = self._election
@@ -510,10 +497,9 @@ class AsyncElection:
         *,
         cancel: Cancel | None = None,
         poll: Seconds | None = None,
-        poll_ms: int | None = None,
     ) -> AsyncObserver:
         """This election's leader changes, for ``async for``."""
-        return AsyncObserver(self._election.observe(cancel=cancel, poll=poll, poll_ms=poll_ms))
+        return AsyncObserver(self._election.observe(cancel=cancel, poll=poll))
 
     def on_started_leading(self, callback: Callable[[int], object]) -> None:
         """:meth:`~redquorum.Election.on_started_leading`, run in the running event loop (before
@@ -615,7 +601,7 @@ class AsyncRedlock(Shorthands["_Scoped[AsyncLock]"]):
             return await self.acquire(request)
 
     async def inspect(self, resource: str) -> Inspection:
-        """:meth:`Redlock.inspect` on a thread of its own (it waits up to ``node_timeout_ms``)."""
+        """:meth:`Redlock.inspect` on a thread of its own (it waits up to ``node_timeout``)."""
         return await _run(lambda _cancel: self._client.inspect(resource), cancellable=False)
 
     async def force_release(self, resource: str, token: str | None = None) -> ForcedRelease:
@@ -628,27 +614,25 @@ class AsyncRedlock(Shorthands["_Scoped[AsyncLock]"]):
         )
 
     def election(
-        self, name: str, identity: str, ttl: Seconds | None = None, *, ttl_ms: int | None = None
+        self, name: str, identity: str, *, ttl: Seconds
     ) -> AsyncElection:
         """:meth:`Redlock.election`, for asyncio (nothing is sent yet)."""
-        return AsyncElection(self._client.election(name, identity, ttl, ttl_ms=ttl_ms))
+        return AsyncElection(self._client.election(name, identity, ttl=ttl))
 
     def campaign(
         self,
         name: str,
         identity: str,
-        ttl: Seconds | None = None,
         *,
-        ttl_ms: int | None = None,
+        ttl: Seconds,
         cancel: Cancel | None = None,
         timeout: Seconds | None = None,
-        timeout_ms: int | None = None,
     ) -> _Scoped[AsyncLeadership]:
         """:meth:`Redlock.campaign` for asyncio: ``await`` it for an :class:`AsyncLeadership`,
         or use it in ``async with`` (resigned on exit; :class:`~redquorum.LockLost` on leaving
         a block whose leadership was lost). Cancelling the task cancels the campaign."""
-        wait_ms = campaign_wait(cancel, timeout, timeout_ms)
-        election = self.election(name, identity, ttl, ttl_ms=ttl_ms)
+        wait_ms = campaign_wait(cancel, timeout)
+        election = self.election(name, identity, ttl=ttl)
 
         async def campaign() -> AsyncLeadership:
             try:
@@ -659,7 +643,7 @@ class AsyncRedlock(Shorthands["_Scoped[AsyncLock]"]):
         return _Scoped(campaign)
 
     async def leader(self, name: str) -> Leader | None:
-        """:meth:`Redlock.leader` on a thread of its own (it waits up to ``node_timeout_ms``)."""
+        """:meth:`Redlock.leader` on a thread of its own (it waits up to ``node_timeout``)."""
         client = self._client
         return await _run(lambda _cancel: client.leader(name), cancellable=False)
 
@@ -669,11 +653,10 @@ class AsyncRedlock(Shorthands["_Scoped[AsyncLock]"]):
         *,
         cancel: Cancel | None = None,
         poll: Seconds | None = None,
-        poll_ms: int | None = None,
     ) -> AsyncObserver:
         """:meth:`Redlock.observe` for ``async for``: each wait for a change runs on a thread of
         its own; cancelling the waiting task ends the observer."""
-        return AsyncObserver(self._client.observe(name, cancel=cancel, poll=poll, poll_ms=poll_ms))
+        return AsyncObserver(self._client.observe(name, cancel=cancel, poll=poll))
 
     def node_status(self) -> list[NodeStatus]:
         """:meth:`Redlock.node_status` (it reads the worker's state; it does not block)."""

@@ -46,7 +46,7 @@ def test_fifty_tasks_exclude_each_other_and_the_loop_stays_responsive(urls, reso
                 state["inside"] -= 1
 
     async def main() -> float:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             stop = asyncio.Event()
             tick = asyncio.ensure_future(ticker(stop, gaps))
             start = time.monotonic()
@@ -66,7 +66,7 @@ def test_fifty_tasks_exclude_each_other_and_the_loop_stays_responsive(urls, reso
 
 def test_cancelling_a_waiting_task_leaves_no_key(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             holder = await rl.lock(resource, ttl=30)
             baseline = threading.active_count()
             task = asyncio.ensure_future(
@@ -92,7 +92,7 @@ def test_cancelling_a_waiting_task_leaves_no_key(nodes, urls, resource):
 
 def test_wait_for_timeout_cancels_the_acquisition(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             holder = await rl.lock_fenced(resource, ttl=30)
             start = time.monotonic()
             with pytest.raises(asyncio.TimeoutError):
@@ -115,7 +115,7 @@ def test_cancellation_racing_a_release_leaves_no_key(nodes, urls):
     stages = {"cancelled": 0, "got_lock": 0}
 
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             for index in range(60):
                 resource = f"aio-race:{index}:{rng.random()}"
                 holder = await rl.try_lock(resource, ttl=10)
@@ -148,7 +148,7 @@ def test_cancellation_racing_a_release_leaves_no_key(nodes, urls):
 
 def test_release_in_aexit_completes_when_the_task_is_cancelled(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             entered = asyncio.Event()
 
             async def body() -> None:
@@ -170,7 +170,7 @@ def test_release_in_aexit_completes_when_the_task_is_cancelled(nodes, urls, reso
 
 def test_async_lock_extend_release_and_kinds(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             lock = await rl.acquire(Request(resource, ttl=5, fenced=True, retries=2))
             assert lock.fence is not None and lock.fence >= 1
             await lock.extend(ttl=20)
@@ -197,7 +197,7 @@ def test_async_lock_extend_release_and_kinds(nodes, urls, resource):
 
 def test_on_lost_runs_in_the_loop(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=300) as rl:
+        async with AsyncRedlock(urls, node_timeout=0.3) as rl:
             lock = await rl.lock(resource, ttl=2, auto_extend=True)
             lost = asyncio.Event()
             seen: list[object] = []
@@ -223,7 +223,7 @@ def test_a_lock_got_in_the_instant_of_cancellation_is_released(nodes, urls, reso
     # busy, and the task is cancelled before it could see the lock. Nobody will ever hold that
     # AsyncLock, so the facade must release it (auto-extended, it would otherwise live on).
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             task = asyncio.ensure_future(
                 rl.acquire(Request(resource, ttl=10, auto_extend=True))
             )
@@ -248,7 +248,7 @@ def test_every_acquiring_call_is_a_coroutine_for_each_way_of_running_it(nodes, u
     # What lock() and the other shorthands return runs as a coroutine wherever asyncio takes
     # one: create_task, a TaskGroup (3.11+), gather, await, and also async with.
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             acquiring = rl.lock(resource, ttl=10, wait_timeout=30)
             assert asyncio.iscoroutine(acquiring)
             task = asyncio.create_task(acquiring)
@@ -288,7 +288,7 @@ def test_every_acquiring_call_is_a_coroutine_for_each_way_of_running_it(nodes, u
 
 def test_a_campaign_is_a_coroutine_for_create_task(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             campaigning = rl.campaign(resource, "host-a", ttl=10)
             assert asyncio.iscoroutine(campaigning)
             leadership = await asyncio.create_task(campaigning)

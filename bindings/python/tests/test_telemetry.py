@@ -134,7 +134,7 @@ def test_without_handlers_no_listener(make_client):
 
 
 def test_stats_count_the_operations_made(make_client, resource):
-    rl = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
+    rl = make_client(retry_count=1, retry_delay=0.01, retry_jitter=0.005)
     assert rl.stats().acquisitions["acquired"] == 0
     held = [rl.lock(f"{resource}:{i}", ttl=10) for i in range(3)]
     with pytest.raises(redquorum.NotAcquired):
@@ -200,14 +200,14 @@ def test_listeners_leave_no_threads_or_handles(urls, resource, records):
 
     # The library's process-wide threads (the cancel relay), and a client of the last lock
     # kept until the next one comes, are there before counting: only what listeners add counts.
-    warm_up = redquorum.Redlock(urls, node_timeout_ms=1000, log_events=False)
+    warm_up = redquorum.Redlock(urls, node_timeout=1, log_events=False)
     warm_up.lock(resource, ttl=10).release()
     warm_up.close()
     del warm_up
     gc.collect()
     start_threads, start_fds = _native_threads(), len(os.listdir("/proc/self/fd"))
     for i in range(100):
-        rl = redquorum.Redlock(urls, node_timeout_ms=1000, log_events=True)
+        rl = redquorum.Redlock(urls, node_timeout=1, log_events=True)
         rl.lock(f"{resource}:{i % 5}", ttl=10).release()
         if i % 2:
             rl.close()  # the others go by being dropped
