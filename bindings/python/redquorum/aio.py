@@ -40,10 +40,11 @@ from ._cancel import Cancel, CancelHandle, link, unlink
 from ._client import Redlock
 from ._convert import Seconds, ttl_millis
 from ._election import Election, campaign_wait
+from ._held import lost_in_block, note_release_failure
 from ._inspect import ForcedRelease, Inspection
 from ._leader import Leader
 from ._leadership import Leadership
-from ._lock import Lock, lost_in_block, note_release_failure
+from ._lock import Lock
 from ._node import NodeStatus
 from ._observer import ENDED, Observer
 from ._request import Request
@@ -129,7 +130,7 @@ async def _run(
 async def _leave_block(
     what: str, lost: bool, release: Callable[[], Awaitable[None]], exc: BaseException | None
 ) -> None:
-    """:func:`~redquorum._lock.leave_block` for an ``async with`` block."""
+    """:func:`~redquorum._held.leave_block` for an ``async with`` block."""
     if exc is None:
         await release()
         if lost:
@@ -230,7 +231,7 @@ class AsyncLock:
         is cancelled meanwhile (the cancellation is raised afterwards)."""
         if self._lock.released:
             return
-        await _run(lambda _cancel: self._lock._release_now(), cancellable=False, complete=True)
+        await _run(lambda _cancel: self._lock._end_now(), cancellable=False, complete=True)
 
     async def __aenter__(self) -> AsyncLock:
         return self
@@ -362,7 +363,7 @@ class AsyncLeadership:
         if self._leadership.resigned:
             return
         await _run(
-            lambda _cancel: self._leadership._resign_now(), cancellable=False, complete=True
+            lambda _cancel: self._leadership._end_now(), cancellable=False, complete=True
         )
 
     async def __aenter__(self) -> AsyncLeadership:
