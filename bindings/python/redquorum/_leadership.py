@@ -1,28 +1,23 @@
-"""A won campaign: :class:`Leadership`, over a C ``redlock_leadership``."""
+"""A won campaign: :class:`Leadership`, over a C ``redlock_leadership``, on
+:class:`LeadershipBase`, which it shares with :class:`~redquorum.aio.AsyncLeadership`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ._convert import required_text
 from ._ffi import lib
 from ._held import Calls, Held
+from ._managed import public_name
 
-__all__ = ["Leadership"]
+__all__ = ["Leadership", "LeadershipBase", "P"]
+
+P = TypeVar("P", bound="LeadershipBase")
 
 
-class Leadership(Held):
-    """This process's leadership of an election, from :meth:`Election.campaign` or
-    :meth:`Redlock.campaign`: a fenced lock on the election's key, extended on the client's
-    extender thread for as long as it is held.
-
-    Use it as a context manager (resigned on exit, also when the body raises; leaving the block
-    after the leadership was lost raises :class:`LockLost`, as a lock's block does) or call
-    :meth:`resign`. Pass :attr:`term` with every write to a store that refuses writes with a
-    lower term than it has seen, and stop when :attr:`is_leader` turns false or
-    :meth:`on_lost` fires. If it is garbage-collected or closed while still held, it is
-    resigned then, without waiting for the nodes.
-    """
+class LeadershipBase(Held):
+    """What a leadership is, whether its calls block (:class:`Leadership`) or are awaited
+    (:class:`~redquorum.aio.AsyncLeadership`): everything that does not wait on the nodes."""
 
     _what = "leadership"
     _calls = Calls(
@@ -78,6 +73,29 @@ class Leadership(Held):
         quorum, or it ran out of validity); a resigned leadership is not lost."""
         return self._is_lost()
 
+    def _block(self) -> str:
+        return f"the leadership of election {self._name!r}"
+
+    def __repr__(self) -> str:
+        return (
+            f"<{public_name(type(self))} name={self._name!r} identity={self._identity!r} "
+            f"term={self._term} resigned={self.resigned}>"
+        )
+
+
+class Leadership(LeadershipBase):
+    """This process's leadership of an election, from :meth:`Election.campaign` or
+    :meth:`Redlock.campaign`: a fenced lock on the election's key, extended on the client's
+    extender thread for as long as it is held.
+
+    Use it as a context manager (resigned on exit, also when the body raises; leaving the block
+    after the leadership was lost raises :class:`LockLost`, as a lock's block does) or call
+    :meth:`resign`. Pass :attr:`term` with every write to a store that refuses writes with a
+    lower term than it has seen, and stop when :attr:`is_leader` turns false or
+    :meth:`on_lost` fires. If it is garbage-collected or closed while still held, it is
+    resigned then, without waiting for the nodes.
+    """
+
     def on_lost(self, callback: Callable[[Leadership], object]) -> None:
         """Call ``callback(leadership)`` once if the leadership is found lost; at once if it
         already was.
@@ -101,12 +119,3 @@ class Leadership(Held):
         the resignation itself still completes in the background.
         """
         self._end()
-
-    def _block(self) -> str:
-        return f"the leadership of election {self._name!r}"
-
-    def __repr__(self) -> str:
-        return (
-            f"<redquorum.Leadership name={self._name!r} identity={self._identity!r} "
-            f"term={self._term} resigned={self.resigned}>"
-        )

@@ -1,9 +1,10 @@
-"""A held lock: :class:`Lock`, over a C ``redlock_lock``."""
+"""A held lock: :class:`Lock`, over a C ``redlock_lock``, on :class:`LockBase`, which it
+shares with :class:`~redquorum.aio.AsyncLock`."""
 
 from __future__ import annotations
 
 from ctypes import byref, c_uint32, c_uint64
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from . import _bindings as c
 from . import _blocking
@@ -11,21 +12,18 @@ from ._convert import Seconds, check_process, required_text, ttl_millis
 from ._errors import Status, check
 from ._ffi import lib
 from ._held import Calls, Held
+from ._managed import public_name
 
-__all__ = ["Lock"]
+__all__ = ["Lock", "LockBase", "L"]
 
 _UNREAD: Any = object()
 
+L = TypeVar("L", bound="LockBase")
 
-class Lock(Held):
-    """One acquisition of a resource, from :meth:`Redlock.acquire` or one of its shorthands.
 
-    Use it as a context manager (released on exit, also when the body raises) or call
-    :meth:`release`. A Lock may be shared between threads; the library serialises its calls.
-    If it is garbage-collected or closed (:meth:`close`) while still held, it is released then,
-    without waiting for the nodes; do not rely on that: the resource stays locked until the
-    release reaches the nodes, or until the TTL runs out.
-    """
+class LockBase(Held):
+    """What a lock is, whether its calls block (:class:`Lock`) or are awaited
+    (:class:`~redquorum.aio.AsyncLock`): everything that does not wait on the nodes."""
 
     _what = "lock"
     _calls = Calls(
@@ -136,6 +134,45 @@ class Lock(Held):
         or an auto-extended lock ran out of validity); a released lock is not lost."""
         return self._is_lost()
 
+    def _extend_now(self, millis: int) -> None:
+        # No Python mutex around the call, as for Held._end_now.
+        err = c.redlock_error_p()
+        pointer = self._borrow()
+        try:
+            status = lib.redlock_lock_extend(pointer, millis, byref(err))
+        finally:
+            self._give_back()
+        check(status, err)
+
+    def close(self) -> None:
+        """Free the C lock now, which releases it if it is still held, without waiting for the
+        nodes (their keys are deleted moments later, or expire). What the lock told so far
+        (its token, fence, hold count, permit) stays readable; its calls raise ``ValueError``."""
+        if not self.closed:
+            for fact in ("token", "fence", "hold_count", "permit"):
+                try:
+                    getattr(self, fact)
+                except ValueError:  # closed meanwhile by another thread
+                    break
+        super().close()
+
+    def _block(self) -> str:
+        return f"lock {self._resource!r}"
+
+    def __repr__(self) -> str:
+        return f"<{public_name(type(self))} resource={self._resource!r} released={self.released}>"
+
+
+class Lock(LockBase):
+    """One acquisition of a resource, from :meth:`Redlock.acquire` or one of its shorthands.
+
+    Use it as a context manager (released on exit, also when the body raises) or call
+    :meth:`release`. A Lock may be shared between threads; the library serialises its calls.
+    If it is garbage-collected or closed (:meth:`close`) while still held, it is released then,
+    without waiting for the nodes; do not rely on that: the resource stays locked until the
+    release reaches the nodes, or until the TTL runs out.
+    """
+
     def on_lost(self, callback: Callable[[Lock], object]) -> None:
         """Call ``callback(lock)`` once if the lock is found lost; at once if it already was.
 
@@ -158,16 +195,6 @@ class Lock(Held):
         check_process(self._pid, "lock")
         _blocking.run(lambda _cancel: self._extend_now(millis), cancellable=False)
 
-    def _extend_now(self, millis: int) -> None:
-        # No Python mutex around the call, as for Held._end_now.
-        err = c.redlock_error_p()
-        pointer = self._borrow()
-        try:
-            status = lib.redlock_lock_extend(pointer, millis, byref(err))
-        finally:
-            self._give_back()
-        check(status, err)
-
     def release(self) -> None:
         """Delete the key on every node where it still holds our token. Idempotent.
 
@@ -178,22 +205,4 @@ class Lock(Held):
         interpreter is exiting.
         """
         self._end()
-
-    def close(self) -> None:
-        """Free the C lock now, which releases it if it is still held, without waiting for the
-        nodes (their keys are deleted moments later, or expire). What the lock told so far
-        (its token, fence, hold count, permit) stays readable; its calls raise ``ValueError``."""
-        if not self.closed:
-            for fact in ("token", "fence", "hold_count", "permit"):
-                try:
-                    getattr(self, fact)
-                except ValueError:  # closed meanwhile by another thread
-                    break
-        super().close()
-
-    def _block(self) -> str:
-        return f"lock {self._resource!r}"
-
-    def __repr__(self) -> str:
-        return f"<redquorum.Lock resource={self._resource!r} released={self.released}>"
 

@@ -21,7 +21,7 @@ from ._cancel import Cancel, CancelHandle
 from ._convert import Seconds
 from ._errors import RedlockError, Status, call, check
 from ._ffi import lib
-from ._lock import Lock
+from ._lock import L
 from ._managed import Managed
 
 __all__ = ["AutoExtend", "Request", "LockKeywords"]
@@ -318,8 +318,11 @@ class Request(Managed):
             raise
         return out
 
-    def _acquire(self, client: Any, cancel: CancelHandle | None, caller: bytes | None) -> Lock:
-        """One acquisition on the C ``client``: one C call, blocking until it ends."""
+    def _acquire(
+        self, client: Any, cancel: CancelHandle | None, caller: bytes | None, kind: type[L]
+    ) -> L:
+        """One acquisition on the C ``client``, a lock of type ``kind``: one C call, blocking
+        until it ends."""
         out = c.redlock_lock_p()
         err = c.redlock_error_p()
         pointer = self._borrow()
@@ -333,7 +336,7 @@ class Request(Managed):
         check(status, err)
         if not out:
             raise RedlockError("libredlock returned OK without a lock", Status.PANIC)
-        return Lock(out, self._held_name, self._held)
+        return kind(out, self._held_name, self._held)
 
     @property
     def resource(self) -> str | None:

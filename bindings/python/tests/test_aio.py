@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import sys
 import threading
@@ -12,8 +13,14 @@ import pytest
 from redis_nodes import assert_on_nodes, values
 
 import redquorum
-from redquorum import Request
-from redquorum.aio import AsyncLock, AsyncRedlock
+from redquorum import Election, Leadership, Lock, Observer, Redlock, Request
+from redquorum.aio import (
+    AsyncElection,
+    AsyncLeadership,
+    AsyncLock,
+    AsyncObserver,
+    AsyncRedlock,
+)
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -299,3 +306,77 @@ def test_a_campaign_is_a_coroutine_for_create_task(nodes, urls, resource):
             await leaderships[0].resign()
 
     run(main())
+
+
+WAITING = {"acquire", "campaign", "extend", "force_release", "inspect", "leader", "release", "resign"}
+
+
+@pytest.mark.parametrize(
+    "sync, asynchronous",
+    [
+        (Redlock, AsyncRedlock),
+        (Lock, AsyncLock),
+        (Election, AsyncElection),
+        (Leadership, AsyncLeadership),
+        (Observer, AsyncObserver),
+    ],
+    ids=lambda cls: cls.__name__,
+)
+def test_each_asyncio_class_has_the_names_of_its_twin(sync, asynchronous):
+    # Every public name of a synchronous class is on its asyncio twin, of the same kind (a
+    # property stays a property); those that wait on the nodes are coroutine functions there.
+    names = {name for name in dir(sync) if not name.startswith("_")}
+    assert names - set(dir(asynchronous)) == set()
+    for name in sorted(names):
+        ours = inspect.getattr_static(sync, name)
+        theirs = inspect.getattr_static(asynchronous, name)
+        assert isinstance(ours, property) == isinstance(theirs, property), name
+        if name in WAITING:
+            # AsyncRedlock.campaign returns a coroutine of its own, which async with also takes
+            # (test_a_campaign_is_a_coroutine_for_create_task).
+            scoped = (asynchronous, name) == (AsyncRedlock, "campaign")
+            assert scoped or inspect.iscoroutinefunction(theirs), name
+            assert not inspect.iscoroutinefunction(ours), name
+
+
+def test_an_async_lock_reads_as_a_lock_and_refuses_a_plain_with(nodes, urls, resource):
+    async def main() -> None:
+        async with AsyncRedlock(urls, node_timeout=1.0) as rl:
+            lock = await rl.lock_fenced(resource, ttl=10)
+            assert (lock.resource, lock.resources, lock.permit) == (resource, [resource], None)
+            assert lock.fence is not None and lock.held and not lock.lost
+            assert 8 < lock.validity <= 10
+            assert repr(lock) == f"<redquorum.aio.AsyncLock resource={resource!r} released=False>"
+            with pytest.raises(TypeError, match="async with"):
+                with lock:  # type: ignore[attr-defined]
+                    pass
+            assert_on_nodes(nodes, resource, lock.token)
+            lock.close()  # released without waiting, as a Lock's close() is
+            assert lock.released and lock.fence is not None
+            deadline = time.monotonic() + 2
+            while any(v is not None for v in values(nodes, resource)):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+
+    run(main())
+
+
+def test_an_async_client_and_its_sync_twin_share_one_c_client(urls, resource):
+    rl = Redlock(urls, node_timeout=1.0)
+    arl = AsyncRedlock.from_client(rl)
+    assert arl.sync is rl
+    assert repr(arl) == f"<redquorum.aio.AsyncRedlock open nodes={len(urls)}>"
+
+    async def main() -> None:
+        lock = await arl.try_lock(resource, ttl=10)
+        with pytest.raises(redquorum.NotAcquired):
+            rl.try_lock(resource, ttl=10)  # the same lock, seen through the other client
+        await lock.release()
+
+    run(main())
+    own = AsyncRedlock(urls, node_timeout=1.0)
+    assert isinstance(own.sync, Redlock) and own.sync is own.sync
+    own.sync.close()
+    assert own.closed
+    arl.close()
+    assert rl.closed

@@ -122,15 +122,15 @@ def test_a_handler_may_call_into_the_library(make_client, resource, records):
 
 
 def test_the_listener_exists_only_when_records_would_be_handled(make_client, records):
-    assert make_client()._listener is not None  # the fixture's handler
-    assert make_client(log_events=False)._listener is None
+    assert make_client()._core._listener is not None  # the fixture's handler
+    assert make_client(log_events=False)._core._listener is None
     logging.getLogger("redquorum").setLevel(logging.WARNING)
-    assert make_client()._listener is None
-    assert make_client(log_events=True)._listener is not None
+    assert make_client()._core._listener is None
+    assert make_client(log_events=True)._core._listener is not None
 
 
 def test_without_handlers_no_listener(make_client):
-    assert make_client()._listener is None  # only the NullHandler: nothing would be emitted
+    assert make_client()._core._listener is None  # only the NullHandler: nothing would be emitted
 
 
 def test_stats_count_the_operations_made(make_client, resource):
