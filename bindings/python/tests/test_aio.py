@@ -308,7 +308,9 @@ def test_a_campaign_is_a_coroutine_for_create_task(nodes, urls, resource):
     run(main())
 
 
-WAITING = {"acquire", "campaign", "extend", "force_release", "inspect", "leader", "release", "resign"}
+WAITING = {
+    "acquire", "campaign", "extend", "force_release", "inspect", "leader", "release", "resign"
+}
 
 
 @pytest.mark.parametrize(
