@@ -28,10 +28,10 @@ token: greater than every earlier leader's. Pass it with every write the leader 
 store that refuses writes with a lower term than it has seen.
 
 The leadership is extended while COMMAND runs. COMMAND must not outlive it: when the
-leadership is found lost, COMMAND's group gets --kill-signal at once; while extensions cannot
-reach a quorum it gets --kill-signal no later than --kill-grace before the leadership's
-validity ends, and SIGKILL before it ends. Should redlock itself be killed (SIGKILL, the OOM
-killer), COMMAND's whole tree gets SIGKILL (Linux).
+leadership is found lost, another leader may already be in, and COMMAND's group gets SIGKILL
+at once, with no grace; while extensions cannot reach a quorum it gets --kill-signal no later
+than --kill-grace before the leadership's validity ends, and SIGKILL before it ends. Should
+redlock itself be killed (SIGKILL, the OOM killer), COMMAND's whole tree gets SIGKILL (Linux).
 
 When COMMAND exits, or the leadership is lost, redlock resigns and campaigns again, until it
 gets SIGINT or SIGTERM. With --once it exits instead, with COMMAND's exit code (70 if the
@@ -47,7 +47,8 @@ Options:
                             HOSTNAME:PID); 1 to 256 bytes
   --ttl DUR                 Leadership TTL, renewed every third of it (default 15s)
   --once                    Exit after COMMAND exits or the leadership is lost
-  --kill-signal SIG         Signal that ends COMMAND when the leadership is lost (default TERM)
+  --kill-signal SIG         Signal that asks COMMAND to stop while extensions cannot reach a
+                            quorum (default TERM); a lost leadership gets SIGKILL
   --kill-grace DUR          Time COMMAND gets between a signal and SIGKILL, and between
                             --kill-signal and the end of the leadership's validity (default 5s,
                             or half the validity left before an extension for short TTLs)

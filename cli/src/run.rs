@@ -22,11 +22,13 @@ Acquires RESOURCE (waiting for ever unless --wait says otherwise), runs COMMAND 
 process group, extends the lock while it runs, and releases it the moment COMMAND exits.
 Exits with COMMAND's exit code (128 + N if it died of signal N).
 
-The command must not outlive the lock: when an extension finds the lock gone, the command's
-process group gets --kill-signal at once; while extensions cannot reach a quorum (a partition)
-it gets --kill-signal no later than --kill-grace before the lock's validity ends, and SIGKILL
-before it ends. redlock then says the lock was lost and exits 70. Should redlock itself be
-killed (SIGKILL, the OOM killer), the command's whole tree gets SIGKILL (Linux).
+The command must not outlive the lock. When an extension finds the lock lost (deleted, say by
+'redlock release --force', expired or taken), another holder may already have it: the
+command's process group gets SIGKILL at once, with no grace. While extensions cannot reach a
+quorum (a partition), it gets --kill-signal no later than --kill-grace before the lock's
+validity ends, and SIGKILL before it ends. Either way redlock says why and exits 70. Should
+redlock itself be killed (SIGKILL, the OOM killer), the command's whole tree gets SIGKILL
+(Linux).
 SIGINT, SIGTERM and SIGHUP are forwarded to the command; Ctrl-C while waiting gives up and
 leaves nothing locked.
 
@@ -48,7 +50,8 @@ Options:
   --permits L               Take one of L permits (1 to 1024) of the semaphore RESOURCE and
                             export REDLOCK_PERMIT (not with --fenced or --shared)
   --conflict-exit-code N    Exit code when the lock is busy after --wait (default 75)
-  --kill-signal SIG         Signal that ends the command when the lock is lost (default TERM)
+  --kill-signal SIG         Signal that asks the command to stop while extensions cannot
+                            reach a quorum (default TERM); a lost lock gets SIGKILL
   --kill-grace DUR          Time the command gets between --kill-signal and the end of the
                             lock's validity (default 5s, or half the validity left before
                             an extension when the TTL is shorter than about 15s; a grace

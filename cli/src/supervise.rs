@@ -1,8 +1,9 @@
 //! A command run under a lock (`redlock run`) or a leadership (`redlock elect`): started in its
 //! own process group, watched while it runs, and stopped before what it runs under can end.
 //!
-//! The command must not outlive the lock: when the lock is found lost, its group gets the kill
-//! signal at once; while extensions cannot reach a quorum it gets the kill signal no later than
+//! The command must not outlive the lock: when the lock is found lost, its group gets SIGKILL at
+//! once, since another holder may already have it (no lock-delay keeps the resource closed
+//! after a loss); while extensions cannot reach a quorum it gets the kill signal no later than
 //! the grace before the validity ends, and SIGKILL before it ends.
 //!
 //! Should redlock die while the command runs (SIGKILL, the OOM killer, a crash), the command's
@@ -117,33 +118,45 @@ pub fn run(
             signalled_at = Some(now);
         }
         let validity = lock.validity();
-        if stopping.is_none() {
-            if lock.is_lost() {
-                stopping = Some(format!(
-                    "lost {what}: it is no longer held on a quorum of nodes (deleted, expired \
-                     or taken)"
-                ));
-            } else if validity <= grace {
-                stopping = Some(format!(
-                    "cannot extend {what}: no quorum of nodes answered, and its validity ends \
-                     in {}",
-                    human(validity)
-                ));
-            }
-            if let Some(why) = &stopping {
-                errln!(
-                    "redlock: {why}; sending {} to the command",
-                    args::signal_name(kill_signal)
-                );
-                signal_group(pid, kill_signal);
-                signalled_at = signalled_at.or(Some(now));
-            }
+        if !killed && lock.is_lost() {
+            // Another holder may already be in: no grace, whatever was sent before.
+            let why = format!(
+                "lost {what}: it is no longer held on a quorum of nodes (deleted, expired or \
+                 taken)"
+            );
+            errln!(
+                "redlock: {why}; another holder may already have it, so the command gets \
+                 SIGKILL at once"
+            );
+            signal_group(pid, libc::SIGKILL);
+            killed = true;
+            stopping = Some(why);
+        } else if stopping.is_none() && validity <= grace {
+            let why = format!(
+                "cannot extend {what}: no quorum of nodes answered, and its validity ends in {}",
+                human(validity)
+            );
+            errln!(
+                "redlock: {why}; sending {} to the command",
+                args::signal_name(kill_signal)
+            );
+            signal_group(pid, kill_signal);
+            signalled_at = signalled_at.or(Some(now));
+            stopping = Some(why);
         }
         if let Some(at) = signalled_at
             && !killed
             && ((stopping.is_some() && validity <= margin) || now.duration_since(at) >= grace)
         {
-            errln!("redlock: the command is still running; sending SIGKILL");
+            // It may have ended since the last look.
+            if let Ok(status) = exited.try_recv() {
+                break Ok(status);
+            }
+            errln!(
+                "redlock: the command is still running {} after it was told to stop; sending \
+                 SIGKILL",
+                human(now.duration_since(at))
+            );
             signal_group(pid, libc::SIGKILL);
             killed = true;
         }

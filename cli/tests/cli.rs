@@ -400,6 +400,72 @@ fn a_forced_release_removes_the_keys_and_kills_the_holders_command() {
     assert_eq!(status.code(), Some(70));
 }
 
+/// A lost lock (here: `release --force` from another shell) may already be someone else's, so
+/// the command gets SIGKILL at once, with no grace, whether it would have trapped SIGTERM or
+/// died of it; redlock says so, and nothing else, and exits 70.
+#[test]
+fn a_lost_lock_kills_the_command_at_once_and_says_so() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("lost");
+    for (name, body) in [
+        // Would run its trap, and exit 0, on SIGTERM.
+        (
+            "traps-term",
+            "trap 'echo trapped > {trapped}; exit 0' TERM; while :; do sleep 0.05; done",
+        ),
+        // Would die of SIGTERM.
+        ("dies-of-term", "exec sleep 60"),
+    ] {
+        let started = dir.join(format!("{name}.started"));
+        let trapped = dir.join(format!("{name}.trapped"));
+        let script = format!(
+            "echo $$ > {}; {}",
+            started.display(),
+            body.replace("{trapped}", &trapped.display().to_string())
+        );
+        let mut child = redlock(
+            &cluster,
+            "run",
+            &["--ttl", "3s", name, "--", "sh", "-c", &script],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        assert!(wait_for_file(&started, Duration::from_secs(10)), "{name}");
+        let o = output(redlock(&cluster, "release", &["--force", name]));
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        // The next extension (every second) finds the lock lost.
+        let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("redlock ended");
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(70), "{name}: {err}");
+        assert!(
+            err.contains("lost the lock on") && err.contains("SIGKILL at once"),
+            "{name}: {err}"
+        );
+        assert!(!err.contains("still running"), "{name}: {err}");
+        assert!(
+            !err.contains("SIGTERM"),
+            "{name}: no SIGTERM is sent: {err}"
+        );
+        assert!(err.contains("its exit code was 137"), "{name}: {err}");
+        assert!(
+            !trapped.exists(),
+            "{name}: the command got a SIGTERM to trap"
+        );
+        let pid: i32 = std::fs::read_to_string(&started)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: probing a pid with signal 0.
+        assert!(
+            unsafe { libc::kill(pid, 0) } != 0,
+            "{name}: the command still runs"
+        );
+    }
+}
+
 #[test]
 fn sigint_is_forwarded_and_the_lock_released_at_once() {
     let cluster = Cluster::start(3);
