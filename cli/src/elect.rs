@@ -11,10 +11,9 @@ use serde_json::json;
 
 use crate::args::{self, Common};
 use crate::supervise::{self, Supervised};
-use crate::{COMMON, EXIT_SOFTWARE, EXIT_UNAVAILABLE, Failure, common_option, human, one_line};
-
-/// `redlock leader`: nobody leads.
-pub const EXIT_NO_LEADER: u8 = 3;
+use crate::{
+    COMMON, EXIT_NOBODY, EXIT_SOFTWARE, EXIT_UNAVAILABLE, Failure, common_option, human, one_line,
+};
 
 pub const HELP: &str = "\
 Run a command while this process leads an election (a leader-elector sidecar)
@@ -371,7 +370,7 @@ pub fn leader(mut parser: lexopt::Parser) -> Result<u8, Failure> {
             None => outln!("{name}: nobody leads"),
         }
     }
-    Ok(if leader.is_some() { 0 } else { EXIT_NO_LEADER })
+    Ok(if leader.is_some() { 0 } else { EXIT_NOBODY })
 }
 
 fn leader_json(name: &str, leader: Option<&Leader>) -> serde_json::Value {

@@ -23,6 +23,9 @@ mod supervise;
 
 use args::Common;
 
+/// The nodes answered, and nobody holds the lock (`status`) or leads the election (`leader`):
+/// as an LSB init script's `status` says "not running".
+pub const EXIT_NOBODY: u8 = 3;
 /// Bad arguments (EX_USAGE).
 pub const EXIT_USAGE: u8 = 64;
 /// No quorum of nodes reachable (EX_UNAVAILABLE).
@@ -106,9 +109,19 @@ Nodes (every command but stats):
 
 Durations take a unit: 500ms, 30s, 5m, 1h (a bare number is seconds).
 
-Exit codes: 0 success (run: the command's own code), 64 bad arguments, 69 no quorum of
-nodes reachable, 70 the lock was lost while the command ran, 75 the lock is busy, 141 the
-output's reader went away (as for a tool killed by SIGPIPE).
+Exit codes, the same for every command:
+  0        Done: run and elect --once exit with the command's own code; status: the lock is
+           held; leader: someone leads; release: the keys are gone; nodes: a quorum answers
+  3        The nodes answered, and nobody holds the lock (status) or leads (leader)
+  64       Bad arguments
+  69       Too few nodes answered to do it or to tell (no quorum); stats: ADDR cannot be read
+  70       The lock or leadership was lost while the command ran (or an internal error)
+  75       Another owner holds the lock: run (after --wait; or --conflict-exit-code N),
+           release --token
+  126, 127 run, elect: the command cannot be run, or is not found
+  128+N    run: redlock got signal N while waiting (the command's own 128+N when it dies of
+           signal N)
+  141      The reader of the output went away (as for a tool killed by SIGPIPE)
 Run 'redlock <COMMAND> --help' for a command's options.
 ";
 

@@ -5,7 +5,9 @@ use redquorum::{Inspection, KeyState, NodeProblem, Released};
 use serde_json::{Value as Json, json};
 
 use crate::args::Common;
-use crate::{COMMON, EXIT_UNAVAILABLE, Failure, common_option, human, one_line};
+use crate::{
+    COMMON, EXIT_NOBODY, EXIT_TEMPFAIL, EXIT_UNAVAILABLE, Failure, common_option, human, one_line,
+};
 
 pub const STATUS_HELP: &str = "\
 Show a lock on every node
@@ -37,7 +39,8 @@ Options:
   --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help            Show this
 
-Exit codes: 0 when a quorum of nodes answered, 69 otherwise, 64 bad arguments.
+Exit codes: 0 the lock is held (with --permits: a permit is); 3 nobody holds it; 69 too few
+nodes answered to tell; 64 bad arguments.
 ";
 
 pub const RELEASE_HELP: &str = "\
@@ -63,8 +66,8 @@ Options:
   --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
   -h, --help            Show this
 
-Exit codes: 0 when a quorum of nodes confirmed the keys are gone, 69 otherwise, 64 bad
-arguments.
+Exit codes: 0 a quorum of nodes confirmed the keys are gone (or were never there); 75 another
+token than --token holds the lock; 69 too few nodes answered; 64 bad arguments.
 ";
 
 pub const NODES_HELP: &str = "\
@@ -195,10 +198,12 @@ pub fn status(parser: lexopt::Parser) -> Result<u8, Failure> {
         print_status(&inspection);
     }
     let answered = inspection.nodes.iter().filter(|n| n.state.is_ok()).count();
-    Ok(if answered >= inspection.quorum {
+    Ok(if answered < inspection.quorum {
+        EXIT_UNAVAILABLE
+    } else if inspection.held {
         0
     } else {
-        EXIT_UNAVAILABLE
+        EXIT_NOBODY
     })
 }
 
@@ -416,10 +421,12 @@ fn semaphore_status(
         print_table(&["SLOT", "HOLDER", "LIVE ON", "TTL"], &rows);
     }
     let answered = |i: &Inspection| i.nodes.iter().filter(|n| n.state.is_ok()).count() >= i.quorum;
-    Ok(if answered(&stored) && slots.iter().all(answered) {
+    Ok(if !(answered(&stored) && slots.iter().all(answered)) {
+        EXIT_UNAVAILABLE
+    } else if slots.iter().any(|s| s.held) {
         0
     } else {
-        EXIT_UNAVAILABLE
+        EXIT_NOBODY
     })
 }
 
@@ -504,8 +511,24 @@ pub fn release(parser: lexopt::Parser) -> Result<u8, Failure> {
             .collect();
         print_table(&["NODE", "RESULT"], &rows);
     }
+    let held_by_other = result
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.outcome, Ok(Released::HeldByOther)))
+        .count();
     if result.on_quorum() {
         Ok(0)
+    } else if result.confirmed() + held_by_other >= result.quorum {
+        Err(Failure::new(
+            EXIT_TEMPFAIL,
+            format!(
+                "{resource} is held by another token than {} on {held_by_other} of {} nodes \
+                 (quorum {}): left alone there",
+                p.token.as_deref().unwrap_or_default(),
+                result.nodes.len(),
+                result.quorum
+            ),
+        ))
     } else {
         Err(Failure::new(
             EXIT_UNAVAILABLE,

@@ -379,13 +379,13 @@ fn a_forced_release_removes_the_keys_and_kills_the_holders_command() {
     assert!(wait_for_file(&started, Duration::from_secs(10)));
     let token = std::fs::read_to_string(&started).unwrap().trim().to_owned();
 
-    // Another token: nothing is removed, and the exit code says so.
+    // Another token: nothing is removed, and the exit code says the lock is busy.
     let o = output(redlock(
         &cluster,
         "release",
         &["--force", "--token", "not-the-holder", "stuck"],
     ));
-    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
     assert!(cluster.holding("stuck", &token) >= quorum(&cluster));
 
     let o = output(redlock(
@@ -515,6 +515,67 @@ fn ctrl_c_while_waiting_gives_up_and_leaves_no_key() {
     assert!(cluster.holding("waiting", held.token()) >= quorum(&cluster));
     held.release().unwrap();
     assert!(absent_on(&cluster, "waiting") >= quorum(&cluster));
+}
+
+/// One rule for every command: 0 when what was asked is so (held, leads, released), 3 when the
+/// nodes answered that nobody holds or leads, 75 when another owner holds it, 69 when too few
+/// nodes answered to tell.
+#[test]
+fn exit_codes_follow_one_rule_across_commands() {
+    let mut cluster = Cluster::start(3);
+    let code = |cluster: &Cluster, sub: &str, args: &[&str]| {
+        let o = output(redlock(cluster, sub, args));
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    // Nobody holds it, nobody leads: 3 for both, with or without --json.
+    let (c, out) = code(&cluster, "status", &["free"]);
+    assert_eq!(c, Some(3), "{out}");
+    assert!(out.contains("free: not held"), "{out}");
+    assert_eq!(code(&cluster, "status", &["--json", "free"]).0, Some(3));
+    assert_eq!(
+        code(&cluster, "status", &["--permits", "2", "pool"]).0,
+        Some(3)
+    );
+    assert_eq!(code(&cluster, "leader", &["nobody"]).0, Some(3));
+    // Releasing what nobody holds leaves it released: done.
+    assert_eq!(code(&cluster, "release", &["--force", "free"]).0, Some(0));
+
+    let client = cluster.client();
+    let ttl = Duration::from_secs(20);
+    let lock = client.lock("held", ttl).unwrap();
+    let permit = client
+        .acquire(&redquorum::LockRequest::new("pool", ttl).semaphore(2))
+        .unwrap();
+    assert_eq!(code(&cluster, "status", &["held"]).0, Some(0));
+    assert_eq!(
+        code(&cluster, "status", &["--permits", "2", "pool"]).0,
+        Some(0)
+    );
+    // Held by another token: busy, as for a run that finds it held.
+    let (c, _) = code(
+        &cluster,
+        "release",
+        &["--force", "--token", "someone-else", "held"],
+    );
+    assert_eq!(c, Some(75));
+    assert!(cluster.holding("held", lock.token()) >= quorum(&cluster));
+    permit.release().unwrap();
+
+    // Too few nodes answer to tell: 69, whatever the key holds.
+    cluster.nodes[0].kill();
+    cluster.nodes[1].kill();
+    for (sub, args) in [
+        ("status", &["held"][..]),
+        ("status", &["free"]),
+        ("leader", &["nobody"]),
+        ("release", &["--force", "held"]),
+        ("nodes", &[]),
+    ] {
+        assert_eq!(code(&cluster, sub, args).0, Some(69), "{sub} {args:?}");
+    }
 }
 
 #[test]
