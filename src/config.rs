@@ -4,8 +4,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -14,11 +12,9 @@ use crate::error::{Error, Result};
 use crate::rules::clock::Limits;
 pub use crate::rules::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::rules::quorum::drift_allowance;
-use crate::topology::cluster::{self, Cluster};
-use crate::topology::sentinel::{self, Sentinel, Target};
-use crate::topology::urls::{self, AddressMap};
+use crate::topology::{AddressMap, Target};
 
-/// Default retries after the first attempt of [`Redlock::lock`].
+/// Default retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
 pub const DEFAULT_RETRY_COUNT: u32 = 3;
 /// Default base delay between attempts.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -33,7 +29,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// Longest node URL accepted, in bytes.
 pub const MAX_NODE_URL: usize = 4096;
 
-/// Builds a [`Redlock`] client; get one with [`Redlock::builder`].
+/// Builds a [`Redlock`](crate::Redlock) client; get one with [`Redlock::builder`](crate::Redlock::builder).
 ///
 /// ```no_run
 /// # use std::time::Duration;
@@ -73,7 +69,7 @@ enum Pem {
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct Config {
-    /// Retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
+    /// Retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock)(crate::Redlock::lock).
     pub retry_count: u32,
     /// Base delay between attempts.
     pub retry_delay: Duration,
@@ -152,7 +148,7 @@ impl Builder {
         self
     }
 
-    /// Retries after the first attempt in [`Redlock::lock`] (default 3).
+    /// Retries after the first attempt in [`Redlock::lock`](crate::Redlock::lock) (default 3).
     pub fn retry_count(mut self, n: u32) -> Self {
         self.config.retry_count = n;
         self
@@ -365,7 +361,7 @@ impl Builder {
         let c = &self.config;
         if !(c.drift_factor.is_finite() && (0.0..1.0).contains(&c.drift_factor)) {
             return Err(Error::invalid(format!(
-                "drift_factor must be in [0, 1), got {}",
+                "drift_factor must be at least 0 and below 1, got {}",
                 c.drift_factor
             )));
         }
@@ -410,36 +406,8 @@ impl Builder {
                     url.len()
                 )));
             }
-            let target = if sentinel::is_sentinel_url(url) {
-                let s = Sentinel::parse(url).map_err(|why| {
-                    Error::invalid(format!(
-                        "node {i} ({}): not a usable Sentinel URL: {why}; {}",
-                        redact(url),
-                        sentinel::EXPECTED
-                    ))
-                })?;
-                Target::Sentinel(Arc::new(s))
-            } else if cluster::is_cluster_url(url) {
-                let c = Cluster::parse(url).map_err(|why| {
-                    Error::invalid(format!(
-                        "node {i} ({}): not a usable Cluster URL: {why}; {}",
-                        redact(url),
-                        cluster::EXPECTED
-                    ))
-                })?;
-                Target::Cluster(Arc::new(c))
-            } else {
-                let client = open_standalone(url).map_err(|why| {
-                    Error::invalid(format!(
-                        "node {i} ({}): not a usable Redis URL: {why}; expected \
-                         redis[s]://[user:password@]host:port[/db], or \
-                         redis[s]+sentinel://[user:password@]host:port/MASTERNAME[?sentinel=host:port&…], \
-                         or redis[s]+cluster://[user:password@]host:port[?seed=host:port&…]",
-                        redact(url)
-                    ))
-                })?;
-                Target::Standalone(client)
-            };
+            let target = Target::parse(url)
+                .map_err(|why| Error::invalid(format!("node {i} ({}): {why}", redact(url))))?;
             let address = target.address();
             if let Some(j) = targets.iter().position(|t| t.address() == address) {
                 return Err(Error::invalid(format!(
@@ -458,44 +426,14 @@ impl Builder {
         }
         if let Some(certificates) = self.tls.certificates()? {
             for (i, target) in targets.iter_mut().enumerate().filter(|(_, t)| t.is_tls()) {
-                match target {
-                    Target::Standalone(client) => {
-                        *client = redis::Client::build_with_tls(
-                            client.get_connection_info().clone(),
-                            certificates.clone(),
-                        )
-                        .map_err(|e| {
-                            Error::invalid(format!("node {i}: TLS settings rejected: {e}"))
-                        })?;
-                    }
-                    Target::Sentinel(s) => {
-                        if let Some(s) = Arc::get_mut(s) {
-                            s.set_certificates(certificates.clone());
-                        }
-                    }
-                    Target::Cluster(c) => {
-                        if let Some(c) = Arc::get_mut(c) {
-                            c.set_certificates(certificates.clone());
-                        }
-                    }
-                }
+                target
+                    .set_certificates(&certificates)
+                    .map_err(|e| Error::invalid(format!("node {i}: TLS settings rejected: {e}")))?;
             }
         }
         if !self.address_map.0.is_empty() {
             for target in &mut targets {
-                match target {
-                    Target::Standalone(_) => {}
-                    Target::Sentinel(s) => {
-                        if let Some(s) = Arc::get_mut(s) {
-                            s.set_address_map(self.address_map.clone());
-                        }
-                    }
-                    Target::Cluster(c) => {
-                        if let Some(c) = Arc::get_mut(c) {
-                            c.set_address_map(self.address_map.clone());
-                        }
-                    }
-                }
+                target.set_address_map(&self.address_map);
             }
         }
         if targets.iter().any(Target::is_tls) {
@@ -508,28 +446,40 @@ impl Builder {
 impl Config {
     /// Checks a TTL for a lock or an extension and returns it in whole milliseconds.
     pub(crate) fn ttl_ms(&self, ttl: Duration) -> Result<u64> {
-        if ttl.is_zero() {
-            return Err(Error::invalid("ttl must be greater than zero"));
-        }
-        if ttl > MAX_TTL {
+        let ms = ttl.as_millis();
+        let min = self.min_ttl_ms();
+        if ms < u128::from(min) || ttl > MAX_TTL {
+            let got = match ttl.subsec_nanos() % 1_000_000 {
+                0 => format!("{ms} ms"),
+                _ => format!("{ttl:?}"),
+            };
+            let why = if ttl > MAX_TTL {
+                ""
+            } else {
+                ": below the minimum, the clock-drift allowance (ttl × drift_factor + 2 ms) \
+                 leaves no validity"
+            };
             return Err(Error::invalid(format!(
-                "ttl of {} ms is larger than the maximum of {} ms (10 years)",
-                ttl.as_millis(),
-                MAX_TTL.as_millis()
-            )));
-        }
-        let ms = ttl.as_millis() as u64;
-        let whole = Duration::from_millis(ms);
-        if ms == 0 || whole <= drift_allowance(whole, self.drift_factor) {
-            return Err(Error::invalid(format!(
-                "ttl of {:?} leaves no validity after the clock-drift allowance of {:?} \
-                 (ttl × {} + 2 ms); use a TTL well above the time a round trip to the nodes takes",
-                ttl,
-                drift_allowance(whole, self.drift_factor),
+                "ttl must be at least {min} ms (with drift_factor {}) and at most 10 years, got \
+                 {got}{why}",
                 self.drift_factor
             )));
         }
-        Ok(ms)
+        Ok(ms as u64)
+    }
+
+    /// The shortest TTL, in whole milliseconds, that leaves some validity after the drift
+    /// allowance.
+    pub(crate) fn min_ttl_ms(&self) -> u64 {
+        // ttl > ttl × f + 2 ms from about 2 / (1 - f) ms; the allowance rounds up to a
+        // microsecond, so step from just below.
+        let mut ms = ((2.0 / (1.0 - self.drift_factor)).floor() as u64).max(1);
+        while Duration::from_millis(ms)
+            <= drift_allowance(Duration::from_millis(ms), self.drift_factor)
+        {
+            ms += 1;
+        }
+        ms
     }
 
     /// How long a worker waits on its socket before it calls the connection broken. Longer than
@@ -660,31 +610,6 @@ fn use_ring_unless_chosen() {
         // Losing a race with another thread installing one is fine: any provider will do.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
-}
-
-/// A redis-rs client for a `redis[s]://` (or Unix socket) URL; the error quotes nothing of it.
-fn open_standalone(url: &str) -> std::result::Result<redis::Client, String> {
-    // A TCP URL's path, query and fragment (the database, `protocol=`, `#insecure`) never hold
-    // an `@`; a Unix socket's path and `pass=` may.
-    let scheme = url.trim_start().split("://").next().unwrap_or("");
-    let tcp = ["redis", "rediss", "valkey", "valkeys"]
-        .iter()
-        .any(|s| scheme.eq_ignore_ascii_case(s));
-    if tcp && urls::at_after_host(url) {
-        return Err(format!("an @ after the host: {}", urls::ENCODE));
-    }
-    redis::Client::open(url).map_err(|e| {
-        // Without the detail, which may quote part of the URL (`protocol=` …).
-        let text = e.to_string();
-        match e.detail() {
-            Some(detail) => text
-                .strip_suffix(detail)
-                .and_then(|t| t.strip_suffix(": "))
-                .unwrap_or("the URL is not valid")
-                .to_owned(),
-            None => text,
-        }
-    })
 }
 
 /// A node URL as errors and `Debug` output show it, with nothing of a password whatever it

@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use crate::cancel::Cancel;
 use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
-use crate::node::{self, Handover, Node, ReplyTo, Request, Settings};
+use crate::node::{self, Handover, Job, Node, ReplyTo, Settings};
 use crate::rules::clock::ClockBoard;
 use crate::rules::quorum::{Decision, Gate, Tally, Vote};
 use crate::telemetry::NodeStatus;
@@ -38,8 +38,8 @@ pub(crate) struct Engine {
     /// Disconnects once every worker thread has ended.
     exited: Receiver<()>,
     pub(crate) config: Config,
-    /// For connections of other kinds (the subscribers of `notify.rs`).
-    pub(crate) clients: Vec<crate::topology::sentinel::Target>,
+    /// For connections of other kinds (the subscribers of `notify/`).
+    pub(crate) clients: Vec<crate::topology::Target>,
     /// What the workers learn about clocks; held locks watch its count of our host's
     /// suspensions ([`ClockBoard::epoch`]).
     pub(crate) board: Arc<ClockBoard>,
@@ -124,13 +124,98 @@ impl Outcome {
     }
 }
 
+/// How a caller reads the answers of one fan-out.
+struct Answers {
+    rx: Receiver<(usize, Vote)>,
+    /// Whether the workers wake this thread through a [`Gate`] (no cancel to watch).
+    gated: bool,
+    /// Whether recent calls decided fast enough to keep spinning a while (`CALLER_SPIN`).
+    fast: bool,
+    looks: u32,
+    t0: Instant,
+    deadline: Instant,
+}
+
+impl Answers {
+    /// Reads answers into `tally` until it decides; and whether the cancel fired.
+    fn decide(&mut self, tally: &mut Tally, cancel: Option<&Cancel>) -> (Decision, bool) {
+        let mut cancelled = false;
+        loop {
+            if let Some(decision) = tally.decision() {
+                return (decision, cancelled);
+            }
+            match self.next(cancel) {
+                Some(Ok((i, vote))) => tally.record(i, vote),
+                Some(Err(true)) => {
+                    cancelled = true;
+                    tally.fail_unanswered(NodeProblem::Cancelled);
+                }
+                // Every worker has answered or dropped the request (those that dropped it
+                // found the deadline already passed), or the deadline has passed.
+                Some(Err(false)) => tally.fail_unanswered(NodeProblem::TimedOut),
+                None => {}
+            }
+        }
+    }
+
+    /// The next answer; `Err(true)`: cancelled; `Err(false)`: no answer will come in time (the
+    /// deadline passed, or every worker answered or dropped its job); `None`: nothing yet,
+    /// look again.
+    fn next(
+        &mut self,
+        cancel: Option<&Cancel>,
+    ) -> Option<std::result::Result<(usize, Vote), bool>> {
+        if !self.gated {
+            return Some(match cancel {
+                None => self.rx.recv_deadline(self.deadline).map_err(|_| false),
+                Some(c) => crossbeam_channel::select! {
+                    recv(self.rx) -> msg => msg.map_err(|_| false),
+                    recv(c.fired()) -> _ => Err(true),
+                    default(self.deadline.saturating_duration_since(Instant::now())) => Err(false),
+                },
+            });
+        }
+        match self.rx.try_recv() {
+            Ok(answer) => Some(Ok(answer)),
+            Err(TryRecvError::Disconnected) => Some(Err(false)),
+            Err(TryRecvError::Empty) => {
+                let now = Instant::now();
+                if now >= self.deadline {
+                    return Some(Err(false));
+                }
+                self.pause(now);
+                None
+            }
+        }
+    }
+
+    /// First a few short looks (spinning, then yielding the core to the workers, as
+    /// crossbeam's own receive does), then sleep until the gate wakes this thread. A wake-up
+    /// that came before the park (or a stray one) makes it return at once; the caller looks
+    /// again.
+    fn pause(&mut self, now: Instant) {
+        self.looks += 1;
+        if self.looks <= SPIN_LOOKS {
+            for _ in 0..1u32 << self.looks.min(6) {
+                std::hint::spin_loop();
+            }
+        } else if self.looks <= SPIN_LOOKS + YIELD_LOOKS
+            || (self.fast && now < self.t0 + CALLER_SPIN)
+        {
+            std::thread::yield_now();
+        } else {
+            std::thread::park_timeout(self.deadline - now);
+        }
+    }
+}
+
 impl Engine {
     /// Starts one worker per node and waits for their first connection attempts (in parallel,
     /// bounded by the connect timeout), so that the first call does not race the connects
     /// against `node_timeout`. Unreachable nodes do not fail the start: their workers keep
     /// trying.
     pub(crate) fn start(
-        clients: Vec<crate::topology::sentinel::Target>,
+        clients: Vec<crate::topology::Target>,
         config: Config,
         scripts: &'static [&'static [&'static Script]],
     ) -> Result<Engine> {
@@ -160,7 +245,7 @@ impl Engine {
             telemetry: Arc::new(Telemetry::new()),
         };
         let servers = Arc::new(node::Servers::new(clients.len()));
-        // With min_replicas, a node has two workers (see `node::Lane`).
+        // With min_replicas, a node has two workers (see `node::wait_lane`).
         let (ready, connected) = crossbeam_channel::bounded(2 * clients.len());
         for (i, client) in clients.into_iter().enumerate() {
             let (node, workers) = node::spawn(
@@ -190,7 +275,7 @@ impl Engine {
     }
 
     /// Each node's Sentinel watch (`None` for other nodes), for the release subscribers.
-    pub(crate) fn watches(&self) -> Vec<Option<Arc<crate::topology::sentinel::Watch>>> {
+    pub(crate) fn watches(&self) -> Vec<Option<Arc<crate::topology::Watch>>> {
         self.nodes.iter().map(Node::watch).collect()
     }
 
@@ -273,7 +358,7 @@ impl Engine {
                 tally.record(i, Vote::No);
                 continue;
             }
-            node.send(Request {
+            node.send(Job {
                 command: command.clone(),
                 key: Arc::clone(key),
                 token: Arc::clone(token),
@@ -291,81 +376,37 @@ impl Engine {
         }
         drop(tx);
         // The workers hold the gate now: its last one going wakes this thread.
-        let gated = gate.is_some();
-        drop(gate);
-        let mut cancelled = false;
-        let mut looks = 0u32;
-        let fast = self.recent_ns.load(Ordering::Relaxed) < SPIN_WHILE_UNDER.as_nanos() as u64;
-        let decision = loop {
-            if let Some(decision) = tally.decision() {
-                break decision;
-            }
-            let received = if gated {
-                match rx.try_recv() {
-                    Ok(answer) => Ok(answer),
-                    Err(TryRecvError::Disconnected) => Err(false),
-                    Err(TryRecvError::Empty) => {
-                        let now = Instant::now();
-                        if now >= deadline {
-                            Err(false)
-                        } else {
-                            // First a few short looks (spinning, then yielding the core to the
-                            // workers, as crossbeam's own receive does), then sleep until the
-                            // gate wakes this thread. A wake-up that came before the park (or
-                            // a stray one) makes it return at once; the loop looks again.
-                            looks += 1;
-                            if looks <= SPIN_LOOKS {
-                                for _ in 0..1u32 << looks.min(6) {
-                                    std::hint::spin_loop();
-                                }
-                            } else if looks <= SPIN_LOOKS + YIELD_LOOKS
-                                || (fast && now < t0 + CALLER_SPIN)
-                            {
-                                std::thread::yield_now();
-                            } else {
-                                std::thread::park_timeout(deadline - now);
-                            }
-                            continue;
-                        }
-                    }
-                }
-            } else {
-                match cancel {
-                    None => rx.recv_deadline(deadline).map_err(|_| false),
-                    Some(c) => crossbeam_channel::select! {
-                        recv(rx) -> msg => msg.map_err(|_| false),
-                        recv(c.fired()) -> _ => Err(true),
-                        default(deadline.saturating_duration_since(Instant::now())) => Err(false),
-                    },
-                }
-            };
-            match received {
-                Ok((i, vote)) => tally.record(i, vote),
-                Err(true) => {
-                    cancelled = true;
-                    tally.fail_unanswered(NodeProblem::Cancelled);
-                }
-                // Every worker has answered or dropped the request (those that dropped it
-                // found the deadline already passed), or the deadline has passed.
-                Err(false) => tally.fail_unanswered(NodeProblem::TimedOut),
-            }
+        let mut answers = Answers {
+            rx,
+            gated: gate.is_some(),
+            fast: self.recent_ns.load(Ordering::Relaxed) < SPIN_WHILE_UNDER.as_nanos() as u64,
+            looks: 0,
+            t0,
+            deadline,
         };
+        drop(gate);
+        let (decision, cancelled) = answers.decide(&mut tally, cancel);
         let decided = Instant::now();
-        if gated {
-            let took = u64::try_from((decided - t0).as_nanos()).unwrap_or(u64::MAX);
-            let recent = self.recent_ns.load(Ordering::Relaxed);
-            let average = recent - recent / 8 + took / 8;
-            self.recent_ns.store(average, Ordering::Relaxed);
+        if answers.gated {
+            self.note_took(decided - t0);
         }
         Outcome {
             decision,
             tally,
             t0,
             decided,
-            late: rx,
+            late: answers.rx,
             cancelled,
             handover,
         }
+    }
+
+    /// Keeps the moving average of how long calls take to decide (`CALLER_SPIN`).
+    fn note_took(&self, took: Duration) {
+        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let recent = self.recent_ns.load(Ordering::Relaxed);
+        self.recent_ns
+            .store(recent - recent / 8 + took / 8, Ordering::Relaxed);
     }
 
     /// Sends `command` to node `i` alone and waits for its answer up to `node_timeout` (a
@@ -382,7 +423,7 @@ impl Engine {
         };
         let deadline = Instant::now() + self.config.node_timeout;
         let (tx, rx) = crossbeam_channel::bounded(1);
-        node.send(Request {
+        node.send(Job {
             queued_at: Instant::now(),
             command: command.clone(),
             key: Arc::clone(key),
@@ -405,7 +446,7 @@ impl Engine {
 
     /// Queues `command` on the nodes marked in `targets` (all when `None`) without waiting.
     /// `live_until`: how long the keys it removes may live, so that a node found down gets the
-    /// command after its reconnect instead of never (see `Request::live_until`).
+    /// command after its reconnect instead of never (see `Job::live_until`).
     pub(crate) fn send_nowait(
         &self,
         command: &Command,
@@ -419,7 +460,7 @@ impl Engine {
             if !is_target(targets, i) {
                 continue;
             }
-            node.send(Request {
+            node.send(Job {
                 queued_at,
                 command: command.clone(),
                 key: Arc::clone(key),

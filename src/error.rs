@@ -86,13 +86,30 @@ pub struct QuorumReport {
     pub quorum: usize,
     /// Nodes that succeeded.
     pub succeeded: usize,
-    /// The nodes that did not succeed and why; nodes that were not waited for are not listed.
+    /// The nodes that succeeded (`host:port`).
+    pub granted: Vec<String>,
+    /// The nodes that did not succeed and why (refused, or failed).
     pub failures: Vec<NodeReport>,
+    /// The nodes whose answer was not waited for: the outcome was certain without it.
+    pub pending: Vec<String>,
     /// Time from sending the first command to the decision.
     pub elapsed: Duration,
 }
 
 impl QuorumReport {
+    /// A report of `nodes` nodes, none of them heard yet.
+    pub(crate) fn new(nodes: usize, quorum: usize, elapsed: Duration) -> QuorumReport {
+        QuorumReport {
+            nodes,
+            quorum,
+            succeeded: 0,
+            granted: Vec::new(),
+            failures: Vec::new(),
+            pending: Vec::new(),
+            elapsed,
+        }
+    }
+
     /// Nodes that refused (held by another owner / no longer ours).
     pub fn refused(&self) -> usize {
         self.failures
@@ -148,7 +165,7 @@ pub enum Error {
         /// How many attempts were made (1 + retries).
         attempts: u32,
         /// The last attempt, node by node.
-        report: QuorumReport,
+        report: Box<QuorumReport>,
     },
     /// Too few nodes answered in time (down, hung, or erroring), or they answered so late that
     /// no validity was left.
@@ -160,7 +177,7 @@ pub enum Error {
         /// How many attempts were made.
         attempts: u32,
         /// The last attempt, node by node.
-        report: QuorumReport,
+        report: Box<QuorumReport>,
     },
     /// The lock is no longer ours on a quorum: it expired (and may have been taken by another
     /// owner), was released already, or its keys were removed.
@@ -168,7 +185,7 @@ pub enum Error {
         /// The resource concerned.
         resource: String,
         /// The failed extend or release, when one was made.
-        report: Option<QuorumReport>,
+        report: Option<Box<QuorumReport>>,
     },
     /// `extend` was called more often than `max_extensions` allows; the lock is still held until
     /// its validity runs out.
@@ -260,15 +277,57 @@ impl fmt::Display for NodeProblem {
     }
 }
 
-fn write_failures(f: &mut fmt::Formatter<'_>, report: &QuorumReport) -> fmt::Result {
-    for (i, r) in report.failures.iter().enumerate() {
-        f.write_str(if i == 0 { " [" } else { "; " })?;
-        write!(f, "{}: {}", r.node, r.problem)?;
+/// How an operation ended on the nodes, the same way for every error that has a report: how
+/// many nodes granted, refused, failed and were not waited for (the outcome was certain
+/// without them, so these counts say nothing of those nodes' health), each node named.
+fn write_tally(f: &mut fmt::Formatter<'_>, granted: &str, report: &QuorumReport) -> fmt::Result {
+    let refused: Vec<&str> = (report.failures.iter())
+        .filter(|r| r.problem == NodeProblem::Refused)
+        .map(|r| r.node.as_str())
+        .collect();
+    let failed: Vec<&NodeReport> = (report.failures.iter())
+        .filter(|r| r.problem != NodeProblem::Refused)
+        .collect();
+    write!(
+        f,
+        "{} {granted}, {} refused, {} failed, {} not waited for, of {} nodes (quorum {})",
+        report.granted.len(),
+        refused.len(),
+        failed.len(),
+        report.pending.len(),
+        report.nodes,
+        report.quorum
+    )?;
+    let mut parts: Vec<String> = Vec::new();
+    if !report.granted.is_empty() {
+        parts.push(format!("{granted}: {}", report.granted.join(", ")));
     }
-    if !report.failures.is_empty() {
-        f.write_str("]")?;
+    if !refused.is_empty() {
+        parts.push(format!("refused: {}", refused.join(", ")));
+    }
+    if !failed.is_empty() {
+        let each: Vec<String> = failed
+            .iter()
+            .map(|r| format!("{} ({})", r.node, r.problem))
+            .collect();
+        parts.push(format!("failed: {}", each.join(", ")));
+    }
+    if !report.pending.is_empty() {
+        parts.push(format!("not waited for: {}", report.pending.join(", ")));
+    }
+    if !parts.is_empty() {
+        write!(f, " [{}]", parts.join("; "))?;
     }
     Ok(())
+}
+
+fn granted_word(operation: Operation) -> &'static str {
+    match operation {
+        Operation::Acquire => "granted",
+        Operation::Extend => "extended",
+        Operation::Release => "released",
+        Operation::Read => "answered",
+    }
 }
 
 /// The text of [`Error::NoQuorum`].
@@ -282,14 +341,13 @@ fn no_quorum(
     if operation == Operation::Read && report.succeeded >= report.quorum {
         write!(
             f,
-            "read of {resource:?} cannot tell who leads: no leader is confirmed on a \
-             quorum ({} of {} nodes), yet one may hold a lock there ({} answered)",
-            report.quorum, report.nodes, report.succeeded
+            "read of {resource:?} cannot tell who leads: no leader is confirmed on a quorum, yet \
+             one may hold a lock there: "
         )?;
-        write_failures(f, report)?;
+        write_tally(f, granted_word(operation), report)?;
         f.write_str(
-            "; a leader's node may hang or have restarted, or a new leader is being \
-             confirmed: read again",
+            "; a leader's node may hang or have restarted, or a new leader is being confirmed: \
+             read again",
         )
     } else if report.succeeded >= report.quorum {
         write!(
@@ -301,11 +359,9 @@ fn no_quorum(
     } else {
         write!(
             f,
-            "{operation} of {resource:?} failed after {attempts} attempt(s): only {} of \
-             {} nodes succeeded (quorum {})",
-            report.succeeded, report.nodes, report.quorum
+            "{operation} of {resource:?} failed after {attempts} attempt(s): "
         )?;
-        write_failures(f, report)?;
+        write_tally(f, granted_word(operation), report)?;
         f.write_str("; check that a majority of the Redis nodes is up and reachable")
     }
 }
@@ -321,13 +377,10 @@ impl fmt::Display for Error {
             } => {
                 write!(
                     f,
-                    "lock {resource:?} not acquired after {attempts} attempt(s): held by another \
-                     owner on {} of {} nodes (quorum {})",
-                    report.refused(),
-                    report.nodes,
-                    report.quorum
+                    "lock {resource:?} not acquired after {attempts} attempt(s), held by another \
+                     owner; the last attempt: "
                 )?;
-                write_failures(f, report)?;
+                write_tally(f, "granted", report)?;
                 f.write_str("; retry later or use a longer retry budget")
             }
             Error::NoQuorum {
@@ -342,12 +395,9 @@ impl fmt::Display for Error {
                     "lock {resource:?} is lost: it expired, was released, or its keys were removed"
                 )?;
                 if let Some(report) = report {
-                    write!(
-                        f,
-                        " (still ours on {} of {} nodes, quorum {})",
-                        report.succeeded, report.nodes, report.quorum
-                    )?;
-                    write_failures(f, report)?;
+                    f.write_str(" (still ours: ")?;
+                    write_tally(f, "yes", report)?;
+                    f.write_str(")")?;
                 }
                 Ok(())
             }

@@ -1,4 +1,4 @@
-//! # redlock
+//! # redquorum
 //!
 //! The [Redlock](https://redis.io/docs/latest/develop/use/patterns/distributed-locks/) distributed
 //! lock over N independent Redis masters, as a synchronous library: no async runtime.

@@ -62,7 +62,7 @@ pub(crate) fn slot(key: &str) -> u16 {
     crc % 16384
 }
 
-/// The channel a release of `key` is announced on (see `notify.rs`), in the same hash slot as
+/// The channel a release of `key` is announced on (see `notify/`), in the same hash slot as
 /// the key, so that a script may declare it among its keys and a cluster's sharded pub/sub can
 /// carry it: `redlock:released:{<tag>}:<key>`, where the tag is the key's own hash tag, or the
 /// whole key when it has none. A key with no tag of its own and a `}` in it cannot share its

@@ -287,6 +287,36 @@ fn server_closing_or_garbling_a_reply_is_an_error_never_a_hang() {
     }
 }
 
+/// A port where another kind of server listens (here one answering like HTTP) is named as not
+/// a Redis server, not by the protocol parser's position and byte.
+#[test]
+fn a_server_that_is_not_redis_is_named_as_such() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 512];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let rl = client(
+        &[format!("redis://127.0.0.1:{port}")],
+        Duration::from_millis(500),
+    );
+    let err = no_quorum(rl.try_lock("not-redis", TTL));
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "{}: unavailable: did not answer as a Redis server",
+            local(port)
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("Parse error"), "{text}");
+}
+
 #[test]
 fn missing_or_wrong_password_is_named_without_the_password() {
     watch_workers();

@@ -25,6 +25,21 @@ fn holds(node: &RedisNode, resource: &str, owner: &str) -> Option<u64> {
     }
 }
 
+/// While alice's `fresh` hold is valid, bob is refused: a stale release, drop or extension of
+/// an earlier hold of alice's (`stale`, for the message) left it alone.
+fn assert_bob_stays_out(cluster: &Cluster, client: &Redlock, resource: &str, stale: &str) {
+    let bob = client.try_reentrant_lock(resource, "bob", TTL);
+    assert!(
+        matches!(bob, Err(Error::NotAcquired { .. })),
+        "bob got the lock while alice's fresh hold is valid{stale}; holds of alice per node: {:?}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, resource, "alice"))
+            .collect::<Vec<_>>()
+    );
+}
+
 /// Nodes where `owner` has exactly `count` holds of `resource`.
 fn nodes_with(cluster: &Cluster, resource: &str, owner: &str, count: u64) -> usize {
     cluster
@@ -643,18 +658,7 @@ fn a_late_release_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
         "the expired hold's release reports it lost"
     );
     assert!(fresh.validity() > Duration::ZERO);
-    assert!(
-        matches!(
-            other.try_reentrant_lock("late", "bob", TTL),
-            Err(Error::NotAcquired { .. })
-        ),
-        "bob got the lock while alice's fresh hold is valid; holds of alice per node: {:?}",
-        cluster
-            .nodes
-            .iter()
-            .map(|n| holds(n, "late", "alice"))
-            .collect::<Vec<_>>()
-    );
+    assert_bob_stays_out(&cluster, &other, "late", "");
     fresh.release().unwrap();
 }
 
@@ -676,18 +680,7 @@ fn a_late_drop_of_an_expired_hold_leaves_a_newer_hold_of_the_owner_alone() {
     // away does not come back).
     std::thread::sleep(Duration::from_millis(200));
     assert!(fresh.validity() > Duration::ZERO);
-    assert!(
-        matches!(
-            other.try_reentrant_lock("late-drop", "bob", TTL),
-            Err(Error::NotAcquired { .. })
-        ),
-        "bob got the lock while alice's fresh hold is valid; holds of alice per node: {:?}",
-        cluster
-            .nodes
-            .iter()
-            .map(|n| holds(n, "late-drop", "alice"))
-            .collect::<Vec<_>>()
-    );
+    assert_bob_stays_out(&cluster, &other, "late-drop", "");
     fresh.release().unwrap();
 }
 
@@ -742,17 +735,8 @@ fn a_release_queued_past_the_validity_leaves_a_newer_hold_of_the_owner_alone() {
     // answered it, the release has been sent, or dropped.
     rl.inspect("queued").unwrap();
     assert!(fresh.validity() > Duration::ZERO);
-    let bob = other.try_reentrant_lock("queued", "bob", TTL);
-    assert!(
-        matches!(bob, Err(Error::NotAcquired { .. })),
-        "bob got the lock while alice's fresh hold is valid (stale release: {released:?}); \
-         holds of alice per node: {:?}",
-        cluster
-            .nodes
-            .iter()
-            .map(|n| holds(n, "queued", "alice"))
-            .collect::<Vec<_>>()
-    );
+    let stale = format!(" (stale release: {released:?})");
+    assert_bob_stays_out(&cluster, &other, "queued", &stale);
     fresh.release().unwrap();
 }
 
@@ -799,17 +783,8 @@ fn a_release_sent_in_time_to_hung_nodes_leaves_a_newer_hold_of_the_owner_alone()
     // answered it, the release has run there.
     rl.inspect("sent").unwrap();
     assert!(fresh.validity() > Duration::ZERO);
-    let bob = other.try_reentrant_lock("sent", "bob", TTL);
-    assert!(
-        matches!(bob, Err(Error::NotAcquired { .. })),
-        "bob got the lock while alice's fresh hold is valid (stale release: {released:?}); \
-         holds of alice per node: {:?}",
-        cluster
-            .nodes
-            .iter()
-            .map(|n| holds(n, "sent", "alice"))
-            .collect::<Vec<_>>()
-    );
+    let stale = format!(" (stale release: {released:?})");
+    assert_bob_stays_out(&cluster, &other, "sent", &stale);
     fresh.release().unwrap();
 }
 

@@ -41,7 +41,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	c := benchClient(b)
 	b.ResetTimer()
 	for range b.N {
-		l, err := c.Lock("go:bench", 10*time.Second)
+		l, err := c.Lock(context.Background(), "go:bench", 10*time.Second)
 		benchUnlock(b, l, err)
 	}
 }
@@ -52,20 +52,20 @@ func BenchmarkAcquireUnlock(b *testing.B) {
 	req := redquorum.NewRequest("go:bench", 10*time.Second)
 	b.ResetTimer()
 	for range b.N {
-		l, err := c.Acquire(req)
+		l, err := c.Acquire(context.Background(), req)
 		benchUnlock(b, l, err)
 	}
 }
 
 // A reused Request with a context that can be cancelled (a cancel handle of its own).
-func BenchmarkAcquireContextUnlock(b *testing.B) {
+func BenchmarkAcquireCancellableUnlock(b *testing.B) {
 	c := benchClient(b)
 	req := redquorum.NewRequest("go:bench", 10*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.ResetTimer()
 	for range b.N {
-		l, err := c.AcquireContext(ctx, req)
+		l, err := c.Acquire(ctx, req)
 		benchUnlock(b, l, err)
 	}
 }
@@ -80,7 +80,7 @@ func BenchmarkAcquireRefusedInC(b *testing.B) {
 	defer cancel()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := c.AcquireContext(ctx, req); !errors.Is(err, redquorum.ErrInvalidArgument) {
+		if _, err := c.Acquire(ctx, req); !errors.Is(err, redquorum.ErrInvalidArgument) {
 			b.Fatalf("a 2 ms TTL: %v, want ErrInvalidArgument", err)
 		}
 	}

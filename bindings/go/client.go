@@ -26,7 +26,7 @@ type Client struct {
 	pending  map[*callCancel]struct{} // the own cancel handles of calls in flight
 	// freeOnIdle: Close came while calls were in flight; the last of them frees the client.
 	freeOnIdle bool
-	events     *eventLog // Options.Logger's listener; nil without a logger
+	events     *eventLog // WithLogger's listener; nil without a logger
 }
 
 var errNilClient = &Error{Status: StatusInvalidArgument, Message: "nil *Client"}
@@ -35,11 +35,12 @@ var errNilClient = &Error{Status: StatusInvalidArgument, Message: "nil *Client"}
 const MaxNodeURL = 4096
 
 // New connects to the Redis nodes at urls ("redis://[user:password@]host:port", or
-// "rediss://..." for TLS; one per independent master; a lock needs a majority of them). A
+// "rediss://..." for TLS; one per independent master; a lock needs a majority of them), with
+// the libredlock defaults but for what opts set (WithNodeTimeout, WithRetryCount, ...). A
 // Sentinel-managed master ("redis+sentinel://host:port/NAME") or a whole Redis Cluster
 // ("redis+cluster://host:port?seed=host:port") is one node. Its errors never show a
 // password, whatever it holds.
-func New(urls []string, opts Options) (*Client, error) {
+func New(urls []string, opts ...ClientOption) (*Client, error) {
 	if err := checkLibraryVersion(); err != nil {
 		return nil, err
 	}
@@ -52,7 +53,8 @@ func New(urls []string, opts Options) (*Client, error) {
 			return nil, invalidArgument("node URL %d contains a NUL byte", i)
 		}
 	}
-	copts, err := opts.toC()
+	config := newClientConfig(opts)
+	copts, err := config.toC()
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +68,8 @@ func New(urls []string, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{ptr: ptr, closing: make(chan struct{})}
-	if opts.Logger != nil {
-		if c.events, err = startEventLog(ptr, opts.Logger); err != nil {
+	if config.logger != nil {
+		if c.events, err = startEventLog(ptr, config.logger); err != nil {
 			C.redlock_client_free(ptr)
 			return nil, err
 		}
@@ -76,19 +78,14 @@ func New(urls []string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Acquire takes the lock req describes, with the patience it says; it is
-// AcquireContext(context.Background(), req). Close ends it at once with ErrClosed.
-func (c *Client) Acquire(req *Request) (*Lock, error) {
-	return c.AcquireContext(context.Background(), req)
-}
-
-// AcquireContext takes the lock req describes, with the patience it says, or until ctx is
-// done: then it returns at once an error that wraps ErrCancelled and ctx.Err() (so
+// Acquire takes the lock req describes, with the patience it says, or until ctx is done:
+// then it returns at once an error that wraps ErrCancelled and ctx.Err() (so
 // errors.Is(err, context.Canceled) or errors.Is(err, context.DeadlineExceeded) holds), after
 // undoing what it had taken on the nodes. Close ends it the same way with ErrClosed. A ctx
 // done after the lock was taken does not release it: the caller holds it and unlocks it.
-// Other errors as for Lock.
-func (c *Client) AcquireContext(ctx context.Context, req *Request) (*Lock, error) {
+// Other errors: ErrNotAcquired when another owner holds the resource, ErrNoQuorum when too
+// few nodes answered, ErrInvalidArgument for a bad request, ErrClosed after Close.
+func (c *Client) Acquire(ctx context.Context, req *Request) (*Lock, error) {
 	if c == nil {
 		return nil, errNilClient
 	}
@@ -163,43 +160,80 @@ func whyCancelled(ctx context.Context, err error, own *callCancel, name string) 
 	return &Error{Status: StatusCancelled, Message: orDefault(e.Message, "acquiring "+name+" was cancelled") + ": the client was closed", causes: []error{ErrClosed}}
 }
 
-// acquireNew acquires with a Request made for this one call.
-func (c *Client) acquireNew(ctx context.Context, resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+// acquireNew acquires with a Request made for this one call by the shorthand named
+// shorthand: own is the shorthand's own option (its kind), and opts may not change the kind.
+func (c *Client) acquireNew(ctx context.Context, shorthand string, resource string, ttl time.Duration, own RequestOption, opts []RequestOption) (*Lock, error) {
 	if c == nil {
 		return nil, errNilClient
 	}
-	req := NewRequest(resource, ttl, opts...)
+	all := make([]RequestOption, 0, len(opts)+2)
+	all = append(all, own, func(r *Request) { r.spec.shorthand = shorthand })
+	req := NewRequest(resource, ttl, append(all, opts...)...)
 	defer req.Close()
-	return c.AcquireContext(ctx, req)
+	return c.Acquire(ctx, req)
 }
 
-// Lock acquires resource for ttl, retrying as configured by Options. On failure the
-// error wraps ErrNotAcquired, ErrNoQuorum, ErrInvalidArgument or ErrClosed.
-// The TTL is rounded down to whole milliseconds and must be at least one millisecond.
-func (c *Client) Lock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl)
+// plain is the kind option of the plain-lock shorthands: none.
+func plain(*Request) {}
+
+// The shorthands. Each is Acquire of a Request made for the one call, and closed when it
+// returns; opts are the Request's options of patience (WithRetries, WithOnce, WithWait,
+// WithPolling, WithUnfair), auto-extension (WithAutoExtend) and owner (WithOwner). A kind
+// option (WithFenced, WithRead, ...) or WithResources among them is ErrInvalidArgument: the
+// kinds without a shorthand of their own (reentrant locks, several resources) go through
+// NewRequest and Acquire.
+
+// Lock acquires resource for ttl, with the client's retries unless opts say otherwise, or
+// until ctx is done (see Acquire for what that returns). On failure the error wraps
+// ErrNotAcquired, ErrNoQuorum, ErrCancelled, ErrInvalidArgument or ErrClosed. The TTL is
+// rounded down to whole milliseconds and must be at least one millisecond. To wait for a busy
+// resource, woken by the release notifications the nodes publish, give WithWait.
+func (c *Client) Lock(ctx context.Context, resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(ctx, "Lock", resource, ttl, plain, opts)
 }
 
-// TryLock is Lock with a single attempt and no retries.
+// TryLock makes a single attempt at resource for ttl: the Lock, or ErrNotAcquired while
+// another owner holds it (ErrNoQuorum when too few nodes answered). It is bounded by the
+// node timeout, so it takes no context.
 func (c *Client) TryLock(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, WithOnce())
+	return c.acquireNew(context.Background(), "TryLock", resource, ttl, WithOnce(), nil)
 }
 
-// LockContext waits until it gets resource for ttl, woken by the release notifications
-// the nodes publish (with a backoff as the fallback), or until ctx is done: then it returns
-// at once an error for which errors.Is(err, context.Canceled) or errors.Is(err,
-// context.DeadlineExceeded) holds, leaving nothing on the nodes. With a ctx that is never
-// done it waits as long as it takes (up to ten years). Other errors as for Lock.
-func (c *Client) LockContext(ctx context.Context, resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquireNew(ctx, resource, ttl, WithWait(maxWait))
+// LockFenced acquires resource like Lock, with a fencing token: see Lock.Fence. The token
+// is strictly greater than that of every fenced lock of the same resource whose holder
+// came before, also when nodes restart without their data, provided they stay out a restart
+// delay or WithRestartGrace (see the README). Send it with every write to the protected
+// resource, which rejects writes with a lower token than it has seen. The counter lives in
+// the key "redlock:fence:{resource}" on each node (no TTL); acquiring costs one more round to
+// the nodes than Lock. A fenced lock is a plain lock on resource: the two exclude each other.
+func (c *Client) LockFenced(ctx context.Context, resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(ctx, "LockFenced", resource, ttl, WithFenced(), opts)
 }
 
-// WithLock acquires resource with retries (as Lock does), keeps it auto-extended while fn
-// runs, and always unlocks, even when fn panics. fn can watch l.Lost() or poll l.Held()
-// during long work. It returns fn's error if fn failed, else ErrLost if the lock was lost
-// while fn ran (the work may have overlapped another owner's), else Unlock's error.
-func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) error) (err error) {
-	l, err := c.acquireNew(context.Background(), resource, ttl, WithAutoExtend(AutoExtend{}))
+// ReadLock acquires the read lock of resource (see WithRead) like Lock. Without WithOwner,
+// each call acquires for an owner of its own.
+func (c *Client) ReadLock(ctx context.Context, resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(ctx, "ReadLock", resource, ttl, WithRead(), opts)
+}
+
+// WriteLock acquires the write lock of resource (see WithWrite) like Lock. Without WithOwner,
+// each call acquires for an owner of its own.
+func (c *Client) WriteLock(ctx context.Context, resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(ctx, "WriteLock", resource, ttl, WithWrite(), opts)
+}
+
+// Semaphore acquires one of permits permits of the semaphore resource (see WithSemaphore)
+// like Lock; Lock.Permit says which.
+func (c *Client) Semaphore(ctx context.Context, resource string, permits int, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
+	return c.acquireNew(ctx, "Semaphore", resource, ttl, WithSemaphore(permits), opts)
+}
+
+// WithLock acquires resource like Lock, keeps it auto-extended while fn runs, and always
+// unlocks, even when fn panics. fn can watch l.Lost() or poll l.Held() during long work; ctx
+// ends only the acquisition. It returns fn's error if fn failed, else ErrLost if the lock was
+// lost while fn ran (the work may have overlapped another owner's), else Unlock's error.
+func (c *Client) WithLock(ctx context.Context, resource string, ttl time.Duration, fn func(l *Lock) error) (err error) {
+	l, err := c.acquireNew(ctx, "WithLock", resource, ttl, WithAutoExtend(AutoExtend{}), nil)
 	if err != nil {
 		return err
 	}
@@ -209,77 +243,6 @@ func (c *Client) WithLock(resource string, ttl time.Duration, fn func(l *Lock) e
 		}
 	}()
 	return fn(l)
-}
-
-// LockFenced acquires resource like Lock, with a fencing token: see Lock.Fence. The token
-// is strictly greater than that of every fenced lock of the same resource whose holder
-// came before, also when nodes restart without their data, provided they stay out a restart
-// delay or RestartGrace (see the README). Send it with every write to the protected
-// resource, which rejects writes with a lower token than it has seen. The counter lives in
-// the key "redlock:fence:{resource}" on each node (no TTL); acquiring costs one more round to
-// the nodes than Lock. A fenced lock is a plain lock on resource: the two exclude each other.
-func (c *Client) LockFenced(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, WithFenced())
-}
-
-// TryLockFenced is LockFenced with a single attempt and no retries.
-func (c *Client) TryLockFenced(resource string, ttl time.Duration) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, WithFenced(), WithOnce())
-}
-
-// ReentrantLock acquires one hold of a reentrant lock on resource for owner, retrying as
-// configured. owner names the holder: any non-empty string of at most 1024 bytes, one per
-// logical owner (NewOwner makes a random one). It is not a goroutine or a thread: whoever
-// passes the same owner shares its holds. While owner holds the resource it can acquire it
-// again at once; every hold is a Lock to Unlock, and the resource is free for others after
-// the last Unlock (or when the key expires). Reentrant and plain locks on one resource
-// exclude each other. Extending a hold keeps the resource at least ttl from now; no hold
-// shortens it.
-func (c *Client) ReentrantLock(resource, owner string, ttl time.Duration) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, WithReentrant(owner))
-}
-
-// TryReentrantLock is ReentrantLock with a single attempt and no retries.
-func (c *Client) TryReentrantLock(resource, owner string, ttl time.Duration) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, WithReentrant(owner), WithOnce())
-}
-
-// LockMany acquires all resources at once or none of them, retrying as configured. Each
-// node sets all keys in one script, in sorted order, or none, so clients locking
-// overlapping sets never deadlock. Extend and Unlock act on all of them. An empty list, an
-// empty name, a name given twice or more than MaxResources names is ErrInvalidArgument.
-func (c *Client) LockMany(resources []string, ttl time.Duration) (*Lock, error) {
-	return c.lockMany(resources, ttl)
-}
-
-// TryLockMany is LockMany with a single attempt and no retries.
-func (c *Client) TryLockMany(resources []string, ttl time.Duration) (*Lock, error) {
-	return c.lockMany(resources, ttl, WithOnce())
-}
-
-func (c *Client) lockMany(resources []string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
-	if len(resources) == 0 {
-		return nil, invalidArgument("no resources")
-	}
-	return c.acquireNew(context.Background(), resources[0], ttl, append([]RequestOption{WithResources(resources[1:]...)}, opts...)...)
-}
-
-// RLock acquires the read lock of resource (see WithRead) with the client's retries,
-// or the patience, auto-extension and owner opts give.
-func (c *Client) RLock(resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, append([]RequestOption{WithRead()}, opts...)...)
-}
-
-// WLock acquires the write lock of resource (see WithWrite) with the client's retries, or
-// the patience, auto-extension and owner opts give.
-func (c *Client) WLock(resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, append([]RequestOption{WithWrite()}, opts...)...)
-}
-
-// Semaphore acquires one of permits permits of the semaphore resource (see WithSemaphore)
-// with the client's retries, or the patience and auto-extension opts give.
-func (c *Client) Semaphore(resource string, permits int, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
-	return c.acquireNew(context.Background(), resource, ttl, append([]RequestOption{WithSemaphore(permits)}, opts...)...)
 }
 
 // Close cancels the acquisitions in progress on other goroutines (they return at once an
@@ -359,7 +322,7 @@ func (c *Client) leave(own *callCancel) {
 }
 
 // call runs f on the live client, for the calls that no cancel handle ends (they are
-// bounded by NodeTimeout): ErrClosed after Close, and the C client stays allocated until f
+// bounded by the node timeout): ErrClosed after Close, and the C client stays allocated until f
 // returns.
 func (c *Client) call(f func(ptr *C.redlock_client) error) error {
 	if c == nil {

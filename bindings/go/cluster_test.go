@@ -2,6 +2,7 @@ package redquorum_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +23,8 @@ import (
 // dir, no persistence; never a pre-running server or a fixed port.
 
 var (
-	redisServer string          // path of the redis-server binary
-	shared      *cluster        // five nodes for the tests that do not break nodes
+	redisServer string            // path of the redis-server binary
+	shared      *cluster          // five nodes for the tests that do not break nodes
 	observer    *redquorum.Client // a connected client on shared, to check who holds what
 )
 
@@ -63,11 +64,11 @@ func runTests(m *testing.M) int {
 
 // connectedClient returns a client whose workers have connected to the nodes.
 func connectedClient(urls []string) (*redquorum.Client, error) {
-	c, err := redquorum.New(urls, redquorum.Options{NodeTimeout: time.Second})
+	c, err := redquorum.New(urls, redquorum.WithNodeTimeout(time.Second))
 	if err != nil {
 		return nil, err
 	}
-	l, err := c.Lock("go:warm-up", time.Second)
+	l, err := c.Lock(context.Background(), "go:warm-up", time.Second)
 	if err == nil {
 		err = l.Unlock()
 	}

@@ -81,8 +81,8 @@ func assertCancelled(t *testing.T, what string, err error, reason error) {
 	}
 }
 
-func TestLockContextCancelAndDeadline(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+func TestLockWaitEndsWithItsContext(t *testing.T) {
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:ctx"
 	holder := mustLock(t, observer, resource, 30*time.Second)
 	defer holder.Unlock()
@@ -90,32 +90,32 @@ func TestLockContextCancelAndDeadline(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	start := time.Now() // before the timer starts: the cancel comes at least 200 ms later
 	time.AfterFunc(200*time.Millisecond, cancel)
-	l, err := c.LockContext(ctx, resource, 10*time.Second)
+	l, err := c.Lock(ctx, resource, 10*time.Second, redquorum.WithWait(time.Hour))
 	if l != nil {
-		t.Fatal("LockContext returned a lock for a held resource")
+		t.Fatal("Lock with WithWait returned a lock for a held resource")
 	}
-	assertCancelled(t, "LockContext cancelled", err, context.Canceled)
+	assertCancelled(t, "Lock with WithWait cancelled", err, context.Canceled)
 	if d := time.Since(start); d < 200*time.Millisecond || d > 200*time.Millisecond+cancelBound {
-		t.Errorf("LockContext cancelled after 200 ms returned after %v", d)
+		t.Errorf("Lock with WithWait cancelled after 200 ms returned after %v", d)
 	}
 
 	start = time.Now() // before the deadline is set: it passes at least 300 ms later
 	ctx, stop := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer stop()
-	_, err = c.LockContext(ctx, resource, 10*time.Second)
-	assertCancelled(t, "LockContext past its deadline", err, context.DeadlineExceeded)
+	_, err = c.Lock(ctx, resource, 10*time.Second, redquorum.WithWait(time.Hour))
+	assertCancelled(t, "Lock with WithWait past its deadline", err, context.DeadlineExceeded)
 	if d := time.Since(start); d < 300*time.Millisecond || d > 300*time.Millisecond+cancelBound {
-		t.Errorf("LockContext with a 300 ms deadline returned after %v", d)
+		t.Errorf("Lock with WithWait with a 300 ms deadline returned after %v", d)
 	}
 
 	// A cause set with WithCancelCause is wrapped too.
 	errWhy := errors.New("shutting down")
 	ctx, cancelCause := context.WithCancelCause(context.Background())
 	time.AfterFunc(100*time.Millisecond, func() { cancelCause(errWhy) })
-	_, err = c.LockContext(ctx, resource, 10*time.Second)
-	assertCancelled(t, "LockContext with a cause", err, context.Canceled)
+	_, err = c.Lock(ctx, resource, 10*time.Second, redquorum.WithWait(time.Hour))
+	assertCancelled(t, "Lock with WithWait with a cause", err, context.Canceled)
 	if !errors.Is(err, errWhy) {
-		t.Errorf("LockContext = %v, want it to wrap the context's cause", err)
+		t.Errorf("Lock with WithWait = %v, want it to wrap the context's cause", err)
 	}
 
 	assertOnlyToken(t, resource, holder.Token())
@@ -127,13 +127,13 @@ func TestLockContextCancelAndDeadline(t *testing.T) {
 	// A context already done: nothing is tried, even on a free resource.
 	done, cancelDone := context.WithCancel(context.Background())
 	cancelDone()
-	_, err = c.LockContext(done, resource, 10*time.Second)
-	assertCancelled(t, "LockContext with a done context", err, context.Canceled)
+	_, err = c.Lock(done, resource, 10*time.Second, redquorum.WithWait(time.Hour))
+	assertCancelled(t, "Lock with WithWait with a done context", err, context.Canceled)
 	assertNoKey(t, resource)
 }
 
-func TestLockContextWakesOnRelease(t *testing.T) {
-	c := newClient(t, shared.urls(), redquorum.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
+func TestLockWaitWakesOnRelease(t *testing.T) {
+	c := newClient(t, shared.urls(), redquorum.WithRetryDelay(3*time.Second), redquorum.WithNodeTimeout(time.Second))
 	const resource = "go:ctx-wake"
 	holder := mustLock(t, observer, resource, 30*time.Second)
 	released := make(chan time.Time, 1)
@@ -143,27 +143,27 @@ func TestLockContextWakesOnRelease(t *testing.T) {
 	})
 	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
 	defer stop()
-	l, err := c.LockContext(ctx, resource, 10*time.Second)
+	l, err := c.Lock(ctx, resource, 10*time.Second, redquorum.WithWait(time.Hour))
 	if err != nil {
-		t.Fatalf("LockContext: %v", err)
+		t.Fatalf("Lock with WithWait: %v", err)
 	}
 	// The fallback backoff starts at RetryDelay (3 s): only a notification is sooner.
 	if d := time.Since(<-released); d > 1400*time.Millisecond {
-		t.Errorf("LockContext took the lock %v after the release", d)
+		t.Errorf("Lock with WithWait took the lock %v after the release", d)
 	}
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
 	}
 	// The lock outlives its context.
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err = c.LockContext(ctx, resource, 10*time.Second)
+	l, err = c.Lock(ctx, resource, 10*time.Second, redquorum.WithWait(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	time.Sleep(50 * time.Millisecond)
 	if !l.Held() {
-		t.Error("cancelling the context of a granted LockContext lost the lock")
+		t.Error("cancelling the context of a granted Lock with WithWait lost the lock")
 	}
 	assertHeld(t, resource)
 	if err := l.Unlock(); err != nil {
@@ -174,7 +174,7 @@ func TestLockContextWakesOnRelease(t *testing.T) {
 // Cancels and deadlines at random offsets racing a release: each round ends with the lock
 // (then released) or a cancel error, and never with a key left behind.
 func TestContextRacesRelease(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	rounds := 60
 	if testing.Short() {
 		rounds = 15
@@ -200,7 +200,7 @@ func TestContextRacesRelease(t *testing.T) {
 			req = redquorum.NewRequest(resource, 10*time.Second, redquorum.WithRetries(1000, 2*time.Millisecond, time.Millisecond), redquorum.WithFenced())
 		}
 		start := time.Now()
-		l, err := c.AcquireContext(ctx, req)
+		l, err := c.Acquire(ctx, req)
 		elapsed := time.Since(start)
 		switch {
 		case err == nil:
@@ -220,7 +220,7 @@ func TestContextRacesRelease(t *testing.T) {
 			}
 			slowest = max(slowest, elapsed-20*time.Millisecond-offset)
 		default:
-			t.Fatalf("round %d: AcquireContext = %v", round, err)
+			t.Fatalf("round %d: Acquire = %v", round, err)
 		}
 		cancel()
 		if !release.Stop() {
@@ -237,7 +237,7 @@ func TestContextRacesRelease(t *testing.T) {
 }
 
 func TestCloseCancelsWaiters(t *testing.T) {
-	c, err := redquorum.New(shared.urls(), redquorum.Options{RetryCount: 1000, RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
+	c, err := redquorum.New(shared.urls(), redquorum.WithRetryCount(1000), redquorum.WithRetryDelay(3*time.Second), redquorum.WithNodeTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,17 +249,21 @@ func TestCloseCancelsWaiters(t *testing.T) {
 	defer stop()
 	waiters := map[string]func() (*redquorum.Lock, error){
 		"Acquire(WithWait 15 s)": func() (*redquorum.Lock, error) {
-			return c.Acquire(redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWait(15*time.Second)))
+			return c.Acquire(context.Background(), redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWait(15*time.Second)))
 		},
-		"Lock (retries 3 s apart)":   func() (*redquorum.Lock, error) { return c.Lock(resource, 10*time.Second) },
-		"LockContext(Background)":    func() (*redquorum.Lock, error) { return c.LockContext(context.Background(), resource, 10*time.Second) },
-		"LockContext(with deadline)": func() (*redquorum.Lock, error) { return c.LockContext(ctx, resource, 10*time.Second) },
+		"Lock (retries 3 s apart)": func() (*redquorum.Lock, error) { return c.Lock(context.Background(), resource, 10*time.Second) },
+		"Lock(Background, WithWait)": func() (*redquorum.Lock, error) {
+			return c.Lock(context.Background(), resource, 10*time.Second, redquorum.WithWait(time.Hour))
+		},
+		"Lock(deadline, WithWait)": func() (*redquorum.Lock, error) {
+			return c.Lock(ctx, resource, 10*time.Second, redquorum.WithWait(time.Hour))
+		},
 		"Acquire(fenced, auto-extended, polling)": func() (*redquorum.Lock, error) {
-			return c.Acquire(redquorum.NewRequest(resource, 10*time.Second, redquorum.WithFenced(),
+			return c.Acquire(context.Background(), redquorum.NewRequest(resource, 10*time.Second, redquorum.WithFenced(),
 				redquorum.WithWait(time.Minute), redquorum.WithPolling(), redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 		},
-		"LockMany": func() (*redquorum.Lock, error) {
-			return c.LockMany([]string{"go:close-waiters-other", resource}, 10*time.Second)
+		"WithResources": func() (*redquorum.Lock, error) {
+			return acquire(c, "go:close-waiters-other", 10*time.Second, redquorum.WithResources(resource))
 		},
 	}
 	type result struct {
@@ -308,8 +312,8 @@ func TestCloseCancelsWaiters(t *testing.T) {
 		t.Errorf("Close took %v with waiters pending", d)
 	}
 	t.Logf("Close took %v; the last of %d waiters returned %v after it began", d, len(waiters), slowest)
-	if _, err := c.LockContext(ctx, resource, time.Second); !errors.Is(err, redquorum.ErrClosed) {
-		t.Errorf("LockContext after Close = %v, want ErrClosed", err)
+	if _, err := c.Lock(ctx, resource, time.Second, redquorum.WithWait(time.Hour)); !errors.Is(err, redquorum.ErrClosed) {
+		t.Errorf("Lock with WithWait after Close = %v, want ErrClosed", err)
 	}
 	if _, err := c.NodeStatus(); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("NodeStatus after Close = %v, want ErrClosed", err)
@@ -326,7 +330,7 @@ func TestCloseCancelsWaiters(t *testing.T) {
 // closed or cancelled error, never a crash, and Close never waits long.
 func TestCloseRacesAcquisitions(t *testing.T) {
 	for round := range 5 {
-		c, err := redquorum.New(shared.urls(), quick)
+		c, err := redquorum.New(shared.urls(), quick...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,9 +346,9 @@ func TestCloseRacesAcquisitions(t *testing.T) {
 				var err error
 				switch i % 3 {
 				case 0:
-					l, err = c.LockContext(ctx, resource, 5*time.Second)
+					l, err = c.Lock(ctx, resource, 5*time.Second, redquorum.WithWait(time.Hour))
 				case 1:
-					l, err = c.Lock(resource, 5*time.Second)
+					l, err = c.Lock(context.Background(), resource, 5*time.Second)
 				default:
 					_, err = c.NodeStatus()
 				}
@@ -395,20 +399,19 @@ func TestNilReceivers(t *testing.T) {
 	var c *redquorum.Client
 	ctx := context.Background()
 	calls := map[string]func() error{
-		"Lock":        func() error { _, err := c.Lock("go:nil", time.Second); return err },
-		"TryLock":     func() error { _, err := c.TryLock("go:nil", time.Second); return err },
-		"LockContext": func() error { _, err := c.LockContext(ctx, "go:nil", time.Second); return err },
-		"LockFenced":  func() error { _, err := c.LockFenced("go:nil", time.Second); return err },
-		"ReentrantLock": func() error {
-			_, err := c.ReentrantLock("go:nil", "o", time.Second)
+		"Lock":       func() error { _, err := c.Lock(ctx, "go:nil", time.Second); return err },
+		"TryLock":    func() error { _, err := c.TryLock("go:nil", time.Second); return err },
+		"LockFenced": func() error { _, err := c.LockFenced(ctx, "go:nil", time.Second); return err },
+		"ReadLock":   func() error { _, err := c.ReadLock(ctx, "go:nil", time.Second); return err },
+		"WriteLock":  func() error { _, err := c.WriteLock(ctx, "go:nil", time.Second); return err },
+		"Semaphore":  func() error { _, err := c.Semaphore(ctx, "go:nil", 2, time.Second); return err },
+		"Acquire": func() error {
+			_, err := c.Acquire(ctx, redquorum.NewRequest("go:nil", time.Second))
 			return err
 		},
-		"LockMany":   func() error { _, err := c.LockMany([]string{"go:nil"}, time.Second); return err },
-		"RLock":      func() error { _, err := c.RLock("go:nil", time.Second); return err },
-		"WLock":      func() error { _, err := c.WLock("go:nil", time.Second); return err },
-		"Semaphore":  func() error { _, err := c.Semaphore("go:nil", 2, time.Second); return err },
-		"Acquire":    func() error { _, err := c.Acquire(redquorum.NewRequest("go:nil", time.Second)); return err },
-		"WithLock":   func() error { return c.WithLock("go:nil", time.Second, func(*redquorum.Lock) error { return nil }) },
+		"WithLock": func() error {
+			return c.WithLock(ctx, "go:nil", time.Second, func(*redquorum.Lock) error { return nil })
+		},
 		"NodeStatus": func() error { _, err := c.NodeStatus(); return err },
 		"Inspect":    func() error { _, err := c.Inspect("go:nil"); return err },
 		"Close":      c.Close,
@@ -417,17 +420,17 @@ func TestNilReceivers(t *testing.T) {
 		assertInvalid(t, "nil Client: "+name, call())
 	}
 
-	live := newClient(t, shared.urls(), patient)
-	_, err := live.Acquire(nil)
+	live := newClient(t, shared.urls(), patient...)
+	_, err := live.Acquire(context.Background(), nil)
 	assertInvalid(t, "Acquire(nil)", err)
-	_, err = live.Acquire(&redquorum.Request{})
+	_, err = live.Acquire(context.Background(), &redquorum.Request{})
 	assertInvalid(t, "Acquire(a Request not made by NewRequest)", err)
 	var nilRequest *redquorum.Request
 	if err := nilRequest.Close(); err != nil {
 		t.Errorf("Close of a nil *Request = %v, want nil", err)
 	}
 	// A nil context is what this checks.
-	_, err = live.AcquireContext(nil, redquorum.NewRequest("go:nil", time.Second))
-	assertInvalid(t, "AcquireContext(nil ctx)", err)
+	_, err = live.Acquire(nil, redquorum.NewRequest("go:nil", time.Second))
+	assertInvalid(t, "Acquire(nil ctx)", err)
 	assertNoKey(t, "go:nil")
 }

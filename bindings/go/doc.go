@@ -4,27 +4,29 @@
 // with the same bytes.
 //
 //	c, err := redquorum.New([]string{"redis://127.0.0.1:7000", "redis://127.0.0.1:7001",
-//		"redis://127.0.0.1:7002"}, redquorum.Options{})
+//		"redis://127.0.0.1:7002"}, redquorum.WithNodeTimeout(100*time.Millisecond))
 //	if err != nil { ... }
 //	defer c.Close()
 //
-//	l, err := c.Lock("orders:42", 10*time.Second)
+//	l, err := c.Lock(ctx, "orders:42", 10*time.Second)
 //	switch {
 //	case errors.Is(err, redquorum.ErrNotAcquired): // another owner holds it
 //		return err
-//	case err != nil: // ErrNoQuorum: too few nodes answered, ...
+//	case err != nil: // ErrNoQuorum: too few nodes answered, ErrCancelled: ctx is done, ...
 //		return err
 //	}
 //	defer l.Unlock()
 //	// ... work for less than l.Validity() ...
 //
-// LockContext waits for a busy resource until a context is done. A Request (NewRequest
-// with options) describes any acquisition: the kind (fenced, reentrant, several resources,
-// read or write side of a read-write lock, semaphore permit), the patience and
-// auto-extension. It is built once and acquired as often as needed, from any goroutine,
-// with AcquireContext: each acquisition is one call into libredlock, cancelled by its own
-// context. A done context ends an acquisition at once with an error wrapping ErrCancelled
-// and ctx.Err(); Close ends every pending one with ErrClosed.
+// New takes functional options (ClientOption: WithNodeTimeout, WithRetryCount, ...). A
+// Request (NewRequest with RequestOptions) describes any acquisition: the kind (fenced,
+// reentrant, several resources, read or write side of a read-write lock, semaphore permit),
+// the patience (the client's retries, WithRetries, WithOnce, WithWait) and auto-extension. It
+// is built once and acquired as often as needed, from any goroutine, with Acquire: each
+// acquisition is one call into libredlock, cancelled by its own context. A done context ends
+// an acquisition at once with an error wrapping ErrCancelled and ctx.Err(); Close ends every
+// pending one with ErrClosed. The shorthands Lock, TryLock, LockFenced, ReadLock, WriteLock,
+// Semaphore and WithLock each acquire a Request made for the one call.
 //
 // A goroutine is not a thread, so the read-write lock's check that a caller does not wait
 // for itself goes by owner: WithOwner names one, and without it a Request is its own owner.

@@ -65,12 +65,12 @@ func OnNewLeader(f func(l *Leader)) ElectionOption {
 
 // Election makes a candidate named identity in the election name; its leaderships last ttl
 // (whole milliseconds) and are extended every third of it while held, whatever
-// Options.MaxExtensions says. Nothing is sent to the nodes yet (but for OnNewLeader, which
+// WithMaxExtensions says. Nothing is sent to the nodes yet (but for OnNewLeader, which
 // starts observing): Campaign does that.
 //
 // ErrInvalidArgument for an empty name or one over 1024 bytes, an empty identity or one over
 // 256 bytes, NUL bytes or invalid UTF-8 in either, or a ttl too short to leave validity or to
-// be extended in time (it must exceed a third of itself plus Options.NodeTimeout). identity
+// be extended in time (it must exceed a third of itself plus the node timeout). identity
 // is what observers see: give each candidate its own (a host or pod name); two candidates
 // with one identity still exclude each other, but observers cannot tell them apart.
 func (c *Client) Election(name, identity string, ttl time.Duration, opts ...ElectionOption) (*Election, error) {
@@ -188,7 +188,7 @@ func (e *Election) campaign(ctx context.Context, once bool) (*Leadership, error)
 	}
 	if e.stopped != nil {
 		stopped, term := e.stopped, l.term
-		context.AfterFunc(l.ctx, func() { stopped(term) })
+		context.AfterFunc(l.h.ctx, func() { stopped(term) })
 	}
 	return l, nil
 }

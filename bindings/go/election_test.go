@@ -84,7 +84,7 @@ func assertDone(t *testing.T, what string, ctx context.Context, cause error) {
 func TestElectionCampaignResignAndTheNextTerm(t *testing.T) {
 	// A new election each run: the count of transitions is kept on the nodes.
 	name := fmt.Sprintf("go:election:terms:%d", time.Now().UnixNano())
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	if l, err := c.Leader(name); l != nil || err != nil {
 		t.Fatalf("Leader of a new election = %+v, %v; want nobody", l, err)
 	}
@@ -121,7 +121,7 @@ func TestElectionCampaignResignAndTheNextTerm(t *testing.T) {
 	}
 
 	// B campaigns on a client of its own and waits; A's resignation wakes it.
-	b := mustElection(t, newClient(t, shared.urls(), patient), name, "host-b", electionTTL)
+	b := mustElection(t, newClient(t, shared.urls(), patient...), name, "host-b", electionTTL)
 	type won struct {
 		l   *redquorum.Leadership
 		err error
@@ -180,7 +180,7 @@ func TestElectionCampaignResignAndTheNextTerm(t *testing.T) {
 // with a cause that wraps ErrLost, and Resign says it was lost.
 func TestLeadershipContextEndsWhenLost(t *testing.T) {
 	cl := newCluster(t, 3)
-	c := newClient(t, cl.urls(), redquorum.Options{NodeTimeout: 100 * time.Millisecond})
+	c := newClient(t, cl.urls(), redquorum.WithNodeTimeout(100*time.Millisecond))
 	stopped := make(chan uint64, 1)
 	e := mustElection(t, c, "go:election:lost", "a", 1500*time.Millisecond,
 		redquorum.OnStoppedLeading(func(term uint64) { stopped <- term }))
@@ -220,7 +220,7 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 	holder := mustCampaign(t, mustElection(t, observer, name, "holder", electionTTL))
 	defer holder.Resign()
 
-	c, err := redquorum.New(shared.urls(), patient)
+	c, err := redquorum.New(shared.urls(), patient...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 
 func TestObserveElection(t *testing.T) {
 	const name = "go:election:observe"
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	changes, err := c.Observe(ctx, name)
@@ -308,7 +308,7 @@ func TestObserveElection(t *testing.T) {
 		t.Fatalf("first state = %+v, want nobody", l)
 	}
 
-	e := mustElection(t, newClient(t, shared.urls(), patient), name, "one", electionTTL)
+	e := mustElection(t, newClient(t, shared.urls(), patient...), name, "one", electionTTL)
 	viaElection := e.Observe(ctx)
 	if l := receive(t, "Election.Observe's first state", viaElection); l != nil {
 		t.Fatalf("Election.Observe's first state = %+v, want nobody", l)
@@ -339,7 +339,7 @@ func TestObserveElection(t *testing.T) {
 	}
 
 	// So does the Client's Close, also for an observer nobody reads.
-	closing, err := redquorum.New(shared.urls(), patient)
+	closing, err := redquorum.New(shared.urls(), patient...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestElectionCallbacks(t *testing.T) {
 	newLeader := make(chan struct{}, 10)
 	started := make(chan *redquorum.Leadership, 1)
 	stopped := make(chan uint64, 1)
-	e := mustElection(t, newClient(t, shared.urls(), patient), name, "me", electionTTL,
+	e := mustElection(t, newClient(t, shared.urls(), patient...), name, "me", electionTTL,
 		redquorum.OnStartedLeading(func(l *redquorum.Leadership) {
 			if !l.IsLeader() {
 				t.Error("OnStartedLeading: not leader")
@@ -453,7 +453,7 @@ func campaignAndForget(t *testing.T, e *redquorum.Election) (context.Context, ui
 func TestForgottenLeadershipIsResigned(t *testing.T) {
 	const name = "go:election:forgotten"
 	stopped := make(chan uint64, 1)
-	e := mustElection(t, newClient(t, shared.urls(), patient), name, "forgetful", electionTTL,
+	e := mustElection(t, newClient(t, shared.urls(), patient...), name, "forgetful", electionTTL,
 		redquorum.OnStoppedLeading(func(term uint64) { stopped <- term }))
 	work, term := campaignAndForget(t, e)
 	for deadline := time.Now().Add(10 * time.Second); work.Err() == nil && time.Now().Before(deadline); {
@@ -479,7 +479,7 @@ func TestForgottenLeadershipIsResigned(t *testing.T) {
 }
 
 func TestElectionBadArguments(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	bad := map[string]func() error{
 		"empty name":      func() error { _, err := c.Election("", "a", electionTTL); return err },
 		"empty identity":  func() error { _, err := c.Election("go:election:bad", "", electionTTL); return err },

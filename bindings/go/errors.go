@@ -22,7 +22,7 @@ var (
 	ErrLost = errors.New("redlock: lock lost")
 	// ErrInvalidArgument: a bad URL, resource, TTL or option.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
-	// ErrExtensionLimit: Extend was called more than Options.MaxExtensions times; the
+	// ErrExtensionLimit: Extend was called more than WithMaxExtensions allows; the
 	// lock is still held.
 	ErrExtensionLimit = errors.New("redlock: extension limit reached")
 	// ErrPanic: a bug in libredlock; the call had no effect it can vouch for.

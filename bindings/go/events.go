@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// The client's events as slog records (Options.Logger). The library calls redlockGoEvent on
+// The client's events as slog records (WithLogger). The library calls redlockGoEvent on
 // its dispatcher thread; that call only copies the event into Go memory and hands it over a
 // buffered channel, without blocking (a full buffer drops the event and counts it), so no
 // user code (slog handlers) runs on a libredlock thread. A goroutine per client logs what

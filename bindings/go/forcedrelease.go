@@ -68,8 +68,8 @@ type ForcedRelease struct {
 // extension. Use it for a lock whose holder is known dead, with the token read by Inspect,
 // so that a holder that took the lock after you looked is left alone.
 //
-// It waits for every node up to Options.NodeTimeout; node failures are reported per node,
-// not as the error. Check ForcedRelease.OnQuorum. The error wraps ErrInvalidArgument for an
+// It waits for every node up to the node timeout (WithNodeTimeout); node failures are
+// reported per node, not as the error. Check ForcedRelease.OnQuorum. The error wraps ErrInvalidArgument for an
 // empty resource, or a resource or token with a NUL byte, ErrClosed after Close.
 func (c *Client) ForceRelease(resource, token string) (*ForcedRelease, error) {
 	if err := cName("resource name", resource); err != nil {

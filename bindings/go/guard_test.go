@@ -13,16 +13,18 @@ func TestGuardOptionsAreValidated(t *testing.T) {
 	cl := newCluster(t, 1)
 	for _, tc := range []struct {
 		name string
-		opts redquorum.Options
+		opts []redquorum.ClientOption
 		want string
 	}{
-		{"negative threshold", redquorum.Options{ClockJumpThreshold: -time.Millisecond}, "ClockJumpThreshold"},
-		{"negative quarantine", redquorum.Options{ClockQuarantine: -time.Second}, "ClockQuarantine"},
-		{"threshold with the guard off", redquorum.Options{DisableClockGuard: true, ClockJumpThreshold: time.Second}, "DisableClockGuard"},
-		{"huge threshold", redquorum.Options{ClockJumpThreshold: 11 * 365 * 24 * time.Hour}, "clock_jump_threshold_ms"},
-		{"huge quarantine", redquorum.Options{ClockQuarantine: 11 * 365 * 24 * time.Hour}, "clock_quarantine_ms"},
+		{"negative threshold", []redquorum.ClientOption{redquorum.WithClockJumpThreshold(-time.Millisecond)}, "WithClockJumpThreshold(-1ms)"},
+		{"negative quarantine", []redquorum.ClientOption{redquorum.WithClockQuarantine(-time.Second)}, "WithClockQuarantine(-1s)"},
+		{"threshold with the guard off", []redquorum.ClientOption{redquorum.WithoutClockGuard(), redquorum.WithClockJumpThreshold(time.Second)}, "WithoutClockGuard"},
+		{"guard off after a threshold", []redquorum.ClientOption{redquorum.WithClockJumpThreshold(time.Second), redquorum.WithoutClockGuard()}, "WithoutClockGuard"},
+		{"huge threshold", []redquorum.ClientOption{redquorum.WithClockJumpThreshold(11 * 365 * 24 * time.Hour)}, "WithClockJumpThreshold(96360h0m0s): "},
+		{"huge quarantine", []redquorum.ClientOption{redquorum.WithClockQuarantine(11 * 365 * 24 * time.Hour)}, "WithClockQuarantine(96360h0m0s): "},
+		{"zero quarantine", []redquorum.ClientOption{redquorum.WithClockQuarantine(0)}, "WithClockQuarantine(0s): "},
 	} {
-		c, err := redquorum.New(cl.urls(), tc.opts)
+		c, err := redquorum.New(cl.urls(), tc.opts...)
 		if !errors.Is(err, redquorum.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			if c != nil {
 				c.Close()
@@ -31,21 +33,21 @@ func TestGuardOptionsAreValidated(t *testing.T) {
 		}
 	}
 	// Accepted settings still lock.
-	for _, opts := range []redquorum.Options{
-		{DisableClockGuard: true, NodeTimeout: time.Second},
-		{ClockJumpThreshold: 250 * time.Millisecond, ClockQuarantine: 2 * time.Minute, StrictServers: true, NodeTimeout: time.Second},
+	for i, opts := range [][]redquorum.ClientOption{
+		{redquorum.WithoutClockGuard(), redquorum.WithNodeTimeout(time.Second)},
+		{redquorum.WithClockJumpThreshold(250 * time.Millisecond), redquorum.WithClockQuarantine(2 * time.Minute), redquorum.WithStrictServers(), redquorum.WithNodeTimeout(time.Second)},
 	} {
-		c := newClient(t, cl.urls(), opts)
+		c := newClient(t, cl.urls(), opts...)
 		l := mustLock(t, c, "go:guard-settings", 10*time.Second)
 		if err := l.Unlock(); err != nil {
-			t.Fatalf("%+v: Unlock: %v", opts, err)
+			t.Fatalf("settings %d: Unlock: %v", i, err)
 		}
 	}
 }
 
 func TestNodeStatusReportsTheGuards(t *testing.T) {
 	cl := newCluster(t, 3)
-	c := newClient(t, cl.urls(), redquorum.Options{NodeTimeout: time.Second, StrictServers: true})
+	c := newClient(t, cl.urls(), redquorum.WithNodeTimeout(time.Second), redquorum.WithStrictServers())
 	l := mustLock(t, c, "go:guard-status", 10*time.Second) // samples each node's TIME
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestNodeStatusReportsTheGuards(t *testing.T) {
 		t.Errorf("clock offset known for %d of %d nodes", sampled, len(statuses))
 	}
 
-	off := newClient(t, cl.urls(), redquorum.Options{NodeTimeout: time.Second, DisableClockGuard: true})
+	off := newClient(t, cl.urls(), redquorum.WithNodeTimeout(time.Second), redquorum.WithoutClockGuard())
 	l = mustLock(t, off, "go:guard-off", 10*time.Second)
 	l.Unlock()
 	statuses, err = off.NodeStatus()
@@ -100,17 +102,17 @@ func TestNodeStatusReportsTheGuards(t *testing.T) {
 
 func TestMinReplicasIsPassedOnAndChecked(t *testing.T) {
 	cl := newCluster(t, 1)
-	if c, err := redquorum.New(cl.urls(), redquorum.Options{MinReplicas: -1}); !errors.Is(err, redquorum.ErrInvalidArgument) || !strings.Contains(err.Error(), "MinReplicas") {
+	if c, err := redquorum.New(cl.urls(), redquorum.WithMinReplicas(-1)); !errors.Is(err, redquorum.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithMinReplicas(-1)") {
 		if c != nil {
 			c.Close()
 		}
-		t.Errorf("MinReplicas -1: New = %v, want ErrInvalidArgument naming MinReplicas", err)
+		t.Errorf("WithMinReplicas(-1): New = %v, want ErrInvalidArgument naming WithMinReplicas", err)
 	}
 	// The test node has no replica: the vote fails at once, saying why.
-	c := newClient(t, cl.urls(), redquorum.Options{MinReplicas: 1, RetryCount: -1})
+	c := newClient(t, cl.urls(), redquorum.WithMinReplicas(1), redquorum.WithRetryCount(0))
 	l, err := c.TryLock("go:min-replicas", 5*time.Second)
 	if l != nil || !errors.Is(err, redquorum.ErrNoQuorum) || !strings.Contains(err.Error(), "fewer than min_replicas 1") {
-		t.Fatalf("TryLock with MinReplicas 1 and no replica = %v, want ErrNoQuorum naming min_replicas", err)
+		t.Fatalf("TryLock with WithMinReplicas(1) and no replica = %v, want ErrNoQuorum naming min_replicas", err)
 	}
 	statuses, err := c.NodeStatus()
 	if err != nil {

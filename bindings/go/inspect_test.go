@@ -53,7 +53,7 @@ func outcomes(r *redquorum.ForcedRelease, o redquorum.ReleaseOutcome) int {
 }
 
 func TestInspectFreePlainAndFenced(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	insp := mustInspect(t, c, "go:insp-free")
 	if insp.Resource != "go:insp-free" || insp.Held || insp.Holder != "" || insp.HasFence || insp.Quorum != 3 {
 		t.Errorf("free resource: %+v", insp)
@@ -83,7 +83,7 @@ func TestInspectFreePlainAndFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f, err := c.TryLockFenced("go:insp-fenced", inspectTTL)
+	f, err := acquire(c, "go:insp-fenced", inspectTTL, redquorum.WithFenced(), redquorum.WithOnce())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +105,14 @@ func TestInspectFreePlainAndFenced(t *testing.T) {
 }
 
 func TestInspectReentrantOwners(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	owner := redquorum.NewOwner()
-	outer, err := c.TryReentrantLock("go:insp-re", owner, inspectTTL)
+	outer, err := acquire(c, "go:insp-re", inspectTTL, redquorum.WithReentrant(owner), redquorum.WithOnce())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer outer.Unlock()
-	inner, err := c.TryReentrantLock("go:insp-re", owner, inspectTTL)
+	inner, err := acquire(c, "go:insp-re", inspectTTL, redquorum.WithReentrant(owner), redquorum.WithOnce())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestInspectReportsDownNodesAndNoperm(t *testing.T) {
 	}
 	urls := cl.urls()
 	urls[4] = "redis://limited:pw@" + cl.nodes[4].addr()
-	c := newClient(t, urls, patient)
+	c := newClient(t, urls, patient...)
 	l := mustLock(t, c, "go:insp-down", inspectTTL)
 	cl.nodes[0].kill()
 	insp := mustInspect(t, c, "go:insp-down")
@@ -181,9 +181,9 @@ func TestInspectReportsDownNodesAndNoperm(t *testing.T) {
 }
 
 func TestForceRelease(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:insp-force"
-	l, err := c.TryLockFenced(resource, inspectTTL)
+	l, err := acquire(c, resource, inspectTTL, redquorum.WithFenced(), redquorum.WithOnce())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestForceRelease(t *testing.T) {
 		t.Errorf("Extend after a forced release = %v, want ErrLost", err)
 	}
 
-	bob, err := c.TryReentrantLock(resource, "bob", inspectTTL)
+	bob, err := acquire(c, resource, inspectTTL, redquorum.WithReentrant("bob"), redquorum.WithOnce())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestForceRelease(t *testing.T) {
 }
 
 func TestInspectInvalidArguments(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	for what, err := range map[string]error{
 		"Inspect empty":           second(c.Inspect("")),
 		"Inspect NUL":             second(c.Inspect("a\x00b")),

@@ -121,9 +121,9 @@ type Inspection struct {
 // another type, nothing), its remaining TTL and the fence counter, plus whether a quorum
 // holds it and by which token.
 //
-// Read-only. It waits for every node up to Options.NodeTimeout, so it needs no context; a
-// node that is down, times out or answers with an error (a NOPERM of a tight ACL) is
-// reported in its entry (NodeInspection.Error) instead of failing the call. Each node is
+// Read-only. It waits for every node up to the node timeout (WithNodeTimeout), so it needs
+// no context; a node that is down, times out or answers with an error (a NOPERM of a tight
+// ACL) is reported in its entry (NodeInspection.Error) instead of failing the call. Each node is
 // read at a slightly different moment. The error wraps ErrInvalidArgument for an empty
 // resource or one with a NUL byte, ErrClosed after Close.
 func (c *Client) Inspect(resource string) (*Inspection, error) {

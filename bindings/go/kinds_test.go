@@ -1,6 +1,7 @@
 package redquorum_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,11 +13,11 @@ import (
 )
 
 func TestFencedTokensStrictlyIncrease(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:fenced"
 	var last uint64
 	for i := 0; i < 4; i++ {
-		l, err := c.LockFenced(resource, 5*time.Second)
+		l, err := c.LockFenced(context.Background(), resource, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,14 +44,14 @@ func TestFencedTokensStrictlyIncrease(t *testing.T) {
 	if _, ok := plain.Fence(); ok {
 		t.Error("a plain lock has no fence")
 	}
-	if _, err := c.TryLockFenced(resource, time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
-		t.Fatalf("TryLockFenced over a plain lock: %v", err)
+	if _, err := acquire(c, resource, time.Second, redquorum.WithFenced(), redquorum.WithOnce()); !errors.Is(err, redquorum.ErrNotAcquired) {
+		t.Fatalf("a fenced single attempt over a plain lock: %v", err)
 	}
 	plain.Unlock()
 }
 
 func TestFencedTokensIncreaseAcrossGoroutines(t *testing.T) {
-	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 500, RetryDelay: 2 * time.Millisecond, RetryJitter: 2 * time.Millisecond, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.WithRetryCount(500), redquorum.WithRetryDelay(2*time.Millisecond), redquorum.WithRetryJitter(2*time.Millisecond), redquorum.WithNodeTimeout(time.Second))
 	const resource = "go:fenced-contention"
 	var mu sync.Mutex
 	var seen []uint64
@@ -60,7 +61,7 @@ func TestFencedTokensIncreaseAcrossGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
-				l, err := c.LockFenced(resource, 5*time.Second)
+				l, err := c.LockFenced(context.Background(), resource, 5*time.Second)
 				if err != nil {
 					t.Error(err)
 					return
@@ -87,13 +88,13 @@ func TestFencedTokensIncreaseAcrossGoroutines(t *testing.T) {
 }
 
 func TestReentrantLockNestsAcrossGoroutines(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:reentrant"
 	owner := redquorum.NewOwner()
 	if len(owner) != 40 || owner == redquorum.NewOwner() {
 		t.Fatalf("NewOwner() = %q", owner)
 	}
-	outer, err := c.ReentrantLock(resource, owner, 5*time.Second)
+	outer, err := acquire(c, resource, 5*time.Second, redquorum.WithReentrant(owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestReentrantLockNestsAcrossGoroutines(t *testing.T) {
 	// Another goroutine acting for the same owner nests at once.
 	done := make(chan *redquorum.Lock)
 	go func() {
-		inner, err := c.TryReentrantLock(resource, owner, 5*time.Second)
+		inner, err := acquire(c, resource, 5*time.Second, redquorum.WithReentrant(owner), redquorum.WithOnce())
 		if err != nil {
 			t.Error(err)
 		}
@@ -119,7 +120,7 @@ func TestReentrantLockNestsAcrossGoroutines(t *testing.T) {
 	if n, _ := inner.HoldCount(); n != 2 {
 		t.Fatalf("inner HoldCount = %d", n)
 	}
-	if _, err := c.TryReentrantLock(resource, "someone else", time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
+	if _, err := acquire(c, resource, time.Second, redquorum.WithReentrant("someone else"), redquorum.WithOnce()); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Fatalf("another owner: %v", err)
 	}
 	assertHeld(t, resource)
@@ -136,9 +137,9 @@ func TestReentrantLockNestsAcrossGoroutines(t *testing.T) {
 	assertFree(t, resource)
 }
 
-func TestLockManyIsAllOrNothing(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
-	l, err := c.LockMany([]string{"go:many-b", "go:many-a"}, 5*time.Second)
+func TestManyResourcesAreAllOrNothing(t *testing.T) {
+	c := newClient(t, shared.urls(), patient...)
+	l, err := acquire(c, "go:many-b", 5*time.Second, redquorum.WithResources("go:many-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestLockManyIsAllOrNothing(t *testing.T) {
 	}
 	assertHeld(t, "go:many-a")
 	assertHeld(t, "go:many-b")
-	if _, err := c.TryLockMany([]string{"go:many-b", "go:many-c"}, time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
+	if _, err := acquire(c, "go:many-b", time.Second, redquorum.WithResources("go:many-c"), redquorum.WithOnce()); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Fatalf("overlapping set: %v", err)
 	}
 	if err := l.Extend(10 * time.Second); err != nil {
@@ -164,28 +165,26 @@ func TestLockManyIsAllOrNothing(t *testing.T) {
 }
 
 func TestKindsInvalidArguments(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
-	_, err := c.LockFenced("", time.Second)
+	c := newClient(t, shared.urls(), patient...)
+	_, err := c.LockFenced(context.Background(), "", time.Second)
 	assertInvalid(t, "empty fenced resource", err)
-	_, err = c.TryLockFenced("go:x", 0)
+	_, err = acquire(c, "go:x", 0, redquorum.WithFenced(), redquorum.WithOnce())
 	assertInvalid(t, "zero TTL", err)
-	_, err = c.ReentrantLock("go:x", "", time.Second)
+	_, err = acquire(c, "go:x", time.Second, redquorum.WithReentrant(""))
 	assertInvalid(t, "empty owner", err)
-	_, err = c.ReentrantLock("go:x", "a\x00b", time.Second)
+	_, err = acquire(c, "go:x", time.Second, redquorum.WithReentrant("a\x00b"))
 	assertInvalid(t, "owner with NUL", err)
-	_, err = c.TryReentrantLock("go:x", strings.Repeat("o", 1025), time.Second)
+	_, err = acquire(c, "go:x", time.Second, redquorum.WithReentrant(strings.Repeat("o", 1025)), redquorum.WithOnce())
 	assertInvalid(t, "owner too long", err)
-	_, err = c.LockMany(nil, time.Second)
-	assertInvalid(t, "no resources", err)
-	_, err = c.LockMany([]string{"go:x", "go:x"}, time.Second)
+	_, err = acquire(c, "go:x", time.Second, redquorum.WithResources("go:x"))
 	assertInvalid(t, "duplicate resources", err)
-	_, err = c.TryLockMany([]string{"go:x", ""}, time.Second)
+	_, err = acquire(c, "go:x", time.Second, redquorum.WithResources(""), redquorum.WithOnce())
 	assertInvalid(t, "empty name in the list", err)
 	many := make([]string, redquorum.MaxResources+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("go:x%d", i)
 	}
-	_, err = c.LockMany(many, time.Second)
+	_, err = acquire(c, many[0], time.Second, redquorum.WithResources(many[1:]...))
 	assertInvalid(t, "too many resources", err)
 	assertFree(t, "go:x")
 }

@@ -14,9 +14,7 @@ import "C"
 
 import (
 	"context"
-	"runtime"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -34,37 +32,32 @@ import (
 // returns) leads nothing: Resign returns ErrInvalidArgument, IsLeader is false, Context is
 // done; no method panics.
 type Leadership struct {
-	// mu guards ptr: read-locked by every C call on it, write-locked to free it.
-	mu     sync.RWMutex
-	ptr    *C.redlock_leadership // nil after Resign
-	lostID uintptr
+	h *held[*C.redlock_leadership]
 	// Set once by newLeadership; never changed.
 	name, identity string
 	term           uint64
-	ctx            context.Context
-	cancel         context.CancelCauseFunc
+}
+
+var leadershipOps = &heldOps[*C.redlock_leadership]{
+	onLost: func(p *C.redlock_leadership, id C.uintptr_t) bool {
+		return C.redlock_go_on_leadership_lost(p, id) == C.REDLOCK_OK
+	},
+	release: func(p *C.redlock_leadership, e cErr) cStatus { return C.redlock_leadership_resign(p, e) },
+	isLost:  func(p *C.redlock_leadership) bool { return bool(C.redlock_leadership_is_lost(p)) },
+	free:    func(p *C.redlock_leadership) { C.redlock_leadership_free(p) },
 }
 
 // newLeadership takes ownership of a C leadership.
 func newLeadership(ptr *C.redlock_leadership) *Leadership {
-	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
-		ptr:      ptr,
 		name:     goString(C.redlock_leadership_name(ptr)),
 		identity: goString(C.redlock_leadership_identity(ptr)),
 		term:     uint64(C.redlock_leadership_term(ptr)),
-		ctx:      ctx,
-		cancel:   cancel,
 	}
-	lost := &Error{Status: StatusLost, Message: "the leadership of election " + l.name + " in term " + strconv.FormatUint(l.term, 10) + " was lost"}
-	// The callback holds the cancel function, not l: l stays collectable.
-	l.lostID = registerLost(func() { cancel(lost) })
-	if C.redlock_go_on_leadership_lost(ptr, C.uintptr_t(l.lostID)) != C.REDLOCK_OK {
-		// Only a NULL leadership or callback fails, and neither is: the context then ends
-		// with Resign only.
-		forgetLost(l.lostID)
-	}
-	runtime.SetFinalizer(l, (*Leadership).free)
+	what := "the leadership of election " + l.name + " in term " + strconv.FormatUint(l.term, 10)
+	l.h = newHeld(ptr, leadershipOps,
+		&Error{Status: StatusLost, Message: what + " was lost"},
+		&Error{Status: StatusLost, Message: what + " was lost before Resign: work done under it may have overlapped the next leader's"})
 	return l
 }
 
@@ -76,7 +69,7 @@ func (l *Leadership) Context() context.Context {
 	if l == nil {
 		return doneContext
 	}
-	return l.ctx
+	return l.h.ctx
 }
 
 var doneContext = func() context.Context {
@@ -118,14 +111,9 @@ func (l *Leadership) IsLeader() bool {
 	if l == nil {
 		return false
 	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return false
-	}
-	leading := C.redlock_leadership_is_leader(l.ptr)
-	runtime.KeepAlive(l)
-	return bool(leading)
+	var leading bool
+	l.h.use(func(p *C.redlock_leadership) { leading = bool(C.redlock_leadership_is_leader(p)) })
+	return leading
 }
 
 // Validity returns the time left before another candidate could be granted the leadership:
@@ -134,13 +122,8 @@ func (l *Leadership) Validity() time.Duration {
 	if l == nil {
 		return 0
 	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return 0
-	}
-	ms := C.redlock_leadership_validity_ms(l.ptr)
-	runtime.KeepAlive(l)
+	var ms C.uint64_t
+	l.h.use(func(p *C.redlock_leadership) { ms = C.redlock_leadership_validity_ms(p) })
 	return time.Duration(ms) * time.Millisecond
 }
 
@@ -155,49 +138,6 @@ func (l *Leadership) Resign() error {
 	if l == nil {
 		return errNilLeadership
 	}
-	l.cancel(context.Canceled) // a no-op when lost: the cause stays ErrLost
-	live, lost, err := l.resign()
-	if !live {
-		return nil
-	}
-	l.mu.Lock()
-	ptr := l.ptr
-	l.ptr = nil
-	l.mu.Unlock()
-	if ptr == nil {
-		return nil // a concurrent Resign freed it and reports
-	}
-	C.redlock_leadership_free(ptr)
-	forgetLost(l.lostID)
-	runtime.SetFinalizer(l, nil)
-	if lost {
-		// Whatever the release said: the loss is what the caller must act on.
-		return &Error{Status: StatusLost, Message: "the leadership of election " + l.name + " in term " + strconv.FormatUint(l.term, 10) + " was lost before Resign: work done under it may have overlapped the next leader's"}
-	}
-	return err
-}
-
-// resign releases the leadership on the nodes, keeping the C handle (which then reads as
-// resigned) so that IsLeader and Validity do not wait for the nodes; live is false after
-// Resign.
-func (l *Leadership) resign() (live, lost bool, err error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return false, false, nil
-	}
-	err = cCall(func(cerr cErr) cStatus {
-		return C.redlock_leadership_resign(l.ptr, cerr)
-	})
-	lost = bool(C.redlock_leadership_is_lost(l.ptr))
-	runtime.KeepAlive(l)
-	return true, lost, err
-}
-
-// free is the finalizer: the library resigns a leadership it frees, without waiting for the
-// nodes.
-func (l *Leadership) free() {
-	l.cancel(context.Canceled)
-	C.redlock_leadership_free(l.ptr)
-	forgetLost(l.lostID)
+	l.h.end(context.Canceled) // a no-op when lost: the cause stays ErrLost
+	return l.h.finish()
 }

@@ -13,8 +13,6 @@ package redquorum
 import "C"
 
 import (
-	"runtime"
-	"sync"
 	"time"
 )
 
@@ -25,10 +23,8 @@ import (
 // Unlock return ErrInvalidArgument, Held is false, Validity 0, Lost a closed channel; no
 // method panics.
 type Lock struct {
-	// mu guards ptr: read-locked by every C call on it, write-locked to free it.
-	mu       sync.RWMutex
-	ptr      *C.redlock_lock // nil after Unlock
-	client   *Client         // keeps the Client reachable, and so not finalized, while the Lock is
+	h        *held[*C.redlock_lock]
+	client   *Client // keeps the Client reachable, and so not finalized, while the Lock is
 	resource string
 	token    string
 	// Set once by newLock from the C lock; see Fence, HoldCount, Permit and Resources.
@@ -39,20 +35,28 @@ type Lock struct {
 	permit    int
 	hasPermit bool
 	resources []string
-	lost      *lostSignal
-	lostID    uintptr
 }
+
+var lockOps = &heldOps[*C.redlock_lock]{
+	onLost:  func(p *C.redlock_lock, id C.uintptr_t) bool { return C.redlock_go_on_lost(p, id) == C.REDLOCK_OK },
+	release: func(p *C.redlock_lock, e cErr) cStatus { return C.redlock_lock_release(p, e) },
+	isLost:  func(p *C.redlock_lock) bool { return bool(C.redlock_lock_is_lost(p)) },
+	free:    func(p *C.redlock_lock) { C.redlock_lock_free(p) },
+}
+
+var (
+	errLockLost       = &Error{Status: StatusLost, Message: "the lock was lost"}
+	errLockLostBefore = &Error{Status: StatusLost, Message: "the lock was lost before Unlock: the work it protected may have overlapped another owner's"}
+)
 
 // newLock takes ownership of a C lock; resources are the sorted names of a lock of several
 // resources (nil for one).
 func newLock(ptr *C.redlock_lock, client *Client, resources []string) *Lock {
 	l := &Lock{
-		ptr:       ptr,
 		client:    client,
 		resource:  C.GoString(C.redlock_lock_resource(ptr)),
 		token:     C.GoString(C.redlock_lock_token(ptr)),
 		resources: resources,
-		lost:      &lostSignal{ch: make(chan struct{})},
 	}
 	if l.resources == nil {
 		l.resources = []string{l.resource}
@@ -68,15 +72,7 @@ func newLock(ptr *C.redlock_lock, client *Client, resources []string) *Lock {
 	if C.redlock_lock_permit(ptr, &slot, nil) == C.REDLOCK_OK {
 		l.permit, l.hasPermit = int(slot), true
 	}
-	l.lostID = registerLost(l.lost.fire)
-	if C.redlock_go_on_lost(ptr, C.uintptr_t(l.lostID)) != C.REDLOCK_OK {
-		// Only a NULL lock or callback fails, and neither is: the signal just never fires.
-		forgetLost(l.lostID)
-	}
-	runtime.SetFinalizer(l, func(l *Lock) {
-		C.redlock_lock_free(l.ptr)
-		forgetLost(l.lostID)
-	})
+	l.h = newHeld(ptr, lockOps, errLockLost, errLockLostBefore)
 	return l
 }
 
@@ -87,26 +83,22 @@ func (l *Lock) Held() bool {
 	if l == nil {
 		return false
 	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return false
-	}
-	held := C.redlock_lock_is_held(l.ptr)
-	runtime.KeepAlive(l)
-	return bool(held)
+	var held bool
+	l.h.use(func(p *C.redlock_lock) { held = bool(C.redlock_lock_is_held(p)) })
+	return held
 }
 
 // Lost returns a channel that is closed when the lock is found lost, like ctx.Done():
 // an extension (by the extender thread of an auto-extended lock, or Extend) found it no
-// longer ours on a quorum, or an auto-extended lock ran out of validity. It is not closed
-// by Unlock. Select on it next to your work to stop when the lock is gone.
+// longer ours on a quorum, or an auto-extended lock ran out of validity; or the Lock was
+// garbage-collected without Unlock (its finalizer released it). It is not closed by Unlock.
+// Select on it next to your work to stop when the lock is gone.
 // For a nil *Lock it is a closed channel: there is no lock to hold.
 func (l *Lock) Lost() <-chan struct{} {
 	if l == nil {
 		return closedChan
 	}
-	return l.lost.ch
+	return l.h.ctx.Done()
 }
 
 var closedChan = func() chan struct{} {
@@ -140,19 +132,14 @@ func (l *Lock) Validity() time.Duration {
 	if l == nil {
 		return 0
 	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return 0
-	}
-	ms := C.redlock_lock_validity_ms(l.ptr)
-	runtime.KeepAlive(l)
+	var ms C.uint64_t
+	l.h.use(func(p *C.redlock_lock) { ms = C.redlock_lock_validity_ms(p) })
 	return time.Duration(ms) * time.Millisecond
 }
 
 // Extend sets the lock's TTL to ttl from now on a quorum of nodes. It fails with ErrLost
 // when the lock is no longer ours (or was unlocked), and with ErrExtensionLimit after
-// Options.MaxExtensions extensions, in which case the lock is still held. A failed Extend
+// WithMaxExtensions extensions, in which case the lock is still held. A failed Extend
 // never releases the lock.
 func (l *Lock) Extend(ttl time.Duration) error {
 	if l == nil {
@@ -162,15 +149,11 @@ func (l *Lock) Extend(ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
+	if !l.h.use(func(p *C.redlock_lock) {
+		err = cCall(func(cerr cErr) cStatus { return C.redlock_lock_extend(p, ms, cerr) })
+	}) {
 		return &Error{Status: StatusLost, Message: "the lock was unlocked"}
 	}
-	err = cCall(func(cerr cErr) cStatus {
-		return C.redlock_lock_extend(l.ptr, ms, cerr)
-	})
-	runtime.KeepAlive(l)
 	return err
 }
 
@@ -182,45 +165,9 @@ func (l *Lock) Unlock() error {
 	if l == nil {
 		return errNilLock
 	}
-	live, lost, err := l.release()
-	if !live {
-		return nil
-	}
 	// Freed now rather than by the finalizer: a C lock keeps its client's node workers
 	// running. Calls in flight on it (an Extend) finish first.
-	l.mu.Lock()
-	ptr := l.ptr
-	l.ptr = nil
-	l.mu.Unlock()
-	if ptr == nil {
-		return nil // a concurrent Unlock freed it and reports
-	}
-	C.redlock_lock_free(ptr)
-	forgetLost(l.lostID)
-	runtime.SetFinalizer(l, nil)
-	if err != nil {
-		return err
-	}
-	if lost {
-		return &Error{Status: StatusLost, Message: "the lock was lost before Unlock: the work it protected may have overlapped another owner's"}
-	}
-	return nil
-}
-
-// release releases the lock on the nodes, keeping the C lock (which then reads as released)
-// so that Held and Validity do not wait for the nodes; live is false after Unlock.
-func (l *Lock) release() (live, lost bool, err error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return false, false, nil
-	}
-	err = cCall(func(cerr cErr) cStatus {
-		return C.redlock_lock_release(l.ptr, cerr)
-	})
-	lost = bool(C.redlock_lock_is_lost(l.ptr))
-	runtime.KeepAlive(l)
-	return true, lost, err
+	return l.h.finish()
 }
 
 // Fence returns the fencing token of a fenced lock (LockFenced, WithFenced), and false for
@@ -250,8 +197,7 @@ func (l *Lock) Permit() (int, bool) {
 	return l.permit, l.hasPermit
 }
 
-// Resources returns the locked resources: one, or for LockMany and WithResources all of
-// them, sorted.
+// Resources returns the locked resources: one, or for WithResources all of them, sorted.
 func (l *Lock) Resources() []string {
 	if l == nil {
 		return nil

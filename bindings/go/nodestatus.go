@@ -22,7 +22,7 @@ type NodeStatus struct {
 	// Uptime is the server's uptime (whole seconds when reported, plus the time since);
 	// negative when unknown.
 	Uptime time.Duration
-	// GraceRemaining is, with Options.RestartGrace, how much longer the node does not count
+	// GraceRemaining is, with WithRestartGrace, how much longer the node does not count
 	// toward acquires.
 	GraceRemaining time.Duration
 	// ServerVersion is the server's own version at the last connect (valkey_version on
@@ -33,7 +33,7 @@ type NodeStatus struct {
 	ServerName string
 	// Persistence is the node's persistence as it reported it (e.g. "no AOF, no RDB
 	// snapshots"); empty when unknown. Without persistence a restart forgets locks:
-	// consider Options.RestartGrace.
+	// consider WithRestartGrace.
 	Persistence string
 	// Warnings lists what the server probe and the clock guard found worth attention
 	// (replicas of a master, an evicting maxmemory-policy, a clock that stepped back, a
@@ -52,7 +52,7 @@ type NodeStatus struct {
 	// masters (host:port,host:port,...); empty for a standalone node.
 	Master string
 	// Failovers counts the changes of master seen on a Sentinel-managed node or a Redis
-	// Cluster (each starts a restart grace when Options.RestartGrace is set).
+	// Cluster (each starts a restart grace when WithRestartGrace is given).
 	Failovers uint64
 	// Errors counts requests that failed on this node: error replies, timeouts, dropped
 	// connections, not sent while it was down.

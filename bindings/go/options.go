@@ -5,6 +5,7 @@ package redquorum
 import "C"
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -12,124 +13,263 @@ import (
 	"unsafe"
 )
 
-// Options configures a Client. The zero value of every field means the libredlock
-// default (see redlock_options_new in redlock.h). Because zero means "default", a
-// negative RetryCount, RetryDelay, RetryJitter or DriftFactor means zero: RetryCount: -1
-// is "one attempt, no retries". Durations are rounded up to whole milliseconds.
-type Options struct {
-	// RetryCount is the number of retries after the first attempt of Lock.
-	RetryCount int
-	// RetryDelay is the pause before each retry, ± a random part of RetryJitter.
-	RetryDelay  time.Duration
-	RetryJitter time.Duration
-	// DriftFactor is the share of the TTL set aside for clock drift; in [0, 1).
-	DriftFactor float64
-	// NodeTimeout is how long a call waits for one node. It must not be negative.
-	NodeTimeout time.Duration
-	// MaxExtensions caps the number of Extend calls per lock; zero is the default (no
-	// cap). It must not be negative.
-	MaxExtensions int
-	// RestartGrace keeps a node whose Redis process is younger than this out of acquire
-	// quorums; zero is the default (off). Set it to at least the largest TTL in use when
-	// nodes run without persistence: a restarted node has forgotten the locks it held.
-	// The nodes must allow the INFO command. It must not be negative.
-	RestartGrace time.Duration
-	// TLSCAFile is a PEM file of CA certificates to trust for "rediss://" nodes instead
-	// of the system's roots; empty means the system's roots. Certificates are always
-	// verified; only a URL ending in "#insecure" skips that (for tests only).
-	TLSCAFile string
-	// TLSClientCertFile and TLSClientKeyFile (both or neither) are the PEM client
-	// certificate and its key, for nodes that require one (tls-auth-clients yes).
-	TLSClientCertFile string
-	TLSClientKeyFile  string
-	// DisableClockGuard turns the clock guard off; the zero value leaves it on (the
-	// default). With it on, TIME rides in every acquire's pipeline, a node whose clock
-	// jumps forward by more than ClockJumpThreshold is kept out of acquire quorums for
-	// ClockQuarantine, and a suspension of this host marks the locks held across it lost.
-	DisableClockGuard bool
-	// ClockJumpThreshold is the largest step of a node's clock tolerated between two
-	// samples beyond the drift; zero is the default (50ms). It must not be negative, nor
-	// set together with DisableClockGuard.
-	ClockJumpThreshold time.Duration
-	// ClockQuarantine is how long a node whose clock jumped forward is kept out of acquire
-	// quorums; zero is the default (60s). Make it at least your largest TTL. It must not be
-	// negative.
-	ClockQuarantine time.Duration
-	// StrictServers refuses the nodes the server probe only warns about (a master with
-	// replicas, a maxmemory-policy that can evict lock keys, INFO or TIME denied) instead of
-	// logging them and listing them in NodeStatus.Warnings.
-	StrictServers bool
-	// MinReplicas counts a node's vote for an acquisition or an extension only once WAIT
-	// confirms that this many of its replicas have the write; zero is the default (off).
-	// The commands that need it go over a second connection per node, so releases and
-	// inspections never wait behind a lagging replica (but for the release of an acquisition
-	// still on its way there, which follows it). A node with fewer replicas fails its
-	// vote saying so (on a Redis Cluster node every master needs them, and each vote waits
-	// for its own master's WAIT). It must not be negative.
-	MinReplicas int
-	// Logger, when not nil, receives the client's events as records: acquired, refused,
-	// released, extended (slog.LevelInfo), lost, node_disconnected, node_restarted,
-	// node_quarantined, server_warning (slog.LevelWarn), with the attributes event,
-	// resource, kind, node, duration, reason (those that apply) and at (when it happened).
-	// They are logged by a goroutine of the client's own, never on the goroutine that
-	// locked; when the logger cannot keep up, events are dropped and counted
-	// (Stats.EventsDropped). Nil: no events, and they cost nothing.
-	Logger *slog.Logger
+// ClientOption sets one part of a Client's configuration, for New. A setting no option gives
+// is the libredlock default (see redlock_options_new in redlock.h); of two options that set
+// the same thing, the later wins. A bad value is reported by New as ErrInvalidArgument.
+// Durations are rounded up to whole milliseconds.
+//
+// ClientOption, RequestOption and ElectionOption are distinct types: an option of one is a
+// compile error where another is expected.
+type ClientOption func(*clientConfig)
+
+// clientConfig is what the options of New set: the libredlock setters to run, in order, and
+// what stays on the Go side.
+type clientConfig struct {
+	steps     []clientStep
+	logger    *slog.Logger
+	noGuard   bool // WithoutClockGuard was given
+	clockJump bool // WithClockJumpThreshold was given
+	err       error
 }
 
-// check refuses what libredlock cannot see: values Go must convert (negative or too large
-// numbers, NUL bytes in paths) and settings that contradict each other.
-func (o Options) check() error {
-	for _, d := range []struct {
-		name  string
-		value time.Duration
-	}{
-		{"NodeTimeout", o.NodeTimeout},
-		{"RestartGrace", o.RestartGrace},
-		{"ClockJumpThreshold", o.ClockJumpThreshold},
-		{"ClockQuarantine", o.ClockQuarantine},
-	} {
-		if d.value < 0 {
-			return invalidArgument("%s %v is negative", d.name, d.value)
-		}
-	}
-	if o.MaxExtensions < 0 {
-		return invalidArgument("MaxExtensions %d is negative", o.MaxExtensions)
-	}
-	if o.MinReplicas < 0 {
-		return invalidArgument("MinReplicas %d is negative", o.MinReplicas)
-	}
-	for _, n := range []struct {
-		name  string
-		value int
-	}{{"RetryCount", o.RetryCount}, {"MaxExtensions", o.MaxExtensions}, {"MinReplicas", o.MinReplicas}} {
-		if n.value > math.MaxUint32 {
-			return invalidArgument("%s %d does not fit in 32 bits", n.name, n.value)
-		}
-	}
-	for _, file := range []struct{ name, path string }{
-		{"TLSCAFile", o.TLSCAFile},
-		{"TLSClientCertFile", o.TLSClientCertFile},
-		{"TLSClientKeyFile", o.TLSClientKeyFile},
-	} {
-		if strings.IndexByte(file.path, 0) >= 0 {
-			return invalidArgument("%s %q contains a NUL byte", file.name, file.path)
-		}
-	}
-	if (o.TLSClientCertFile == "") != (o.TLSClientKeyFile == "") {
-		return invalidArgument("TLSClientCertFile and TLSClientKeyFile go together: set both or neither")
-	}
-	if o.DisableClockGuard && o.ClockJumpThreshold != 0 {
-		return invalidArgument("ClockJumpThreshold has no effect with DisableClockGuard")
-	}
-	return nil
+// clientStep is one libredlock setter; what names the option in its error.
+type clientStep struct {
+	what string
+	call func(o *C.redlock_options, e cErr) cStatus
 }
 
-// toC builds libredlock options from o; the caller frees them with redlock_options_free.
-// Only the fields that are set reach libredlock, which checks each value as it is set.
-func (o Options) toC() (*C.redlock_options, error) {
-	if err := o.check(); err != nil {
-		return nil, err
+func (c *clientConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *clientConfig) set(what string, call func(o *C.redlock_options, e cErr) cStatus) {
+	c.steps = append(c.steps, clientStep{what, call})
+}
+
+// count records a setter of a count that must fit in 32 bits and not be negative.
+func (c *clientConfig) count(name string, n int, setter func(o *C.redlock_options, n C.uint32_t, e cErr) cStatus) {
+	if n < 0 || n > math.MaxUint32 {
+		c.fail(invalidArgument("%s(%d): the count must be 0 to %d", name, n, uint32(math.MaxUint32)))
+		return
+	}
+	c.set(fmt.Sprintf("%s(%d)", name, n), func(o *C.redlock_options, e cErr) cStatus { return setter(o, C.uint32_t(n), e) })
+}
+
+// duration records a setter of a duration that must not be negative.
+func (c *clientConfig) duration(name string, d time.Duration, setter func(o *C.redlock_options, ms C.uint64_t, e cErr) cStatus) {
+	if d < 0 {
+		c.fail(invalidArgument("%s(%v): the duration is negative", name, d))
+		return
+	}
+	c.set(fmt.Sprintf("%s(%v)", name, d), func(o *C.redlock_options, e cErr) cStatus { return setter(o, millis(d), e) })
+}
+
+// path checks a file name that becomes a C string.
+func (c *clientConfig) path(name, path string) bool {
+	if strings.IndexByte(path, 0) >= 0 {
+		c.fail(invalidArgument("%s(%q): the path contains a NUL byte", name, path))
+		return false
+	}
+	return true
+}
+
+// WithRetryCount sets how many times an acquisition with the client's patience retries after
+// its first attempt (default 3; 0 is one attempt). A Request's WithRetries, WithOnce or
+// WithWait overrides it for that request.
+func WithRetryCount(n int) ClientOption {
+	return func(c *clientConfig) {
+		c.count("WithRetryCount", n, func(o *C.redlock_options, n C.uint32_t, e cErr) cStatus {
+			return C.redlock_options_set_retry_count(o, n, e)
+		})
+	}
+}
+
+// WithRetryDelay sets the pause before each retry (default 200ms), ± a random part of the
+// jitter (WithRetryJitter).
+func WithRetryDelay(d time.Duration) ClientOption {
+	return func(c *clientConfig) {
+		c.duration("WithRetryDelay", d, func(o *C.redlock_options, ms C.uint64_t, e cErr) cStatus {
+			return C.redlock_options_set_retry_delay_ms(o, ms, e)
+		})
+	}
+}
+
+// WithRetryJitter sets the random part of each retry's pause (default 100ms): the pause is
+// the delay ± a random part of this.
+func WithRetryJitter(d time.Duration) ClientOption {
+	return func(c *clientConfig) {
+		c.duration("WithRetryJitter", d, func(o *C.redlock_options, ms C.uint64_t, e cErr) cStatus {
+			return C.redlock_options_set_retry_jitter_ms(o, ms, e)
+		})
+	}
+}
+
+// WithDriftFactor sets the share of the TTL set aside for clock drift, in [0, 1) (default
+// 0.01).
+func WithDriftFactor(f float64) ClientOption {
+	return func(c *clientConfig) {
+		c.set(fmt.Sprintf("WithDriftFactor(%v)", f), func(o *C.redlock_options, e cErr) cStatus {
+			return C.redlock_options_set_drift_factor(o, C.double(f), e)
+		})
+	}
+}
+
+// WithNodeTimeout sets how long a call waits for any one node (default 50ms); it must be
+// positive.
+func WithNodeTimeout(d time.Duration) ClientOption {
+	return func(c *clientConfig) {
+		if d <= 0 {
+			c.fail(invalidArgument("WithNodeTimeout(%v): the timeout must be positive", d))
+			return
+		}
+		c.duration("WithNodeTimeout", d, func(o *C.redlock_options, ms C.uint64_t, e cErr) cStatus {
+			return C.redlock_options_set_node_timeout_ms(o, ms, e)
+		})
+	}
+}
+
+// WithMaxExtensions caps the number of extensions per lock, Extend and auto-extension alike
+// (default 0: no cap). AutoExtend.MaxExtensions overrides it for one request; leaderships
+// ignore it.
+func WithMaxExtensions(n int) ClientOption {
+	return func(c *clientConfig) {
+		c.count("WithMaxExtensions", n, func(o *C.redlock_options, n C.uint32_t, e cErr) cStatus {
+			return C.redlock_options_set_max_extensions(o, n, e)
+		})
+	}
+}
+
+// WithRestartGrace keeps a node whose Redis process is younger than d out of acquire quorums
+// (default 0: off). Set it to at least the largest TTL in use when nodes run without
+// persistence: a restarted node has forgotten the locks it held. The nodes must allow the
+// INFO command.
+func WithRestartGrace(d time.Duration) ClientOption {
+	return func(c *clientConfig) {
+		c.duration("WithRestartGrace", d, func(o *C.redlock_options, ms C.uint64_t, e cErr) cStatus {
+			return C.redlock_options_set_restart_grace_ms(o, ms, e)
+		})
+	}
+}
+
+// WithTLSCAFile trusts the CA certificates in the PEM file at path for "rediss://" nodes
+// instead of the system's roots. Certificates are always verified; only a URL ending in
+// "#insecure" skips that (for tests only). New reads the file.
+func WithTLSCAFile(path string) ClientOption {
+	return func(c *clientConfig) {
+		if !c.path("WithTLSCAFile", path) {
+			return
+		}
+		c.set(fmt.Sprintf("WithTLSCAFile(%q)", path), func(o *C.redlock_options, e cErr) cStatus {
+			p := C.CString(path)
+			defer C.free(unsafe.Pointer(p))
+			return C.redlock_options_set_tls_ca_file(o, p, e)
+		})
+	}
+}
+
+// WithTLSClientCertFile presents the PEM client certificate at certFile and its key at
+// keyFile to nodes that require one (tls-auth-clients yes). New reads the files.
+func WithTLSClientCertFile(certFile, keyFile string) ClientOption {
+	return func(c *clientConfig) {
+		if !c.path("WithTLSClientCertFile", certFile) || !c.path("WithTLSClientCertFile", keyFile) {
+			return
+		}
+		c.set(fmt.Sprintf("WithTLSClientCertFile(%q, %q)", certFile, keyFile), func(o *C.redlock_options, e cErr) cStatus {
+			cert, key := C.CString(certFile), C.CString(keyFile)
+			defer C.free(unsafe.Pointer(cert))
+			defer C.free(unsafe.Pointer(key))
+			return C.redlock_options_set_tls_client_cert_file(o, cert, key, e)
+		})
+	}
+}
+
+// WithoutClockGuard turns the clock guard off. It is on by default: TIME rides in every
+// acquire's pipeline, a node whose clock jumps forward by more than the threshold
+// (WithClockJumpThreshold) is kept out of acquire quorums for the quarantine
+// (WithClockQuarantine), and a suspension of this host marks the locks held across it lost.
+func WithoutClockGuard() ClientOption {
+	return func(c *clientConfig) {
+		c.noGuard = true
+		c.set("WithoutClockGuard()", func(o *C.redlock_options, e cErr) cStatus { return C.redlock_options_set_clock_guard(o, false, e) })
+	}
+}
+
+// WithClockJumpThreshold sets the largest step of a node's clock the clock guard tolerates
+// between two samples beyond the drift (default 50ms). It does not go with WithoutClockGuard.
+func WithClockJumpThreshold(d time.Duration) ClientOption {
+	return func(c *clientConfig) {
+		c.clockJump = true
+		c.duration("WithClockJumpThreshold", d, func(o *C.redlock_options, ms C.uint64_t, e cErr) cStatus {
+			return C.redlock_options_set_clock_jump_threshold_ms(o, ms, e)
+		})
+	}
+}
+
+// WithClockQuarantine sets how long a node whose clock jumped forward is kept out of acquire
+// quorums (default 60s). Make it at least your largest TTL.
+func WithClockQuarantine(d time.Duration) ClientOption {
+	return func(c *clientConfig) {
+		c.duration("WithClockQuarantine", d, func(o *C.redlock_options, ms C.uint64_t, e cErr) cStatus {
+			return C.redlock_options_set_clock_quarantine_ms(o, ms, e)
+		})
+	}
+}
+
+// WithStrictServers refuses the nodes the server probe only warns about (a master with
+// replicas, a maxmemory-policy that can evict lock keys, INFO or TIME denied) instead of
+// logging them and listing them in NodeStatus.Warnings.
+func WithStrictServers() ClientOption {
+	return func(c *clientConfig) {
+		c.set("WithStrictServers()", func(o *C.redlock_options, e cErr) cStatus { return C.redlock_options_set_strict_servers(o, true, e) })
+	}
+}
+
+// WithMinReplicas counts a node's vote for an acquisition or an extension only once WAIT
+// confirms that k of its replicas have the write (default 0: off). The commands that need it
+// go over a second connection per node, so releases and inspections never wait behind a
+// lagging replica (but for the release of an acquisition still on its way there, which
+// follows it). A node with fewer replicas fails its vote saying so (on a Redis Cluster node
+// every master needs them, and each vote waits for its own master's WAIT).
+func WithMinReplicas(k int) ClientOption {
+	return func(c *clientConfig) {
+		c.count("WithMinReplicas", k, func(o *C.redlock_options, n C.uint32_t, e cErr) cStatus {
+			return C.redlock_options_set_min_replicas(o, n, e)
+		})
+	}
+}
+
+// WithLogger sends the client's events to logger as records: acquired, refused, released,
+// extended (slog.LevelInfo), lost, node_disconnected, node_restarted, node_quarantined,
+// server_warning (slog.LevelWarn), with the attributes event, resource, kind, node, duration,
+// reason (those that apply) and at (when it happened). They are logged by a goroutine of the
+// client's own, never on the goroutine that locked; when the logger cannot keep up, events
+// are dropped and counted (Stats.EventsDropped). Without it (or with nil) there are no events,
+// and they cost nothing.
+func WithLogger(logger *slog.Logger) ClientOption {
+	return func(c *clientConfig) { c.logger = logger }
+}
+
+// newClientConfig applies opts in order.
+func newClientConfig(opts []ClientOption) *clientConfig {
+	c := &clientConfig{}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.err == nil && c.noGuard && c.clockJump {
+		c.fail(invalidArgument("WithClockJumpThreshold has no effect with WithoutClockGuard: give one or the other"))
+	}
+	return c
+}
+
+// toC builds the libredlock options c describes; the caller frees them with
+// redlock_options_free. libredlock checks each value as it is set.
+func (c *clientConfig) toC() (*C.redlock_options, error) {
+	if c.err != nil {
+		return nil, c.err
 	}
 	var opts *C.redlock_options
 	if err := cCall(func(cerr cErr) cStatus {
@@ -137,41 +277,14 @@ func (o Options) toC() (*C.redlock_options, error) {
 	}); err != nil {
 		return nil, err
 	}
-	ca, cert, key := C.CString(o.TLSCAFile), C.CString(o.TLSClientCertFile), C.CString(o.TLSClientKeyFile)
-	defer C.free(unsafe.Pointer(ca))
-	defer C.free(unsafe.Pointer(cert))
-	defer C.free(unsafe.Pointer(key))
-	err := cSteps(
-		cStep{o.RetryCount != 0, func(e cErr) cStatus {
-			return C.redlock_options_set_retry_count(opts, C.uint32_t(max(o.RetryCount, 0)), e)
-		}},
-		cStep{o.RetryDelay != 0, func(e cErr) cStatus { return C.redlock_options_set_retry_delay_ms(opts, millis(o.RetryDelay), e) }},
-		cStep{o.RetryJitter != 0, func(e cErr) cStatus { return C.redlock_options_set_retry_jitter_ms(opts, millis(o.RetryJitter), e) }},
-		cStep{o.DriftFactor != 0, func(e cErr) cStatus {
-			return C.redlock_options_set_drift_factor(opts, C.double(max(o.DriftFactor, 0)), e)
-		}},
-		cStep{o.NodeTimeout != 0, func(e cErr) cStatus { return C.redlock_options_set_node_timeout_ms(opts, millis(o.NodeTimeout), e) }},
-		cStep{o.MaxExtensions != 0, func(e cErr) cStatus {
-			return C.redlock_options_set_max_extensions(opts, C.uint32_t(o.MaxExtensions), e)
-		}},
-		cStep{o.RestartGrace != 0, func(e cErr) cStatus { return C.redlock_options_set_restart_grace_ms(opts, millis(o.RestartGrace), e) }},
-		cStep{o.TLSCAFile != "", func(e cErr) cStatus { return C.redlock_options_set_tls_ca_file(opts, ca, e) }},
-		cStep{o.TLSClientCertFile != "", func(e cErr) cStatus { return C.redlock_options_set_tls_client_cert_file(opts, cert, key, e) }},
-		cStep{o.DisableClockGuard, func(e cErr) cStatus { return C.redlock_options_set_clock_guard(opts, false, e) }},
-		cStep{o.ClockJumpThreshold != 0, func(e cErr) cStatus {
-			return C.redlock_options_set_clock_jump_threshold_ms(opts, millis(o.ClockJumpThreshold), e)
-		}},
-		cStep{o.ClockQuarantine != 0, func(e cErr) cStatus {
-			return C.redlock_options_set_clock_quarantine_ms(opts, millis(o.ClockQuarantine), e)
-		}},
-		cStep{o.StrictServers, func(e cErr) cStatus { return C.redlock_options_set_strict_servers(opts, true, e) }},
-		cStep{o.MinReplicas != 0, func(e cErr) cStatus {
-			return C.redlock_options_set_min_replicas(opts, C.uint32_t(o.MinReplicas), e)
-		}},
-	)
-	if err != nil {
-		C.redlock_options_free(opts)
-		return nil, err
+	for _, step := range c.steps {
+		if err := cCall(func(cerr cErr) cStatus { return step.call(opts, cerr) }); err != nil {
+			C.redlock_options_free(opts)
+			if e, ok := err.(*Error); ok {
+				e.Message = step.what + ": " + orDefault(e.Message, e.Status.String())
+			}
+			return nil, err
+		}
 	}
 	return opts, nil
 }

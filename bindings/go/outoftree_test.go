@@ -33,7 +33,7 @@ import (
 )
 
 func main() {
-	c, err := redquorum.New(os.Args[2:], redquorum.Options{NodeTimeout: time.Second})
+	c, err := redquorum.New(os.Args[2:], redquorum.WithNodeTimeout(time.Second))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -41,7 +41,7 @@ func main() {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := c.LockContext(ctx, os.Args[1], 30*time.Second)
+	l, err := c.Lock(ctx, os.Args[1], 30*time.Second, redquorum.WithWait(time.Hour))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

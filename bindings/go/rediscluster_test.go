@@ -36,7 +36,7 @@ func TestClusterURLIsOneNode(t *testing.T) {
 		}
 	}
 
-	c, err := redquorum.New([]string{"redis+cluster://" + nd.addr()}, patient)
+	c, err := redquorum.New([]string{"redis+cluster://" + nd.addr()}, patient...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,27 +58,25 @@ func TestClusterURLIsOneNode(t *testing.T) {
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.TryLockMany([]string{"go:a", "go:b"}, 5*time.Second); !errors.Is(err, redquorum.ErrInvalidArgument) ||
+	if _, err := acquire(c, "go:a", 5*time.Second, redquorum.WithResources("go:b"), redquorum.WithOnce()); !errors.Is(err, redquorum.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "hash slot") {
 		t.Fatalf("resources in two slots: %v", err)
 	}
-	if _, err := redquorum.New([]string{"redis+cluster://127.0.0.1:1/3"}, patient); !errors.Is(err, redquorum.ErrInvalidArgument) ||
+	if _, err := redquorum.New([]string{"redis+cluster://127.0.0.1:1/3"}, patient...); !errors.Is(err, redquorum.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "only database 0") {
 		t.Fatalf("a bad cluster URL: %v", err)
 	}
 
-	// MinReplicas on a cluster node: each master needs that many replicas, and this one has
-	// none, so the vote fails at once, naming it.
-	acked := patient
-	acked.MinReplicas = 1
-	acked.RetryCount = -1
-	ac, err := redquorum.New([]string{"redis+cluster://" + nd.addr()}, acked)
+	// WithMinReplicas on a cluster node: each master needs that many replicas, and this one
+	// has none, so the vote fails at once, naming it.
+	ac, err := redquorum.New([]string{"redis+cluster://" + nd.addr()}, redquorum.WithNodeTimeout(time.Second),
+		redquorum.WithMinReplicas(1), redquorum.WithRetryCount(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ac.Close()
 	if l, err := ac.TryLock("go:cluster-acked", 5*time.Second); l != nil || !errors.Is(err, redquorum.ErrNoQuorum) ||
 		!strings.Contains(err.Error(), "master "+nd.addr()+" of the cluster has 0 replicas") {
-		t.Fatalf("TryLock with MinReplicas 1 on a cluster without replicas = %v, want ErrNoQuorum naming the master", err)
+		t.Fatalf("TryLock with WithMinReplicas(1) on a cluster without replicas = %v, want ErrNoQuorum naming the master", err)
 	}
 }

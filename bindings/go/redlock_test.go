@@ -1,6 +1,7 @@
 package redquorum_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"runtime"
@@ -17,14 +18,14 @@ import (
 // connections made within NodeTimeout: the default 50 ms is tight for a single attempt on a
 // loaded machine under -race, so clients that make one attempt wait longer.
 var (
-	patient = redquorum.Options{NodeTimeout: time.Second}
+	patient = []redquorum.ClientOption{redquorum.WithNodeTimeout(time.Second)}
 	// quick retries keep tests that expect contention fast.
-	quick = redquorum.Options{RetryCount: 3, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second}
+	quick = []redquorum.ClientOption{redquorum.WithRetryCount(3), redquorum.WithRetryDelay(5 * time.Millisecond), redquorum.WithRetryJitter(5 * time.Millisecond), redquorum.WithNodeTimeout(time.Second)}
 )
 
-func newClient(t *testing.T, urls []string, opts redquorum.Options) *redquorum.Client {
+func newClient(t *testing.T, urls []string, opts ...redquorum.ClientOption) *redquorum.Client {
 	t.Helper()
-	c, err := redquorum.New(urls, opts)
+	c, err := redquorum.New(urls, opts...)
 	if err != nil {
 		t.Fatalf("New(%q): %v", urls, err)
 	}
@@ -32,9 +33,16 @@ func newClient(t *testing.T, urls []string, opts redquorum.Options) *redquorum.C
 	return c
 }
 
+// acquire takes the lock a Request made for this one call describes, and closes the Request.
+func acquire(c *redquorum.Client, resource string, ttl time.Duration, opts ...redquorum.RequestOption) (*redquorum.Lock, error) {
+	req := redquorum.NewRequest(resource, ttl, opts...)
+	defer req.Close()
+	return c.Acquire(context.Background(), req)
+}
+
 func mustLock(t *testing.T, c *redquorum.Client, resource string, ttl time.Duration) *redquorum.Lock {
 	t.Helper()
-	l, err := c.Lock(resource, ttl)
+	l, err := c.Lock(context.Background(), resource, ttl)
 	if err != nil {
 		t.Fatalf("Lock(%q, %v): %v", resource, ttl, err)
 	}
@@ -72,7 +80,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:round-trip"
 	const ttl = 5 * time.Second
 
@@ -144,13 +152,13 @@ func tokenHolders(t *testing.T, resource, token string) int {
 }
 
 func TestTryLockWhileHeld(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:held"
 	l := mustLock(t, c, resource, 10*time.Second)
 	defer l.Unlock()
 
 	// The second client would take seconds if TryLock retried.
-	slowRetries := newClient(t, shared.urls(), redquorum.Options{RetryDelay: 3 * time.Second, RetryJitter: -1, NodeTimeout: time.Second})
+	slowRetries := newClient(t, shared.urls(), redquorum.WithRetryDelay(3*time.Second), redquorum.WithRetryJitter(0), redquorum.WithNodeTimeout(time.Second))
 	for _, client := range []*redquorum.Client{c, slowRetries} {
 		start := time.Now()
 		l2, err := client.TryLock(resource, 10*time.Second)
@@ -180,11 +188,11 @@ func TestTryLockWhileHeld(t *testing.T) {
 }
 
 func TestLockRetriesUntilReleased(t *testing.T) {
-	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 50, RetryDelay: 20 * time.Millisecond, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.WithRetryCount(50), redquorum.WithRetryDelay(20*time.Millisecond), redquorum.WithNodeTimeout(time.Second))
 	const resource = "go:retry"
 	l := mustLock(t, c, resource, 10*time.Second)
 	time.AfterFunc(100*time.Millisecond, func() { l.Unlock() })
-	l2, err := c.Lock(resource, 10*time.Second)
+	l2, err := c.Lock(context.Background(), resource, 10*time.Second)
 	if err != nil {
 		t.Fatalf("Lock did not get the resource once it was released: %v", err)
 	}
@@ -194,7 +202,7 @@ func TestLockRetriesUntilReleased(t *testing.T) {
 func TestHungMinority(t *testing.T) {
 	cl := newCluster(t, 5)
 	// Patient: Extend and Unlock are single attempts that need all three healthy nodes in time.
-	c := newClient(t, cl.urls(), patient)
+	c := newClient(t, cl.urls(), patient...)
 	cl.nodes[0].stop(t)
 	cl.nodes[1].stop(t)
 
@@ -222,11 +230,11 @@ func TestHungMinority(t *testing.T) {
 
 func TestNoQuorum(t *testing.T) {
 	cl := newCluster(t, 5)
-	c := newClient(t, cl.urls(), redquorum.Options{RetryCount: 1, RetryDelay: 10 * time.Millisecond})
+	c := newClient(t, cl.urls(), redquorum.WithRetryCount(1), redquorum.WithRetryDelay(10*time.Millisecond))
 	for _, nd := range cl.nodes[:3] {
 		nd.kill()
 	}
-	l, err := c.Lock("go:no-quorum", 10*time.Second)
+	l, err := c.Lock(context.Background(), "go:no-quorum", 10*time.Second)
 	if l != nil || !errors.Is(err, redquorum.ErrNoQuorum) {
 		t.Fatalf("Lock with 3 of 5 nodes down = %v, want ErrNoQuorum", err)
 	}
@@ -241,7 +249,7 @@ func TestNoQuorum(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		l, err = c.Lock("go:no-quorum", 10*time.Second)
+		l, err = c.Lock(context.Background(), "go:no-quorum", 10*time.Second)
 		if err == nil {
 			break
 		}
@@ -257,7 +265,7 @@ func TestNoQuorum(t *testing.T) {
 
 func TestContention(t *testing.T) {
 	const goroutines, iterations = 8, 25
-	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 20, RetryDelay: 5 * time.Millisecond, RetryJitter: 5 * time.Millisecond, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.WithRetryCount(20), redquorum.WithRetryDelay(5*time.Millisecond), redquorum.WithRetryJitter(5*time.Millisecond), redquorum.WithNodeTimeout(time.Second))
 	var (
 		// Guarded by the Redlock only. Atomic loads and stores keep the race detector,
 		// which cannot see the lock, quiet; the read-sleep-write is still not atomic.
@@ -272,7 +280,7 @@ func TestContention(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range iterations {
-				l, err := c.Lock("go:contention", 5*time.Second)
+				l, err := c.Lock(context.Background(), "go:contention", 5*time.Second)
 				if errors.Is(err, redquorum.ErrNotAcquired) {
 					continue
 				}
@@ -314,39 +322,60 @@ func TestInvalidArguments(t *testing.T) {
 	type newCase struct {
 		name string
 		urls []string
-		opts redquorum.Options
+		opts []redquorum.ClientOption
 	}
 	newCases := []newCase{
-		{"nil URLs", nil, redquorum.Options{}},
-		{"no URLs", []string{}, redquorum.Options{}},
-		{"not a URL", []string{"not a url"}, redquorum.Options{}},
-		{"empty URL", []string{""}, redquorum.Options{}},
-		{"URL without host", []string{"redis://"}, redquorum.Options{}},
-		{"one bad URL among good ones", append(urls[:2:2], "not a url"), redquorum.Options{}},
-		{"URL with NUL", []string{urls[0] + "\x00"}, redquorum.Options{}},
-		{"node listed twice", []string{urls[0], urls[1], urls[0]}, redquorum.Options{}},
-		{"negative NodeTimeout", urls, redquorum.Options{NodeTimeout: -time.Second}},
-		{"negative MaxExtensions", urls, redquorum.Options{MaxExtensions: -1}},
-		{"DriftFactor 1", urls, redquorum.Options{DriftFactor: 1}},
-		{"DriftFactor 1.5", urls, redquorum.Options{DriftFactor: 1.5}},
-		{"DriftFactor NaN", urls, redquorum.Options{DriftFactor: math.NaN()}},
-		{"DriftFactor +Inf", urls, redquorum.Options{DriftFactor: math.Inf(1)}},
+		{"nil URLs", nil, nil},
+		{"no URLs", []string{}, nil},
+		{"not a URL", []string{"not a url"}, nil},
+		{"empty URL", []string{""}, nil},
+		{"URL without host", []string{"redis://"}, nil},
+		{"one bad URL among good ones", append(urls[:2:2], "not a url"), nil},
+		{"URL with NUL", []string{urls[0] + "\x00"}, nil},
+		{"node listed twice", []string{urls[0], urls[1], urls[0]}, nil},
+		{"negative NodeTimeout", urls, []redquorum.ClientOption{redquorum.WithNodeTimeout(-time.Second)}},
+		{"zero NodeTimeout", urls, []redquorum.ClientOption{redquorum.WithNodeTimeout(0)}},
+		{"negative RetryCount", urls, []redquorum.ClientOption{redquorum.WithRetryCount(-1)}},
+		{"negative RetryDelay", urls, []redquorum.ClientOption{redquorum.WithRetryDelay(-time.Second)}},
+		{"negative RetryJitter", urls, []redquorum.ClientOption{redquorum.WithRetryJitter(-time.Second)}},
+		{"negative MaxExtensions", urls, []redquorum.ClientOption{redquorum.WithMaxExtensions(-1)}},
+		{"DriftFactor 1", urls, []redquorum.ClientOption{redquorum.WithDriftFactor(1)}},
+		{"DriftFactor 1.5", urls, []redquorum.ClientOption{redquorum.WithDriftFactor(1.5)}},
+		{"DriftFactor NaN", urls, []redquorum.ClientOption{redquorum.WithDriftFactor(math.NaN())}},
+		{"DriftFactor +Inf", urls, []redquorum.ClientOption{redquorum.WithDriftFactor(math.Inf(1))}},
 	}
 	if math.MaxInt > math.MaxUint32 {
 		newCases = append(newCases,
-			newCase{"RetryCount over 32 bits", urls, redquorum.Options{RetryCount: math.MaxUint32 + 1}},
-			newCase{"MaxExtensions over 32 bits", urls, redquorum.Options{MaxExtensions: math.MaxUint32 + 1}},
+			newCase{"RetryCount over 32 bits", urls, []redquorum.ClientOption{redquorum.WithRetryCount(math.MaxUint32 + 1)}},
+			newCase{"MaxExtensions over 32 bits", urls, []redquorum.ClientOption{redquorum.WithMaxExtensions(math.MaxUint32 + 1)}},
 		)
 	}
 	for _, tc := range newCases {
-		c, err := redquorum.New(tc.urls, tc.opts)
+		c, err := redquorum.New(tc.urls, tc.opts...)
 		if c != nil {
 			c.Close()
 		}
 		assertInvalid(t, "New: "+tc.name, err)
 	}
+	// An option's error names the option, also when libredlock refuses its value.
+	for _, tc := range []struct {
+		opt  redquorum.ClientOption
+		want string
+	}{
+		{redquorum.WithNodeTimeout(-time.Second), "WithNodeTimeout(-1s)"},
+		{redquorum.WithRetryCount(-1), "WithRetryCount(-1)"},
+		{redquorum.WithDriftFactor(1.5), "WithDriftFactor(1.5): "},
+	} {
+		c, err := redquorum.New(urls, tc.opt)
+		if c != nil {
+			c.Close()
+		}
+		if !errors.Is(err, redquorum.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New with %s = %v, want ErrInvalidArgument naming the option", tc.want, err)
+		}
+	}
 
-	c := newClient(t, urls, patient)
+	c := newClient(t, urls, patient...)
 	acquireCases := []struct {
 		name     string
 		resource string
@@ -363,7 +392,10 @@ func TestInvalidArguments(t *testing.T) {
 	}
 	for _, tc := range acquireCases {
 		for name, acquire := range map[string]func(string, time.Duration) (*redquorum.Lock, error){
-			"Lock": c.Lock, "TryLock": c.TryLock,
+			"Lock": func(r string, ttl time.Duration) (*redquorum.Lock, error) {
+				return c.Lock(context.Background(), r, ttl)
+			},
+			"TryLock": c.TryLock,
 		} {
 			l, err := acquire(tc.resource, tc.ttl)
 			if l != nil {
@@ -372,7 +404,7 @@ func TestInvalidArguments(t *testing.T) {
 			assertInvalid(t, name+": "+tc.name, err)
 		}
 		called := false
-		err := c.WithLock(tc.resource, tc.ttl, func(*redquorum.Lock) error { called = true; return nil })
+		err := c.WithLock(context.Background(), tc.resource, tc.ttl, func(*redquorum.Lock) error { called = true; return nil })
 		assertInvalid(t, "WithLock: "+tc.name, err)
 		if called {
 			t.Errorf("WithLock: %s: fn was called", tc.name)
@@ -404,26 +436,26 @@ func assertInvalid(t *testing.T, what string, err error) {
 
 func TestOptions(t *testing.T) {
 	urls := shared.urls()
-	holder := newClient(t, urls, patient)
+	holder := newClient(t, urls, patient...)
 	const resource = "go:options"
 	held := mustLock(t, holder, resource, 30*time.Second)
 	defer held.Unlock()
 
-	t.Run("negative RetryCount means one attempt", func(t *testing.T) {
-		c := newClient(t, urls, redquorum.Options{RetryCount: -1, RetryDelay: 5 * time.Second, NodeTimeout: time.Second})
+	t.Run("RetryCount 0 means one attempt", func(t *testing.T) {
+		c := newClient(t, urls, redquorum.WithRetryCount(0), redquorum.WithRetryDelay(5*time.Second), redquorum.WithNodeTimeout(time.Second))
 		start := time.Now()
-		_, err := c.Lock(resource, time.Second)
+		_, err := c.Lock(context.Background(), resource, time.Second)
 		if !errors.Is(err, redquorum.ErrNotAcquired) {
 			t.Fatalf("Lock = %v, want ErrNotAcquired", err)
 		}
 		if elapsed := time.Since(start); elapsed >= 5*time.Second {
-			t.Errorf("Lock took %v: it retried although RetryCount < 0", elapsed)
+			t.Errorf("Lock took %v: it retried although WithRetryCount(0)", elapsed)
 		}
 	})
 	t.Run("RetryCount and RetryDelay", func(t *testing.T) {
-		c := newClient(t, urls, redquorum.Options{RetryCount: 2, RetryDelay: 150 * time.Millisecond, RetryJitter: -1, NodeTimeout: time.Second})
+		c := newClient(t, urls, redquorum.WithRetryCount(2), redquorum.WithRetryDelay(150*time.Millisecond), redquorum.WithRetryJitter(0), redquorum.WithNodeTimeout(time.Second))
 		start := time.Now()
-		_, err := c.Lock(resource, time.Second)
+		_, err := c.Lock(context.Background(), resource, time.Second)
 		if !errors.Is(err, redquorum.ErrNotAcquired) {
 			t.Fatalf("Lock = %v, want ErrNotAcquired", err)
 		}
@@ -435,14 +467,15 @@ func TestOptions(t *testing.T) {
 		// Validity is the TTL less the drift allowance (TTL x factor + 2 ms) and the time the
 		// acquiring call took, which is measured rather than assumed small.
 		for _, tc := range []struct {
-			drift   float64
+			name    string
+			opts    []redquorum.ClientOption
 			allowed time.Duration
 		}{
-			{0, 102 * time.Millisecond}, // the default, 0.01
-			{-1, 2 * time.Millisecond},  // negative means zero
-			{0.5, 5002 * time.Millisecond},
+			{"the default, 0.01", nil, 102 * time.Millisecond},
+			{"0", []redquorum.ClientOption{redquorum.WithDriftFactor(0)}, 2 * time.Millisecond},
+			{"0.5", []redquorum.ClientOption{redquorum.WithDriftFactor(0.5)}, 5002 * time.Millisecond},
 		} {
-			c := newClient(t, urls, redquorum.Options{DriftFactor: tc.drift, NodeTimeout: time.Second})
+			c := newClient(t, urls, append(tc.opts, redquorum.WithNodeTimeout(time.Second))...)
 			start := time.Now()
 			l := mustLock(t, c, "go:drift", 10*time.Second)
 			v := l.Validity()
@@ -454,12 +487,12 @@ func TestOptions(t *testing.T) {
 			most := 10*time.Second - tc.allowed
 			least := most - elapsed - 2*time.Millisecond
 			if v > most || v < least {
-				t.Errorf("DriftFactor %v: Validity() = %v, want in [%v, %v] (the call took %v)", tc.drift, v, least, most, elapsed)
+				t.Errorf("DriftFactor %s: Validity() = %v, want in [%v, %v] (the call took %v)", tc.name, v, least, most, elapsed)
 			}
 		}
 	})
 	t.Run("MaxExtensions", func(t *testing.T) {
-		c := newClient(t, urls, redquorum.Options{MaxExtensions: 2, NodeTimeout: time.Second})
+		c := newClient(t, urls, redquorum.WithMaxExtensions(2), redquorum.WithNodeTimeout(time.Second))
 		l := mustLock(t, c, "go:max-extensions", 10*time.Second)
 		defer l.Unlock()
 		for i := range 2 {
@@ -479,7 +512,7 @@ func TestOptions(t *testing.T) {
 		}
 	})
 	t.Run("no extension cap by default", func(t *testing.T) {
-		c := newClient(t, urls, patient)
+		c := newClient(t, urls, patient...)
 		l := mustLock(t, c, "go:unlimited", 10*time.Second)
 		defer l.Unlock()
 		for i := range 20 {
@@ -491,7 +524,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	c, err := redquorum.New(shared.urls(), patient)
+	c, err := redquorum.New(shared.urls(), patient...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,14 +535,14 @@ func TestClose(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := c.Lock("go:close-2", time.Second); !errors.Is(err, redquorum.ErrClosed) {
+	if _, err := c.Lock(context.Background(), "go:close-2", time.Second); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("Lock after Close = %v, want ErrClosed", err)
 	}
 	if _, err := c.TryLock("go:close-2", time.Second); !errors.Is(err, redquorum.ErrClosed) {
 		t.Errorf("TryLock after Close = %v, want ErrClosed", err)
 	}
 	called := false
-	err = c.WithLock("go:close-2", time.Second, func(*redquorum.Lock) error { called = true; return nil })
+	err = c.WithLock(context.Background(), "go:close-2", time.Second, func(*redquorum.Lock) error { called = true; return nil })
 	if !errors.Is(err, redquorum.ErrClosed) || called {
 		t.Errorf("WithLock after Close = %v (fn called: %v), want ErrClosed", err, called)
 	}
@@ -529,7 +562,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestConcurrentUnlockAndClose(t *testing.T) {
-	c, err := redquorum.New(shared.urls(), quick)
+	c, err := redquorum.New(shared.urls(), quick...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,11 +611,11 @@ func TestConcurrentUnlockAndClose(t *testing.T) {
 //
 //go:noinline
 func abandon(t *testing.T, resource string) {
-	c, err := redquorum.New(shared.urls(), patient)
+	c, err := redquorum.New(shared.urls(), patient...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Lock(resource, time.Minute); err != nil {
+	if _, err := c.Lock(context.Background(), resource, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -614,11 +647,11 @@ func TestFinalizers(t *testing.T) {
 }
 
 func TestWithLock(t *testing.T) {
-	c := newClient(t, shared.urls(), quick)
+	c := newClient(t, shared.urls(), quick...)
 	const resource = "go:with-lock"
 	errFn := errors.New("fn failed")
 
-	err := c.WithLock(resource, 10*time.Second, func(l *redquorum.Lock) error {
+	err := c.WithLock(context.Background(), resource, 10*time.Second, func(l *redquorum.Lock) error {
 		if l.Resource() != resource || l.Validity() <= 0 {
 			t.Errorf("fn got lock %q with validity %v", l.Resource(), l.Validity())
 		}
@@ -631,7 +664,7 @@ func TestWithLock(t *testing.T) {
 	assertFree(t, resource)
 
 	var kept *redquorum.Lock
-	if err := c.WithLock(resource, 10*time.Second, func(l *redquorum.Lock) error { kept = l; return nil }); err != nil {
+	if err := c.WithLock(context.Background(), resource, 10*time.Second, func(l *redquorum.Lock) error { kept = l; return nil }); err != nil {
 		t.Errorf("WithLock = %v, want nil", err)
 	}
 	if kept.Validity() != 0 {
@@ -645,13 +678,13 @@ func TestWithLock(t *testing.T) {
 				t.Error("WithLock swallowed fn's panic")
 			}
 		}()
-		c.WithLock(resource, 10*time.Second, func(*redquorum.Lock) error { panic("boom") })
+		c.WithLock(context.Background(), resource, 10*time.Second, func(*redquorum.Lock) error { panic("boom") })
 	}()
 	assertFree(t, resource)
 
 	// The lock is auto-extended: fn may outlive the TTL. (5 s: room for an extension that
 	// fails on a stalled majority to be retried a NodeTimeout later.)
-	err = c.WithLock(resource, 5*time.Second, func(l *redquorum.Lock) error {
+	err = c.WithLock(context.Background(), resource, 5*time.Second, func(l *redquorum.Lock) error {
 		time.Sleep(7500 * time.Millisecond)
 		if !l.Held() {
 			t.Error("auto-extended lock not held after 1.5 times its TTL")
@@ -663,7 +696,7 @@ func TestWithLock(t *testing.T) {
 	}
 
 	// ErrLost comes back when fn succeeded but the lock was lost meanwhile.
-	err = c.WithLock(resource, 3*time.Second, func(l *redquorum.Lock) error {
+	err = c.WithLock(context.Background(), resource, 3*time.Second, func(l *redquorum.Lock) error {
 		deleteOnMajority(t, resource)
 		select {
 		case <-l.Lost():
@@ -679,7 +712,7 @@ func TestWithLock(t *testing.T) {
 	held := mustLock(t, c, resource, 10*time.Second)
 	defer held.Unlock()
 	called := false
-	err = c.WithLock(resource, 10*time.Second, func(*redquorum.Lock) error { called = true; return nil })
+	err = c.WithLock(context.Background(), resource, 10*time.Second, func(*redquorum.Lock) error { called = true; return nil })
 	if !errors.Is(err, redquorum.ErrNotAcquired) || called {
 		t.Errorf("WithLock on a held resource = %v (fn called: %v), want ErrNotAcquired", err, called)
 	}
@@ -689,7 +722,7 @@ func TestWithLock(t *testing.T) {
 // with RestartGrace a young node does not count toward acquires.
 func TestRestartAwareness(t *testing.T) {
 	cl := newCluster(t, 3)
-	c := newClient(t, cl.urls(), patient)
+	c := newClient(t, cl.urls(), patient...)
 	before, err := c.NodeStatus()
 	if err != nil {
 		t.Fatal(err)
@@ -724,7 +757,7 @@ func TestRestartAwareness(t *testing.T) {
 	}
 
 	// All three nodes started moments ago: with an hour's grace none counts.
-	guarded := newClient(t, cl.urls(), redquorum.Options{RetryCount: -1, NodeTimeout: time.Second, RestartGrace: time.Hour})
+	guarded := newClient(t, cl.urls(), redquorum.WithRetryCount(0), redquorum.WithNodeTimeout(time.Second), redquorum.WithRestartGrace(time.Hour))
 	status, err := guarded.NodeStatus()
 	if err != nil {
 		t.Fatal(err)
@@ -738,13 +771,13 @@ func TestRestartAwareness(t *testing.T) {
 	if !errors.Is(err, redquorum.ErrNoQuorum) || !strings.Contains(err.Error(), "restart_grace") {
 		t.Fatalf("TryLock during the grace = %v, want ErrNoQuorum naming restart_grace", err)
 	}
-	l, err := c.Lock("go:restart", time.Second) // nothing was left locked
+	l, err := c.Lock(context.Background(), "go:restart", time.Second) // nothing was left locked
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Unlock()
 
-	if _, err := redquorum.New(cl.urls(), redquorum.Options{RestartGrace: -time.Second}); !errors.Is(err, redquorum.ErrInvalidArgument) {
+	if _, err := redquorum.New(cl.urls(), redquorum.WithRestartGrace(-time.Second)); !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Fatalf("negative RestartGrace: %v", err)
 	}
 	guarded.Close()

@@ -18,7 +18,7 @@ import (
 	"unsafe"
 )
 
-// MaxResources is the most resources one request (LockMany, WithResources) takes.
+// MaxResources is the most resources one request (WithResources) takes.
 const MaxResources = 64
 
 // MaxResourceName is the longest resource name, in bytes; a longer one is ErrInvalidArgument.
@@ -27,14 +27,10 @@ const MaxResourceName = 4096
 // MaxPermits is the most permits a semaphore can have.
 const MaxPermits = 1024
 
-// maxWait is the longest wait libredlock takes (ten years); LockContext waits that long,
-// that is until its context is done.
-const maxWait = 10 * 365 * 24 * time.Hour
-
 // Request describes one acquisition: its kind (plain, WithFenced, WithReentrant, WithRead,
 // WithWrite, WithSemaphore, or several resources WithResources), its patience (the client's
 // retries, WithRetries, WithOnce or WithWait), auto-extension (WithAutoExtend) and, for the
-// read-write lock, who it is for (WithOwner). A context given to AcquireContext cancels one
+// read-write lock, who it is for (WithOwner). The context given to Acquire cancels one
 // acquisition.
 //
 // NewRequest builds the libredlock request once; every Acquire of it is then one C call. A
@@ -70,7 +66,8 @@ type requestSpec struct {
 	polling   bool
 	unfair    bool
 	auto      *AutoExtend
-	err       error // the first bad option
+	shorthand string // the Client method that makes the request, which fixes its kind
+	err       error  // the first bad option
 }
 
 type requestKind int
@@ -95,7 +92,7 @@ var kindNames = map[requestKind]string{
 type patience int
 
 const (
-	patienceClient  patience = iota // Options.RetryCount retries
+	patienceClient  patience = iota // the client's retries (WithRetryCount)
 	patienceRetries                 // spec.retries retries
 	patienceWait                    // wait up to spec.wait
 )
@@ -106,7 +103,7 @@ type RequestOption func(*Request)
 
 // AutoExtend says how WithAutoExtend keeps a lock alive. The zero value is the default:
 // extend every third of the TTL for as long as the lock is held, up to the client's
-// Options.MaxExtensions.
+// WithMaxExtensions.
 type AutoExtend struct {
 	// Fraction is the share of the TTL after which the lock is extended, in (0, 1); zero
 	// means 1/3.
@@ -114,7 +111,7 @@ type AutoExtend struct {
 	// MaxHold stops extending this long after acquisition; zero means never.
 	MaxHold time.Duration
 	// MaxExtensions caps the extensions of this lock (automatic and Extend alike); zero
-	// means the client's Options.MaxExtensions.
+	// means the client's WithMaxExtensions.
 	MaxExtensions int
 }
 
@@ -149,8 +146,12 @@ func (s *requestSpec) fail(err error) {
 	}
 }
 
-// setKind records the request's kind; two different kinds are an error (at Acquire).
+// setKind records the request's kind; two different kinds are an error (at Acquire), and so
+// is any kind given to a shorthand, which has its own.
 func (s *requestSpec) setKind(k requestKind) {
+	if s.shorthand != "" {
+		s.fail(invalidArgument("%s takes no kind option (%s): use the shorthand of the kind, or NewRequest and Acquire", s.shorthand, kindNames[k]))
+	}
 	if s.kind != kindPlain && s.kind != k {
 		s.fail(invalidArgument("%s and %s exclude each other: a request has one kind", kindNames[s.kind], kindNames[k]))
 	}
@@ -158,12 +159,19 @@ func (s *requestSpec) setKind(k requestKind) {
 }
 
 // WithFenced makes it a fenced lock: Lock.Fence is a token strictly greater than that of
-// every fenced lock of the resource whose holder came before (see LockFenced).
+// every fenced lock of the resource whose holder came before (see Client.LockFenced).
 func WithFenced() RequestOption {
 	return func(r *Request) { r.spec.setKind(kindFenced) }
 }
 
-// WithReentrant makes it one hold of a reentrant lock for owner (see ReentrantLock).
+// WithReentrant makes it one hold of a reentrant lock on the resource for owner. owner names
+// the holder: any non-empty string of at most 1024 bytes, one per logical owner (NewOwner
+// makes a random one). It is not a goroutine or a thread: whoever passes the same owner
+// shares its holds. While owner holds the resource it can acquire it again at once; every
+// hold is a Lock to Unlock (Lock.HoldCount counts them), and the resource is free for others
+// after the last Unlock (or when the key expires). Reentrant and plain locks on one resource
+// exclude each other. Extending a hold keeps the resource at least its TTL from now; no hold
+// shortens it.
 func WithReentrant(owner string) RequestOption {
 	return func(r *Request) {
 		r.spec.setKind(kindReentrant)
@@ -171,10 +179,16 @@ func WithReentrant(owner string) RequestOption {
 	}
 }
 
-// WithResources adds more resources: the lock takes the request's resource and these,
-// all at once or none (see LockMany), at most MaxResources in all.
+// WithResources adds more resources: the lock takes the request's resource and these, all at
+// once or none, at most MaxResources in all. Each node sets all keys in one script, in sorted
+// order, or none, so clients locking overlapping sets never deadlock. Extend and Unlock act
+// on all of them; Lock.Resources lists them. An empty name or a name given twice is
+// ErrInvalidArgument.
 func WithResources(more ...string) RequestOption {
 	return func(r *Request) {
+		if r.spec.shorthand != "" {
+			r.spec.fail(invalidArgument("%s takes no WithResources: use NewRequest and Acquire", r.spec.shorthand))
+		}
 		r.spec.many = true
 		r.spec.resources = append(r.spec.resources, more...)
 	}
@@ -215,8 +229,8 @@ func WithWrite() RequestOption {
 // acquires through one Request acts for that one owner. So while one goroutine holds the
 // write lock of a shared WithWrite Request, another asking through the same Request gets
 // ErrInvalidArgument instead of waiting; give each goroutine its own Request (or its own
-// WithOwner) to have them queue. Shorthands such as RLock and WLock build a Request, and so
-// an owner, per call, unless opts give WithOwner.
+// WithOwner) to have them queue. The shorthands ReadLock and WriteLock build a Request, and
+// so an owner, per call, unless opts give WithOwner.
 func WithOwner(name string) RequestOption {
 	return func(r *Request) { r.spec.caller, r.spec.hasCaller = name, true }
 }
@@ -240,7 +254,7 @@ func WithSemaphore(permits int) RequestOption {
 }
 
 // WithRetries makes up to n retries after the first attempt, each after delay ± a random
-// part of jitter, instead of the client's Options. n, delay and jitter must not be
+// part of jitter, instead of the client's retries. n, delay and jitter must not be
 // negative; delay and jitter are rounded up to whole milliseconds. The patience is the last
 // of WithRetries, WithOnce and WithWait given; the delay and jitter of WithRetries also set
 // the backoff of a wait.
@@ -261,7 +275,7 @@ func WithOnce() RequestOption {
 
 // WithWait waits up to d (at most ten years) for a busy resource, woken by the release
 // notifications the nodes publish, with a jittered backoff as the fallback. d must be
-// positive. A context given to AcquireContext ends the wait sooner.
+// positive. The context given to Acquire ends the wait sooner.
 func WithWait(d time.Duration) RequestOption {
 	return func(r *Request) {
 		if d <= 0 {
@@ -289,7 +303,7 @@ func WithUnfair() RequestOption {
 // extends it every a.Fraction of the TTL, each time on a quorum; Lock.Held and Lock.Lost
 // tell whether it still is. Extension stops for good on Unlock, when the Lock is
 // garbage-collected, after a.MaxHold or a.MaxExtensions. The TTL must exceed
-// Fraction × TTL + Options.NodeTimeout.
+// Fraction × TTL + the client's node timeout (WithNodeTimeout).
 func WithAutoExtend(a AutoExtend) RequestOption {
 	return func(r *Request) {
 		if a.MaxHold < 0 || a.MaxExtensions < 0 || a.MaxExtensions > math.MaxUint32 {
@@ -299,8 +313,7 @@ func WithAutoExtend(a AutoExtend) RequestOption {
 	}
 }
 
-// NewOwner returns a fresh random name (40 hex characters) for WithReentrant, ReentrantLock
-// or WithOwner.
+// NewOwner returns a fresh random name (40 hex characters) for WithReentrant or WithOwner.
 func NewOwner() string {
 	var b [20]byte
 	// crypto/rand.Read never fails on supported platforms (it panics if it cannot read).

@@ -71,8 +71,7 @@ var matrixPatiences = []matrixPatience{
 }
 
 func TestRequestMatrix(t *testing.T) {
-	c := newClient(t, shared.urls(), redquorum.Options{RetryCount: 1000, RetryDelay: 20 * time.Millisecond,
-		RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond})
+	c := newClient(t, shared.urls(), redquorum.WithRetryCount(1000), redquorum.WithRetryDelay(20*time.Millisecond), redquorum.WithRetryJitter(10*time.Millisecond), redquorum.WithNodeTimeout(300*time.Millisecond))
 	for _, kind := range matrixKinds {
 		for _, pat := range matrixPatiences {
 			for _, auto := range []bool{false, true} {
@@ -104,9 +103,9 @@ func TestRequestMatrix(t *testing.T) {
 func matrixGrant(t *testing.T, c *redquorum.Client, req *redquorum.Request, resources []string, kind matrixKind, auto bool) {
 	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
-	l, err := c.AcquireContext(ctx, req)
+	l, err := c.Acquire(ctx, req)
 	if err != nil {
-		t.Fatalf("AcquireContext: %v", err)
+		t.Fatalf("Acquire: %v", err)
 	}
 	defer l.Unlock()
 	kind.check(t, l, resources)
@@ -149,14 +148,14 @@ func matrixCancel(t *testing.T, c *redquorum.Client, req *redquorum.Request, res
 	const after = 150 * time.Millisecond
 	start := time.Now() // before the timer starts: the cancel comes at least `after` later
 	time.AfterFunc(after, cancel)
-	l, err := c.AcquireContext(ctx, req)
+	l, err := c.Acquire(ctx, req)
 	elapsed := time.Since(start)
 	if l != nil {
 		l.Unlock()
 		t.Fatal("acquired a held resource")
 	}
 	if pat.waits {
-		assertCancelled(t, "AcquireContext", err, context.Canceled)
+		assertCancelled(t, "Acquire", err, context.Canceled)
 		if elapsed < after || elapsed > after+cancelBound {
 			t.Errorf("cancelled after %v, returned after %v", after, elapsed)
 		}
@@ -174,14 +173,14 @@ func matrixCancel(t *testing.T, c *redquorum.Client, req *redquorum.Request, res
 }
 
 func TestRequestReuseAndInvalid(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	// One request serves many acquisitions, from many goroutines.
 	req := redquorum.NewRequest("go:reuse", 5*time.Second, redquorum.WithFenced(), redquorum.WithWait(10*time.Second))
 	errs := make(chan error, 4)
 	fences := make(chan uint64, 4)
 	for range 4 {
 		go func() {
-			l, err := c.Acquire(req)
+			l, err := c.Acquire(context.Background(), req)
 			if err == nil {
 				f, _ := l.Fence()
 				fences <- f
@@ -230,7 +229,7 @@ func TestRequestReuseAndInvalid(t *testing.T) {
 		"delay over ten years":    redquorum.NewRequest("go:x", time.Second, redquorum.WithRetries(1, 11*365*24*time.Hour, 0)),
 		"MaxHold over ten years":  redquorum.NewRequest("go:x", time.Second, redquorum.WithAutoExtend(redquorum.AutoExtend{MaxHold: 11 * 365 * 24 * time.Hour})),
 	} {
-		l, err := c.AcquireContext(context.Background(), r)
+		l, err := c.Acquire(context.Background(), r)
 		if l != nil {
 			l.Unlock()
 		}
@@ -250,13 +249,13 @@ func manyNames(n int) []string {
 // Lost, contexts and Close together: a granted lock does not depend on its context or its
 // client; Lost still reports a loss after both are gone.
 func TestLostContextCloseInterplay(t *testing.T) {
-	c, err := redquorum.New(shared.urls(), fast)
+	c, err := redquorum.New(shared.urls(), fast...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const resource = "go:interplay"
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := c.AcquireContext(ctx, redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{}), redquorum.WithWait(5*time.Second)))
+	l, err := c.Acquire(ctx, redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{}), redquorum.WithWait(5*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +263,7 @@ func TestLostContextCloseInterplay(t *testing.T) {
 	// A waiter on the same client, cancelled by Close below.
 	waiterErr := make(chan error, 1)
 	go func() {
-		_, err := c.LockContext(context.Background(), resource, autoTTL)
+		_, err := c.Lock(context.Background(), resource, autoTTL, redquorum.WithWait(time.Hour))
 		waiterErr <- err
 	}()
 	cancel()
@@ -312,7 +311,7 @@ func TestLostContextCloseInterplay(t *testing.T) {
 // One Request serves goroutines with contexts of their own: each acquisition is cancelled by
 // its own context only, and the others wait their turn through the same C request.
 func TestRequestSharedAcrossContexts(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:shared-request"
 	req := redquorum.NewRequest(resource, 5*time.Second, redquorum.WithWait(time.Minute))
 	defer req.Close()
@@ -341,7 +340,7 @@ func TestRequestSharedAcrossContexts(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, time.Minute)
 			}
 			defer cancel()
-			l, err := c.AcquireContext(ctx, req)
+			l, err := c.Acquire(ctx, req)
 			if err == nil {
 				mu.Lock()
 				inside++
@@ -381,13 +380,13 @@ func TestRequestSharedAcrossContexts(t *testing.T) {
 
 // Close of a Request lets the acquisitions in flight with it finish, and refuses new ones.
 func TestRequestCloseWhileAcquiring(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:close-request"
 	holder := mustLock(t, observer, resource, 30*time.Second)
 	req := redquorum.NewRequest(resource, 5*time.Second, redquorum.WithWait(time.Minute))
 	got := make(chan error, 1)
 	go func() {
-		l, err := c.Acquire(req)
+		l, err := c.Acquire(context.Background(), req)
 		if err == nil {
 			err = l.Unlock()
 		}
@@ -400,7 +399,7 @@ func TestRequestCloseWhileAcquiring(t *testing.T) {
 	if err := req.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
 	}
-	_, err := c.Acquire(req)
+	_, err := c.Acquire(context.Background(), req)
 	if !errors.Is(err, redquorum.ErrClosed) || !errors.Is(err, redquorum.ErrInvalidArgument) {
 		t.Errorf("Acquire of a closed Request = %v, want ErrClosed and ErrInvalidArgument", err)
 	}
@@ -418,7 +417,7 @@ func TestRequestCloseWhileAcquiring(t *testing.T) {
 // copy is reachable, and closing every copy frees it once (a double free would abort the
 // process under glibc's checks).
 func TestRequestCopies(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	copies := make([]redquorum.Request, 0, 50)
 	for i := range 50 {
 		req := redquorum.NewRequest(fmt.Sprintf("go:copy-%d", i), 5*time.Second, redquorum.WithFenced(), redquorum.WithOnce())
@@ -430,7 +429,7 @@ func TestRequestCopies(t *testing.T) {
 		_ = make([]byte, 1<<20)
 	}
 	for i := range copies {
-		l, err := c.Acquire(&copies[i])
+		l, err := c.Acquire(context.Background(), &copies[i])
 		if err != nil {
 			t.Fatalf("copy %d after its original was collected: %v", i, err)
 		}
@@ -449,7 +448,7 @@ func TestRequestCopies(t *testing.T) {
 		if err := again.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Acquire(&again); !errors.Is(err, redquorum.ErrClosed) {
+		if _, err := c.Acquire(context.Background(), &again); !errors.Is(err, redquorum.ErrClosed) {
 			t.Errorf("a copy of a closed Request: %v, want ErrClosed", err)
 		}
 	}
@@ -463,8 +462,8 @@ func TestRequestCopies(t *testing.T) {
 // WithUnfair reaches libredlock. The queue's keys share the resource's hash slot:
 // redlock:queue:{<resource>}:<resource> for a name without braces.
 func TestRequestFairAndUnfairWaitersGetTheLock(t *testing.T) {
-	holders := newClient(t, shared.urls(), patient)
-	c := newClient(t, shared.urls(), patient)
+	holders := newClient(t, shared.urls(), patient...)
+	c := newClient(t, shared.urls(), patient...)
 	for _, unfair := range []bool{false, true} {
 		resource := fmt.Sprintf("go:fair-unfair:%v", unfair)
 		opts := []redquorum.RequestOption{redquorum.WithWait(30 * time.Second)}
@@ -476,7 +475,7 @@ func TestRequestFairAndUnfairWaitersGetTheLock(t *testing.T) {
 		holder := mustLock(t, holders, resource, 30*time.Second)
 		got := make(chan error, 1)
 		go func() {
-			l, err := c.Acquire(req)
+			l, err := c.Acquire(context.Background(), req)
 			if err == nil {
 				err = l.Unlock()
 			}

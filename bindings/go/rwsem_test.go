@@ -21,7 +21,7 @@ func once(resource string, opts ...redquorum.RequestOption) *redquorum.Request {
 // tryElsewhere acquires req once from another client and releases it: nil if it got in.
 func tryElsewhere(t *testing.T, req *redquorum.Request) error {
 	t.Helper()
-	l, err := observer.Acquire(req)
+	l, err := observer.Acquire(context.Background(), req)
 	if err == nil {
 		if err := l.Unlock(); err != nil {
 			t.Fatal(err)
@@ -31,13 +31,13 @@ func tryElsewhere(t *testing.T, req *redquorum.Request) error {
 }
 
 func TestReadersShareWritersExclude(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:rw"
-	r1, err := c.RLock(resource, 10*time.Second)
+	r1, err := c.ReadLock(context.Background(), resource, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := c.RLock(resource, 10*time.Second)
+	r2, err := c.ReadLock(context.Background(), resource, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestReadersShareWritersExclude(t *testing.T) {
 		t.Errorf("a writer while one reader is left: %v", err)
 	}
 	r2.Unlock()
-	w, err := c.WLock(resource, 10*time.Second, redquorum.WithOnce())
+	w, err := c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithOnce())
 	if err != nil {
 		t.Fatalf("a writer once the readers are gone: %v", err)
 	}
@@ -89,17 +89,17 @@ func TestReadersShareWritersExclude(t *testing.T) {
 // own Request); it waits for it.
 func TestWriterWaitsForAnotherGoroutinesReader(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // goroutines then share few threads
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:rw-goroutines"
 	for i := 0; i < 5; i++ {
-		r, err := c.RLock(resource, 10*time.Second)
+		r, err := c.ReadLock(context.Background(), resource, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.AfterFunc(100*time.Millisecond, func() { r.Unlock() })
 		done := make(chan error, 1)
 		go func() {
-			w, err := c.WLock(resource, 10*time.Second, redquorum.WithWait(20*time.Second))
+			w, err := c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithWait(20*time.Second))
 			if err == nil {
 				err = w.Unlock()
 			}
@@ -112,7 +112,7 @@ func TestWriterWaitsForAnotherGoroutinesReader(t *testing.T) {
 }
 
 func TestReadersOverlapWritersNeverOverlapAnyone(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:rw-load"
 	var mu sync.Mutex
 	readers, writers, maxReaders, bad := 0, 0, 0, 0
@@ -125,7 +125,7 @@ func TestReadersOverlapWritersNeverOverlapAnyone(t *testing.T) {
 			if write {
 				opt = redquorum.WithWrite()
 			}
-			l, err := c.Acquire(redquorum.NewRequest(resource, 10*time.Second, opt, redquorum.WithWait(60*time.Second)))
+			l, err := c.Acquire(context.Background(), redquorum.NewRequest(resource, 10*time.Second, opt, redquorum.WithWait(60*time.Second)))
 			if err != nil {
 				errs <- err
 				return
@@ -183,13 +183,13 @@ func TestReadersOverlapWritersNeverOverlapAnyone(t *testing.T) {
 }
 
 func TestSemaphoreLimit(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:sem"
-	a, err := c.Semaphore(resource, 2, 10*time.Second)
+	a, err := c.Semaphore(context.Background(), resource, 2, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.Semaphore(resource, 2, 10*time.Second)
+	b, err := c.Semaphore(context.Background(), resource, 2, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestSemaphoreLimit(t *testing.T) {
 	}
 	assertInvalid(t, "another number of permits", tryElsewhere(t, once(resource, redquorum.WithSemaphore(3))))
 	a.Unlock()
-	cl, err := c.Acquire(once(resource, redquorum.WithSemaphore(2)))
+	cl, err := c.Acquire(context.Background(), once(resource, redquorum.WithSemaphore(2)))
 	if err != nil {
 		t.Fatalf("a permit once one was released: %v", err)
 	}
@@ -224,7 +224,7 @@ func TestSemaphoreLimit(t *testing.T) {
 }
 
 func TestSemaphoreReachesItsLimitAndNeverPassesIt(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:sem-load"
 	var mu sync.Mutex
 	in, most := 0, 0
@@ -235,7 +235,7 @@ func TestSemaphoreReachesItsLimitAndNeverPassesIt(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 3; i++ {
-				l, err := c.Semaphore(resource, 3, 10*time.Second, redquorum.WithWait(60*time.Second))
+				l, err := c.Semaphore(context.Background(), resource, 3, 10*time.Second, redquorum.WithWait(60*time.Second))
 				if err != nil {
 					errs <- err
 					return
@@ -268,14 +268,14 @@ func TestSemaphoreReachesItsLimitAndNeverPassesIt(t *testing.T) {
 }
 
 func TestReaderAndPermitAutoExtended(t *testing.T) {
-	c := newClient(t, shared.urls(), redquorum.Options{NodeTimeout: 200 * time.Millisecond})
+	c := newClient(t, shared.urls(), redquorum.WithNodeTimeout(200*time.Millisecond))
 	const resource = "go:rw-auto"
 	ttl := 900 * time.Millisecond
-	r, err := c.RLock(resource, ttl, redquorum.WithAutoExtend(redquorum.AutoExtend{}))
+	r, err := c.ReadLock(context.Background(), resource, ttl, redquorum.WithAutoExtend(redquorum.AutoExtend{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Semaphore(resource+":sem", 1, ttl, redquorum.WithAutoExtend(redquorum.AutoExtend{}))
+	s, err := c.Semaphore(context.Background(), resource+":sem", 1, ttl, redquorum.WithAutoExtend(redquorum.AutoExtend{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,25 +297,25 @@ func TestReaderAndPermitAutoExtended(t *testing.T) {
 }
 
 func TestContextCancelsAWaitingWriter(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:rw-ctx"
-	r, err := c.RLock(resource, 10*time.Second)
+	r, err := c.ReadLock(context.Background(), resource, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = c.AcquireContext(ctx, redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWrite(), redquorum.WithWait(time.Minute)))
+	_, err = c.Acquire(ctx, redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWrite(), redquorum.WithWait(time.Minute)))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a writer waiting past its context: %v", err)
 	}
 }
 
 func TestReadWriteSemaphoreInvalidArguments(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	for _, n := range []int{0, -1, redquorum.MaxPermits + 1} {
-		_, err := c.Semaphore("go:sem-bad", n, time.Second)
+		_, err := c.Semaphore(context.Background(), "go:sem-bad", n, time.Second)
 		assertInvalid(t, "Semaphore with bad permits", err)
 	}
 	for name, opts := range map[string][]redquorum.RequestOption{
@@ -327,7 +327,7 @@ func TestReadWriteSemaphoreInvalidArguments(t *testing.T) {
 		"write+many":      {redquorum.WithResources("b"), redquorum.WithWrite()},
 		"semaphore+many":  {redquorum.WithResources("b"), redquorum.WithSemaphore(2)},
 	} {
-		_, err := c.Acquire(redquorum.NewRequest("go:rw-bad", time.Second, opts...))
+		_, err := c.Acquire(context.Background(), redquorum.NewRequest("go:rw-bad", time.Second, opts...))
 		assertInvalid(t, name, err)
 	}
 	var nilLock *redquorum.Lock
@@ -336,16 +336,60 @@ func TestReadWriteSemaphoreInvalidArguments(t *testing.T) {
 	}
 }
 
+// A shorthand has its kind: a kind option or WithResources given to it is refused, naming the
+// shorthand, before anything is sent; the other options apply.
+func TestShorthandsRefuseAnotherKind(t *testing.T) {
+	c := newClient(t, shared.urls(), patient...)
+	const resource = "go:shorthand-kind"
+	ctx := context.Background()
+	for name, call := range map[string]func() (*redquorum.Lock, error){
+		"Lock": func() (*redquorum.Lock, error) { return c.Lock(ctx, resource, time.Second, redquorum.WithRead()) },
+		"LockFenced": func() (*redquorum.Lock, error) {
+			return c.LockFenced(ctx, resource, time.Second, redquorum.WithReentrant("o"))
+		},
+		"ReadLock": func() (*redquorum.Lock, error) { return c.ReadLock(ctx, resource, time.Second, redquorum.WithWrite()) },
+		"WriteLock": func() (*redquorum.Lock, error) {
+			return c.WriteLock(ctx, resource, time.Second, redquorum.WithFenced())
+		},
+		"Semaphore": func() (*redquorum.Lock, error) {
+			return c.Semaphore(ctx, resource, 2, time.Second, redquorum.WithSemaphore(2))
+		},
+		"Lock with WithResources": func() (*redquorum.Lock, error) {
+			return c.Lock(ctx, resource, time.Second, redquorum.WithResources("go:shorthand-other"))
+		},
+	} {
+		l, err := call()
+		if l != nil {
+			l.Unlock()
+		}
+		assertInvalid(t, name, err)
+		if shorthand, _, _ := strings.Cut(name, " "); !strings.Contains(err.Error(), shorthand+" takes no") {
+			t.Errorf("%s: %v does not name the shorthand", name, err)
+		}
+	}
+	assertFree(t, resource)
+	// The options of patience, auto-extension and owner apply.
+	l, err := c.ReadLock(ctx, resource, 10*time.Second, redquorum.WithOnce(), redquorum.WithOwner("reader"),
+		redquorum.WithAutoExtend(redquorum.AutoExtend{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	if _, err := c.WriteLock(ctx, resource, 10*time.Second, redquorum.WithOwner("reader")); !errors.Is(err, redquorum.ErrInvalidArgument) {
+		t.Errorf("WriteLock by the owner of a read lock = %v, want ErrInvalidArgument (the owner reached the request)", err)
+	}
+}
+
 // The self-wait check goes by owner: one owner's read or write lock refuses that owner's
 // write lock (and its write lock that owner's read lock) at once, from any goroutine, while
 // another owner waits for it.
 func TestOwnerCannotWaitForItself(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:rw-owner"
 	alice, bob := redquorum.NewOwner(), redquorum.NewOwner()
 	patient := redquorum.WithWait(time.Minute)
 
-	r, err := c.RLock(resource, 10*time.Second, redquorum.WithOwner(alice))
+	r, err := c.ReadLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(alice))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +397,7 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 	refused := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice), patient)
+		_, err := c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(alice), patient)
 		refused <- err
 	}()
 	err = <-refused
@@ -365,7 +409,7 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 		t.Errorf("the refusal took %v: it waited", d)
 	}
 	// Another reader of the same owner is fine: readers share.
-	r2, err := c.RLock(resource, 10*time.Second, redquorum.WithOwner(alice), redquorum.WithOnce())
+	r2, err := c.ReadLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(alice), redquorum.WithOnce())
 	if err != nil {
 		t.Fatalf("alice's second read lock: %v", err)
 	}
@@ -373,25 +417,25 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 
 	// Another owner waits, and gets the write lock once the reader is gone.
 	waitsUntilReleased(t, "bob's write lock over alice's read lock", r, func() (*redquorum.Lock, error) {
-		return c.WLock(resource, 10*time.Second, redquorum.WithOwner(bob), patient)
+		return c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(bob), patient)
 	})
 
 	// Holding the write lock: the same owner's read and write locks are refused.
-	w, err := c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice))
+	w, err := c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(alice))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RLock(resource, 10*time.Second, redquorum.WithOwner(alice), patient)
+	_, err = c.ReadLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(alice), patient)
 	assertInvalid(t, "alice's read lock over her write lock", err)
-	_, err = c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice), patient)
+	_, err = c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(alice), patient)
 	assertInvalid(t, "alice's second write lock", err)
 	// A plain or fenced lock is no read-write lock: it waits (here: gives up) like any other.
-	if _, err := c.TryLockFenced(resource, time.Second); !errors.Is(err, redquorum.ErrNotAcquired) {
+	if _, err := acquire(c, resource, time.Second, redquorum.WithFenced(), redquorum.WithOnce()); !errors.Is(err, redquorum.ErrNotAcquired) {
 		t.Errorf("a fenced lock over alice's write lock: %v, want ErrNotAcquired", err)
 	}
 	w.Unlock()
 	// Released: the owner may take the write lock again.
-	w, err = c.WLock(resource, 10*time.Second, redquorum.WithOwner(alice), redquorum.WithOnce())
+	w, err = c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithOwner(alice), redquorum.WithOnce())
 	if err != nil {
 		t.Fatalf("alice's write lock after her release: %v", err)
 	}
@@ -403,11 +447,11 @@ func TestOwnerCannotWaitForItself(t *testing.T) {
 // one owner (the second is refused while the first holds it), and separate Requests wait
 // for each other.
 func TestRequestIsTheDefaultOwner(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	const resource = "go:rw-default-owner"
 	req := redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWrite(), redquorum.WithWait(time.Minute))
 	defer req.Close()
-	w, err := c.Acquire(req)
+	w, err := c.Acquire(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,13 +459,13 @@ func TestRequestIsTheDefaultOwner(t *testing.T) {
 	for name, req := range map[string]*redquorum.Request{"the same Request": req, "a copy of it": &copied} {
 		refused := make(chan error, 1)
 		go func() {
-			_, err := c.Acquire(req)
+			_, err := c.Acquire(context.Background(), req)
 			refused <- err
 		}()
 		assertInvalid(t, name+" on another goroutine", <-refused)
 	}
 	waitsUntilReleased(t, "another Request's write lock", w, func() (*redquorum.Lock, error) {
-		return c.WLock(resource, 10*time.Second, redquorum.WithWait(time.Minute))
+		return c.WriteLock(context.Background(), resource, 10*time.Second, redquorum.WithWait(time.Minute))
 	})
 	assertNoKey(t, resource)
 }

@@ -59,9 +59,7 @@ func (r *records) waitFor(t *testing.T, event, resource string) (slog.Record, ma
 // and a lost lock at Warn with its reason.
 func TestLoggerReceivesEvents(t *testing.T) {
 	h := &records{}
-	opts := patient
-	opts.Logger = slog.New(h)
-	c := newClient(t, shared.urls(), opts)
+	c := newClient(t, shared.urls(), redquorum.WithNodeTimeout(time.Second), redquorum.WithLogger(slog.New(h)))
 	resource := "go:telemetry:events"
 	l := mustLock(t, c, resource, 10*time.Second)
 	if err := l.Extend(10 * time.Second); err != nil {
@@ -92,7 +90,7 @@ func TestLoggerReceivesEvents(t *testing.T) {
 	}
 
 	lostResource := "go:telemetry:lost"
-	err := c.WithLock(lostResource, 3*time.Second, func(l *redquorum.Lock) error {
+	err := c.WithLock(context.Background(), lostResource, 3*time.Second, func(l *redquorum.Lock) error {
 		deleteOnMajority(t, lostResource)
 		select {
 		case <-l.Lost():
@@ -120,7 +118,7 @@ func TestLoggerReceivesEvents(t *testing.T) {
 // TestStatsCountOperations: the counters match what was done, and the Prometheus text
 // carries them without resource names.
 func TestStatsCountOperations(t *testing.T) {
-	c := newClient(t, shared.urls(), patient)
+	c := newClient(t, shared.urls(), patient...)
 	resource := "go:telemetry:stats"
 	var held []*redquorum.Lock
 	for _, suffix := range []string{":0", ":1", ":2"} {
@@ -177,15 +175,13 @@ func TestLoggerAndCloseRace(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 5; i++ {
 				h := &records{}
-				opts := patient
-				opts.Logger = slog.New(h)
-				c, err := redquorum.New(shared.urls(), opts)
+				c, err := redquorum.New(shared.urls(), redquorum.WithNodeTimeout(time.Second), redquorum.WithLogger(slog.New(h)))
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				for j := 0; j < 5; j++ {
-					if l, err := c.Lock("go:telemetry:race:"+string(rune('a'+g)), 10*time.Second); err == nil {
+					if l, err := c.Lock(context.Background(), "go:telemetry:race:"+string(rune('a'+g)), 10*time.Second); err == nil {
 						l.Unlock()
 					}
 				}

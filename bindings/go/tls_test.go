@@ -76,7 +76,7 @@ func TestTLS(t *testing.T) {
 	url := "rediss://127.0.0.1:" + strconv.Itoa(tlsPort)
 	ca := filepath.Join(dir, "ca.crt")
 
-	c := newClient(t, []string{url}, redquorum.Options{NodeTimeout: time.Second, TLSCAFile: ca})
+	c := newClient(t, []string{url}, redquorum.WithNodeTimeout(time.Second), redquorum.WithTLSCAFile(ca))
 	l := mustLock(t, c, "go:tls", 10*time.Second)
 	if got, _ := nd.get(t, "go:tls"); got != l.Token() {
 		t.Fatalf("node holds %q, want the lock's token %q", got, l.Token())
@@ -92,7 +92,7 @@ func TestTLS(t *testing.T) {
 	}
 
 	// Without the CA the system roots do not trust the test CA: a clear error, no hang.
-	plain := newClient(t, []string{url}, redquorum.Options{NodeTimeout: time.Second})
+	plain := newClient(t, []string{url}, redquorum.WithNodeTimeout(time.Second))
 	_, err := plain.TryLock("go:tls:untrusted", 10*time.Second)
 	if !errors.Is(err, redquorum.ErrNoQuorum) {
 		t.Fatalf("want ErrNoQuorum, got %v", err)
@@ -104,24 +104,24 @@ func TestTLS(t *testing.T) {
 	}
 
 	// A URL error never quotes the URL, which may carry a password.
-	_, err = redquorum.New([]string{"rediss://:go-secret-pw@127.0.0.1:1\x00"}, redquorum.Options{})
+	_, err = redquorum.New([]string{"rediss://:go-secret-pw@127.0.0.1:1\x00"})
 	assertInvalid(t, "URL with NUL", err)
 	if strings.Contains(err.Error(), "go-secret-pw") {
 		t.Errorf("password shown: %v", err)
 	}
 
 	// Bad TLS options are invalid arguments.
-	for what, opts := range map[string]redquorum.Options{
-		"missing CA file":      {TLSCAFile: filepath.Join(dir, "missing.crt")},
-		"NUL in CA file":       {TLSCAFile: "ca\x00.crt"},
-		"cert without key":     {TLSCAFile: ca, TLSClientCertFile: ca},
-		"CA without rediss://": {TLSCAFile: ca},
+	for what, opts := range map[string][]redquorum.ClientOption{
+		"missing CA file":      {redquorum.WithTLSCAFile(filepath.Join(dir, "missing.crt"))},
+		"NUL in CA file":       {redquorum.WithTLSCAFile("ca\x00.crt")},
+		"cert without key":     {redquorum.WithTLSCAFile(ca), redquorum.WithTLSClientCertFile(ca, "")},
+		"CA without rediss://": {redquorum.WithTLSCAFile(ca)},
 	} {
 		urls := []string{url}
 		if what == "CA without rediss://" {
 			urls = []string{"redis://" + nd.addr()}
 		}
-		c, err := redquorum.New(urls, opts)
+		c, err := redquorum.New(urls, opts...)
 		if c != nil {
 			c.Close()
 		}
@@ -137,7 +137,7 @@ func TestInsecureWarns(t *testing.T) {
 	_, tlsPort := startTLSNode(t, dir)
 	url := "rediss://127.0.0.1:" + strconv.Itoa(tlsPort) + "/#insecure"
 	h := &records{}
-	c := newClient(t, []string{url}, redquorum.Options{NodeTimeout: time.Second, Logger: slog.New(h)})
+	c := newClient(t, []string{url}, redquorum.WithNodeTimeout(time.Second), redquorum.WithLogger(slog.New(h)))
 	if err := mustLock(t, c, "go:tls:insecure", 10*time.Second).Unlock(); err != nil {
 		t.Fatal(err)
 	}

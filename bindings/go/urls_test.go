@@ -36,7 +36,7 @@ func showsSecret(text string) bool {
 func TestNoSecretShowsWhateverCharactersItHolds(t *testing.T) {
 	refused := 0
 	for _, url := range urlsWithSecrets() {
-		c, err := redquorum.New([]string{url}, redquorum.Options{})
+		c, err := redquorum.New([]string{url})
 		if err != nil {
 			refused++
 			assertInvalid(t, url, err)
@@ -62,7 +62,7 @@ func TestNoSecretShowsWhateverCharactersItHolds(t *testing.T) {
 }
 
 func TestResourceNamesAndURLsAreCappedInBytes(t *testing.T) {
-	c, err := redquorum.New([]string{"redis://127.0.0.1:1"}, redquorum.Options{})
+	c, err := redquorum.New([]string{"redis://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,15 +82,15 @@ func TestResourceNamesAndURLsAreCappedInBytes(t *testing.T) {
 	}
 	_, err = c.TryLock(over, 10*time.Second)
 	says("TryLock", err)
-	_, err = c.TryLockMany([]string{"r", over}, 10*time.Second)
-	says("TryLockMany", err)
+	_, err = acquire(c, "r", 10*time.Second, redquorum.WithResources(over), redquorum.WithOnce())
+	says("WithResources", err)
 	_, err = c.Inspect(over)
 	says("Inspect", err)
 	_, err = c.ForceRelease(over, "")
 	says("ForceRelease", err)
 
 	huge := "redis://" + strings.Repeat("h", 1<<20) + ":1" // a host of 1 MiB
-	hc, err := redquorum.New([]string{huge}, redquorum.Options{})
+	hc, err := redquorum.New([]string{huge})
 	if err == nil {
 		hc.Close()
 	}

@@ -44,7 +44,7 @@ func TestNewChecksLibraryVersion(t *testing.T) {
 	}()
 	libraryVersion = func() string { return "9.0.0" }
 	versionOnce, versionErr = sync.Once{}, nil
-	c, err := New([]string{"redis://127.0.0.1:1"}, Options{})
+	c, err := New([]string{"redis://127.0.0.1:1"})
 	if c != nil || !errors.Is(err, ErrVersion) {
 		t.Fatalf("New with libredlock 9.0.0 = %v, %v; want ErrVersion", c, err)
 	}

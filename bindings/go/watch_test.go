@@ -1,6 +1,7 @@
 package redquorum_test
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"sync"
@@ -15,7 +16,7 @@ import (
 // An auto-extended lock is lost when its extensions (every TTL/3, each waiting up to
 // NodeTimeout) fail until its validity runs out: with 1.5 s and 300 ms that takes two 300 ms
 // stalls in a row on a majority, which a loaded machine produced at 900 ms and 200 ms.
-var fast = redquorum.Options{RetryDelay: 20 * time.Millisecond, RetryJitter: 10 * time.Millisecond, NodeTimeout: 300 * time.Millisecond}
+var fast = []redquorum.ClientOption{redquorum.WithRetryDelay(20 * time.Millisecond), redquorum.WithRetryJitter(10 * time.Millisecond), redquorum.WithNodeTimeout(300 * time.Millisecond)}
 
 const autoTTL = 1500 * time.Millisecond
 
@@ -40,9 +41,9 @@ func deleteOnMajority(t *testing.T, resource string) {
 }
 
 func TestAutoExtendOutlivesTTL(t *testing.T) {
-	c := newClient(t, shared.urls(), fast)
+	c := newClient(t, shared.urls(), fast...)
 	const resource = "go:auto"
-	l, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
+	l, err := c.Acquire(context.Background(), redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +95,9 @@ func holding(t *testing.T, nds []*node, resource, token string) []*node {
 }
 
 func TestLostClosesWhenKeysVanish(t *testing.T) {
-	c := newClient(t, shared.urls(), fast)
+	c := newClient(t, shared.urls(), fast...)
 	const resource = "go:vanish"
-	l, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
+	l, err := c.Acquire(context.Background(), redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +123,8 @@ func TestLostClosesWhenKeysVanish(t *testing.T) {
 }
 
 func TestMaxHoldEndsInLost(t *testing.T) {
-	c := newClient(t, shared.urls(), fast)
-	l, err := c.Acquire(redquorum.NewRequest("go:max-hold", autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{MaxHold: autoTTL})))
+	c := newClient(t, shared.urls(), fast...)
+	l, err := c.Acquire(context.Background(), redquorum.NewRequest("go:max-hold", autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{MaxHold: autoTTL})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,12 +137,14 @@ func TestMaxHoldEndsInLost(t *testing.T) {
 }
 
 func TestGarbageCollectedLockStopsExtending(t *testing.T) {
-	c := newClient(t, shared.urls(), fast)
+	c := newClient(t, shared.urls(), fast...)
 	const resource = "go:gc"
-	func() {
-		if _, err := c.Acquire(redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{}))); err != nil {
+	lost := func() <-chan struct{} {
+		l, err := c.Acquire(context.Background(), redquorum.NewRequest(resource, autoTTL, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
+		if err != nil {
 			t.Fatal(err)
 		}
+		return l.Lost()
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -160,11 +163,17 @@ func TestGarbageCollectedLockStopsExtending(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Whoever still watches the dropped lock learns that it is gone.
+	select {
+	case <-lost:
+	default:
+		t.Error("Lost() of a garbage-collected lock is not closed")
+	}
 }
 
 func TestWaitersWakeOnRelease(t *testing.T) {
 	// A slow fallback (1.5 s at least): only the release notification wakes them sooner.
-	c := newClient(t, shared.urls(), redquorum.Options{RetryDelay: 3 * time.Second, NodeTimeout: time.Second})
+	c := newClient(t, shared.urls(), redquorum.WithRetryDelay(3*time.Second), redquorum.WithNodeTimeout(time.Second))
 	const resource = "go:wait"
 	holder := mustLock(t, c, resource, 10*time.Second)
 	var wg sync.WaitGroup
@@ -173,7 +182,7 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := c.Acquire(redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWait(30*time.Second)))
+			l, err := c.Acquire(context.Background(), redquorum.NewRequest(resource, 10*time.Second, redquorum.WithWait(30*time.Second)))
 			if err != nil {
 				t.Error(err)
 				return
@@ -226,14 +235,14 @@ func TestWaitersWakeOnRelease(t *testing.T) {
 	held := mustLock(t, c, resource, 10*time.Second)
 	defer held.Unlock()
 	start := time.Now()
-	_, err := c.Acquire(redquorum.NewRequest(resource, time.Second, redquorum.WithWait(200*time.Millisecond), redquorum.WithPolling()))
+	_, err := c.Acquire(context.Background(), redquorum.NewRequest(resource, time.Second, redquorum.WithWait(200*time.Millisecond), redquorum.WithPolling()))
 	if !errors.Is(err, redquorum.ErrNotAcquired) || time.Since(start) < 200*time.Millisecond {
 		t.Errorf("a polling wait on a held resource = %v after %v, want ErrNotAcquired after the wait", err, time.Since(start))
 	}
 }
 
 func TestAutoExtendAndWaitInvalid(t *testing.T) {
-	c := newClient(t, shared.urls(), fast)
+	c := newClient(t, shared.urls(), fast...)
 	for name, opt := range map[string]redquorum.RequestOption{
 		"extend fraction 1":    redquorum.WithAutoExtend(redquorum.AutoExtend{Fraction: 1}),
 		"negative fraction":    redquorum.WithAutoExtend(redquorum.AutoExtend{Fraction: -0.5}),
@@ -241,11 +250,11 @@ func TestAutoExtendAndWaitInvalid(t *testing.T) {
 		"negative wait":        redquorum.WithWait(-time.Second),
 		"negative retry delay": redquorum.WithRetries(3, -time.Second, 0),
 	} {
-		_, err := c.Acquire(redquorum.NewRequest("go:bad-opts", autoTTL, opt))
+		_, err := c.Acquire(context.Background(), redquorum.NewRequest("go:bad-opts", autoTTL, opt))
 		assertInvalid(t, name, err)
 	}
 	// Too short to extend in time.
-	_, err := c.Acquire(redquorum.NewRequest("go:bad-opts", 100*time.Millisecond, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
+	_, err := c.Acquire(context.Background(), redquorum.NewRequest("go:bad-opts", 100*time.Millisecond, redquorum.WithAutoExtend(redquorum.AutoExtend{})))
 	assertInvalid(t, "auto-extended short TTL", err)
 	assertNoKey(t, "go:bad-opts")
 }

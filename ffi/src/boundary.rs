@@ -268,7 +268,7 @@ pub(crate) fn arg_ms(ms: u64, what: &str) -> Result<Duration, Failure> {
     let max = to_ms(MAX_TTL);
     if ms > max {
         return Err(invalid(format!(
-            "{what} of {ms} ms is larger than the maximum of {max} ms (10 years)"
+            "{what} must be at most 10 years ({max} ms), got {ms} ms"
         )));
     }
     Ok(Duration::from_millis(ms))

@@ -313,7 +313,7 @@ pub unsafe extern "C" fn redlock_request_set_auto_extend(
             if fraction != 0.0 {
                 if !(fraction.is_finite() && fraction > 0.0 && fraction < 1.0) {
                     return Err(invalid(format!(
-                        "extend fraction must be in (0, 1) (or 0 for the default), got {fraction}"
+                        "extend fraction must be above 0 and below 1 (or 0 for the default), got {fraction}"
                     )));
                 }
                 auto = auto.fraction(fraction);

@@ -85,7 +85,7 @@ redis.call("publish", KEYS[2], ARGV[2])
 return 1"#,
 );
 
-/// What [`Redlock::inspect`] found: every node's view of one resource, and what they add up to.
+/// What [`Redlock::inspect`](crate::Redlock::inspect) found: every node's view of one resource, and what they add up to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Inspection {
@@ -179,7 +179,7 @@ pub enum KeyState {
     Other(String),
 }
 
-/// What [`Redlock::force_release`] did, node by node.
+/// What [`Redlock::force_release`](crate::Redlock::force_release) did, node by node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ForcedRelease {
@@ -233,7 +233,7 @@ pub enum Released {
     HeldByOther,
 }
 
-/// See [`Redlock::inspect`](crate::Redlock::inspect).
+/// See [`Redlock::inspect`](crate::Redlock::inspect)(crate::Redlock::inspect).
 pub(crate) fn inspect(engine: &Engine, resource: &str) -> Result<Inspection> {
     check_resource(resource)?;
     let key: Arc<str> = resource.into();
@@ -271,7 +271,7 @@ pub(crate) fn inspect(engine: &Engine, resource: &str) -> Result<Inspection> {
     })
 }
 
-/// See [`Redlock::force_release`](crate::Redlock::force_release).
+/// See [`Redlock::force_release`](crate::Redlock::force_release)(crate::Redlock::force_release).
 pub(crate) fn force_release(
     engine: &Engine,
     resource: &str,

@@ -233,7 +233,7 @@ impl Shared {
     pub(crate) fn lost_error(&self, report: Option<QuorumReport>) -> Error {
         Error::Lost {
             resource: self.resource.to_string(),
-            report,
+            report: report.map(Box::new),
         }
     }
 
@@ -325,7 +325,7 @@ impl Shared {
                 resource: self.resource.to_string(),
                 operation: Operation::Extend,
                 attempts: 1,
-                report,
+                report: Box::new(report),
             }),
             None,
         )
@@ -518,7 +518,7 @@ impl Lock {
                 resource: self.resource.to_string(),
                 operation: Operation::Release,
                 attempts: 1,
-                report: outcome.report(&self.engine),
+                report: Box::new(outcome.report(&self.engine)),
             }),
         }
     }

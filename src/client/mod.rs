@@ -102,7 +102,7 @@ impl Redlock {
         Builder::default()
     }
 
-    fn start(clients: Vec<crate::topology::sentinel::Target>, config: Config) -> Result<Redlock> {
+    fn start(clients: Vec<crate::topology::Target>, config: Config) -> Result<Redlock> {
         let engine = Engine::start(clients, config, &SCRIPT_SETS)?;
         Ok(Redlock {
             inner: Arc::new(Inner {
@@ -232,7 +232,7 @@ impl Redlock {
     }
 
     /// Calls `listener` with each of this client's events (acquired, refused, lost, a node
-    /// disconnected, ...; see [`EventKind`]) until the returned handle is dropped. Events are
+    /// disconnected, ...; see [`EventKind`](crate::EventKind)) until the returned handle is dropped. Events are
     /// delivered in order on a dispatcher thread of the client's own, never on the thread that
     /// made them, through a queue of [`EVENT_QUEUE`](crate::EVENT_QUEUE): a slow listener costs
     /// dropped events ([`Stats::events_dropped`]), never a stalled extension. A listener may call

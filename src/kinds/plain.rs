@@ -11,7 +11,7 @@ use crate::wire::{Command, Reply, Script, owned_fn};
 
 /// Compare-and-delete: removes the key only while it holds our token, and then, unless the
 /// nonce (ARGV[2]) is empty, announces the release on the key's channel (KEYS[2]) so that waiters
-/// wake at once instead of polling (`notify.rs`; subscribers receive it only after the script
+/// wake at once instead of polling (`notify/`; subscribers receive it only after the script
 /// has ended, so they never see the key yet). An undo of a failed attempt passes no nonce:
 /// waking a waiter for a resource still held by whoever refused us would start a chain of
 /// doomed attempts.

@@ -339,29 +339,25 @@ impl Tally {
 
     /// A report for an error message; `names[i]` is node i's address.
     pub(crate) fn report(&self, names: &[String], elapsed: Duration) -> QuorumReport {
-        let failures = self
-            .votes
-            .iter()
-            .zip(names)
-            .filter_map(|(vote, name)| {
-                let problem = match vote {
-                    Some(Vote::No) => NodeProblem::Refused,
-                    Some(Vote::Failed(p)) => p.clone(),
-                    Some(Vote::Yes | Vote::Value(_) | Vote::Raw(_)) | None => return None,
-                };
-                Some(NodeReport {
-                    node: name.clone(),
-                    problem,
-                })
-            })
-            .collect();
-        QuorumReport {
-            nodes: self.nodes(),
-            quorum: self.quorum(),
-            succeeded: self.yes,
-            failures,
-            elapsed,
+        let mut report = QuorumReport::new(self.nodes(), self.quorum(), elapsed);
+        for (vote, name) in self.votes.iter().zip(names) {
+            let name = name.clone();
+            match vote {
+                None => report.pending.push(name),
+                Some(v) if v.is_yes() => report.granted.push(name),
+                Some(Vote::No) => report.failures.push(NodeReport {
+                    node: name,
+                    problem: NodeProblem::Refused,
+                }),
+                Some(Vote::Failed(p)) => report.failures.push(NodeReport {
+                    node: name,
+                    problem: p.clone(),
+                }),
+                Some(_) => {}
+            }
         }
+        report.succeeded = report.granted.len();
+        report
     }
 }
 

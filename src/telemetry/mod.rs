@@ -546,7 +546,7 @@ fn node_events(before: &[NodeStatus], now: &[NodeStatus]) -> Vec<Event> {
         if n.restarts > b.restarts {
             out.push(node(EventKind::NodeRestarted, n.run_id.clone()));
         }
-        // A Sentinel node's change of master is a restart for Redlock (see `sentinel.rs`).
+        // A Sentinel node's change of master is a restart for Redlock (see `topology::sentinel`).
         if n.failovers > b.failovers {
             out.push(node(
                 EventKind::NodeRestarted,

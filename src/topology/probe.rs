@@ -7,7 +7,7 @@
 //!
 //! - refuses a replica (`role:slave`), a node in Redis Cluster mode (`cluster_enabled:1`: most
 //!   keys would answer `MOVED`) unless it was reached through a `redis+cluster://` URL (which
-//!   routes by slot: `cluster.rs`), and a server older than [`MIN_VERSION`], with an error that
+//!   routes by slot: `topology::cluster`), and a server older than [`MIN_VERSION`], with an error that
 //!   says why (the node then counts as unavailable, and is probed again on each reconnect);
 //! - warns about a master with connected replicas (a failover can promote a replica that never
 //!   got a lock, handing it to a second owner) and about a `maxmemory-policy` that can evict
@@ -237,13 +237,13 @@ const REPLICAS_WARNING: &str = "it is a master with ";
 const CLUSTER_ERROR: &str = "it runs in Redis Cluster mode";
 
 /// A node reached through a `redis+cluster://` URL is a cluster's master, routed by slot (see
-/// `cluster.rs`): its cluster mode is expected.
+/// `topology::cluster`): its cluster mode is expected.
 pub(crate) fn expect_cluster(a: &mut Assessment) {
     a.errors.retain(|e| !e.starts_with(CLUSTER_ERROR));
 }
 
 /// A Sentinel-managed master has replicas by design, and a change of master counts as a restart
-/// (see `sentinel.rs`): the warning about its replicas does not apply.
+/// (see `topology::sentinel`): the warning about its replicas does not apply.
 pub(crate) fn expect_replicas(a: &mut Assessment) {
     a.warnings.retain(|w| !w.starts_with(REPLICAS_WARNING));
 }

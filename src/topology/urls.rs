@@ -3,7 +3,7 @@
 //! extra `host:port` values of the query string. Each kind parses the rest (its path and its own
 //! query parameters) and keeps its own error wording, passed in here.
 //!
-//! It imports nothing of the crate: `cluster.rs` and `sentinel.rs` both build on it, and on its
+//! It imports nothing of the crate: `cluster` and `sentinel` both build on it, and on its
 //! test-only [`AddressMap`].
 
 use redis::RedisConnectionInfo;

@@ -56,7 +56,7 @@
 //! The run has four configurations. The short profile runs three of them, one after the other,
 //! with the same seed: standalone, `--cluster3` and `--sentinel` (`--standalone`, `--cluster`,
 //! `--cluster3` or `--sentinel` runs one). In `--cluster`, lock node n4 is a whole Redis
-//! Cluster, three masters with a replica each (`redis+cluster://`, `src/topology/cluster.rs`), beside the
+//! Cluster, three masters with a replica each (`redis+cluster://`, `src/topology/cluster/`), beside the
 //! standalone nodes n0-n3; in `--cluster3` (N = 3), n2 is such a cluster beside n0 and n1, so
 //! that a fault of the cluster is a third of the nodes, not a fifth. The workloads, the two
 //! Redlock clients per process and the rules are the same. With `--min-replicas` (not in the
@@ -124,7 +124,7 @@
 //! again, its grace covering the old master's few hundred ms until its demotion. Not run here:
 //! a client idle through the whole stop keeps its connection to the old master and sees no
 //! `MOVED`; its worker confirms a master idle that long with another node before its first
-//! vote there (`src/topology/cluster.rs`, "A master idle past its failover"), which T52
+//! vote there (`src/topology/cluster/link/idle.rs`), which T52
 //! (`tests/cluster.rs`) exercises. The clients without grace are idle so in quick phases, but
 //! acquire only in the next delayed phase, long after the demotion.
 //!
@@ -1226,7 +1226,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // that followed a failover closed its connection to the old master). A worker whose batches
     // went to no slot of a failed-over master since its failover keeps its connection to the
     // old master, now a replica, until a `MOVED` or an idle master's confirmation refreshes its
-    // map (`src/topology/cluster.rs`; safe: the old master answers its next batch there with `MOVED`),
+    // map (`src/topology/cluster/link.rs`; safe: the old master answers its next batch there with `MOVED`),
     // so which process holds it is not fixed, only the sum. At most one subscriber per Redlock
     // client on the whole cluster (its subscriber listens on any one node). And every client
     // connection to a cluster process goes through the relay of its client process (the

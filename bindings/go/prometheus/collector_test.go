@@ -1,6 +1,7 @@
 package prometheus_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -51,13 +52,13 @@ func startNode(t *testing.T) string {
 }
 
 func TestCollectorExposesTheClientsMetrics(t *testing.T) {
-	client, err := redquorum.New([]string{startNode(t)}, redquorum.Options{NodeTimeout: time.Second})
+	client, err := redquorum.New([]string{startNode(t)}, redquorum.WithNodeTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
 	for i := 0; i < 2; i++ {
-		l, err := client.Lock("go:prometheus", 10*time.Second)
+		l, err := client.Lock(context.Background(), "go:prometheus", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

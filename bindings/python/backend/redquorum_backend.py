@@ -125,6 +125,8 @@ def build_wheel(
             wheel.add_file(source, arcname)
         wheel.add_file(library, f"{PACKAGE}/{library.name}", executable=True)
         dist_info = metadata.dist_info
+        for source, arcname in metadata.license_files:
+            wheel.add_file(source, f"{dist_info}/licenses/{arcname}")
         wheel.add_bytes(f"{dist_info}/METADATA", metadata.text().encode("utf-8"))
         wheel_file = (
             f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\nRoot-Is-Purelib: false\nTag: {tag}\n"
@@ -143,6 +145,7 @@ def build_sdist(sdist_directory: str, config_settings: dict[str, Any] | None = N
         (PROJECT / "pyproject.toml", "pyproject.toml"),
         (PROJECT / "README.md", "README.md"),
         (Path(__file__), f"backend/{Path(__file__).name}"),
+        *metadata.license_files,
     ]
     files += _package_files()
     files += [(path, f"tests/{path.name}") for path in sorted((PROJECT / "tests").glob("*.py"))]
@@ -163,7 +166,7 @@ def build_sdist(sdist_directory: str, config_settings: dict[str, Any] | None = N
 
 
 # ---------------------------------------------------------------------------------------------
-# Metadata (core metadata 2.1 from pyproject.toml's [project])
+# Metadata (core metadata 2.4 from pyproject.toml's [project])
 
 
 class _BuildError(Exception):
@@ -174,7 +177,7 @@ class _Metadata:
     # Keys of [project] this backend turns into core metadata; any other key is an error rather
     # than metadata silently left out of the wheel.
     HANDLED = {"name", "dynamic", "description", "readme", "requires-python", "license",
-               "classifiers", "optional-dependencies", "dependencies"}
+               "license-files", "classifiers", "optional-dependencies", "dependencies", "urls"}
 
     def __init__(self, project: dict[str, Any], version: str) -> None:
         unknown = set(project) - self.HANDLED
@@ -188,6 +191,12 @@ class _Metadata:
         normalized = re.sub(r"[-_.]+", "_", self.name).lower()
         self.file_stem = f"{normalized}-{version}"
         self.dist_info = f"{self.file_stem}.dist-info"
+        self.license_files = _license_files(project.get("license-files", []))
+        if isinstance(project.get("license"), str) and any(
+            c.startswith("License ::") for c in project.get("classifiers", [])
+        ):
+            raise _BuildError("with an SPDX license expression, drop the License :: classifiers "
+                              "(PEP 639)")
 
     @classmethod
     def load(cls) -> _Metadata:
@@ -197,11 +206,16 @@ class _Metadata:
 
     def text(self) -> str:
         project = self.project
-        lines = ["Metadata-Version: 2.1", f"Name: {self.name}", f"Version: {self.version}"]
+        lines = ["Metadata-Version: 2.4", f"Name: {self.name}", f"Version: {self.version}"]
         if "description" in project:
             lines.append(f"Summary: {project['description']}")
-        if "license" in project:
-            lines.append(f"License: {project['license']['text']}")
+        declared = project.get("license")
+        if isinstance(declared, str):
+            lines.append(f"License-Expression: {declared}")
+        elif declared is not None:
+            lines.append(f"License: {declared['text']}")
+        lines += [f"License-File: {arcname}" for _, arcname in self.license_files]
+        lines += [f"Project-URL: {label}, {url}" for label, url in project.get("urls", {}).items()]
         if "requires-python" in project:
             lines.append(f"Requires-Python: {project['requires-python']}")
         lines += [f"Classifier: {c}" for c in project.get("classifiers", [])]
@@ -214,6 +228,21 @@ class _Metadata:
             lines.append("Description-Content-Type: text/markdown")
             body = (PROJECT / project["readme"]).read_text(encoding="utf-8")
         return "\n".join(lines) + "\n\n" + body
+
+
+def _license_files(patterns: list[str]) -> list[tuple[Path, str]]:
+    """The files of ``license-files`` (PEP 639: globs relative to the project, each matching at
+    least one file), as (source, path in the sdist and under ``.dist-info/licenses/``)."""
+    found: dict[str, Path] = {}
+    for pattern in patterns:
+        if pattern.startswith("/") or "\\" in pattern or ".." in pattern.split("/"):
+            raise _BuildError(f"license-files: {pattern!r} must be a relative path without '..'")
+        matched = sorted(path for path in PROJECT.glob(pattern) if path.is_file())
+        if not matched:
+            raise _BuildError(f"license-files: {pattern!r} matches no file in {PROJECT}")
+        for path in matched:
+            found.setdefault(path.relative_to(PROJECT).as_posix(), path)
+    return [(path, arcname) for arcname, path in found.items()]
 
 
 def _package_version() -> str:

@@ -19,7 +19,7 @@ Seconds = Union[int, float, timedelta]
 
 UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1
-# The TTL range is part of the contract in docs/c-abi.md (3 ms ..= 10 years). The lower end also
+# The TTL range is part of the contract in docs/c-abi.md (3 ms to 10 years). The lower end also
 # depends on the client's drift factor, so only the upper end is checked here; C reports the rest.
 MAX_TTL_MS = 315_360_000_000
 
@@ -29,7 +29,7 @@ def integer(name: str, value: object, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if not minimum <= value <= maximum:
-        raise ValueError(f"{name} must be in {minimum}..={maximum}, got {value}")
+        raise ValueError(f"{name} must be between {minimum} and {maximum}, got {value}")
     return value
 
 
@@ -46,8 +46,8 @@ def fraction(name: str, value: object, minimum: float, inclusive: bool) -> float
     number = float(value)
     above = number >= minimum if inclusive else number > minimum
     if not (math.isfinite(number) and above and number < 1.0):
-        interval = f"[{minimum:g}, 1)" if inclusive else f"({minimum:g}, 1)"
-        raise ValueError(f"{name} must be in {interval}, got {value!r}")
+        low = f"at least {minimum:g}" if inclusive else f"above {minimum:g}"
+        raise ValueError(f"{name} must be {low} and below 1, got {value!r}")
     return number
 
 
@@ -104,16 +104,25 @@ def millis(
             raise ValueError(f"{name} must be a finite number of seconds, got {seconds!r}")
         result = round(seconds * 1000)
     if not minimum <= result <= maximum:
+        low = f"at least {_seconds(minimum)} and " if minimum else ""
         raise ValueError(
-            f"{name} must be in {minimum / 1000:g}..={maximum / 1000:g} seconds "
-            f"(whole milliseconds), got {seconds!r}"
+            f"{name} must be {low}at most {_seconds(maximum)} (whole milliseconds), "
+            f"got {seconds!r}"
         )
     return result
 
 
+def _seconds(ms: int) -> str:
+    if ms >= MAX_TTL_MS:
+        return "10 years"
+    return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms / 1000:g} s"
+
+
 def ttl_millis(ttl_ms: object, seconds: object) -> int:
-    """A lock's time to live, which every acquisition and extension needs."""
-    result = millis("ttl", seconds, "ttl_ms", ttl_ms, 1, MAX_TTL_MS)
+    """A lock's time to live, which every acquisition and extension needs. Its lower end
+    depends on the client's drift factor: the library checks it, in the same words as in every
+    language."""
+    result = millis("ttl", seconds, "ttl_ms", ttl_ms, 0, UINT64_MAX)
     if result is None:
         raise TypeError(
             "missing the lock's time to live: pass ttl (seconds or a datetime.timedelta) "

@@ -25,7 +25,7 @@ func main() {
 	// One attempt whose answer the tests rely on: give each node a second to answer, so a
 	// briefly stalled node (a loaded machine) does not turn "held elsewhere" or "acquired"
 	// into a no-quorum failure.
-	c, err := redquorum.New(urls, redquorum.Options{RetryCount: -1, NodeTimeout: time.Second})
+	c, err := redquorum.New(urls, redquorum.WithNodeTimeout(time.Second))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

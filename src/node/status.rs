@@ -1,0 +1,168 @@
+//! What a node's workers publish about their connection and server, and how
+//! `node_status()` reads it.
+//!
+//! Owns [`Health`], the record a worker writes as it goes (connected or not, the last error,
+//! which server process it reached, the clock guard's offset and warnings, the command
+//! durations and errors) and the node's handle reads; and the assembly of a [`NodeStatus`]
+//! from it, with a `WAIT` lane's own record merged in. Uses only the telemetry types: it
+//! decides nothing, the worker's parts (`connection.rs`, `server.rs`, `worker.rs`) fill it.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::telemetry::NodeStatus;
+use crate::telemetry::histogram::AtomicHistogram;
+
+/// `Health::clock_offset_ms` before the first sample.
+const NO_OFFSET: i64 = i64::MIN;
+
+/// What one worker publishes; shared by the worker (writing) and the node's handle (reading).
+pub(super) struct Health {
+    pub connected: AtomicBool,
+    pub connects: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+    pub identity: Mutex<Identity>,
+    /// The clock guard's latest offset of the node, ms (an atomic: it changes on every acquire).
+    pub clock_offset_ms: AtomicI64,
+    /// See `NodeStatus::command_duration` and `errors`.
+    pub command_duration: AtomicHistogram,
+    pub errors: AtomicU64,
+}
+
+/// Which server process the worker is talking to, as of the last connect.
+#[derive(Default, Clone)]
+pub(super) struct Identity {
+    pub run_id: Option<String>,
+    /// Uptime reported at `seen`.
+    pub uptime: Option<(Duration, Instant)>,
+    pub restarts: u64,
+    pub grace_until: Option<Instant>,
+    pub server_version: Option<String>,
+    pub server_name: Option<String>,
+    pub persistence: Option<String>,
+    /// The server probe's warnings at the last connect.
+    pub server_warnings: Vec<String>,
+    /// The clock guard's latest warnings (a few).
+    pub clock_warnings: Vec<String>,
+    pub quarantine: Option<(Instant, String)>,
+    /// A Sentinel node's master at the last connect, `host:port`.
+    pub master: Option<String>,
+    /// Its `master_replid` then.
+    pub replid: Option<String>,
+    pub failovers: u64,
+}
+
+impl Health {
+    /// A worker's record before its first connect.
+    pub(super) fn new() -> Health {
+        Health {
+            connected: AtomicBool::default(),
+            connects: AtomicU64::default(),
+            last_error: Mutex::default(),
+            identity: Mutex::default(),
+            clock_offset_ms: AtomicI64::new(NO_OFFSET),
+            command_duration: AtomicHistogram::default(),
+            errors: AtomicU64::default(),
+        }
+    }
+
+    /// Publishes the clock guard's latest offset of the node.
+    pub(super) fn set_clock_offset(&self, ms: i64) {
+        self.clock_offset_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Records the text of the latest error.
+    pub(super) fn set_last_error(&self, why: String) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(why);
+        }
+    }
+
+    /// The node's status as its first worker (this record) saw it, with what its `WAIT` lane
+    /// saw (`lane`) merged in.
+    pub(super) fn status(&self, address: &str, lane: Option<&Health>) -> NodeStatus {
+        let now = Instant::now();
+        let identity = self.identity.lock().map(|i| i.clone()).unwrap_or_default();
+        let status = NodeStatus {
+            address: address.to_owned(),
+            connected: self.connected.load(Ordering::Relaxed),
+            connects: self.connects.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().map_or(None, |e| e.clone()),
+            run_id: identity.run_id,
+            uptime: identity
+                .uptime
+                .map(|(uptime, seen)| uptime + now.saturating_duration_since(seen)),
+            restarts: identity.restarts,
+            grace_remaining: identity
+                .grace_until
+                .map(|until| until.saturating_duration_since(now))
+                .filter(|left| !left.is_zero()),
+            server_version: identity.server_version,
+            server_name: identity.server_name,
+            persistence: identity.persistence,
+            warnings: identity
+                .server_warnings
+                .into_iter()
+                .chain(identity.clock_warnings)
+                .collect(),
+            clock_offset_ms: Some(self.clock_offset_ms.load(Ordering::Relaxed))
+                .filter(|ms| *ms != NO_OFFSET),
+            quarantine_remaining: identity
+                .quarantine
+                .as_ref()
+                .map(|(until, _)| until.saturating_duration_since(now))
+                .filter(|left| !left.is_zero()),
+            quarantine_reason: identity
+                .quarantine
+                .filter(|(until, _)| *until > now)
+                .map(|(_, why)| why),
+            master: identity.master,
+            failovers: identity.failovers,
+            command_duration: self.command_duration.snapshot(),
+            errors: self.errors.load(Ordering::Relaxed),
+        };
+        match lane {
+            Some(lane) => with_lane(status, lane, now),
+            None => status,
+        }
+    }
+}
+/// A node's status with what its `WAIT` lane saw: it carries the acquisitions and extensions,
+/// so its clock samples, quarantine and restart grace are the ones that hold votes out.
+fn with_lane(mut status: NodeStatus, lane: &Health, now: Instant) -> NodeStatus {
+    let identity = lane.identity.lock().map(|i| i.clone()).unwrap_or_default();
+    status.errors += lane.errors.load(Ordering::Relaxed);
+    let offset = lane.clock_offset_ms.load(Ordering::Relaxed);
+    if offset != NO_OFFSET {
+        status.clock_offset_ms = Some(offset);
+    }
+    let left = |until: Instant| Some(until.saturating_duration_since(now)).filter(|d| !d.is_zero());
+    if let Some(grace) = identity.grace_until.and_then(left)
+        && status.grace_remaining.is_none_or(|g| g < grace)
+    {
+        status.grace_remaining = Some(grace);
+    }
+    if let Some((until, why)) = identity.quarantine
+        && let Some(remaining) = left(until)
+        && status.quarantine_remaining.is_none_or(|q| q < remaining)
+    {
+        status.quarantine_remaining = Some(remaining);
+        status.quarantine_reason = Some(why);
+    }
+    status.warnings.extend(identity.clock_warnings);
+    // The lane may see a failover first: after one, a holder's extensions go there while
+    // nothing else talks to the node.
+    if identity.failovers > status.failovers {
+        status.failovers = identity.failovers;
+        status.master = identity.master;
+    }
+    if !lane.connected.load(Ordering::Relaxed) {
+        let why = lane.last_error.lock().map_or(None, |e| e.clone());
+        status.warnings.push(format!(
+            "the connection for min_replicas (acquisitions and extensions, with WAIT) is down: {}",
+            why.as_deref().unwrap_or("not connected yet")
+        ));
+    }
+    status
+}

@@ -1,0 +1,487 @@
+//! The registry: per resource, what this client's waiters wait on (a [`Slot`]: the releases a
+//! quorum announced, this client's queue of waiters in arrival order, and the news of the queue
+//! across processes for each of them), and per node, whether its subscriber is live.
+//!
+//! The subscriber threads ([`subscriber`](super::subscriber)) write here what the nodes
+//! publish; the waiters ([`subscription`](super::subscription)) read it. It uses the fair
+//! queue's messages ([`queue`](super::queue)) and nothing else of notify.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::notify::queue::QueueNews;
+use crate::sync::relock;
+
+/// What waiters wait on for one resource.
+pub(super) struct Slot {
+    pub(super) state: Mutex<SlotState>,
+    /// Holds one message per release that no waiter has acted on yet (at most one: a second
+    /// release before any waiter woke adds nothing); one waiter takes it and goes. A channel
+    /// rather than a condition variable, so that a waiter can select on it beside its cancel.
+    released_tx: Sender<()>,
+    pub(super) released: Receiver<()>,
+    /// Signalled when a node's subscription becomes active.
+    pub(super) ready: Condvar,
+}
+
+pub(super) struct SlotState {
+    /// Recent releases (nonce, how many nodes announced it so far, and which: bit `i` for node
+    /// `i` < 64): each node announces the same release, which should wake one waiter once, not
+    /// N times.
+    recent: VecDeque<(String, usize, u64)>,
+    /// The last release a quorum announced: the one a message in `released`, if there is one,
+    /// stands for (a later release finds it full and adds nothing but this).
+    pending: Option<String>,
+    /// Nodes on which the subscription is active.
+    pub(super) subscribed: usize,
+    /// Releases announced by a quorum so far: a shared waiter (a reader) wakes when it moved.
+    pub(super) epoch: u64,
+    /// Replaced at each such release: dropping the sender wakes every shared waiter selecting
+    /// on a clone of the receiver (a disconnect is seen by all, a message by one).
+    all_tx: Sender<()>,
+    pub(super) all_rx: Receiver<()>,
+    /// Queued exclusive waiters, in arrival order (see the module's doc): each one's place and
+    /// where to tell it that it is at the front.
+    pub(super) queue: VecDeque<(u64, Sender<Turn>)>,
+    /// The queue across processes (`queue.rs`): the head the last turn message named, and this
+    /// client's waiters in it, by id, with where to tell each one the news about it and whether
+    /// it joined.
+    pub(super) fair_head: Option<String>,
+    pub(super) fair: HashMap<Arc<str>, (Sender<News>, bool)>,
+    /// Since when a release announced by a quorum has gone without a turn message of the queue
+    /// (the head's `LEAVE` once it got the lock): a queue silent for [`Registry::silence`]
+    /// (its node hung, say) is read again by this client's waiters behind the head (see
+    /// [`Registry::check_silence`]).
+    silent_since: Option<Instant>,
+}
+
+impl Default for SlotState {
+    fn default() -> Self {
+        let (all_tx, all_rx) = crossbeam_channel::bounded(0);
+        SlotState {
+            recent: VecDeque::new(),
+            pending: None,
+            subscribed: 0,
+            epoch: 0,
+            all_tx,
+            all_rx,
+            queue: VecDeque::new(),
+            fair_head: None,
+            fair: HashMap::new(),
+            silent_since: None,
+        }
+    }
+}
+
+impl Slot {
+    pub(super) fn new() -> Slot {
+        let (released_tx, released) = crossbeam_channel::bounded(1);
+        Slot {
+            state: Mutex::new(SlotState::default()),
+            released_tx,
+            released,
+            ready: Condvar::new(),
+        }
+    }
+}
+
+/// What a queued waiter learns when its turn comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Try now: it was already at the front, or the one before gave up.
+    Now,
+    /// The one before got the lock, whose keys live until then at most: wait for its release
+    /// (or that time) before trying.
+    HeldUntil(Instant),
+    /// The wait's deadline passed first.
+    TimedOut,
+    Cancelled,
+}
+
+/// What a waiter in the queue across processes (`queue.rs`) learns from its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum News {
+    /// It is at the head: the one before got the lock for at most `held` (wait for its release
+    /// until then), or gave up (`None`: try now); `watched`: a waiter is behind it.
+    Head {
+        held: Option<Duration>,
+        watched: bool,
+    },
+    /// It is at the head and a waiter came right behind it: renew its place from now on.
+    Watched,
+    /// It is right behind the head, which it should watch.
+    Next,
+    /// A subscription was rebuilt, or the queue went silent after a release, so news may have
+    /// been lost: read the queue again.
+    Recheck,
+}
+
+/// How many recent release tokens a slot remembers.
+const RECENT: usize = 8;
+
+/// Per resource: how many waiters, and what they wait on.
+pub(super) type Slots = HashMap<Arc<str>, (usize, Arc<Slot>)>;
+
+/// Waiters per resource.
+pub(super) struct Registry {
+    pub(super) slots: Mutex<Slots>,
+    /// Announcements of one release that wake a waiter: a quorum of the nodes, by when the
+    /// resource is free on enough nodes for an attempt to succeed. Waking on the first node's
+    /// message would send the attempt to nodes that have not applied the release yet.
+    pub(super) quorum: usize,
+    /// Per node, whether its subscriber is failing (its connection broke or could not be made)
+    /// and since when it has been waiting for the node (a connect or a subscription not yet
+    /// confirmed; nanoseconds after `origin`, plus one; 0: not waiting). A new waiter does not
+    /// wait for such a node to subscribe: with one node hung, each waiter would otherwise spend
+    /// `node_timeout` before it listens (see [`Registry::live_nodes`]).
+    pub(super) failing: Vec<AtomicBool>,
+    waiting_since: Vec<AtomicU64>,
+    /// Per node, until when (nanoseconds after `origin`) waiters keep no queue there: a queue
+    /// command to it failed (see `queue.rs`).
+    pub(super) no_queue_until: Vec<AtomicU64>,
+    /// How long the queue may stay silent after a release (see [`SlotState::silent_since`]).
+    silence: Duration,
+    /// When the earliest silence may be due (nanoseconds after `origin`; `u64::MAX`: none), so
+    /// that the subscribers' look at it costs one atomic load while the queues speak.
+    silence_due: AtomicU64,
+    pub(super) origin: Instant,
+}
+
+impl Registry {
+    pub(super) fn new(nodes: usize, silence: Duration) -> Registry {
+        Registry {
+            slots: Mutex::new(Slots::new()),
+            quorum: crate::rules::quorum::quorum(nodes),
+            failing: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            waiting_since: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            no_queue_until: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            silence,
+            silence_due: AtomicU64::new(u64::MAX),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The nodes a new waiter should expect to subscribe within `patience`: those whose
+    /// subscriber is not failing and has not been waiting for its node for `patience` already.
+    pub(super) fn live_nodes(&self, patience: Duration) -> usize {
+        (0..self.failing.len())
+            .filter(|&i| self.live(i, patience))
+            .count()
+    }
+
+    /// Whether node `i`'s subscriber is neither failing nor waiting for its node for
+    /// `patience` already (see [`live_nodes`](Registry::live_nodes)).
+    pub(super) fn live(&self, i: usize, patience: Duration) -> bool {
+        let now = self.origin.elapsed().as_nanos() as u64 + 1;
+        let since = self.waiting_since[i].load(Ordering::Relaxed);
+        !self.failing[i].load(Ordering::Relaxed)
+            && (since == 0 || now.saturating_sub(since) < patience.as_nanos() as u64)
+    }
+
+    /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.
+    pub(super) fn waiting_for(&self, i: usize, waiting: bool) {
+        let since = if waiting {
+            self.origin.elapsed().as_nanos() as u64 + 1
+        } else {
+            0
+        };
+        self.waiting_since[i].store(since, Ordering::Relaxed);
+    }
+
+    fn since_origin(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.origin).as_nanos() as u64
+    }
+
+    /// Tells the waiters behind the head of each queue that went silent for `silence` after a
+    /// release to read their place again. One look per client, from its subscriber threads
+    /// (every `READ_SLICE` at most), instead of every waiter behind the head waking at every
+    /// release to watch for the turn message that should follow: that herd of wake-ups, 49
+    /// threads per release with 50 waiters, cost the head about 0.4 ms of its wake-up on two
+    /// cores.
+    pub(super) fn check_silence(&self) {
+        let now = Instant::now();
+        if self.since_origin(now) < self.silence_due.load(Ordering::Relaxed) {
+            return;
+        }
+        self.silence_due.store(u64::MAX, Ordering::Relaxed);
+        let slots: Vec<Arc<Slot>> = relock(&self.slots)
+            .values()
+            .map(|(_, s)| Arc::clone(s))
+            .collect();
+        for slot in slots {
+            let mut state = relock(&slot.state);
+            let Some(since) = state.silent_since else {
+                continue;
+            };
+            let due = since + self.silence;
+            if due > now {
+                // Put back: a release between the store above and this look set it.
+                self.silence_due
+                    .fetch_min(self.since_origin(due), Ordering::Relaxed);
+                continue;
+            }
+            state.silent_since = None;
+            let head = state.fair_head.as_deref();
+            for (id, (tx, joined)) in &state.fair {
+                if *joined && Some(&**id) != head {
+                    let _ = tx.try_send(News::Recheck);
+                }
+            }
+        }
+    }
+
+    pub(super) fn slot(&self, resource: &str) -> Option<Arc<Slot>> {
+        relock(&self.slots)
+            .get(resource)
+            .map(|(_, s)| Arc::clone(s))
+    }
+
+    pub(super) fn subscribed(&self, resource: &str) {
+        if let Some(slot) = self.slot(resource) {
+            let mut state = relock(&slot.state);
+            state.subscribed += 1;
+            for (tx, _) in state.fair.values() {
+                let _ = tx.try_send(News::Recheck);
+            }
+            drop(state);
+            slot.ready.notify_all();
+        }
+    }
+
+    /// News of `resource`'s queue (see `queue.rs`).
+    pub(super) fn queue(&self, node: usize, resource: &str, news: QueueNews) {
+        let Some(slot) = self.slot(resource) else {
+            return;
+        };
+        let mut state = relock(&slot.state);
+        let news = match news {
+            QueueNews::Watch(head) => {
+                if let Some((tx, _)) = state.fair.get(head.as_str()) {
+                    let _ = tx.try_send(News::Watched);
+                }
+                return;
+            }
+            QueueNews::Turn(news) => news,
+        };
+        let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
+        let ours = news
+            .head
+            .as_deref()
+            .is_some_and(|h| state.fair.contains_key(h));
+        if ours && held.is_some() {
+            // A release kept for no waiter of this client (its waiters were all behind others
+            // when it came) would wake the new head only to be refused by the lock the one
+            // before just took. The kept message stands for the last release a quorum announced
+            // (`pending`); it is stale if the queue node announced that one before this turn
+            // message: that node runs the `LEAVE` before the lock's release (both come from the
+            // new holder's one connection to it), and this subscriber hears its messages in
+            // that order. The release of the lock just taken, heard from other nodes first,
+            // stays; so does a release this client no longer remembers.
+            let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
+            let stale = state.pending.as_ref().is_some_and(|p| {
+                state
+                    .recent
+                    .iter()
+                    .any(|(n, _, nodes)| n == p && nodes & bit != 0)
+            });
+            if stale {
+                while slot.released.try_recv().is_ok() {}
+                state.pending = None;
+            }
+        }
+        if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
+            let watched = news.next.is_some();
+            let _ = tx.try_send(News::Head { held, watched });
+        }
+        if let Some((tx, _)) = news.next.as_deref().and_then(|n| state.fair.get(n)) {
+            let _ = tx.try_send(News::Next);
+        }
+        state.fair_head = news.head;
+        state.silent_since = None;
+    }
+
+    /// A node's subscription to `resource` ended (unsubscribed, or its connection broke).
+    pub(super) fn unsubscribed(&self, resource: &str) {
+        if let Some(slot) = self.slot(resource) {
+            let mut state = relock(&slot.state);
+            state.subscribed = state.subscribed.saturating_sub(1);
+        }
+    }
+
+    /// A release of `resource` with `nonce` was announced by one node.
+    pub(super) fn released(&self, node: usize, resource: &str, nonce: String) {
+        let Some(slot) = self.slot(resource) else {
+            return;
+        };
+        {
+            let mut state = relock(&slot.state);
+            let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
+            let count = match state.recent.iter_mut().find(|(t, _, _)| *t == nonce) {
+                Some((_, count, nodes)) => {
+                    *count += 1;
+                    *nodes |= bit;
+                    *count
+                }
+                None => {
+                    if state.recent.len() == RECENT {
+                        state.recent.pop_front();
+                    }
+                    state.recent.push_back((nonce.clone(), 1, bit));
+                    1
+                }
+            };
+            if count != self.quorum {
+                return;
+            }
+            // Every shared waiter retries: all of them can get in at once.
+            state.epoch += 1;
+            let (all_tx, all_rx) = crossbeam_channel::bounded(0);
+            drop(std::mem::replace(&mut state.all_tx, all_tx));
+            state.all_rx = all_rx;
+            if state.silent_since.is_none() && state.fair.values().any(|(_, joined)| *joined) {
+                let now = Instant::now();
+                state.silent_since = Some(now);
+                self.silence_due
+                    .fetch_min(self.since_origin(now + self.silence), Ordering::Relaxed);
+            }
+            // One exclusive waiter of this client retries; should it lose to another client,
+            // the resource is held again and its next release wakes the next waiter. Waking all
+            // of them would make every release a burst of doomed attempts. (Full: a wake-up is
+            // already pending, and from now on stands for this release, the last a quorum
+            // announced.)
+            let _ = slot.released_tx.try_send(());
+            state.pending = Some(nonce);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crossbeam_channel::TryRecvError;
+
+    use super::*;
+    use crate::notify::queue::queue_news;
+
+    /// The queue node of the resource "r" in these tests, of five nodes.
+    const QUEUE_NODE: usize = 2;
+
+    /// A client's registry of five nodes with a slot for "r", in whose queue across processes
+    /// this client has the waiter "w" (joined); the news for "w" comes on the receiver.
+    fn registry(silence: Duration) -> (Registry, Arc<Slot>, Receiver<News>) {
+        let registry = Registry::new(5, silence);
+        let slot = Arc::new(Slot::new());
+        let (tx, news) = crossbeam_channel::bounded(16);
+        relock(&slot.state).fair.insert(Arc::from("w"), (tx, true));
+        relock(&registry.slots).insert(Arc::from("r"), (1, Arc::clone(&slot)));
+        (registry, slot, news)
+    }
+
+    /// The release `nonce` of "r" announced by `nodes`, in that order.
+    fn announce(registry: &Registry, nodes: &[usize], nonce: &str) {
+        for &i in nodes {
+            registry.released(i, "r", nonce.to_owned());
+        }
+    }
+
+    /// The queue node's turn message naming `head`, after the one before got the lock for
+    /// `held_ms` (0: it gave up).
+    fn turn(registry: &Registry, head: &str, held_ms: u64) {
+        let news = queue_news(&format!("turn:{head}::{held_ms}")).unwrap();
+        registry.queue(QUEUE_NODE, "r", news);
+    }
+
+    #[test]
+    fn a_release_heard_before_the_lock_was_taken_does_not_wake_the_new_head() {
+        // Heard from a quorum while no waiter of this client was at the head, so kept; the
+        // queue node announced it, so it came before the `LEAVE` of the one who took the lock.
+        let (registry, slot, news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, QUEUE_NODE, 3, 4], "a");
+        assert_eq!(slot.released.len(), 1);
+        turn(&registry, "w", 10_000);
+        assert_eq!(
+            news.try_recv(),
+            Ok(News::Head {
+                held: Some(Duration::from_secs(10)),
+                watched: false
+            })
+        );
+        assert!(
+            slot.released.is_empty(),
+            "a stale release would wake the head"
+        );
+    }
+
+    #[test]
+    fn the_release_of_the_lock_just_taken_heard_before_the_turn_still_wakes_the_new_head() {
+        // The lock was released at once: three other nodes announced that before the queue
+        // node ran the `LEAVE`. Dropping it would leave the head waiting for the TTL.
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, 3], "b");
+        turn(&registry, "w", 10_000);
+        assert_eq!(slot.released.len(), 1);
+        // The queue node's own announcement of it comes after the turn message.
+        announce(&registry, &[QUEUE_NODE], "b");
+        assert_eq!(slot.released.len(), 1);
+    }
+
+    #[test]
+    fn a_kept_message_stands_for_every_release_after_it() {
+        // An old release kept (the queue node announced it), then the release of the lock just
+        // taken, from other nodes: the message, already there, stands for it now (dropping it
+        // left a leader election's next candidate asleep for the TTL).
+        let (client, slot, _news) = registry(Duration::from_secs(60));
+        announce(&client, &[0, 1, QUEUE_NODE, 3, 4], "a");
+        announce(&client, &[0, 1, 3], "b");
+        turn(&client, "w", 10_000);
+        assert_eq!(slot.released.len(), 1);
+        // Two releases the queue node announced, kept: stale.
+        let (client, slot, _news) = registry(Duration::from_secs(60));
+        announce(&client, &[0, 1, QUEUE_NODE], "a");
+        announce(&client, &[0, QUEUE_NODE, 1], "b");
+        turn(&client, "w", 10_000);
+        assert!(slot.released.is_empty());
+    }
+
+    #[test]
+    fn a_kept_release_stays_for_a_head_told_to_try_at_once_or_of_another_client() {
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, QUEUE_NODE], "a");
+        // The one before gave up: the head tries at once anyway.
+        turn(&registry, "w", 0);
+        assert_eq!(slot.released.len(), 1);
+        // Another client's head: this client's waiters outside the queue (`fair(false)`, or
+        // gone on without it) may be waiting for it.
+        turn(&registry, "x", 10_000);
+        assert_eq!(slot.released.len(), 1);
+    }
+
+    #[test]
+    fn a_queue_silent_after_a_release_tells_the_waiters_behind_the_head_to_read_their_place() {
+        let (registry, slot, news) = registry(Duration::ZERO);
+        let (head_tx, head) = crossbeam_channel::bounded(16);
+        relock(&slot.state)
+            .fair
+            .insert(Arc::from("h"), (head_tx, true));
+        turn(&registry, "h", 0);
+        assert!(matches!(head.try_recv(), Ok(News::Head { .. })));
+        // A release, then the turn message that should follow it: not silent.
+        announce(&registry, &[0, 1, 3], "a");
+        turn(&registry, "h", 0);
+        let _ = head.try_recv();
+        registry.check_silence();
+        assert_eq!(news.try_recv(), Err(TryRecvError::Empty));
+        // A release with no turn message after it: "w" reads its place again, the head (which
+        // has the release to act on) is not told.
+        announce(&registry, &[0, 1, 3], "b");
+        registry.check_silence();
+        assert_eq!(news.try_recv(), Ok(News::Recheck));
+        assert_eq!(head.try_recv(), Err(TryRecvError::Empty));
+        // Told once per silence.
+        registry.check_silence();
+        assert_eq!(news.try_recv(), Err(TryRecvError::Empty));
+    }
+}
