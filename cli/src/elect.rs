@@ -52,7 +52,12 @@ pub struct Args {
     /// Who this candidate is (default: HOSTNAME:PID)
     ///
     /// As 'redlock leader' shows it; 1 to 256 bytes.
-    #[arg(long, value_name = "ID", verbatim_doc_comment)]
+    #[arg(
+        long,
+        value_name = "ID",
+        allow_hyphen_values = true,
+        verbatim_doc_comment
+    )]
     identity: Option<String>,
     /// Leadership TTL, renewed every third of it
     #[arg(long, value_name = "DUR", default_value = "15s", value_parser = args::duration)]

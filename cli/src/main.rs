@@ -45,6 +45,8 @@ use exit::{Failure, one_line};
     version,
     verbatim_doc_comment,
     subcommand_required = true,
+    // A repeated option takes its last value, so that a script may add to a default set.
+    args_override_self = true,
     after_help = exit::TABLE
 )]
 struct Cli {

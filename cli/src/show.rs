@@ -68,7 +68,7 @@ pub struct ReleaseArgs {
     #[arg(long)]
     force: bool,
     /// Release only this holder's keys
-    #[arg(long, value_name = "TOKEN", value_parser = args::name)]
+    #[arg(long, value_name = "TOKEN", value_parser = args::name, allow_hyphen_values = true)]
     token: Option<String>,
     /// Print the per-node results as JSON
     #[arg(long)]

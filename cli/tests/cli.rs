@@ -862,6 +862,32 @@ fn bad_arguments_exit_64_with_one_line() {
     }
 }
 
+/// Options read as they always have: a repeated option takes its last value, so that a script
+/// may add to a default set (`redlock run $DEFAULTS --ttl 5s ...`), and a value may start with a
+/// dash (a reentrant owner or an identity of the user's choosing).
+#[test]
+fn a_repeated_option_takes_its_last_value_and_a_value_may_start_with_a_dash() {
+    let cluster = Cluster::start(1);
+    // --ttl 60ms alone is refused as too short (64); given last, 5s is the TTL.
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "--ttl", "60ms", "--ttl", "5s", "--fenced", "--fenced", "twice", "--", "sh", "-c",
+            "exit 3",
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = output(redlock(&cluster, "status", &["--json", "--json", "twice"]));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = output(redlock(
+        &cluster,
+        "release",
+        &["--force", "--token", "-owner", "twice"],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 #[test]
 fn no_quorum_exits_69() {
     let mut cluster = Cluster::start(3);
