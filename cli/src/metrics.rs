@@ -8,25 +8,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lexopt::prelude::*;
 use redquorum::{BUCKETS, Histogram, Redlock, Stats};
 use serde_json::{Value as Json, json};
 
-use crate::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, Failure};
+use crate::exit::{EXIT_SOFTWARE, EXIT_UNAVAILABLE, Failure};
 
-/// Where to listen: `PORT` (on localhost), `HOST:PORT` or `[V6]:PORT`.
+/// Where to listen, or whom to ask: `PORT` (on localhost), `HOST:PORT` or `[V6]:PORT`.
 pub fn address(text: &str) -> Result<String, String> {
     if text.is_empty() {
-        return Err("--metrics-addr is empty: give PORT or HOST:PORT".into());
+        return Err("empty: give PORT or HOST:PORT".into());
     }
     if text.parse::<u16>().is_ok() {
         return Ok(format!("127.0.0.1:{text}"));
     }
     match text.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(text.into()),
-        _ => Err(format!(
-            "--metrics-addr {text}: give PORT (served on localhost) or HOST:PORT"
-        )),
+        _ => Err("give PORT (on localhost) or HOST:PORT".into()),
     }
 }
 
@@ -306,54 +303,41 @@ pub fn stats_json(s: &Stats) -> Json {
     })
 }
 
-pub const STATS_HELP: &str = "\
-Show the counters of a running redlock
-
-Usage: redlock stats [--json] ADDR
-
-Reads the counters of a 'redlock run' or 'redlock elect' started with --metrics-addr: ADDR is
-that address (PORT for localhost, or HOST:PORT). Prints acquisitions by outcome and kind with
-their latency, locks held, waiters, losses, extensions, and each node's request latency and
-errors. Latency quantiles are estimated from the histograms' buckets, as Prometheus's
-histogram_quantile does. For Prometheus itself, scrape http://ADDR/metrics.
-
-Options:
-  --json       The snapshot as JSON (what GET http://ADDR/stats.json serves): {\"acquisitions\":
-               [{\"outcome\", \"kind\", \"count\", \"duration\"}], \"hold\", \"wait\",
-               \"extensions\": {\"ok\", \"failed\"}, \"lost\": {\"refused\", \"expired\",
-               \"suspended\"}, \"locks_held\", \"waiters\", \"events_dropped\", \"nodes\": [{\"node\",
-               \"up\", \"connects\", \"restarts\", \"quarantined\", \"errors\", \"last_error\",
-               \"command_duration\"}]}; each duration is {\"count\", \"sum_seconds\",
-               \"p50_seconds\", \"p99_seconds\", \"buckets\": [{\"le\", \"count\"}]}, the
-               quantiles null when nothing was observed, the bucket counts not cumulative
-  -h, --help   Show this
-
-Exit codes: 0 success, 64 bad arguments, 69 ADDR cannot be reached or is no redlock.
-";
+/// Show the counters of a running redlock
+///
+/// Reads the counters of a 'redlock run' or 'redlock elect' started with --metrics-addr: ADDR
+/// is that address (PORT for localhost, or HOST:PORT). Prints acquisitions by outcome and kind
+/// with their latency, locks held, waiters, losses, extensions, and each node's request
+/// latency and errors. Latency quantiles are estimated from the histograms' buckets, as
+/// Prometheus's histogram_quantile does. For Prometheus itself, scrape http://ADDR/metrics.
+#[derive(clap::Args, Debug)]
+#[command(
+    verbatim_doc_comment,
+    after_help = "\
+Exit codes: 0 success; 64 bad arguments; 69 ADDR cannot be reached or is no redlock."
+)]
+pub struct StatsArgs {
+    /// Print the snapshot as JSON (what GET http://ADDR/stats.json serves)
+    ///
+    /// {"acquisitions": [{"outcome", "kind", "count", "duration"}], "hold", "wait",
+    /// "extensions": {"ok", "failed"}, "lost": {"refused", "expired", "suspended"},
+    /// "locks_held", "waiters", "events_dropped", "nodes": [{"node", "up", "connects",
+    /// "restarts", "quarantined", "errors", "last_error", "command_duration"}]}; each duration
+    /// is {"count", "sum_seconds", "p50_seconds", "p99_seconds", "buckets": [{"le", "count"}]},
+    /// the quantiles null when nothing was observed, the bucket counts not cumulative.
+    #[arg(long, verbatim_doc_comment)]
+    json: bool,
+    /// The --metrics-addr of a running 'redlock run' or 'redlock elect'
+    #[arg(value_name = "ADDR", value_parser = address)]
+    addr: String,
+}
 
 /// `redlock stats`.
-pub fn stats(mut parser: lexopt::Parser) -> Result<u8, Failure> {
-    let mut as_json = false;
-    let mut addr = None;
-    while let Some(arg) = parser.next().map_err(|e| Failure::usage("stats", e))? {
-        match arg {
-            Long("json") => as_json = true,
-            Long("help") | Short('h') => {
-                out!("{STATS_HELP}");
-                return Ok(0);
-            }
-            Value(v) if addr.is_none() => addr = Some(v.to_string_lossy().into_owned()),
-            other => return Err(Failure::usage("stats", other.unexpected())),
-        }
-    }
-    let Some(addr) = addr else {
-        return Err(Failure::usage(
-            "stats",
-            "missing ADDR: the --metrics-addr of a running 'redlock run' or 'redlock elect'",
-        ));
-    };
-    let addr =
-        address(&addr).map_err(|e| Failure::usage("stats", e.replace("--metrics-addr", "ADDR")))?;
+pub fn stats(o: StatsArgs) -> Result<u8, Failure> {
+    let StatsArgs {
+        json: as_json,
+        addr,
+    } = o;
     let body = fetch(&addr, "/stats.json").map_err(|e| Failure::new(EXIT_UNAVAILABLE, e))?;
     let s: Json = serde_json::from_str(&body).map_err(|e| {
         Failure::new(

@@ -1,170 +1,103 @@
 //! `status`, `release --force` and `nodes`: the operator's commands.
 
-use lexopt::prelude::*;
 use redquorum::{Inspection, KeyState, NodeProblem, Released};
 use serde_json::{Value as Json, json};
 
-use crate::args::Common;
-use crate::{COMMON, EXIT_UNAVAILABLE, Failure, common_option, human, one_line};
+use crate::args::{self, human};
+use crate::exit::{EXIT_NOBODY, EXIT_TEMPFAIL, EXIT_UNAVAILABLE, Failure, one_line};
+use crate::nodes::Nodes;
 
-pub const STATUS_HELP: &str = "\
-Show a lock on every node
-
-Usage: redlock status [OPTIONS] RESOURCE
-       redlock status --permits L [OPTIONS] RESOURCE
-
-For each node: whether it answered, what the key holds (a token, reentrant owners and their
-counts, the readers of a read lock ('run --shared') with the time each has left, another
-type, or nothing), the remaining TTL and the fence counter; then whether a quorum holds the
-lock and by which token. Read-only.
-
-With --permits L, RESOURCE is a semaphore ('run --permits L'): one row per slot (0 to L-1)
-with the token holding it on a quorum, the nodes it is live on and the least TTL left, and
-the number of permits the nodes have stored.
-
-Options:
-  --permits L           Show the L slots of the semaphore RESOURCE
-  --json                One JSON object: {\"resource\", \"held\", \"holder\", \"quorum\", \"fence\",
-                        \"nodes\": [{\"node\", \"error\", \"key\", \"token\", \"owners\", \"readers\",
-                        \"ttl_ms\", \"persistent\", \"fence\"}]}; key is absent, token, owners,
-                        readers or other; readers is a list of {\"token\", \"ttl_ms\"}; ttl_ms is
-                        null when the key is absent and -1 when it never expires; error is null
-                        when the node answered. With --permits: {\"resource\", \"permits\",
-                        \"stored_permits\": [per node, null if none], \"slots\": [one object as
-                        above per slot, its resource the slot's key]}
-  --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
-  --node-timeout DUR    How long to wait for any one node (default 50ms)
-  --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
-  -h, --help            Show this
-
-Exit codes: 0 when a quorum of nodes answered, 69 otherwise, 64 bad arguments.
-";
-
-pub const RELEASE_HELP: &str = "\
-Force-release a lock: an operator's tool
-
-Usage: redlock release --force [--token TOKEN] [OPTIONS] RESOURCE
-
-Deletes RESOURCE's lock key on every node, and announces the release so that waiters try at
-once. With --token, only where the key still holds TOKEN (a token or a reentrant owner, as
-'redlock status' shows it): a holder that took the lock after you looked is left alone.
-Without it, whatever holds the lock is removed. The fence counter is never touched.
-
-Danger: the holder is not told. If it is alive it keeps working without the lock while the
-next holder starts; its own extension finds the lock lost only at its next renewal (a
-'redlock run' holder then kills its command). Use it for a holder known to be dead.
-
-Options:
-  --force               Required: confirms you mean it
-  --token TOKEN         Release only this holder's keys
-  --json                Print the per-node results as JSON
-  --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
-  --node-timeout DUR    How long to wait for any one node (default 50ms)
-  --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
-  -h, --help            Show this
-
-Exit codes: 0 when a quorum of nodes confirmed the keys are gone, 69 otherwise, 64 bad
-arguments.
-";
-
-pub const NODES_HELP: &str = "\
-Show each node's status
-
-Usage: redlock nodes [OPTIONS]
-
-For each node: whether it is reachable, which server it is (name and version), its run id and
-uptime, restarts seen, the last connection error, and the restart grace left. A Sentinel-managed
-node (redis+sentinel://) also shows its current master and the failovers seen, a Redis Cluster
-(redis+cluster://) its masters and the failovers seen.
-
-Options:
-  --json                One JSON object per node in a list
-  --nodes URL,URL,...   Nodes (or REDLOCK_NODES, or --nodes-file PATH)
-  --node-timeout DUR    How long to wait for any one node (default 50ms)
-  --tls-ca-file PATH    CA for rediss:// nodes (client certificates: see redlock --help)
-  -h, --help            Show this
-
-Exit codes: 0 when a quorum of nodes is reachable, 69 otherwise, 64 bad arguments.
-";
-
-/// What the operator's commands read from their arguments.
-struct Parsed {
-    common: Common,
-    json: bool,
-    force: bool,
-    token: Option<String>,
+/// Show a lock on every node
+///
+/// For each node: whether it answered, what the key holds (a token, reentrant owners and their
+/// counts, the readers of a read lock ('run --shared') with the time each has left, another
+/// type, or nothing), the remaining TTL and the fence counter; then whether a quorum holds the
+/// lock and by which token. Read-only.
+///
+/// With --permits L, RESOURCE is a semaphore ('run --permits L'): one row per slot (0 to L-1)
+/// with the token holding it on a quorum, the nodes it is live on and the least TTL left, and
+/// the number of permits the nodes have stored.
+#[derive(clap::Args, Debug)]
+#[command(
+    verbatim_doc_comment,
+    after_help = "\
+Exit codes: 0 the lock is held (with --permits: a permit is); 3 nobody holds it; 69 too few
+nodes answered to tell; 64 bad arguments."
+)]
+pub struct StatusArgs {
+    /// Show the L slots of the semaphore RESOURCE
+    #[arg(long, value_name = "L", value_parser = args::permits)]
     permits: Option<u32>,
-    resource: Option<String>,
+    /// Print one JSON object
+    ///
+    /// {"resource", "held", "holder", "quorum", "fence", "nodes": [{"node", "error", "key",
+    /// "token", "owners", "readers", "ttl_ms", "persistent", "fence"}]}; key is absent, token,
+    /// owners, readers or other; readers is a list of {"token", "ttl_ms"}; ttl_ms is null when
+    /// the key is absent and -1 when it never expires; error is null when the node answered.
+    /// With --permits: {"resource", "permits", "stored_permits": [per node, null if none],
+    /// "slots": [one object as above per slot, its resource the slot's key]}
+    #[arg(long, verbatim_doc_comment)]
+    json: bool,
+    /// The lock's name
+    #[arg(value_name = "RESOURCE", value_parser = args::name)]
+    resource: String,
+    #[command(flatten)]
+    nodes: Nodes,
 }
 
-fn parse(
-    mut parser: lexopt::Parser,
-    command: &str,
-    help: &str,
-    takes_resource: bool,
-) -> Result<Option<Parsed>, Failure> {
-    let usage = |m: &dyn std::fmt::Display| Failure::usage(command, m);
-    let mut p = Parsed {
-        common: Common::default(),
-        json: false,
-        force: false,
-        token: None,
-        permits: None,
-        resource: None,
-    };
-    while let Some(arg) = parser.next().map_err(|e| usage(&e))? {
-        match arg {
-            Long(name) if COMMON.contains(&name) => {
-                let name = name.to_owned();
-                let value = parser.value().map_err(|e| usage(&e))?;
-                common_option(&mut p.common, &name, value).map_err(|m| usage(&m))?;
-            }
-            Short('h') | Long("help") => {
-                out!("{help}");
-                return Ok(None);
-            }
-            Long("json") => p.json = true,
-            Long("force") if command == "release" => p.force = true,
-            Long("permits") if command == "status" => {
-                let v = parser.value().map_err(|e| usage(&e))?;
-                let max = redquorum::MAX_PERMITS;
-                p.permits = Some(
-                    v.to_string_lossy()
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (1..=max).contains(n))
-                        .ok_or_else(|| {
-                            usage(&format!("--permits: give a number from 1 to {max}"))
-                        })?,
-                );
-            }
-            Long("token") if command == "release" => {
-                let t = parser
-                    .value()
-                    .map_err(|e| usage(&e))?
-                    .into_string()
-                    .map_err(|_| usage(&"--token is not valid UTF-8"))?;
-                if t.is_empty() {
-                    return Err(usage(&"--token is empty"));
-                }
-                p.token = Some(t);
-            }
-            Value(v) if takes_resource && p.resource.is_none() => {
-                let r = v
-                    .into_string()
-                    .map_err(|_| usage(&"RESOURCE is not valid UTF-8"))?;
-                if r.is_empty() {
-                    return Err(usage(&"RESOURCE is empty"));
-                }
-                p.resource = Some(r);
-            }
-            other => return Err(usage(&other.unexpected())),
-        }
-    }
-    if takes_resource && p.resource.is_none() {
-        return Err(usage(&"missing RESOURCE"));
-    }
-    Ok(Some(p))
+/// Force-release a lock: an operator's tool
+///
+/// Deletes RESOURCE's lock key on every node, and announces the release so that waiters try at
+/// once. With --token, only where the key still holds TOKEN (a token or a reentrant owner, as
+/// 'redlock status' shows it): a holder that took the lock after you looked is left alone.
+/// Without it, whatever holds the lock is removed. The fence counter is never touched.
+///
+/// Danger: the holder is not told. If it is alive it keeps working without the lock while the
+/// next holder starts; its own extension finds the lock lost only at its next renewal (a
+/// 'redlock run' holder then kills its command).
+#[derive(clap::Args, Debug)]
+#[command(
+    verbatim_doc_comment,
+    override_usage = "redlock release --force [--token TOKEN] [OPTIONS] <RESOURCE>",
+    after_help = "\
+Exit codes: 0 a quorum of nodes confirmed the keys are gone (or were never there); 75 another
+token than --token holds the lock; 69 too few nodes answered; 64 bad arguments."
+)]
+pub struct ReleaseArgs {
+    /// Required: confirms you mean it
+    #[arg(long)]
+    force: bool,
+    /// Release only this holder's keys
+    #[arg(long, value_name = "TOKEN", value_parser = args::name, allow_hyphen_values = true)]
+    token: Option<String>,
+    /// Print the per-node results as JSON
+    #[arg(long)]
+    json: bool,
+    /// The lock's name
+    #[arg(value_name = "RESOURCE", value_parser = args::name)]
+    resource: String,
+    #[command(flatten)]
+    nodes: Nodes,
+}
+
+/// Show each node's status
+///
+/// For each node: whether it is reachable, which server it is (name and version), its run id
+/// and uptime, restarts seen, the last connection error, and the restart grace left. A
+/// Sentinel-managed node (redis+sentinel://) also shows its current master and the failovers
+/// seen, a Redis Cluster (redis+cluster://) its masters and the failovers seen.
+#[derive(clap::Args, Debug)]
+#[command(
+    verbatim_doc_comment,
+    after_help = "\
+Exit codes: 0 a quorum of nodes is reachable; 69 otherwise; 64 bad arguments."
+)]
+pub struct NodesArgs {
+    /// Print one JSON object per node, in a list
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    nodes: Nodes,
 }
 
 fn problem(p: &NodeProblem) -> String {
@@ -177,12 +110,9 @@ fn problem(p: &NodeProblem) -> String {
     one_line(&text)
 }
 
-pub fn status(parser: lexopt::Parser) -> Result<u8, Failure> {
-    let Some(p) = parse(parser, "status", STATUS_HELP, true)? else {
-        return Ok(0);
-    };
-    let resource = p.resource.unwrap_or_default();
-    let client = crate::client(&p.common, "status")?;
+pub fn status(p: StatusArgs) -> Result<u8, Failure> {
+    let resource = p.resource;
+    let client = p.nodes.client("status")?;
     if let Some(permits) = p.permits {
         return semaphore_status(&client, &resource, permits, p.json);
     }
@@ -195,10 +125,12 @@ pub fn status(parser: lexopt::Parser) -> Result<u8, Failure> {
         print_status(&inspection);
     }
     let answered = inspection.nodes.iter().filter(|n| n.state.is_ok()).count();
-    Ok(if answered >= inspection.quorum {
+    Ok(if answered < inspection.quorum {
+        EXIT_UNAVAILABLE
+    } else if inspection.held {
         0
     } else {
-        EXIT_UNAVAILABLE
+        EXIT_NOBODY
     })
 }
 
@@ -416,10 +348,12 @@ fn semaphore_status(
         print_table(&["SLOT", "HOLDER", "LIVE ON", "TTL"], &rows);
     }
     let answered = |i: &Inspection| i.nodes.iter().filter(|n| n.state.is_ok()).count() >= i.quorum;
-    Ok(if answered(&stored) && slots.iter().all(answered) {
+    Ok(if !(answered(&stored) && slots.iter().all(answered)) {
+        EXIT_UNAVAILABLE
+    } else if slots.iter().any(|s| s.held) {
         0
     } else {
-        EXIT_UNAVAILABLE
+        EXIT_NOBODY
     })
 }
 
@@ -447,19 +381,15 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     }
 }
 
-pub fn release(parser: lexopt::Parser) -> Result<u8, Failure> {
-    let Some(p) = parse(parser, "release", RELEASE_HELP, true)? else {
-        return Ok(0);
-    };
+pub fn release(p: ReleaseArgs) -> Result<u8, Failure> {
     if !p.force {
         return Err(Failure::usage(
             "release",
-            "release needs --force: it removes the lock from under its holder (see the danger \
-             in the help)",
+            "release needs --force: it removes the lock from under its holder, who is not told",
         ));
     }
-    let resource = p.resource.unwrap_or_default();
-    let client = crate::client(&p.common, "release")?;
+    let resource = p.resource;
+    let client = p.nodes.client("release")?;
     let result = client
         .force_release(&resource, p.token.as_deref())
         .map_err(|e| Failure::usage("release", e))?;
@@ -504,8 +434,24 @@ pub fn release(parser: lexopt::Parser) -> Result<u8, Failure> {
             .collect();
         print_table(&["NODE", "RESULT"], &rows);
     }
+    let held_by_other = result
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.outcome, Ok(Released::HeldByOther)))
+        .count();
     if result.on_quorum() {
         Ok(0)
+    } else if result.confirmed() + held_by_other >= result.quorum {
+        Err(Failure::new(
+            EXIT_TEMPFAIL,
+            format!(
+                "{resource} is held by another token than {} on {held_by_other} of {} nodes \
+                 (quorum {}): left alone there",
+                p.token.as_deref().unwrap_or_default(),
+                result.nodes.len(),
+                result.quorum
+            ),
+        ))
     } else {
         Err(Failure::new(
             EXIT_UNAVAILABLE,
@@ -520,11 +466,8 @@ pub fn release(parser: lexopt::Parser) -> Result<u8, Failure> {
     }
 }
 
-pub fn nodes(parser: lexopt::Parser) -> Result<u8, Failure> {
-    let Some(p) = parse(parser, "nodes", NODES_HELP, false)? else {
-        return Ok(0);
-    };
-    let client = crate::client(&p.common, "nodes")?;
+pub fn nodes(p: NodesArgs) -> Result<u8, Failure> {
+    let client = p.nodes.client("nodes")?;
     let statuses = client.node_status();
     let reachable = statuses.iter().filter(|s| s.connected).count();
     if p.json {

@@ -379,13 +379,13 @@ fn a_forced_release_removes_the_keys_and_kills_the_holders_command() {
     assert!(wait_for_file(&started, Duration::from_secs(10)));
     let token = std::fs::read_to_string(&started).unwrap().trim().to_owned();
 
-    // Another token: nothing is removed, and the exit code says so.
+    // Another token: nothing is removed, and the exit code says the lock is busy.
     let o = output(redlock(
         &cluster,
         "release",
         &["--force", "--token", "not-the-holder", "stuck"],
     ));
-    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
     assert!(cluster.holding("stuck", &token) >= quorum(&cluster));
 
     let o = output(redlock(
@@ -398,6 +398,72 @@ fn a_forced_release_removes_the_keys_and_kills_the_holders_command() {
     assert_eq!(absent_on(&cluster, "stuck"), cluster.nodes.len());
     let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("redlock ended");
     assert_eq!(status.code(), Some(70));
+}
+
+/// A lost lock (here: `release --force` from another shell) may already be someone else's, so
+/// the command gets SIGKILL at once, with no grace, whether it would have trapped SIGTERM or
+/// died of it; redlock says so, and nothing else, and exits 70.
+#[test]
+fn a_lost_lock_kills_the_command_at_once_and_says_so() {
+    let cluster = Cluster::start(3);
+    let dir = tmp("lost");
+    for (name, body) in [
+        // Would run its trap, and exit 0, on SIGTERM.
+        (
+            "traps-term",
+            "trap 'echo trapped > {trapped}; exit 0' TERM; while :; do sleep 0.05; done",
+        ),
+        // Would die of SIGTERM.
+        ("dies-of-term", "exec sleep 60"),
+    ] {
+        let started = dir.join(format!("{name}.started"));
+        let trapped = dir.join(format!("{name}.trapped"));
+        let script = format!(
+            "echo $$ > {}; {}",
+            started.display(),
+            body.replace("{trapped}", &trapped.display().to_string())
+        );
+        let mut child = redlock(
+            &cluster,
+            "run",
+            &["--ttl", "3s", name, "--", "sh", "-c", &script],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        assert!(wait_for_file(&started, Duration::from_secs(10)), "{name}");
+        let o = output(redlock(&cluster, "release", &["--force", name]));
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        // The next extension (every second) finds the lock lost.
+        let status = wait_timeout(&mut child, Duration::from_secs(10)).expect("redlock ended");
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(70), "{name}: {err}");
+        assert!(
+            err.contains("lost the lock on") && err.contains("SIGKILL at once"),
+            "{name}: {err}"
+        );
+        assert!(!err.contains("still running"), "{name}: {err}");
+        assert!(
+            !err.contains("SIGTERM"),
+            "{name}: no SIGTERM is sent: {err}"
+        );
+        assert!(err.contains("its exit code was 137"), "{name}: {err}");
+        assert!(
+            !trapped.exists(),
+            "{name}: the command got a SIGTERM to trap"
+        );
+        let pid: i32 = std::fs::read_to_string(&started)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: probing a pid with signal 0.
+        assert!(
+            unsafe { libc::kill(pid, 0) } != 0,
+            "{name}: the command still runs"
+        );
+    }
 }
 
 #[test]
@@ -449,6 +515,67 @@ fn ctrl_c_while_waiting_gives_up_and_leaves_no_key() {
     assert!(cluster.holding("waiting", held.token()) >= quorum(&cluster));
     held.release().unwrap();
     assert!(absent_on(&cluster, "waiting") >= quorum(&cluster));
+}
+
+/// One rule for every command: 0 when what was asked is so (held, leads, released), 3 when the
+/// nodes answered that nobody holds or leads, 75 when another owner holds it, 69 when too few
+/// nodes answered to tell.
+#[test]
+fn exit_codes_follow_one_rule_across_commands() {
+    let mut cluster = Cluster::start(3);
+    let code = |cluster: &Cluster, sub: &str, args: &[&str]| {
+        let o = output(redlock(cluster, sub, args));
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    // Nobody holds it, nobody leads: 3 for both, with or without --json.
+    let (c, out) = code(&cluster, "status", &["free"]);
+    assert_eq!(c, Some(3), "{out}");
+    assert!(out.contains("free: not held"), "{out}");
+    assert_eq!(code(&cluster, "status", &["--json", "free"]).0, Some(3));
+    assert_eq!(
+        code(&cluster, "status", &["--permits", "2", "pool"]).0,
+        Some(3)
+    );
+    assert_eq!(code(&cluster, "leader", &["nobody"]).0, Some(3));
+    // Releasing what nobody holds leaves it released: done.
+    assert_eq!(code(&cluster, "release", &["--force", "free"]).0, Some(0));
+
+    let client = cluster.client();
+    let ttl = Duration::from_secs(20);
+    let lock = client.lock("held", ttl).unwrap();
+    let permit = client
+        .acquire(&redquorum::LockRequest::new("pool", ttl).semaphore(2))
+        .unwrap();
+    assert_eq!(code(&cluster, "status", &["held"]).0, Some(0));
+    assert_eq!(
+        code(&cluster, "status", &["--permits", "2", "pool"]).0,
+        Some(0)
+    );
+    // Held by another token: busy, as for a run that finds it held.
+    let (c, _) = code(
+        &cluster,
+        "release",
+        &["--force", "--token", "someone-else", "held"],
+    );
+    assert_eq!(c, Some(75));
+    assert!(cluster.holding("held", lock.token()) >= quorum(&cluster));
+    permit.release().unwrap();
+
+    // Too few nodes answer to tell: 69, whatever the key holds.
+    cluster.nodes[0].kill();
+    cluster.nodes[1].kill();
+    for (sub, args) in [
+        ("status", &["held"][..]),
+        ("status", &["free"]),
+        ("leader", &["nobody"]),
+        ("release", &["--force", "held"]),
+        ("nodes", &[]),
+    ] {
+        assert_eq!(code(&cluster, sub, args).0, Some(69), "{sub} {args:?}");
+    }
 }
 
 #[test]
@@ -733,6 +860,32 @@ fn bad_arguments_exit_64_with_one_line() {
         assert_eq!(o.status.code(), Some(0), "{sub}");
         assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: redlock"));
     }
+}
+
+/// Options read as they always have: a repeated option takes its last value, so that a script
+/// may add to a default set (`redlock run $DEFAULTS --ttl 5s ...`), and a value may start with a
+/// dash (a reentrant owner or an identity of the user's choosing).
+#[test]
+fn a_repeated_option_takes_its_last_value_and_a_value_may_start_with_a_dash() {
+    let cluster = Cluster::start(1);
+    // --ttl 60ms alone is refused as too short (64); given last, 5s is the TTL.
+    let o = output(redlock(
+        &cluster,
+        "run",
+        &[
+            "--ttl", "60ms", "--ttl", "5s", "--fenced", "--fenced", "twice", "--", "sh", "-c",
+            "exit 3",
+        ],
+    ));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = output(redlock(&cluster, "status", &["--json", "--json", "twice"]));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = output(redlock(
+        &cluster,
+        "release",
+        &["--force", "--token", "-owner", "twice"],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
 #[test]

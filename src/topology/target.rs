@@ -86,12 +86,12 @@ impl Target {
             }
             Target::Sentinel(s) => {
                 if let Some(s) = Arc::get_mut(s) {
-                    s.set_certificates(certificates.clone());
+                    s.reach.certificates = Some(certificates.clone());
                 }
             }
             Target::Cluster(c) => {
                 if let Some(c) = Arc::get_mut(c) {
-                    c.set_certificates(certificates.clone());
+                    c.reach.certificates = Some(certificates.clone());
                 }
             }
         }
@@ -105,12 +105,12 @@ impl Target {
             Target::Standalone(_) => {}
             Target::Sentinel(s) => {
                 if let Some(s) = Arc::get_mut(s) {
-                    s.set_address_map(map.clone());
+                    s.reach.address_map = map.clone();
                 }
             }
             Target::Cluster(c) => {
                 if let Some(c) = Arc::get_mut(c) {
-                    c.set_address_map(map.clone());
+                    c.reach.address_map = map.clone();
                 }
             }
         }
@@ -140,8 +140,8 @@ impl Target {
                 client.get_connection_info().addr(),
                 ConnectionAddr::TcpTls { .. }
             ),
-            Target::Sentinel(s) => s.is_tls(),
-            Target::Cluster(c) => c.is_tls(),
+            Target::Sentinel(s) => s.reach.is_tls(),
+            Target::Cluster(c) => c.reach.is_tls(),
         }
     }
 
@@ -152,8 +152,8 @@ impl Target {
                 client.get_connection_info().addr(),
                 ConnectionAddr::TcpTls { insecure: true, .. }
             ),
-            Target::Sentinel(s) => s.is_insecure(),
-            Target::Cluster(c) => c.is_insecure(),
+            Target::Sentinel(s) => s.reach.is_insecure(),
+            Target::Cluster(c) => c.reach.is_insecure(),
         }
     }
 

@@ -4,7 +4,9 @@
 //! query parameters) and keeps its own error wording, passed in here.
 //!
 //! It imports nothing of the crate: `cluster` and `sentinel` both build on it, and on its
-//! test-only [`AddressMap`].
+//! test-only [`AddressMap`], and on [`Reach`]: how either reaches the servers it names.
+
+use std::time::Duration;
 
 use redis::RedisConnectionInfo;
 
@@ -198,6 +200,80 @@ impl AddressMap {
             .iter()
             .find(|((h, p), _)| h == host && *p == port)
             .map_or((host, port), |(_, (h, p))| (h.as_str(), *p))
+    }
+}
+
+/// How a grouped node (a Sentinel group, a Cluster) reaches each server it names: over TLS or
+/// not, with the client's certificates, and through a test's [`AddressMap`].
+#[derive(Default)]
+pub(crate) struct Reach {
+    /// TLS: `Some(insecure)`.
+    pub tls: Option<bool>,
+    pub certificates: Option<redis::TlsCertificates>,
+    pub address_map: AddressMap,
+}
+
+impl Reach {
+    pub(crate) fn new(tls: Option<bool>) -> Reach {
+        Reach {
+            tls,
+            ..Reach::default()
+        }
+    }
+
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Whether TLS certificates go unverified (`#insecure`).
+    pub(crate) fn is_insecure(&self) -> bool {
+        self.tls == Some(true)
+    }
+
+    /// A client for the server at `host:port` (not mapped: the caller routes) with `redis`'s
+    /// credentials and database.
+    pub(crate) fn client(
+        &self,
+        host: &str,
+        port: u16,
+        redis: &RedisConnectionInfo,
+    ) -> redis::RedisResult<redis::Client> {
+        use redis::{ConnectionAddr, IntoConnectionInfo};
+        let addr = match self.tls {
+            None => ConnectionAddr::Tcp(host.to_owned(), port),
+            Some(insecure) => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure,
+                tls_params: None,
+            },
+        };
+        let info = addr
+            .into_connection_info()?
+            .set_redis_settings(redis.clone());
+        match &self.certificates {
+            Some(certificates) if self.tls.is_some() => {
+                redis::Client::build_with_tls(info, certificates.clone())
+            }
+            _ => redis::Client::open(info),
+        }
+    }
+
+    /// A connection to `host:port` with the client's timeouts on connect, reads and writes.
+    pub(crate) fn open(
+        &self,
+        host: &str,
+        port: u16,
+        redis: &RedisConnectionInfo,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+    ) -> redis::RedisResult<redis::Connection> {
+        let conn = self
+            .client(host, port, redis)?
+            .get_connection_with_timeout(connect_timeout)?;
+        conn.set_read_timeout(Some(io_timeout))?;
+        conn.set_write_timeout(Some(io_timeout))?;
+        Ok(conn)
     }
 }
 

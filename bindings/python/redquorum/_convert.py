@@ -74,18 +74,12 @@ def path(name: str, value: object) -> bytes:
     return c_string(name, text)
 
 
-def millis(
-    name: str, seconds: object, ms_name: str, ms: object, minimum: int, maximum: int
-) -> int | None:
-    """One duration given as ``name`` (seconds or a timedelta) or ``ms_name`` (an int of ms).
+def millis(name: str, seconds: object, minimum: int, maximum: int) -> int | None:
+    """The duration ``name``, given in seconds (an int or a float) or as a
+    :class:`datetime.timedelta`, in whole milliseconds for C; ``None`` when it is ``None``.
 
-    ``None`` when neither is given; ``ValueError`` when both are, so that a call never has two
-    different answers to "how long".
+    ``minimum`` and ``maximum`` bound the result, in milliseconds.
     """
-    if seconds is not None and ms is not None:
-        raise ValueError(f"pass {name} (seconds) or {ms_name} (milliseconds), not both")
-    if ms is not None:
-        return integer(ms_name, ms, minimum, maximum)
     if seconds is None:
         return None
     if isinstance(seconds, timedelta):
@@ -113,27 +107,31 @@ def millis(
 
 
 def _seconds(ms: int) -> str:
-    if ms >= MAX_TTL_MS:
+    if ms == MAX_TTL_MS:
         return "10 years"
     return f"{ms // 1000} s" if ms % 1000 == 0 else f"{ms / 1000:g} s"
 
 
-def ttl_millis(ttl_ms: object, seconds: object) -> int:
+def seconds_text(ms: int) -> str:
+    """``ms`` as Python source of the seconds it is (``10``, ``0.25``), for a ``repr``."""
+    return str(ms // 1000) if ms % 1000 == 0 else repr(ms / 1000)
+
+
+def ttl_millis(seconds: object) -> int:
     """A lock's time to live, which every acquisition and extension needs. Its lower end
     depends on the client's drift factor: the library checks it, in the same words as in every
     language."""
-    result = millis("ttl", seconds, "ttl_ms", ttl_ms, 0, UINT64_MAX)
+    result = millis("ttl", seconds, 0, MAX_TTL_MS)
     if result is None:
         raise TypeError(
-            "missing the lock's time to live: pass ttl (seconds or a datetime.timedelta) "
-            "or ttl_ms (milliseconds)"
+            "missing the lock's time to live: pass ttl (seconds or a datetime.timedelta)"
         )
     return result
 
 
 def check_process(created_in: int, what: str) -> None:
     # The library's worker threads do not survive fork(); without this check a child's calls
-    # would wait out node_timeout_ms and report NoQuorum, which hides the real cause.
+    # would wait out node_timeout and report NoQuorum, which hides the real cause.
     if os.getpid() != created_in:
         raise ValueError(
             f"this {what} was created in process {created_in} and cannot be used after fork(): "

@@ -1,4 +1,5 @@
-"""A candidate in a leader election: :class:`Election`, over a C ``redlock_election``.
+"""A candidate in a leader election: :class:`Election`, over a C ``redlock_election``, on
+:class:`ElectionBase`, which it shares with :class:`~redquorum.aio.AsyncElection`.
 
 The recipe of etcd's ``concurrency.Election`` (campaign, observe, resign) with client-go's
 ``leaderelection`` callbacks, built once in the Rust core: a leadership is a fenced lock on the
@@ -13,7 +14,7 @@ import os
 import threading
 import weakref
 from ctypes import byref
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from . import _bindings as c
 from . import _blocking
@@ -22,11 +23,13 @@ from ._cancel import Cancel, CancelHandle
 from ._errors import RedlockError, Status, check
 from ._ffi import lib
 from ._leader import Leader, leader_of, read_leader
-from ._leadership import Leadership
-from ._managed import Managed
-from ._observer import Observer
+from ._leadership import Leadership, P
+from ._managed import Managed, public_name
+from ._observer import Observer, ObserverBase
 
-__all__ = ["Election", "campaign_wait", "election_name", "poll_millis"]
+__all__ = ["Election", "ElectionBase", "campaign_wait", "election_name", "poll_millis"]
+
+V = TypeVar("V", bound=ObserverBase)
 
 MAX_NAME_BYTES = 1024
 MAX_IDENTITY_BYTES = 256
@@ -44,23 +47,23 @@ def election_name(name: object) -> bytes:
     return _bounded_text("name", name, MAX_NAME_BYTES)
 
 
-def campaign_wait(cancel: object, timeout: object, timeout_ms: object) -> int | None:
+def campaign_wait(cancel: object, timeout: object) -> int | None:
     """A campaign's patience for C: None to wait until leading, else the ms to give up after;
     checks ``cancel`` on the way."""
     if cancel is not None and not isinstance(cancel, Cancel):
         raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
-    return convert.millis("timeout", timeout, "timeout_ms", timeout_ms, 0, convert.MAX_TTL_MS)
+    return convert.millis("timeout", timeout, 0, convert.MAX_TTL_MS)
 
 
-def poll_millis(poll: object, poll_ms: object) -> int:
+def poll_millis(poll: object) -> int:
     """An observer's poll interval for C; 0 (the library's default, 1 s) when not given."""
-    return convert.millis("poll", poll, "poll_ms", poll_ms, 1, convert.MAX_TTL_MS) or 0
+    return convert.millis("poll", poll, 1, convert.MAX_TTL_MS) or 0
 
 
 # Elections whose new-leader callback runs on a thread of their own, closed at exit while that
 # thread may still call into Python: once the interpreter finalises, a foreign thread that asks
 # for the GIL is ended under the library's feet.
-_watching: weakref.WeakSet[Election] = weakref.WeakSet()
+_watching: weakref.WeakSet[ElectionBase] = weakref.WeakSet()
 
 # The C callbacks of elections closed by their own new-leader callback: the C election is freed
 # on another thread once that call returned, so they must outlive the call; kept for good.
@@ -81,24 +84,9 @@ def _forget_watching() -> None:
 os.register_at_fork(after_in_child=_forget_watching)
 
 
-class Election(Managed):
-    """One candidate, named ``identity``, in the election ``name``, from
-    :meth:`Redlock.election`; its leaderships last ``ttl`` and are extended while held.
-
-    ::
-
-        election = rl.election("scheduler", "host-a", ttl=10)
-        election.on_new_leader(lambda leader: print("now leading:", leader))
-        with election.campaign() as leadership:   # blocks until this process leads
-            run_scheduler(fence=leadership.term)  # stop when leadership.is_leader turns false
-
-    **At most one leader has validity left at any instant**, and each term is greater than
-    every earlier leader's (the fencing token of the lock underneath, under the same
-    assumptions): pass :attr:`Leadership.term` with every write to a store that refuses lower
-    terms. Any number of threads may campaign with one election at once. Close it with
-    :meth:`close` (or a ``with`` block): that stops its new-leader callback; leaderships won
-    through it stay valid.
-    """
+class ElectionBase(Managed):
+    """What a candidate is, whether its calls block (:class:`Election`) or are awaited
+    (:class:`~redquorum.aio.AsyncElection`): everything that does not wait on the nodes."""
 
     _what = "election"
 
@@ -160,43 +148,14 @@ class Election(Managed):
         return self._identity
 
     @property
-    def ttl_ms(self) -> int:
-        """The TTL of its leaderships, in ms."""
-        return self._ttl_ms
-
-    @property
     def ttl(self) -> float:
         """The TTL of its leaderships, in seconds."""
         return self._ttl_ms / 1000
 
-    def campaign(
-        self,
-        cancel: Cancel | None = None,
-        timeout: convert.Seconds | None = None,
-        *,
-        timeout_ms: int | None = None,
-    ) -> Leadership:
-        """Block until this candidate leads and return the :class:`Leadership` (a context
-        manager that resigns on exit), woken by the resignations and takeovers the nodes
-        announce. The started-leading callback has run when it returns.
-
-        Without a ``timeout`` it keeps trying, also while too few nodes answer, until it leads
-        or ``cancel`` fires (:class:`Cancelled`, with nothing of it left on the nodes). With
-        one (seconds, or ``timeout_ms``; 0: a single attempt) it gives up then:
-        :class:`NotAcquired` while another candidate leads, :class:`NoQuorum` when too few
-        nodes answered. In the main thread Ctrl-C interrupts it at once, as it does
-        :meth:`Redlock.acquire`. ``ValueError`` for a closed election.
-        """
-        wait_ms = campaign_wait(cancel, timeout, timeout_ms)
-        convert.check_process(self._pid, "election")
-        return _blocking.run(
-            lambda own: self._campaign_now(own, wait_ms),
-            cancellable=True,
-            user_cancel=cancel,
-            dispose=Leadership._discard,
-        )
-
-    def _campaign_now(self, cancel: CancelHandle | None, wait_ms: int | None) -> Leadership:
+    def _campaign_now(
+        self, cancel: CancelHandle | None, wait_ms: int | None, kind: type[P]
+    ) -> P:
+        """One campaign, blocking: a leadership of type ``kind``."""
         out = c.redlock_leadership_p()
         err = c.redlock_error_p()
         handle = None if cancel is None else cancel.pointer
@@ -215,32 +174,17 @@ class Election(Managed):
         check(status, err)
         if not out:
             raise RedlockError("libredlock returned OK without a leadership", Status.PANIC)
-        return Leadership(out, keep=() if stopped is None else (stopped,))
+        return kind(out, keep=() if stopped is None else (stopped,))
 
-    def leader(self) -> Leader | None:
-        """Who leads this election now (see :meth:`Redlock.leader`)."""
+    def _leader_now(self) -> Leader | None:
         return leader_of(self._client, self._encoded_name)
 
-    def observe(
-        self,
-        *,
-        cancel: Cancel | None = None,
-        poll: convert.Seconds | None = None,
-        poll_ms: int | None = None,
-    ) -> Observer:
-        """This election's leader changes (see :meth:`Redlock.observe`)."""
+    def _observer(self, kind: type[V], cancel: Cancel | None, poll: object) -> V:
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel must be a redquorum.Cancel, not {type(cancel).__name__}")
-        return Observer(self._client, self._encoded_name, cancel, poll_millis(poll, poll_ms))
+        return kind(self._client, self._encoded_name, cancel, poll_millis(poll))
 
-    def on_started_leading(self, callback: Callable[[int], object]) -> None:
-        """Call ``callback(term)`` each time this candidate becomes leader, on the campaigning
-        thread, before :meth:`campaign` returns. Replaces the callback set before; set it up
-        before campaigning (``RuntimeError`` while a campaign runs).
-
-        It may call into the library (:meth:`leader`, say) but not close this election. An
-        exception it raises goes to :func:`sys.unraisablehook`.
-        """
+    def _set_started_leading(self, callback: Callable[[int], object]) -> None:
         if not callable(callback):
             raise TypeError(f"callback must be callable, not {type(callback).__name__}")
 
@@ -251,14 +195,7 @@ class Election(Managed):
         self._configure(lib.redlock_election_on_started_leading, c_callback)
         self._started = c_callback
 
-    def on_stopped_leading(self, callback: Callable[[int], object]) -> None:
-        """Call ``callback(term)`` once when each leadership won from now on ends: on the thread
-        that resigns, closes or drops it, or, when it is found lost, on the client's extender
-        thread (keep it short). Replaces the callback set before for leaderships won from now
-        on; set it up before campaigning (``RuntimeError`` while a campaign runs).
-
-        An exception it raises goes to :func:`sys.unraisablehook`.
-        """
+    def _set_stopped_leading(self, callback: Callable[[int], object]) -> None:
         if not callable(callback):
             raise TypeError(f"callback must be callable, not {type(callback).__name__}")
 
@@ -269,18 +206,7 @@ class Election(Managed):
         self._configure(lib.redlock_election_on_stopped_leading, c_callback)
         self._stopped = c_callback
 
-    def on_new_leader(self, callback: Callable[[Leader | None], object]) -> None:
-        """Call ``callback(leader)`` each time the election's leader changes (``None``: nobody
-        leads), on a thread of the election's own, until the election is closed: first with the
-        state that thread first reads, after this returned (a leader that campaigned meanwhile
-        can be that first state: wait for the first call before campaigning to know the state
-        before). Replaces the callback set before (waiting for a call of it in progress); set it
-        up before campaigning (``RuntimeError`` while a campaign runs).
-
-        Keep it short: the next change is reported once it returned. It may call into the
-        library, and close this election, but not set its callbacks (``ValueError``). An
-        exception it raises goes to :func:`sys.unraisablehook`.
-        """
+    def _set_new_leader(self, callback: Callable[[Leader | None], object]) -> None:
         if not callable(callback):
             raise TypeError(f"callback must be callable, not {type(callback).__name__}")
 
@@ -328,6 +254,99 @@ class Election(Managed):
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return (
-            f"<redquorum.Election {state} name={self._name!r} identity={self._identity!r} "
-            f"ttl_ms={self._ttl_ms}>"
+            f"<{public_name(type(self))} {state} name={self._name!r} identity={self._identity!r} "
+            f"ttl={convert.seconds_text(self._ttl_ms)}>"
         )
+
+
+class Election(ElectionBase):
+    """One candidate, named ``identity``, in the election ``name``, from
+    :meth:`Redlock.election`; its leaderships last ``ttl`` and are extended while held.
+
+    ::
+
+        election = rl.election("scheduler", "host-a", ttl=10)
+        election.on_new_leader(lambda leader: print("now leading:", leader))
+        with election.campaign() as leadership:   # blocks until this process leads
+            run_scheduler(fence=leadership.term)  # stop when leadership.is_leader turns false
+
+    **At most one leader has validity left at any instant**, and each term is greater than
+    every earlier leader's (the fencing token of the lock underneath, under the same
+    assumptions): pass :attr:`Leadership.term` with every write to a store that refuses lower
+    terms. Any number of threads may campaign with one election at once. Close it with
+    :meth:`close` (or a ``with`` block): that stops its new-leader callback; leaderships won
+    through it stay valid.
+    """
+
+    def campaign(
+        self,
+        cancel: Cancel | None = None,
+        *,
+        timeout: convert.Seconds | None = None,
+    ) -> Leadership:
+        """Block until this candidate leads and return the :class:`Leadership` (a context
+        manager that resigns on exit), woken by the resignations and takeovers the nodes
+        announce. The started-leading callback has run when it returns.
+
+        Without a ``timeout`` it keeps trying, also while too few nodes answer, until it leads
+        or ``cancel`` fires (:class:`Cancelled`, with nothing of it left on the nodes). With
+        one (seconds; 0: a single attempt) it gives up then:
+        :class:`NotAcquired` while another candidate leads, :class:`NoQuorum` when too few
+        nodes answered. In the main thread Ctrl-C interrupts it at once, as it does
+        :meth:`Redlock.acquire`. ``ValueError`` for a closed election.
+        """
+        wait_ms = campaign_wait(cancel, timeout)
+        convert.check_process(self._pid, "election")
+        return _blocking.run(
+            lambda own: self._campaign_now(own, wait_ms, Leadership),
+            cancellable=True,
+            user_cancel=cancel,
+            dispose=Leadership._discard,
+        )
+
+    def leader(self) -> Leader | None:
+        """Who leads this election now (see :meth:`Redlock.leader`)."""
+        return self._leader_now()
+
+    def observe(
+        self,
+        *,
+        cancel: Cancel | None = None,
+        poll: convert.Seconds | None = None,
+    ) -> Observer:
+        """This election's leader changes (see :meth:`Redlock.observe`)."""
+        return self._observer(Observer, cancel, poll)
+
+    def on_started_leading(self, callback: Callable[[int], object]) -> None:
+        """Call ``callback(term)`` each time this candidate becomes leader, on the campaigning
+        thread, before :meth:`campaign` returns. Replaces the callback set before; set it up
+        before campaigning (``RuntimeError`` while a campaign runs).
+
+        It may call into the library (:meth:`leader`, say) but not close this election. An
+        exception it raises goes to :func:`sys.unraisablehook`.
+        """
+        self._set_started_leading(callback)
+
+    def on_stopped_leading(self, callback: Callable[[int], object]) -> None:
+        """Call ``callback(term)`` once when each leadership won from now on ends: on the thread
+        that resigns, closes or drops it, or, when it is found lost, on the client's extender
+        thread (keep it short). Replaces the callback set before for leaderships won from now
+        on; set it up before campaigning (``RuntimeError`` while a campaign runs).
+
+        An exception it raises goes to :func:`sys.unraisablehook`.
+        """
+        self._set_stopped_leading(callback)
+
+    def on_new_leader(self, callback: Callable[[Leader | None], object]) -> None:
+        """Call ``callback(leader)`` each time the election's leader changes (``None``: nobody
+        leads), on a thread of the election's own, until the election is closed: first with the
+        state that thread first reads, after this returned (a leader that campaigned meanwhile
+        can be that first state: wait for the first call before campaigning to know the state
+        before). Replaces the callback set before (waiting for a call of it in progress); set it
+        up before campaigning (``RuntimeError`` while a campaign runs).
+
+        Keep it short: the next change is reported once it returned. It may call into the
+        library, and close this election, but not set its callbacks (``ValueError``). An
+        exception it raises goes to :func:`sys.unraisablehook`.
+        """
+        self._set_new_leader(callback)

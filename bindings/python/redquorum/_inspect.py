@@ -70,9 +70,9 @@ class NodeInspection:
     """The token, for :attr:`KeyKind.TOKEN`; ``None`` for every other kind."""
     owners: dict[str, int]
     """Reentrant owners and their hold counts, for :attr:`KeyKind.OWNERS`; empty otherwise."""
-    ttl_ms: int | None
-    """The key's remaining time to live; ``None`` when it is absent, never expires (see
-    :attr:`persistent`) or the node did not answer."""
+    ttl: float | None
+    """The key's remaining time to live, in seconds; ``None`` when it is absent, never expires
+    (see :attr:`persistent`) or the node did not answer."""
     persistent: bool
     """The key exists but has no TTL: nothing frees it but a deletion (Redlock never sets such
     a key; another program did)."""
@@ -88,7 +88,7 @@ class NodeInspection:
     def live(self) -> bool:
         """Whether the node holds a key for the resource that has not expired."""
         present = self.kind not in (KeyKind.UNKNOWN, KeyKind.ABSENT)
-        return present and (self.persistent or self.ttl_ms is not None)
+        return present and (self.persistent or self.ttl is not None)
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,10 @@ def _optional_number(function: Any, *args: Any) -> int | None:
     return int(value.value) if function(*args, byref(value)) else None
 
 
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
 def inspect(handle: Any, resource: bytes) -> Inspection:
     """Runs ``redlock_client_inspect`` and reads the snapshot (freed before returning)."""
     raw = c.redlock_inspection_p()
@@ -187,7 +191,7 @@ def inspect(handle: Any, resource: bytes) -> Inspection:
                     key_type=text(lib.redlock_inspection_node_key_type(raw, i)),
                     token=text(lib.redlock_inspection_node_token(raw, i)),
                     owners=owners,
-                    ttl_ms=_optional_number(lib.redlock_inspection_node_ttl_ms, raw, i),
+                    ttl=_seconds(_optional_number(lib.redlock_inspection_node_ttl_ms, raw, i)),
                     persistent=bool(lib.redlock_inspection_node_persistent(raw, i)),
                     fence=_optional_number(lib.redlock_inspection_node_fence, raw, i),
                 )

@@ -18,31 +18,21 @@ __all__ = ["Leader", "read_leader", "leader_of"]
 @dataclass(frozen=True)
 class Leader:
     """Who leads an election, as a quorum of its nodes told at one moment (a snapshot: it does
-    not change, and :attr:`ttl_ms` does not count down)."""
+    not change, and :attr:`ttl` does not count down)."""
 
     identity: str
     """The leader's identity, as its candidate named itself."""
     term: int
     """The leader's term: the fencing token of its leadership, greater than every earlier
     leader's."""
-    since_ms: int
-    """When the term began, in ms since the Unix epoch, by the clock of the nodes that recorded
-    it (best effort: it does not affect exclusion)."""
+    since: float
+    """When the term began, in seconds since the Unix epoch (as :func:`time.time` counts), by
+    the clock of the nodes that recorded it (best effort: it does not affect exclusion)."""
     transitions: int
     """Terms begun in the election so far, this one included (best effort: a node restarted
     without persistence counts again from zero)."""
-    ttl_ms: int
-    """How long until the leadership expires on a quorum of nodes, unless it is extended."""
-
-    @property
-    def since(self) -> float:
-        """:attr:`since_ms` in seconds since the Unix epoch, as :func:`time.time` counts."""
-        return self.since_ms / 1000
-
-    @property
-    def ttl(self) -> float:
-        """:attr:`ttl_ms` in seconds."""
-        return self.ttl_ms / 1000
+    ttl: float
+    """Seconds until the leadership expires on a quorum of nodes, unless it is extended."""
 
 
 def read_leader(raw: Any) -> Leader | None:
@@ -52,9 +42,9 @@ def read_leader(raw: Any) -> Leader | None:
     return Leader(
         identity=required_text(lib.redlock_leader_identity(raw)),
         term=int(lib.redlock_leader_term(raw)),
-        since_ms=int(lib.redlock_leader_since_unix_ms(raw)),
+        since=int(lib.redlock_leader_since_unix_ms(raw)) / 1000,
         transitions=int(lib.redlock_leader_transitions(raw)),
-        ttl_ms=int(lib.redlock_leader_ttl_ms(raw)),
+        ttl=int(lib.redlock_leader_ttl_ms(raw)) / 1000,
     )
 
 

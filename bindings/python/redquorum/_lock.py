@@ -1,76 +1,44 @@
-"""A held lock: :class:`Lock`, over a C ``redlock_lock``."""
+"""A held lock: :class:`Lock`, over a C ``redlock_lock``, on :class:`LockBase`, which it
+shares with :class:`~redquorum.aio.AsyncLock`."""
 
 from __future__ import annotations
 
-import ctypes
-import os
-import weakref
 from ctypes import byref, c_uint32, c_uint64
-from types import TracebackType
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from . import _bindings as c
 from . import _blocking
 from ._convert import Seconds, check_process, required_text, ttl_millis
-from ._errors import LockLost, Status, check
+from ._errors import Status, check
 from ._ffi import lib
-from ._managed import Managed
+from ._held import Calls, Held
+from ._managed import public_name
 
-__all__ = ["Lock", "leave_block", "lost_in_block", "note_release_failure"]
+__all__ = ["Lock", "LockBase", "L"]
 
 _UNREAD: Any = object()
 
-
-def lost_in_block(what: str) -> LockLost:
-    """What leaving a ``with`` block raises when ``what`` (a lock, a leadership) was lost while
-    the block ran: its critical section was not protected."""
-    return LockLost(
-        f"{what} was lost while the block ran: the work may have overlapped another owner's",
-        Status.LOST,
-    )
+L = TypeVar("L", bound="LockBase")
 
 
-def note_release_failure(exc: BaseException, what: str, error: Exception) -> None:
-    """Adds to the body's own exception that releasing ``what`` failed too (never masks it)."""
-    if hasattr(exc, "add_note"):
-        exc.add_note(f"redlock: releasing {what} failed too: {error}")
-
-
-def leave_block(
-    what: str, lost: bool, release: Callable[[], None], exc: BaseException | None
-) -> None:
-    """How a ``with`` block over ``what`` ends: ``release()``, then :func:`lost_in_block` if it
-    was ``lost`` (read before the release) and the body raised nothing; a failed release after
-    a body that raised becomes a note on the body's exception."""
-    if exc is None:
-        release()
-        if lost:
-            raise lost_in_block(what)
-        return
-    try:
-        release()
-    except Exception as release_error:
-        note_release_failure(exc, what, release_error)
-
-
-class Lock(Managed):
-    """One acquisition of a resource, from :meth:`Redlock.acquire` or one of its shorthands.
-
-    Use it as a context manager (released on exit, also when the body raises) or call
-    :meth:`release`. A Lock may be shared between threads; the library serialises its calls.
-    If it is garbage-collected or closed (:meth:`close`) while still held, it is released then,
-    without waiting for the nodes; do not rely on that: the resource stays locked until the
-    release reaches the nodes, or until the TTL runs out.
-    """
+class LockBase(Held):
+    """What a lock is, whether its calls block (:class:`Lock`) or are awaited
+    (:class:`~redquorum.aio.AsyncLock`): everything that does not wait on the nodes."""
 
     _what = "lock"
+    _calls = Calls(
+        lib,
+        is_held="redlock_lock_is_held",
+        is_lost="redlock_lock_is_lost",
+        validity_ms="redlock_lock_validity_ms",
+        on_lost="redlock_lock_on_lost",
+        end="redlock_lock_release",
+        free="redlock_lock_free",
+    )
 
     def __init__(self, pointer: Any, resource: str, resources: list[str]) -> None:
         """Internal: wraps a C lock handle. Obtain locks from :class:`Redlock` instead."""
         super().__init__(pointer)
-        self._pid = os.getpid()
-        self._released = False
-        self._callbacks: list[Any] = []
         # Known from the request; the rest is read from the C lock when first asked for.
         self._resource = resource
         self._resources = resources
@@ -78,9 +46,6 @@ class Lock(Managed):
         self._fence: Any = _UNREAD
         self._hold_count: Any = _UNREAD
         self._permit: Any = _UNREAD
-
-    def _delete(self, pointer: Any, lib: ctypes.CDLL = lib) -> None:
-        lib.redlock_lock_free(pointer)
 
     @property
     def resource(self) -> str:
@@ -108,7 +73,7 @@ class Lock(Managed):
 
         Strictly greater than the token of every fenced lock of the same resource whose holder
         came before, also when nodes restart without their data, provided they stay out a
-        restart delay or restart grace (see the README). Send it with every write to the
+        restart delay or restart grace (see docs/operations.md). Send it with every write to the
         protected resource, which rejects writes with a lower token than it has seen.
         """
         if self._fence is _UNREAD:
@@ -151,7 +116,7 @@ class Lock(Managed):
     def released(self) -> bool:
         """True once :meth:`release` succeeded or found the lock already lost (or the lock was
         closed)."""
-        return self._released or self.closed
+        return self._is_ended()
 
     @property
     def held(self) -> bool:
@@ -161,116 +126,22 @@ class Lock(Managed):
         true while the lock is being extended; it turns false as soon as an extension finds the
         lock lost. Cheap: poll it during long work.
         """
-        return self._flag(lib.redlock_lock_is_held)
+        return self._is_held()
 
     @property
     def lost(self) -> bool:
         """True once the lock was found lost (an extension found it no longer ours on a quorum,
         or an auto-extended lock ran out of validity); a released lock is not lost."""
-        return self._flag(lib.redlock_lock_is_lost)
-
-    def _flag(self, function: Callable[[Any], bool]) -> bool:
-        pointer = self._borrow_if_open()
-        if pointer is None:
-            return False
-        try:
-            return bool(function(pointer))
-        finally:
-            self._give_back()
-
-    @property
-    def validity_ms(self) -> int:
-        """Milliseconds left during which the lock is guaranteed to be ours; 0 once released."""
-        pointer = self._borrow_if_open()
-        if pointer is None:
-            return 0
-        try:
-            return int(lib.redlock_lock_validity_ms(pointer))
-        finally:
-            self._give_back()
-
-    @property
-    def validity(self) -> float:
-        """Seconds left during which the lock is guaranteed to be ours; 0.0 once released."""
-        return self.validity_ms / 1000
-
-    def on_lost(self, callback: Callable[[Lock], object]) -> None:
-        """Call ``callback(lock)`` once if the lock is found lost; at once if it already was.
-
-        For an ``auto_extend=True`` lock it runs on the client's extender thread, which serves
-        every auto-extended lock of the client: keep it short (set an event, cancel a task). It
-        may call :meth:`release`. An exception it raises goes to :func:`sys.unraisablehook`. A
-        release does not call it. Several callbacks may be registered; each runs at most once.
-        """
-        if not callable(callback):
-            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
-        check_process(self._pid, "lock")
-        # A weak reference: the C side keeps the thunk, the thunk must not keep the Lock alive
-        # (its __del__ frees the C lock, after which the callback can no longer run).
-        this = weakref.ref(self)
-
-        def thunk(_user: int | None, _resource: bytes | None) -> None:
-            lock = this()
-            if lock is not None:
-                callback(lock)
-
-        c_callback = c.redlock_lost_callback(thunk)
-        # Kept for as long as the C lock lives: the extender thread may call it any time.
-        self._callbacks.append(c_callback)
-        err = c.redlock_error_p()
-        pointer = self._borrow()
-        try:
-            status = lib.redlock_lock_on_lost(pointer, c_callback, None, byref(err))
-        finally:
-            self._give_back()
-        check(status, err)
-
-    def extend(self, ttl_ms: int | None = None, *, ttl: Seconds | None = None) -> None:
-        """Set the lock's TTL to ``ttl`` seconds (or ``ttl_ms`` ms) from now on a quorum of nodes.
-
-        Raises :class:`LockLost` if the lock is no longer ours (expired or released),
-        :class:`ExtensionLimit` once ``max_extensions`` is used up (the lock is still held),
-        :class:`NoQuorum` if too few nodes answered, ``ValueError`` for a bad TTL. Ctrl-C
-        interrupts the wait at once; the extension itself still completes in the background.
-        """
-        millis = ttl_millis(ttl_ms, ttl)
-        check_process(self._pid, "lock")
-        _blocking.run(lambda _cancel: self._extend_now(millis), cancellable=False)
+        return self._is_lost()
 
     def _extend_now(self, millis: int) -> None:
-        # No Python mutex around the call: C serialises calls on one lock, and a waiter that a
-        # signal interrupted must not leave a mutex held by the helper thread behind.
+        # No Python mutex around the call, as for Held._end_now.
         err = c.redlock_error_p()
         pointer = self._borrow()
         try:
             status = lib.redlock_lock_extend(pointer, millis, byref(err))
         finally:
             self._give_back()
-        check(status, err)
-
-    def release(self) -> None:
-        """Delete the key on every node where it still holds our token. Idempotent.
-
-        Raises :class:`LockLost` if a quorum no longer held our token (the critical section may
-        not have been exclusive), :class:`NoQuorum` if too few nodes answered (call again, or
-        let the TTL expire the key). Ctrl-C interrupts the wait at once; the release itself
-        still completes in the background (bounded by the node timeout), even if the
-        interpreter is exiting.
-        """
-        if self.released:
-            return
-        check_process(self._pid, "lock")
-        _blocking.run(lambda _cancel: self._release_now(), cancellable=False)
-
-    def _release_now(self) -> None:
-        err = c.redlock_error_p()
-        pointer = self._borrow()
-        try:
-            status = lib.redlock_lock_release(pointer, byref(err))
-        finally:
-            self._give_back()
-        if status in (Status.OK, Status.LOST):
-            self._released = True
         check(status, err)
 
     def close(self) -> None:
@@ -285,25 +156,53 @@ class Lock(Managed):
                     break
         super().close()
 
-    def _discard(self) -> None:
-        """Free the C lock of an acquisition nobody will see (its caller was interrupted in the
-        instant it succeeded): it is released without waiting for the nodes."""
-        Managed.close(self)
-
-    def __enter__(self) -> Lock:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        leave_block(f"lock {self._resource!r}", self.lost, self.release, exc)
+    def _block(self) -> str:
+        return f"lock {self._resource!r}"
 
     def __repr__(self) -> str:
-        return f"<redquorum.Lock resource={self._resource!r} released={self.released}>"
+        return f"<{public_name(type(self))} resource={self._resource!r} released={self.released}>"
 
-    def __del__(self) -> None:
-        Managed.close(self)
+
+class Lock(LockBase):
+    """One acquisition of a resource, from :meth:`Redlock.acquire` or one of its shorthands.
+
+    Use it as a context manager (released on exit, also when the body raises) or call
+    :meth:`release`. A Lock may be shared between threads; the library serialises its calls.
+    If it is garbage-collected or closed (:meth:`close`) while still held, it is released then,
+    without waiting for the nodes; do not rely on that: the resource stays locked until the
+    release reaches the nodes, or until the TTL runs out.
+    """
+
+    def on_lost(self, callback: Callable[[Lock], object]) -> None:
+        """Call ``callback(lock)`` once if the lock is found lost; at once if it already was.
+
+        For an ``auto_extend=True`` lock it runs on the client's extender thread, which serves
+        every auto-extended lock of the client: keep it short (set an event, cancel a task). It
+        may call :meth:`release`. An exception it raises goes to :func:`sys.unraisablehook`. A
+        release does not call it. Several callbacks may be registered; each runs at most once.
+        """
+        self._when_lost(callback)
+
+    def extend(self, *, ttl: Seconds) -> None:
+        """Set the lock's TTL to ``ttl`` seconds from now on a quorum of nodes.
+
+        Raises :class:`LockLost` if the lock is no longer ours (expired or released),
+        :class:`ExtensionLimit` once ``max_extensions`` is used up (the lock is still held),
+        :class:`NoQuorum` if too few nodes answered, ``ValueError`` for a bad TTL. Ctrl-C
+        interrupts the wait at once; the extension itself still completes in the background.
+        """
+        millis = ttl_millis(ttl)
+        check_process(self._pid, "lock")
+        _blocking.run(lambda _cancel: self._extend_now(millis), cancellable=False)
+
+    def release(self) -> None:
+        """Delete the key on every node where it still holds our token. Idempotent.
+
+        Raises :class:`LockLost` if a quorum no longer held our token (the critical section may
+        not have been exclusive), :class:`NoQuorum` if too few nodes answered (call again, or
+        let the TTL expire the key). Ctrl-C interrupts the wait at once; the release itself
+        still completes in the background (bounded by the node timeout), even if the
+        interpreter is exiting.
+        """
+        self._end()
 

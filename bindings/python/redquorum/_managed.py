@@ -13,9 +13,16 @@ import threading
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
-__all__ = ["Managed"]
+__all__ = ["Managed", "public_name"]
 
 Self = TypeVar("Self", bound="Managed")
+
+
+def public_name(cls: type) -> str:
+    """``cls`` named as users import it (``redquorum.Lock``, ``redquorum.aio.AsyncLock``), for
+    a ``repr``."""
+    module, _, last = cls.__module__.rpartition(".")
+    return f"{module if last.startswith('_') else cls.__module__}.{cls.__qualname__}"
 
 
 class Managed:

@@ -28,10 +28,12 @@ class NodeStatus:
     """Restarts seen: reconnects that found a different server ``run_id``."""
     run_id: str | None
     """The server's ``run_id``; ``None`` before the first connect or when ``INFO`` is denied."""
-    uptime_ms: int | None
-    """The server's uptime (whole seconds when reported, plus the time since)."""
-    grace_remaining_ms: int
-    """With ``restart_grace_ms``: how much longer the node does not count toward acquires."""
+    uptime: float | None
+    """The server's uptime in seconds (whole seconds when reported, plus the time since);
+    ``None`` before the first connect or when ``INFO`` is denied."""
+    grace_remaining: float
+    """With ``restart_grace``: how many seconds longer the node does not count toward
+    acquires."""
     server_version: str | None = None
     """The server's own version at the last connect (``valkey_version`` on Valkey, whose
     ``redis_version`` is the Redis it matches); ``None`` when unknown."""
@@ -41,15 +43,16 @@ class NodeStatus:
     persistence: str | None = None
     """The node's persistence as it reported it (e.g. ``"no AOF, no RDB snapshots"``);
     ``None`` when unknown. Without persistence a restart forgets locks: consider
-    ``restart_grace_ms``."""
+    ``restart_grace``."""
     warnings: tuple[str, ...] = ()
     """What the server probe and the clock guard found worth attention (replicas of a master,
     an evicting ``maxmemory-policy``, a clock that stepped back, a command the ACL denies)."""
-    clock_offset_ms: int | None = None
-    """The node's clock minus ours at the last ``TIME`` sample; ``None`` when the guard is off,
-    ``TIME`` is denied or no acquire has sampled it yet."""
-    quarantine_remaining_ms: int = 0
-    """How much longer the node is out of acquire quorums because its clock jumped forward."""
+    clock_offset: float | None = None
+    """The node's clock minus ours at the last ``TIME`` sample, in seconds; ``None`` when the
+    guard is off, ``TIME`` is denied or no acquire has sampled it yet."""
+    quarantine_remaining: float = 0.0
+    """How many seconds longer the node is out of acquire quorums because its clock jumped
+    forward."""
     quarantine_reason: str | None = None
     """Why the node is in clock quarantine, while it is."""
     master: str | None = None
@@ -58,7 +61,7 @@ class NodeStatus:
     (``host:port,host:port,...``); ``None`` for a standalone node."""
     failovers: int = 0
     """For a Sentinel-managed node or a Redis Cluster: changes of master seen (each starts a
-    restart grace when ``restart_grace_ms`` is set)."""
+    restart grace when ``restart_grace`` is set)."""
     errors: int = 0
     """Requests that failed on this node: error replies, timeouts, dropped connections, not
     sent while it was down."""
@@ -88,8 +91,8 @@ def _read(raw: Any) -> NodeStatus:
         connects=int(lib.redlock_node_status_connects(raw)),
         restarts=int(lib.redlock_node_status_restarts(raw)),
         run_id=text(lib.redlock_node_status_run_id(raw)) or None,
-        uptime_ms=None if uptime == UINT64_MAX else int(uptime),
-        grace_remaining_ms=int(lib.redlock_node_status_grace_remaining_ms(raw)),
+        uptime=None if uptime == UINT64_MAX else int(uptime) / 1000,
+        grace_remaining=int(lib.redlock_node_status_grace_remaining_ms(raw)) / 1000,
         server_version=text(lib.redlock_node_status_server_version(raw)),
         server_name=text(lib.redlock_node_status_server_name(raw)),
         persistence=text(lib.redlock_node_status_persistence(raw)),
@@ -97,8 +100,8 @@ def _read(raw: Any) -> NodeStatus:
             text(lib.redlock_node_status_warning(raw, i)) or ""
             for i in range(lib.redlock_node_status_warning_count(raw))
         ),
-        clock_offset_ms=int(offset.value) if offset_known else None,
-        quarantine_remaining_ms=int(lib.redlock_node_status_quarantine_remaining_ms(raw)),
+        clock_offset=int(offset.value) / 1000 if offset_known else None,
+        quarantine_remaining=int(lib.redlock_node_status_quarantine_remaining_ms(raw)) / 1000,
         quarantine_reason=text(lib.redlock_node_status_quarantine_reason(raw)),
         master=text(lib.redlock_node_status_master(raw)),
         failovers=int(lib.redlock_node_status_failovers(raw)),

@@ -1,4 +1,5 @@
-"""An election's leader changes: :class:`Observer`, over a C ``redlock_observer``."""
+"""An election's leader changes: :class:`Observer`, over a C ``redlock_observer``, on
+:class:`ObserverBase`, which it shares with :class:`~redquorum.aio.AsyncObserver`."""
 
 from __future__ import annotations
 
@@ -15,30 +16,17 @@ from ._convert import check_process
 from ._errors import Status, check
 from ._ffi import lib
 from ._leader import Leader, read_leader
-from ._managed import Managed
+from ._managed import Managed, public_name
 
-__all__ = ["Observer"]
+__all__ = ["ENDED", "Observer", "ObserverBase"]
 
 ENDED: Any = object()
-"""What :meth:`Observer._next_now` returns once the observer's cancel handle fired."""
+"""What :meth:`ObserverBase._next_now` returns once the observer's cancel handle fired."""
 
 
-class Observer(Managed):
-    """An iterator of an election's leader changes, from :meth:`Redlock.observe` or
-    :meth:`Election.observe`: each item is who leads from then on (a :class:`Leader`, or
-    ``None`` for nobody).
-
-    The first item is the state when iteration starts; each next one waits until the leader
-    differs (another term, or someone instead of nobody and the other way round), woken by the
-    takeovers and resignations the nodes announce, and otherwise reading the nodes every
-    ``poll`` seconds and when the leader's TTL runs out. It reports states, not every
-    transition. While too few nodes answer it keeps waiting.
-
-    Iteration ends (``StopIteration``) once ``cancel`` fires or the observer is closed
-    (:meth:`close`, or the end of a ``with`` block), also from a wait on another thread. In the
-    main thread Ctrl-C (``KeyboardInterrupt``) and any signal handler that raises interrupt a
-    wait at once and end the observer. One thread at a time iterates (others wait their turn).
-    """
+class ObserverBase(Managed):
+    """What an observer is, whether it is iterated (:class:`Observer`) or iterated with
+    ``async for`` (:class:`~redquorum.aio.AsyncObserver`): everything but the iteration."""
 
     _what = "observer"
 
@@ -81,25 +69,6 @@ class Observer(Managed):
         """The observed election's name."""
         return self._name
 
-    def __iter__(self) -> Observer:
-        return self
-
-    def __next__(self) -> Leader | None:
-        if self._ended:
-            raise StopIteration
-        check_process(self._pid, "observer")
-        try:
-            change = _blocking.run(lambda _cancel: self._next_now(), cancellable=False)
-        except BaseException:
-            # Interrupted (Ctrl-C, a raising handler): the call still waiting on its thread is
-            # ended by the cancel, and so is the observer.
-            self._end()
-            raise
-        if change is ENDED:
-            self._ended = True
-            raise StopIteration
-        return change  # type: ignore[no-any-return]
-
     def _next_now(self) -> Any:
         """One ``redlock_observer_next``, blocking: the change, or :data:`ENDED`."""
         with self._serial:
@@ -134,9 +103,43 @@ class Observer(Managed):
         unlink(getattr(self, "_user_cancel", None), getattr(self, "_own", None))
         super().close()
 
-    def __enter__(self) -> Observer:
-        return self
-
     def __repr__(self) -> str:
         state = "ended" if self._ended or self.closed else "open"
-        return f"<redquorum.Observer name={self._name!r} {state}>"
+        return f"<{public_name(type(self))} name={self._name!r} {state}>"
+
+
+class Observer(ObserverBase):
+    """An iterator of an election's leader changes, from :meth:`Redlock.observe` or
+    :meth:`Election.observe`: each item is who leads from then on (a :class:`Leader`, or
+    ``None`` for nobody).
+
+    The first item is the state when iteration starts; each next one waits until the leader
+    differs (another term, or someone instead of nobody and the other way round), woken by the
+    takeovers and resignations the nodes announce, and otherwise reading the nodes every
+    ``poll`` seconds and when the leader's TTL runs out. It reports states, not every
+    transition. While too few nodes answer it keeps waiting.
+
+    Iteration ends (``StopIteration``) once ``cancel`` fires or the observer is closed
+    (:meth:`close`, or the end of a ``with`` block), also from a wait on another thread. In the
+    main thread Ctrl-C (``KeyboardInterrupt``) and any signal handler that raises interrupt a
+    wait at once and end the observer. One thread at a time iterates (others wait their turn).
+    """
+
+    def __iter__(self) -> Observer:
+        return self
+
+    def __next__(self) -> Leader | None:
+        if self._ended:
+            raise StopIteration
+        check_process(self._pid, "observer")
+        try:
+            change = _blocking.run(lambda _cancel: self._next_now(), cancellable=False)
+        except BaseException:
+            # Interrupted (Ctrl-C, a raising handler): the call still waiting on its thread is
+            # ended by the cancel, and so is the observer.
+            self._end()
+            raise
+        if change is ENDED:
+            self._ended = True
+            raise StopIteration
+        return change  # type: ignore[no-any-return]

@@ -18,19 +18,20 @@ __all__ = ["Options", "default_options"]
 
 
 def default_options() -> dict[str, int | float | bool | None]:
-    """The library's default options, as the keyword arguments of :class:`Redlock` take them."""
+    """The library's default options, as the keyword arguments of :class:`Redlock` take them
+    (durations in seconds)."""
     # The getters read NULL options as the defaults.
     return {
         "retry_count": lib.redlock_options_retry_count(None),
-        "retry_delay_ms": lib.redlock_options_retry_delay_ms(None),
-        "retry_jitter_ms": lib.redlock_options_retry_jitter_ms(None),
+        "retry_delay": lib.redlock_options_retry_delay_ms(None) / 1000,
+        "retry_jitter": lib.redlock_options_retry_jitter_ms(None) / 1000,
         "drift_factor": lib.redlock_options_drift_factor(None),
-        "node_timeout_ms": lib.redlock_options_node_timeout_ms(None),
+        "node_timeout": lib.redlock_options_node_timeout_ms(None) / 1000,
         "max_extensions": lib.redlock_options_max_extensions(None) or None,
-        "restart_grace_ms": lib.redlock_options_restart_grace_ms(None) or None,
+        "restart_grace": (lib.redlock_options_restart_grace_ms(None) / 1000) or None,
         "clock_guard": bool(lib.redlock_options_clock_guard(None)),
-        "clock_jump_threshold_ms": lib.redlock_options_clock_jump_threshold_ms(None),
-        "clock_quarantine_ms": lib.redlock_options_clock_quarantine_ms(None),
+        "clock_jump_threshold": lib.redlock_options_clock_jump_threshold_ms(None) / 1000,
+        "clock_quarantine": lib.redlock_options_clock_quarantine_ms(None) / 1000,
         "strict_servers": bool(lib.redlock_options_strict_servers(None)),
         "min_replicas": lib.redlock_options_min_replicas(None) or None,
     }
@@ -38,7 +39,8 @@ def default_options() -> dict[str, int | float | bool | None]:
 
 class Options(Managed):
     """The C settings of one client, from :class:`Redlock`'s keyword arguments (``None``: the
-    library's default), each checked here; free it once the client is made."""
+    library's default; durations in seconds), each checked here; free it once the client is
+    made."""
 
     _what = "options"
 
@@ -46,15 +48,15 @@ class Options(Managed):
         self,
         *,
         retry_count: int | None,
-        retry_delay_ms: int | None,
-        retry_jitter_ms: int | None,
+        retry_delay: convert.Seconds | None,
+        retry_jitter: convert.Seconds | None,
         drift_factor: float | None,
-        node_timeout_ms: int | None,
+        node_timeout: convert.Seconds | None,
         max_extensions: int | None,
-        restart_grace_ms: int | None,
+        restart_grace: convert.Seconds | None,
         clock_guard: bool | None,
-        clock_jump_threshold_ms: int | None,
-        clock_quarantine_ms: int | None,
+        clock_jump_threshold: convert.Seconds | None,
+        clock_quarantine: convert.Seconds | None,
         strict_servers: bool | None,
         min_replicas: int | None,
         tls_ca_file: str | os.PathLike[str] | None,
@@ -66,34 +68,37 @@ class Options(Managed):
         for name, flag in (("clock_guard", clock_guard), ("strict_servers", strict_servers)):
             if flag is not None:
                 convert.flag(name, flag)
-        if clock_guard is False and clock_jump_threshold_ms is not None:
-            raise ValueError("clock_jump_threshold_ms has no effect with clock_guard=False")
+        if clock_guard is False and clock_jump_threshold is not None:
+            raise ValueError("clock_jump_threshold has no effect with clock_guard=False")
         # C spells "no cap" as max_extensions 0 (and "off" as min_replicas 0); in Python that is
         # None, so 0 is refused.
         integers = (
             ("retry_count", retry_count, 0, convert.UINT32_MAX,
              lib.redlock_options_set_retry_count),
-            ("retry_delay_ms", retry_delay_ms, 0, convert.UINT64_MAX,
-             lib.redlock_options_set_retry_delay_ms),
-            ("retry_jitter_ms", retry_jitter_ms, 0, convert.UINT64_MAX,
-             lib.redlock_options_set_retry_jitter_ms),
-            ("node_timeout_ms", node_timeout_ms, 1, convert.UINT64_MAX,
-             lib.redlock_options_set_node_timeout_ms),
             ("max_extensions", max_extensions, 1, convert.UINT32_MAX,
              lib.redlock_options_set_max_extensions),
-            ("restart_grace_ms", restart_grace_ms, 0, convert.MAX_TTL_MS,
-             lib.redlock_options_set_restart_grace_ms),
-            ("clock_jump_threshold_ms", clock_jump_threshold_ms, 0, convert.MAX_TTL_MS,
-             lib.redlock_options_set_clock_jump_threshold_ms),
-            ("clock_quarantine_ms", clock_quarantine_ms, 1, convert.MAX_TTL_MS,
-             lib.redlock_options_set_clock_quarantine_ms),
             ("min_replicas", min_replicas, 1, convert.UINT32_MAX,
              lib.redlock_options_set_min_replicas),
+        )
+        # Seconds for Python, milliseconds for C; bounds in milliseconds.
+        durations = (
+            ("retry_delay", retry_delay, 0, lib.redlock_options_set_retry_delay_ms),
+            ("retry_jitter", retry_jitter, 0, lib.redlock_options_set_retry_jitter_ms),
+            ("node_timeout", node_timeout, 1, lib.redlock_options_set_node_timeout_ms),
+            ("restart_grace", restart_grace, 0, lib.redlock_options_set_restart_grace_ms),
+            ("clock_jump_threshold", clock_jump_threshold, 0,
+             lib.redlock_options_set_clock_jump_threshold_ms),
+            ("clock_quarantine", clock_quarantine, 1, lib.redlock_options_set_clock_quarantine_ms),
         )
         # (setter, its arguments) for every setting given, all checked before any C call.
         settings: list[tuple[Callable[..., int], tuple[Any, ...]]] = [
             (setter, (convert.integer(name, value, low, high),))
             for name, value, low, high, setter in integers
+            if value is not None
+        ]
+        settings += [
+            (setter, (convert.millis(name, value, low, convert.MAX_TTL_MS),))
+            for name, value, low, setter in durations
             if value is not None
         ]
         if drift_factor is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Iterable
 from ctypes import byref, c_char_p
+from datetime import timedelta
 from typing import Any, TypedDict
 
 from . import _bindings as c
@@ -20,7 +21,7 @@ from ._cancel import Cancel, CancelHandle
 from ._convert import Seconds
 from ._errors import RedlockError, Status, call, check
 from ._ffi import lib
-from ._lock import Lock
+from ._lock import L
 from ._managed import Managed
 
 __all__ = ["AutoExtend", "Request", "LockKeywords"]
@@ -35,7 +36,7 @@ class AutoExtend:
     """How a lock keeps itself alive while held (``Request(..., auto_extend=AutoExtend(...))``).
 
     The client's extender thread extends the lock every ``fraction`` of its TTL (default 1/3),
-    until it is released, ``max_hold`` seconds (or ``max_hold_ms``) after acquisition, or after
+    until it is released, ``max_hold`` seconds after acquisition, or after
     ``max_extensions`` extensions (default: the client's cap). ``auto_extend=True`` is
     ``AutoExtend()``.
     """
@@ -47,15 +48,12 @@ class AutoExtend:
         fraction: float | None = None,
         *,
         max_hold: Seconds | None = None,
-        max_hold_ms: int | None = None,
         max_extensions: int | None = None,
     ) -> None:
         self._fraction = (
             None if fraction is None else convert.fraction("fraction", fraction, 0, False)
         )
-        self._max_hold_ms = convert.millis(
-            "max_hold", max_hold, "max_hold_ms", max_hold_ms, 1, convert.MAX_TTL_MS
-        )
+        self._max_hold_ms = convert.millis("max_hold", max_hold, 1, convert.MAX_TTL_MS)
         self._max_extensions = (
             None
             if max_extensions is None
@@ -68,9 +66,9 @@ class AutoExtend:
         return self._fraction
 
     @property
-    def max_hold_ms(self) -> int | None:
-        """Stop extending this many ms after acquisition; None: never."""
-        return self._max_hold_ms
+    def max_hold(self) -> float | None:
+        """Stop extending this many seconds after acquisition; None: never."""
+        return None if self._max_hold_ms is None else self._max_hold_ms / 1000
 
     @property
     def max_extensions(self) -> int | None:
@@ -89,9 +87,16 @@ class AutoExtend:
         return (self._fraction, self._max_hold_ms, self._max_extensions)
 
     def __repr__(self) -> str:
-        return "AutoExtend(fraction={!r}, max_hold_ms={!r}, max_extensions={!r})".format(
-            *self._key()
+        hold = "None" if self._max_hold_ms is None else convert.seconds_text(self._max_hold_ms)
+        return (
+            f"AutoExtend(fraction={self._fraction!r}, max_hold={hold}, "
+            f"max_extensions={self._max_extensions!r})"
         )
+
+
+def _exact(ms: int | None) -> timedelta | None:
+    """``ms`` as the exact duration a constructor takes back."""
+    return None if ms is None else timedelta(milliseconds=ms)
 
 
 class Request(Managed):
@@ -108,7 +113,8 @@ class Request(Managed):
         Request("pool", ttl=10, permits=3, auto_extend=True)      # one of 3 permits
 
     Kind: one ``resource`` (positional) or ``resources`` (all at once or none; at most 64, no
-    name twice); a name has 1 to 4096 bytes of UTF-8 (``ValueError`` otherwise); ``fenced=True`` adds a fencing token (:attr:`Lock.fence`); ``reentrant=owner``
+    name twice); a name has 1 to 4096 bytes of UTF-8 (``ValueError`` otherwise);
+    ``fenced=True`` adds a fencing token (:attr:`Lock.fence`); ``reentrant=owner``
     makes it one hold of a reentrant lock for ``owner`` (see :meth:`Redlock.new_owner`).
     ``read=True`` and ``write=True`` are the two sides of a read-write lock: readers share the
     resource, a writer excludes readers and writers (a writer is a plain lock on the nodes, so
@@ -132,9 +138,10 @@ class Request(Managed):
     ``auto_extend``: ``True`` or an :class:`AutoExtend`. ``cancel``: a :class:`Cancel` that ends
     its acquisitions early with :class:`~redquorum.Cancelled`.
 
-    Durations take seconds (int, float, :class:`datetime.timedelta`) or, under their ``_ms``
-    names, an int of milliseconds; one form each. Bad values raise ``ValueError``/``TypeError``
-    here, not at acquisition.
+    Every argument but the resource is a keyword. Durations (``ttl``, ``wait_timeout``,
+    ``retry_delay``, ``retry_jitter``) take seconds: an int, a float or a
+    :class:`datetime.timedelta`, rounded to whole milliseconds. Bad values raise
+    ``ValueError``/``TypeError`` here, not at acquisition.
 
     A request is immutable and owns one C request, built here and used by every acquisition
     of it (from any number of threads at once); :meth:`replace` makes a changed copy. It is
@@ -146,9 +153,8 @@ class Request(Managed):
     def __init__(
         self,
         resource: str | None = None,
-        ttl: Seconds | None = None,
         *,
-        ttl_ms: int | None = None,
+        ttl: Seconds,
         resources: Iterable[str] | None = None,
         fenced: bool = False,
         reentrant: str | None = None,
@@ -157,11 +163,8 @@ class Request(Managed):
         permits: int | None = None,
         retries: int | None = None,
         retry_delay: Seconds | None = None,
-        retry_delay_ms: int | None = None,
         retry_jitter: Seconds | None = None,
-        retry_jitter_ms: int | None = None,
         wait_timeout: Seconds | None = None,
-        wait_timeout_ms: int | None = None,
         notifications: bool = True,
         fair: bool = True,
         auto_extend: bool | AutoExtend = False,
@@ -187,7 +190,7 @@ class Request(Managed):
                 raise ValueError(f"resources names {len(names)}; at most {MAX_RESOURCES}")
         self._resources = names
         self._many = resource is None
-        self._ttl_ms = convert.ttl_millis(ttl_ms, ttl)
+        self._ttl_ms = convert.ttl_millis(ttl)
         for name, value in (
             ("fenced", fenced),
             ("read", read),
@@ -233,17 +236,11 @@ class Request(Managed):
         self._retries = (
             None if retries is None else convert.integer("retries", retries, 0, convert.UINT32_MAX)
         )
-        self._wait_timeout_ms = convert.millis(
-            "wait_timeout", wait_timeout, "wait_timeout_ms", wait_timeout_ms, 0, convert.MAX_TTL_MS
-        )
+        self._wait_timeout_ms = convert.millis("wait_timeout", wait_timeout, 0, convert.MAX_TTL_MS)
         if self._retries is not None and self._wait_timeout_ms is not None:
             raise ValueError("retries and wait_timeout exclude each other: pick one patience")
-        self._retry_delay_ms = convert.millis(
-            "retry_delay", retry_delay, "retry_delay_ms", retry_delay_ms, 0, convert.MAX_TTL_MS
-        )
-        self._retry_jitter_ms = convert.millis(
-            "retry_jitter", retry_jitter, "retry_jitter_ms", retry_jitter_ms, 0, convert.MAX_TTL_MS
-        )
+        self._retry_delay_ms = convert.millis("retry_delay", retry_delay, 0, convert.MAX_TTL_MS)
+        self._retry_jitter_ms = convert.millis("retry_jitter", retry_jitter, 0, convert.MAX_TTL_MS)
         if (self._retry_delay_ms is None) != (self._retry_jitter_ms is None):
             raise ValueError("retry_delay and retry_jitter go together")
         self._notifications = notifications
@@ -313,7 +310,7 @@ class Request(Managed):
                     lib.redlock_request_set_auto_extend,
                     out,
                     auto.fraction or 0.0,
-                    auto.max_hold_ms or 0,
+                    auto._max_hold_ms or 0,
                     auto.max_extensions or 0,
                 )
         except BaseException:
@@ -321,8 +318,11 @@ class Request(Managed):
             raise
         return out
 
-    def _acquire(self, client: Any, cancel: CancelHandle | None, caller: bytes | None) -> Lock:
-        """One acquisition on the C ``client``: one C call, blocking until it ends."""
+    def _acquire(
+        self, client: Any, cancel: CancelHandle | None, caller: bytes | None, kind: type[L]
+    ) -> L:
+        """One acquisition on the C ``client``, a lock of type ``kind``: one C call, blocking
+        until it ends."""
         out = c.redlock_lock_p()
         err = c.redlock_error_p()
         pointer = self._borrow()
@@ -336,7 +336,7 @@ class Request(Managed):
         check(status, err)
         if not out:
             raise RedlockError("libredlock returned OK without a lock", Status.PANIC)
-        return Lock(out, self._held_name, self._held)
+        return kind(out, self._held_name, self._held)
 
     @property
     def resource(self) -> str | None:
@@ -349,8 +349,9 @@ class Request(Managed):
         return list(self._resources)
 
     @property
-    def ttl_ms(self) -> int:
-        return self._ttl_ms
+    def ttl(self) -> float:
+        """The locks' time to live, in seconds."""
+        return self._ttl_ms / 1000
 
     @property
     def fenced(self) -> bool:
@@ -381,8 +382,9 @@ class Request(Managed):
         return self._retries
 
     @property
-    def wait_timeout_ms(self) -> int | None:
-        return self._wait_timeout_ms
+    def wait_timeout(self) -> float | None:
+        """How long an acquisition waits for a busy resource, in seconds; None: it retries."""
+        return None if self._wait_timeout_ms is None else self._wait_timeout_ms / 1000
 
     @property
     def auto_extend(self) -> AutoExtend | None:
@@ -393,18 +395,18 @@ class Request(Managed):
         return self._cancel
 
     def _arguments(self) -> dict[str, object]:
-        """The constructor's arguments that make this request."""
+        """The constructor's arguments that make this request (durations exact)."""
         current: dict[str, object] = {
-            "ttl_ms": self._ttl_ms,
+            "ttl": _exact(self._ttl_ms),
             "fenced": self._fenced,
             "reentrant": self._owner,
             "read": self._mode == "read",
             "write": self._mode == "write",
             "permits": self._permits,
             "retries": self._retries,
-            "retry_delay_ms": self._retry_delay_ms,
-            "retry_jitter_ms": self._retry_jitter_ms,
-            "wait_timeout_ms": self._wait_timeout_ms,
+            "retry_delay": _exact(self._retry_delay_ms),
+            "retry_jitter": _exact(self._retry_jitter_ms),
+            "wait_timeout": _exact(self._wait_timeout_ms),
             "notifications": self._notifications,
             "fair": self._fair,
             "auto_extend": self._auto_extend or False,
@@ -419,22 +421,17 @@ class Request(Managed):
     def replace(self, **changes: object) -> Request:
         """A copy with some constructor arguments changed, e.g. ``req.replace(cancel=c)``.
 
-        A duration given in one form replaces both forms of it; ``retries`` replaces
-        ``wait_timeout`` and the other way round.
+        ``retries`` replaces ``wait_timeout`` and the other way round.
         """
         current = self._arguments()
         if "resource" in changes or "resources" in changes:
             current.pop("resource", None)
             current.pop("resources", None)
-        for name in list(changes):
-            base = name[:-3] if name.endswith("_ms") else name
-            current.pop(base, None)
-            current.pop(base + "_ms", None)
-            # One patience: a new one replaces the other.
-            if base == "retries":
-                current.pop("wait_timeout_ms", None)
-            elif base == "wait_timeout":
-                current.pop("retries", None)
+        # One patience: a new one replaces the other.
+        if "retries" in changes:
+            current.pop("wait_timeout", None)
+        if "wait_timeout" in changes:
+            current.pop("retries", None)
         # One kind: a new one replaces the other.
         kinds = ("fenced", "reentrant", "read", "write", "permits")
         if any(name in changes for name in kinds):
@@ -459,7 +456,7 @@ class Request(Managed):
         parts = [
             f"resources={list(self._resources)!r}" if self._many else repr(self._resources[0])
         ]
-        parts.append(f"ttl_ms={self._ttl_ms}")
+        parts.append(f"ttl={convert.seconds_text(self._ttl_ms)}")
         if self._fenced:
             parts.append("fenced=True")
         if self._owner is not None:
@@ -470,11 +467,11 @@ class Request(Managed):
             parts.append(f"permits={self._permits}")
         if self._retries is not None:
             parts.append(f"retries={self._retries}")
-        if self._retry_delay_ms is not None:
-            parts.append(f"retry_delay_ms={self._retry_delay_ms}")
-            parts.append(f"retry_jitter_ms={self._retry_jitter_ms}")
+        if self._retry_delay_ms is not None and self._retry_jitter_ms is not None:
+            parts.append(f"retry_delay={convert.seconds_text(self._retry_delay_ms)}")
+            parts.append(f"retry_jitter={convert.seconds_text(self._retry_jitter_ms)}")
         if self._wait_timeout_ms is not None:
-            parts.append(f"wait_timeout_ms={self._wait_timeout_ms}")
+            parts.append(f"wait_timeout={convert.seconds_text(self._wait_timeout_ms)}")
         if not self._notifications:
             parts.append("notifications=False")
         if not self._fair:
@@ -495,11 +492,8 @@ class LockKeywords(TypedDict, total=False):
     :meth:`~Redlock.write_lock` and :meth:`~Redlock.semaphore` (and of their asyncio twins),
     declared once: see :meth:`Redlock.lock` for what each does."""
 
-    ttl: Seconds | None
     auto_extend: bool
-    wait_timeout_ms: int | None
     wait_timeout: Seconds | None
-    max_hold_ms: int | None
     max_hold: Seconds | None
     extend_fraction: float | None
     notifications: bool
@@ -511,7 +505,7 @@ _KEYWORDS = frozenset(LockKeywords.__annotations__)
 
 
 def shorthand(
-    method: str, resource: str, ttl_ms: int | None, keywords: LockKeywords, **kind: Any
+    method: str, resource: str, ttl: Seconds, keywords: LockKeywords, **kind: Any
 ) -> Request:
     """The :class:`Request` a shorthand's arguments describe (``kind``: its fixed kind, e.g.
     ``read=True``), checked once, by the Request."""
@@ -522,18 +516,16 @@ def shorthand(
     if not isinstance(auto_extend, bool):
         raise TypeError(f"auto_extend must be a bool, not {type(auto_extend).__name__}")
     extend_fraction = keywords.get("extend_fraction")
-    max_hold, max_hold_ms = keywords.get("max_hold"), keywords.get("max_hold_ms")
+    max_hold = keywords.get("max_hold")
     extension: bool | AutoExtend = False
     if auto_extend:
-        extension = AutoExtend(extend_fraction, max_hold=max_hold, max_hold_ms=max_hold_ms)
-    elif extend_fraction is not None or max_hold is not None or max_hold_ms is not None:
+        extension = AutoExtend(extend_fraction, max_hold=max_hold)
+    elif extend_fraction is not None or max_hold is not None:
         raise ValueError("extend_fraction and max_hold apply only with auto_extend=True")
     return Request(
         resource,
-        keywords.get("ttl"),
-        ttl_ms=ttl_ms,
+        ttl=ttl,
         wait_timeout=keywords.get("wait_timeout"),
-        wait_timeout_ms=keywords.get("wait_timeout_ms"),
         notifications=keywords.get("notifications", True),
         fair=keywords.get("fair", True),
         auto_extend=extension,

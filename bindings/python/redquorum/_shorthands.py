@@ -32,16 +32,14 @@ class Shorthands(Generic[T]):
         """Acquires a request made for this one call, and frees it."""
         raise NotImplementedError
 
-    def lock(
-        self, resource: str, ttl_ms: int | None = None, **keywords: Unpack[LockKeywords]
-    ) -> T:
-        """Acquire ``resource`` for ``ttl`` seconds (or ``ttl_ms`` ms), retrying per the options.
+    def lock(self, resource: str, *, ttl: Seconds, **keywords: Unpack[LockKeywords]) -> T:
+        """Acquire ``resource`` for ``ttl`` seconds, retrying per the options.
 
         A shorthand for :meth:`acquire` with a :class:`Request` of a plain lock.
 
-        Every duration takes seconds (an int, a float or a :class:`datetime.timedelta`) under
-        its plain name, or milliseconds (an int) under its ``_ms`` name; one of the two, not
-        both (``ValueError``).
+        Every argument but the resource (and a reentrant lock's owner, a semaphore's permits)
+        is a keyword. Every duration takes seconds: an int, a float or a
+        :class:`datetime.timedelta`.
 
         ``auto_extend=True`` keeps the lock alive while it is held: the library's extender
         thread (one per client) extends it every ``extend_fraction`` (default 1/3) of the TTL.
@@ -51,46 +49,38 @@ class Shorthands(Generic[T]):
 
         ``wait_timeout`` waits up to that long for a busy resource instead of ``retry_count``
         attempts, woken by the release notifications the nodes publish
-        (``notifications=False`` polls at ``retry_delay_ms`` instead), queued in arrival order
+        (``notifications=False`` polls at ``retry_delay`` instead), queued in arrival order
         with the waiters of every process (``fair=False``: one waiter per client tries on each
         release instead). ``cancel``: a :class:`Cancel` that ends the acquisition early.
 
         Blocks (without holding the GIL) until acquired or out of retries: about
-        ``retry_count * (retry_delay_ms + retry_jitter_ms)`` plus the node timeouts at most;
+        ``retry_count * (retry_delay + retry_jitter)`` plus the node timeouts at most;
         Ctrl-C interrupts it at once (see :meth:`acquire`). Raises :class:`NotAcquired` if
         another owner holds it, :class:`NoQuorum` if too few nodes answered,
         :class:`Cancelled` if ``cancel`` fired, ``ValueError``/``TypeError`` for bad arguments
         or a closed client. On :class:`~redquorum.aio.AsyncRedlock`: ``await`` it, or use it
         in ``async with``.
         """
-        return self._acquire_new(shorthand("lock", resource, ttl_ms, keywords))
+        return self._acquire_new(shorthand("lock", resource, ttl, keywords))
 
-    def try_lock(
-        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> T:
+    def try_lock(self, resource: str, *, ttl: Seconds) -> T:
         """Like :meth:`lock`, but a single attempt without retries."""
-        return self._acquire_new(Request(resource, ttl, ttl_ms=ttl_ms, retries=0))
+        return self._acquire_new(Request(resource, ttl=ttl, retries=0))
 
-    def lock_fenced(
-        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> T:
+    def lock_fenced(self, resource: str, *, ttl: Seconds) -> T:
         """Like :meth:`lock`, with a fencing token in :attr:`Lock.fence`.
 
         The token is kept as a quorum register in ``redlock:fence:{resource}`` on each node
         (no TTL); acquiring costs one more round to the nodes than a plain lock. A fenced lock
         is a plain lock on ``resource``: the two exclude each other.
         """
-        return self._acquire_new(Request(resource, ttl, ttl_ms=ttl_ms, fenced=True))
+        return self._acquire_new(Request(resource, ttl=ttl, fenced=True))
 
-    def try_lock_fenced(
-        self, resource: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> T:
+    def try_lock_fenced(self, resource: str, *, ttl: Seconds) -> T:
         """Like :meth:`lock_fenced`, but a single attempt without retries."""
-        return self._acquire_new(Request(resource, ttl, ttl_ms=ttl_ms, fenced=True, retries=0))
+        return self._acquire_new(Request(resource, ttl=ttl, fenced=True, retries=0))
 
-    def reentrant_lock(
-        self, resource: str, owner: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> T:
+    def reentrant_lock(self, resource: str, owner: str, *, ttl: Seconds) -> T:
         """One hold of a reentrant lock on ``resource`` for ``owner``, retrying per the options.
 
         ``owner`` is any non-empty string (at most 1024 UTF-8 bytes) naming the holder, e.g.
@@ -99,38 +89,26 @@ class Shorthands(Generic[T]):
         and others can take the resource after the last release (or expiry). Reentrant and
         plain locks on one resource exclude each other.
         """
-        return self._acquire_new(Request(resource, ttl, ttl_ms=ttl_ms, reentrant=owner))
+        return self._acquire_new(Request(resource, ttl=ttl, reentrant=owner))
 
-    def try_reentrant_lock(
-        self, resource: str, owner: str, ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> T:
+    def try_reentrant_lock(self, resource: str, owner: str, *, ttl: Seconds) -> T:
         """Like :meth:`reentrant_lock`, but a single attempt without retries."""
-        return self._acquire_new(
-            Request(resource, ttl, ttl_ms=ttl_ms, reentrant=owner, retries=0)
-        )
+        return self._acquire_new(Request(resource, ttl=ttl, reentrant=owner, retries=0))
 
-    def lock_many(
-        self, resources: Iterable[str], ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> T:
+    def lock_many(self, resources: Iterable[str], *, ttl: Seconds) -> T:
         """Acquire all ``resources`` at once or none of them, retrying per the options.
 
         One script per node sets every key (sorted) or none, so overlapping sets never
         deadlock. The lock's extend and release act on all of them. ``ValueError`` for an empty
         list, an empty name, a name given twice or more than 64 names.
         """
-        return self._acquire_new(Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms))
+        return self._acquire_new(Request(resources=resources, ttl=ttl))
 
-    def try_lock_many(
-        self, resources: Iterable[str], ttl_ms: int | None = None, *, ttl: Seconds | None = None
-    ) -> T:
+    def try_lock_many(self, resources: Iterable[str], *, ttl: Seconds) -> T:
         """Like :meth:`lock_many`, but a single attempt without retries."""
-        return self._acquire_new(
-            Request(resources=resources, ttl=ttl, ttl_ms=ttl_ms, retries=0)
-        )
+        return self._acquire_new(Request(resources=resources, ttl=ttl, retries=0))
 
-    def read_lock(
-        self, resource: str, ttl_ms: int | None = None, **keywords: Unpack[LockKeywords]
-    ) -> T:
+    def read_lock(self, resource: str, *, ttl: Seconds, **keywords: Unpack[LockKeywords]) -> T:
         """The read side of a read-write lock on ``resource``; keywords as for :meth:`lock`.
 
         Any number of readers hold the resource at once while no writer does; a writer is a
@@ -140,11 +118,9 @@ class Shorthands(Generic[T]):
         overlapping readers. A thread holding the write lock of ``resource`` gets ``ValueError``
         instead of waiting for itself (asyncio tasks are not checked). No fencing token.
         """
-        return self._acquire_new(shorthand("read_lock", resource, ttl_ms, keywords, read=True))
+        return self._acquire_new(shorthand("read_lock", resource, ttl, keywords, read=True))
 
-    def write_lock(
-        self, resource: str, ttl_ms: int | None = None, **keywords: Unpack[LockKeywords]
-    ) -> T:
+    def write_lock(self, resource: str, *, ttl: Seconds, **keywords: Unpack[LockKeywords]) -> T:
         """The write side of a read-write lock on ``resource``; keywords as for :meth:`lock`.
 
         Excludes readers and other writers. On the nodes it is exactly a plain lock; it adds a
@@ -153,13 +129,14 @@ class Shorthands(Generic[T]):
         :class:`~redquorum.aio.AsyncRedlock` tasks are not checked: a task holding the read
         lock that awaits the write lock waits (until the read lock is released or expires).
         """
-        return self._acquire_new(shorthand("write_lock", resource, ttl_ms, keywords, write=True))
+        return self._acquire_new(shorthand("write_lock", resource, ttl, keywords, write=True))
 
     def semaphore(
         self,
         resource: str,
         permits: int,
-        ttl_ms: int | None = None,
+        *,
+        ttl: Seconds,
         **keywords: Unpack[LockKeywords],
     ) -> T:
         """One of ``permits`` permits (1 to 1024) of a counting semaphore on ``resource``: at
@@ -172,7 +149,7 @@ class Shorthands(Generic[T]):
         A waiter wakes when any slot is released. No fencing token.
         """
         return self._acquire_new(
-            shorthand("semaphore", resource, ttl_ms, keywords, permits=permits)
+            shorthand("semaphore", resource, ttl, keywords, permits=permits)
         )
 
     @staticmethod

@@ -9,7 +9,7 @@ which redquorum does not depend on (``pip install prometheus-client``)::
 
 Each scrape takes one :meth:`Redlock.stats` snapshot (atomic reads, no network) and hands its
 metrics over as they are: ``redlock_acquire_duration_seconds``, ``redlock_acquisitions_total``,
-``redlock_lost_total``, ``redlock_node_up``, ... (the README lists them). Without
+``redlock_lost_total``, ``redlock_node_up``, ... (docs/observability.md lists them). Without
 ``prometheus_client``, :attr:`Stats.prometheus` is the same text to serve by other means.
 """
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from redis_nodes import PATIENT_MS, RedisNode
+from redis_nodes import PATIENT, RedisNode
 
 import redquorum
 
@@ -76,12 +76,12 @@ def resource(request: pytest.FixtureRequest) -> str:
 def make_client(urls: list[str]) -> Iterator[Callable[..., redquorum.Redlock]]:
     """Builds clients on all nodes (or the given ``nodes``) and closes them after the test.
 
-    ``node_timeout_ms`` defaults to :data:`PATIENT_MS` here.
+    ``node_timeout`` defaults to :data:`PATIENT` here.
     """
     clients: list[redquorum.Redlock] = []
 
     def make(nodes: list[str] | None = None, **options) -> redquorum.Redlock:
-        options.setdefault("node_timeout_ms", PATIENT_MS)
+        options.setdefault("node_timeout", PATIENT)
         client = redquorum.Redlock(urls if nodes is None else nodes, **options)
         clients.append(client)
         return client

@@ -16,7 +16,7 @@ STARTUP_TIMEOUT_S = 10.0
 # The library's 50 ms default per-node timeout is meant for a quiet network; the test machine
 # may be busy (2 cores shared with other builds), so tests that are not about timeouts wait
 # longer rather than flake.
-PATIENT_MS = 1_000
+PATIENT = 1.0  # seconds
 
 
 def free_port() -> int:

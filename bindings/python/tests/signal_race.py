@@ -52,7 +52,7 @@ def main() -> None:
     mode, rounds, seed, urls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
     rng = random.Random(seed)
     ports = [urlparse(url).port for url in urls]
-    rl = redquorum.Redlock(urls, node_timeout_ms=1_000)
+    rl = redquorum.Redlock(urls, node_timeout=1)
     if mode == "sigalrm":
 
         def on_alarm(_signum: int, _frame: object) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
+import sys
 import threading
 import time
 
@@ -11,8 +13,14 @@ import pytest
 from redis_nodes import assert_on_nodes, values
 
 import redquorum
-from redquorum import Request
-from redquorum.aio import AsyncLock, AsyncRedlock
+from redquorum import Election, Leadership, Lock, Observer, Redlock, Request
+from redquorum.aio import (
+    AsyncElection,
+    AsyncLeadership,
+    AsyncLock,
+    AsyncObserver,
+    AsyncRedlock,
+)
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -45,7 +53,7 @@ def test_fifty_tasks_exclude_each_other_and_the_loop_stays_responsive(urls, reso
                 state["inside"] -= 1
 
     async def main() -> float:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             stop = asyncio.Event()
             tick = asyncio.ensure_future(ticker(stop, gaps))
             start = time.monotonic()
@@ -65,7 +73,7 @@ def test_fifty_tasks_exclude_each_other_and_the_loop_stays_responsive(urls, reso
 
 def test_cancelling_a_waiting_task_leaves_no_key(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             holder = await rl.lock(resource, ttl=30)
             baseline = threading.active_count()
             task = asyncio.ensure_future(
@@ -91,7 +99,7 @@ def test_cancelling_a_waiting_task_leaves_no_key(nodes, urls, resource):
 
 def test_wait_for_timeout_cancels_the_acquisition(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             holder = await rl.lock_fenced(resource, ttl=30)
             start = time.monotonic()
             with pytest.raises(asyncio.TimeoutError):
@@ -114,7 +122,7 @@ def test_cancellation_racing_a_release_leaves_no_key(nodes, urls):
     stages = {"cancelled": 0, "got_lock": 0}
 
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             for index in range(60):
                 resource = f"aio-race:{index}:{rng.random()}"
                 holder = await rl.try_lock(resource, ttl=10)
@@ -147,7 +155,7 @@ def test_cancellation_racing_a_release_leaves_no_key(nodes, urls):
 
 def test_release_in_aexit_completes_when_the_task_is_cancelled(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             entered = asyncio.Event()
 
             async def body() -> None:
@@ -169,7 +177,7 @@ def test_release_in_aexit_completes_when_the_task_is_cancelled(nodes, urls, reso
 
 def test_async_lock_extend_release_and_kinds(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             lock = await rl.acquire(Request(resource, ttl=5, fenced=True, retries=2))
             assert lock.fence is not None and lock.fence >= 1
             await lock.extend(ttl=20)
@@ -196,7 +204,7 @@ def test_async_lock_extend_release_and_kinds(nodes, urls, resource):
 
 def test_on_lost_runs_in_the_loop(nodes, urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=300) as rl:
+        async with AsyncRedlock(urls, node_timeout=0.3) as rl:
             lock = await rl.lock(resource, ttl=2, auto_extend=True)
             lost = asyncio.Event()
             seen: list[object] = []
@@ -222,7 +230,7 @@ def test_a_lock_got_in_the_instant_of_cancellation_is_released(nodes, urls, reso
     # busy, and the task is cancelled before it could see the lock. Nobody will ever hold that
     # AsyncLock, so the facade must release it (auto-extended, it would otherwise live on).
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
             task = asyncio.ensure_future(
                 rl.acquire(Request(resource, ttl=10, auto_extend=True))
             )
@@ -241,3 +249,136 @@ def test_a_lock_got_in_the_instant_of_cancellation_is_released(nodes, urls, reso
                 await asyncio.sleep(0.01)
 
     run(main())
+
+
+def test_every_acquiring_call_is_a_coroutine_for_each_way_of_running_it(nodes, urls, resource):
+    # What lock() and the other shorthands return runs as a coroutine wherever asyncio takes
+    # one: create_task, a TaskGroup (3.11+), gather, await, and also async with.
+    async def main() -> None:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
+            acquiring = rl.lock(resource, ttl=10, wait_timeout=30)
+            assert asyncio.iscoroutine(acquiring)
+            task = asyncio.create_task(acquiring)
+            lock = await task
+            assert isinstance(lock, AsyncLock) and lock.held
+            assert_on_nodes(nodes, resource, lock.token)
+            await lock.release()
+
+            if sys.version_info >= (3, 11):
+                async with asyncio.TaskGroup() as group:
+                    tasks = [
+                        group.create_task(rl.lock(f"{resource}:{i}", ttl=10)) for i in range(3)
+                    ]
+                for i, done in enumerate(tasks):
+                    assert_on_nodes(nodes, f"{resource}:{i}", done.result().token)
+                    await done.result().release()
+
+            locks = await asyncio.gather(
+                rl.lock_fenced(resource, ttl=10),
+                rl.semaphore(resource + ":sem", 2, ttl=10),
+                rl.read_lock(resource + ":rw", ttl=10),
+            )
+            assert locks[0].fence is not None and locks[1].permit is not None
+            for lock in locks:
+                await lock.release()
+
+            async with rl.try_lock(resource, ttl=10) as lock:
+                assert_on_nodes(nodes, resource, lock.token)
+            assert_on_nodes(nodes, resource, None)
+
+            # A coroutine created and closed unawaited acquires nothing.
+            rl.lock(resource, ttl=10).close()
+            assert_on_nodes(nodes, resource, None)
+
+    run(main())
+
+
+def test_a_campaign_is_a_coroutine_for_create_task(nodes, urls, resource):
+    async def main() -> None:
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
+            campaigning = rl.campaign(resource, "host-a", ttl=10)
+            assert asyncio.iscoroutine(campaigning)
+            leadership = await asyncio.create_task(campaigning)
+            assert leadership.is_leader
+            await leadership.resign()
+            leaderships = await asyncio.gather(rl.campaign(resource, "host-b", ttl=10))
+            assert leaderships[0].is_leader
+            await leaderships[0].resign()
+
+    run(main())
+
+
+WAITING = {
+    "acquire", "campaign", "extend", "force_release", "inspect", "leader", "release", "resign"
+}
+
+
+@pytest.mark.parametrize(
+    "sync, asynchronous",
+    [
+        (Redlock, AsyncRedlock),
+        (Lock, AsyncLock),
+        (Election, AsyncElection),
+        (Leadership, AsyncLeadership),
+        (Observer, AsyncObserver),
+    ],
+    ids=lambda cls: cls.__name__,
+)
+def test_each_asyncio_class_has_the_names_of_its_twin(sync, asynchronous):
+    # Every public name of a synchronous class is on its asyncio twin, of the same kind (a
+    # property stays a property); those that wait on the nodes are coroutine functions there.
+    names = {name for name in dir(sync) if not name.startswith("_")}
+    assert names - set(dir(asynchronous)) == set()
+    for name in sorted(names):
+        ours = inspect.getattr_static(sync, name)
+        theirs = inspect.getattr_static(asynchronous, name)
+        assert isinstance(ours, property) == isinstance(theirs, property), name
+        if name in WAITING:
+            # AsyncRedlock.campaign returns a coroutine of its own, which async with also takes
+            # (test_a_campaign_is_a_coroutine_for_create_task).
+            scoped = (asynchronous, name) == (AsyncRedlock, "campaign")
+            assert scoped or inspect.iscoroutinefunction(theirs), name
+            assert not inspect.iscoroutinefunction(ours), name
+
+
+def test_an_async_lock_reads_as_a_lock_and_refuses_a_plain_with(nodes, urls, resource):
+    async def main() -> None:
+        async with AsyncRedlock(urls, node_timeout=1.0) as rl:
+            lock = await rl.lock_fenced(resource, ttl=10)
+            assert (lock.resource, lock.resources, lock.permit) == (resource, [resource], None)
+            assert lock.fence is not None and lock.held and not lock.lost
+            assert 8 < lock.validity <= 10
+            assert repr(lock) == f"<redquorum.aio.AsyncLock resource={resource!r} released=False>"
+            with pytest.raises(TypeError, match="async with"):
+                with lock:  # type: ignore[attr-defined]
+                    pass
+            assert_on_nodes(nodes, resource, lock.token)
+            lock.close()  # released without waiting, as a Lock's close() is
+            assert lock.released and lock.fence is not None
+            deadline = time.monotonic() + 2
+            while any(v is not None for v in values(nodes, resource)):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+
+    run(main())
+
+
+def test_an_async_client_and_its_sync_twin_share_one_c_client(urls, resource):
+    rl = Redlock(urls, node_timeout=1.0)
+    arl = AsyncRedlock.from_client(rl)
+    assert arl.sync is rl
+    assert repr(arl) == f"<redquorum.aio.AsyncRedlock open nodes={len(urls)}>"
+
+    async def main() -> None:
+        lock = await arl.try_lock(resource, ttl=10)
+        with pytest.raises(redquorum.NotAcquired):
+            rl.try_lock(resource, ttl=10)  # the same lock, seen through the other client
+        await lock.release()
+
+    run(main())
+    own = AsyncRedlock(urls, node_timeout=1.0)
+    assert isinstance(own.sync, Redlock) and own.sync is own.sync
+    own.sync.close()
+    assert own.closed
+    arl.close()
+    assert rl.closed

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import _redis_binary
-from redis_nodes import PATIENT_MS, RedisNode, free_port, resp
+from redis_nodes import PATIENT, RedisNode, free_port, resp
 
 import redquorum
 
@@ -40,17 +40,17 @@ def cluster_node() -> Iterator[RedisNode]:
 
 def test_locks_through_a_cluster_url(cluster_node: RedisNode) -> None:
     url = f"redis+cluster://127.0.0.1:{cluster_node.port}"
-    with redquorum.Redlock([url], node_timeout_ms=PATIENT_MS) as client:
+    with redquorum.Redlock([url], node_timeout=PATIENT) as client:
         status = client.node_status()[0]
         assert status.address == f"cluster:127.0.0.1:{cluster_node.port}"
         assert status.connected
         assert status.master == f"127.0.0.1:{cluster_node.port}"
-        lock = client.try_lock("py:cluster", 5000)
+        lock = client.try_lock("py:cluster", ttl=5)
         assert resp(cluster_node.port, "GET", "py:cluster") == lock.token
         lock.release()
         assert resp(cluster_node.port, "GET", "py:cluster") is None
         with pytest.raises(ValueError, match="hash slot"):
-            client.lock_many(["py:a", "py:b"], ttl_ms=5000)
+            client.lock_many(["py:a", "py:b"], ttl=5)
 
 
 def test_min_replicas_on_a_cluster_node_names_the_master_without_replicas(
@@ -61,7 +61,7 @@ def test_min_replicas_on_a_cluster_node_names_the_master_without_replicas(
         master = f"master 127.0.0.1:{cluster_node.port}"
         assert any(master in w and "min_replicas 1" in w for w in client.node_status()[0].warnings)
         with pytest.raises(redquorum.NoQuorum, match=f"{master} of the cluster has 0 replicas"):
-            client.try_lock("py:cluster-acked", 5000)
+            client.try_lock("py:cluster-acked", ttl=5)
     assert resp(cluster_node.port, "GET", "py:cluster-acked") is None
 
 

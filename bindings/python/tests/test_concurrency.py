@@ -8,11 +8,11 @@ import sys
 import threading
 import time
 
-from redis_nodes import PACKAGE_DIR, PATIENT_MS
+from redis_nodes import PACKAGE_DIR, PATIENT
 
 import redquorum
 
-CONTENDING = dict(retry_count=500, retry_delay_ms=5, retry_jitter_ms=5, node_timeout_ms=PATIENT_MS)
+CONTENDING = dict(retry_count=500, retry_delay=0.005, retry_jitter=0.005, node_timeout=PATIENT)
 
 
 def test_threads_are_mutually_exclusive(make_client, resource):
@@ -28,7 +28,7 @@ def test_threads_are_mutually_exclusive(make_client, resource):
         nonlocal counter, inside, most_inside
         for _ in range(25):
             try:
-                with rl.lock(resource, ttl_ms=5_000):
+                with rl.lock(resource, ttl=5):
                     with bookkeeping:
                         inside += 1
                         most_inside = max(most_inside, inside)
@@ -61,12 +61,12 @@ import redquorum
 urls = sys.argv[1:-4]
 resource, counter_path, marker_path, iterations = sys.argv[-4:]
 rl = redquorum.Redlock(
-    urls, retry_count=500, retry_delay_ms=5, retry_jitter_ms=5, node_timeout_ms=1000
+    urls, retry_count=500, retry_delay=0.005, retry_jitter=0.005, node_timeout=1
 )
 acquired = overlaps = 0
 for _ in range(int(iterations)):
     try:
-        with rl.lock(resource, ttl_ms=5_000):
+        with rl.lock(resource, ttl=5):
             try:
                 os.close(os.open(marker_path, os.O_CREAT | os.O_EXCL))
             except FileExistsError:
@@ -114,15 +114,15 @@ def test_processes_are_mutually_exclusive(urls, resource, tmp_path):
 
 
 def test_other_threads_run_while_one_blocks_in_lock(make_client, resource):
-    holder = make_client().try_lock(resource, ttl_ms=10_000)
-    waiter = make_client(retry_count=100, retry_delay_ms=20, retry_jitter_ms=0)  # up to ~2 s
+    holder = make_client().try_lock(resource, ttl=10)
+    waiter = make_client(retry_count=100, retry_delay=0.02, retry_jitter=0)  # up to ~2 s
     calling = threading.Event()
     result = {}
 
     def wait_for_the_lock() -> None:
         calling.set()
         try:
-            result["lock"] = waiter.lock(resource, ttl_ms=10_000)
+            result["lock"] = waiter.lock(resource, ttl=10)
         except Exception as exc:
             result["error"] = exc
 

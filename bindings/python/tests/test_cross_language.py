@@ -62,9 +62,9 @@ def probes(go_cli: Path, rust_cli: Path, urls: list[str]) -> dict[str, Prober]:
         return attempt
 
     def python(resource: str) -> int:
-        with redquorum.Redlock(urls, retry_count=0, node_timeout_ms=1000) as rl:
+        with redquorum.Redlock(urls, retry_count=0, node_timeout=1) as rl:
             try:
-                rl.try_lock(resource, ttl_ms=30_000).release()
+                rl.try_lock(resource, ttl=30).release()
                 return 0
             except redquorum.NotAcquired:
                 return NOT_ACQUIRED
@@ -101,8 +101,8 @@ def holders(go_cli: Path, rust_cli: Path, urls: list[str]) -> Iterator[dict[str,
 
 
 def test_python_holder_excludes_go_and_rust(probes: dict[str, Prober], urls, resource) -> None:
-    with redquorum.Redlock(urls, node_timeout_ms=1000) as rl:
-        lock = rl.try_lock(resource, ttl_ms=30_000)
+    with redquorum.Redlock(urls, node_timeout=1) as rl:
+        lock = rl.try_lock(resource, ttl=30)
         assert probes["go"](resource) == NOT_ACQUIRED
         assert probes["rust"](resource) == NOT_ACQUIRED
         lock.release()

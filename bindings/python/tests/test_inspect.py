@@ -12,7 +12,7 @@ from redquorum import KeyKind, ReleaseOutcome
 from redquorum.aio import AsyncRedlock
 
 QUORUM = 3  # of the 5 test nodes
-TTL_MS = 20_000
+TTL = 20  # seconds
 
 
 def _with_token(insp: redquorum.Inspection, token: str) -> int:
@@ -22,8 +22,8 @@ def _with_token(insp: redquorum.Inspection, token: str) -> int:
         and n.kind is KeyKind.TOKEN
         and n.token == token
         and n.key_type == "string"
-        and n.ttl_ms is not None
-        and 0 < n.ttl_ms <= TTL_MS
+        and n.ttl is not None
+        and 0 < n.ttl <= TTL
         and not n.persistent
         and n.live
         for n in insp.nodes
@@ -38,18 +38,18 @@ def test_a_free_resource(nodes, make_client, resource):
     for n in insp.nodes:
         assert n.answered and n.error is None
         assert (n.kind, n.key_type, n.token, n.owners) == (KeyKind.ABSENT, "none", None, {})
-        assert (n.ttl_ms, n.persistent, n.fence, n.live) == (None, False, None, False)
+        assert (n.ttl, n.persistent, n.fence, n.live) == (None, False, None, False)
 
 
 def test_a_plain_and_a_fenced_lock(make_client, resource):
     rl = make_client()
-    with rl.try_lock(resource, ttl_ms=TTL_MS) as lock:
+    with rl.try_lock(resource, ttl=TTL) as lock:
         insp = rl.inspect(resource)
         assert insp.held and insp.holder == lock.token
         assert _with_token(insp, lock.token) >= QUORUM
         assert insp.fence is None
     fenced_resource = resource + ":fenced"
-    with rl.try_lock_fenced(fenced_resource, ttl_ms=TTL_MS) as lock:
+    with rl.try_lock_fenced(fenced_resource, ttl=TTL) as lock:
         assert lock.fence is not None
         insp = rl.inspect(fenced_resource)
         assert insp.held and insp.holder == lock.token
@@ -60,13 +60,13 @@ def test_a_plain_and_a_fenced_lock(make_client, resource):
 def test_a_reentrant_lock_shows_its_owners(make_client, resource):
     rl = make_client()
     alice = uuid.uuid4().hex
-    with rl.try_reentrant_lock(resource, alice, ttl_ms=TTL_MS):
-        with rl.try_reentrant_lock(resource, alice, ttl_ms=TTL_MS):
+    with rl.try_reentrant_lock(resource, alice, ttl=TTL):
+        with rl.try_reentrant_lock(resource, alice, ttl=TTL):
             insp = rl.inspect(resource)
     assert insp.held and insp.holder == alice
     owners = [n for n in insp.nodes if n.kind is KeyKind.OWNERS]
     assert all(n.token is None and n.key_type == "hash" for n in owners)
-    twice = [n for n in owners if n.owners == {alice: 2} and n.ttl_ms and n.ttl_ms <= TTL_MS]
+    twice = [n for n in owners if n.owners == {alice: 2} and n.ttl and n.ttl <= TTL]
     assert len(twice) >= QUORUM
 
 
@@ -76,7 +76,7 @@ def test_a_key_of_another_type_blocks_and_never_expires(nodes, make_client, reso
     insp = make_client().inspect(resource)
     assert insp.held and insp.holder is None
     for n in insp.nodes:
-        assert (n.kind, n.key_type, n.ttl_ms, n.persistent, n.live) == (
+        assert (n.kind, n.key_type, n.ttl, n.persistent, n.live) == (
             KeyKind.OTHER,
             "list",
             None,
@@ -88,7 +88,7 @@ def test_a_key_of_another_type_blocks_and_never_expires(nodes, make_client, reso
 
 def test_down_nodes_are_reported_and_the_call_succeeds(nodes, make_client, resource):
     rl = make_client()
-    lock = rl.try_lock(resource, ttl_ms=TTL_MS)
+    lock = rl.try_lock(resource, ttl=TTL)
     nodes[0].kill()
     nodes[1].kill()
     insp = rl.inspect(resource)
@@ -96,7 +96,7 @@ def test_down_nodes_are_reported_and_the_call_succeeds(nodes, make_client, resou
     for n in insp.nodes:
         if n.node in down:
             assert n.error and not n.answered
-            assert (n.kind, n.key_type, n.ttl_ms, n.live) == (KeyKind.UNKNOWN, None, None, False)
+            assert (n.kind, n.key_type, n.ttl, n.live) == (KeyKind.UNKNOWN, None, None, False)
     # The three live nodes hold it: still a quorum.
     assert insp.held and insp.holder == lock.token
     released = rl.force_release(resource, lock.token)
@@ -126,7 +126,7 @@ def test_noperm_on_one_node_is_that_nodes_error(nodes, make_client, resource):
 
 def test_force_release_with_a_wrong_token_keeps_the_key(make_client, resource):
     rl = make_client()
-    with rl.try_lock(resource, ttl_ms=TTL_MS) as lock:
+    with rl.try_lock(resource, ttl=TTL) as lock:
         released = rl.force_release(resource, "not-the-token")
         assert (released.resource, released.token) == (resource, "not-the-token")
         assert released.quorum == QUORUM and len(released.nodes) == 5
@@ -139,7 +139,7 @@ def test_force_release_with_a_wrong_token_keeps_the_key(make_client, resource):
 
 def test_force_release_with_the_token_removes_it_and_keeps_the_fence(make_client, resource):
     rl = make_client()
-    lock = rl.try_lock_fenced(resource, ttl_ms=TTL_MS)
+    lock = rl.try_lock_fenced(resource, ttl=TTL)
     released = rl.force_release(resource, lock.token)
     assert released.on_quorum and released.confirmed >= QUORUM
     assert sum(n.outcome is ReleaseOutcome.DELETED for n in released.nodes) >= QUORUM
@@ -149,18 +149,18 @@ def test_force_release_with_the_token_removes_it_and_keeps_the_fence(make_client
     assert sum(n.kind is KeyKind.ABSENT for n in insp.nodes) >= QUORUM
     assert insp.fence is not None and lock.fence is not None and insp.fence >= lock.fence
     with pytest.raises(redquorum.LockLost):
-        lock.extend(ttl_ms=TTL_MS)  # the holder finds out at its next extension
-    with rl.try_lock_fenced(resource, ttl_ms=TTL_MS) as next_lock:
+        lock.extend(ttl=TTL)  # the holder finds out at its next extension
+    with rl.try_lock_fenced(resource, ttl=TTL) as next_lock:
         assert next_lock.fence is not None and next_lock.fence > lock.fence
 
 
 def test_force_release_without_a_token_removes_any_holder(make_client, resource):
     rl = make_client()
-    held = rl.try_reentrant_lock(resource, "bob", ttl_ms=TTL_MS)
+    held = rl.try_reentrant_lock(resource, "bob", ttl=TTL)
     released = rl.force_release(resource)
     assert released.token is None and released.on_quorum
     assert sum(n.outcome is ReleaseOutcome.DELETED for n in released.nodes) >= QUORUM
-    with rl.try_lock(resource, ttl_ms=TTL_MS):
+    with rl.try_lock(resource, ttl=TTL):
         pass
     with pytest.raises(redquorum.LockLost):
         held.release()
@@ -194,8 +194,8 @@ def test_bad_arguments(make_client, resource):
 
 def test_asyncio_facade(urls, resource):
     async def main() -> None:
-        async with AsyncRedlock(urls, node_timeout_ms=1_000) as rl:
-            lock = await rl.try_lock(resource, ttl_ms=TTL_MS)
+        async with AsyncRedlock(urls, node_timeout=1) as rl:
+            lock = await rl.try_lock(resource, ttl=TTL)
             insp = await rl.inspect(resource)
             assert insp.held and insp.holder == lock.token
             kept = await rl.force_release(resource, "not-the-token")
@@ -204,7 +204,7 @@ def test_asyncio_facade(urls, resource):
             assert gone.on_quorum
             assert not (await rl.inspect(resource)).held
             with pytest.raises(redquorum.LockLost):
-                await lock.extend(ttl_ms=TTL_MS)
+                await lock.extend(ttl=TTL)
             with pytest.raises(ValueError):
                 await rl.inspect("")
 

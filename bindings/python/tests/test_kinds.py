@@ -15,7 +15,7 @@ def test_fenced_tokens_strictly_increase(nodes, make_client, resource):
     rl = make_client()
     tokens = []
     for _ in range(4):
-        with rl.lock_fenced(resource, ttl_ms=10_000) as lock:
+        with rl.lock_fenced(resource, ttl=10) as lock:
             assert isinstance(lock.fence, int)
             assert lock.hold_count is None
             assert_on_nodes(nodes, resource, lock.token)  # a plain lock's key and value
@@ -24,23 +24,23 @@ def test_fenced_tokens_strictly_increase(nodes, make_client, resource):
     counter = f"redlock:fence:{{{resource}}}"
     assert sum(int(node.command("GET", counter) or 0) == tokens[-1] for node in nodes) >= 3
     assert all(node.command("PTTL", counter) in (-1, -2) for node in nodes)  # never expires
-    plain = rl.try_lock(resource, ttl_ms=10_000)
+    plain = rl.try_lock(resource, ttl=10)
     assert plain.fence is None
     with pytest.raises(redquorum.NotAcquired):
-        rl.try_lock_fenced(resource, ttl_ms=10_000)
+        rl.try_lock_fenced(resource, ttl=10)
     plain.release()
-    assert rl.try_lock_fenced(resource, ttl_ms=10_000).fence > tokens[-1]
+    assert rl.try_lock_fenced(resource, ttl=10).fence > tokens[-1]
 
 
 def test_fenced_tokens_increase_across_threads(make_client, resource):
-    rl = make_client(retry_count=500, retry_delay_ms=2, retry_jitter_ms=2)
+    rl = make_client(retry_count=500, retry_delay=0.002, retry_jitter=0.002)
     seen: list[int] = []
     errors: list[BaseException] = []
 
     def work() -> None:
         try:
             for _ in range(10):
-                with rl.lock_fenced(resource, ttl_ms=10_000) as lock:
+                with rl.lock_fenced(resource, ttl=10) as lock:
                     seen.append(lock.fence)  # in holder order: the lock excludes the others
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -69,19 +69,19 @@ def _holds(node, resource, owner):
 def test_reentrant_holds_nest_and_block_other_owners(nodes, make_client, resource):
     rl = make_client()
     alice = uuid.uuid4().hex
-    with rl.reentrant_lock(resource, alice, ttl_ms=10_000) as outer:
+    with rl.reentrant_lock(resource, alice, ttl=10) as outer:
         assert outer.hold_count == 1 and outer.token == alice and outer.fence is None
-        with rl.try_reentrant_lock(resource, alice, ttl_ms=10_000) as inner:
+        with rl.try_reentrant_lock(resource, alice, ttl=10) as inner:
             assert inner.hold_count == 2
             assert sum(_holds(node, resource, alice) == "2" for node in nodes) >= 3
             with pytest.raises(redquorum.NotAcquired):
-                rl.try_reentrant_lock(resource, "bob", ttl_ms=10_000)
+                rl.try_reentrant_lock(resource, "bob", ttl=10)
             with pytest.raises(redquorum.NotAcquired):
-                rl.try_lock(resource, ttl_ms=10_000)
+                rl.try_lock(resource, ttl=10)
         assert sum(_holds(node, resource, alice) == "1" for node in nodes) >= 3
         with pytest.raises(redquorum.NotAcquired):
-            rl.try_reentrant_lock(resource, "bob", ttl_ms=10_000)
-    bob = rl.try_reentrant_lock(resource, "bob", ttl_ms=10_000)
+            rl.try_reentrant_lock(resource, "bob", ttl=10)
+    bob = rl.try_reentrant_lock(resource, "bob", ttl=10)
     assert bob.hold_count == 1
     bob.release()
 
@@ -90,35 +90,35 @@ def test_reentrant_owner_arguments(make_client, resource):
     rl = make_client()
     for owner in ["", "a\0b", "x" * 1025]:
         with pytest.raises(ValueError):
-            rl.try_reentrant_lock(resource, owner, ttl_ms=10_000)
+            rl.try_reentrant_lock(resource, owner, ttl=10)
     with pytest.raises(TypeError):
-        rl.try_reentrant_lock(resource, 42, ttl_ms=10_000)
+        rl.try_reentrant_lock(resource, 42, ttl=10)
 
 
 def test_lock_many_is_all_or_nothing(nodes, make_client, resource):
     rl = make_client()
     a, b, c = (f"{resource}:{k}" for k in "abc")
-    with rl.lock_many([c, a], ttl_ms=10_000) as lock:
+    with rl.lock_many([c, a], ttl=10) as lock:
         assert lock.resources == [a, c]
         assert lock.resource == f"{a},{c}"
         assert_on_nodes(nodes, a, lock.token)
         assert_on_nodes(nodes, c, lock.token)
         with pytest.raises(redquorum.NotAcquired):
-            rl.try_lock_many([b, c], ttl_ms=10_000)
+            rl.try_lock_many([b, c], ttl=10)
         assert_on_nodes(nodes, b, None)  # the refused attempt left nothing behind
-        lock.extend(20_000)
+        lock.extend(ttl=20)
     assert_on_nodes(nodes, a, None)
     assert_on_nodes(nodes, c, None)
-    rl.try_lock_many([b, c], ttl_ms=10_000).release()
+    rl.try_lock_many([b, c], ttl=10).release()
 
 
 def test_lock_many_arguments(make_client, resource):
     rl = make_client()
     for bad in [[], [resource, resource], [resource, ""], [f"{resource}{i}" for i in range(65)]]:
         with pytest.raises(ValueError):
-            rl.try_lock_many(bad, ttl_ms=10_000)
+            rl.try_lock_many(bad, ttl=10)
     for bad in [resource, None, [resource, 3]]:
         with pytest.raises(TypeError):
-            rl.try_lock_many(bad, ttl_ms=10_000)
+            rl.try_lock_many(bad, ttl=10)
     with pytest.raises(ValueError):
-        rl.try_lock_many([resource], ttl_ms=0)
+        rl.try_lock_many([resource], ttl=0)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from redis_nodes import PATIENT_MS
+from redis_nodes import PATIENT
 
 import redquorum
 
@@ -39,24 +39,24 @@ def test_no_fd_or_thread_leaks(urls, resource):
     gc.collect()
     start = (_open_fds(), _threads())
 
-    rl = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
+    rl = redquorum.Redlock(urls, node_timeout=PATIENT)
     assert _threads() > start[1]  # the client does run native threads, so this test can see them
     for i in range(2000):
-        lock = rl.try_lock(f"{resource}:{i % 50}", ttl_ms=10_000)
+        lock = rl.try_lock(f"{resource}:{i % 50}", ttl=10)
         if i % 4:
             lock.release()  # the others are released by being dropped
         del lock
     rl.close()
 
     for i in range(200):
-        client = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
+        client = redquorum.Redlock(urls, node_timeout=PATIENT)
         if i % 2:
             client.close()  # the others are closed by being dropped
         del client
 
     # a lock keeps its closed client's internals alive until it is dropped
-    rl = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
-    lock = rl.try_lock(resource, ttl_ms=10_000)
+    rl = redquorum.Redlock(urls, node_timeout=PATIENT)
+    lock = rl.try_lock(resource, ttl=10)
     rl.close()
     lock.release()
     del lock, rl
@@ -78,9 +78,9 @@ def workers():
 rl = redquorum.Redlock(sys.argv[1].split(","))
 assert workers(), "the client runs node workers, so this test can see them"
 # On the main thread, blocking calls (lock, release) run on helper threads.
-with rl.lock(sys.argv[2], ttl_ms=10_000):
+with rl.lock(sys.argv[2], ttl=10):
     pass
-lock = rl.try_lock(sys.argv[2], ttl_ms=10_000)
+lock = rl.try_lock(sys.argv[2], ttl=10)
 lock.release()
 del lock
 rl.close()

@@ -8,34 +8,34 @@ import signal
 import time
 
 import pytest
-from redis_nodes import PATIENT_MS, assert_on_nodes, values
+from redis_nodes import PATIENT, assert_on_nodes, values
 
 import redquorum
 
 
 def test_round_trip(nodes, make_client, resource):
     rl = make_client()
-    lock = rl.try_lock(resource, ttl_ms=10_000)
+    lock = rl.try_lock(resource, ttl=10)
     assert lock.resource == resource
     assert isinstance(lock.token, str) and lock.token
     assert not lock.released
     # The same plain key and value on every node, so other Redlock clients contend correctly.
     assert_on_nodes(nodes, resource, lock.token)
-    first_validity = lock.validity_ms
-    assert 0 < first_validity <= 10_000
+    first_validity = lock.validity
+    assert 0 < first_validity <= 10
 
-    lock.extend(60_000)
-    assert 10_000 < lock.validity_ms <= 60_000
+    lock.extend(ttl=60)
+    assert 10 < lock.validity <= 60
     # extend() returns once a quorum has answered
     assert sum(node.command("PTTL", resource) > 10_000 for node in nodes) >= 3
 
     lock.release()
     assert lock.released
-    assert lock.validity_ms == 0
+    assert lock.validity == 0.0
     assert_on_nodes(nodes, resource, None)
     lock.release()  # idempotent
     with pytest.raises(redquorum.LockLost) as lost:
-        lock.extend(10_000)
+        lock.extend(ttl=10)
     assert lost.value.status == redquorum.Status.LOST
     assert str(lost.value)
 
@@ -44,7 +44,7 @@ def test_tokens_are_unique_per_acquisition(make_client, resource):
     rl = make_client()
     tokens = set()
     for _ in range(20):
-        with rl.try_lock(resource, ttl_ms=10_000) as lock:
+        with rl.try_lock(resource, ttl=10) as lock:
             tokens.add(lock.token)
     assert len(tokens) == 20
 
@@ -52,18 +52,18 @@ def test_tokens_are_unique_per_acquisition(make_client, resource):
 def test_lock_is_released_when_the_body_raises(nodes, make_client, resource):
     rl = make_client()
     with pytest.raises(RuntimeError, match="boom"):
-        with rl.lock(resource, ttl_ms=10_000) as lock:
+        with rl.lock(resource, ttl=10) as lock:
             assert_on_nodes(nodes, resource, lock.token)
             raise RuntimeError("boom")
     assert lock.released
     assert_on_nodes(nodes, resource, None)
     # and the resource is free for the next owner at once, not after the TTL
-    rl.try_lock(resource, ttl_ms=10_000).release()
+    rl.try_lock(resource, ttl=10).release()
 
 
 def test_lock_is_released_on_normal_exit(nodes, make_client, resource):
     rl = make_client()
-    with rl.lock(resource, ttl_ms=10_000) as lock:
+    with rl.lock(resource, ttl=10) as lock:
         pass
     assert lock.released
     assert_on_nodes(nodes, resource, None)
@@ -72,7 +72,7 @@ def test_lock_is_released_on_normal_exit(nodes, make_client, resource):
 def test_exit_reports_a_lock_lost_during_the_body(nodes, make_client, resource):
     rl = make_client()
     with pytest.raises(redquorum.LockLost):
-        with rl.lock(resource, ttl_ms=10_000):
+        with rl.lock(resource, ttl=10):
             for node in nodes:  # as if the TTL ran out and someone else took the key
                 node.command("SET", resource, "someone-else")
     assert_on_nodes(nodes, resource, "someone-else")  # never deletes theirs
@@ -81,97 +81,97 @@ def test_exit_reports_a_lock_lost_during_the_body(nodes, make_client, resource):
 def test_exit_does_not_mask_the_body_exception(nodes, make_client, resource):
     rl = make_client()
     with pytest.raises(KeyError):
-        with rl.lock(resource, ttl_ms=10_000):
+        with rl.lock(resource, ttl=10):
             for node in nodes:
                 node.command("DEL", resource)
             raise KeyError("from the body")
 
 
 def test_not_acquired_while_held(nodes, make_client, resource):
-    holder = make_client().try_lock(resource, ttl_ms=10_000)
+    holder = make_client().try_lock(resource, ttl=10)
     # Every node has the holder's key before the other client tries: otherwise the other's SET
     # could beat the holder's in-flight one on a slow node, which would then refuse the holder's.
     assert_on_nodes(nodes, resource, holder.token)
-    other = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
+    other = make_client(retry_count=1, retry_delay=0.01, retry_jitter=0.005)
 
     with pytest.raises(redquorum.NotAcquired) as refused:
-        other.try_lock(resource, ttl_ms=10_000)
+        other.try_lock(resource, ttl=10)
     assert refused.value.status == redquorum.Status.NOT_ACQUIRED
     assert isinstance(refused.value, redquorum.RedlockError)
     assert str(refused.value)
     with pytest.raises(redquorum.NotAcquired):
-        other.lock(resource, ttl_ms=10_000)
+        other.lock(resource, ttl=10)
     # the failed attempts left the holder's key alone
     assert_on_nodes(nodes, resource, holder.token)
 
     holder.release()
-    other.try_lock(resource, ttl_ms=10_000).release()
+    other.try_lock(resource, ttl=10).release()
 
 
 def test_not_acquired_while_a_foreign_client_holds_the_key(nodes, make_client, resource):
     for node in nodes:
         node.command("SET", resource, "another-redlock-implementation", "PX", 10_000)
     with pytest.raises(redquorum.NotAcquired):
-        make_client().try_lock(resource, ttl_ms=10_000)
+        make_client().try_lock(resource, ttl=10)
     assert_on_nodes(nodes, resource, "another-redlock-implementation")
 
 
 def test_a_single_node_works_too(nodes, make_client, resource):
     rl = make_client([nodes[0].url])
-    with rl.lock(resource, ttl_ms=10_000) as lock:
+    with rl.lock(resource, ttl=10) as lock:
         assert nodes[0].command("GET", resource) == lock.token
     assert nodes[0].command("GET", resource) is None
 
 
 def test_lock_retries_until_the_holder_releases(make_client, resource):
-    holder = make_client().try_lock(resource, ttl_ms=300)  # expires on its own
-    rl = make_client(retry_count=30, retry_delay_ms=50, retry_jitter_ms=10)
-    lock = rl.lock(resource, ttl_ms=10_000)
+    holder = make_client().try_lock(resource, ttl=0.3)  # expires on its own
+    rl = make_client(retry_count=30, retry_delay=0.05, retry_jitter=0.01)
+    lock = rl.lock(resource, ttl=10)
     assert lock.token != holder.token
     lock.release()
 
 
 def test_retry_options_are_applied(make_client, resource):
-    holder = make_client().try_lock(resource, ttl_ms=10_000)
-    rl = make_client(retry_count=2, retry_delay_ms=300, retry_jitter_ms=0)
+    holder = make_client().try_lock(resource, ttl=10)
+    rl = make_client(retry_count=2, retry_delay=0.3, retry_jitter=0)
     started = time.monotonic()
     with pytest.raises(redquorum.NotAcquired):
-        rl.lock(resource, ttl_ms=10_000)
+        rl.lock(resource, ttl=10)
     assert time.monotonic() - started >= 0.55  # two waits of 300 ms between three attempts
     holder.release()
 
 
 def test_drift_factor_is_applied(make_client, resource):
-    with make_client(drift_factor=0.5).try_lock(resource, ttl_ms=10_000) as lock:
-        assert 0 < lock.validity_ms <= 5_000
+    with make_client(drift_factor=0.5).try_lock(resource, ttl=10) as lock:
+        assert 0 < lock.validity <= 5
 
 
 def test_max_extensions(nodes, make_client, resource):
     rl = make_client(max_extensions=2)
-    with rl.try_lock(resource, ttl_ms=10_000) as lock:
-        lock.extend(10_000)
-        lock.extend(10_000)
+    with rl.try_lock(resource, ttl=10) as lock:
+        lock.extend(ttl=10)
+        lock.extend(ttl=10)
         with pytest.raises(redquorum.ExtensionLimit) as limit:
-            lock.extend(10_000)
+            lock.extend(ttl=10)
         assert limit.value.status == redquorum.Status.EXTENSION_LIMIT
-        assert lock.validity_ms > 0  # still held
+        assert lock.validity > 0  # still held
         assert_on_nodes(nodes, resource, lock.token)
 
 
 def test_dropping_a_held_lock_releases_it(nodes, make_client, resource):
-    lock = make_client().try_lock(resource, ttl_ms=60_000)
+    lock = make_client().try_lock(resource, ttl=60)
     assert_on_nodes(nodes, resource, lock.token)
     del lock
     assert_on_nodes(nodes, resource, None)
 
 
 def test_locks_outlive_their_closed_client(nodes, urls, resource):
-    rl = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
-    lock = rl.try_lock(resource, ttl_ms=10_000)
+    rl = redquorum.Redlock(urls, node_timeout=PATIENT)
+    lock = rl.try_lock(resource, ttl=10)
     rl.close()
     assert rl.closed
-    lock.extend(20_000)
-    assert lock.validity_ms > 10_000
+    lock.extend(ttl=20)
+    assert lock.validity > 10
     lock.release()
     assert_on_nodes(nodes, resource, None)
 
@@ -182,22 +182,22 @@ def test_closed_client(urls, resource):
     assert rl.closed
     rl.close()  # twice is fine
     with pytest.raises(ValueError, match="closed"):
-        rl.lock(resource, ttl_ms=10_000)
+        rl.lock(resource, ttl=10)
     with pytest.raises(ValueError, match="closed"):
-        rl.try_lock(resource, ttl_ms=10_000)
+        rl.try_lock(resource, ttl=10)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_is_told_to_make_its_own_client(make_client, resource):
     rl = make_client()
-    lock = rl.try_lock(resource, ttl_ms=10_000)
+    lock = rl.try_lock(resource, ttl=10)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report what happened through the pipe, never return into pytest
         try:
             outcome = "no error"
-            for call in (lambda: rl.try_lock(resource + ":child", ttl_ms=10_000), lock.release):
+            for call in (lambda: rl.try_lock(resource + ":child", ttl=10), lock.release):
                 try:
                     call()
                 except ValueError as exc:
@@ -212,7 +212,7 @@ def test_a_forked_child_is_told_to_make_its_own_client(make_client, resource):
         outcome = pipe.read()
     os.waitpid(pid, 0)
     assert outcome.startswith("ValueError") and "fork" in outcome, outcome
-    assert lock.validity_ms > 0  # the parent's lock is untouched
+    assert lock.validity > 0  # the parent's lock is untouched
     lock.release()
 
 
@@ -221,14 +221,14 @@ def test_a_forked_child_is_told_to_make_its_own_client(make_client, resource):
 def test_a_forked_child_can_lock_with_a_client_of_its_own(nodes, urls, make_client, resource):
     # The main thread's blocking calls run on helper threads that a spawner thread starts; the
     # child inherits none of the parent's threads, so it must get a spawner of its own.
-    make_client().try_lock(resource + ":parent", ttl_ms=10_000).release()  # parent's spawner ran
+    make_client().try_lock(resource + ":parent", ttl=10).release()  # parent's spawner ran
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             outcome = "no outcome"
             try:
-                child = redquorum.Redlock(urls, node_timeout_ms=PATIENT_MS)
+                child = redquorum.Redlock(urls, node_timeout=PATIENT)
                 lock = child.lock(resource, ttl=10)
                 outcome = "locked " + lock.token
                 lock.release()
@@ -255,15 +255,15 @@ def test_a_forked_child_can_lock_with_a_client_of_its_own(nodes, urls, make_clie
 def test_default_options_come_from_the_library():
     assert redquorum.default_options() == {
         "retry_count": 3,
-        "retry_delay_ms": 200,
-        "retry_jitter_ms": 100,
+        "retry_delay": 0.2,
+        "retry_jitter": 0.1,
         "drift_factor": 0.01,
-        "node_timeout_ms": 50,
+        "node_timeout": 0.05,
         "max_extensions": None,
-        "restart_grace_ms": None,
+        "restart_grace": None,
         "clock_guard": True,
-        "clock_jump_threshold_ms": 50,
-        "clock_quarantine_ms": 60000,
+        "clock_jump_threshold": 0.05,
+        "clock_quarantine": 60,
         "strict_servers": False,
         "min_replicas": None,
     }

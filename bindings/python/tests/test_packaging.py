@@ -135,7 +135,7 @@ def test_installed_in_a_fresh_venv_it_locks_a_real_node_from_anywhere(
     script = f"""
 import json, sys
 import redquorum
-with redquorum.Redlock({urls!r}, node_timeout_ms=1000) as rl:
+with redquorum.Redlock({urls!r}, node_timeout=1) as rl:
     lock = rl.lock({resource!r}, ttl=30)
     print(json.dumps({{"module": redquorum.__file__, "library": redquorum._ffi.lib._name,
                       "version": redquorum.library_version(), "token": lock.token}}), flush=True)
@@ -297,7 +297,7 @@ def test_a_wheel_built_from_the_sdist_alone_locks_in_a_fresh_venv(
          env=_clean_env(), timeout=120)
     script = f"""
 import redquorum
-with redquorum.Redlock({urls!r}, node_timeout_ms=1000) as rl:
+with redquorum.Redlock({urls!r}, node_timeout=1) as rl:
     with rl.lock("test:packaging:sdist:{uuid.uuid4().hex}", ttl=10) as lock:
         assert lock.held
 print(redquorum.library_version(), redquorum._ffi.lib._name)

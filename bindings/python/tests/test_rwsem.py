@@ -251,14 +251,14 @@ def test_semaphore_reaches_its_limit_under_load_and_never_passes_it(make_client,
 
 
 def test_auto_extended_reader_and_permit_outlive_their_ttl(make_client, resource):
-    rl = make_client(node_timeout_ms=200)
-    with rl.read_lock(resource, ttl_ms=900, auto_extend=True) as reader:
+    rl = make_client(node_timeout=0.2)
+    with rl.read_lock(resource, ttl=0.9, auto_extend=True) as reader:
         time.sleep(2.5)
         assert reader.held and not reader.lost
         assert isinstance(acquire_and_release(rl, once(resource, write=True)), redquorum.NotAcquired)
     assert acquire_and_release(rl, once(resource, write=True)) == "acquired"
     sem = resource + ":sem"
-    with rl.semaphore(sem, 1, ttl_ms=900, auto_extend=True) as permit:
+    with rl.semaphore(sem, 1, ttl=0.9, auto_extend=True) as permit:
         time.sleep(2.5)
         assert permit.held and permit.permit == 0
         assert isinstance(acquire_and_release(rl, once(sem, permits=1)), redquorum.NotAcquired)
@@ -266,7 +266,7 @@ def test_auto_extended_reader_and_permit_outlive_their_ttl(make_client, resource
 
 
 def test_a_waiting_writer_gets_in_when_the_last_reader_leaves(make_client, resource):
-    rl = make_client(retry_delay_ms=5000)  # the fallback would be slow: a notification wakes it
+    rl = make_client(retry_delay=5)  # the fallback would be slow: a notification wakes it
     reader = rl.read_lock(resource, ttl=30)
     started = time.monotonic()
     timer = threading.Timer(0.3, reader.release)
@@ -309,7 +309,7 @@ def test_request_kinds_exclude_each_other():
 
 def test_asyncio_read_write_and_semaphore(urls, resource):
     async def main() -> None:
-        rl = AsyncRedlock(urls, node_timeout_ms=1000)
+        rl = AsyncRedlock(urls, node_timeout=1)
         try:
             async with rl.read_lock(resource, ttl=10) as a, rl.read_lock(resource, ttl=10) as b:
                 assert a.held and b.held and a.permit is None

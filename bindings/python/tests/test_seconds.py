@@ -1,7 +1,8 @@
-"""Durations in seconds (int, float, timedelta) beside the _ms forms; new_owner(); on_lost()."""
+"""Durations in seconds (int, float, timedelta), as keywords only; new_owner(); on_lost()."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import re
@@ -10,10 +11,12 @@ import time
 from datetime import timedelta
 
 import pytest
+from redis_nodes import values
 
 import redquorum
+from redquorum.aio import AsyncRedlock
 
-FAST = {"node_timeout_ms": 300, "retry_delay_ms": 20, "retry_jitter_ms": 10}
+FAST = {"node_timeout": 0.3, "retry_delay": 0.02, "retry_jitter": 0.01}
 
 
 def _pttls(nodes, key: str) -> list[int]:
@@ -29,7 +32,6 @@ def test_ttl_in_seconds_sets_that_ttl_on_a_quorum(nodes, make_client, resource, 
     rl = make_client()
     with rl.lock(resource, ttl=ttl) as lock:
         assert 8.0 < lock.validity <= 10.0
-        assert 8_000 < lock.validity_ms <= 10_000
         pttls = _pttls(nodes, resource)
         assert len(pttls) >= _quorum(nodes)
         assert all(8_000 < pttl <= 10_000 for pttl in pttls)
@@ -59,35 +61,79 @@ def test_every_acquire_takes_seconds(make_client, resource):
         lock.release()
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"ttl": 10, "ttl_ms": 10_000},
-        {"ttl": 10, "wait_timeout": 1, "wait_timeout_ms": 1000},
-        {"ttl": 10, "auto_extend": True, "max_hold": 60, "max_hold_ms": 60_000},
-    ],
-    ids=["ttl", "wait_timeout", "max_hold"],
-)
-def test_both_forms_of_one_duration_is_a_value_error(make_client, resource, kwargs):
+def _calls_with_a_positional_count(rl, resource: str, owner: str) -> dict[str, object]:
+    """Each acquiring call of ``rl``, given 5000 where its TTL once went as milliseconds."""
+    return {
+        "lock": lambda: rl.lock(resource, 5000),
+        "try_lock": lambda: rl.try_lock(resource, 5000),
+        "lock_fenced": lambda: rl.lock_fenced(resource, 5000),
+        "try_lock_fenced": lambda: rl.try_lock_fenced(resource, 5000),
+        "reentrant_lock": lambda: rl.reentrant_lock(resource, owner, 5000),
+        "try_reentrant_lock": lambda: rl.try_reentrant_lock(resource, owner, 5000),
+        "lock_many": lambda: rl.lock_many([resource], 5000),
+        "try_lock_many": lambda: rl.try_lock_many([resource], 5000),
+        "read_lock": lambda: rl.read_lock(resource, 5000),
+        "write_lock": lambda: rl.write_lock(resource, 5000),
+        "semaphore": lambda: rl.semaphore(resource, 2, 5000),
+        "Request": lambda: redquorum.Request(resource, 5000),
+        "election": lambda: rl.election(resource, owner, 5000),
+        "campaign": lambda: rl.campaign(resource, owner, 5000),
+    }
+
+
+def test_no_count_of_milliseconds_is_read_as_seconds(nodes, make_client, resource):
+    # A TTL is a keyword in seconds: 5000 where milliseconds once went is a TypeError, not a
+    # lock of 5000 s, and the removed *_ms keywords are unknown.
     rl = make_client()
-    with pytest.raises(ValueError, match="not both"):
-        rl.lock(resource, **kwargs)
-    assert rl.try_lock(resource, ttl=1).release() is None  # nothing was locked
+    owner = rl.new_owner()
+    for name, call in _calls_with_a_positional_count(rl, resource, owner).items():
+        with pytest.raises(TypeError, match="positional"):
+            call()  # type: ignore[operator]
+        assert all(value is None for value in values(nodes, resource)), name
+    with rl.try_lock(resource, ttl=10) as lock:
+        with pytest.raises(TypeError, match="positional"):
+            lock.extend(5000)  # type: ignore[misc]
+        assert 8 < lock.validity <= 10
+    for keywords in (
+        {"ttl": 5, "ttl_ms": 5000},
+        {"ttl": 5, "wait_timeout_ms": 1000},
+        {"ttl": 5, "auto_extend": True, "max_hold_ms": 60_000},
+    ):
+        with pytest.raises(TypeError, match="_ms"):
+            rl.lock(resource, **keywords)
+    with pytest.raises(TypeError, match="_ms"):
+        redquorum.Request(resource, ttl=5, retry_delay_ms=10, retry_jitter_ms=10)
+    with pytest.raises(TypeError, match="_ms"):
+        redquorum.AutoExtend(max_hold_ms=1000)
+    assert all(value is None for value in values(nodes, resource))
 
 
-def test_extend_with_both_forms_or_neither_is_refused(make_client, resource):
+def test_no_count_of_milliseconds_is_read_as_seconds_in_asyncio(nodes, urls, resource):
+    async def main() -> None:
+        async with AsyncRedlock(urls, node_timeout=1.0) as rl:
+            owner = rl.new_owner()
+            for name, call in _calls_with_a_positional_count(rl, resource, owner).items():
+                with pytest.raises(TypeError, match="positional"):
+                    await call()  # type: ignore[operator]
+                assert all(value is None for value in values(nodes, resource)), name
+            async with rl.try_lock(resource, ttl=10) as lock:
+                with pytest.raises(TypeError, match="positional"):
+                    await lock.extend(5000)  # type: ignore[misc]
+
+    asyncio.run(main())
+
+
+def test_extend_without_a_ttl_is_refused(make_client, resource):
     with make_client().try_lock(resource, ttl=10) as lock:
-        with pytest.raises(ValueError, match="not both"):
-            lock.extend(10_000, ttl=10)
         with pytest.raises(TypeError, match="ttl"):
-            lock.extend()
+            lock.extend()  # type: ignore[call-arg]
 
 
 def test_no_ttl_at_all_is_a_type_error(make_client, resource):
     rl = make_client()
     for call in (rl.lock, rl.try_lock, rl.lock_fenced):
-        with pytest.raises(TypeError, match="ttl_ms"):
-            call(resource)
+        with pytest.raises(TypeError, match="ttl"):
+            call(resource)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(

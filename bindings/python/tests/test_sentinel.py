@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import _redis_binary
-from redis_nodes import PATIENT_MS, RedisNode, RespError, _die_with_parent, free_port, resp
+from redis_nodes import PATIENT, RedisNode, RespError, _die_with_parent, free_port, resp
 
 import redquorum
 
@@ -90,14 +90,14 @@ def group() -> Iterator[Group]:
 
 
 def test_locks_through_a_sentinel_url(group: Group) -> None:
-    with redquorum.Redlock([group.url], node_timeout_ms=PATIENT_MS) as client:
+    with redquorum.Redlock([group.url], node_timeout=PATIENT) as client:
         status = client.node_status()[0]
         assert status.address == f"sentinel:{NAME}@127.0.0.1:{group.sentinels[0]}"
         assert status.connected
         assert not any("replica" in w for w in status.warnings), status.warnings
         assert status.master == f"127.0.0.1:{group.master.port}"
         assert (status.failovers, status.errors) == (0, 0)
-        lock = client.try_lock("py:sentinel", 5000)
+        lock = client.try_lock("py:sentinel", ttl=5)
         assert resp(group.master.port, "GET", "py:sentinel") == lock.token
         lock.release()
         assert resp(group.master.port, "GET", "py:sentinel") is None
@@ -114,9 +114,9 @@ def test_min_replicas_waits_for_the_replica(group: Group) -> None:
     while "master_link_status:up" not in resp(group.replica.port, "INFO", "replication"):
         assert time.monotonic() < deadline, "the replica did not sync within 10 s"
         time.sleep(0.05)
-    with redquorum.Redlock([group.url], node_timeout_ms=PATIENT_MS, min_replicas=1) as client:
+    with redquorum.Redlock([group.url], node_timeout=PATIENT, min_replicas=1) as client:
         assert not any("replica" in w for w in client.node_status()[0].warnings)
-        lock = client.try_lock("py:acked", 5000)
+        lock = client.try_lock("py:acked", ttl=5)
         # WAIT returned only once the replica had it: no polling.
         assert resp(group.replica.port, "GET", "py:acked") == lock.token
         lock.release()
@@ -126,7 +126,7 @@ def test_min_replicas_on_a_node_without_replicas_fails_saying_so(urls: list[str]
     with redquorum.Redlock(urls[:1], retry_count=0, min_replicas=1) as client:
         assert any("min_replicas 1" in w for w in client.node_status()[0].warnings)
         with pytest.raises(redquorum.NoQuorum, match="fewer than min_replicas 1"):
-            client.try_lock("py:unacked", 5000)
+            client.try_lock("py:unacked", ttl=5)
 
 
 @pytest.mark.parametrize(

@@ -77,7 +77,7 @@ def test_ctrl_c_interrupts_a_long_wait_and_leaves_no_key(nodes, make_client, res
 
 
 def test_raising_handler_interrupts_retries(nodes, make_client, resource):
-    rl = make_client(retry_count=10_000, retry_delay_ms=20, retry_jitter_ms=5)
+    rl = make_client(retry_count=10_000, retry_delay=0.02, retry_jitter=0.005)
     holder = rl.try_lock_fenced(resource, ttl=30)
     start = time.monotonic()
     with pytest.raises(Alarm), alarm_in(0.3):
@@ -92,7 +92,7 @@ def test_raising_handler_interrupts_retries(nodes, make_client, resource):
 def test_signal_interrupts_a_release_that_then_completes(nodes, make_client, resource):
     # A release blocks while a majority of nodes hangs; the interrupt comes at once and the
     # release goes on in the background, bounded by the node timeout.
-    rl = make_client(node_timeout_ms=3_000)
+    rl = make_client(node_timeout=3)
     lock = rl.lock(resource, ttl=30)
     baseline = threading.active_count()
     hung = nodes[:3]
@@ -117,7 +117,7 @@ def test_signal_interrupts_a_release_that_then_completes(nodes, make_client, res
 
 
 def test_signal_interrupts_an_extend(nodes, make_client, resource):
-    rl = make_client(node_timeout_ms=3_000)
+    rl = make_client(node_timeout=3)
     lock = rl.lock(resource, ttl=30)
     baseline = threading.active_count()
     for node in nodes[:3]:

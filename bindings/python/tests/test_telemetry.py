@@ -122,19 +122,19 @@ def test_a_handler_may_call_into_the_library(make_client, resource, records):
 
 
 def test_the_listener_exists_only_when_records_would_be_handled(make_client, records):
-    assert make_client()._listener is not None  # the fixture's handler
-    assert make_client(log_events=False)._listener is None
+    assert make_client()._core._listener is not None  # the fixture's handler
+    assert make_client(log_events=False)._core._listener is None
     logging.getLogger("redquorum").setLevel(logging.WARNING)
-    assert make_client()._listener is None
-    assert make_client(log_events=True)._listener is not None
+    assert make_client()._core._listener is None
+    assert make_client(log_events=True)._core._listener is not None
 
 
 def test_without_handlers_no_listener(make_client):
-    assert make_client()._listener is None  # only the NullHandler: nothing would be emitted
+    assert make_client()._core._listener is None  # only the NullHandler: nothing would be emitted
 
 
 def test_stats_count_the_operations_made(make_client, resource):
-    rl = make_client(retry_count=1, retry_delay_ms=10, retry_jitter_ms=5)
+    rl = make_client(retry_count=1, retry_delay=0.01, retry_jitter=0.005)
     assert rl.stats().acquisitions["acquired"] == 0
     held = [rl.lock(f"{resource}:{i}", ttl=10) for i in range(3)]
     with pytest.raises(redquorum.NotAcquired):
@@ -200,14 +200,14 @@ def test_listeners_leave_no_threads_or_handles(urls, resource, records):
 
     # The library's process-wide threads (the cancel relay), and a client of the last lock
     # kept until the next one comes, are there before counting: only what listeners add counts.
-    warm_up = redquorum.Redlock(urls, node_timeout_ms=1000, log_events=False)
+    warm_up = redquorum.Redlock(urls, node_timeout=1, log_events=False)
     warm_up.lock(resource, ttl=10).release()
     warm_up.close()
     del warm_up
     gc.collect()
     start_threads, start_fds = _native_threads(), len(os.listdir("/proc/self/fd"))
     for i in range(100):
-        rl = redquorum.Redlock(urls, node_timeout_ms=1000, log_events=True)
+        rl = redquorum.Redlock(urls, node_timeout=1, log_events=True)
         rl.lock(f"{resource}:{i % 5}", ttl=10).release()
         if i % 2:
             rl.close()  # the others go by being dropped

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import _redis_binary
-from redis_nodes import PATIENT_MS, RedisNode, free_port
+from redis_nodes import PATIENT, RedisNode, free_port
 
 import redquorum
 
@@ -117,19 +117,19 @@ def tls_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsNode
 
 def test_lock_extend_release_over_tls_with_the_ca_file(tls_node):
     node, ca = tls_node
-    with redquorum.Redlock([node.url], tls_ca_file=ca, node_timeout_ms=PATIENT_MS) as rl:
-        with rl.lock("py:tls", ttl_ms=10_000) as lock:
+    with redquorum.Redlock([node.url], tls_ca_file=ca, node_timeout=PATIENT) as rl:
+        with rl.lock("py:tls", ttl=10) as lock:
             assert node.node.command("GET", "py:tls") == lock.token
-            lock.extend(30_000)
+            lock.extend(ttl=30)
             assert node.node.command("PTTL", "py:tls") > 20_000
         assert node.node.command("GET", "py:tls") is None
 
 
 def test_without_the_ca_the_certificate_is_refused_naming_the_node(tls_node):
     node, _ = tls_node
-    with redquorum.Redlock([node.url], node_timeout_ms=PATIENT_MS) as rl:
+    with redquorum.Redlock([node.url], node_timeout=PATIENT) as rl:
         with pytest.raises(redquorum.NoQuorum) as refused:
-            rl.try_lock("py:tls:untrusted", ttl_ms=10_000)
+            rl.try_lock("py:tls:untrusted", ttl=10)
     message = str(refused.value)
     assert f"127.0.0.1:{node.tls_port}" in message
     assert "certificate" in message and "tls_ca_file" in message
@@ -153,8 +153,8 @@ def test_insecure_is_never_silent(tls_node, caplog):
     node, _ = tls_node
     caplog.set_level(logging.WARNING, logger="redquorum")
     url = node.url + "/#insecure"
-    with redquorum.Redlock([url], log_events=True, node_timeout_ms=PATIENT_MS) as rl:
-        with rl.lock("py:tls:insecure", ttl_ms=10_000):
+    with redquorum.Redlock([url], log_events=True, node_timeout=PATIENT) as rl:
+        with rl.lock("py:tls:insecure", ttl=10):
             pass
         warnings = rl.node_status()[0].warnings
         assert any("#insecure" in w for w in warnings), warnings

@@ -13,8 +13,8 @@ import redquorum
 # An auto-extended lock is lost when extensions (every TTL/3, each waiting up to the node
 # timeout) fail until its validity runs out: a TTL of 1.5 s takes two stalls of 300 ms in a row
 # on a majority, which a busy 2-core machine can cause at 100 ms but hardly at 300 ms.
-TTL_MS = 1_500
-FAST = {"node_timeout_ms": 300, "retry_delay_ms": 20, "retry_jitter_ms": 10}
+TTL = 1.5  # seconds
+FAST = {"node_timeout": 0.3, "retry_delay": 0.02, "retry_jitter": 0.01}
 
 
 def _holding(nodes, key: str, token: str) -> list:
@@ -34,22 +34,22 @@ def _holding(nodes, key: str, token: str) -> list:
 def test_auto_extended_lock_outlives_its_ttl(nodes, make_client, resource):
     rl = make_client(**FAST)
     other = make_client()  # patient: its refusals must come back as refusals
-    with rl.lock(resource, TTL_MS, auto_extend=True) as lock:
-        deadline = time.monotonic() + 3 * TTL_MS / 1000
+    with rl.lock(resource, ttl=TTL, auto_extend=True) as lock:
+        deadline = time.monotonic() + 3 * TTL
         while time.monotonic() < deadline:
             assert lock.held
             with pytest.raises(redquorum.NotAcquired):
-                other.try_lock(resource, TTL_MS)
+                other.try_lock(resource, ttl=TTL)
             time.sleep(0.1)
         assert not lock.lost
     assert not lock.held
-    other.try_lock(resource, TTL_MS).release()
+    other.try_lock(resource, ttl=TTL).release()
 
 
 def test_with_block_raises_lock_lost_when_the_keys_vanish(nodes, make_client, resource):
     rl = make_client(**FAST)
     with pytest.raises(redquorum.LockLost):
-        with rl.lock(resource, TTL_MS, auto_extend=True) as lock:
+        with rl.lock(resource, ttl=TTL, auto_extend=True) as lock:
             untouched = _holding(nodes[3:], resource, lock.token)
             # A lock call returns on a quorum: a slow node may apply its SET a moment after a
             # DEL sent at once, so each key is deleted once it is there.
@@ -62,7 +62,7 @@ def test_with_block_raises_lock_lost_when_the_keys_vanish(nodes, make_client, re
                 time.sleep(0.02)
             assert lock.lost
             assert not lock.held
-            assert lock.validity_ms == 0
+            assert lock.validity == 0.0
             # A failed extension never deletes keys: the nodes not touched that had ours keep it.
             assert [node.command("GET", resource) for node in untouched] == [lock.token] * len(
                 untouched
@@ -71,19 +71,19 @@ def test_with_block_raises_lock_lost_when_the_keys_vanish(nodes, make_client, re
 
 def test_extension_stops_after_release_and_garbage_collection(nodes, make_client, resource):
     rl = make_client(**FAST)
-    lock = rl.lock(resource, TTL_MS, auto_extend=True)
+    lock = rl.lock(resource, ttl=TTL, auto_extend=True)
     lock.release()
     del lock
-    other = rl.lock(resource + ":gc", TTL_MS, auto_extend=True)
+    other = rl.lock(resource + ":gc", ttl=TTL, auto_extend=True)
     del other  # dropped unreleased: released and no longer extended
-    time.sleep(2 * TTL_MS / 1000)
+    time.sleep(2 * TTL)
     for key in (resource, resource + ":gc"):
         assert all(node.command("GET", key) is None for node in nodes)
 
 
 def test_max_hold_ends_in_a_lost_lock(nodes, make_client, resource):
     rl = make_client(**FAST)
-    lock = rl.lock(resource, TTL_MS, auto_extend=True, max_hold_ms=TTL_MS)
+    lock = rl.lock(resource, ttl=TTL, auto_extend=True, max_hold=TTL)
     deadline = time.monotonic() + 10
     while not lock.lost and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -97,12 +97,12 @@ def test_max_hold_ends_in_a_lost_lock(nodes, make_client, resource):
 
 def test_waiters_get_the_lock_after_release(nodes, make_client, resource):
     # A slow fallback: only the release notification wakes the waiters promptly.
-    rl = make_client(retry_delay_ms=3_000)
-    holder = rl.lock(resource, 10_000)
+    rl = make_client(retry_delay=3)
+    holder = rl.lock(resource, ttl=10)
     got: list[float] = []
 
     def wait() -> None:
-        with rl.lock(resource, 10_000, wait_timeout_ms=30_000):
+        with rl.lock(resource, ttl=10, wait_timeout=30):
             got.append(time.monotonic())
 
     threads = [threading.Thread(target=wait) for _ in range(3)]
@@ -134,11 +134,11 @@ def test_waiters_get_the_lock_after_release(nodes, make_client, resource):
 
 
 def test_a_waiter_gives_up_at_its_deadline(nodes, make_client, resource):
-    rl = make_client(retry_delay_ms=20, retry_jitter_ms=10)
-    holder = rl.lock(resource, 10_000)
+    rl = make_client(retry_delay=0.02, retry_jitter=0.01)
+    holder = rl.lock(resource, ttl=10)
     start = time.monotonic()
     with pytest.raises(redquorum.NotAcquired):
-        rl.lock(resource, 10_000, wait_timeout_ms=300)
+        rl.lock(resource, ttl=10, wait_timeout=0.3)
     assert time.monotonic() - start >= 0.3
     holder.release()
 
@@ -146,12 +146,12 @@ def test_a_waiter_gives_up_at_its_deadline(nodes, make_client, resource):
 def test_bad_options_are_rejected(make_client, resource):
     rl = make_client(**FAST)
     with pytest.raises(ValueError):
-        rl.lock(resource, TTL_MS, auto_extend=True, extend_fraction=1.0)
+        rl.lock(resource, ttl=TTL, auto_extend=True, extend_fraction=1.0)
     with pytest.raises(ValueError):
-        rl.lock(resource, TTL_MS, auto_extend=True, extend_fraction=0)
+        rl.lock(resource, ttl=TTL, auto_extend=True, extend_fraction=0)
     with pytest.raises(ValueError):
-        rl.lock(resource, TTL_MS, wait_timeout_ms=-1)
+        rl.lock(resource, ttl=TTL, wait_timeout=-0.001)
     with pytest.raises(TypeError):
-        rl.lock(resource, TTL_MS, auto_extend="yes")
+        rl.lock(resource, ttl=TTL, auto_extend="yes")
     with pytest.raises(ValueError):
-        rl.lock(resource, 100, auto_extend=True)  # too short to extend in time
+        rl.lock(resource, ttl=0.1, auto_extend=True)  # too short to extend in time

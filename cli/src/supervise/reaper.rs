@@ -42,7 +42,7 @@ use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::{EXIT_SOFTWARE, EXIT_USAGE, Failure};
+use crate::exit::{EXIT_SOFTWARE, EXIT_USAGE, Failure};
 
 /// The hidden first argument that makes `redlock` the reaper.
 pub const ARG: &str = "__reap";
@@ -126,15 +126,15 @@ pub fn spawn(command: &Command) -> Result<(Child, i32, UnixStream), Failure> {
     }
 }
 
-/// `redlock __reap FD -- COMMAND ARGS...`: the reaper itself (see the module's docs).
-pub fn main(mut parser: lexopt::Parser) -> Result<u8, Failure> {
+/// `redlock __reap FD -- COMMAND ARGS...`: the reaper itself (see the module's docs), given
+/// the arguments after `__reap`.
+pub fn main(mut args: Vec<OsString>) -> Result<u8, Failure> {
     let misuse = || {
         Failure::new(
             EXIT_USAGE,
             format!("'{ARG}' is redlock's own, started by 'redlock run' and 'redlock elect'"),
         )
     };
-    let mut args: Vec<OsString> = parser.raw_args().map_err(|_| misuse())?.collect();
     if args.len() < 3 || args[1] != "--" {
         return Err(misuse());
     }

@@ -31,10 +31,10 @@ mod map;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
+use redis::{RedisConnectionInfo, Value};
 
 use crate::sync::relock;
-use crate::topology::urls::{self, AddressMap, address};
+use crate::topology::urls::{self, Reach, address};
 use crate::wire::{self, Command};
 
 pub(crate) use link::{ClusterLink, Routed, WaitFor, Waited};
@@ -66,17 +66,13 @@ fn parse_seed(seed: &str, quotable: bool) -> Result<(String, u16), String> {
 pub(crate) struct Cluster {
     /// Nodes to discover the cluster from, the URL's host first.
     seeds: Vec<(String, u16)>,
-    /// TLS: `Some(insecure)`.
-    tls: Option<bool>,
-    certificates: Option<TlsCertificates>,
+    /// How the cluster's nodes are reached (TLS, certificates, a test's address map).
+    pub(crate) reach: Reach,
     /// Credentials, the same on every node.
     redis: RedisConnectionInfo,
     /// Every node of the last slot map read, replicas included: tried after the seeds, so that
     /// a cluster whose seeds are gone (replaced, failed over) is still found.
     known: Mutex<Vec<(String, u16)>>,
-    /// Test-only: where to connect instead of an address the cluster names
-    /// (`Builder::address_map_for_tests`).
-    address_map: AddressMap,
 }
 
 impl Cluster {
@@ -111,11 +107,9 @@ impl Cluster {
         }
         Ok(Cluster {
             seeds,
-            tls,
-            certificates: None,
+            reach: Reach::new(tls),
             redis,
             known: Mutex::new(Vec::new()),
-            address_map: AddressMap::default(),
         })
     }
 
@@ -124,22 +118,6 @@ impl Cluster {
     pub(crate) fn id(&self) -> String {
         let (host, port) = &self.seeds[0];
         format!("cluster:{}", address(host, *port))
-    }
-
-    pub(crate) fn is_tls(&self) -> bool {
-        self.tls.is_some()
-    }
-
-    pub(crate) fn is_insecure(&self) -> bool {
-        self.tls == Some(true)
-    }
-
-    pub(crate) fn set_certificates(&mut self, certificates: TlsCertificates) {
-        self.certificates = Some(certificates);
-    }
-
-    pub(crate) fn set_address_map(&mut self, map: AddressMap) {
-        self.address_map = map;
     }
 
     /// A connection to one node, with the client's timeouts on connect, reads and writes.
@@ -151,29 +129,8 @@ impl Cluster {
     ) -> redis::RedisResult<redis::Connection> {
         // Every connection to a node of the cluster is made here, so a test's map covers the
         // seeds, `CLUSTER SLOTS`, `MOVED` and `ASK` alike.
-        let (host, port) = self.address_map.route(host, port);
-        let addr = match self.tls {
-            None => ConnectionAddr::Tcp(host.to_owned(), port),
-            Some(insecure) => ConnectionAddr::TcpTls {
-                host: host.to_owned(),
-                port,
-                insecure,
-                tls_params: None,
-            },
-        };
-        let info = addr
-            .into_connection_info()?
-            .set_redis_settings(self.redis.clone());
-        let client = match &self.certificates {
-            Some(certificates) if self.tls.is_some() => {
-                redis::Client::build_with_tls(info, certificates.clone())?
-            }
-            _ => redis::Client::open(info)?,
-        };
-        let conn = client.get_connection_with_timeout(timeouts.connect)?;
-        conn.set_read_timeout(Some(timeouts.io))?;
-        conn.set_write_timeout(Some(timeouts.io))?;
-        Ok(conn)
+        let (host, port) = self.reach.address_map.route(host, port);
+        (self.reach).open(host, port, &self.redis, timeouts.connect, timeouts.io)
     }
 
     /// The seeds, then the nodes of the last slot map read.
@@ -316,9 +273,9 @@ mod tests {
         assert_eq!(c.redis.username(), Some("u"));
         assert_eq!(c.redis.password(), Some("p@ss"));
         assert_eq!(c.id(), "cluster:10.0.0.1:7000");
-        assert!(!c.is_tls());
+        assert!(!c.reach.is_tls());
         let c = Cluster::parse("rediss+cluster://h/#insecure").unwrap();
-        assert_eq!(c.tls, Some(true));
+        assert_eq!(c.reach.tls, Some(true));
         assert_eq!(c.seeds, vec![("h".to_owned(), DEFAULT_PORT)]);
         assert!(is_cluster_url(" REDIS+CLUSTER://h:1"));
         assert!(!is_cluster_url("redis://h:1"));

@@ -78,9 +78,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates, Value};
+use redis::{RedisConnectionInfo, Value};
 
-use crate::topology::urls::{self, AddressMap};
+use crate::topology::urls::{self, Reach};
 
 pub(crate) use answer::Tenure;
 use answer::{Answer, Reply, text};
@@ -104,20 +104,16 @@ pub(crate) struct Sentinel {
     pub name: String,
     /// The sentinels, seed first.
     sentinels: Vec<(String, u16)>,
-    /// TLS to the master and the sentinels: `Some(insecure)`.
-    tls: Option<bool>,
-    certificates: Option<TlsCertificates>,
+    /// How the master and the sentinels are reached (TLS, certificates, a test's address map:
+    /// every connection to a master goes through [`open_master`](Sentinel::open_master), the
+    /// worker's, its `WAIT` lane's and the release subscriber's alike).
+    pub(crate) reach: Reach,
     /// Credentials (and database) for the master.
     master_redis: RedisConnectionInfo,
     /// Credentials for the sentinels.
     sentinel_redis: RedisConnectionInfo,
     /// The sentinel to ask first: the one that answered last.
     preferred: AtomicUsize,
-    /// Test-only: where to connect instead of a master the sentinels name
-    /// (`Builder::address_map_for_tests`). Every connection to a master goes through
-    /// [`open_master`](Sentinel::open_master), the worker's, its `WAIT` lane's and the release
-    /// subscriber's alike.
-    address_map: AddressMap,
 }
 
 /// The master a sentinel named, and what the sentinels said of how long it has been the master.
@@ -199,12 +195,10 @@ impl Sentinel {
         Ok(Sentinel {
             name,
             sentinels,
-            tls,
-            certificates: None,
+            reach: Reach::new(tls),
             master_redis,
             sentinel_redis,
             preferred: AtomicUsize::new(0),
-            address_map: AddressMap::default(),
         })
     }
 
@@ -213,66 +207,6 @@ impl Sentinel {
     pub(crate) fn id(&self) -> String {
         let (host, port) = &self.sentinels[0];
         format!("sentinel:{}@{}", self.name, urls::address(host, *port))
-    }
-
-    pub(crate) fn is_tls(&self) -> bool {
-        self.tls.is_some()
-    }
-
-    /// Whether TLS certificates go unverified (`#insecure`).
-    pub(crate) fn is_insecure(&self) -> bool {
-        self.tls == Some(true)
-    }
-
-    pub(crate) fn set_certificates(&mut self, certificates: TlsCertificates) {
-        self.certificates = Some(certificates);
-    }
-
-    pub(crate) fn set_address_map(&mut self, map: AddressMap) {
-        self.address_map = map;
-    }
-
-    fn client(
-        &self,
-        host: &str,
-        port: u16,
-        redis: &RedisConnectionInfo,
-    ) -> redis::RedisResult<redis::Client> {
-        let addr = match self.tls {
-            None => ConnectionAddr::Tcp(host.to_owned(), port),
-            Some(insecure) => ConnectionAddr::TcpTls {
-                host: host.to_owned(),
-                port,
-                insecure,
-                tls_params: None,
-            },
-        };
-        let info = addr
-            .into_connection_info()?
-            .set_redis_settings(redis.clone());
-        match &self.certificates {
-            Some(certificates) if self.tls.is_some() => {
-                redis::Client::build_with_tls(info, certificates.clone())
-            }
-            _ => redis::Client::open(info),
-        }
-    }
-
-    /// A connection with the client's timeouts on connect, reads and writes.
-    fn open(
-        &self,
-        host: &str,
-        port: u16,
-        redis: &RedisConnectionInfo,
-        connect_timeout: Duration,
-        io_timeout: Duration,
-    ) -> redis::RedisResult<redis::Connection> {
-        let conn = self
-            .client(host, port, redis)?
-            .get_connection_with_timeout(connect_timeout)?;
-        conn.set_read_timeout(Some(io_timeout))?;
-        conn.set_write_timeout(Some(io_timeout))?;
-        Ok(conn)
     }
 
     /// What a sentinel is asked about the master: its address (`get-master-addr-by-name`) and its
@@ -382,7 +316,7 @@ impl Sentinel {
                 .name("redlock-sentinel-ask".into())
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    let reply = sentinel
+                    let reply = (sentinel.reach)
                         .open(
                             &sentinel.sentinels[index].0,
                             sentinel.sentinels[index].1,
@@ -446,8 +380,9 @@ impl Sentinel {
         connect_timeout: Duration,
         io_timeout: Duration,
     ) -> redis::RedisResult<redis::Connection> {
-        let (host, port) = self.address_map.route(host, port);
-        let mut conn = self.open(host, port, &self.master_redis, connect_timeout, io_timeout)?;
+        let (host, port) = self.reach.address_map.route(host, port);
+        let mut conn =
+            (self.reach).open(host, port, &self.master_redis, connect_timeout, io_timeout)?;
         let role: Value = match redis::cmd("ROLE").query(&mut conn) {
             Ok(role) => role,
             // An ACL that denies ROLE: the server probe's INFO replication still refuses a
@@ -505,12 +440,12 @@ mod tests {
         assert_eq!(s.master_redis.password(), Some("p@ss"));
         assert_eq!(s.sentinel_redis.password(), None);
         assert_eq!(s.id(), "sentinel:mymaster@10.0.0.1:26380");
-        assert!(!s.is_tls());
+        assert!(!s.reach.is_tls());
         let s = Sentinel::parse(
             "rediss+sentinel://h/m/2?sentinel_user=su&sentinel_password=sp#insecure",
         )
         .unwrap();
-        assert_eq!(s.tls, Some(true));
+        assert_eq!(s.reach.tls, Some(true));
         assert_eq!(s.sentinels, vec![("h".to_owned(), DEFAULT_SENTINEL_PORT)]);
         assert_eq!(s.master_redis.db(), 2);
         assert_eq!(s.sentinel_redis.username(), Some("su"));

@@ -238,7 +238,7 @@ impl Sentinel {
         for (index, slot) in conns.iter_mut().enumerate() {
             if slot.is_none() {
                 let (host, port) = &self.sentinels[index];
-                match self.open(
+                match self.reach.open(
                     host,
                     *port,
                     &self.sentinel_redis,
