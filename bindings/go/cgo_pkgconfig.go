@@ -1,9 +1,9 @@
-//go:build !redlock_inrepo && !redlock_static
+//go:build redlock_pkgconfig && !redlock_inrepo && !redlock_static
 
 package redquorum
 
-// The default build: an installed libredlock, found through pkg-config (redlock.pc, from
-// `scripts/install PREFIX` in the redquorum repository). Set PKG_CONFIG_PATH to
+// An installed libredlock (-tags redlock_pkgconfig), found through pkg-config (redlock.pc,
+// from `scripts/install PREFIX` in the redquorum repository). Set PKG_CONFIG_PATH to
 // PREFIX/lib/pkgconfig for a prefix pkg-config does not search by default.
 
 // #cgo pkg-config: redlock

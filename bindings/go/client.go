@@ -186,8 +186,9 @@ func plain(*Request) {}
 // Lock acquires resource for ttl, with the client's retries unless opts say otherwise, or
 // until ctx is done (see Acquire for what that returns). On failure the error wraps
 // ErrNotAcquired, ErrNoQuorum, ErrCancelled, ErrInvalidArgument or ErrClosed. The TTL is
-// rounded down to whole milliseconds and must be at least one millisecond. To wait for a busy
-// resource, woken by the release notifications the nodes publish, give WithWait.
+// rounded down to whole milliseconds and must be in libredlock's range (see NewRequest). To
+// wait for a busy resource, woken by the release notifications the nodes publish, give
+// WithWait.
 func (c *Client) Lock(ctx context.Context, resource string, ttl time.Duration, opts ...RequestOption) (*Lock, error) {
 	return c.acquireNew(ctx, "Lock", resource, ttl, plain, opts)
 }

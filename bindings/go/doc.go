@@ -55,9 +55,12 @@
 //
 // # Building
 //
-// By default the package links an installed libredlock found through pkg-config
-// (redlock.pc, from scripts/install in the redquorum repository). The build tag
-// redlock_static links libredlock.a instead; redlock_inrepo links the repository's own
+// By default the package links the static libredlock.a that the released module carries
+// for linux/amd64 and linux/arm64, so `go get` needs only Go and a C compiler (cgo), and the
+// program needs no libredlock at run time. Without cgo (CGO_ENABLED=0) the build stops on
+// the name redquorum_requires_cgo_set_CGO_ENABLED_1_and_a_C_compiler. The build tag
+// redlock_pkgconfig links an installed libredlock found through pkg-config instead (add
+// redlock_static for its libredlock.a); redlock_inrepo links the repository's own
 // ../../target/release (after cargo build --release), as its tests do. The first New
 // checks that the library loaded at run time matches the header the package was built
 // against (ErrVersion). See README.md.

@@ -117,10 +117,11 @@ func millis(d time.Duration) C.uint64_t {
 }
 
 // ttlMillis converts a TTL to whole milliseconds, rounding down so that a lock never lives
-// longer than asked.
+// longer than asked. libredlock checks the range, and its error says what it accepts (a TTL
+// under a millisecond is 0 ms).
 func ttlMillis(ttl time.Duration) (C.uint64_t, error) {
-	if ttl < time.Millisecond {
-		return 0, invalidArgument("TTL %v is less than a millisecond", ttl)
+	if ttl < 0 {
+		return 0, invalidArgument("TTL %v is negative", ttl)
 	}
 	return C.uint64_t(ttl / time.Millisecond), nil
 }

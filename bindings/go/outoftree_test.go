@@ -13,10 +13,10 @@ import (
 	"time"
 )
 
-// The module as a user gets it: bindings/go copied alone (as into a module cache), used by a
-// program through a replace directive, built by plain `go build` (no tags, no CGO_* flags),
-// linked through pkg-config against a libredlock installed into a temporary prefix, and run
-// against a real node. Shared and static.
+// The module with an installed libredlock: bindings/go copied alone (as into a module cache),
+// used by a program through a replace directive, built with -tags redlock_pkgconfig (no CGO_*
+// flags), linked through pkg-config against a libredlock installed into a temporary prefix, and
+// run against a real node. Shared and static.
 
 // appSource takes a lock, prints it, and releases it when its stdin closes.
 const appSource = `package main
@@ -92,24 +92,20 @@ func TestOutOfTreeBuild(t *testing.T) {
 		name, tags string
 		runEnv     []string
 	}{
-		{"shared", "", []string{"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}},
-		{"static", "redlock_static", nil},
+		{"shared", "redlock_pkgconfig", []string{"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}},
+		{"static", "redlock_pkgconfig,redlock_static", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(tmp, "app-"+tc.name)
-			args := []string{"build", "-o", bin}
-			if tc.tags != "" {
-				args = append(args, "-tags", tc.tags)
-			}
-			run(t, app, env, goBin, append(args, ".")...)
+			run(t, app, env, goBin, "build", "-o", bin, "-tags", tc.tags, ".")
 			deps := run(t, app, tc.runEnv, "ldd", bin)
 			if strings.Contains(deps, filepath.Join(root, "target")) {
 				t.Errorf("the program links the repository's library:\n%s", deps)
 			}
-			if tc.tags == "" && !strings.Contains(deps, filepath.Join(prefix, "lib", "libredlock.so")) {
+			if tc.name == "shared" && !strings.Contains(deps, filepath.Join(prefix, "lib", "libredlock.so")) {
 				t.Errorf("the program does not load libredlock.so from the prefix:\n%s", deps)
 			}
-			if tc.tags != "" && strings.Contains(deps, "libredlock") {
+			if tc.name == "static" && strings.Contains(deps, "libredlock") {
 				t.Errorf("a static build needs libredlock at run time:\n%s", deps)
 			}
 			holdWithProgram(t, bin, tc.runEnv, "go:out-of-tree-"+tc.name)
@@ -181,7 +177,7 @@ func cleanEnv(env []string) []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "CGO_CFLAGS", "CGO_CPPFLAGS", "CGO_LDFLAGS", "GOFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "GOWORK":
+		case "CGO_ENABLED", "CGO_CFLAGS", "CGO_CPPFLAGS", "CGO_LDFLAGS", "GOFLAGS", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "GOWORK":
 			continue
 		}
 		out = append(out, kv)

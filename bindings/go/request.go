@@ -115,8 +115,8 @@ type AutoExtend struct {
 	MaxExtensions int
 }
 
-// NewRequest describes a lock on resource for ttl (rounded down to whole milliseconds, at
-// least 1 ms): a plain lock with the client's retries unless opts say otherwise. It builds
+// NewRequest describes a lock on resource for ttl (rounded down to whole milliseconds; at
+// least 3 ms with the default drift factor, at most 10 years): a plain lock with the client's retries unless opts say otherwise. It builds
 // the libredlock request; a problem with it is kept for Acquire to report.
 func NewRequest(resource string, ttl time.Duration, opts ...RequestOption) *Request {
 	r := &Request{spec: requestSpec{resources: []string{resource}, ttl: ttl}}

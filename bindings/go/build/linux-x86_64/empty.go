@@ -1,0 +1,5 @@
+// Package linux_x86_64 holds, in a released module, the libredlock.a of linux/amd64 that
+// the package redquorum links by default (scripts/go-module-zip in the redquorum repository
+// puts it here). It has no Go code: this file makes the folder a package, so that
+// `go mod vendor` copies it (includebuild.go imports it).
+package linux_x86_64
