@@ -309,7 +309,7 @@ fn a_server_that_is_not_redis_is_named_as_such() {
     let text = err.to_string();
     assert!(
         text.contains(&format!(
-            "{}: unavailable: did not answer as a Redis server",
+            "{} (unavailable: did not answer as a Redis server",
             local(port)
         )),
         "{text}"
