@@ -8,7 +8,7 @@
 //! - `redlock`: uncontended `try_lock` + `release` cycles (each thread its own resource) for
 //!   N = 1 and N = 5 nodes at 1 and 4 caller threads.
 //! - `hung`: N = 5 with 2 nodes hung (SIGSTOP): acquire latency.
-//! - `fenced`: N = 5, 500 sequential `try_lock_fenced` + `release` cycles interleaved with 500
+//! - `fenced`: N = 5, 500 sequential one-attempt fenced acquisitions + `release` cycles interleaved with 500
 //!   plain ones: the extra cost of the fence write-back round, as a difference of medians.
 //! - `allocations`: heap allocations per uncontended acquire + release at N = 5 (all threads,
 //!   the node workers included), from a counting global allocator.
@@ -1171,7 +1171,11 @@ fn main() {
         plain.push(start.elapsed().as_secs_f64() * 1e6);
         let start = Instant::now();
         let lock = rl
-            .try_lock_fenced("bench-fence", Duration::from_secs(10))
+            .acquire(
+                &LockRequest::new("bench-fence", Duration::from_secs(10))
+                    .fenced()
+                    .once(),
+            )
             .unwrap();
         assert!(lock.fence().is_some());
         lock.release().unwrap();

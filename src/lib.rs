@@ -37,10 +37,10 @@
 //!   quorum. The protected resource rejects writes with a lower token than it has seen, which
 //!   stops a holder that paused past its validity. Why it is monotonic, what it assumes and how
 //!   to use the token: see the source documentation of `src/kinds/fenced.rs`.
-//! - [`Redlock::reentrant_lock`] keys a lock on an owner name chosen by the caller (not a
+//! - [`LockRequest::reentrant`] keys a lock on an owner name chosen by the caller (not a
 //!   thread): the hash `{owner: count}`; each hold is a [`Lock`]; plain and reentrant locks on
 //!   one resource exclude each other.
-//! - [`Redlock::lock_many`] takes several resources all or none, one script per node.
+//! - [`LockRequest::many`] takes several resources all or none, one script per node.
 //!
 //! ## Leader election
 //! [`Redlock::election`] makes a candidate; [`Election::campaign`] blocks until it leads and

@@ -10,6 +10,7 @@ mod support;
 use std::time::Duration;
 
 use redquorum::{Error, NodeProblem, Redlock};
+use support::Shorthands;
 use support::{RedisNode, assert_no_worker_panicked, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);

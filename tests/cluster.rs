@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redquorum::{Cancel, Error, Lock, LockRequest, NodeProblem, Redlock};
+use support::Shorthands;
 use support::{RedisCluster, RedisNode, eventually};
 
 fn client(urls: &[String]) -> Redlock {

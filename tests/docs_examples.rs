@@ -46,13 +46,14 @@ fn guide_kinds(rl: &Redlock, ttl: Duration) -> Result<(), Error> {
     let token = fenced.fence().expect("a fenced lock has a token"); // from holder to holder: send it
     assert!(token > 0); // with each write, and have the storage reject tokens below its highest
     let owner = redquorum::Redlock::new_owner()?; // any string naming the holder, not a thread
-    let outer = rl.reentrant_lock("orders:43", &owner, ttl)?; // the hash {owner: count, ...}
-    let inner = rl.reentrant_lock("orders:43", &owner, ttl)?;
+    let hold = LockRequest::new("orders:43", ttl).reentrant(&owner); // the hash {owner: count, ...}
+    let outer = rl.acquire(&hold)?;
+    let inner = rl.acquire(&hold)?;
     assert_eq!(inner.hold_count(), Some(2));
-    let both = rl.lock_many(["orders:1", "orders:2"], ttl)?; // all or nothing, no deadlock
-    let reader = rl.acquire(&LockRequest::new("report", ttl).read())?; // many readers or one
-    let writer = rl.acquire(&LockRequest::new("other", ttl).write())?; // writer (= a plain lock)
-    let permit = rl.acquire(&LockRequest::new("pool", ttl).semaphore(3))?; // 1 of 3
+    let both = rl.acquire(&LockRequest::many(["orders:1", "orders:2"], ttl))?; // all or none
+    let reader = rl.read_lock("report", ttl)?; // many readers or one
+    let writer = rl.write_lock("other", ttl)?; // writer (= a plain lock)
+    let permit = rl.semaphore("pool", 3, ttl)?; // 1 of 3
     assert!(permit.permit().is_some()); // the slot held
     for lock in [fenced, inner, outer, both, reader, writer, permit] {
         lock.release()?;

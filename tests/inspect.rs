@@ -5,6 +5,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redquorum::{KeyState, LockRequest, NodeProblem, Redlock, Released};
+use support::Shorthands;
 use support::{Cluster, NODE_TIMEOUT};
 
 const TTL: Duration = Duration::from_secs(20);

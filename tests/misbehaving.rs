@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use redquorum::{Error, Lock, NodeProblem, QuorumReport, Redlock};
+use support::Shorthands;
 use support::fake_server::{Behaviour, DeadPort, FakeServer};
 use support::{Cluster, RedisNode, assert_no_worker_panicked, eventually, timed, watch_workers};
 

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redquorum::{Error, MAX_RESOURCES, Redlock};
+use support::Shorthands;
 use support::{Cluster, NODE_TIMEOUT, eventually};
 
 const TTL: Duration = Duration::from_secs(10);

@@ -6,6 +6,7 @@ mod support;
 use std::time::Duration;
 
 use redquorum::{Error, Redlock};
+use support::Shorthands;
 use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);

@@ -8,6 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redquorum::{AutoExtend, Cancel, Error, Lock, LockRequest, Redlock};
+use support::Shorthands;
 use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);

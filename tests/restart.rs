@@ -6,6 +6,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redquorum::{Error, NodeProblem, Redlock};
+use support::Shorthands;
 use support::{Cluster, RedisNode, eventually};
 
 /// A's lock must stay valid through two restarts and the attempts that follow them, also on a

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redquorum::{AutoExtend, Cancel, Error, LockRequest, Redlock};
+use support::Shorthands;
 use support::{Cluster, RedisNode, assert_no_worker_panicked, eventually, watch_workers};
 
 const TTL: Duration = Duration::from_secs(10);

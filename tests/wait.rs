@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redquorum::{Error, LockRequest};
+use support::Shorthands;
 use support::{Cluster, eventually};
 
 const TTL: Duration = Duration::from_secs(10);

@@ -298,46 +298,30 @@ impl Redlock {
         self.acquire(&LockRequest::new(resource, ttl).fenced())
     }
 
-    /// Like [`lock_fenced`](Redlock::lock_fenced), with a single attempt.
-    pub fn try_lock_fenced(&self, resource: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(&LockRequest::new(resource, ttl).fenced().once())
+    /// The read side of a read-write lock on `resource`, retrying like [`lock`](Redlock::lock):
+    /// `acquire(&LockRequest::new(resource, ttl).read())`. Any number of readers hold it at
+    /// once while no writer does; see [`LockRequest::read`].
+    pub fn read_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
+        self.acquire(&LockRequest::new(resource, ttl).read())
     }
 
-    /// One hold of a reentrant lock on `resource` for `owner`, retrying like
-    /// [`lock`](Redlock::lock): `acquire(&LockRequest::new(resource, ttl).reentrant(owner))`.
-    /// See [`LockRequest::reentrant`] and [`Lock::hold_count`]. Extending any hold keeps the
-    /// resource at least `ttl` from now; no hold ever shortens it.
-    pub fn reentrant_lock(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(&LockRequest::new(resource, ttl).reentrant(owner))
+    /// The write side of a read-write lock on `resource`, retrying like
+    /// [`lock`](Redlock::lock): `acquire(&LockRequest::new(resource, ttl).write())`. Excludes
+    /// readers and other writers; see [`LockRequest::write`].
+    pub fn write_lock(&self, resource: &str, ttl: Duration) -> Result<Lock> {
+        self.acquire(&LockRequest::new(resource, ttl).write())
     }
 
-    /// Like [`reentrant_lock`](Redlock::reentrant_lock), with a single attempt.
-    pub fn try_reentrant_lock(&self, resource: &str, owner: &str, ttl: Duration) -> Result<Lock> {
-        self.acquire(&LockRequest::new(resource, ttl).reentrant(owner).once())
+    /// One of `permits` permits of a counting semaphore on `resource`, retrying like
+    /// [`lock`](Redlock::lock): `acquire(&LockRequest::new(resource, ttl).semaphore(permits))`.
+    /// [`Lock::permit`] says which slot it holds; see [`LockRequest::semaphore`].
+    pub fn semaphore(&self, resource: &str, permits: u32, ttl: Duration) -> Result<Lock> {
+        self.acquire(&LockRequest::new(resource, ttl).semaphore(permits))
     }
 
-    /// A fresh random owner name for [`reentrant_lock`](Redlock::reentrant_lock).
+    /// A fresh random owner name for [`LockRequest::reentrant`].
     pub fn new_owner() -> Result<String> {
         new_token()
-    }
-
-    /// All `resources` at once or none of them, retrying like [`lock`](Redlock::lock):
-    /// `acquire(&LockRequest::many(resources, ttl))`. See [`LockRequest::many`].
-    pub fn lock_many<I, S>(&self, resources: I, ttl: Duration) -> Result<Lock>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        self.acquire(&LockRequest::many(resources, ttl))
-    }
-
-    /// Like [`lock_many`](Redlock::lock_many), with a single attempt.
-    pub fn try_lock_many<I, S>(&self, resources: I, ttl: Duration) -> Result<Lock>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        self.acquire(&LockRequest::many(resources, ttl).once())
     }
 
     /// What each node's worker last saw of its node.

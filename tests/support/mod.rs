@@ -14,6 +14,82 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// The request forms the tests use most, as methods of the client: each is one
+/// [`redquorum::Redlock::acquire`] of the [`redquorum::LockRequest`] its name describes, so
+/// test bodies stay short while the public API keeps one shorthand per kind.
+pub trait Shorthands {
+    /// `acquire(&LockRequest::new(resource, ttl).fenced().once())`.
+    fn try_lock_fenced(&self, resource: &str, ttl: Duration) -> redquorum::Result<redquorum::Lock>;
+    /// `acquire(&LockRequest::new(resource, ttl).reentrant(owner))`.
+    fn reentrant_lock(
+        &self,
+        resource: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> redquorum::Result<redquorum::Lock>;
+    /// `acquire(&LockRequest::new(resource, ttl).reentrant(owner).once())`.
+    fn try_reentrant_lock(
+        &self,
+        resource: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> redquorum::Result<redquorum::Lock>;
+    /// `acquire(&LockRequest::many(resources, ttl))`.
+    fn lock_many<I, S>(&self, resources: I, ttl: Duration) -> redquorum::Result<redquorum::Lock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>;
+    /// `acquire(&LockRequest::many(resources, ttl).once())`.
+    fn try_lock_many<I, S>(
+        &self,
+        resources: I,
+        ttl: Duration,
+    ) -> redquorum::Result<redquorum::Lock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>;
+}
+
+impl Shorthands for redquorum::Redlock {
+    fn try_lock_fenced(&self, resource: &str, ttl: Duration) -> redquorum::Result<redquorum::Lock> {
+        self.acquire(&redquorum::LockRequest::new(resource, ttl).fenced().once())
+    }
+    fn reentrant_lock(
+        &self,
+        resource: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> redquorum::Result<redquorum::Lock> {
+        self.acquire(&redquorum::LockRequest::new(resource, ttl).reentrant(owner))
+    }
+    fn try_reentrant_lock(
+        &self,
+        resource: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> redquorum::Result<redquorum::Lock> {
+        self.acquire(
+            &redquorum::LockRequest::new(resource, ttl)
+                .reentrant(owner)
+                .once(),
+        )
+    }
+    fn lock_many<I, S>(&self, resources: I, ttl: Duration) -> redquorum::Result<redquorum::Lock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.acquire(&redquorum::LockRequest::many(resources, ttl))
+    }
+    fn try_lock_many<I, S>(&self, resources: I, ttl: Duration) -> redquorum::Result<redquorum::Lock>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.acquire(&redquorum::LockRequest::many(resources, ttl).once())
+    }
+}
+
 /// How long test clients wait for any one node. Patient, because on a loaded machine a node
 /// (or the worker talking to it) can stall for well over the default 50 ms: a call then misses
 /// that node, and a worker drops an acquire or extend still queued at its caller's deadline, so
