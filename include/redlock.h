@@ -280,8 +280,9 @@ void redlock_client_free(struct redlock_client *client);
 size_t redlock_client_node_count(const struct redlock_client *client);
 
 // Acquires a plain lock on `resource` for `ttl_ms` milliseconds, retrying up to `retry_count`
-// times after a random delay. Blocks until acquired or given up. Every other kind and every
-// other patience goes through a request (`redlock_request_new`, `redlock_request_acquire`).
+// times after a random delay. Blocks until acquired or given up. The read, write, semaphore
+// and fenced shorthands below are the same for their kinds; every other kind and every other
+// patience goes through a request (`redlock_request_new`, `redlock_request_acquire`).
 //
 // On success writes a new lock to `*out` (free it with `redlock_lock_free`).
 // `REDLOCK_NOT_ACQUIRED`: held by another owner. `REDLOCK_NO_QUORUM`: too few nodes answered.
@@ -307,6 +308,59 @@ enum redlock_status redlock_client_try_lock(const struct redlock_client *client,
                                             uint64_t ttl_ms,
                                             struct redlock_lock **out,
                                             struct redlock_error **err);
+
+// The read side of a read-write lock on `resource`, retrying like `redlock_client_lock`: a
+// request with `redlock_request_set_read`. Any number of readers hold it at once while no
+// writer does. Errors as for `redlock_client_lock`, and `REDLOCK_INVALID_ARGUMENT` if the
+// calling thread holds the write lock of `resource`.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_read_lock(const struct redlock_client *client,
+                                             const char *resource,
+                                             uint64_t ttl_ms,
+                                             struct redlock_lock **out,
+                                             struct redlock_error **err);
+
+// The write side of a read-write lock on `resource`, retrying like `redlock_client_lock`: a
+// request with `redlock_request_set_write`. Excludes readers and other writers. Errors as for
+// `redlock_client_lock`, and `REDLOCK_INVALID_ARGUMENT` if the calling thread holds a read or
+// write lock of `resource`.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_write_lock(const struct redlock_client *client,
+                                              const char *resource,
+                                              uint64_t ttl_ms,
+                                              struct redlock_lock **out,
+                                              struct redlock_error **err);
+
+// One of `permits` permits (1 to 1024) of a counting semaphore on `resource`, retrying like
+// `redlock_client_lock`: a request with `redlock_request_set_semaphore`. `redlock_lock_permit`
+// says which slot it holds. Errors as for `redlock_client_lock`, and
+// `REDLOCK_INVALID_ARGUMENT` for 0 or over 1024 permits, or a number other than the one the
+// semaphore's holders passed.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_semaphore(const struct redlock_client *client,
+                                             const char *resource,
+                                             uint32_t permits,
+                                             uint64_t ttl_ms,
+                                             struct redlock_lock **out,
+                                             struct redlock_error **err);
+
+// A fenced lock on `resource`, retrying like `redlock_client_lock`: a request with
+// `redlock_request_set_fenced`. `redlock_lock_fence` gives its token. Errors as for
+// `redlock_client_lock`.
+//
+// # Safety
+// As for `redlock_client_lock`.
+enum redlock_status redlock_client_lock_fenced(const struct redlock_client *client,
+                                               const char *resource,
+                                               uint64_t ttl_ms,
+                                               struct redlock_lock **out,
+                                               struct redlock_error **err);
 
 // Makes a candidate named `identity` in the election `name` of `client`, whose leaderships
 // last `ttl_ms` and are extended while held (every third of the TTL, on the client's extender
@@ -1038,8 +1092,8 @@ enum redlock_status redlock_lock_permit(const struct redlock_lock *lock,
 // NULL is a no-op.
 //
 // # Safety
-// `lock` is NULL or a pointer written by `redlock_client_lock`, `redlock_client_try_lock` or
-// `redlock_request_acquire`, not used again afterwards.
+// `lock` is NULL or a pointer written by one of the `redlock_client_*lock*` and
+// `redlock_client_semaphore` shorthands or `redlock_request_acquire`, not used again afterwards.
 void redlock_lock_free(struct redlock_lock *lock);
 
 // Writes to `*out` a new snapshot of what the client's worker last saw of node `index`

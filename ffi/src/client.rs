@@ -91,7 +91,7 @@ unsafe fn lock(
     client: *const redlock_client,
     resource: *const c_char,
     ttl_ms: u64,
-    once: bool,
+    kind: impl FnOnce(LockRequest) -> LockRequest,
     out: *mut *mut redlock_lock,
     err: *mut *mut redlock_error,
 ) -> redlock_status {
@@ -102,18 +102,16 @@ unsafe fn lock(
         let resource = unsafe { arg_str(resource, "resource") }?;
         // SAFETY: per the caller's contract.
         let out = unsafe { self::out(out) }?;
-        let mut request = LockRequest::new(resource, Duration::from_millis(ttl_ms));
-        if once {
-            request = request.once();
-        }
+        let request = kind(LockRequest::new(resource, Duration::from_millis(ttl_ms)));
         out.write(redlock_lock::new(client.client.acquire(&request)?));
         Ok(())
     })
 }
 
 /// Acquires a plain lock on `resource` for `ttl_ms` milliseconds, retrying up to `retry_count`
-/// times after a random delay. Blocks until acquired or given up. Every other kind and every
-/// other patience goes through a request (`redlock_request_new`, `redlock_request_acquire`).
+/// times after a random delay. Blocks until acquired or given up. The read, write, semaphore
+/// and fenced shorthands below are the same for their kinds; every other kind and every other
+/// patience goes through a request (`redlock_request_new`, `redlock_request_acquire`).
 ///
 /// On success writes a new lock to `*out` (free it with `redlock_lock_free`).
 /// `REDLOCK_NOT_ACQUIRED`: held by another owner. `REDLOCK_NO_QUORUM`: too few nodes answered.
@@ -133,7 +131,7 @@ pub unsafe extern "C" fn redlock_client_lock(
     err: *mut *mut redlock_error,
 ) -> redlock_status {
     // SAFETY: same contract.
-    unsafe { lock(client, resource, ttl_ms, false, out, err) }
+    unsafe { lock(client, resource, ttl_ms, |r| r, out, err) }
 }
 
 /// Like `redlock_client_lock`, with a single attempt.
@@ -149,5 +147,82 @@ pub unsafe extern "C" fn redlock_client_try_lock(
     err: *mut *mut redlock_error,
 ) -> redlock_status {
     // SAFETY: same contract.
-    unsafe { lock(client, resource, ttl_ms, true, out, err) }
+    unsafe { lock(client, resource, ttl_ms, LockRequest::once, out, err) }
+}
+
+/// The read side of a read-write lock on `resource`, retrying like `redlock_client_lock`: a
+/// request with `redlock_request_set_read`. Any number of readers hold it at once while no
+/// writer does. Errors as for `redlock_client_lock`, and `REDLOCK_INVALID_ARGUMENT` if the
+/// calling thread holds the write lock of `resource`.
+///
+/// # Safety
+/// As for `redlock_client_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_read_lock(
+    client: *const redlock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    out: *mut *mut redlock_lock,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    // SAFETY: same contract.
+    unsafe { lock(client, resource, ttl_ms, LockRequest::read, out, err) }
+}
+
+/// The write side of a read-write lock on `resource`, retrying like `redlock_client_lock`: a
+/// request with `redlock_request_set_write`. Excludes readers and other writers. Errors as for
+/// `redlock_client_lock`, and `REDLOCK_INVALID_ARGUMENT` if the calling thread holds a read or
+/// write lock of `resource`.
+///
+/// # Safety
+/// As for `redlock_client_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_write_lock(
+    client: *const redlock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    out: *mut *mut redlock_lock,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    // SAFETY: same contract.
+    unsafe { lock(client, resource, ttl_ms, LockRequest::write, out, err) }
+}
+
+/// One of `permits` permits (1 to 1024) of a counting semaphore on `resource`, retrying like
+/// `redlock_client_lock`: a request with `redlock_request_set_semaphore`. `redlock_lock_permit`
+/// says which slot it holds. Errors as for `redlock_client_lock`, and
+/// `REDLOCK_INVALID_ARGUMENT` for 0 or over 1024 permits, or a number other than the one the
+/// semaphore's holders passed.
+///
+/// # Safety
+/// As for `redlock_client_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_semaphore(
+    client: *const redlock_client,
+    resource: *const c_char,
+    permits: u32,
+    ttl_ms: u64,
+    out: *mut *mut redlock_lock,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    // SAFETY: same contract.
+    unsafe { lock(client, resource, ttl_ms, |r| r.semaphore(permits), out, err) }
+}
+
+/// A fenced lock on `resource`, retrying like `redlock_client_lock`: a request with
+/// `redlock_request_set_fenced`. `redlock_lock_fence` gives its token. Errors as for
+/// `redlock_client_lock`.
+///
+/// # Safety
+/// As for `redlock_client_lock`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn redlock_client_lock_fenced(
+    client: *const redlock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    out: *mut *mut redlock_lock,
+    err: *mut *mut redlock_error,
+) -> redlock_status {
+    // SAFETY: same contract.
+    unsafe { lock(client, resource, ttl_ms, LockRequest::fenced, out, err) }
 }

@@ -286,8 +286,8 @@ pub unsafe extern "C" fn redlock_lock_permit(
 /// NULL is a no-op.
 ///
 /// # Safety
-/// `lock` is NULL or a pointer written by `redlock_client_lock`, `redlock_client_try_lock` or
-/// `redlock_request_acquire`, not used again afterwards.
+/// `lock` is NULL or a pointer written by one of the `redlock_client_*lock*` and
+/// `redlock_client_semaphore` shorthands or `redlock_request_acquire`, not used again afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn redlock_lock_free(lock: *mut redlock_lock) {
     // SAFETY: per the contract.

@@ -191,6 +191,29 @@ FUNCTIONS: dict[str, tuple[list[Any], Any]] = {
         [redlock_client_p, c_char_p, c_uint64, POINTER(redlock_lock_p), POINTER(redlock_error_p)],
         c_int,
     ),
+    "redlock_client_read_lock": (
+        [redlock_client_p, c_char_p, c_uint64, POINTER(redlock_lock_p), POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_client_write_lock": (
+        [redlock_client_p, c_char_p, c_uint64, POINTER(redlock_lock_p), POINTER(redlock_error_p)],
+        c_int,
+    ),
+    "redlock_client_semaphore": (
+        [
+            redlock_client_p,
+            c_char_p,
+            c_uint32,
+            c_uint64,
+            POINTER(redlock_lock_p),
+            POINTER(redlock_error_p),
+        ],
+        c_int,
+    ),
+    "redlock_client_lock_fenced": (
+        [redlock_client_p, c_char_p, c_uint64, POINTER(redlock_lock_p), POINTER(redlock_error_p)],
+        c_int,
+    ),
     "redlock_client_election": (
         [
             redlock_client_p,

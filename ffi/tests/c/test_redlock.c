@@ -1610,6 +1610,84 @@ static void test_read_write_semaphore_bad_arguments(void) {
     redlock_client_free(client);
 }
 
+/* The read, write, semaphore and fenced shorthands acquire their kinds: readers share, a
+ * writer excludes them, a semaphore gives its permits and no more, a fenced lock has a token
+ * that grows. */
+static void test_kind_shorthands(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+
+    redlock_lock *r1 = NULL, *r2 = NULL, *w = NULL, *plain = NULL;
+    CHECK(redlock_client_read_lock(client, "c:sh-rw", 10000, &r1, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_read_lock(client, "c:sh-rw", 10000, &r2, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_is_held(r1) && redlock_lock_is_held(r2));
+    /* A writer is a plain lock on the nodes: refused while readers hold the resource. */
+    check_error(redlock_client_try_lock(client, "c:sh-rw", 10000, &plain, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    /* This thread holds a read lock: asking for the write lock is refused at once. */
+    check_error(redlock_client_write_lock(client, "c:sh-rw", 10000, &w, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(w == NULL);
+    CHECK(redlock_lock_release(r1, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(r2, NULL) == REDLOCK_OK);
+    redlock_lock_free(r1);
+    redlock_lock_free(r2);
+    CHECK(redlock_client_write_lock(client, "c:sh-rw", 10000, &w, NULL) == REDLOCK_OK);
+    check_error(redlock_client_try_lock(client, "c:sh-rw", 10000, &plain, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    CHECK(redlock_lock_release(w, NULL) == REDLOCK_OK);
+    redlock_lock_free(w);
+
+    redlock_lock *a = NULL, *b = NULL, *c = NULL;
+    CHECK(redlock_client_semaphore(client, "c:sh-sem", 2, 10000, &a, NULL) == REDLOCK_OK);
+    CHECK(redlock_client_semaphore(client, "c:sh-sem", 2, 10000, &b, NULL) == REDLOCK_OK);
+    uint32_t pa = 0, pb = 0;
+    CHECK(redlock_lock_permit(a, &pa, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_permit(b, &pb, NULL) == REDLOCK_OK);
+    CHECK(pa != pb && pa < 2 && pb < 2);
+    redlock_request *third = NULL;
+    CHECK(redlock_request_new("c:sh-sem", 10000, &third, NULL) == REDLOCK_OK);
+    CHECK(redlock_request_set_semaphore(third, 2, NULL) == REDLOCK_OK);
+    check_error(acquire_and_free(with_patience(third, ONCE), client, &c, &err),
+                REDLOCK_NOT_ACQUIRED, &err);
+    check_error(redlock_client_semaphore(client, "c:sh-sem", 0, 10000, &c, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_semaphore(client, "c:sh-sem", 1025, 10000, &c, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(c == NULL);
+    CHECK(redlock_lock_release(a, NULL) == REDLOCK_OK);
+    CHECK(redlock_lock_release(b, NULL) == REDLOCK_OK);
+    redlock_lock_free(a);
+    redlock_lock_free(b);
+
+    uint64_t previous = 0;
+    for (int i = 0; i < 2; i++) {
+        redlock_lock *f = NULL;
+        CHECK(redlock_client_lock_fenced(client, "c:sh-fenced", 10000, &f, NULL) == REDLOCK_OK);
+        uint64_t fence = 0;
+        CHECK(redlock_lock_fence(f, &fence, NULL) == REDLOCK_OK && fence > previous);
+        previous = fence;
+        check_error(redlock_client_try_lock(client, "c:sh-fenced", 10000, &plain, &err),
+                    REDLOCK_NOT_ACQUIRED, &err);
+        CHECK(redlock_lock_release(f, NULL) == REDLOCK_OK);
+        redlock_lock_free(f);
+    }
+    CHECK(plain == NULL);
+
+    /* Bad arguments, as for redlock_client_lock. */
+    redlock_lock *none = NULL;
+    check_error(redlock_client_read_lock(NULL, "x", 1000, &none, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_client_write_lock(client, NULL, 1000, &none, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    check_error(redlock_client_semaphore(client, "x", 2, 0, &none, &err), REDLOCK_INVALID_ARGUMENT,
+                &err);
+    check_error(redlock_client_lock_fenced(client, "x", 1000, NULL, &err),
+                REDLOCK_INVALID_ARGUMENT, &err);
+    CHECK(none == NULL);
+    redlock_client_free(client);
+}
+
 /* ---- end of read-write locks and semaphores ---- */
 
 static void test_guard_settings(void) {
@@ -1781,6 +1859,7 @@ static void all(void) {
     test_caller();
     test_semaphore();
     test_read_write_semaphore_bad_arguments();
+    test_kind_shorthands();
     test_guard_settings();
     test_guard_node_status();
     test_min_replicas();
