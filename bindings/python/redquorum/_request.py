@@ -115,7 +115,10 @@ class Request(Managed):
     Kind: one ``resource`` (positional) or ``resources`` (all at once or none; at most 64, no
     name twice); a name has 1 to 4096 bytes of UTF-8 (``ValueError`` otherwise);
     ``fenced=True`` adds a fencing token (:attr:`Lock.fence`); ``reentrant=owner``
-    makes it one hold of a reentrant lock for ``owner`` (see :meth:`Redlock.new_owner`).
+    makes it one hold of a reentrant lock for ``owner`` (see :meth:`Redlock.new_owner`): any
+    non-empty string (at most 1024 UTF-8 bytes) naming the holder, not tied to a thread; while
+    ``owner`` holds the resource it can acquire it again at once, each hold a :class:`Lock` to
+    release, and others can take it after the last release (or expiry).
     ``read=True`` and ``write=True`` are the two sides of a read-write lock: readers share the
     resource, a writer excludes readers and writers (a writer is a plain lock on the nodes, so
     plain and fenced locks exclude readers too; a thread holding the read lock that asks for

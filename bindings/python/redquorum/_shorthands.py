@@ -10,7 +10,6 @@ declared once, as :class:`~redquorum._request.LockKeywords`.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ._convert import Seconds
@@ -37,8 +36,7 @@ class Shorthands(Generic[T]):
 
         A shorthand for :meth:`acquire` with a :class:`Request` of a plain lock.
 
-        Every argument but the resource (and a reentrant lock's owner, a semaphore's permits)
-        is a keyword. Every duration takes seconds: an int, a float or a
+        Every argument but the resource (and a semaphore's permits) is a keyword. Every duration takes seconds: an int, a float or a
         :class:`datetime.timedelta`.
 
         ``auto_extend=True`` keeps the lock alive while it is held: the library's extender
@@ -75,38 +73,6 @@ class Shorthands(Generic[T]):
         is a plain lock on ``resource``: the two exclude each other.
         """
         return self._acquire_new(Request(resource, ttl=ttl, fenced=True))
-
-    def try_lock_fenced(self, resource: str, *, ttl: Seconds) -> T:
-        """Like :meth:`lock_fenced`, but a single attempt without retries."""
-        return self._acquire_new(Request(resource, ttl=ttl, fenced=True, retries=0))
-
-    def reentrant_lock(self, resource: str, owner: str, *, ttl: Seconds) -> T:
-        """One hold of a reentrant lock on ``resource`` for ``owner``, retrying per the options.
-
-        ``owner`` is any non-empty string (at most 1024 UTF-8 bytes) naming the holder, e.g.
-        :meth:`new_owner` per logical owner; it is not tied to a thread. While ``owner`` holds
-        the resource it can acquire it again at once; each hold is a :class:`Lock` to release,
-        and others can take the resource after the last release (or expiry). Reentrant and
-        plain locks on one resource exclude each other.
-        """
-        return self._acquire_new(Request(resource, ttl=ttl, reentrant=owner))
-
-    def try_reentrant_lock(self, resource: str, owner: str, *, ttl: Seconds) -> T:
-        """Like :meth:`reentrant_lock`, but a single attempt without retries."""
-        return self._acquire_new(Request(resource, ttl=ttl, reentrant=owner, retries=0))
-
-    def lock_many(self, resources: Iterable[str], *, ttl: Seconds) -> T:
-        """Acquire all ``resources`` at once or none of them, retrying per the options.
-
-        One script per node sets every key (sorted) or none, so overlapping sets never
-        deadlock. The lock's extend and release act on all of them. ``ValueError`` for an empty
-        list, an empty name, a name given twice or more than 64 names.
-        """
-        return self._acquire_new(Request(resources=resources, ttl=ttl))
-
-    def try_lock_many(self, resources: Iterable[str], *, ttl: Seconds) -> T:
-        """Like :meth:`lock_many`, but a single attempt without retries."""
-        return self._acquire_new(Request(resources=resources, ttl=ttl, retries=0))
 
     def read_lock(self, resource: str, *, ttl: Seconds, **keywords: Unpack[LockKeywords]) -> T:
         """The read side of a read-write lock on ``resource``; keywords as for :meth:`lock`.
@@ -154,5 +120,6 @@ class Shorthands(Generic[T]):
 
     @staticmethod
     def new_owner() -> str:
-        """A fresh random owner name for :meth:`reentrant_lock` (40 hex digits, like a token)."""
+        """A fresh random owner name for ``Request(..., reentrant=owner)`` (40 hex digits, like a
+        token)."""
         return secrets.token_hex(20)

@@ -187,11 +187,12 @@ def test_async_lock_extend_release_and_kinds(nodes, urls, resource):
             await lock.release()
             assert lock.released and not lock.held
             owner = rl.new_owner()
-            async with rl.reentrant_lock(resource, owner, ttl=5) as outer:
-                async with rl.try_reentrant_lock(resource, owner, ttl=5) as inner:
+            hold = Request(resource, ttl=5, reentrant=owner)
+            async with await rl.acquire(hold) as outer:
+                async with await rl.acquire(hold.replace(retries=0)) as inner:
                     assert (outer.hold_count, inner.hold_count) == (1, 2)
             names = [resource + ":b", resource + ":a"]
-            async with rl.lock_many(names, ttl=5) as many:
+            async with await rl.acquire(Request(resources=names, ttl=5)) as many:
                 assert many.resources == sorted(names)
             cancel = redquorum.Cancel()
             cancel.cancel()

@@ -50,7 +50,7 @@ def test_locks_through_a_cluster_url(cluster_node: RedisNode) -> None:
         lock.release()
         assert resp(cluster_node.port, "GET", "py:cluster") is None
         with pytest.raises(ValueError, match="hash slot"):
-            client.lock_many(["py:a", "py:b"], ttl=5)
+            client.acquire(redquorum.Request(resources=["py:a", "py:b"], ttl=5))
 
 
 def test_min_replicas_on_a_cluster_node_names_the_master_without_replicas(

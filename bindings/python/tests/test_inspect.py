@@ -49,7 +49,7 @@ def test_a_plain_and_a_fenced_lock(make_client, resource):
         assert _with_token(insp, lock.token) >= QUORUM
         assert insp.fence is None
     fenced_resource = resource + ":fenced"
-    with rl.try_lock_fenced(fenced_resource, ttl=TTL) as lock:
+    with rl.acquire(redquorum.Request(fenced_resource, ttl=TTL, fenced=True, retries=0)) as lock:
         assert lock.fence is not None
         insp = rl.inspect(fenced_resource)
         assert insp.held and insp.holder == lock.token
@@ -60,8 +60,8 @@ def test_a_plain_and_a_fenced_lock(make_client, resource):
 def test_a_reentrant_lock_shows_its_owners(make_client, resource):
     rl = make_client()
     alice = uuid.uuid4().hex
-    with rl.try_reentrant_lock(resource, alice, ttl=TTL):
-        with rl.try_reentrant_lock(resource, alice, ttl=TTL):
+    with rl.acquire(redquorum.Request(resource, ttl=TTL, reentrant=alice, retries=0)):
+        with rl.acquire(redquorum.Request(resource, ttl=TTL, reentrant=alice, retries=0)):
             insp = rl.inspect(resource)
     assert insp.held and insp.holder == alice
     owners = [n for n in insp.nodes if n.kind is KeyKind.OWNERS]
@@ -139,7 +139,7 @@ def test_force_release_with_a_wrong_token_keeps_the_key(make_client, resource):
 
 def test_force_release_with_the_token_removes_it_and_keeps_the_fence(make_client, resource):
     rl = make_client()
-    lock = rl.try_lock_fenced(resource, ttl=TTL)
+    lock = rl.acquire(redquorum.Request(resource, ttl=TTL, fenced=True, retries=0))
     released = rl.force_release(resource, lock.token)
     assert released.on_quorum and released.confirmed >= QUORUM
     assert sum(n.outcome is ReleaseOutcome.DELETED for n in released.nodes) >= QUORUM
@@ -150,13 +150,13 @@ def test_force_release_with_the_token_removes_it_and_keeps_the_fence(make_client
     assert insp.fence is not None and lock.fence is not None and insp.fence >= lock.fence
     with pytest.raises(redquorum.LockLost):
         lock.extend(ttl=TTL)  # the holder finds out at its next extension
-    with rl.try_lock_fenced(resource, ttl=TTL) as next_lock:
+    with rl.acquire(redquorum.Request(resource, ttl=TTL, fenced=True, retries=0)) as next_lock:
         assert next_lock.fence is not None and next_lock.fence > lock.fence
 
 
 def test_force_release_without_a_token_removes_any_holder(make_client, resource):
     rl = make_client()
-    held = rl.try_reentrant_lock(resource, "bob", ttl=TTL)
+    held = rl.acquire(redquorum.Request(resource, ttl=TTL, reentrant="bob", retries=0))
     released = rl.force_release(resource)
     assert released.token is None and released.on_quorum
     assert sum(n.outcome is ReleaseOutcome.DELETED for n in released.nodes) >= QUORUM

@@ -27,9 +27,10 @@ def test_fenced_tokens_strictly_increase(nodes, make_client, resource):
     plain = rl.try_lock(resource, ttl=10)
     assert plain.fence is None
     with pytest.raises(redquorum.NotAcquired):
-        rl.try_lock_fenced(resource, ttl=10)
+        rl.acquire(redquorum.Request(resource, ttl=10, fenced=True, retries=0))
     plain.release()
-    assert rl.try_lock_fenced(resource, ttl=10).fence > tokens[-1]
+    once = redquorum.Request(resource, ttl=10, fenced=True, retries=0)
+    assert rl.acquire(once).fence > tokens[-1]
 
 
 def test_fenced_tokens_increase_across_threads(make_client, resource):
@@ -69,19 +70,19 @@ def _holds(node, resource, owner):
 def test_reentrant_holds_nest_and_block_other_owners(nodes, make_client, resource):
     rl = make_client()
     alice = uuid.uuid4().hex
-    with rl.reentrant_lock(resource, alice, ttl=10) as outer:
+    with rl.acquire(redquorum.Request(resource, ttl=10, reentrant=alice)) as outer:
         assert outer.hold_count == 1 and outer.token == alice and outer.fence is None
-        with rl.try_reentrant_lock(resource, alice, ttl=10) as inner:
+        with rl.acquire(redquorum.Request(resource, ttl=10, reentrant=alice, retries=0)) as inner:
             assert inner.hold_count == 2
             assert sum(_holds(node, resource, alice) == "2" for node in nodes) >= 3
             with pytest.raises(redquorum.NotAcquired):
-                rl.try_reentrant_lock(resource, "bob", ttl=10)
+                rl.acquire(redquorum.Request(resource, ttl=10, reentrant="bob", retries=0))
             with pytest.raises(redquorum.NotAcquired):
                 rl.try_lock(resource, ttl=10)
         assert sum(_holds(node, resource, alice) == "1" for node in nodes) >= 3
         with pytest.raises(redquorum.NotAcquired):
-            rl.try_reentrant_lock(resource, "bob", ttl=10)
-    bob = rl.try_reentrant_lock(resource, "bob", ttl=10)
+            rl.acquire(redquorum.Request(resource, ttl=10, reentrant="bob", retries=0))
+    bob = rl.acquire(redquorum.Request(resource, ttl=10, reentrant="bob", retries=0))
     assert bob.hold_count == 1
     bob.release()
 
@@ -90,35 +91,35 @@ def test_reentrant_owner_arguments(make_client, resource):
     rl = make_client()
     for owner in ["", "a\0b", "x" * 1025]:
         with pytest.raises(ValueError):
-            rl.try_reentrant_lock(resource, owner, ttl=10)
+            rl.acquire(redquorum.Request(resource, ttl=10, reentrant=owner, retries=0))
     with pytest.raises(TypeError):
-        rl.try_reentrant_lock(resource, 42, ttl=10)
+        rl.acquire(redquorum.Request(resource, ttl=10, reentrant=42, retries=0))
 
 
 def test_lock_many_is_all_or_nothing(nodes, make_client, resource):
     rl = make_client()
     a, b, c = (f"{resource}:{k}" for k in "abc")
-    with rl.lock_many([c, a], ttl=10) as lock:
+    with rl.acquire(redquorum.Request(resources=[c, a], ttl=10)) as lock:
         assert lock.resources == [a, c]
         assert lock.resource == f"{a},{c}"
         assert_on_nodes(nodes, a, lock.token)
         assert_on_nodes(nodes, c, lock.token)
         with pytest.raises(redquorum.NotAcquired):
-            rl.try_lock_many([b, c], ttl=10)
+            rl.acquire(redquorum.Request(resources=[b, c], ttl=10, retries=0))
         assert_on_nodes(nodes, b, None)  # the refused attempt left nothing behind
         lock.extend(ttl=20)
     assert_on_nodes(nodes, a, None)
     assert_on_nodes(nodes, c, None)
-    rl.try_lock_many([b, c], ttl=10).release()
+    rl.acquire(redquorum.Request(resources=[b, c], ttl=10, retries=0)).release()
 
 
 def test_lock_many_arguments(make_client, resource):
     rl = make_client()
     for bad in [[], [resource, resource], [resource, ""], [f"{resource}{i}" for i in range(65)]]:
         with pytest.raises(ValueError):
-            rl.try_lock_many(bad, ttl=10)
+            rl.acquire(redquorum.Request(resources=bad, ttl=10, retries=0))
     for bad in [resource, None, [resource, 3]]:
         with pytest.raises(TypeError):
-            rl.try_lock_many(bad, ttl=10)
+            rl.acquire(redquorum.Request(resources=bad, ttl=10, retries=0))
     with pytest.raises(ValueError):
-        rl.try_lock_many([resource], ttl=0)
+        rl.acquire(redquorum.Request(resources=[resource], ttl=0, retries=0))

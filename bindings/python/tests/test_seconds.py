@@ -49,11 +49,6 @@ def test_every_acquire_takes_seconds(make_client, resource):
     for call in (
         lambda: rl.try_lock(resource, ttl=5),
         lambda: rl.lock_fenced(resource, ttl=5.0),
-        lambda: rl.try_lock_fenced(resource, ttl=timedelta(seconds=5)),
-        lambda: rl.reentrant_lock(resource, owner, ttl=5),
-        lambda: rl.try_reentrant_lock(resource, owner, ttl=5),
-        lambda: rl.lock_many([resource, resource + ":b"], ttl=5),
-        lambda: rl.try_lock_many([resource, resource + ":b"], ttl=5),
         lambda: rl.lock(resource, ttl=5, auto_extend=True, max_hold=timedelta(minutes=1)),
     ):
         lock = call()
@@ -67,11 +62,6 @@ def _calls_with_a_positional_count(rl, resource: str, owner: str) -> dict[str, o
         "lock": lambda: rl.lock(resource, 5000),
         "try_lock": lambda: rl.try_lock(resource, 5000),
         "lock_fenced": lambda: rl.lock_fenced(resource, 5000),
-        "try_lock_fenced": lambda: rl.try_lock_fenced(resource, 5000),
-        "reentrant_lock": lambda: rl.reentrant_lock(resource, owner, 5000),
-        "try_reentrant_lock": lambda: rl.try_reentrant_lock(resource, owner, 5000),
-        "lock_many": lambda: rl.lock_many([resource], 5000),
-        "try_lock_many": lambda: rl.try_lock_many([resource], 5000),
         "read_lock": lambda: rl.read_lock(resource, 5000),
         "write_lock": lambda: rl.write_lock(resource, 5000),
         "semaphore": lambda: rl.semaphore(resource, 2, 5000),
@@ -180,11 +170,11 @@ def test_new_owner_is_random_hex_and_works_as_a_reentrant_owner(make_client, res
     assert all(re.fullmatch(r"[0-9a-f]{40}", owner) for owner in owners)
     rl = make_client()
     owner = rl.new_owner()
-    with rl.reentrant_lock(resource, owner, ttl=10) as outer:
-        with rl.reentrant_lock(resource, owner, ttl=10) as inner:
+    with rl.acquire(redquorum.Request(resource, ttl=10, reentrant=owner)) as outer:
+        with rl.acquire(redquorum.Request(resource, ttl=10, reentrant=owner)) as inner:
             assert (outer.hold_count, inner.hold_count) == (1, 2)
         with pytest.raises(redquorum.NotAcquired):
-            rl.try_reentrant_lock(resource, rl.new_owner(), ttl=10)
+            rl.acquire(redquorum.Request(resource, ttl=10, reentrant=rl.new_owner(), retries=0))
 
 
 def _delete_everywhere(nodes, key: str) -> None:

@@ -78,7 +78,7 @@ def test_ctrl_c_interrupts_a_long_wait_and_leaves_no_key(nodes, make_client, res
 
 def test_raising_handler_interrupts_retries(nodes, make_client, resource):
     rl = make_client(retry_count=10_000, retry_delay=0.02, retry_jitter=0.005)
-    holder = rl.try_lock_fenced(resource, ttl=30)
+    holder = rl.acquire(redquorum.Request(resource, ttl=30, fenced=True, retries=0))
     start = time.monotonic()
     with pytest.raises(Alarm), alarm_in(0.3):
         rl.lock_fenced(resource, ttl=30)
