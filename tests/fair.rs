@@ -138,6 +138,30 @@ impl Waiter {
         }
     }
 
+    /// Sends `sig` and returns once every thread of the waiter is in one of `states` (as
+    /// `/proc` shows them). The kernel stops or ends a process's threads one by one after `kill`
+    /// returns; until then a thread still runs, and may act on a release (take the lock).
+    #[track_caller]
+    fn signal_until(&self, sig: i32, states: &[char]) {
+        self.signal(sig);
+        let dir = format!("/proc/{}/task", self.child.id());
+        let settled = || {
+            std::fs::read_dir(&dir).is_ok_and(|tasks| {
+                tasks.flatten().all(|task| {
+                    std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                        // The state follows the command name, which ends at the last ')'.
+                        stat.rsplit_once(") ")
+                            .is_some_and(|(_, rest)| rest.starts_with(states))
+                    })
+                })
+            })
+        };
+        assert!(
+            eventually(Duration::from_secs(10), settled),
+            "the waiter's threads did not reach {states:?} after signal {sig}"
+        );
+    }
+
     fn signal(&self, sig: i32) {
         // SAFETY: a signal to our own child process.
         unsafe {
@@ -201,7 +225,7 @@ fn a_killed_waiter_at_the_head_holds_the_queue_no_longer_than_its_lease() {
     let holder = rl.lock("killed", TTL).unwrap();
     let first = Waiter::start(&cluster, "killed", 20);
     let second = Waiter::start(&cluster, "killed", 20);
-    first.signal(libc::SIGKILL);
+    first.signal_until(libc::SIGKILL, &['Z', 'X']);
     let released = Instant::now();
     holder.release().unwrap();
     let acquired = second.expect("ACQUIRED", Duration::from_secs(20));
@@ -217,7 +241,7 @@ fn a_stopped_waiter_at_the_head_is_passed_and_gets_the_lock_after_it_resumes() {
     let holder = rl.lock("stopped", TTL).unwrap();
     let first = Waiter::start(&cluster, "stopped", 20);
     let second = Waiter::start(&cluster, "stopped", 20);
-    first.signal(libc::SIGSTOP);
+    first.signal_until(libc::SIGSTOP, &['T', 't']);
     let released = Instant::now();
     holder.release().unwrap();
     let acquired = second.expect("ACQUIRED", Duration::from_secs(20));
