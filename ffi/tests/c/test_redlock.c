@@ -128,6 +128,47 @@ static void test_not_acquired(void) {
     redlock_client_free(client);
 }
 
+/* The texts of the common errors, as a C user reads them: the library's words, the same in
+ * every language (tests/error_texts.rs checks them in Rust). */
+static void expect_text(redlock_status st, redlock_status want, redlock_error **err,
+                        const char *part) {
+    CHECK(st == want);
+    CHECK(*err != NULL);
+    const char *text = redlock_error_message(*err);
+    if (strstr(text, part) == NULL) {
+        fprintf(stderr, "expected \"%s\" in: %s\n", part, text);
+        CHECK(0);
+    }
+    redlock_error_free(*err);
+    *err = NULL;
+}
+
+static void test_error_texts(void) {
+    redlock_client *client = new_client();
+    redlock_error *err = NULL;
+    redlock_lock *lock = NULL, *held = NULL;
+    expect_text(redlock_client_try_lock(client, "c:texts", 0, &lock, &err),
+                REDLOCK_INVALID_ARGUMENT, &err,
+                "ttl must be at least 3 ms (with drift_factor 0.01) and at most 10 years, got 0 ms");
+    const char *bad[] = {"redis://host:notaport"};
+    redlock_client *none = NULL;
+    expect_text(redlock_client_new(bad, 1, NULL, &none, &err), REDLOCK_INVALID_ARGUMENT, &err,
+                "not a usable Redis URL: invalid port number");
+    CHECK(none == NULL);
+    CHECK(redlock_client_try_lock(client, "c:texts", 10000, &held, NULL) == REDLOCK_OK);
+    expect_text(redlock_client_try_lock(client, "c:texts", 10000, &lock, &err),
+                REDLOCK_NOT_ACQUIRED, &err,
+                "not acquired after 1 attempt(s), held by another owner; the last attempt: 0 "
+                "granted, ");
+    CHECK(redlock_client_try_lock(client, "c:texts", 10000, &lock, &err) == REDLOCK_NOT_ACQUIRED);
+    CHECK(strstr(redlock_error_message(err), "refused: ") != NULL);
+    redlock_error_free(err);
+    err = NULL;
+    CHECK(redlock_lock_release(held, NULL) == REDLOCK_OK);
+    redlock_lock_free(held);
+    redlock_client_free(client);
+}
+
 static void test_lock_outlives_client(void) {
     redlock_client *client = new_client();
     redlock_lock *lock = NULL;
@@ -1860,6 +1901,7 @@ static void all(void) {
     test_semaphore();
     test_read_write_semaphore_bad_arguments();
     test_kind_shorthands();
+    test_error_texts();
     test_guard_settings();
     test_guard_node_status();
     test_min_replicas();
