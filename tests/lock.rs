@@ -255,6 +255,10 @@ fn a_release_refused_by_a_minority_with_a_node_silent_is_no_quorum_not_lost() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let lock = rl.try_lock("minority", TTL).unwrap();
+    // The lock returns on a quorum: wait for the third SET, or the DEL below may come first.
+    assert!(eventually(Duration::from_secs(5), || {
+        cluster.holding("minority", lock.token()) == 3
+    }));
     let _: () = redis::cmd("DEL")
         .arg("minority")
         .query(&mut cluster.nodes[1].conn())
