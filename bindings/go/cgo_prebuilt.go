@@ -9,6 +9,5 @@ package redquorum
 
 // #cgo CFLAGS: -I${SRCDIR}/build/include
 // #cgo linux,amd64 LDFLAGS: -L${SRCDIR}/build/linux-x86_64
-// #cgo linux,arm64 LDFLAGS: -L${SRCDIR}/build/linux-aarch64
 // #cgo LDFLAGS: -lredlock -lgcc_s -lutil -lrt -lpthread -lm -ldl
 import "C"

@@ -56,7 +56,7 @@
 // # Building
 //
 // By default the package links the static libredlock.a that the released module carries
-// for linux/amd64 and linux/arm64, so `go get` needs only Go and a C compiler (cgo), and the
+// for linux/amd64, so `go get` needs only Go and a C compiler (cgo), and the
 // program needs no libredlock at run time. Without cgo (CGO_ENABLED=0) the build stops on
 // the name redquorum_requires_cgo_set_CGO_ENABLED_1_and_a_C_compiler. The build tag
 // redlock_pkgconfig links an installed libredlock found through pkg-config instead (add

@@ -7,6 +7,5 @@ package redquorum
 // hold the prebuilt library and header, without which a vendored build cannot link.
 import (
 	_ "github.com/redquorum/redquorum/bindings/go/build/include"
-	_ "github.com/redquorum/redquorum/bindings/go/build/linux-aarch64"
 	_ "github.com/redquorum/redquorum/bindings/go/build/linux-x86_64"
 )
