@@ -146,6 +146,8 @@ impl Group {
             args.extend(["--replicaof", "127.0.0.1", &port]);
             nodes.push(RedisNode::start_with(&args));
         }
+        // A starved server or sentinel looks dead to the sentinels: see `support::favour`.
+        nodes.iter_mut().for_each(RedisNode::favour);
         let sentinels = (0..3)
             .map(|_| SentinelProcess::start(nodes[0].port))
             .collect();
