@@ -1,4 +1,4 @@
-"""The Python examples of the repository's README.md, docs/ and this binding's README run, as printed.
+"""The Python examples of README.md, docs/ and this binding's README run, as printed.
 
 Every ```python block of those pages runs here, on its own, against the test's nodes: the nodes
 a block names (the README's three local nodes) are replaced by the test's own, and nothing else
