@@ -503,12 +503,16 @@ fn a_leader_whose_node_hangs_reads_as_unknown_never_as_nobody() {
     let cluster = Cluster::start(3);
     let key = "redlock:election:hang";
     cluster.nodes[2].set(key, "stray", 60_000);
-    let leadership = cluster
-        .client()
+    let candidate = cluster.client();
+    let leadership = candidate
         .election("hang", "bare", TTL)
         .unwrap()
         .campaign_for(Duration::ZERO, None)
         .unwrap();
+    // The campaign returns on nodes 0 and 1: node 2's refused SET may still be on its way, to
+    // land after the DEL below. A read queued behind it on the candidate's worker waits for it.
+    let seen = candidate.inspect(key).unwrap();
+    assert!(seen.nodes[2].state.is_ok(), "{seen:?}");
     cluster.nodes[2].del(key);
     let observer = cluster
         .builder()
@@ -552,12 +556,16 @@ fn a_leader_whose_node_restarted_within_restart_grace_reads_as_unknown() {
     let mut cluster = Cluster::start(3);
     let key = "redlock:election:grace";
     cluster.nodes[2].set(key, "stray", 60_000);
-    let leadership = cluster
-        .client()
+    let candidate = cluster.client();
+    let leadership = candidate
         .election("grace", "bare", TTL)
         .unwrap()
         .campaign_for(Duration::ZERO, None)
         .unwrap();
+    // The campaign returns on nodes 0 and 1: node 2's refused SET may still be on its way, to
+    // land after the DEL below. A read queued behind it on the candidate's worker waits for it.
+    let seen = candidate.inspect(key).unwrap();
+    assert!(seen.nodes[2].state.is_ok(), "{seen:?}");
     cluster.nodes[2].del(key);
     cluster.nodes[1].restart();
     let observer = cluster

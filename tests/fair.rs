@@ -258,6 +258,11 @@ fn a_queue_node_restarted_empty_leaves_no_waiter_stuck() {
     let mut cluster = Cluster::start(3);
     let rl = cluster.client();
     let holder = rl.lock("restart", TTL).unwrap();
+    // The lock returns on a quorum: wait for the third SET, or a waiter may take that node
+    // first and the holder be left with too few nodes once the queue node goes.
+    assert!(eventually(Duration::from_secs(5), || {
+        cluster.holding("restart", holder.token()) == 3
+    }));
     let waiters: Vec<Waiter> = (0..3)
         .map(|_| Waiter::start(&cluster, "restart", 20))
         .collect();
@@ -329,6 +334,11 @@ fn a_hung_queue_node_leaves_no_waiter_stuck() {
     let cluster = Cluster::start(3);
     let rl = cluster.client();
     let holder = rl.lock("hung-queue", TTL).unwrap();
+    // The lock returns on a quorum: wait for the third SET, or a waiter may take that node
+    // first and the holder be left with too few nodes once the queue node goes.
+    assert!(eventually(Duration::from_secs(5), || {
+        cluster.holding("hung-queue", holder.token()) == 3
+    }));
     let waiters: Vec<Waiter> = (0..3)
         .map(|_| Waiter::start(&cluster, "hung-queue", 20))
         .collect();
