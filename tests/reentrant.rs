@@ -701,6 +701,10 @@ fn a_release_queued_past_the_validity_leaves_a_newer_hold_of_the_owner_alone() {
         .unwrap();
     let ttl = Duration::from_millis(400);
     let stale = rl.reentrant_lock("queued", "alice", ttl).unwrap();
+    // The hold returned on a quorum: the scenario needs it on the nodes about to hang.
+    assert!(eventually(Duration::from_secs(5), || {
+        nodes_with(&cluster, "queued", "alice", 1) == 3
+    }));
     // Another process of alice, connected before the nodes hang.
     let other = cluster
         .builder()
@@ -762,6 +766,10 @@ fn a_release_sent_in_time_to_hung_nodes_leaves_a_newer_hold_of_the_owner_alone()
     let other = quick(1000);
     let ttl = Duration::from_millis(500);
     let stale = rl.reentrant_lock("sent", "alice", ttl).unwrap();
+    // The hold returned on a quorum: the scenario needs it on the nodes about to hang.
+    assert!(eventually(Duration::from_secs(5), || {
+        nodes_with(&cluster, "sent", "alice", 1) == 3
+    }));
     // Both clients' connections are fresh (no idle probe before the next request).
     other.inspect("sent").unwrap();
     let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
@@ -808,6 +816,10 @@ fn an_extension_sent_in_time_to_hung_nodes_does_not_renew_an_expired_hold() {
     let (rl, other) = (patient(), patient());
     let ttl = Duration::from_millis(500);
     let stale = rl.reentrant_lock("ext", "alice", ttl).unwrap();
+    // The hold returned on a quorum: the scenario needs it on the nodes about to hang.
+    assert!(eventually(Duration::from_secs(5), || {
+        nodes_with(&cluster, "ext", "alice", 1) == 3
+    }));
     other.inspect("ext").unwrap();
     let (a, b) = (&cluster.nodes[0], &cluster.nodes[1]);
     a.hang();
