@@ -1302,7 +1302,7 @@ enum redlock_status redlock_observer_next(struct redlock_observer *observer,
 // afterwards and not by a call still running.
 void redlock_observer_free(struct redlock_observer *observer);
 
-// Writes new client options with the default settings to `*out`: retry_count 3,
+// Writes new client options with the default settings to `*out`: retry_count 50,
 // retry_delay_ms 200, retry_jitter_ms 100, drift_factor 0.01, node_timeout_ms 50,
 // max_extensions 0 (no cap), restart_grace_ms 0 (off), the clock guard on with
 // clock_jump_threshold_ms 50 and clock_quarantine_ms 60000, strict_servers false,
@@ -1319,7 +1319,8 @@ enum redlock_status redlock_options_new(struct redlock_options **out,
 // `o` is NULL or a pointer from `redlock_options_new`, not used again afterwards.
 void redlock_options_free(struct redlock_options *o);
 
-// Retries after the first attempt in `redlock_client_lock` (default 3; 0 = one attempt).
+// Retries after the first attempt in `redlock_client_lock` (default 50, about 10 s with the
+// default delay; 0 = one attempt).
 //
 // # Safety
 // `o` is NULL or live options not used by another thread during the call; `err` is NULL or
@@ -1466,7 +1467,7 @@ enum redlock_status redlock_options_set_tls_client_cert_file(struct redlock_opti
                                                              const char *key_path,
                                                              struct redlock_error **err);
 
-// The retry count of `o`; the default (3) for NULL.
+// The retry count of `o`; the default (50) for NULL.
 //
 // # Safety
 // `o` is NULL or live options.

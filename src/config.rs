@@ -14,8 +14,9 @@ pub use crate::rules::clock::{DEFAULT_CLOCK_JUMP, DEFAULT_CLOCK_QUARANTINE};
 use crate::rules::quorum::drift_allowance;
 use crate::topology::{AddressMap, Target};
 
-/// Default retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock).
-pub const DEFAULT_RETRY_COUNT: u32 = 3;
+/// Default retries after the first attempt of [`Redlock::lock`](crate::Redlock::lock): with
+/// the default delay, a busy resource is tried for about 10 s before `lock` gives up.
+pub const DEFAULT_RETRY_COUNT: u32 = 50;
 /// Default base delay between attempts.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 /// Default jitter: each delay is `retry_delay ± a random part of this`.
@@ -148,7 +149,8 @@ impl Builder {
         self
     }
 
-    /// Retries after the first attempt in [`Redlock::lock`](crate::Redlock::lock) (default 3).
+    /// Retries after the first attempt in [`Redlock::lock`](crate::Redlock::lock) (default
+    /// [`DEFAULT_RETRY_COUNT`]).
     pub fn retry_count(mut self, n: u32) -> Self {
         self.config.retry_count = n;
         self

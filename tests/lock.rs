@@ -52,13 +52,40 @@ fn second_owner_is_refused_until_release() {
         }
         other => panic!("expected NotAcquired, got {other:?}"),
     }
-    // lock() retries retry_count (3) times, then gives up with the attempt count.
+    // lock() retries retry_count times (3 for the suite's client), then gives up with the
+    // attempt count.
     match rl.lock("busy", TTL) {
         Err(Error::NotAcquired { attempts, .. }) => assert_eq!(attempts, 4),
         other => panic!("expected NotAcquired, got {other:?}"),
     }
     a.release().unwrap();
     rl.try_lock("busy", TTL).unwrap().release().unwrap();
+}
+
+/// A client with the default settings waits out a holder that releases after 2 s: its `lock()`
+/// gets the lock instead of giving up. The default patience is 50 retries 200 ± 100 ms apart,
+/// about 10 s (at least 5 s), as the README says.
+#[test]
+fn default_lock_waits_out_a_holder_that_releases_within_seconds() {
+    let cluster = Cluster::start(3);
+    let holder = cluster.client();
+    let held = holder.try_lock("patient", TTL).unwrap();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        held.release().unwrap();
+    });
+    let rl = Redlock::builder().nodes(cluster.urls()).build().unwrap();
+    let lock = rl
+        .lock("patient", TTL)
+        .expect("the default lock() waits out a 2 s hold");
+    releaser.join().unwrap();
+    assert!(cluster.holding("patient", lock.token()) >= 2);
+    lock.release().unwrap();
+    assert_eq!(
+        redquorum::DEFAULT_RETRY_DELAY * redquorum::DEFAULT_RETRY_COUNT,
+        Duration::from_secs(10),
+        "the README states a default patience of about 10 s"
+    );
 }
 
 #[test]

@@ -342,6 +342,7 @@ fn partition_child() {
     };
     let rl = Redlock::builder()
         .nodes(urls.split(','))
+        .retry_count(3)
         .retry_delay(Duration::from_millis(20))
         .retry_jitter(Duration::from_millis(10))
         .build()
@@ -393,6 +394,7 @@ fn partition_cuts_a_minority_off() {
     net.setup();
     let a = Redlock::builder()
         .nodes(net.a_urls())
+        .retry_count(3)
         .retry_delay(Duration::from_millis(20))
         .retry_jitter(Duration::from_millis(10))
         .build()

@@ -76,7 +76,7 @@ func (c *clientConfig) path(name, path string) bool {
 }
 
 // WithRetryCount sets how many times an acquisition with the client's patience retries after
-// its first attempt (default 3; 0 is one attempt). A Request's WithRetries, WithOnce or
+// its first attempt (default 50, about 10 s with the default delay; 0 is one attempt). A Request's WithRetries, WithOnce or
 // WithWait overrides it for that request.
 func WithRetryCount(n int) ClientOption {
 	return func(c *clientConfig) {

@@ -16,9 +16,10 @@ import (
 
 // A new client connects to its nodes in the background, and its first call must get the
 // connections made within NodeTimeout: the default 50 ms is tight for a single attempt on a
-// loaded machine under -race, so clients that make one attempt wait longer.
+// loaded machine under -race, so clients that make one attempt wait longer. Three retries
+// (not the default 50) end a refused Lock within about a second.
 var (
-	patient = []redquorum.ClientOption{redquorum.WithNodeTimeout(time.Second)}
+	patient = []redquorum.ClientOption{redquorum.WithNodeTimeout(time.Second), redquorum.WithRetryCount(3)}
 	// quick retries keep tests that expect contention fast.
 	quick = []redquorum.ClientOption{redquorum.WithRetryCount(3), redquorum.WithRetryDelay(5 * time.Millisecond), redquorum.WithRetryJitter(5 * time.Millisecond), redquorum.WithNodeTimeout(time.Second)}
 )
@@ -431,6 +432,26 @@ func assertInvalid(t *testing.T, what string, err error) {
 	var e *redquorum.Error
 	if !errors.As(err, &e) || e.Status != redquorum.StatusInvalidArgument || e.Message == "" {
 		t.Errorf("%s = %#v, want an *Error with StatusInvalidArgument and a message", what, err)
+	}
+}
+
+// A client with the default options keeps trying for about 10 s (the README): its Lock gets a
+// resource whose holder releases after 2 s.
+func TestDefaultLockWaitsOutAHolderThatReleasesWithinSeconds(t *testing.T) {
+	const resource = "go:default-patience"
+	holder := mustLock(t, observer, resource, 10*time.Second)
+	released := make(chan error, 1)
+	time.AfterFunc(2*time.Second, func() { released <- holder.Unlock() })
+	c := newClient(t, shared.urls()) // every option the library's default
+	l, err := c.Lock(context.Background(), resource, 10*time.Second)
+	if err != nil {
+		t.Fatalf("Lock with the default options, over a 2 s hold: %v", err)
+	}
+	if err := <-released; err != nil {
+		t.Errorf("the holder's Unlock: %v", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -66,7 +66,7 @@ unsafe fn get<T: Nothing>(o: *const redlock_options, f: impl FnOnce(&Config) -> 
     })
 }
 
-/// Writes new client options with the default settings to `*out`: retry_count 3,
+/// Writes new client options with the default settings to `*out`: retry_count 50,
 /// retry_delay_ms 200, retry_jitter_ms 100, drift_factor 0.01, node_timeout_ms 50,
 /// max_extensions 0 (no cap), restart_grace_ms 0 (off), the clock guard on with
 /// clock_jump_threshold_ms 50 and clock_quarantine_ms 60000, strict_servers false,
@@ -99,7 +99,8 @@ pub unsafe extern "C" fn redlock_options_free(o: *mut redlock_options) {
     unsafe { free_box(o) }
 }
 
-/// Retries after the first attempt in `redlock_client_lock` (default 3; 0 = one attempt).
+/// Retries after the first attempt in `redlock_client_lock` (default 50, about 10 s with the
+/// default delay; 0 = one attempt).
 ///
 /// # Safety
 /// `o` is NULL or live options not used by another thread during the call; `err` is NULL or
@@ -428,7 +429,7 @@ pub unsafe extern "C" fn redlock_options_set_tls_client_cert_file(
     })
 }
 
-/// The retry count of `o`; the default (3) for NULL.
+/// The retry count of `o`; the default (50) for NULL.
 ///
 /// # Safety
 /// `o` is NULL or live options.

@@ -149,12 +149,13 @@ pub fn entries(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
-/// A builder for a client of `urls` with fast retries and the patient [`NODE_TIMEOUT`], for
-/// tests that set something more.
+/// A builder for a client of `urls` with three fast retries (a refused `lock()` ends within
+/// a second) and the patient [`NODE_TIMEOUT`], for tests that set something more.
 pub fn builder<S: AsRef<str>>(urls: &[S]) -> redquorum::Builder {
     redquorum::Redlock::builder()
         .nodes(urls)
         .node_timeout(NODE_TIMEOUT)
+        .retry_count(3)
         .retry_delay(Duration::from_millis(20))
         .retry_jitter(Duration::from_millis(10))
 }
@@ -671,13 +672,13 @@ impl Cluster {
         self.nodes.iter().map(RedisNode::url).collect()
     }
 
-    /// A builder for a client of these nodes with fast retries and the patient
+    /// A builder for a client of these nodes with three fast retries and the patient
     /// [`NODE_TIMEOUT`], for tests that set something more.
     pub fn builder(&self) -> redquorum::Builder {
         builder(&self.urls())
     }
 
-    /// A client with fast retries and the patient [`NODE_TIMEOUT`], for tests.
+    /// A client with three fast retries and the patient [`NODE_TIMEOUT`], for tests.
     pub fn client(&self) -> redquorum::Redlock {
         self.builder().build().expect("build client")
     }

@@ -76,12 +76,14 @@ def resource(request: pytest.FixtureRequest) -> str:
 def make_client(urls: list[str]) -> Iterator[Callable[..., redquorum.Redlock]]:
     """Builds clients on all nodes (or the given ``nodes``) and closes them after the test.
 
-    ``node_timeout`` defaults to :data:`PATIENT` here.
+    ``node_timeout`` defaults to :data:`PATIENT` here, and ``retry_count`` to 3, so that a
+    refused ``lock()`` ends within about a second.
     """
     clients: list[redquorum.Redlock] = []
 
     def make(nodes: list[str] | None = None, **options) -> redquorum.Redlock:
         options.setdefault("node_timeout", PATIENT)
+        options.setdefault("retry_count", 3)
         client = redquorum.Redlock(urls if nodes is None else nodes, **options)
         clients.append(client)
         return client

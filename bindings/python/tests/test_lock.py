@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import threading
 import time
 
 import pytest
@@ -131,6 +132,19 @@ def test_lock_retries_until_the_holder_releases(make_client, resource):
     lock.release()
 
 
+def test_default_lock_waits_out_a_holder_that_releases_within_seconds(urls, make_client, resource):
+    # The default patience, about 10 s (the README), outlasts a 2 s hold.
+    holder = make_client().try_lock(resource, ttl=10)
+    releaser = threading.Timer(2.0, holder.release)
+    releaser.start()
+    try:
+        with redquorum.Redlock(urls) as rl:  # every option the library's default
+            with rl.lock(resource, ttl=10) as lock:
+                assert lock.token != holder.token
+    finally:
+        releaser.join()
+
+
 def test_retry_options_are_applied(make_client, resource):
     holder = make_client().try_lock(resource, ttl=10)
     rl = make_client(retry_count=2, retry_delay=0.3, retry_jitter=0)
@@ -254,7 +268,7 @@ def test_a_forked_child_can_lock_with_a_client_of_its_own(nodes, urls, make_clie
 
 def test_default_options_come_from_the_library():
     assert redquorum.default_options() == {
-        "retry_count": 3,
+        "retry_count": 50,
         "retry_delay": 0.2,
         "retry_jitter": 0.1,
         "drift_factor": 0.01,

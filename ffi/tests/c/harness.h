@@ -88,12 +88,14 @@ static inline uint64_t node_timeout_ms(void) {
     return timeout != NULL ? strtoull(timeout, NULL, 10) : PATIENT_NODE_TIMEOUT_MS;
 }
 
-/* New options with the suite's node timeout; the caller frees them. */
+/* New options with the suite's node timeout and 3 retries (not the default 50: a refused lock
+ * ends within about a second); the caller frees them. */
 static inline redlock_options *test_options(void) {
     redlock_options *opts = NULL;
     redlock_error *err = NULL;
     if (redlock_options_new(&opts, &err) != REDLOCK_OK ||
-        redlock_options_set_node_timeout_ms(opts, node_timeout_ms(), &err) != REDLOCK_OK) {
+        redlock_options_set_node_timeout_ms(opts, node_timeout_ms(), &err) != REDLOCK_OK ||
+        redlock_options_set_retry_count(opts, 3, &err) != REDLOCK_OK) {
         fprintf(stderr, "test options: %s\n", redlock_error_message(err));
         exit(2);
     }

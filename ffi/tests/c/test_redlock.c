@@ -418,8 +418,9 @@ static void test_size_caps(void) {
  * changes nothing. */
 static void test_options_setters(void) {
     redlock_error *err = NULL;
-    /* NULL options read as the defaults, like NULL options in redlock_client_new. */
-    CHECK(redlock_options_retry_count(NULL) == 3);
+    /* NULL options read as the defaults, like NULL options in redlock_client_new: 50 retries
+     * 200 ± 100 ms apart, the README's "about 10 s". */
+    CHECK(redlock_options_retry_count(NULL) == 50);
     CHECK(redlock_options_retry_delay_ms(NULL) == 200);
     CHECK(redlock_options_retry_jitter_ms(NULL) == 100);
     CHECK(redlock_options_drift_factor(NULL) == 0.01);
@@ -430,7 +431,7 @@ static void test_options_setters(void) {
 
     redlock_options *o = NULL;
     CHECK(redlock_options_new(&o, &err) == REDLOCK_OK && err == NULL && o != NULL);
-    CHECK(redlock_options_retry_count(o) == 3);
+    CHECK(redlock_options_retry_count(o) == 50);
     CHECK(redlock_options_node_timeout_ms(o) == 50);
 
     /* Good values are taken. */
