@@ -231,7 +231,7 @@ func TestHungMinority(t *testing.T) {
 
 func TestNoQuorum(t *testing.T) {
 	cl := newCluster(t, 5)
-	c := newClient(t, cl.urls(), redquorum.WithRetryCount(1), redquorum.WithRetryDelay(10*time.Millisecond))
+	c := newClient(t, cl.urls(), redquorum.WithRetryCount(1), redquorum.WithRetryDelay(10*time.Millisecond), redquorum.WithNodeTimeout(time.Second))
 	for _, nd := range cl.nodes[:3] {
 		nd.kill()
 	}
@@ -442,7 +442,9 @@ func TestDefaultLockWaitsOutAHolderThatReleasesWithinSeconds(t *testing.T) {
 	holder := mustLock(t, observer, resource, 10*time.Second)
 	released := make(chan error, 1)
 	time.AfterFunc(2*time.Second, func() { released <- holder.Unlock() })
-	c := newClient(t, shared.urls()) // every option the library's default
+	// Every retry option the library's default; the node timeout is the suite's, since a loaded
+	// machine misses the default 50 ms.
+	c := newClient(t, shared.urls(), redquorum.WithNodeTimeout(time.Second))
 	l, err := c.Lock(context.Background(), resource, 10*time.Second)
 	if err != nil {
 		t.Fatalf("Lock with the default options, over a 2 s hold: %v", err)
