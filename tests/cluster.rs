@@ -494,11 +494,18 @@ fn a_lock_key_lost_in_a_cluster_failover_lets_no_second_holder_in_during_the_gra
         Ok(Ok(()))
     ));
 
-    // B refuses A's acquire: a key left by an earlier owner, which expires soon after.
-    b.set("cluster:safety", "an earlier owner", 1000);
+    // B refuses A's acquire: a key left by an earlier owner, gone once A's SET there has been
+    // answered. (The lock returns on a quorum, and its SET to B may be sent up to the node
+    // timeout later: a key that merely expired could be gone by then.) A read through A's
+    // workers queues behind that SET.
+    b.set("cluster:safety", "an earlier owner", 60_000);
     let held = holder
         .try_lock("cluster:safety", TTL)
         .expect("A on {cluster, A}");
+    let seen = holder.inspect("cluster:safety").expect("inspect");
+    assert!(seen.nodes[2].state.is_ok(), "{seen:?}");
+    assert_eq!(b.get("cluster:safety").as_deref(), Some("an earlier owner"));
+    b.del("cluster:safety");
     replicate(&cluster, "cluster:safety");
     cluster.nodes[0].kill();
     // A lone master's replica finds no other master to vote for it: it takes over.

@@ -121,13 +121,13 @@ fn callers_with_another_number_of_permits_get_a_clear_error() {
         }
     }
     assert!(started.elapsed() < Duration::from_secs(10), "it waited");
-    // No slot of the 3-permit callers was left behind.
-    assert!(
-        cluster
-            .nodes
-            .iter()
-            .all(|n| n.pttl(&slot("mixed", 2)) == -2)
-    );
+    // No slot of the 3-permit callers is left behind. (One can be set for a moment on a node
+    // that missed the holder's SET, dropped at its call's deadline: the attempt's undo goes
+    // out without waiting for its answer.)
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .nodes
+        .iter()
+        .all(|n| n.pttl(&slot("mixed", 2)) == -2)));
     // Same L: fine.
     rl.acquire(&LockRequest::new("mixed", short).semaphore(2).once())
         .unwrap()

@@ -243,7 +243,7 @@ fn a_held_lock_follows_a_graceful_failover_to_the_new_master() {
 }
 
 /// The safety case. A holds a lock on a bare majority {group, A} (B refuses: an earlier owner's
-/// key, which expires soon after), and the group fails over to a replica that never got the key:
+/// key, which goes right after), and the group fails over to a replica that never got the key:
 /// the write is simulated as unreplicated by deleting the key on the replica
 /// (`replica-read-only no` for the moment) before the master is killed. Without a grace, a second
 /// client now gets the lock on {group, B} while A's is valid: two holders. With `restart_grace` ≥
@@ -267,17 +267,22 @@ fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
         "every node outgrows the grace"
     );
 
-    // B refuses A's acquire: a key left by an earlier owner, which expires soon after. (Not a
-    // restart of B: B's own restart grace would then keep the guarded clients out, and this test
-    // would not show that the failover's does.)
-    b.set("sentinel:safety", "an earlier owner", 1000);
+    // B refuses A's acquire: a key left by an earlier owner, gone once A's SET there has been
+    // answered. (The lock returns on a quorum, and its SET to B may be sent up to the node
+    // timeout later: a key that merely expired could be gone by then. Not a restart of B: B's
+    // own restart grace would then keep the guarded clients out, and this test would not show
+    // that the failover's does.) A read through A's workers queues behind that SET.
+    b.set("sentinel:safety", "an earlier owner", 60_000);
     let held = holder
         .try_lock("sentinel:safety", TTL)
         .expect("A on {group, A}");
+    let seen = holder.inspect("sentinel:safety").expect("inspect");
+    assert!(seen.nodes[2].state.is_ok(), "{seen:?}");
     assert_eq!(
         b.get("sentinel:safety").as_deref(),
         Some("an earlier owner")
     );
+    b.del("sentinel:safety");
     assert!(
         eventually(Duration::from_secs(5), || group
             .replica
@@ -793,18 +798,19 @@ fn no_two_holders_while_the_old_master_stays_writable() {
             && held.iter().all(|(_, _, u)| *u <= Instant::now())),
         "the graces ended"
     );
-    // The step that fails without the watch.
-    b.set(KEY, "an earlier owner", 1000);
+    // The step that fails without the watch. B's earlier owner goes once the watching client's
+    // SET there has been answered (sent up to the node timeout after its call returned on a
+    // quorum, it must find the key still there); a read through its workers queues behind it.
+    b.set(KEY, "an earlier owner", 60_000);
     let watching_got = take("the watching client", &watching, &mut held);
     let on_old_master = watching_got && {
         let (_, lock, _) = held.last().unwrap();
         group.master.get(KEY).as_deref() == Some(lock.token())
     };
-    assert!(
-        eventually(Duration::from_secs(3), || b.get(KEY).as_deref()
-            != Some("an earlier owner")),
-        "B's earlier owner expired"
-    );
+    let seen = watching.inspect(KEY).expect("inspect");
+    assert!(seen.nodes[2].state.is_ok(), "{seen:?}");
+    assert_eq!(b.get(KEY).as_deref(), Some("an earlier owner"));
+    b.del(KEY);
     let mut fresh_got = false;
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until && !fresh_got {
