@@ -11,7 +11,8 @@
 //! - `fenced`: N = 5, 500 sequential one-attempt fenced acquisitions + `release` cycles interleaved with 500
 //!   plain ones: the extra cost of the fence write-back round, as a difference of medians.
 //! - `allocations`: heap allocations per uncontended acquire + release at N = 5 (all threads,
-//!   the node workers included), from a counting global allocator.
+//!   the node workers included), from a counting global allocator. `-- --allocations` runs
+//!   only this, at N = 1 and N = 5.
 //! - `held-10k`: resident memory added by 10,000 auto-extended locks held at once, and the
 //!   extender's share of a CPU while it keeps them.
 //! - `node-redlock`: when `node` and `npm` are on PATH, the same uncontended cycle with
@@ -1043,6 +1044,29 @@ fn everywhere(conns: &mut [redis::Connection], command: &[u8], expected: redis::
         .count()
 }
 
+/// Heap allocations per uncontended `try_lock` + `release` on one thread, after a warm-up.
+fn allocations(cluster: &Cluster, nodes: usize) {
+    let rl = client(cluster);
+    let cycle = || {
+        rl.try_lock("bench-alloc", Duration::from_secs(10))
+            .unwrap()
+            .release()
+            .unwrap()
+    };
+    for _ in 0..200 {
+        cycle();
+    }
+    let rounds = 2000u64;
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..rounds {
+        cycle();
+    }
+    let per_cycle = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / rounds as f64;
+    println!(
+        "{{\"config\":\"allocations\",\"nodes\":{nodes},\"cycles\":{rounds},\"per_cycle\":{per_cycle:.1}}}"
+    );
+}
+
 fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder().nodes(cluster.urls()).build().unwrap()
 }
@@ -1112,6 +1136,10 @@ fn main() {
             );
         }
         return;
+    }
+    if args.iter().any(|a| a == "--allocations") {
+        allocations(&one, 1);
+        return allocations(&Cluster::start(5), 5);
     }
     let five = Cluster::start(5);
     if args.iter().any(|a| a == "--cost") {
@@ -1193,26 +1221,7 @@ fn main() {
         fenced_p50 / plain_p50
     );
 
-    // Allocations per cycle, N = 5, one thread, after a warm-up.
-    let rl = client(&five);
-    for _ in 0..200 {
-        rl.try_lock("bench-alloc", Duration::from_secs(10))
-            .unwrap()
-            .release()
-            .unwrap();
-    }
-    let rounds = 2000u64;
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
-    for _ in 0..rounds {
-        rl.try_lock("bench-alloc", Duration::from_secs(10))
-            .unwrap()
-            .release()
-            .unwrap();
-    }
-    let per_cycle = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / rounds as f64;
-    println!(
-        "{{\"config\":\"allocations\",\"nodes\":5,\"cycles\":{rounds},\"per_cycle\":{per_cycle:.1}}}"
-    );
+    allocations(&five, 5);
 
     held_10k(&five);
     let node = node_redlock(&five, length);

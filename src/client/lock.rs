@@ -40,6 +40,14 @@ pub struct Lock {
     shared: Arc<Shared>,
 }
 
+/// The signal behind [`Lock::lost`], made when first asked for: most locks never are.
+enum EndSignal {
+    /// The lock lasts; the channel, once [`Lock::lost`] was called.
+    Held(Option<(Sender<()>, Receiver<()>)>),
+    /// The lock ended: its sender is dropped, which disconnected every receiver.
+    Ended,
+}
+
 /// The mutable part of a lock, shared with the extender thread.
 pub(crate) struct Shared {
     pub(crate) resource: Arc<str>,
@@ -51,9 +59,8 @@ pub(crate) struct Shared {
     /// Held for the whole of each network operation on the lock.
     op: Mutex<()>,
     state: Mutex<State>,
-    /// Dropped (disconnecting every [`Lock::lost`] receiver) when the lock ends.
-    ended: Mutex<Option<Sender<()>>>,
-    ended_rx: Receiver<()>,
+    /// The signal behind [`Lock::lost`].
+    ended: Mutex<EndSignal>,
     on_lost: Mutex<Vec<LostCallback>>,
     /// The client's clock board and its count of our host's suspensions before the
     /// acquisition began: once that count moves, the validity (kept on our monotonic clock,
@@ -96,7 +103,6 @@ impl Shared {
             epoch,
             kind_name,
         } = acquired;
-        let (tx, rx) = crossbeam_channel::bounded(0);
         telemetry.began();
         Shared {
             resource,
@@ -111,8 +117,7 @@ impl Shared {
                 released: false,
                 lost: false,
             }),
-            ended: Mutex::new(Some(tx)),
-            ended_rx: rx,
+            ended: Mutex::new(EndSignal::Held(None)),
             on_lost: Mutex::new(Vec::new()),
             board,
             epoch,
@@ -190,7 +195,10 @@ impl Shared {
     /// Ends the lock's signal, and counts its end once (`lost`: why, an index of
     /// `telemetry::LOST_REASONS`).
     fn end(&self, lost: Option<usize>) {
-        if relock(&self.ended).take().is_some() {
+        let signal = std::mem::replace(&mut *relock(&self.ended), EndSignal::Ended);
+        if let EndSignal::Held(channel) = signal {
+            // Every receiver disconnects before the end is counted.
+            drop(channel);
             self.telemetry.ended(
                 &self.resource,
                 self.kind_name,
@@ -448,7 +456,14 @@ impl Lock {
     /// (`try_recv`) and usable in `crossbeam_channel::select!`. Nothing is ever sent on it.
     pub fn lost(&self) -> Receiver<()> {
         self.shared.check_suspension();
-        self.shared.ended_rx.clone()
+        match &mut *relock(&self.shared.ended) {
+            EndSignal::Held(channel) => channel
+                .get_or_insert_with(|| crossbeam_channel::bounded(0))
+                .1
+                .clone(),
+            // Its sender dropped at once: disconnected, as the lock is over.
+            EndSignal::Ended => crossbeam_channel::bounded(0).1,
+        }
     }
 
     /// Runs `callback` (with the resource name) once if the lock is found lost; at once, on this

@@ -321,7 +321,7 @@ impl Redlock {
 
     /// A fresh random owner name for [`LockRequest::reentrant`].
     pub fn new_owner() -> Result<String> {
-        new_token()
+        new_token().map(|t| t.to_string())
     }
 
     /// What each node's worker last saw of its node.

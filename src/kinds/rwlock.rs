@@ -272,7 +272,7 @@ impl Kind for ReadWrite {
 
     fn token(&self, caller: &Caller) -> Result<Arc<str>> {
         self.check_caller(caller)?;
-        Ok(new_token()?.into())
+        new_token()
     }
 
     fn acquire(&self, ttl_ms: u64, _: &Config) -> Command {

@@ -4,7 +4,7 @@
 //! it to a batch.
 //!
 //! Owns [`Connection`]: the link, why it is down and when to retry, when it was last used,
-//! whether scripts go whole, its write buffer, and a Sentinel node's [`Follow`]. Uses
+//! whether scripts go whole, its write and read buffers, and a Sentinel node's [`Follow`]. Uses
 //! `follow.rs`, `server.rs` (which observes what a connect learnt, and logs a refusal),
 //! `wait_lane.rs` (the replica checks and warnings at connect), `pipeline.rs` (a batch on the
 //! link), `status.rs` and `errors.rs`; the worker (`worker.rs`) drives it.
@@ -17,11 +17,12 @@ use super::Settings;
 use super::errors::{command_refused, describe_connect_error, refusal, tls_hint};
 use super::follow::Follow;
 use super::job::Job;
-use super::pipeline::{self, Outgoing, Ran};
+use super::pipeline::{self, Buffers, Outgoing, Ran};
 use super::server::{Master, Server, Servers};
 use super::status::Health;
 use super::wait_lane::{self, Wait, WaitLane};
 use crate::error::NodeProblem;
+use crate::rules::quorum::Vote;
 use crate::topology::Link;
 use crate::topology::probe::{self, Probe};
 use crate::topology::{Linked, Target, Tenure};
@@ -45,7 +46,7 @@ pub(super) struct Connection {
     /// The connection's user may not run `SCRIPT LOAD` (a managed service, a tight ACL): its
     /// scripts go whole with `EVAL` instead of by hash with `EVALSHA`.
     inline_scripts: bool,
-    buf: Vec<u8>,
+    bufs: Buffers,
     /// A Sentinel node's follow of its watch.
     follow: Option<Follow>,
     health: Arc<Health>,
@@ -92,7 +93,7 @@ impl Connection {
             },
             used_at: Instant::now(),
             inline_scripts: false,
-            buf: Vec::with_capacity(4096),
+            bufs: Buffers::new(),
             follow,
             health,
         }
@@ -193,9 +194,14 @@ impl Connection {
             .as_mut()
             .expect("execute is called with a connection")
         {
-            Link::Plain(conn) => pipeline::plain(conn, &mut self.buf, &out, sentinel),
+            Link::Plain(conn) => pipeline::plain(conn, &mut self.bufs, &out, sentinel),
             Link::Cluster(link) => pipeline::cluster(link, &out),
         }
+    }
+
+    /// Takes back the votes of a batch that has been answered (see [`Buffers::recycle`]).
+    pub(super) fn recycle(&mut self, votes: Vec<Vote>) {
+        self.bufs.recycle(votes);
     }
 
     /// Connects (see [`open`](Connection::open)), and has `server` observe what the connect

@@ -33,6 +33,33 @@ pub(super) struct Outgoing<'a> {
     pub sent: Instant,
 }
 
+/// What the batches of a connection are written and read into, kept from one batch to the
+/// next so that a batch allocates nothing of its own.
+pub(super) struct Buffers {
+    /// The pipeline as sent.
+    packed: Vec<u8>,
+    /// The replies as read.
+    values: Vec<Value>,
+    /// The votes, lent to each [`Ran`] and given back with [`Buffers::recycle`].
+    votes: Vec<Vote>,
+}
+
+impl Buffers {
+    pub fn new() -> Self {
+        Buffers {
+            packed: Vec::with_capacity(4096),
+            values: Vec::new(),
+            votes: Vec::new(),
+        }
+    }
+
+    /// Takes back the votes of a [`Ran`] that has been answered, for the next batch.
+    pub fn recycle(&mut self, mut votes: Vec<Vote>) {
+        votes.clear();
+        self.votes = votes;
+    }
+}
+
 /// What a batch brought back.
 pub(super) struct Ran {
     /// One per job, in order.
@@ -52,14 +79,23 @@ pub(super) struct Ran {
 /// connection is a Sentinel node's, whose master may be demoted under it.
 pub(super) fn plain(
     conn: &mut redis::Connection,
-    buf: &mut Vec<u8>,
+    bufs: &mut Buffers,
     out: &Outgoing<'_>,
     sentinel: bool,
 ) -> redis::RedisResult<Ran> {
     let batch = out.jobs;
     let wait = out.wait;
-    let (mut values, time, mut acked) =
-        pipeline(conn, buf, batch.iter(), out.inline_scripts, out.time, wait)?;
+    let values = &mut bufs.values;
+    let buf = &mut bufs.packed;
+    let (time, mut acked) = pipeline(
+        conn,
+        buf,
+        values,
+        batch.iter(),
+        out.inline_scripts,
+        out.time,
+        wait,
+    )?;
     let noscript: Vec<usize> = values
         .iter()
         .enumerate()
@@ -70,9 +106,11 @@ pub(super) fn plain(
         // Loaded for the batches to come; the resend carries the scripts' source (`EVAL`),
         // which another flush between the load and the resend cannot fail.
         load_scripts(conn, out.scripts)?;
-        let (again, _, acked_again) = pipeline(
+        let mut again = Vec::new();
+        let (_, acked_again) = pipeline(
             conn,
             buf,
+            &mut again,
             noscript.iter().map(|&i| &batch[i]),
             true,
             false,
@@ -86,17 +124,19 @@ pub(super) fn plain(
     }
     // The sentinels' master was demoted under us: resolve it again.
     let demoted = sentinel && values.iter().any(is_readonly);
-    let votes = values
-        .into_iter()
-        .zip(batch)
-        .map(|(v, r)| (r.command.interpret(v), needs_ack(&r.command)))
-        .map(|(vote, needs)| match (wait, &acked, vote) {
-            (Some(wait), Some(acked), vote) if vote.is_yes() && needs => {
-                acknowledged(acked, &wait).map_or(vote, Vote::Failed)
-            }
-            (_, _, vote) => vote,
-        })
-        .collect();
+    let mut votes = std::mem::take(&mut bufs.votes);
+    votes.extend(
+        values
+            .drain(..)
+            .zip(batch)
+            .map(|(v, r)| (r.command.interpret(v), needs_ack(&r.command)))
+            .map(|(vote, needs)| match (wait, &acked, vote) {
+                (Some(wait), Some(acked), vote) if vote.is_yes() && needs => {
+                    acknowledged(acked, &wait).map_or(vote, Vote::Failed)
+                }
+                (_, _, vote) => vote,
+            }),
+    );
     Ok(Ran {
         votes,
         time: time.into(),
@@ -106,7 +146,7 @@ pub(super) fn plain(
     })
 }
 
-/// Sends the requests as one pipeline and reads their replies. The first failed read ends it:
+/// Sends the requests as one pipeline and reads their replies into `values` (cleared first). The first failed read ends it:
 /// after a timeout the connection is out of step and gets dropped, and reading on (as
 /// redis-rs's `req_packed_commands` does) would cost one more timeout per queued request.
 ///
@@ -116,12 +156,14 @@ pub(super) fn plain(
 fn pipeline<'a>(
     conn: &mut redis::Connection,
     buf: &mut Vec<u8>,
+    values: &mut Vec<Value>,
     requests: impl Iterator<Item = &'a Job>,
     inline_scripts: bool,
     time: bool,
     wait: Option<Wait>,
-) -> redis::RedisResult<(Vec<Value>, Option<TimeReading>, Option<Acked>)> {
+) -> redis::RedisResult<(Option<TimeReading>, Option<Acked>)> {
     buf.clear();
+    values.clear();
     let mut count = 0;
     for r in requests {
         r.command.write_resp(&r.key, &r.token, inline_scripts, buf);
@@ -137,7 +179,7 @@ fn pipeline<'a>(
     }
     let sent = Instant::now();
     conn.send_packed_command(buf)?;
-    let mut values = Vec::with_capacity(count);
+    values.reserve(count);
     let mut reading = None;
     while values.len() < count {
         match conn.recv_response()? {
@@ -153,7 +195,7 @@ fn pipeline<'a>(
         Some(w) => Some(w.read(conn, sent)?),
         None => None,
     };
-    Ok((values, reading, acked))
+    Ok((reading, acked))
 }
 
 /// The batch on a cluster's masters (see `topology/cluster/link.rs`, which handles `NOSCRIPT`, `MOVED` and

@@ -397,7 +397,7 @@ impl Worker {
 
     /// Answers each job of a batch that ran with its vote, as it counts (see [`counted`]), and
     /// sends the cleanups of holds counted after their callers stopped reading.
-    fn answer(&mut self, batch: &mut Vec<Job>, ran: Ran, resend: bool) {
+    fn answer(&mut self, batch: &mut Vec<Job>, mut ran: Ran, resend: bool) {
         let now = Instant::now();
         self.pace.answering_at = now;
         self.conn.used(now);
@@ -421,12 +421,13 @@ impl Worker {
         // quarantine does not count, even if its answer came after it.
         let held_out = self.server.held_out(ran.sent, now);
         let mut cleanups = Vec::new();
-        for (r, vote) in batch.drain(..).zip(ran.votes) {
+        for (r, vote) in batch.drain(..).zip(ran.votes.drain(..)) {
             let vote = counted(&r, vote, held_out.as_ref(), resend);
             let (waiting, cleanup) = answer_or_clean_up(r, vote);
             self.pace.awaited += usize::from(waiting);
             cleanups.extend(cleanup);
         }
+        self.conn.recycle(ran.votes);
         if ran.demoted {
             self.conn.disconnect(&redis::RedisError::from((
                 redis::ErrorKind::Client,

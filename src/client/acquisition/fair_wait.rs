@@ -110,7 +110,7 @@ impl<'a> Acquisition<'a> {
             false,
             self.cancel,
         );
-        let id: Arc<str> = new_token()?.into();
+        let id = new_token()?;
         let news = sub.enlist(Arc::clone(&id));
         self.subscription = Some(sub);
         let member = Member {
