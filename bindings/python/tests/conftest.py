@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,13 @@ from redis_nodes import PATIENT, RedisNode
 import redquorum
 
 NODE_COUNT = 5
+
+# A test command started as a background job of a non-interactive shell inherits SIGINT
+# ignored, and Python then installs no KeyboardInterrupt handler: the Ctrl-C tests would wait
+# for ever for a signal that never arrives. They test the binding under Python's own handler,
+# which the child processes they start inherit as the default disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _redis_binary() -> str:
