@@ -146,9 +146,10 @@ pub(super) fn plain(
     })
 }
 
-/// Sends the requests as one pipeline and reads their replies into `values` (cleared first). The first failed read ends it:
-/// after a timeout the connection is out of step and gets dropped, and reading on (as
-/// redis-rs's `req_packed_commands` does) would cost one more timeout per queued request.
+/// Sends the requests as one pipeline and reads their replies into `values` (cleared first).
+/// The first failed read ends it: after a timeout the connection is out of step and gets
+/// dropped, and reading on (as redis-rs's `req_packed_commands` does) would cost one more
+/// timeout per queued request.
 ///
 /// With `wait`, `WAIT` follows everything else, and its reply comes back apart; `TIME` goes
 /// before it and is read as soon as its reply is in, so the wait does not count in the clock
