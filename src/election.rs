@@ -109,6 +109,7 @@ use crate::config::MAX_TTL;
 use crate::error::{Error, Result};
 use crate::kinds::leader::{self, Leader as LeaderKind, election_key};
 use crate::notify::{Subscription, Wake};
+use crate::rules::quorum::retry_delay;
 
 mod read;
 
@@ -546,7 +547,8 @@ impl fmt::Debug for Leadership {
 /// (an expiry is announced by no one). Ends (`None`) once its cancel fires.
 ///
 /// A read that cannot tell (see [`Redlock::leader`]) yields nothing: the observer keeps the
-/// last state it reported and reads again. So it names only leaders whose campaign returned
+/// last state it reported and reads again after the client's `retry_delay ± retry_jitter`
+/// (or its poll, if sooner). So it names only leaders whose campaign returned
 /// their leadership, and reports `None` only when no leadership can be held on a quorum.
 pub struct Observer {
     client: Redlock,
@@ -603,14 +605,24 @@ impl Iterator for Observer {
                 ));
             }
             let mut pause = self.poll;
-            if let Ok(state) = read_leader(&self.client, &self.key) {
-                let term = state.as_ref().map_or(0, |l| l.term);
-                if let Some(l) = &state {
-                    pause = pause.min(l.ttl + Duration::from_millis(1));
+            match read_leader(&self.client, &self.key) {
+                Ok(state) => {
+                    let term = state.as_ref().map_or(0, |l| l.term);
+                    if let Some(l) = &state {
+                        pause = pause.min(l.ttl + Duration::from_millis(1));
+                    }
+                    if self.last != Some(term) {
+                        self.last = Some(term);
+                        return Some(state);
+                    }
                 }
-                if self.last != Some(term) {
-                    self.last = Some(term);
-                    return Some(state);
+                // The state that could not be told may end unannounced (a key expiring, a
+                // node coming back), so read again as a lock retries, not a poll later.
+                Err(_) => {
+                    let config = self.client.settings();
+                    let again =
+                        retry_delay(config.retry_delay, config.retry_jitter, rand::random());
+                    pause = pause.min(again.max(Duration::from_millis(1)));
                 }
             }
             let wake = match &self.subscription {

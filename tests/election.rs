@@ -214,6 +214,48 @@ fn observers_see_each_change_woken_by_takeovers_releases_and_expiry() {
     observer.join().unwrap();
 }
 
+/// A state the nodes cannot tell may end with nothing announced: here a lock key that two
+/// nodes hold unconfirmed (a campaign between its acquire and its confirmation, or one whose
+/// keys were taken away) and that expires. The observer reads again as a lock retries, so it
+/// reports nobody soon after the expiry, not a 30 s poll later.
+#[test]
+fn an_observer_that_cannot_tell_reads_again_soon_not_a_poll_later() {
+    let cluster = Cluster::start(3);
+    let rl = cluster.client();
+    let key = "redlock:election:untold";
+    for node in &cluster.nodes[..2] {
+        node.set(key, "a-token-nobody-confirmed", 3_000);
+    }
+    assert!(
+        matches!(rl.leader("untold"), Err(Error::NoQuorum { .. })),
+        "two nodes holding an unconfirmed token: the nodes cannot tell"
+    );
+    let cancel = Cancel::new();
+    let seen: Seen = Arc::default();
+    let started = Instant::now();
+    let observer = {
+        let seen = Arc::clone(&seen);
+        let mut changes = rl
+            .observe("untold", Some(&cancel))
+            .unwrap()
+            .poll(Duration::from_secs(30));
+        std::thread::spawn(move || {
+            for change in &mut changes {
+                seen.lock().unwrap().push((change, Instant::now()));
+            }
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || !seen.lock().unwrap().is_empty()),
+        "no state reported {:?} after the observer started (the keys expire at 3 s, the poll is 30 s)",
+        started.elapsed()
+    );
+    assert_eq!(seen.lock().unwrap()[0].0, None);
+    assert_eq!(cluster.holding(key, "a-token-nobody-confirmed"), 0);
+    cancel.cancel();
+    observer.join().unwrap();
+}
+
 #[test]
 fn the_client_go_callbacks_run_once_each() {
     let cluster = Cluster::start(3);
