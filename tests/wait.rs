@@ -454,36 +454,80 @@ fn a_waiter_refused_everywhere_by_a_split_vote_does_not_sleep_until_the_keys_exp
     split_vote_then_undone(&attempts, false);
 }
 
+/// The same for a read-write lock: its writers' keys are strings with a token, as a plain
+/// lock's, so neither a writer nor a reader refused by a split vote of writers sleeps until
+/// their TTL.
+#[test]
+fn a_reader_or_writer_refused_by_a_split_vote_of_writers_does_not_sleep_until_the_keys_expire() {
+    let attempts = ["writer-a", "writer-a", "writer-b", "writer-b", "writer-c"];
+    for fair in [true, false] {
+        split_vote_then_undone_for(&attempts, |r| r.write().fair(fair));
+    }
+    split_vote_then_undone_for(&attempts, LockRequest::read);
+}
+
 /// Sets `owners[i]` as the key of "split" on node i (30 s TTL), has a waiter try and wait, then
 /// deletes them without an announcement, as the undos of failed attempts do: the waiter gets
 /// the lock long before the keys would have expired.
 fn split_vote_then_undone(owners: &[&str], fair: bool) {
+    split_vote_then_undone_for(owners, |r| r.fair(fair));
+}
+
+/// [`split_vote_then_undone`] for the waiting request that `kind` makes of a plain one.
+fn split_vote_then_undone_for(owners: &[&str], kind: impl Fn(LockRequest) -> LockRequest) {
+    split_keys_then_undone(
+        &[("split", owners)],
+        kind(waiting("split", Duration::from_secs(25))),
+    );
+}
+
+/// A semaphore's waiter refused everywhere, one slot held on every node and the other filled
+/// by the keys of a split vote: that slot is free, so it must not sleep until the keys expire.
+#[test]
+fn a_semaphore_waiter_refused_by_a_split_vote_on_a_slot_does_not_sleep_until_the_keys_expire() {
+    split_keys_then_undone(
+        &[
+            ("redlock:sem:{split}:0", &["held"; 5]),
+            (
+                "redlock:sem:{split}:1",
+                &["try-a", "try-a", "try-b", "try-b", "try-c"],
+            ),
+        ],
+        waiting("split", Duration::from_secs(25)).semaphore(2),
+    );
+}
+
+/// Sets `owners[i]` as `key` on node i for each `(key, owners)` of `keys` (30 s TTL), has a
+/// waiter make `request`, then deletes the last key without an announcement, as the undos of
+/// failed attempts do: the waiter gets the lock long before the keys would have expired.
+fn split_keys_then_undone(keys: &[(&str, &[&str])], request: LockRequest) {
     let cluster = Cluster::start(5);
     let rl = cluster.client();
-    for (node, owner) in cluster.nodes.iter().zip(owners) {
-        node.set("split", owner, 30_000);
+    for (key, owners) in keys {
+        for (node, owner) in cluster.nodes.iter().zip(owners.iter()) {
+            node.set(key, owner, 30_000);
+        }
     }
     let waiter = {
         let rl = rl.clone();
-        std::thread::spawn(move || {
-            rl.acquire(&waiting("split", Duration::from_secs(25)).fair(fair))
-                .map(|l| l.release())
-        })
+        let request = request.clone();
+        std::thread::spawn(move || rl.acquire(&request).map(|l| l.release()))
     };
+    let (undone_key, _) = keys.last().unwrap();
     assert!(eventually(Duration::from_secs(10), || cluster
         .nodes
         .iter()
-        .all(|n| n.release_subscribers("split") == 1)));
+        .all(|n| n.release_subscribers(undone_key) == 1)));
     std::thread::sleep(Duration::from_millis(300));
     for node in &cluster.nodes {
-        node.del("split");
+        node.del(undone_key);
     }
     let undone = Instant::now();
     waiter.join().unwrap().unwrap().unwrap();
     // Its fallback retries (at most 1 s apart) find the keys gone, long before their 30 s.
     assert!(
         undone.elapsed() < Duration::from_secs(10),
-        "fair {fair}: took {:?}",
+        "{request:?}: took {:?}",
         undone.elapsed()
     );
 }

@@ -461,7 +461,8 @@ mod tests {
         let mut names: Vec<String> = Vec::new();
         for line in source.lines() {
             let line = line.trim();
-            if let Some(rest) = line.strip_prefix("for _, ")
+            if let Some(rest) = line.strip_prefix("for ")
+                && let Some((_, rest)) = rest.split_once(", ")
                 && let Some((name, range)) = rest.split_once(" in ")
                 && range.starts_with("ipairs(KEYS)")
             {

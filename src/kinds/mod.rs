@@ -238,10 +238,10 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
 
 /// Lua: the longest remaining TTL of KEYS in ms (0 when none exists; nil when one has no TTL:
 /// nothing will free it by itself), and with ARGV[2] = 1 the value of KEYS[1] when it is a
-/// string (the token of whoever holds it), else nil. A waiter sleeps no longer than the TTL, and
-/// the tokens tell a lock held on a quorum from the keys of a split vote (see [`split_vote`]).
-/// (`pcall`: a key of another type, which only a resource shared by two kinds has, answers no
-/// token; the failed `GET` still counts in the node's `errorstat_WRONGTYPE`, hence ARGV[2].)
+/// string (the token of whoever holds it), else nil: a key of another type (a reentrant lock's
+/// hash, a read-write lock's readers) has no owner to read. A waiter sleeps no longer than the
+/// TTL, and the tokens tell a lock held on a quorum from the keys of a split vote (see
+/// [`split_vote`]).
 static REMAINING: Script = Script::new(
     r#"local m = 0
 for _, k in ipairs(KEYS) do
@@ -255,40 +255,58 @@ for _, k in ipairs(KEYS) do
     end
 end
 local owner = false
-if ARGV[2] == "1" then
-    owner = redis.pcall("get", KEYS[1])
-    if type(owner) ~= "string" then
-        owner = false
-    end
+if ARGV[2] == "1" and redis.call("type", KEYS[1]).ok == "string" then
+    owner = redis.call("get", KEYS[1])
 end
 return {m, owner}"#,
 );
 
 /// Lua: the shortest remaining TTL of KEYS in ms (0 when one is absent): when the first of
-/// several alternatives (a semaphore's slots) frees; nil when none ever expires.
+/// several alternatives (a semaphore's slots) frees; nil when none ever expires. With
+/// ARGV[2] = 1, `{that, the value of each key when it is a string, else nil}`: the tokens of
+/// each slot's holders, which tell slots held on a quorum from the keys of split votes.
 static REMAINING_ANY: Script = Script::new(
     r#"local m = false
-for _, k in ipairs(KEYS) do
+local reply = {false}
+for i, k in ipairs(KEYS) do
     local t = redis.call("pttl", k)
     if t == -2 then
-        return 0
+        t = 0
     end
     if t >= 0 and (not m or t < m) then
         m = t
     end
+    if ARGV[2] == "1" then
+        reply[i + 1] = false
+        if redis.call("type", k).ok == "string" then
+            reply[i + 1] = redis.call("get", k)
+        end
+    end
+end
+if ARGV[2] == "1" then
+    reply[1] = m
+    return reply
 end
 return m"#,
 );
 
-/// [`Kind::remaining`] without the token: for a kind whose key is a hash or a sorted set while
-/// held (a reentrant lock, a read-write lock's readers).
+/// [`Kind::remaining`] without the token: for a kind whose key is a hash while held (a reentrant
+/// lock), whose holds have no one owner to tell a split vote by.
 pub(crate) fn remaining_ttl(keys: &[Arc<str>]) -> Command {
     Command::script(&REMAINING, Reply::Raw).keys(Keys::List(keys.into()))
 }
 
-/// [`Kind::remaining`] for a kind that any one of its keys freeing lets in.
-pub(crate) fn remaining_any(keys: &[Arc<str>]) -> Command {
-    Command::script(&REMAINING_ANY, Reply::Count).keys(Keys::List(keys.into()))
+/// [`Kind::remaining`] for a kind that any one of its keys freeing lets in; with `tokens`, the
+/// token each key holds there too.
+pub(crate) fn remaining_any(keys: &[Arc<str>], tokens: bool) -> Command {
+    let keys = Keys::List(keys.into());
+    if tokens {
+        Command::script(&REMAINING_ANY, Reply::Raw)
+            .keys(keys)
+            .number(1)
+    } else {
+        Command::script(&REMAINING_ANY, Reply::Count).keys(keys)
+    }
 }
 
 /// When a quorum of nodes will have let the keys go, from the answers of
@@ -302,36 +320,44 @@ pub(crate) fn free_in(outcome: &Outcome, quorum: usize) -> Option<Duration> {
 }
 
 /// Whether the answers of [`Kind::remaining`] show the keys of a split vote rather than a
-/// lock: tokens on a quorum of nodes, but no one token on a quorum. Nobody holds the lock then:
-/// those keys belong to attempts that failed, whose undos announce nothing (`plain.rs`), so a
-/// waiter that slept until their TTL ran out, trusting a release to wake it, would sleep the
-/// whole TTL through for a lock nobody holds (the fair queue's head did, 8 s, in 4 of 25
-/// runs of `examples/waiters.rs` with 5 processes under load). Not for kinds whose keys
-/// hold no token (hashes, sorted sets): no owners to go by. `outcome` must be settled (every
-/// node's answer that came in time), not cut at the quorum: a quorum of answers that happened
-/// to leave out an empty node or a second token would tell the wrong story.
+/// lock: for one of its keys (a semaphore's slot; a lock has one), tokens on a quorum of nodes,
+/// but no one token on a quorum. Nobody holds that key then: those keys belong to attempts that
+/// failed, whose undos announce nothing (`plain.rs`), so a waiter that slept until their TTL
+/// ran out, trusting a release to wake it, would sleep the whole TTL through for a lock nobody
+/// holds (the fair queue's head did, 8 s, in 4 of 25 runs of `examples/waiters.rs` with 5
+/// processes under load). Not for kinds whose keys hold no token (hashes, sorted sets): no
+/// owners to go by. `outcome` must be settled (every node's answer that came in time), not cut
+/// at the quorum: a quorum of answers that happened to leave out an empty node or a second
+/// token would tell the wrong story.
 pub(crate) fn split_vote(outcome: &Outcome, quorum: usize) -> bool {
-    let mut owners: Vec<&[u8]> = outcome
+    let answers: Vec<&[redis::Value]> = outcome
         .tally
         .votes()
         .filter_map(|v| match v {
-            Vote::Raw(redis::Value::Array(a)) => match a.get(1) {
-                Some(redis::Value::BulkString(owner)) => Some(&owner[..]),
-                _ => None,
-            },
+            Vote::Raw(redis::Value::Array(a)) => Some(&a[..]),
             _ => None,
         })
         .collect();
-    if owners.len() < quorum {
-        return false;
-    }
-    owners.sort_unstable();
-    let most = owners
-        .chunk_by(|a, b| a == b)
-        .map(<[_]>::len)
-        .max()
-        .unwrap_or(0);
-    most < quorum
+    let keys = answers.iter().map(|a| a.len()).max().unwrap_or(0);
+    (1..keys).any(|k| {
+        let mut owners: Vec<&[u8]> = answers
+            .iter()
+            .filter_map(|a| match a.get(k) {
+                Some(redis::Value::BulkString(owner)) => Some(&owner[..]),
+                _ => None,
+            })
+            .collect();
+        if owners.len() < quorum {
+            return false;
+        }
+        owners.sort_unstable();
+        let most = owners
+            .chunk_by(|a, b| a == b)
+            .map(<[_]>::len)
+            .max()
+            .unwrap_or(0);
+        most < quorum
+    })
 }
 
 /// The remaining TTL one node answered, in ms.

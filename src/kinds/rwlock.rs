@@ -98,7 +98,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
-use crate::kinds::{Caller, Grant, Held, Kind, plain, remaining_ttl};
+use crate::kinds::{Caller, Grant, Held, Kind, plain};
 use crate::rules::token::new_token;
 use crate::sync::relock;
 use crate::wire::{Command, Reply, Script};
@@ -263,11 +263,6 @@ impl Kind for ReadWrite {
 
     fn keys(&self) -> &[Arc<str>] {
         &self.keys
-    }
-
-    /// No token to read: readers hold its key as a sorted set.
-    fn remaining(&self, _: bool) -> Command {
-        remaining_ttl(&self.keys)
     }
 
     fn token(&self, caller: &Caller) -> Result<Arc<str>> {

@@ -169,9 +169,10 @@ impl Kind for Semaphore {
         &self.keys
     }
 
-    /// Any slot freeing lets a waiter in: the soonest one counts.
-    fn remaining(&self, _: bool) -> Command {
-        crate::kinds::remaining_any(self.keys())
+    /// Any slot freeing lets a waiter in: the soonest one counts, and a slot that only the
+    /// keys of a split vote fill (see [`split_vote`](crate::kinds::split_vote)).
+    fn remaining(&self, tokens: bool) -> Command {
+        crate::kinds::remaining_any(self.keys(), tokens)
     }
 
     /// The slots in a fresh random order (Fisher-Yates).
