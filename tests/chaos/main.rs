@@ -1671,6 +1671,40 @@ fn print_table(
     println!();
 }
 
+/// Whether `arg` is one of libtest's flags, which `cargo test -- …` and test runners pass to
+/// every test binary (the value of those that take one follows as a separate argument, or
+/// after `=`).
+fn is_libtest_flag(arg: &str) -> bool {
+    const FLAGS: &[&str] = &[
+        "--include-ignored",
+        "--ignored",
+        "--force-run-in-process",
+        "--exclude-should-panic",
+        "--test",
+        "--bench",
+        "--list",
+        "--logfile",
+        "--nocapture",
+        "--no-capture",
+        "--test-threads",
+        "--skip",
+        "--quiet",
+        "-q",
+        "--exact",
+        "--color",
+        "--format",
+        "--show-output",
+        "-Z",
+        "--report-time",
+        "--ensure-time",
+        "--shuffle",
+        "--shuffle-seed",
+        "--fail-fast",
+    ];
+    let name = arg.split_once('=').map_or(arg, |(name, _)| name);
+    FLAGS.contains(&name)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--child") {
@@ -1765,7 +1799,18 @@ fn main() {
             }
             // libtest's own arguments, passed along by `cargo test -- ...` to every test
             // binary: run only when they select this one test, `chaos`.
-            _ => libtest.push(arg.clone()),
+            s if !s.starts_with('-') || is_libtest_flag(s) => libtest.push(arg.clone()),
+            // A misspelt flag of ours would otherwise become a filter that selects nothing,
+            // and the run would "pass" having done nothing.
+            s => {
+                eprintln!(
+                    "chaos: unknown flag {s:?}; its own are --seed N, --minutes N, --plan, \
+                     --plan-coverage N, --standalone, --cluster, --cluster3, --sentinel, \
+                     --min-replicas, --eager-restarts, --grace-ms N, --fresh-grace-ms N, \
+                     --stall-sentinels, --unchecked-storage, --no-clock-guard (and libtest's)"
+                );
+                std::process::exit(2)
+            }
         }
     }
     let selection = support::TestArgs::parse(&libtest);
