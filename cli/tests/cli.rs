@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Cluster, RedisNode, eventually};
+use support::{Cluster, RedisNode, eventually, wait_timeout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
@@ -64,21 +64,6 @@ fn signal(child: &Child, sig: i32) {
     // SAFETY: a signal to our own child process.
     unsafe {
         libc::kill(child.id() as i32, sig);
-    }
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

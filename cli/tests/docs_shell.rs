@@ -14,9 +14,9 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Cluster, eventually, free_port, server_binary};
+use support::{Cluster, eventually, free_port, server_binary, wait_timeout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
@@ -259,21 +259,6 @@ fn said(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A line run in the background, stopped (SIGTERM) when the test ends, also on a failure.

@@ -6,9 +6,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{Cluster, eventually};
+use support::{Cluster, eventually, wait_timeout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
@@ -50,21 +50,6 @@ fn signal(child: &Child, sig: i32) {
     // SAFETY: a signal to our own child process.
     unsafe {
         libc::kill(child.id() as i32, sig);
-    }
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -160,6 +160,22 @@ pub fn builder<S: AsRef<str>>(urls: &[S]) -> redquorum::Builder {
         .retry_jitter(Duration::from_millis(10))
 }
 
+/// Waits for `child` to exit, at most `limit`; past it, kills and reaps it and returns `None`.
+pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Polls `f` until it holds or `limit` passes; returns whether it held.
 pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
