@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use redquorum::{Error, NodeProblem, Redlock};
+use redquorum::{Error, LockRequest, NodeProblem, Redlock};
 use support::Shorthands;
 use support::{RedisNode, assert_no_worker_panicked, watch_workers};
 
@@ -290,6 +290,11 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     rules.extend(documented_acl_additions());
     for node in &nodes {
         set_user(node, &rules);
+        let _: () = redis::cmd("ACL")
+            .arg("LOG")
+            .arg("RESET")
+            .query(&mut node.conn())
+            .unwrap();
     }
     let urls: Vec<String> = nodes
         .iter()
@@ -376,6 +381,74 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     held.release().expect("release for the waiter");
     let got = waiter.join().expect("waiter thread");
     assert!(matches!(got, Ok(Ok(()))), "waiter: {got:?}");
+    // Nothing was refused on the way, not even what a feature works around (a fair queue's
+    // commands, a waiter's TTL read).
+    for node in &nodes {
+        let log: Vec<redis::Value> = redis::cmd("ACL")
+            .arg("LOG")
+            .query(&mut node.conn())
+            .unwrap();
+        assert!(log.is_empty(), "the documented ACL refused: {log:?}");
+    }
+    assert_no_worker_panicked();
+}
+
+/// A waiter needs only what the docs list for waiting (`+subscribe +unsubscribe +pttl`) and, for
+/// a semaphore, `+exists` and its keys: its read of the holder's TTL and tokens sends nothing
+/// else (no `TYPE`), so it sleeps on the holder's TTL instead of polling at its fallback, and
+/// the node's `ACL LOG` stays empty.
+#[test]
+fn a_waiter_needs_no_permission_beyond_the_documented_ones_for_waiting() {
+    watch_workers();
+    let (user, password) = documented_user();
+    let nodes: Vec<RedisNode> = (0..3).map(|_| RedisNode::start()).collect();
+    let mut rules = documented_acl();
+    rules.extend(
+        [
+            "+subscribe",
+            "+unsubscribe",
+            "+pttl",
+            "+exists",
+            "~redlock:sem:{lock:*",
+        ]
+        .map(String::from),
+    );
+    for node in &nodes {
+        set_user(node, &rules);
+        let _: () = redis::cmd("ACL")
+            .arg("LOG")
+            .arg("RESET")
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| user_url(n, &user, &password))
+        .collect();
+    let rl = client(&urls);
+    let wait = Duration::from_millis(700);
+    let held = rl.lock("lock:w", TTL).expect("held");
+    let waited = rl.acquire(&LockRequest::new("lock:w", TTL).fair(false).wait(wait));
+    assert!(
+        matches!(waited, Err(Error::NotAcquired { .. })),
+        "{waited:?}"
+    );
+    held.release().expect("release");
+    let permit = LockRequest::new("lock:s", TTL).semaphore(1);
+    let holder = rl.acquire(&permit.clone().once()).expect("permit");
+    let waited = rl.acquire(&permit.wait(wait));
+    assert!(
+        matches!(waited, Err(Error::NotAcquired { .. })),
+        "{waited:?}"
+    );
+    holder.release().expect("release");
+    for node in &nodes {
+        let log: Vec<redis::Value> = redis::cmd("ACL")
+            .arg("LOG")
+            .query(&mut node.conn())
+            .unwrap();
+        assert!(log.is_empty(), "the documented ACL refused: {log:?}");
+    }
     assert_no_worker_panicked();
 }
 
