@@ -935,7 +935,8 @@ fn with_min_replicas_an_extension_follows_a_manual_failover() {
 /// Each master's keys expire on its own clock, so the clock guard samples every master at
 /// connect and in every batch that writes to it, not only the first one (whose clock is the
 /// node's offset): a forward jump of another master's clock, even before this client's first
-/// write there, keeps the whole node out of acquire quorums, naming that master.
+/// write there, keeps the whole node out of acquire quorums, naming that master; and so does
+/// that master's clock ahead at connect, for a client started after the jump.
 #[test]
 fn a_jump_of_any_masters_clock_quarantines_the_cluster_node() {
     support::watch_workers();
@@ -1005,6 +1006,33 @@ fn a_jump_of_any_masters_clock_quarantines_the_cluster_node() {
             .as_deref()
             .is_some_and(|w| w.contains(&named) && w.contains("jumped forward")),
         "the reason names the master whose clock jumped: {:?}",
+        status.quarantine_reason
+    );
+    // A client started after the jump has no earlier sample of any master: it compares each
+    // master's first reading with its own clock and the other nodes', and holds the node out
+    // all the same.
+    let fresh = support::builder(&[cluster.url()])
+        .retry_count(0)
+        .clock_quarantine(quarantine)
+        .build()
+        .expect("client");
+    let err = fresh
+        .try_lock(&key, Duration::from_secs(10))
+        .expect_err("the fresh client's node vote is held out");
+    assert!(
+        matches!(
+            problems(&err).as_slice(),
+            [NodeProblem::ClockJump { jump, .. }] if *jump > Duration::from_millis(2000)
+        ),
+        "{err}"
+    );
+    let status = &fresh.node_status()[0];
+    assert!(
+        status
+            .quarantine_reason
+            .as_deref()
+            .is_some_and(|w| w.contains(&named) && w.contains("ahead")),
+        "the fresh client's reason names the master ahead: {:?}",
         status.quarantine_reason
     );
     let _ = std::fs::remove_dir_all(&dir);

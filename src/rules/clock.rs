@@ -43,7 +43,7 @@
 //!   it started. It compares each node's clock offset (node `TIME` − our wall clock) with the
 //!   other nodes' offsets and ours ([`cross_check`]): a node ahead of the (lower) median by more
 //!   than the threshold is quarantined, since it may have jumped recently; one behind is
-//!   reported.
+//!   reported. A cluster node's every master is compared so, each on its first reading.
 //!
 //! # What it cannot catch
 //! - A jump between two samples smaller than `threshold + rate × time between them`: with rare
@@ -533,6 +533,10 @@ pub(crate) struct Guard {
     /// The first sample ever still has to be compared with the other nodes' (at the first
     /// acquire, by when they have connected too).
     cross_check_due: bool,
+    /// A cluster node's other masters whose first reading still has to be compared with the
+    /// other nodes' offsets, as the first master's is: a client that connects after one of them
+    /// jumped has no earlier sample of it either.
+    masters_due: Vec<(String, Offset)>,
     /// Until then the node's acquire successes do not count, and the jump that caused it.
     quarantine: Option<(Instant, Duration)>,
 }
@@ -557,6 +561,7 @@ impl Guard {
             offset: None,
             post_due: false,
             cross_check_due: false,
+            masters_due: Vec::new(),
             quarantine: None,
         }
     }
@@ -585,6 +590,7 @@ impl Guard {
     pub(crate) fn new_server(&mut self) {
         self.detector = Detector::default();
         self.masters.clear();
+        self.masters_due.clear();
         self.offset = None;
     }
 
@@ -598,6 +604,8 @@ impl Guard {
             self.offset = None;
         }
         self.masters.retain(|m, _| masters.contains(&m.as_str()));
+        self.masters_due
+            .retain(|(m, _)| masters.contains(&m.as_str()));
         self.no_time.retain(|m| masters.contains(&m.as_str()));
     }
 
@@ -665,9 +673,11 @@ impl Guard {
     /// Feeds the reading of a cluster node's other master (not its first, whose clock is the
     /// node's: [`sample`](Guard::sample)) to that master's detector. Each master's keys expire on
     /// its own clock, so a forward jump of any master the node's votes were taken on puts the
-    /// whole node in quarantine, as a jump of the first one does. Only the first master's clock
-    /// is the node's offset for the cross-checks and the board, which tell this host's own
-    /// suspensions: another master's reading adds nothing there.
+    /// whole node in quarantine, as a jump of the first one does, and so does a first reading
+    /// ahead of the other nodes' at the next acquire ([`before_votes`](Guard::before_votes)).
+    /// Only the first master's clock is the node's offset on the board, which the other nodes'
+    /// cross-checks and this host's suspensions go by: another master's reading adds nothing
+    /// there.
     pub(crate) fn sample_master(
         &mut self,
         master: &str,
@@ -698,11 +708,12 @@ impl Guard {
             wall: time.wall,
             suspended: time.suspended,
         };
-        let seen = self
-            .masters
-            .entry(master.to_owned())
-            .or_default()
-            .observe(sample, &limits);
+        let detector = self.masters.entry(master.to_owned()).or_default();
+        if !detector.has_sample() {
+            self.masters_due.retain(|(m, _)| m != master);
+            self.masters_due.push((master.to_owned(), sample.offset()));
+        }
+        let seen = detector.observe(sample, &limits);
         if let Some(jump) = seen.forward {
             events.push(self.quarantine(
                 jump,
@@ -726,32 +737,52 @@ impl Guard {
 
     /// Before the votes of a batch are counted: at the first acquire, compares this node's
     /// first clock offset with the other nodes' and ours, since a node ahead of them may have
-    /// jumped forward before this client could see it.
+    /// jumped forward before this client could see it; and so for the first reading of each of
+    /// a cluster node's other masters.
     pub(crate) fn before_votes(&mut self, has_acquire: bool, now: Instant) -> Vec<Event> {
-        if !(self.cross_check_due && has_acquire) {
+        if !has_acquire {
             return Vec::new();
         }
-        self.cross_check_due = false;
-        let (Some(limits), Some(mine)) = (self.limits, self.offset) else {
+        let mut due: Vec<(Option<String>, Offset)> = std::mem::take(&mut self.masters_due)
+            .into_iter()
+            .map(|(m, o)| (Some(m), o))
+            .collect();
+        if std::mem::take(&mut self.cross_check_due)
+            && let Some(mine) = self.offset
+        {
+            due.insert(0, (None, mine));
+        }
+        let Some(limits) = self.limits else {
             return Vec::new();
         };
-        let others = self.board.others(self.index);
-        match cross_check(mine, &others, limits.threshold) {
-            Some(skew) if skew > 0 => vec![self.quarantine(
-                Duration::from_micros(skew as u64),
-                now,
-                format!(
-                    "at connect its clock was {} ms ahead of the other nodes' and ours: it may \
-                     have jumped forward",
-                    skew / 1000
-                ),
-            )],
-            Some(skew) => vec![self.warning(format!(
-                "at connect its clock was {} ms behind the other nodes' and ours",
-                -skew / 1000
-            ))],
-            None => Vec::new(),
+        if due.is_empty() {
+            return Vec::new();
         }
+        let others = self.board.others(self.index);
+        let mut events = Vec::new();
+        for (master, offset) in due {
+            let clock = master.map_or_else(
+                || "its clock".to_owned(),
+                |m| format!("the clock of its master {m}"),
+            );
+            match cross_check(offset, &others, limits.threshold) {
+                Some(skew) if skew > 0 => events.push(self.quarantine(
+                    Duration::from_micros(skew as u64),
+                    now,
+                    format!(
+                        "at connect {clock} was {} ms ahead of the other nodes' and ours: it may \
+                         have jumped forward",
+                        skew / 1000
+                    ),
+                )),
+                Some(skew) => events.push(self.warning(format!(
+                    "at connect {clock} was {} ms behind the other nodes' and ours",
+                    -skew / 1000
+                ))),
+                None => {}
+            }
+        }
+        events
     }
 
     /// Why the node's acquire successes do not count now, if they do not.
@@ -1163,6 +1194,67 @@ mod tests {
             events.iter().any(|e| matches!(e, Event::Quarantined(..))),
             "{events:?}"
         );
+    }
+
+    /// A client that connects after one of a cluster node's other masters jumped has no earlier
+    /// sample of it: that master's first reading is compared with the other nodes' at the first
+    /// acquire, as the first master's is, and the node is quarantined naming it (the chaos run's
+    /// cluster3 configuration found a fresh client taking a held lock through such a master).
+    #[test]
+    fn another_masters_clock_ahead_at_connect_quarantines_the_cluster_node_at_the_first_acquire() {
+        use redis::Value;
+        let time = |at: Duration| {
+            Value::Array(vec![
+                Value::BulkString(at.as_secs().to_string().into_bytes()),
+                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
+            ])
+        };
+        let now = || {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+        };
+        let board = Arc::new(ClockBoard::new(3, Some(LIMITS.threshold)));
+        let mut others: Vec<Guard> = (1..3)
+            .map(|i| Guard::new(Some(LIMITS), format!("n{i}"), i, Arc::clone(&board)))
+            .collect();
+        for g in &mut others {
+            g.connected(true);
+            let t = Instant::now();
+            g.sample(TimeReading::new(time(now()), t), t);
+        }
+        let mut g = Guard::new(Some(LIMITS), "cluster:a:1".into(), 0, Arc::clone(&board));
+        g.connected(true);
+        let t = Instant::now();
+        assert_eq!(g.sample(TimeReading::new(time(now()), t), t), vec![]);
+        let ahead = Duration::from_millis(870);
+        let events = g.sample_master("b:2", TimeReading::new(time(now() + ahead), t), t);
+        assert_eq!(events, vec![], "a first reading is no jump by itself");
+        assert_eq!(g.before_votes(false, t), vec![], "no acquire, no check");
+        assert_eq!(g.held_out(t, t), None);
+        let events = g.before_votes(true, t);
+        assert!(
+            matches!(&events[..], [Event::Quarantined(_, why)]
+                if why.contains("master b:2") && why.contains("ahead")),
+            "{events:?}"
+        );
+        assert!(matches!(
+            g.held_out(t, t),
+            Some(NodeProblem::ClockJump { .. })
+        ));
+        assert_eq!(
+            g.before_votes(true, t),
+            vec![],
+            "each first reading is checked once"
+        );
+        // A master in step with the others passes.
+        let mut g = Guard::new(Some(LIMITS), "cluster:a:1".into(), 0, board);
+        g.connected(true);
+        let t = Instant::now();
+        g.sample(TimeReading::new(time(now()), t), t);
+        g.sample_master("b:2", TimeReading::new(time(now()), t), t);
+        assert_eq!(g.before_votes(true, t), vec![]);
+        assert_eq!(g.held_out(t, t), None);
     }
 
     /// A cluster node's other masters: each has its own detector (their clocks may differ from

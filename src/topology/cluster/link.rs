@@ -17,8 +17,9 @@
 //! The clock guard's samples belong to servers: the probe at connect reads every master's
 //! `TIME`, and a batch that takes or extends locks carries `TIME` to every master it writes to
 //! (a re-run after a `MOVED` too), and to the first master of the list (by address), whose
-//! clock is the node's for the guard's cross-checks. Each master's clock has its own detector
-//! (its keys expire on that clock), and a forward jump of any of them quarantines the node
+//! clock is the node's on the board the other nodes' cross-checks read. Each master's clock has
+//! its own detector (its keys expire on that clock), and a forward jump of any of them, or a
+//! first reading ahead of the other nodes' at the next acquire, quarantines the node
 //! (`rules::clock`, `Guard::sample_master`). A change of the list keeps the samples of the
 //! masters still in it and forgets the others' (a new master's clock does not pass for a
 //! jump), and the node's own when the first master changed. Not sampled: a command an `ASK`
