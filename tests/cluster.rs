@@ -1010,7 +1010,11 @@ fn a_jump_of_any_masters_clock_quarantines_the_cluster_node() {
     );
     // A client started after the jump has no earlier sample of any master: it compares each
     // master's first reading with its own clock and the other nodes', and holds the node out
-    // all the same.
+    // all the same. (Once the first client's undo of its held-out write has run there.)
+    assert!(
+        eventually(Duration::from_secs(5), || cluster.get(&key).is_none()),
+        "the first client's write is undone"
+    );
     let fresh = support::builder(&[cluster.url()])
         .retry_count(0)
         .clock_quarantine(quarantine)
@@ -1307,5 +1311,256 @@ fn a_busy_client_sends_no_extra_command_to_confirm_its_masters() {
         after - before
     );
     assert!(cycles > 100, "{cycles} cycles");
+    support::assert_no_worker_panicked();
+}
+
+fn real_time() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+}
+
+fn node_time(node: &RedisNode) -> Duration {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut node.conn()).expect("TIME");
+    Duration::from_secs(secs) + Duration::from_micros(micros)
+}
+
+fn key_slot(node: &RedisNode, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut node.conn())
+        .expect("KEYSLOT")
+}
+
+fn node_id(node: &RedisNode) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut node.conn())
+        .expect("MYID")
+}
+
+/// `slot` migrating from `from` to `to` (the key is not on `from`: `ASK` sends it to `to`).
+fn migrate(from: &RedisNode, to: &RedisNode, slot: u16) {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("IMPORTING")
+        .arg(node_id(from))
+        .query(&mut to.conn())
+        .expect("IMPORTING");
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("MIGRATING")
+        .arg(node_id(to))
+        .query(&mut from.conn())
+        .expect("MIGRATING");
+}
+
+/// PTTL of `key` on an importing node (after `ASKING`).
+fn asking_pttl(node: &RedisNode, key: &str) -> i64 {
+    let (_, pttl): ((), i64) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("PTTL")
+        .arg(key)
+        .query(&mut node.conn())
+        .expect("ASKING PTTL");
+    pttl
+}
+
+fn shift_clock(path: &std::path::Path, ms: i64) {
+    std::fs::write(path, ms.to_string()).expect("offset file");
+}
+
+/// A slot being migrated: a command `ASK` sends on to the importing master `X` counts there, so
+/// it carries `TIME` to `X` too. A jump of `X`'s clock after both clients connected (which
+/// expired the holder's key there early) keeps `X`'s vote out for the second client, as a jump
+/// of a master it writes to directly does.
+#[test]
+fn a_vote_taken_through_ask_on_a_master_whose_clock_jumped_is_held_out() {
+    support::watch_workers();
+    let dir = std::env::temp_dir().join(format!("h-attack3-a-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let shim = support::build_shim("clockshift", &dir, &[]);
+    let offset = |i: usize| dir.join(format!("offset_ms.{i}"));
+    for i in 0..3 {
+        shift_clock(&offset(i), 0);
+    }
+    let cluster = RedisCluster::start_with_env(3, 0, &[], |i| {
+        vec![
+            ("LD_PRELOAD".into(), shim.display().to_string()),
+            ("CLOCKSHIFT_FILE".into(), offset(i).display().to_string()),
+        ]
+    });
+    let first = (0..3)
+        .min_by_key(|&i| format!("127.0.0.1:{}", cluster.nodes[i].port))
+        .unwrap();
+    let others: Vec<usize> = (0..3).filter(|&i| i != first).collect();
+    let (m, x) = (others[0], others[1]);
+    let key = (0..200)
+        .map(|i| format!("h3:ask:{i}"))
+        .find(|k| cluster.master_of(k) == m)
+        .unwrap();
+    let quarantine = Duration::from_secs(5);
+    let a = support::builder(&[cluster.url()])
+        .retry_count(0)
+        .clock_quarantine(quarantine)
+        .build()
+        .unwrap();
+    let b = support::builder(&[cluster.url()])
+        .retry_count(0)
+        .clock_quarantine(quarantine)
+        .build()
+        .unwrap();
+    // Both clients connected and past their first acquire (every master in step).
+    for c in [&a, &b] {
+        let warm = c.try_lock("h3:warm", Duration::from_secs(1)).expect("warm");
+        warm.release().expect("release");
+    }
+    migrate(
+        &cluster.nodes[m],
+        &cluster.nodes[x],
+        key_slot(&cluster.nodes[m], &key),
+    );
+    let held = a
+        .try_lock(&key, Duration::from_secs(10))
+        .expect("A takes the lock");
+    let pttl = asking_pttl(&cluster.nodes[x], &key);
+    assert!(
+        pttl > 5000,
+        "the key went to the importing master X: {pttl}"
+    );
+    // X's clock jumps 20 s forward: A's key expires there at once.
+    shift_clock(&offset(x), 20_000);
+    assert!(eventually(Duration::from_secs(5), || node_time(
+        &cluster.nodes[x]
+    ) > real_time()
+        + Duration::from_secs(15)));
+    assert_eq!(
+        asking_pttl(&cluster.nodes[x], &key),
+        -2,
+        "X expired A's key early"
+    );
+    let second = b.try_lock(&key, Duration::from_secs(10));
+    let a_valid = held.validity();
+    assert!(
+        second.is_err(),
+        "TWO HOLDERS: A still valid for {a_valid:?}, and B took the lock through X whose clock \
+         is 20 s ahead (B status: {:?})",
+        b.node_status()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    support::assert_no_worker_panicked();
+}
+
+/// The importing master outside the slot map (a new master taking its first slot by
+/// migration), and a client started after its clock jumped: no earlier reading of it, so its
+/// first reading, taken with the command `ASK` sent on, is compared with the other clocks, and
+/// the vote is held out.
+#[test]
+fn a_fresh_clients_vote_through_ask_on_an_unlisted_master_ahead_is_held_out() {
+    support::watch_workers();
+    let dir = std::env::temp_dir().join(format!("h-attack3-b-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let shim = support::build_shim("clockshift", &dir, &[]);
+    let xfile = dir.join("offset_ms.x");
+    shift_clock(&xfile, 0);
+    let cluster = RedisCluster::start(3, 0);
+    let xenv = [
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("CLOCKSHIFT_FILE", xfile.to_str().unwrap()),
+    ];
+    let x = RedisNode::start_with_env(
+        &[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "1000",
+            "--cluster-require-full-coverage",
+            "no",
+        ],
+        &xenv,
+    );
+    let seed = &cluster.nodes[0];
+    let _: () = redis::cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(seed.port)
+        .arg(seed.cluster_port.unwrap())
+        .query(&mut x.conn())
+        .expect("MEET");
+    let xid = node_id(&x);
+    assert!(eventually(Duration::from_secs(10), || {
+        cluster.nodes.iter().all(|n| {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut n.conn())
+                .unwrap_or_default();
+            nodes
+                .lines()
+                .any(|l| l.starts_with(&xid) && l.contains("connected"))
+        })
+    }));
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            cluster.nodes.iter().chain(std::iter::once(&x)).all(|n| {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut n.conn())
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:4\r")
+            })
+        }),
+        "the cluster is ok with X"
+    );
+    let key = "h3:unlisted";
+    let m = cluster.master_of(key);
+    let s = key_slot(&cluster.nodes[m], key);
+    // IMPORTING needs X to know M.
+    assert!(eventually(Duration::from_secs(10), || {
+        redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(s)
+            .arg("IMPORTING")
+            .arg(node_id(&cluster.nodes[m]))
+            .query::<()>(&mut x.conn())
+            .is_ok()
+    }));
+    let _: () = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(s)
+        .arg("MIGRATING")
+        .arg(&xid)
+        .query(&mut cluster.nodes[m].conn())
+        .expect("MIGRATING");
+    let a = support::builder(&[cluster.url()])
+        .retry_count(0)
+        .clock_quarantine(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let held = a
+        .try_lock(key, Duration::from_secs(10))
+        .expect("A takes the lock");
+    assert!(asking_pttl(&x, key) > 5000, "the key is on X");
+    shift_clock(&xfile, 20_000);
+    assert!(eventually(Duration::from_secs(5), || node_time(&x)
+        > real_time() + Duration::from_secs(15)));
+    assert_eq!(asking_pttl(&x, key), -2, "X expired A's key early");
+    // A client started after the jump.
+    let fresh = support::builder(&[cluster.url()])
+        .retry_count(0)
+        .clock_quarantine(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let second = fresh.try_lock(key, Duration::from_secs(10));
+    assert!(
+        second.is_err(),
+        "TWO HOLDERS: A still valid for {:?}; the fresh client took the lock through X, 20 s \
+         ahead (status {:?})",
+        held.validity(),
+        fresh.node_status()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     support::assert_no_worker_panicked();
 }

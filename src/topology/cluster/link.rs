@@ -22,8 +22,9 @@
 //! first reading ahead of the other nodes' at the next acquire, quarantines the node
 //! (`rules::clock`, `Guard::sample_master`). A change of the list keeps the samples of the
 //! masters still in it and forgets the others' (a new master's clock does not pass for a
-//! jump), and the node's own when the first master changed. Not sampled: a command an `ASK`
-//! sent to a node outside the list, and a master whose ACL denies `TIME` (warned of once).
+//! jump), and the node's own when the first master changed. A command an `ASK` sends on (a
+//! slot being migrated) carries `TIME` to that node too, listed master or not. Not sampled: a
+//! master whose ACL denies `TIME` (warned of once).
 //!
 //! # `min_replicas`
 //!
@@ -278,11 +279,13 @@ impl ClusterLink {
             reading.node = again.node.or(reading.node);
             reading.masters.extend(again.masters);
         }
-        // ASK: the key's slot is being migrated, and the key is on the node named.
+        // ASK: the key's slot is being migrated, and the key is on the node named. Its vote
+        // counts, so with `time` that node reads its clock too, listed master or not.
         for i in matching(&values, "ASK") {
-            let (value, on) = self.ask(&batch[i], &values[i], wait)?;
+            let (value, on, clock) = self.ask(&batch[i], &values[i], wait, time)?;
             values[i] = value;
             ran_on[i] = on;
+            reading.masters.extend(clock);
         }
         let acks = match wait {
             Some(wait) => Some(self.wait(wait, ran_on)?),
@@ -547,26 +550,32 @@ impl ClusterLink {
 
     /// Sends a command that answered `ASK slot host:port` to that node, after `ASKING`, with
     /// its script's source (the node may not have our scripts). The node's reply, or the `ASK`
-    /// itself when it cannot be read; and where it ran. With `wait`, a node the link has no
-    /// connection to gets its `WAIT` on the connection opened for it, read here.
+    /// itself when it cannot be read; where it ran; and with `time`, the node's `TIME` reading
+    /// (none for the first master, read in the batch's first round already). With `wait`, a
+    /// node the link has no connection to gets its `WAIT` on the connection opened for it, read
+    /// here.
     fn ask(
         &mut self,
         r: &Routed<'_>,
         ask: &Value,
         wait: Option<WaitFor>,
-    ) -> redis::RedisResult<(Value, RanOn)> {
+        time: bool,
+    ) -> redis::RedisResult<(Value, RanOn, Option<MasterReading>)> {
         let Some((host, port)) = redirect(ask) else {
-            return Ok((ask.clone(), RanOn::Nowhere));
+            return Ok((ask.clone(), RanOn::Nowhere, None));
         };
         if let Some(i) = self.position(&host, port) {
-            let value = send_asking(&mut self.masters[i].conn, r)?;
-            return Ok((value, RanOn::Master(host, port)));
+            let master = &mut self.masters[i];
+            let (value, reading) = send_asking(&mut master.conn, r, time && i != 0)?;
+            let clock = reading.map(|t| (master.address(), t));
+            return Ok((value, RanOn::Master(host, port), clock));
         }
         let mut conn = self
             .cluster
             .open(&host, port, self.timeouts)
             .map_err(|e| name_master(e, &address(&host, port)))?;
-        let value = send_asking(&mut conn, r)?;
+        let (value, reading) = send_asking(&mut conn, r, time)?;
+        let clock = reading.map(|t| (address(&host, port), t));
         let on = match wait {
             Some(wait) => {
                 let mut buf = Vec::new();
@@ -576,9 +585,12 @@ impl ClusterLink {
             }
             None => RanOn::Nowhere,
         };
-        Ok((value, on))
+        Ok((value, on, clock))
     }
 }
+
+/// A master's `TIME` reading, with its address.
+type MasterReading = (String, TimeReading);
 
 /// What [`ClusterLink::execute`] returns: the replies in the batch's order, the `TIME`
 /// reading, and with a `WAIT`, what it answered for each command.
@@ -637,13 +649,28 @@ enum RanOn {
     Alone(Waited),
 }
 
-fn send_asking(conn: &mut redis::Connection, r: &Routed<'_>) -> redis::RedisResult<Value> {
+/// `ASKING` and the command, with `time` followed by `TIME`: the command's reply, and the
+/// reading.
+fn send_asking(
+    conn: &mut redis::Connection,
+    r: &Routed<'_>,
+    time: bool,
+) -> redis::RedisResult<(Value, Option<TimeReading>)> {
     let mut buf = Vec::new();
     redis::cmd("ASKING").write_packed_command(&mut buf);
     r.command.write_resp(r.key, r.token, true, &mut buf);
+    if time {
+        buf.extend_from_slice(TIME_COMMAND);
+    }
+    let sent = Instant::now();
     conn.send_packed_command(&buf)?;
     let _asking = next_reply(conn)?;
-    next_reply(conn)
+    let value = next_reply(conn)?;
+    let reading = match time {
+        true => Some(TimeReading::new(next_reply(conn)?, sent)),
+        false => None,
+    };
+    Ok((value, reading))
 }
 
 /// An error reply, as a server would send it.
