@@ -47,6 +47,26 @@ fn set_user(node: &RedisNode, rules: &[String]) {
         .unwrap_or_else(|e| panic!("ACL SETUSER {}: {e}", rules.join(" ")));
 }
 
+/// Empties `node`'s `ACL LOG`.
+fn acl_log_reset(node: &RedisNode) {
+    let _: () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut node.conn())
+        .unwrap();
+}
+
+/// Asserts that no node's `ACL LOG` has an entry: nothing was refused.
+fn assert_acl_log_empty(nodes: &[RedisNode]) {
+    for node in nodes {
+        let log: Vec<redis::Value> = redis::cmd("ACL")
+            .arg("LOG")
+            .query(&mut node.conn())
+            .unwrap();
+        assert!(log.is_empty(), "the documented ACL refused: {log:?}");
+    }
+}
+
 fn user_url(node: &RedisNode, user: &str, password: &str) -> String {
     format!("redis://{user}:{password}@127.0.0.1:{}", node.port)
 }
@@ -290,11 +310,7 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     rules.extend(documented_acl_additions());
     for node in &nodes {
         set_user(node, &rules);
-        let _: () = redis::cmd("ACL")
-            .arg("LOG")
-            .arg("RESET")
-            .query(&mut node.conn())
-            .unwrap();
+        acl_log_reset(node);
     }
     let urls: Vec<String> = nodes
         .iter()
@@ -383,13 +399,7 @@ fn documented_acl_additions_cover_every_kind_of_lock_and_waiting() {
     assert!(matches!(got, Ok(Ok(()))), "waiter: {got:?}");
     // Nothing was refused on the way, not even what a feature works around (a fair queue's
     // commands, a waiter's TTL read).
-    for node in &nodes {
-        let log: Vec<redis::Value> = redis::cmd("ACL")
-            .arg("LOG")
-            .query(&mut node.conn())
-            .unwrap();
-        assert!(log.is_empty(), "the documented ACL refused: {log:?}");
-    }
+    assert_acl_log_empty(&nodes);
     assert_no_worker_panicked();
 }
 
@@ -415,11 +425,7 @@ fn a_waiter_needs_no_permission_beyond_the_documented_ones_for_waiting() {
     );
     for node in &nodes {
         set_user(node, &rules);
-        let _: () = redis::cmd("ACL")
-            .arg("LOG")
-            .arg("RESET")
-            .query(&mut node.conn())
-            .unwrap();
+        acl_log_reset(node);
     }
     let urls: Vec<String> = nodes
         .iter()
@@ -442,13 +448,7 @@ fn a_waiter_needs_no_permission_beyond_the_documented_ones_for_waiting() {
         "{waited:?}"
     );
     holder.release().expect("release");
-    for node in &nodes {
-        let log: Vec<redis::Value> = redis::cmd("ACL")
-            .arg("LOG")
-            .query(&mut node.conn())
-            .unwrap();
-        assert!(log.is_empty(), "the documented ACL refused: {log:?}");
-    }
+    assert_acl_log_empty(&nodes);
     assert_no_worker_panicked();
 }
 

@@ -940,23 +940,9 @@ fn with_min_replicas_an_extension_follows_a_manual_failover() {
 #[test]
 fn a_jump_of_any_masters_clock_quarantines_the_cluster_node() {
     support::watch_workers();
-    let dir = std::env::temp_dir().join(format!("redlock-cluster-clock-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let shim = support::build_shim("clockshift", &dir, &[]);
-    let offset = |i: usize| dir.join(format!("offset_ms.{i}"));
-    for i in 0..3 {
-        std::fs::write(offset(i), "0").expect("offset file");
-    }
-    let cluster = RedisCluster::start_with_env(3, 0, &[], |i| {
-        vec![
-            ("LD_PRELOAD".into(), shim.display().to_string()),
-            ("CLOCKSHIFT_FILE".into(), offset(i).display().to_string()),
-        ]
-    });
+    let (dir, cluster, first) = shifted_cluster("redlock-cluster-clock");
+    let offset = |i: usize| offset_file(&dir, i);
     // The first master by address is the node's clock; the key lives on another one.
-    let first = (0..3)
-        .min_by_key(|&i| format!("127.0.0.1:{}", cluster.nodes[i].port))
-        .expect("three masters");
     let key = (0..64)
         .map(|i| format!("cluster:clock:{i}"))
         .find(|k| cluster.master_of(k) != first)
@@ -1314,6 +1300,36 @@ fn a_busy_client_sends_no_extra_command_to_confirm_its_masters() {
     support::assert_no_worker_panicked();
 }
 
+/// Three masters, each under the clock shim (`tests/support/clockshift.c`) with an offset file
+/// of its own in a temp dir named after `name`, all at 0: the dir, the cluster, and which master
+/// is the first by address (the node's clock for the guard's cross-checks).
+fn shifted_cluster(name: &str) -> (std::path::PathBuf, RedisCluster, usize) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let shim = support::build_shim("clockshift", &dir, &[]);
+    for i in 0..3 {
+        shift_clock(&offset_file(&dir, i), 0);
+    }
+    let cluster = RedisCluster::start_with_env(3, 0, &[], |i| {
+        vec![
+            ("LD_PRELOAD".into(), shim.display().to_string()),
+            (
+                "CLOCKSHIFT_FILE".into(),
+                offset_file(&dir, i).display().to_string(),
+            ),
+        ]
+    });
+    let first = (0..3)
+        .min_by_key(|&i| format!("127.0.0.1:{}", cluster.nodes[i].port))
+        .expect("three masters");
+    (dir, cluster, first)
+}
+
+/// The clock shim's offset file of master `i` in `dir`.
+fn offset_file(dir: &std::path::Path, i: usize) -> std::path::PathBuf {
+    dir.join(format!("offset_ms.{i}"))
+}
+
 fn real_time() -> Duration {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1380,22 +1396,8 @@ fn shift_clock(path: &std::path::Path, ms: i64) {
 #[test]
 fn a_vote_taken_through_ask_on_a_master_whose_clock_jumped_is_held_out() {
     support::watch_workers();
-    let dir = std::env::temp_dir().join(format!("h-attack3-a-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let shim = support::build_shim("clockshift", &dir, &[]);
-    let offset = |i: usize| dir.join(format!("offset_ms.{i}"));
-    for i in 0..3 {
-        shift_clock(&offset(i), 0);
-    }
-    let cluster = RedisCluster::start_with_env(3, 0, &[], |i| {
-        vec![
-            ("LD_PRELOAD".into(), shim.display().to_string()),
-            ("CLOCKSHIFT_FILE".into(), offset(i).display().to_string()),
-        ]
-    });
-    let first = (0..3)
-        .min_by_key(|&i| format!("127.0.0.1:{}", cluster.nodes[i].port))
-        .unwrap();
+    let (dir, cluster, first) = shifted_cluster("redlock-cluster-ask");
+    let offset = |i: usize| offset_file(&dir, i);
     let others: Vec<usize> = (0..3).filter(|&i| i != first).collect();
     let (m, x) = (others[0], others[1]);
     let key = (0..200)
@@ -1461,7 +1463,10 @@ fn a_vote_taken_through_ask_on_a_master_whose_clock_jumped_is_held_out() {
 #[test]
 fn a_fresh_clients_vote_through_ask_on_an_unlisted_master_ahead_is_held_out() {
     support::watch_workers();
-    let dir = std::env::temp_dir().join(format!("h-attack3-b-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "redlock-cluster-ask-unlisted-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let shim = support::build_shim("clockshift", &dir, &[]);
     let xfile = dir.join("offset_ms.x");

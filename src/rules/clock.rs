@@ -1089,15 +1089,24 @@ mod tests {
         assert_eq!(buf, TIME_COMMAND);
     }
 
+    /// A `TIME` reply for `at` since the Unix epoch.
+    fn time(at: Duration) -> redis::Value {
+        redis::Value::Array(vec![
+            redis::Value::BulkString(at.as_secs().to_string().into_bytes()),
+            redis::Value::BulkString(at.subsec_micros().to_string().into_bytes()),
+        ])
+    }
+
+    /// Our wall clock, since the Unix epoch.
+    fn now() -> Duration {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+    }
+
     #[test]
     fn guard_quarantines_on_a_forward_jump_and_cross_checks_once() {
         use redis::Value;
-        let time = |at: Duration| {
-            Value::Array(vec![
-                Value::BulkString(at.as_secs().to_string().into_bytes()),
-                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
-            ])
-        };
         let now_secs = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap();
@@ -1150,18 +1159,6 @@ mod tests {
 
     #[test]
     fn a_new_server_for_the_node_is_not_a_jump_of_the_old_ones_clock() {
-        use redis::Value;
-        let time = |at: Duration| {
-            Value::Array(vec![
-                Value::BulkString(at.as_secs().to_string().into_bytes()),
-                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
-            ])
-        };
-        let now = || {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap()
-        };
         let board = Arc::new(ClockBoard::new(3, Some(LIMITS.threshold)));
         let mut g = Guard::new(Some(LIMITS), "sentinel:m".into(), 0, board);
         g.connected(true);
@@ -1202,18 +1199,6 @@ mod tests {
     /// cluster3 configuration found a fresh client taking a held lock through such a master).
     #[test]
     fn another_masters_clock_ahead_at_connect_quarantines_the_cluster_node_at_the_first_acquire() {
-        use redis::Value;
-        let time = |at: Duration| {
-            Value::Array(vec![
-                Value::BulkString(at.as_secs().to_string().into_bytes()),
-                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
-            ])
-        };
-        let now = || {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap()
-        };
         let board = Arc::new(ClockBoard::new(3, Some(LIMITS.threshold)));
         let mut others: Vec<Guard> = (1..3)
             .map(|i| Guard::new(Some(LIMITS), format!("n{i}"), i, Arc::clone(&board)))
@@ -1263,17 +1248,6 @@ mod tests {
     #[test]
     fn another_masters_jump_quarantines_the_cluster_node() {
         use redis::Value;
-        let time = |at: Duration| {
-            Value::Array(vec![
-                Value::BulkString(at.as_secs().to_string().into_bytes()),
-                Value::BulkString(at.subsec_micros().to_string().into_bytes()),
-            ])
-        };
-        let now = || {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap()
-        };
         let board = Arc::new(ClockBoard::new(1, Some(LIMITS.threshold)));
         let mut g = Guard::new(Some(LIMITS), "cluster:a:1".into(), 0, board);
         g.connected(true);
