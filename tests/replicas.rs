@@ -399,7 +399,8 @@ fn a_lock_acknowledged_by_the_replica_survives_the_failover() {
     assert!(
         eventually(Duration::from_secs(30), || group.all_name(promoted)
             && group.replica.info("replication").contains("role:master")),
-        "the sentinels promoted the replica"
+        "the sentinels promoted the replica; the sentinels' logs:\n{}",
+        group.log_tails(20)
     );
     eprintln!("failover: kill -> replica promoted {:?}", killed.elapsed());
     assert_eq!(

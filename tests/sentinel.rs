@@ -219,7 +219,8 @@ fn a_held_lock_follows_a_graceful_failover_to_the_new_master() {
         eventually(Duration::from_secs(20), || group
             .all_name(group.replica.port)
             && group.master.info("replication").contains("role:slave")),
-        "the replica was promoted and the old master demoted"
+        "the replica was promoted and the old master demoted; the sentinels' logs:\n{}",
+        group.log_tails(20)
     );
     let mut extended = false;
     assert!(
@@ -304,7 +305,8 @@ fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
     assert!(
         eventually(Duration::from_secs(20), || group
             .all_name(group.replica.port)),
-        "Sentinel promoted the replica"
+        "Sentinel promoted the replica; the sentinels' logs:\n{}",
+        group.log_tails(20)
     );
     eprintln!("sentinels switched {:?} after the kill", killed.elapsed());
     assert!(
@@ -496,7 +498,8 @@ fn clients_started_during_a_failover_let_no_second_holder_in() {
     );
     assert!(
         group.all_name(group.replica.port),
-        "Sentinel promoted the replica within the holder's TTL"
+        "Sentinel promoted the replica within the holder's TTL; the sentinels' logs:\n{}",
+        group.log_tails(20)
     );
     assert!(in_grace > 0, "fresh clients found the new master in grace");
     // Liveness: the grace counts from the switch, not from each fresh client's connect.

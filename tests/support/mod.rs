@@ -1003,6 +1003,22 @@ impl SentinelGroup {
     pub fn all_name(&self, port: u16) -> bool {
         self.sentinels.iter().all(|s| s.master_port() == Some(port))
     }
+
+    /// The last `lines` lines of each sentinel's log (its `+sdown`, `+odown`, election and
+    /// `+failover-state-*` events), for a test to show which step of a failover stalled.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut out = String::new();
+        for (i, s) in self.sentinels.iter().enumerate() {
+            let log = std::fs::read_to_string(s.log_path()).unwrap_or_default();
+            let all: Vec<&str> = log.lines().collect();
+            out.push_str(&format!("--- sentinel {i} (port {}):\n", s.port));
+            for line in &all[all.len().saturating_sub(lines)..] {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 /// The `redis-cli` (or `valkey-cli`) that goes with [`server_binary`]: `$REDLOCK_REDIS_CLI`, else
