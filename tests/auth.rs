@@ -56,14 +56,25 @@ fn acl_log_reset(node: &RedisNode) {
         .unwrap();
 }
 
-/// Asserts that no node's `ACL LOG` has an entry: nothing was refused.
+/// Asserts that no node's `ACL LOG` has an entry: nothing was refused, but for the
+/// `CLIENT SETINFO` that redis-rs sends on connect to Redis 7.2+ and Valkey and whose refusal it
+/// ignores (docs/operations.md says so, and how to quiet it).
 fn assert_acl_log_empty(nodes: &[RedisNode]) {
     for node in nodes {
-        let log: Vec<redis::Value> = redis::cmd("ACL")
+        let log: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("ACL")
             .arg("LOG")
             .query(&mut node.conn())
             .unwrap();
-        assert!(log.is_empty(), "the documented ACL refused: {log:?}");
+        let refused: Vec<_> = log
+            .iter()
+            .filter(|e| {
+                !matches!(e.get("object"), Some(redis::Value::BulkString(o)) if o == b"client|setinfo")
+            })
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "the documented ACL refused: {refused:?}"
+        );
     }
 }
 
