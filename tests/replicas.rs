@@ -397,7 +397,7 @@ fn a_lock_acknowledged_by_the_replica_survives_the_failover() {
     group.master.kill();
     let promoted = group.replica.port;
     assert!(
-        eventually(Duration::from_secs(30), || group.all_name(promoted)
+        group.until_switched(Duration::from_secs(30), || group.all_name(promoted)
             && group.replica.info("replication").contains("role:master")),
         "the sentinels promoted the replica; the sentinels' logs:\n{}",
         group.log_tails(20)

@@ -216,7 +216,7 @@ fn a_held_lock_follows_a_graceful_failover_to_the_new_master() {
     );
     group.failover();
     assert!(
-        eventually(Duration::from_secs(20), || group
+        group.until_switched(Duration::from_secs(20), || group
             .all_name(group.replica.port)
             && group.master.info("replication").contains("role:slave")),
         "the replica was promoted and the old master demoted; the sentinels' logs:\n{}",
@@ -303,7 +303,7 @@ fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
     let killed = Instant::now();
     group.master.kill();
     assert!(
-        eventually(Duration::from_secs(20), || group
+        group.until_switched(Duration::from_secs(20), || group
             .all_name(group.replica.port)),
         "Sentinel promoted the replica; the sentinels' logs:\n{}",
         group.log_tails(20)

@@ -757,8 +757,8 @@ pub fn build_shim(name: &str, dir: &std::path::Path, libs: &[&str]) -> PathBuf {
 
 /// A Sentinel-managed group for tests: one master, one replica (`--replicaof`), three sentinels
 /// (`redis-server sentinel.conf --sentinel`) monitoring it as [`SentinelGroup::NAME`] with quorum
-/// 2, `down-after-milliseconds 1000` and `failover-timeout 3000`; every process on a free port,
-/// killed on drop.
+/// 2, `down-after-milliseconds 1000`, `failover-timeout 3000` and a TILT of 3 s (see
+/// [`SentinelProcess::start`]); every process on a free port, killed on drop.
 pub struct SentinelGroup {
     pub master: RedisNode,
     pub replica: RedisNode,
@@ -772,9 +772,12 @@ pub struct SentinelProcess {
     child: Option<Child>,
 }
 
+/// The test sentinels' `tilt-period` (`SENTINEL DEBUG`), in ms.
+const SENTINEL_TILT_PERIOD_MS: u64 = 3000;
+
 impl SentinelProcess {
     /// Starts a sentinel monitoring the master on `master_port` as [`SentinelGroup::NAME`]
-    /// (quorum 2, `down-after-milliseconds 1000`, `failover-timeout 3000`).
+    /// (quorum 2, `down-after-milliseconds 1000`, `failover-timeout 3000`, a TILT of 3 s).
     pub fn start(master_port: u16) -> SentinelProcess {
         let dir = std::env::temp_dir().join(format!(
             "redlock-sentinel-{}-{}",
@@ -815,6 +818,22 @@ impl SentinelProcess {
                     .is_ok_and(|i| i.contains(&format!("process_id:{}\r", child.id())))
                 {
                     favour(child.id());
+                    // A sentinel whose timer ran more than 2 s late (a starved machine) enters
+                    // TILT and starts no failover for `tilt-period`, 30 s by default: longer
+                    // than the tests' failover waits. Scaled down as `down-after-milliseconds`
+                    // is: 3 s, three of its ping periods, so that its view is fresh again.
+                    if let Err(e) = sentinel_query::<String>(
+                        port,
+                        redis::cmd("SENTINEL")
+                            .arg("DEBUG")
+                            .arg("tilt-period")
+                            .arg(SENTINEL_TILT_PERIOD_MS),
+                    ) {
+                        eprintln!(
+                            "sentinel on port {port} refused SENTINEL DEBUG tilt-period ({e}): \
+                             a starved machine can keep it from failing over for 30 s"
+                        );
+                    }
                     return SentinelProcess {
                         port,
                         dir,
@@ -860,6 +879,12 @@ impl SentinelProcess {
     /// Runs `cmd` on a new connection to this sentinel.
     pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
         sentinel_query(self.port, cmd)
+    }
+
+    /// Whether the sentinel says it is in TILT (`INFO sentinel`); not when it does not answer.
+    pub fn in_tilt(&self) -> bool {
+        self.query::<String>(redis::cmd("INFO").arg("sentinel"))
+            .is_ok_and(|info| info.contains("sentinel_tilt:1"))
     }
 
     /// The port of the master this sentinel names now.
@@ -1002,6 +1027,37 @@ impl SentinelGroup {
     /// Whether every sentinel names `port` as the master.
     pub fn all_name(&self, port: u16) -> bool {
         self.sentinels.iter().all(|s| s.master_port() == Some(port))
+    }
+
+    /// Polls `f` until it holds, for `limit` of time during which no sentinel was in TILT. A
+    /// sentinel whose timer ran more than 2 s late (a starved machine) enters TILT and starts
+    /// or continues no failover until it has been on time for its TILT period: that time is
+    /// the machine's stall, counted out of the bound rather than loosening it, up to 3 ×
+    /// `limit` in all.
+    pub fn until_switched(&self, limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+        let started = Instant::now();
+        let mut tilted = Duration::ZERO;
+        let mut last = started;
+        loop {
+            if f() {
+                return true;
+            }
+            let now = Instant::now();
+            if self.sentinels.iter().any(|s| s.in_tilt()) {
+                tilted += now - last;
+            }
+            last = now;
+            let elapsed = now - started;
+            if elapsed > limit + tilted || elapsed > 3 * limit {
+                if !tilted.is_zero() {
+                    eprintln!(
+                        "the sentinels were in TILT for {tilted:?} of the {elapsed:?} waited"
+                    );
+                }
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// The last `lines` lines of each sentinel's log (its `+sdown`, `+odown`, election and
