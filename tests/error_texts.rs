@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use redquorum::Redlock;
-use support::Cluster;
+use support::{Cluster, eventually};
 
 fn text<T: std::fmt::Debug>(r: redquorum::Result<T>) -> String {
     r.expect_err("an error").to_string()
@@ -60,6 +60,15 @@ fn quorum_errors_give_the_tally_with_the_nodes_named() {
         .map(|n| format!("127.0.0.1:{}", n.port))
         .collect();
     let held = rl.lock("t", Duration::from_secs(10)).unwrap();
+    // A lock call returns on a quorum: every node refuses another owner only once the holder's
+    // SET has landed there too.
+    assert!(
+        eventually(Duration::from_secs(5), || cluster
+            .nodes
+            .iter()
+            .all(|n| n.get("t").as_deref() == Some(held.token()))),
+        "the holder's key reached every node"
+    );
     let other = cluster.client();
     let t = text(other.try_lock("t", Duration::from_secs(10)));
     assert!(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from redis_nodes import assert_on_nodes
 
 import redquorum
 
@@ -32,9 +33,12 @@ def test_a_bad_url_says_what_is_wrong_without_quoting_a_password():
         assert "secret" not in text and "InvalidClientConfig" not in text, text
 
 
-def test_a_held_lock_gives_the_tally_with_the_nodes_named(make_client, urls, resource):
+def test_a_held_lock_gives_the_tally_with_the_nodes_named(make_client, nodes, urls, resource):
     holder, other = make_client(), make_client()
-    with holder.lock(resource, ttl=10):
+    with holder.lock(resource, ttl=10) as held:
+        # A lock call returns on a quorum: every node refuses another owner only once the
+        # holder's SET has landed there too.
+        assert_on_nodes(nodes, resource, held.token)
         with pytest.raises(redquorum.NotAcquired) as raised:
             other.try_lock(resource, ttl=10)
     text = str(raised.value)
