@@ -598,6 +598,15 @@ fn node_whose_clock_jumps_forward_is_kept_out_of_acquire_quorums() {
     }
     assert!(held.validity() > Duration::ZERO, "A held it all along");
 
+    // `guarded`'s refused attempt returned on X and Y: its SET on Z, and the undo after it, may
+    // still be queued. A late client's SET landing between them is refused by Z, and its
+    // refusal is then certain from Y and Z without X's answer. `inspect` queues behind the SET.
+    guarded.inspect(key).unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || z.get(key).is_none()),
+        "the refused attempt was undone on Z"
+    );
+
     // A client that connects after the jump has no earlier sample: it compares clocks.
     let late = builder(&urls).clock_quarantine(quarantine).build().unwrap();
     let err = late
