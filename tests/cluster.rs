@@ -1161,7 +1161,7 @@ fn a_client_idle_through_a_masters_stop_counts_the_failover() {
     const GRACE: Duration = Duration::from_millis(1_200);
     const ROUNDS: usize = 3;
     support::watch_workers();
-    let cluster = RedisCluster::start_with(3, 1, &["--repl-diskless-sync-delay", "0"]);
+    let cluster = RedisCluster::start_with(3, 1, &support::DATA_ARGS);
     let build = || {
         Redlock::builder()
             .nodes(&[cluster.url()])

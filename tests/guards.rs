@@ -91,7 +91,7 @@ fn start_replica_of(master: &RedisNode) -> RedisNode {
 #[test]
 fn replica_is_refused_before_any_script_runs() {
     watch_workers();
-    let master = RedisNode::start();
+    let master = RedisNode::start_with(&support::DATA_ARGS);
     let replica = start_replica_of(&master);
     let rl = client(&[replica.url()]);
     let err = rl.try_lock("probe:replica", TTL).unwrap_err();
@@ -124,7 +124,7 @@ fn replica_is_refused_before_any_script_runs() {
 #[test]
 fn master_with_a_replica_is_warned_about_and_refused_when_strict() {
     watch_workers();
-    let master = RedisNode::start();
+    let master = RedisNode::start_with(&support::DATA_ARGS);
     let _replica = start_replica_of(&master);
     let rl = client(&[master.url()]);
     rl.try_lock("probe:master", TTL)

@@ -487,7 +487,7 @@ fn role_is_connected_replica(node: &RedisNode) -> bool {
 #[test]
 fn replica_is_refused_and_outvoted() {
     watch_workers();
-    let master = RedisNode::start();
+    let master = RedisNode::start_with(&support::DATA_ARGS);
     let replica = RedisNode::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
     assert!(
         eventually(Duration::from_secs(10), || role_is_connected_replica(

@@ -13,9 +13,15 @@ use support::{RedisNode, SentinelGroup, eventually};
 
 /// A master with one replica in sync.
 fn replicated() -> (RedisNode, RedisNode) {
-    let master = RedisNode::start();
+    let master = RedisNode::start_with(&support::DATA_ARGS);
     let port = master.port.to_string();
-    let replica = RedisNode::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let replica = RedisNode::start_with(
+        &[
+            &support::DATA_ARGS[..],
+            &["--replicaof", "127.0.0.1", &port],
+        ]
+        .concat(),
+    );
     assert!(
         eventually(Duration::from_secs(10), || {
             replica
@@ -461,7 +467,7 @@ fn a_lock_acknowledged_by_the_replica_survives_the_failover() {
 #[test]
 fn a_node_without_enough_replicas_is_refused_clearly() {
     support::watch_workers();
-    let lone = RedisNode::start();
+    let lone = RedisNode::start_with(&support::DATA_ARGS);
     let rl = support::builder(&[lone.url()])
         .retry_count(0)
         .min_replicas(1)

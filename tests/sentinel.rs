@@ -928,7 +928,7 @@ fn a_test_address_map_redirects_every_connection_to_the_named_master() {
     const RES: &str = "sentinel:mapped";
     support::watch_workers();
     let group = SentinelGroup::start();
-    let decoy = RedisNode::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let decoy = RedisNode::start_with(&support::DATA_ARGS);
     let decoy_replica =
         RedisNode::start_with(&["--replicaof", "127.0.0.1", &decoy.port.to_string()]);
     assert!(

@@ -926,7 +926,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // standalone node has a replica too (not faulted; a master restarted empty resyncs it at
     // once), else those clients would find no quorum.
     let master_args: &[&str] = if replicated() {
-        &["--repl-diskless-sync-delay", "0"]
+        &crate::support::DATA_ARGS
     } else {
         &[]
     };
@@ -953,7 +953,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // resync at once, rather than after the default 5 s wait for more replicas: the cluster
     // is whole again, with a replica behind each master, before the next fault.
     let mut redis_cluster = flags.cluster.then(|| {
-        RedisCluster::start_with_env(3, 1, &["--repl-diskless-sync-delay", "0"], |i| {
+        RedisCluster::start_with_env(3, 1, &crate::support::DATA_ARGS, |i| {
             vec![
                 ("LD_PRELOAD".to_owned(), shim.display().to_string()),
                 (

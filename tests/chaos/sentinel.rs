@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::checker::{Logs, Verdict, ms};
 use crate::relay::CutMode;
 use crate::schedule::{Action, Class, Lab, Outage, Record, quick_phase, quick_window};
-use crate::support::{RedisNode, SentinelGroup, SentinelProcess};
+use crate::support::{DATA_ARGS, RedisNode, SentinelGroup, SentinelProcess};
 use crate::{CLIENTS, Flags, MS, PHASE_MS, Rng, TTL_MAX_MS, cluster_node, now_ns};
 
 /// How long after the first sentinel it can reach switched a client may still send a vote to
@@ -18,10 +18,6 @@ use crate::{CLIENTS, Flags, MS, PHASE_MS, Rng, TTL_MAX_MS, cluster_node, now_ns}
 /// bounded by `node_timeout` here), with a margin. The clients of the quick phases set
 /// `restart_grace` to the largest TTL plus this (A8).
 pub const SENTINEL_D_MS: u64 = 1_500;
-
-/// The data nodes' extra arguments: a master that lost a replica starts its full resync at
-/// once, rather than after the default 5 s wait for more replicas.
-const DATA_ARGS: [&str; 2] = ["--repl-diskless-sync-delay", "0"];
 
 /// The faults of the group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
