@@ -1305,6 +1305,35 @@ pub fn drive(
                     }
                     cluster.nodes[node].kill();
                     let killed = now_ns();
+                    if !quick_window(lab.seed, since(killed), lab.eager) {
+                        // The wait for the node's clock, the cuts and the kill itself took the
+                        // driver past the phase's window (on a starved machine, seconds): the
+                        // clients without grace may be running again. A delayed restart then,
+                        // as in the late branch above, and the cuts healed.
+                        sleep_until(killed + MIN_DOWN_AFTER_KILL_MS * MS);
+                        let permille = wall_ms(offsets[node]) % 1_000;
+                        rec.outages.push(Outage {
+                            node,
+                            client: None,
+                            action: Action::Kill,
+                            down_ns: killed,
+                            up_ns: now_ns(),
+                        });
+                        cluster.nodes[node].restart();
+                        rec.restarts.push(Restart {
+                            node,
+                            quick: false,
+                            killed,
+                            permille,
+                        });
+                        if at_permille.is_some() {
+                            for (client, relays) in lab.relays.iter().enumerate() {
+                                close(&mut open, node, Some(client), &mut rec);
+                                relays[node].heal();
+                            }
+                        }
+                        continue;
+                    }
                     sleep_until(killed + down_ms * MS);
                     let spawned = now_ns();
                     let permille = wall_ms(offsets[node]) % 1_000;
