@@ -988,10 +988,13 @@ fn a_test_address_map_redirects_every_connection_to_the_named_master() {
 
 /// Re-asking the sentinels while nothing changes costs one pipelined question a second to each
 /// sentinel (two commands), no reconnect and no failover: counted on the sentinels themselves
-/// (`total_commands_processed`, against a span without the client).
+/// (`total_commands_processed`, against a span without the client). Sentinel's `INFO` has no
+/// `commandstats`, so the sentinels' own traffic is in both spans: each pings the others every
+/// second and publishes its hello every 2 s, which varies by up to 4 commands between two spans
+/// with the phases. Spans of 6 s keep that within the bound's margin of a command a second.
 #[test]
 fn watching_the_sentinels_costs_little_at_rest() {
-    const SPAN: Duration = Duration::from_secs(3);
+    const SPAN: Duration = Duration::from_secs(6);
     support::watch_workers();
     let group = SentinelGroup::start();
     let processed = |s: &support::SentinelProcess| -> u64 {
@@ -1032,8 +1035,8 @@ fn watching_the_sentinels_costs_little_at_rest() {
          (baseline over {SPAN:?}: {baseline:?}, with the client: {watched:?})"
     );
     for rate in &per_second {
-        // Two commands a round, one round a WATCH_INTERVAL; a third round may fall in the span,
-        // and the sentinels' own traffic varies by a command or two between the spans.
+        // Two commands a round, one round a WATCH_INTERVAL; one more round may fall in the
+        // span, and the sentinels' own traffic varies by up to 4 commands between the spans.
         assert!(
             *rate
                 <= 2.0 * (SPAN.as_secs_f64() / WATCH_INTERVAL.as_secs_f64() + 1.0)
