@@ -973,7 +973,11 @@ fn lost_replies_and_cancels_keep_each_nodes_count_equal_to_its_hold_fields() {
     let mut conns: Vec<_> = cluster.nodes.iter().map(|n| n.conn()).collect();
     let start = std::time::Instant::now();
     let (mut hangs, mut looks) = (0u64, 0u64);
-    while start.elapsed() < Duration::from_secs(9) {
+    // At least 9 s, and on a busy machine until alice's threads have done enough (at most 60 s).
+    let exercised = || cycles.load(SeqCst) > 100 && cancelled.load(SeqCst) > 10;
+    while start.elapsed() < Duration::from_secs(9)
+        || (!exercised() && start.elapsed() < Duration::from_secs(60))
+    {
         for _ in 0..(5 + hangs % 7) {
             for (i, c) in conns.iter_mut().enumerate() {
                 let (count, fields) = count_and_fields(c, "drift", "alice");
