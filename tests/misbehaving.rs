@@ -434,6 +434,10 @@ fn hash_key_refuses_acquire_and_reads_as_not_ours_for_extend_and_release() {
 
     // One key of a held lock replaced by a hash: the quorum carries extend and release.
     let lock = rl.lock("one-hashed", TTL).unwrap();
+    // The lock returned on a quorum: its last SET may still be on its way.
+    assert!(eventually(Duration::from_secs(2), || cluster
+        .holding("one-hashed", lock.token())
+        == 3));
     replace_with_hash(&cluster.nodes[1], "one-hashed");
     lock.extend(TTL).unwrap();
     lock.release().unwrap();
@@ -443,6 +447,10 @@ fn hash_key_refuses_acquire_and_reads_as_not_ours_for_extend_and_release() {
     // Replaced on a majority: a hash is not our lock (it may be a reentrant lock's), so
     // extend and release find the lock lost there, without an error reply.
     let lock = rl.lock("two-hashed", TTL).unwrap();
+    // The lock returned on a quorum: its last SET may still be on its way.
+    assert!(eventually(Duration::from_secs(2), || cluster
+        .holding("two-hashed", lock.token())
+        == 3));
     for node in &cluster.nodes[..2] {
         replace_with_hash(node, "two-hashed");
     }
@@ -606,7 +614,16 @@ fn killed_connections_cost_no_failed_call() {
     lock.release().unwrap();
     assert_empty(&cluster.nodes);
 
-    // Killed on one node only: the quorum carries the next call, and the node rejoins.
+    // Killed on one node only: the quorum carries the next call, and the node rejoins. The
+    // calls above returned on a quorum, which need not include node 1: its worker may still be
+    // without a connection, so first give it work until it has one (ours and the worker's).
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let _ = rl.inspect("killed");
+            cluster.nodes[1].clients("normal") >= 2
+        }),
+        "node 1's worker did not reconnect"
+    );
     assert!(cluster.nodes[1].kill_clients() >= 1);
     let (lock, _) = timed("try_lock", || rl.try_lock("killed", TTL));
     lock.expect("1 of 3 connections killed").release().unwrap();
