@@ -516,7 +516,11 @@ fn ctrl_c_while_waiting_gives_up_and_leaves_no_key() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Waiting: it listens for the release (its signal handlers come before its client).
+    assert!(eventually(Duration::from_secs(10), || cluster
+        .nodes
+        .iter()
+        .any(|node| node.release_subscribers("waiting") > 0)));
     signal(&child, libc::SIGINT);
     let status = wait_timeout(&mut child, Duration::from_secs(5)).expect("redlock ended");
     assert_eq!(status.code(), Some(128 + libc::SIGINT));

@@ -392,18 +392,34 @@ fn metrics_addr_serves_prometheus_text_while_the_command_runs() {
             .sum();
         assert_eq!(up, 3.0, "{sub}: every node up");
 
-        // `redlock stats` reads the same counters as JSON, and as a summary.
-        let o = Command::new(BIN)
-            .args(["stats", "--json", &port_text])
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
+        // `redlock stats` reads the same counters as JSON, and as a summary. The acquisition
+        // returned on a quorum: the last node's answer may still be unread, so read until every
+        // node has answered once.
+        let stats = || {
+            let o = Command::new(BIN)
+                .args(["stats", "--json", &port_text])
+                .output()
+                .unwrap();
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+        };
+        let mut s = stats();
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                s = stats();
+                s["nodes"].as_array().is_some_and(|nodes| {
+                    nodes
+                        .iter()
+                        .all(|n| n["command_duration"]["count"].as_u64() >= Some(1))
+                })
+            }),
+            "{sub}: a node never answered: {s}"
         );
-        let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(s["locks_held"], 1, "{sub}: {s}");
         let acquired: Vec<&serde_json::Value> = s["acquisitions"]
             .as_array()
