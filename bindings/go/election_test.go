@@ -258,11 +258,12 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 
 	// The Client's Close ends a campaign with ErrClosed.
 	result := make(chan error, 1)
+	before := waiters(t, c)
 	go func() {
 		_, err := e.Campaign(context.Background())
 		result <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	untilWaiting(t, c, before)
 	c.Close()
 	assertCancelled(t, "Campaign when the Client closed", receive(t, "Campaign", result), redquorum.ErrClosed)
 	if _, err := e.Campaign(context.Background()); !errors.Is(err, redquorum.ErrClosed) {
@@ -276,11 +277,12 @@ func TestCampaignEndedByContextAndClose(t *testing.T) {
 	// Closing an Election leaves a campaign in flight to its context; then it campaigns no more.
 	closed := mustElection(t, observer, name, "closed", electionTTL)
 	ctx, cancel = context.WithCancel(context.Background())
+	before = waiters(t, observer)
 	go func() {
 		_, err := closed.Campaign(ctx)
 		result <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	untilWaiting(t, observer, before)
 	closed.Close()
 	closed.Close()
 	select {
@@ -544,4 +546,21 @@ func TestElectionBadArguments(t *testing.T) {
 	if nilLeadership.Context().Err() == nil {
 		t.Error("nil Leadership: Context is not done")
 	}
+}
+
+// waiters is how many of c's acquisitions (campaigns included) are waiting now.
+func waiters(t *testing.T, c *redquorum.Client) uint64 {
+	t.Helper()
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Waiters
+}
+
+// untilWaiting waits until c has more acquisitions waiting than before: a call started since
+// is in flight.
+func untilWaiting(t *testing.T, c *redquorum.Client, before uint64) {
+	t.Helper()
+	eventually(t, "the call waits", func() bool { return waiters(t, c) > before })
 }

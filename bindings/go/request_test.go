@@ -113,6 +113,10 @@ func matrixGrant(t *testing.T, c *redquorum.Client, req *redquorum.Request, reso
 		t.Errorf("Validity() = %v, want in (0, %v]", v, autoTTL)
 	}
 	for _, r := range resources {
+		// Acquire returned on a quorum: the observer's try must not land where this lock's SET
+		// has not yet, which would take that node from the lock for good (an extension never
+		// re-creates a key) and leave an auto-extended lock on a bare quorum.
+		settled(t, c, r)
 		assertHeld(t, r)
 	}
 	if auto {
@@ -262,12 +266,13 @@ func TestLostContextCloseInterplay(t *testing.T) {
 	defer l.Unlock()
 	// A waiter on the same client, cancelled by Close below.
 	waiterErr := make(chan error, 1)
+	before := waiters(t, c)
 	go func() {
 		_, err := c.Lock(context.Background(), resource, autoTTL, redquorum.WithWait(time.Hour))
 		waiterErr <- err
 	}()
 	cancel()
-	time.Sleep(200 * time.Millisecond)
+	untilWaiting(t, c, before)
 	start := time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -357,20 +362,24 @@ func TestRequestSharedAcrossContexts(t *testing.T) {
 			results <- outcome{want, err}
 		}()
 	}
-	// Let the cancelled ones go first, then free the resource for the others.
-	time.Sleep(400 * time.Millisecond)
-	if err := holder.Unlock(); err != nil {
-		t.Fatal(err)
-	}
-	for range 12 {
+	// The cancelled ones end while the holder holds; then the resource is freed for the others.
+	received := 0
+	for cancelled := 0; cancelled < 8; received++ {
 		r := <-results
 		if r.want == nil {
-			if r.err != nil {
-				t.Errorf("an acquisition with a live context: %v", r.err)
-			}
+			t.Errorf("an acquisition with a live context returned while the resource was held: %v", r.err)
 			continue
 		}
 		assertCancelled(t, "an acquisition whose context ended", r.err, r.want)
+		cancelled++
+	}
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	for ; received < 12; received++ {
+		if r := <-results; r.err != nil {
+			t.Errorf("an acquisition with a live context: %v", r.err)
+		}
 	}
 	if overlaps != 0 {
 		t.Errorf("holders overlapped %d times", overlaps)
@@ -385,6 +394,7 @@ func TestRequestCloseWhileAcquiring(t *testing.T) {
 	holder := mustLock(t, observer, resource, 30*time.Second)
 	req := redquorum.NewRequest(resource, 5*time.Second, redquorum.WithWait(time.Minute))
 	got := make(chan error, 1)
+	before := waiters(t, c)
 	go func() {
 		l, err := c.Acquire(context.Background(), req)
 		if err == nil {
@@ -392,7 +402,7 @@ func TestRequestCloseWhileAcquiring(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	untilWaiting(t, c, before)
 	if err := req.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -505,6 +515,25 @@ func TestRequestFairAndUnfairWaitersGetTheLock(t *testing.T) {
 		}
 		assertNoKey(t, resource)
 	}
+}
+
+// settled waits until every node has answered c's read of resource. Each node runs c's
+// commands in order, so every SET c sent it before has been answered there (or dropped at its
+// deadline, unsent).
+func settled(t *testing.T, c *redquorum.Client, resource string) {
+	t.Helper()
+	eventually(t, "every node answers a read of "+resource, func() bool {
+		insp, err := c.Inspect(resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range insp.Nodes {
+			if !n.Answered() {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func anyNode(f func(nd *node) bool) bool {
