@@ -9,7 +9,7 @@ use crossbeam_channel::Receiver;
 
 use crate::relay::{CutMode, Relay};
 use crate::sentinel::{self, Group, GroupAction, GroupFault, GroupStep};
-use crate::support::{Cluster, RedisCluster};
+use crate::support::{Cluster, RedisCluster, RedisNode};
 use crate::{
     CLIENTS, Flags, GUARD_IN_MS, GUARD_OUT_MS, MIN_DOWN_AFTER_KILL_MS, MS, PHASE_MS, RESOURCES,
     Rng, TTL_MAX_MS, cluster_node, nodes, now_ns, sleep_until,
@@ -1261,22 +1261,13 @@ pub fn drive(
                     // phase no longer allows a quick restart: a delayed one instead.
                     cluster.nodes[node].kill();
                     let killed = now_ns();
-                    sleep_until(killed + MIN_DOWN_AFTER_KILL_MS * MS);
-                    let permille = wall_ms(offsets[node]) % 1_000;
-                    rec.outages.push(Outage {
+                    restart_delayed(
+                        &mut cluster.nodes[node],
                         node,
-                        client: None,
-                        action: Action::Kill,
-                        down_ns: killed,
-                        up_ns: now_ns(),
-                    });
-                    cluster.nodes[node].restart();
-                    rec.restarts.push(Restart {
-                        node,
-                        quick: false,
                         killed,
-                        permille,
-                    });
+                        offsets[node],
+                        &mut rec,
+                    );
                 }
                 Step::Shift { ms, .. } if ms > 0 && !jump_fits(lab.seed, since(now_ns())) => {
                     // Late likewise, too close to a phase's end for a jump: none this time.
@@ -1310,22 +1301,13 @@ pub fn drive(
                         // driver past the phase's window (on a starved machine, seconds): the
                         // clients without grace may be running again. A delayed restart then,
                         // as in the late branch above, and the cuts healed.
-                        sleep_until(killed + MIN_DOWN_AFTER_KILL_MS * MS);
-                        let permille = wall_ms(offsets[node]) % 1_000;
-                        rec.outages.push(Outage {
+                        restart_delayed(
+                            &mut cluster.nodes[node],
                             node,
-                            client: None,
-                            action: Action::Kill,
-                            down_ns: killed,
-                            up_ns: now_ns(),
-                        });
-                        cluster.nodes[node].restart();
-                        rec.restarts.push(Restart {
-                            node,
-                            quick: false,
                             killed,
-                            permille,
-                        });
+                            offsets[node],
+                            &mut rec,
+                        );
                         if at_permille.is_some() {
                             for (client, relays) in lab.relays.iter().enumerate() {
                                 close(&mut open, node, Some(client), &mut rec);
@@ -1471,6 +1453,27 @@ pub fn drive(
     }
     sentinel::finish(&mut tail, &mut rec);
     rec
+}
+
+/// A delayed restart of `node`, killed at `killed`: down past the largest TTL (the clients
+/// without grace may run meanwhile), then restarted; both recorded.
+fn restart_delayed(n: &mut RedisNode, node: usize, killed: u64, offset_ms: u64, rec: &mut Record) {
+    sleep_until(killed + MIN_DOWN_AFTER_KILL_MS * MS);
+    let permille = wall_ms(offset_ms) % 1_000;
+    rec.outages.push(Outage {
+        node,
+        client: None,
+        action: Action::Kill,
+        down_ns: killed,
+        up_ns: now_ns(),
+    });
+    n.restart();
+    rec.restarts.push(Restart {
+        node,
+        quick: false,
+        killed,
+        permille,
+    });
 }
 
 /// Ends the open outage of `node` (for `client`, if a cut) now.
