@@ -43,7 +43,9 @@
 //! quick phases, no sooner than `GUARD_IN_MS` after one begins (every call a client without
 //! grace started before has returned) and no later than `GUARD_OUT_MS` before it ends (every
 //! lock the node forgot has expired before clients without grace come back, a timed restart's
-//! wait for its moment included); kills elsewhere are delayed restarts. A lock taken without
+//! wait for its moment included), and the window is checked again once the kill has returned
+//! (a kill that ends outside it, on a starved machine, makes the step a delayed restart); kills
+//! elsewhere are delayed restarts. A lock taken without
 //! grace that is still held when a quick phase begins is safe: the grace keeps every young node
 //! out of every later quorum. Rule (p) checks that the phases held. Clock steps forward are
 //! kept the largest TTL and a margin away from a phase's end likewise, since the next phase's
