@@ -509,8 +509,9 @@ fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
 /// node), on a connection of its own: a `PING` every `NODE_PROBE_EVERY` until `stop` is set,
 /// giving every one answered later than `STALL_MIN_NS`, as (sent, answered). A server the
 /// machine does not get to run answers every client that late: the checker counts these with
-/// the stalls of the client processes (rule (f)). A node down or stopped by the driver is an
-/// outage already; its errors are skipped.
+/// the stalls of the client processes (rule (f)). A `PING` that fails after its 1 s read
+/// timeout counts until then, so that a server starved for longer shows too (for a node down
+/// or stopped by the driver, that adds nothing to the outage the checker knows already).
 fn node_probe(port: u16, stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
     let mut stalls = Vec::new();
     let mut conn: Option<redis::Connection> = None;
@@ -529,7 +530,6 @@ fn node_probe(port: u16, stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)>
         let sent = now_ns();
         if redis::cmd("PING").query::<()>(c).is_err() {
             conn = None;
-            continue;
         }
         let answered = now_ns();
         if answered > sent + STALL_MIN_NS {

@@ -209,9 +209,10 @@ pub struct RedisNode {
 }
 
 /// Gives process `pid` a nice value of -10 where this user may (root, or `CAP_SYS_NICE`; else
-/// nothing changes). A Sentinel group's servers and sentinels get it: their failure detector
-/// (`down-after-milliseconds`) takes a second of CPU starvation of either for a dead master,
-/// and the failover that follows is not a fault any test planned.
+/// nothing changes). A Sentinel group's servers and sentinels and a Redis Cluster's servers get
+/// it: their failure detectors (`down-after-milliseconds`, `cluster-node-timeout`) take a second
+/// of CPU starvation for a dead master, and the failover that follows is not a fault any test
+/// planned.
 pub fn favour(pid: u32) {
     // SAFETY: setpriority only reads its arguments; a refusal is an error code, ignored.
     unsafe {
@@ -1142,7 +1143,10 @@ impl RedisCluster {
                 let env = env(i);
                 let env: Vec<(&str, &str)> =
                     env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                RedisNode::start_with_env(&args, &env)
+                let mut node = RedisNode::start_with_env(&args, &env);
+                // The cluster's failure detector (see `favour`).
+                node.favour();
+                node
             })
             .collect();
         let cluster = RedisCluster { nodes };
