@@ -507,6 +507,36 @@ pub fn build_client(
         .expect("build client")
 }
 
+/// One line per thread of this process: its id, name, scheduler state, the kernel function it
+/// sleeps in and its system call's number (`running` when on a core), from `/proc/self/task`.
+fn threads_snapshot() -> String {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return "  (no /proc/self/task)".into();
+    };
+    let mut lines: Vec<String> = tasks
+        .flatten()
+        .map(|task| {
+            let dir = task.path();
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            let stat = read("stat");
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("?")
+                .to_string();
+            format!(
+                "  {} {} {state} {} {}",
+                task.file_name().to_string_lossy(),
+                read("comm").trim(),
+                read("wchan").trim(),
+                read("syscall").split_whitespace().next().unwrap_or("?")
+            )
+        })
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
 /// The builder [`build_client`] builds.
 pub fn builder(
     nodes: &[String],
@@ -592,7 +622,10 @@ pub fn child(args: ChildArgs) {
                 flags: args.flags,
             };
             let end_ns = args.end_ns;
-            std::thread::spawn(move || worker.run(end_ns))
+            std::thread::Builder::new()
+                .name(format!("chaos-{t}"))
+                .spawn(move || worker.run(end_ns))
+                .expect("spawn a client thread")
         })
         .collect();
 
@@ -606,7 +639,28 @@ pub fn child(args: ChildArgs) {
 
     // The watchdog: every call is bounded, so every thread ends soon after end_ns.
     let give_up = args.end_ns + (lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS;
+    // A call two seconds past any call's bound gets, once per process, a snapshot of what each
+    // thread of the process waits on (to stderr, kept in the run's output): whether rule (c)'s
+    // slow calls sat in the library (callers in a futex wait, the node workers in socket
+    // reads) or in the kernel.
+    let slow_ns = (lock_bound_ms().max(wait_bound_ms()) + 2_000) * MS;
+    let mut snapshot_taken = false;
     while !handles.iter().all(|h| h.is_finished()) {
+        if !snapshot_taken
+            && busy.iter().any(|b| {
+                let since = b.since_ns.load(Ordering::Relaxed);
+                since != 0 && now_ns().saturating_sub(since) > slow_ns
+            })
+        {
+            snapshot_taken = true;
+            eprintln!(
+                "chaos client {}: a call is over {} ms long; the process's threads \
+                 (tid name state wchan syscall):\n{}",
+                args.id,
+                slow_ns / MS,
+                threads_snapshot()
+            );
+        }
         if now_ns() > give_up {
             for (t, b) in busy.iter().enumerate() {
                 let since = b.since_ns.load(Ordering::Relaxed);
