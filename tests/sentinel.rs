@@ -252,7 +252,7 @@ fn a_held_lock_follows_a_graceful_failover_to_the_new_master() {
 #[test]
 fn a_lock_key_lost_in_a_failover_lets_no_second_holder_in_during_the_grace() {
     // A's lock must still be valid once the sentinels have switched: down-after-milliseconds
-    // (1 s), their election, and on a loaded machine an election that fails and is tried again
+    // (2 s), their election, and on a loaded machine an election that fails and is tried again
     // 2 × failover-timeout (6 s) later, twice (8.7 s seen with one retry).
     const TTL: Duration = Duration::from_secs(20);
     const GRACE: Duration = TTL;

@@ -138,7 +138,7 @@
 //! # The Sentinel configuration
 //! In the Sentinel configuration (`--sentinel`), lock node n4 is a Sentinel group
 //! (`sentinel.rs`): one master, two replicas, three sentinels (quorum 2,
-//! `down-after-milliseconds` 1000, `failover-timeout` 3000), reached by a `redis+sentinel://`
+//! `down-after-milliseconds` 2000, `failover-timeout` 3000), reached by a `redis+sentinel://`
 //! URL, beside the standalone nodes n0-n3, which keep their standalone faults as in the cluster
 //! configuration (Young and Fence give way to one standalone crash per phase). Each client
 //! process reaches each sentinel and each data node through a relay of its own. The sentinels
@@ -148,7 +148,7 @@
 //! port whatever its role, so the relay to the old master is known at each fault. Each phase
 //! has one fault of the group:
 //! - **the master SIGKILLed** (delayed phases, in turns with the next): the sentinels promote a
-//!   replica after `down-after-milliseconds` and their election (about 2 s, more than the
+//!   replica after `down-after-milliseconds` and their election (about 3 s, more than the
 //!   largest TTL, so every key the replica lacks had expired: a delayed restart, safe in
 //!   either phase); once every sentinel names the new master the old one restarts empty as its
 //!   replica (as an orchestrator that asks the sentinels at start does);
@@ -865,9 +865,10 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     }
     if flags.sentinel {
         println!(
-            "sentinel configuration: n0-n{} standalone, n{} a Sentinel group of a master, 2 replicas and 3 sentinels (quorum 2, down-after 1000 ms, failover-timeout 3000 ms)",
+            "sentinel configuration: n0-n{} standalone, n{} a Sentinel group of a master, 2 replicas and 3 sentinels (quorum 2, down-after {} ms, failover-timeout 3000 ms)",
             cluster_node() - 1,
-            cluster_node()
+            cluster_node(),
+            crate::support::SENTINEL_DOWN_AFTER_MS
         );
     }
     println!(

@@ -660,7 +660,9 @@ pub fn combos(seed: u64, at_ms: u64) -> Vec<Class> {
 pub fn planned_ms(step: &GroupStep) -> u64 {
     match step.action {
         // `down-after-milliseconds`, the sentinels' election and the promotion.
-        GroupAction::Kill => step.down_ms.max(2_500),
+        GroupAction::Kill => step
+            .down_ms
+            .max(crate::support::SENTINEL_DOWN_AFTER_MS + 1_500),
         GroupAction::Failover => 1_500 + SENTINEL_D_MS,
         GroupAction::Replica => step.down_ms,
     }

@@ -758,8 +758,8 @@ pub fn build_shim(name: &str, dir: &std::path::Path, libs: &[&str]) -> PathBuf {
 
 /// A Sentinel-managed group for tests: one master, one replica (`--replicaof`), three sentinels
 /// (`redis-server sentinel.conf --sentinel`) monitoring it as [`SentinelGroup::NAME`] with quorum
-/// 2, `down-after-milliseconds 1000`, `failover-timeout 3000` and a TILT of 3 s (see
-/// [`SentinelProcess::start`]); every process on a free port, killed on drop.
+/// 2, `down-after-milliseconds` [`SENTINEL_DOWN_AFTER_MS`], `failover-timeout 3000` and a TILT of
+/// 3 s (see [`SentinelProcess::start`]); every process on a free port, killed on drop.
 pub struct SentinelGroup {
     pub master: RedisNode,
     pub replica: RedisNode,
@@ -778,12 +778,21 @@ pub struct SentinelProcess {
 /// replicas, which left a loaded machine 5 s of a 10 s wait.
 pub const DATA_ARGS: [&str; 2] = ["--repl-diskless-sync-delay", "0"];
 
+/// The test sentinels' `down-after-milliseconds`: how long a master (or replica) may leave a
+/// sentinel's `PING` unanswered before that sentinel holds it down. A sentinel pings every
+/// second and times each ping from when it was sent, so with 1000 a single answer a little over
+/// a second late on a busy machine started a failover no test planned (a sentinel marked a new
+/// master down 1.001 s after its switch, and up again 79 ms later). Two ping periods: a failover
+/// after a master's SIGKILL takes a second longer.
+pub const SENTINEL_DOWN_AFTER_MS: u64 = 2000;
+
 /// The test sentinels' `tilt-period` (`SENTINEL DEBUG`), in ms.
 const SENTINEL_TILT_PERIOD_MS: u64 = 3000;
 
 impl SentinelProcess {
     /// Starts a sentinel monitoring the master on `master_port` as [`SentinelGroup::NAME`]
-    /// (quorum 2, `down-after-milliseconds 1000`, `failover-timeout 3000`, a TILT of 3 s).
+    /// (quorum 2, `down-after-milliseconds` [`SENTINEL_DOWN_AFTER_MS`], `failover-timeout 3000`,
+    /// a TILT of 3 s).
     pub fn start(master_port: u16) -> SentinelProcess {
         let dir = std::env::temp_dir().join(format!(
             "redlock-sentinel-{}-{}",
@@ -800,7 +809,7 @@ impl SentinelProcess {
                 format!(
                     "port {port}\nbind 127.0.0.1\ndir {}\nlogfile sentinel.log\n\
                      sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
-                     sentinel down-after-milliseconds {name} 1000\n\
+                     sentinel down-after-milliseconds {name} {SENTINEL_DOWN_AFTER_MS}\n\
                      sentinel failover-timeout {name} 3000\n",
                     dir.display(),
                     name = SentinelGroup::NAME

@@ -51,7 +51,7 @@ def group() -> Iterator[Group]:
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
                 f"sentinel monitor {NAME} 127.0.0.1 {master.port} 2\n"
-                f"sentinel down-after-milliseconds {NAME} 1000\n"
+                f"sentinel down-after-milliseconds {NAME} 2000\n"
                 f"sentinel failover-timeout {NAME} 3000\n"
             )
             with open(directory / f"sentinel-{i}.log", "ab") as log:
