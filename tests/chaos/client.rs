@@ -508,15 +508,30 @@ pub fn build_client(
 }
 
 /// One line per thread of this process: its id, name, scheduler state, the kernel function it
-/// sleeps in and its system call's number (`running` when on a core), from `/proc/self/task`.
+/// sleeps in, its system call's number (`running` when not in one), and over the next 300 ms
+/// how long it ran and how long it waited for a core (`/proc/self/task/*/schedstat`, in ms):
+/// a thread starved by the scheduler waits, one in a busy loop runs, one blocked does neither.
+/// Then each thread's stack, where `gdb` is installed.
 fn threads_snapshot() -> String {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return "  (no /proc/self/task)".into();
-    };
-    let mut lines: Vec<String> = tasks
-        .flatten()
-        .map(|task| {
-            let dir = task.path();
+    fn tasks() -> Vec<(String, std::path::PathBuf)> {
+        let mut all: Vec<_> = std::fs::read_dir("/proc/self/task")
+            .map(|d| {
+                d.flatten()
+                    .map(|t| (t.file_name().to_string_lossy().into_owned(), t.path()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        all.sort();
+        all
+    }
+    fn schedstat(dir: &Path) -> (u64, u64) {
+        let s = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
+        let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+        (f.next().unwrap_or(0), f.next().unwrap_or(0))
+    }
+    let before: Vec<_> = tasks()
+        .into_iter()
+        .map(|(tid, dir)| {
             let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
             let stat = read("stat");
             let state = stat
@@ -524,17 +539,40 @@ fn threads_snapshot() -> String {
                 .and_then(|(_, rest)| rest.split_whitespace().next())
                 .unwrap_or("?")
                 .to_string();
-            format!(
-                "  {} {} {state} {} {}",
-                task.file_name().to_string_lossy(),
+            let line = format!(
+                "  {tid} {} {state} {} {}",
                 read("comm").trim(),
                 read("wchan").trim(),
                 read("syscall").split_whitespace().next().unwrap_or("?")
+            );
+            (line, schedstat(&dir), dir)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let lines: Vec<String> = before
+        .into_iter()
+        .map(|(line, (run0, wait0), dir)| {
+            let (run1, wait1) = schedstat(&dir);
+            format!(
+                "{line} ran {} waited {}",
+                run1.saturating_sub(run0) / 1_000_000,
+                wait1.saturating_sub(wait0) / 1_000_000
             )
         })
         .collect();
-    lines.sort();
-    lines.join("\n")
+    let stacks = std::process::Command::new("gdb")
+        .args([
+            "-p",
+            &std::process::id().to_string(),
+            "-batch",
+            "-ex",
+            "thread apply all bt 30",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("(no stacks: gdb: {e})"));
+    format!("{}\n{stacks}", lines.join("\n"))
 }
 
 /// The builder [`build_client`] builds.
@@ -655,7 +693,7 @@ pub fn child(args: ChildArgs) {
             snapshot_taken = true;
             eprintln!(
                 "chaos client {}: a call is over {} ms long; the process's threads \
-                 (tid name state wchan syscall):\n{}",
+                 (tid name state wchan syscall, then ms run and waited for a core over 300 ms):\n{}",
                 args.id,
                 slow_ns / MS,
                 threads_snapshot()
