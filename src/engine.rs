@@ -20,7 +20,8 @@ use crate::telemetry::NodeStatus;
 use crate::telemetry::Telemetry;
 use crate::wire::{Command, Script};
 
-/// Looks at the answers a caller takes spinning, then yielding, before it sleeps on the gate.
+/// Looks at the answers a caller takes spinning, then yielding (while yields are cheap, see
+/// `sync::yield_if_cheap`), before it sleeps on the gate.
 const SPIN_LOOKS: u32 = 6;
 const YIELD_LOOKS: u32 = 4;
 /// How long a caller looks (yielding) before it sleeps, while its recent calls have been
@@ -189,8 +190,8 @@ impl Answers {
         }
     }
 
-    /// First a few short looks (spinning, then yielding the core to the workers, as
-    /// crossbeam's own receive does), then sleep until the gate wakes this thread. A wake-up
+    /// First a few short looks (spinning, then yielding the core to the workers while that is
+    /// cheap: `sync::yield_if_cheap`), then sleep until the gate wakes this thread. A wake-up
     /// that came before the park (or a stray one) makes it return at once; the caller looks
     /// again.
     fn pause(&mut self, now: Instant) {
@@ -199,11 +200,11 @@ impl Answers {
             for _ in 0..1u32 << self.looks.min(6) {
                 std::hint::spin_loop();
             }
-        } else if self.looks <= SPIN_LOOKS + YIELD_LOOKS
-            || (self.fast && now < self.t0 + CALLER_SPIN)
-        {
-            std::thread::yield_now();
-        } else {
+            return;
+        }
+        let looking =
+            self.looks <= SPIN_LOOKS + YIELD_LOOKS || (self.fast && now < self.t0 + CALLER_SPIN);
+        if !(looking && crate::sync::yield_if_cheap()) {
             std::thread::park_timeout(self.deadline - now);
         }
     }

@@ -13,6 +13,7 @@
 //!
 //! - `status.rs`: what a worker publishes, and how `node_status()` reads it;
 //! - `job.rs`: a [`Job`], and how its caller is answered;
+//! - `queue.rs`: a worker's job queue, whose worker sleeps without yielding the core;
 //! - `errors.rs`: how a failure is worded;
 //! - `wait_lane.rs`: the `WAIT` lane (`min_replicas`), both the handle's and the worker's side;
 //! - `server.rs`: the server process behind a connection, and whether its yes counts now;
@@ -26,6 +27,7 @@ mod errors;
 mod follow;
 mod job;
 mod pipeline;
+mod queue;
 mod server;
 mod status;
 mod wait_lane;
@@ -49,6 +51,7 @@ use connection::Connection;
 use follow::Follow;
 use job::answer;
 pub(crate) use job::{Handover, Job, ReplyTo};
+use queue::JobSender;
 use server::Server;
 pub(crate) use server::Servers;
 use status::Health;
@@ -60,7 +63,7 @@ const WORKER_STACK: usize = 256 * 1024;
 /// The caller's side of one node.
 pub(crate) struct Node {
     pub address: String,
-    tx: Sender<Job>,
+    tx: JobSender,
     health: Arc<Health>,
     /// With `min_replicas`: the second worker, which carries what needs `WAIT` (see
     /// `wait_lane.rs`).
@@ -95,9 +98,9 @@ impl Node {
             Some(lane) if lane.carries(&mut job) => &lane.tx,
             _ => &self.tx,
         };
-        if let Err(e) = tx.send(job) {
+        if let Some(job) = tx.send(job) {
             answer(
-                e.0,
+                job,
                 Vote::Failed(NodeProblem::Unavailable("worker stopped".into())),
             );
         }
@@ -218,8 +221,8 @@ impl Start {
     fn worker(
         &self,
         wait_for: Option<u32>,
-    ) -> io::Result<(Sender<Job>, Arc<Health>, JoinHandle<()>)> {
-        let (tx, rx) = crossbeam_channel::unbounded();
+    ) -> io::Result<(JobSender, Arc<Health>, JoinHandle<()>)> {
+        let (tx, rx) = queue::queue();
         let health = Arc::new(Health::new());
         let guard = Guard::new(
             self.settings.clock_guard,

@@ -15,11 +15,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
 use redis::Value;
 
 use super::errors::command_refused;
 use super::job::{Job, OnLane, Pending};
+use super::queue::JobSender;
 use super::status::Health;
 use crate::error::NodeProblem;
 use crate::sync::relock;
@@ -44,14 +44,14 @@ pub(super) fn needs_ack(command: &Command) -> bool {
 
 /// The handle's side of a node's `WAIT` lane.
 pub(super) struct Lane {
-    pub tx: Sender<Job>,
+    pub tx: JobSender,
     pub health: Arc<Health>,
     /// The key and token of each acquisition or extension the lane has not answered yet.
     pending: Pending,
 }
 
 impl Lane {
-    pub(super) fn new(tx: Sender<Job>, health: Arc<Health>) -> Lane {
+    pub(super) fn new(tx: JobSender, health: Arc<Health>) -> Lane {
         Lane {
             tx,
             health,

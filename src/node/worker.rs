@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{RecvTimeoutError, Sender, TryRecvError};
 
 use super::connection::Connection;
 use super::errors::describe;
 use super::job::{Job, answer, answer_or_clean_up};
 use super::pipeline::Ran;
+use super::queue::JobReceiver;
 use super::server::{Master, Server};
 use super::status::Health;
 use super::wait_lane::{WaitLane, needs_ack};
@@ -48,7 +49,7 @@ const GATHER_UP_TO: usize = 4;
 
 /// One worker thread's state: a node's first worker, or its `WAIT` lane's.
 pub(super) struct Worker {
-    rx: Receiver<Job>,
+    rx: JobReceiver,
     pace: Pace,
     /// Every sender is gone: the client was dropped and only queued jobs remain.
     closing: bool,
@@ -78,7 +79,7 @@ struct Pace {
 
 impl Worker {
     pub(super) fn new(
-        rx: Receiver<Job>,
+        rx: JobReceiver,
         conn: Connection,
         server: Server,
         lane: Option<WaitLane>,
@@ -116,7 +117,7 @@ impl Worker {
             let first = if self.deferred.is_empty() {
                 self.next_job()
             } else {
-                match self.rx.recv_deadline(self.conn.retry_at()) {
+                match self.rx.recv_deadline(Some(self.conn.retry_at())) {
                     Ok(r) => Ok(r),
                     Err(RecvTimeoutError::Timeout) => {
                         self.serve(&mut batch);
@@ -156,25 +157,27 @@ impl Worker {
             match self.rx.try_recv() {
                 Ok(r) => break Ok(r),
                 Err(TryRecvError::Disconnected) => break Err(()),
+                // Looks again after a yield, while yields are cheap (`sync::yield_if_cheap`).
                 Err(TryRecvError::Empty)
-                    if self.pace.quick >= QUICK_TO_SPIN && Instant::now() < until =>
-                {
-                    std::thread::yield_now()
-                }
+                    if self.pace.quick >= QUICK_TO_SPIN
+                        && Instant::now() < until
+                        && crate::sync::yield_if_cheap() => {}
                 Err(TryRecvError::Empty) if !self.conn.follows_a_watch() => {
-                    break self.rx.recv().map_err(|_| ());
+                    break self.rx.recv();
                 }
                 // A Sentinel node looks at its watch while idle too, so that its status shows
                 // a change of master without waiting for a call.
-                Err(TryRecvError::Empty) => match self.rx.recv_timeout(WATCH_INTERVAL) {
-                    Ok(r) => break Ok(r),
-                    Err(RecvTimeoutError::Timeout) => {
-                        if self.conn.follow_the_sentinels() {
-                            self.connect();
+                Err(TryRecvError::Empty) => {
+                    match self.rx.recv_deadline(Some(Instant::now() + WATCH_INTERVAL)) {
+                        Ok(r) => break Ok(r),
+                        Err(RecvTimeoutError::Timeout) => {
+                            if self.conn.follow_the_sentinels() {
+                                self.connect();
+                            }
                         }
+                        Err(RecvTimeoutError::Disconnected) => break Err(()),
                     }
-                    Err(RecvTimeoutError::Disconnected) => break Err(()),
-                },
+                }
             }
         };
         self.pace.quick = if Instant::now() < until {
@@ -212,7 +215,7 @@ impl Worker {
         let back = |r: &Job| r.reply.is_some() && r.queued_at >= since;
         let mut came = batch.iter().filter(|r| back(r)).count();
         while came < self.pace.awaited && batch.len() < GATHER_UP_TO {
-            match self.rx.recv_deadline(until) {
+            match self.rx.recv_deadline(Some(until)) {
                 Ok(r) => {
                     came += usize::from(back(&r));
                     batch.push(r);
