@@ -27,13 +27,14 @@ static NO_YIELD_UNTIL: AtomicU64 = AtomicU64::new(0);
 /// while this says yes, and sleeps (parks) once it says no.
 ///
 /// On a machine with an idle core a yield returns at once, and looking again saves the wait a
-/// wake-up. On a machine with none, each yield hands the core to every other runnable thread
-/// for a time slice, and Linux's EEVDF scheduler also moves the yielding thread's deadline
-/// back: a thread that yields while it waits is runnable without running. With yields on every
-/// wait, an uncontended lock cycle beside two busy loops took 4 to 8 ms at p50 instead of 0.1
-/// to 0.4 ms, and a chaos client's calls returned seconds late (docs/performance.md, "A busy
-/// machine"). So each yield is timed, and one slower than `SLOW_YIELD` (the core was wanted)
-/// stops yielding in the whole process for `NO_YIELD_FOR`.
+/// wake-up. On a machine with none, a yield may hand the core to other runnable threads for a
+/// time slice (on Linux's EEVDF scheduler, 6.6 and later, it also moves the yielding thread's
+/// deadline back): a thread that yields while it waits is runnable without running. With yields
+/// on every wait, an uncontended lock cycle at one thread beside two busy loops took 4 to 6 ms
+/// at p50 instead of 0.08 to 0.4 ms (docs/performance.md, "A busy machine"). So each yield is
+/// timed, and one slower than `SLOW_YIELD` (the core was wanted) stops yielding in the whole
+/// process for `NO_YIELD_FOR`. Each thread that yields before that is known pays one slow
+/// yield, about a time slice, at most once per `NO_YIELD_FOR`.
 pub(crate) fn yield_if_cheap() -> bool {
     let origin = *ORIGIN.get_or_init(Instant::now);
     let micros =
@@ -45,7 +46,7 @@ pub(crate) fn yield_if_cheap() -> bool {
     std::thread::yield_now();
     let after = Instant::now();
     if after - before > SLOW_YIELD {
-        NO_YIELD_UNTIL.store(micros(after + NO_YIELD_FOR), Ordering::Relaxed);
+        NO_YIELD_UNTIL.fetch_max(micros(after + NO_YIELD_FOR), Ordering::Relaxed);
     }
     true
 }

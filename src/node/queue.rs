@@ -1,13 +1,14 @@
-//! A worker's job queue: a crossbeam channel whose worker never yields the core on a busy
+//! A worker's job queue: a crossbeam channel whose worker does not yield the core on a busy
 //! machine while it waits.
 //!
 //! A blocking receive on a crossbeam channel that finds it empty calls `sched_yield` four times
 //! before it sleeps (its backoff), and a receive with a deadline does so even when the deadline
-//! is microseconds away. On a machine with no idle core each yield hands the core to every other
-//! runnable thread for a time slice (see `sync::yield_if_cheap`): a chaos client's workers were
+//! is microseconds away. On a machine with no idle core a yield may hand the core to other
+//! runnable threads for a time slice (see `sync::yield_if_cheap`): a chaos client's workers were
 //! runnable for 280 ms of 300 while running 2, and its callers, which wait for them, returned
-//! seconds past `node_timeout`. So the worker polls the channel and yields only while yields
-//! are cheap (a few times before it sleeps, as crossbeam does, or until a deadline under
+//! seconds past `node_timeout`. So the worker never makes crossbeam's blocking receive: it polls
+//! the channel (`try_recv`, which itself may yield briefly while a sender is halfway through a
+//! write) and yields only while yields are cheap (a few times before it sleeps, as crossbeam does, or until a deadline under
 //! [`SHORT_WAIT`]), and otherwise parks until a sender unparks it or the deadline passes.
 //!
 //! No job is left waiting on a parked worker: the worker marks itself asleep and then looks at
