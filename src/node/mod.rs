@@ -13,7 +13,7 @@
 //!
 //! - `status.rs`: what a worker publishes, and how `node_status()` reads it;
 //! - `job.rs`: a [`Job`], and how its caller is answered;
-//! - `queue.rs`: a worker's job queue, whose worker sleeps without yielding the core;
+//! - `queue.rs`: a worker's job queue, whose worker yields the core only while that is cheap;
 //! - `errors.rs`: how a failure is worded;
 //! - `wait_lane.rs`: the `WAIT` lane (`min_replicas`), both the handle's and the worker's side;
 //! - `server.rs`: the server process behind a connection, and whether its yes counts now;

@@ -8,8 +8,9 @@
 //! runnable for 280 ms of 300 while running 2, and its callers, which wait for them, returned
 //! seconds past `node_timeout`. So the worker never makes crossbeam's blocking receive: it polls
 //! the channel (`try_recv`, which itself may yield briefly while a sender is halfway through a
-//! write) and yields only while yields are cheap (a few times before it sleeps, as crossbeam does, or until a deadline under
-//! [`SHORT_WAIT`]), and otherwise parks until a sender unparks it or the deadline passes.
+//! write) and yields only while yields are cheap (a few times before it sleeps, as crossbeam
+//! does, or until a deadline under [`SHORT_WAIT`]), and otherwise parks until a sender unparks
+//! it or the deadline passes.
 //!
 //! No job is left waiting on a parked worker: the worker marks itself asleep and then looks at
 //! the channel once more, and a sender queues its job and then looks at the mark, each with a

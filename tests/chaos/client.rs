@@ -692,8 +692,8 @@ pub fn child(args: ChildArgs) {
         {
             snapshot_taken = true;
             eprintln!(
-                "chaos client {}: a call is over {} ms long; the process's threads \
-                 (tid name state wchan syscall, then ms run and waited for a core over 300 ms):\n{}",
+                "chaos client {}: a call is over {} ms long; the process's threads (tid name \
+                 state wchan syscall, then ms run and waited for a core over 300 ms):\n{}",
                 args.id,
                 slow_ns / MS,
                 threads_snapshot()
