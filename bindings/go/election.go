@@ -5,9 +5,12 @@ package redquorum
 import "C"
 
 import (
+	"bytes"
 	"context"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -33,8 +36,8 @@ type Election struct {
 	started        func(*Leadership)
 	stopped        func(term uint64)
 	newLeader      func(*Leader)
-	// stopWatch ends OnNewLeader's observer (a no-op without one).
-	stopWatch context.CancelFunc
+	// watcher runs OnNewLeader's f (nil without one).
+	watcher *watcher
 }
 
 // ElectionOption sets one part of an Election: the client-go style callbacks.
@@ -58,7 +61,9 @@ func OnStoppedLeading(f func(term uint64)) ElectionOption {
 // nobody leads), first with who leads when its goroutine first reads the nodes, after
 // Client.Election returned (a leader that campaigned meanwhile can be that first state: wait
 // for the first call before campaigning to know the state before): one call at a time, in
-// order, on a goroutine of its own, until Close (or the Client's Close).
+// order, on a goroutine of its own, until Close (or the Client's Close). Once Close has
+// returned f is not called again: Close waits for a call in progress, unless f itself calls
+// Close, which then returns at once and that call is the last.
 func OnNewLeader(f func(l *Leader)) ElectionOption {
 	return func(e *Election) { e.newLeader = f }
 }
@@ -99,12 +104,11 @@ func (c *Client) Election(name, identity string, ttl time.Duration, opts ...Elec
 		return nil, err
 	}
 	e := &Election{
-		ptr:       ptr,
-		client:    c,
-		name:      name,
-		identity:  identity,
-		ttl:       time.Duration(ms) * time.Millisecond,
-		stopWatch: func() {},
+		ptr:      ptr,
+		client:   c,
+		name:     name,
+		identity: identity,
+		ttl:      time.Duration(ms) * time.Millisecond,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -129,14 +133,58 @@ func (e *Election) watch() error {
 		stop()
 		return err
 	}
-	e.stopWatch = stop
-	f := e.newLeader
-	go func() {
-		for l := range changes {
-			f(l)
-		}
-	}()
+	w := &watcher{cancel: stop}
+	e.watcher = w
+	go w.run(changes, e.newLeader)
 	return nil
+}
+
+// watcher calls OnNewLeader's f with each change until stop. The observer can still hand over a
+// change after its context is done, so stopping it is not enough: mu, held while f runs, and
+// stopped say whether a call may begin.
+type watcher struct {
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	stopped bool
+	gid     atomic.Uint64 // the goroutine that calls f
+}
+
+func (w *watcher) run(changes <-chan *Leader, f func(*Leader)) {
+	w.gid.Store(goroutineID())
+	for l := range changes {
+		func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.stopped {
+				f(l)
+			}
+		}()
+	}
+}
+
+// stop returns once no call of f can begin, and none is running but the caller's own.
+func (w *watcher) stop() {
+	w.cancel()
+	if w.gid.Load() == goroutineID() {
+		w.stopped = true // inside f, which holds mu
+		return
+	}
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
+
+// goroutineID is the number the runtime gives the calling goroutine, read from its stack
+// header ("goroutine 18 [running]:").
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
 }
 
 // Campaign blocks until this candidate leads, woken by the nodes' announcements when the
@@ -262,15 +310,18 @@ func (e *Election) Close() error {
 		return nil
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
+	if !e.closed {
+		e.closed = true
+		runtime.SetFinalizer(e, nil)
+		if e.users == 0 {
+			e.freeLocked()
+		}
 	}
-	e.closed = true
-	runtime.SetFinalizer(e, nil)
-	e.stopWatch()
-	if e.users == 0 {
-		e.freeLocked()
+	e.mu.Unlock()
+	// Outside mu, which f may need (its own Close, a Campaign that fails), and on every Close:
+	// each returns only once f is done.
+	if e.watcher != nil {
+		e.watcher.stop()
 	}
 	return nil
 }
@@ -300,7 +351,9 @@ func (e *Election) leave() {
 func (e *Election) free() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.stopWatch()
+	if e.watcher != nil {
+		e.watcher.cancel() // nobody can wait for f any more
+	}
 	e.freeLocked()
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -438,6 +439,82 @@ func TestElectionCallbacks(t *testing.T) {
 	}()
 	if l, err := observer.Leader(name); l != nil || err != nil {
 		t.Errorf("Leader after a panic in OnStartedLeading = %+v, %v; want nobody", l, err)
+	}
+}
+
+// Once Close has returned OnNewLeader's f is not called again, even for a change the observer
+// read as Close ran; Close waits for a call in progress; f may call Close itself.
+func TestElectionCloseEndsOnNewLeader(t *testing.T) {
+	const name = "go:election:close-ends-callbacks"
+	c := newClient(t, shared.urls(), patient...)
+	other := mustElection(t, observer, name, "other", electionTTL)
+
+	// A leader change races with Close, many times over.
+	for i := 0; i < 30; i++ {
+		var closed atomic.Bool
+		first := make(chan struct{}, 1)
+		e := mustElection(t, c, name, "me", electionTTL, redquorum.OnNewLeader(func(*redquorum.Leader) {
+			if closed.Load() {
+				t.Errorf("round %d: OnNewLeader called after Close returned", i)
+			}
+			select {
+			case first <- struct{}{}:
+			default:
+			}
+		}))
+		receive(t, "OnNewLeader with the first state", first)
+		l := mustCampaign(t, other)
+		e.Close()
+		closed.Store(true)
+		if err := l.Resign(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Close waits for a call in progress, and f may call Close.
+	var e *redquorum.Election
+	ready := make(chan struct{})
+	first := make(chan struct{}, 1)
+	inside := make(chan struct{}, 1)
+	release := make(chan struct{})
+	innerClose := make(chan struct{}, 1)
+	calls := 0
+	e = mustElection(t, c, name, "me", electionTTL, redquorum.OnNewLeader(func(*redquorum.Leader) {
+		calls++
+		switch calls {
+		case 1:
+			<-ready // e is set
+			first <- struct{}{}
+		case 2:
+			inside <- struct{}{}
+			<-release
+			e.Close() // returns at once inside f
+			innerClose <- struct{}{}
+		default:
+			t.Errorf("OnNewLeader call %d after Close", calls)
+		}
+	}))
+	close(ready)
+	receive(t, "OnNewLeader with the first state", first)
+	l := mustCampaign(t, other)
+	defer l.Resign()
+	receive(t, "OnNewLeader with the leader", inside)
+	closeReturned := make(chan struct{})
+	go func() {
+		e.Close()
+		close(closeReturned)
+	}()
+	select {
+	case <-closeReturned:
+		t.Fatal("Close returned while OnNewLeader's f was running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	receive(t, "Close from inside OnNewLeader", innerClose)
+	select {
+	case <-closeReturned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return once OnNewLeader's f had")
 	}
 }
 
