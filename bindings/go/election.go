@@ -61,9 +61,12 @@ func OnStoppedLeading(f func(term uint64)) ElectionOption {
 // nobody leads), first with who leads when its goroutine first reads the nodes, after
 // Client.Election returned (a leader that campaigned meanwhile can be that first state: wait
 // for the first call before campaigning to know the state before): one call at a time, in
-// order, on a goroutine of its own, until Close (or the Client's Close). Once Close has
-// returned f is not called again: Close waits for a call in progress, unless f itself calls
-// Close, which then returns at once and that call is the last.
+// order, on a goroutine of its own, until Close. Once Close has returned f is not called
+// again: Close waits for a call in progress, unless f itself calls Close, which then returns at
+// once and that call is the last. So f must not wait for what a Close caller holds or waits
+// for: a lock held around Close, a sync.Once around it, a Close on another goroutine, another
+// election's Close from its own OnNewLeader. The Client's Close ends the calls too, without
+// waiting: one may still be running as it returns.
 func OnNewLeader(f func(l *Leader)) ElectionOption {
 	return func(e *Election) { e.newLeader = f }
 }
@@ -135,7 +138,7 @@ func (e *Election) watch() error {
 	}
 	w := &watcher{cancel: stop}
 	e.watcher = w
-	go w.run(changes, e.newLeader)
+	go w.run(changes, e.newLeader, e.client.closing)
 	return nil
 }
 
@@ -149,12 +152,17 @@ type watcher struct {
 	gid     atomic.Uint64 // the goroutine that calls f
 }
 
-func (w *watcher) run(changes <-chan *Leader, f func(*Leader)) {
+func (w *watcher) run(changes <-chan *Leader, f func(*Leader), clientClosing <-chan struct{}) {
 	w.gid.Store(goroutineID())
 	for l := range changes {
 		func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
+			select {
+			case <-clientClosing:
+				w.stopped = true
+			default:
+			}
 			if !w.stopped {
 				f(l)
 			}
@@ -301,10 +309,11 @@ func (e *Election) TTL() time.Duration {
 	return e.ttl
 }
 
-// Close stops OnNewLeader's calls and frees the election, once the campaigns in flight have
-// returned (it does not end them: their contexts, or the Client's Close, do). Later campaigns
-// fail with an error wrapping ErrClosed and ErrInvalidArgument. Leaderships it granted are not
-// touched. Safe to call more than once; returns nil.
+// Close stops OnNewLeader's calls (waiting for one in progress, see OnNewLeader) and frees the
+// election, once the campaigns in flight have returned (it does not end them: their contexts,
+// or the Client's Close, do). Later campaigns fail with an error wrapping ErrClosed and
+// ErrInvalidArgument. Leaderships it granted are not touched. Safe to call more than once;
+// returns nil.
 func (e *Election) Close() error {
 	if e == nil {
 		return nil
