@@ -7,7 +7,7 @@
 //! from it, with a `WAIT` lane's own record merged in. Uses only the telemetry types: it
 //! decides nothing, the worker's parts (`connection.rs`, `server.rs`, `worker.rs`) fill it.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,18 @@ pub(super) struct Health {
     /// See `NodeStatus::command_duration` and `errors`.
     pub command_duration: AtomicHistogram,
     pub errors: AtomicU64,
+    /// Since when the worker has waited on the node (a batch, a connect, a `PING`), in
+    /// nanoseconds of [`clock_ns`] plus one; 0 while it waits for nothing.
+    waiting_since: AtomicU64,
+    /// The node let a wait run past the node timeout and has not answered within it since:
+    /// callers skip it (see [`Health::stalled`]).
+    stalled: AtomicBool,
+}
+
+/// Nanoseconds since the first call in this process: an `Instant` that fits an atomic.
+fn clock_ns() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(BASE.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Which server process the worker is talking to, as of the last connect.
@@ -64,7 +76,45 @@ impl Health {
             clock_offset_ms: AtomicI64::new(NO_OFFSET),
             command_duration: AtomicHistogram::default(),
             errors: AtomicU64::default(),
+            waiting_since: AtomicU64::default(),
+            stalled: AtomicBool::default(),
         }
+    }
+
+    /// The worker begins to wait on the node.
+    pub(super) fn begin_wait(&self) {
+        self.waiting_since.store(clock_ns() + 1, Ordering::Relaxed);
+    }
+
+    /// The worker's wait ended after `took`, with an answer if `answered`: one within the node
+    /// timeout ends a stall.
+    pub(super) fn end_wait(&self, took: Duration, answered: bool, node_timeout: Duration) {
+        self.waiting_since.store(0, Ordering::Relaxed);
+        if answered && took <= node_timeout {
+            self.stalled.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the node is stalled: its worker has waited on it for longer than the node
+    /// timeout, or did and has not had an answer within the node timeout since. The first
+    /// caller to see such a wait marks the stall; the worker ends it (see `end_wait`).
+    pub(super) fn stalled(&self, node_timeout: Duration) -> bool {
+        if self.stalled.load(Ordering::Relaxed) {
+            return true;
+        }
+        let since = self.waiting_since.load(Ordering::Relaxed);
+        let over = since != 0
+            && clock_ns().saturating_sub(since - 1)
+                > u64::try_from(node_timeout.as_nanos()).unwrap_or(u64::MAX);
+        if over {
+            self.stalled.store(true, Ordering::Relaxed);
+        }
+        over
+    }
+
+    /// Whether a caller marked the node stalled (the worker then probes it while idle).
+    pub(super) fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
     }
 
     /// Publishes the clock guard's latest offset of the node.
