@@ -86,8 +86,8 @@ mod chart;
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redquorum::{AutoExtend, LockRequest, Redlock};
@@ -647,7 +647,7 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>, toxiproxy: Optio
             Some(_) => rtts.map(f64::ceil),
             None => rtts,
         };
-        let _relays: Vec<DelayRelay>;
+        let _relays: Vec<support::DelayRelay>;
         let ports: Vec<u16> = match &toxi {
             Some(t) => five
                 .nodes
@@ -662,7 +662,7 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>, toxiproxy: Optio
                     .iter()
                     .zip(rtts)
                     .map(|(n, rtt)| {
-                        DelayRelay::start(n.port, Duration::from_secs_f64(rtt / 2000.0))
+                        support::DelayRelay::start(n.port, Duration::from_secs_f64(rtt / 2000.0))
                     })
                     .collect();
                 _relays.iter().map(|r| r.port).collect()
@@ -871,62 +871,6 @@ impl Drop for Toxiproxy {
     }
 }
 
-/// A TCP relay to a local node that holds each chunk, in each direction, for `one_way` before
-/// passing it on: a node that far away, on a link with room to spare. Runs until the process
-/// ends.
-struct DelayRelay {
-    port: u16,
-}
-
-impl DelayRelay {
-    fn start(node_port: u16, one_way: Duration) -> DelayRelay {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for down in listener.incoming().flatten() {
-                let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", node_port)) else {
-                    continue;
-                };
-                let _ = (down.set_nodelay(true), up.set_nodelay(true));
-                let (down2, up2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
-                DelayRelay::pump(down, up, one_way);
-                DelayRelay::pump(up2, down2, one_way);
-            }
-        });
-        DelayRelay { port }
-    }
-
-    /// Forwards `from` to `to`, each chunk `delay` after it was read.
-    fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay: Duration) {
-        use std::io::{Read, Write};
-        let (tx, rx) = crossbeam_channel::unbounded::<(Instant, Vec<u8>)>();
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            while let Ok(n) = from.read(&mut buf) {
-                if n == 0
-                    || tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        std::thread::spawn(move || {
-            for (due, chunk) in rx {
-                let now = Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
-                }
-                if to.write_all(&chunk).is_err() {
-                    break;
-                }
-            }
-            let _ = to.shutdown(std::net::Shutdown::Write);
-        });
-    }
-}
-
 /// `--cost [--repeats R]`: the telemetry's cost (see the module's doc).
 fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
     /// Formats each record into a sink: what a logger costs, without the terminal's.
@@ -1093,9 +1037,8 @@ fn faults(length: Duration, workers: usize) {
                 _ => five.nodes[i].restart(),
             }
         }
-        let errors = |rl: &Redlock| -> Vec<u64> {
-            rl.node_status().iter().map(|s| s.errors).collect()
-        };
+        let errors =
+            |rl: &Redlock| -> Vec<u64> { rl.node_status().iter().map(|s| s.errors).collect() };
         let (a0, g0, e0, t0) = (
             acquired.load(Ordering::Relaxed),
             gave_up.load(Ordering::Relaxed),

@@ -109,7 +109,9 @@ impl Node {
             && wait_lane::needs_ack(&job.command)
             && health.stalled(self.node_timeout)
         {
-            health.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            health
+                .errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let ms = self.node_timeout.as_millis();
             answer(
                 job,

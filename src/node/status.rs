@@ -7,8 +7,8 @@
 //! from it, with a `WAIT` lane's own record merged in. Uses only the telemetry types: it
 //! decides nothing, the worker's parts (`connection.rs`, `server.rs`, `worker.rs`) fill it.
 
-use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::telemetry::NodeStatus;

@@ -259,12 +259,14 @@ impl Worker {
     }
 
     /// Probes a stalled node while no job comes: a `PING`, or a connect (whatever the backoff:
-    /// the probe's own pace bounds it) when the connection is down. An answer within the node
+    /// the probe's own pace bounds it) when the connection is down or a Sentinel node's master
+    /// changed. An answer within the node
     /// timeout ends the stall, so the node rejoins within one probe of answering in time; one
     /// slower leaves it out, so a node that answers, but always too late, does not flap in and
     /// out. A connect runs the server probe, so a restarted server sits out `restart_grace`.
     fn probe(&mut self) {
-        if !self.conn.is_up() {
+        // A Sentinel node whose master the sentinels replaced probes the new one.
+        if !self.conn.is_up() || self.conn.follow_the_sentinels() {
             self.connect();
         } else if let Err(e) = self.ping() {
             self.conn.disconnect(&e);
