@@ -32,7 +32,7 @@ pub(super) struct Health {
     /// nanoseconds of [`clock_ns`] plus one; 0 while it waits for nothing.
     waiting_since: AtomicU64,
     /// The node let a wait run past the node timeout and has not answered within it since:
-    /// callers skip it (see [`Health::stalled`]).
+    /// callers skip it (see [`Health::stalled`]). Written by the worker alone.
     stalled: AtomicBool,
 }
 
@@ -86,33 +86,38 @@ impl Health {
         self.waiting_since.store(clock_ns() + 1, Ordering::Relaxed);
     }
 
-    /// The worker's wait ended after `took`, with an answer if `answered`: one within the node
-    /// timeout ends a stall.
-    pub(super) fn end_wait(&self, took: Duration, answered: bool, node_timeout: Duration) {
+    /// The worker's wait ended after `took`: one longer than the node timeout starts a stall
+    /// (or keeps it), one within it ends it, whatever the outcome (a refused connect is quick:
+    /// the node is down, not stalled, and its jobs fail at once in the worker). Only the worker
+    /// marks or ends a stall, so that it knows, before it waits for its next job, whether to
+    /// probe (see `Worker::next_job`).
+    pub(super) fn end_wait(&self, took: Duration, node_timeout: Duration) {
         self.waiting_since.store(0, Ordering::Relaxed);
-        if answered && took <= node_timeout {
-            self.stalled.store(false, Ordering::Relaxed);
-        }
+        self.stalled.store(took > node_timeout, Ordering::Relaxed);
     }
 
-    /// Whether the node is stalled: its worker has waited on it for longer than the node
-    /// timeout, or did and has not had an answer within the node timeout since. The first
-    /// caller to see such a wait marks the stall; the worker ends it (see `end_wait`).
+    /// A connect ended after `took`, `up` or not. A connect takes several round trips, so only
+    /// one that failed after the node timeout (a node that accepts connections but does not
+    /// answer) starts a stall; one that succeeded ends it.
+    pub(super) fn end_connect(&self, took: Duration, up: bool, node_timeout: Duration) {
+        self.waiting_since.store(0, Ordering::Relaxed);
+        self.stalled
+            .store(!up && took > node_timeout, Ordering::Relaxed);
+    }
+
+    /// Whether callers skip the node: its worker marked it stalled, or has been waiting on it
+    /// for longer than the node timeout (and will mark it when that wait ends).
     pub(super) fn stalled(&self, node_timeout: Duration) -> bool {
         if self.stalled.load(Ordering::Relaxed) {
             return true;
         }
         let since = self.waiting_since.load(Ordering::Relaxed);
-        let over = since != 0
+        since != 0
             && clock_ns().saturating_sub(since - 1)
-                > u64::try_from(node_timeout.as_nanos()).unwrap_or(u64::MAX);
-        if over {
-            self.stalled.store(true, Ordering::Relaxed);
-        }
-        over
+                > u64::try_from(node_timeout.as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Whether a caller marked the node stalled (the worker then probes it while idle).
+    /// Whether the worker marked the node stalled (it then probes it while idle).
     pub(super) fn is_stalled(&self) -> bool {
         self.stalled.load(Ordering::Relaxed)
     }

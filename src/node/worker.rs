@@ -119,9 +119,17 @@ impl Worker {
             let first = if self.deferred.is_empty() {
                 self.next_job()
             } else {
-                match self.rx.recv_deadline(Some(self.conn.retry_at())) {
+                // A stalled node is probed at its pace, not the reconnect backoff's.
+                let mut until = self.conn.retry_at();
+                if self.health.is_stalled() {
+                    until = until.min(Instant::now() + self.probe_every());
+                }
+                match self.rx.recv_deadline(Some(until)) {
                     Ok(r) => Ok(r),
                     Err(RecvTimeoutError::Timeout) => {
+                        if self.health.is_stalled() {
+                            self.probe();
+                        }
                         self.serve(&mut batch);
                         continue;
                     }
@@ -166,8 +174,10 @@ impl Worker {
                         && crate::sync::yield_if_cheap() => {}
                 // A stalled node gets no acquisitions (see `Node::send`): probed while idle.
                 Err(TryRecvError::Empty) if self.health.is_stalled() => {
-                    let every = self.conn.node_timeout().max(MIN_PROBE_EVERY);
-                    match self.rx.recv_deadline(Some(Instant::now() + every)) {
+                    match self
+                        .rx
+                        .recv_deadline(Some(Instant::now() + self.probe_every()))
+                    {
                         Ok(r) => break Ok(r),
                         Err(RecvTimeoutError::Timeout) => self.probe(),
                         Err(RecvTimeoutError::Disconnected) => break Err(()),
@@ -245,7 +255,12 @@ impl Worker {
         self.health.begin_wait();
         self.conn.connect(&mut self.server, self.lane.as_mut());
         self.health
-            .end_wait(began.elapsed(), self.conn.is_up(), self.conn.node_timeout());
+            .end_connect(began.elapsed(), self.conn.is_up(), self.conn.node_timeout());
+    }
+
+    /// How often a stalled node is probed while idle.
+    fn probe_every(&self) -> Duration {
+        self.conn.node_timeout().max(MIN_PROBE_EVERY)
     }
 
     /// A `PING`, timed for the stall check (see `Health::stalled`).
@@ -254,16 +269,17 @@ impl Worker {
         self.health.begin_wait();
         let pinged = self.conn.ping();
         self.health
-            .end_wait(began.elapsed(), pinged.is_ok(), self.conn.node_timeout());
+            .end_wait(began.elapsed(), self.conn.node_timeout());
         pinged
     }
 
     /// Probes a stalled node while no job comes: a `PING`, or a connect (whatever the backoff:
     /// the probe's own pace bounds it) when the connection is down or a Sentinel node's master
-    /// changed. An answer within the node
-    /// timeout ends the stall, so the node rejoins within one probe of answering in time; one
-    /// slower leaves it out, so a node that answers, but always too late, does not flap in and
-    /// out. A connect runs the server probe, so a restarted server sits out `restart_grace`.
+    /// changed. A `PING` answered within the node timeout, or a connect that succeeds, ends the
+    /// stall (see `Health::end_wait`), so the node rejoins within one probe of answering in
+    /// time; a `PING` answered later leaves it out, so a node that answers, but always too late,
+    /// does not flap in and out. A connect runs the server probe, so a restarted server sits out
+    /// `restart_grace`.
     fn probe(&mut self) {
         // A Sentinel node whose master the sentinels replaced probes the new one.
         if !self.conn.is_up() || self.conn.follow_the_sentinels() {
@@ -422,7 +438,7 @@ impl Worker {
         self.health.begin_wait();
         let ran = self.conn.execute(batch, time, wait, sent);
         self.health
-            .end_wait(sent.elapsed(), ran.is_ok(), self.conn.node_timeout());
+            .end_wait(sent.elapsed(), self.conn.node_timeout());
         let mut ran = ran?;
         if let Some((probe, masters, replicas)) = ran.refreshed.take() {
             // New masters seen through a MOVED (a failover): observed before the votes count,
