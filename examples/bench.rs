@@ -49,6 +49,11 @@
 //! bound), interleaved R times (default 5), with the medians of CPU per cycle and the ratios
 //! to no listener.
 //!
+//! `-- --faults [--seconds S]` runs only the hung-node question of issue 45: the demo's
+//! contended workload on five nodes through phases of S seconds (default 3), healthy, then one
+//! node hung, resumed, killed and restarted, then two: acquisitions per second and each node's
+//! errors per phase, and the ratios hung ÷ killed and back ÷ healthy.
+//!
 //! `-- --hot [--repeats R] [--nodes 1,5] [--threads 1,4,16]` runs only the hot-node question of
 //! issue 30: redlock's uncontended cycle at N = 1 (with `--nodes 1,5` also N = 5) against the
 //! naive client with one connection per thread per node, at 1, 4 and 16 threads (or those
@@ -81,8 +86,8 @@ mod chart;
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redquorum::{AutoExtend, LockRequest, Redlock};
@@ -642,7 +647,7 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>, toxiproxy: Optio
             Some(_) => rtts.map(f64::ceil),
             None => rtts,
         };
-        let _relays: Vec<DelayRelay>;
+        let _relays: Vec<support::DelayRelay>;
         let ports: Vec<u16> = match &toxi {
             Some(t) => five
                 .nodes
@@ -657,7 +662,7 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>, toxiproxy: Optio
                     .iter()
                     .zip(rtts)
                     .map(|(n, rtt)| {
-                        DelayRelay::start(n.port, Duration::from_secs_f64(rtt / 2000.0))
+                        support::DelayRelay::start(n.port, Duration::from_secs_f64(rtt / 2000.0))
                     })
                     .collect();
                 _relays.iter().map(|r| r.port).collect()
@@ -866,62 +871,6 @@ impl Drop for Toxiproxy {
     }
 }
 
-/// A TCP relay to a local node that holds each chunk, in each direction, for `one_way` before
-/// passing it on: a node that far away, on a link with room to spare. Runs until the process
-/// ends.
-struct DelayRelay {
-    port: u16,
-}
-
-impl DelayRelay {
-    fn start(node_port: u16, one_way: Duration) -> DelayRelay {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for down in listener.incoming().flatten() {
-                let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", node_port)) else {
-                    continue;
-                };
-                let _ = (down.set_nodelay(true), up.set_nodelay(true));
-                let (down2, up2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
-                DelayRelay::pump(down, up, one_way);
-                DelayRelay::pump(up2, down2, one_way);
-            }
-        });
-        DelayRelay { port }
-    }
-
-    /// Forwards `from` to `to`, each chunk `delay` after it was read.
-    fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay: Duration) {
-        use std::io::{Read, Write};
-        let (tx, rx) = crossbeam_channel::unbounded::<(Instant, Vec<u8>)>();
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            while let Ok(n) = from.read(&mut buf) {
-                if n == 0
-                    || tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        std::thread::spawn(move || {
-            for (due, chunk) in rx {
-                let now = Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
-                }
-                if to.write_all(&chunk).is_err() {
-                    break;
-                }
-            }
-            let _ = to.shutdown(std::net::Shutdown::Write);
-        });
-    }
-}
-
 /// `--cost [--repeats R]`: the telemetry's cost (see the module's doc).
 fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
     /// Formats each record into a sink: what a logger costs, without the terminal's.
@@ -1022,6 +971,112 @@ fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
             );
         }
     }
+}
+
+/// `--faults`: the demo's contended workload (`workers` threads of one process on one resource,
+/// `lock` with 50 retries at 5 ms ± 5 ms, 200 µs holds, TTL 2 s) on five nodes, through phases
+/// of `length` each: healthy, then one node hung (SIGSTOP), resumed, killed (SIGKILL) and
+/// restarted empty, then the same with two nodes. One JSON line per phase: acquisitions per
+/// second, attempts that gave up, and each node's errors (timeouts, refused connections) in the
+/// phase; then the ratios the hung-node question asks for: hung ÷ killed, and each phase after
+/// a node came back ÷ healthy.
+fn faults(length: Duration, workers: usize) {
+    let mut five = Cluster::start(5);
+    let rl = Redlock::builder()
+        .nodes(&five.urls())
+        .retry_count(50)
+        .retry_delay(Duration::from_millis(5))
+        .retry_jitter(Duration::from_millis(5))
+        .build()
+        .expect("client");
+    let acquired = Arc::new(AtomicU64::new(0));
+    let gave_up = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let (rl, acquired, gave_up, stop) = (
+                rl.clone(),
+                Arc::clone(&acquired),
+                Arc::clone(&gave_up),
+                Arc::clone(&stop),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match rl.lock("bench-faults", Duration::from_secs(2)) {
+                        Ok(lock) => {
+                            std::thread::sleep(Duration::from_micros(200));
+                            acquired.fetch_add(1, Ordering::Relaxed);
+                            let _ = lock.release();
+                        }
+                        Err(_) => {
+                            gave_up.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let phases: [(&str, &[usize], &str); 9] = [
+        ("healthy", &[], ""),
+        ("1 hung", &[1], "hang"),
+        ("1 resumed", &[1], "resume"),
+        ("1 killed", &[1], "kill"),
+        ("1 restarted", &[1], "restart"),
+        ("2 hung", &[1, 2], "hang"),
+        ("2 resumed", &[1, 2], "resume"),
+        ("2 killed", &[1, 2], "kill"),
+        ("2 restarted", &[1, 2], "restart"),
+    ];
+    let mut rates = Vec::new();
+    for (phase, nodes, action) in phases {
+        for &i in nodes {
+            match action {
+                "hang" => five.nodes[i].hang(),
+                "resume" => five.nodes[i].resume(),
+                "kill" => five.nodes[i].kill(),
+                _ => five.nodes[i].restart(),
+            }
+        }
+        let errors =
+            |rl: &Redlock| -> Vec<u64> { rl.node_status().iter().map(|s| s.errors).collect() };
+        let (a0, g0, e0, t0) = (
+            acquired.load(Ordering::Relaxed),
+            gave_up.load(Ordering::Relaxed),
+            errors(&rl),
+            Instant::now(),
+        );
+        std::thread::sleep(length);
+        let secs = t0.elapsed().as_secs_f64();
+        let rate = (acquired.load(Ordering::Relaxed) - a0) as f64 / secs;
+        let node_errors: Vec<String> = errors(&rl)
+            .iter()
+            .zip(&e0)
+            .map(|(e, e0)| (e - e0).to_string())
+            .collect();
+        emit(format!(
+            "{{\"config\":\"faults\",\"phase\":\"{phase}\",\"workers\":{workers},\
+             \"acquired_per_s\":{rate:.0},\"gave_up\":{},\"node_errors\":[{}]}}",
+            gave_up.load(Ordering::Relaxed) - g0,
+            node_errors.join(","),
+        ));
+        rates.push(rate);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let r = |a: usize, b: usize| rates[a] / rates[b].max(1.0);
+    emit(format!(
+        "{{\"config\":\"faults-ratios\",\"hung_over_killed_1\":{:.2},\"hung_over_killed_2\":{:.2},\
+         \"resumed_over_healthy_1\":{:.2},\"restarted_over_healthy_1\":{:.2},\
+         \"resumed_over_healthy_2\":{:.2},\"restarted_over_healthy_2\":{:.2}}}",
+        r(1, 3),
+        r(5, 7),
+        r(2, 0),
+        r(4, 0),
+        r(6, 0),
+        r(8, 0),
+    ));
 }
 
 fn repeats(args: &[String], default: usize) -> usize {
@@ -1140,6 +1195,9 @@ fn main() {
     if args.iter().any(|a| a == "--allocations") {
         allocations(&one, 1);
         return allocations(&Cluster::start(5), 5);
+    }
+    if args.iter().any(|a| a == "--faults") {
+        return faults(length, 6);
     }
     let five = Cluster::start(5);
     if args.iter().any(|a| a == "--cost") {

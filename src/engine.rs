@@ -221,6 +221,7 @@ impl Engine {
         scripts: &'static [&'static [&'static Script]],
     ) -> Result<Engine> {
         let settings = Settings {
+            node_timeout: config.node_timeout,
             connect_timeout: config.connect_timeout(),
             io_timeout: config.io_timeout(),
             restart_grace: config.restart_grace,

@@ -500,6 +500,125 @@ fn hung_nodes_do_not_slow_acquisition_and_rejoin_after_resume() {
     );
 }
 
+/// The report's verdict on node `i` of `cluster`, if the error has a report that names it.
+fn problem_of(e: &Error, address: &str) -> Option<NodeProblem> {
+    let report = match e {
+        Error::NotAcquired { report, .. } | Error::NoQuorum { report, .. } => report,
+        _ => return None,
+    };
+    report
+        .failures
+        .iter()
+        .find(|f| f.node == address)
+        .map(|f| f.problem.clone())
+}
+
+fn skipped(problem: &Option<NodeProblem>) -> bool {
+    matches!(problem, Some(NodeProblem::Unavailable(why)) if why.contains("skipped"))
+}
+
+/// A hung node whose vote decides (two nodes refuse, two grant): the first attempts wait the
+/// node timeout for it; once its worker has waited past that, attempts skip it and decide on
+/// the others. Its late yes to an attempt that failed is undone, it rejoins once it answers in
+/// time, and a second client is refused while the first holds the lock.
+#[test]
+fn a_hung_node_is_skipped_until_it_answers_in_time_and_its_late_yes_is_undone() {
+    let cluster = Cluster::start(5);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(200))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    rl.lock("warmup", TTL).unwrap().release().unwrap();
+    for i in [0, 2] {
+        cluster.nodes[i].set("stall", "another-owner", 60_000);
+    }
+    let hung = cluster.nodes[1]
+        .url()
+        .trim_start_matches("redis://")
+        .to_owned();
+    cluster.nodes[1].hang();
+    let mut tokens_tried = 0;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            tokens_tried += 1;
+            match rl.try_lock("stall", TTL) {
+                Ok(lock) => panic!("acquired a resource two of five nodes refuse: {lock:?}"),
+                Err(e) => skipped(&problem_of(&e, &hung)),
+            }
+        }),
+        "an attempt skipped the hung node"
+    );
+    // Skipped from then on, until it answers: a skipped vote is a failure, never a refusal.
+    for _ in 0..20 {
+        let e = rl.try_lock("stall", TTL).unwrap_err();
+        assert!(skipped(&problem_of(&e, &hung)), "{e:?}");
+    }
+    cluster.nodes[1].resume();
+    // The first attempts' SET reached node 1 before it hung: it runs on resume, and the undo
+    // after it removes it.
+    assert!(
+        eventually(Duration::from_secs(10), || cluster.nodes[1]
+            .get("stall")
+            .is_none()),
+        "the late yes on the resumed node is undone: {:?} after {tokens_tried} attempts",
+        cluster.nodes[1].get("stall")
+    );
+    // Node 1 answers again: with its yes, three of five grant.
+    let mut lock = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            lock = rl.try_lock("stall", TTL).ok();
+            lock.is_some()
+        }),
+        "the resumed node rejoins"
+    );
+    let lock = lock.unwrap();
+    let other = cluster.client();
+    assert!(matches!(
+        other.try_lock("stall", TTL),
+        Err(Error::NotAcquired { .. })
+    ));
+    lock.release().unwrap();
+    assert_eq!(cluster.nodes[1].get("stall"), None);
+    assert_eq!(
+        cluster.nodes[0].get("stall").as_deref(),
+        Some("another-owner")
+    );
+}
+
+/// A node that answers, but always later than the node timeout (a 200 ms round trip against
+/// 50 ms), stays out once it is found stalled: its probes answer too late to let it back in, so
+/// no attempt waits for it again.
+#[test]
+fn a_node_that_always_answers_too_late_stays_out_without_flapping() {
+    let cluster = Cluster::start(3);
+    let relay = support::DelayRelay::start(cluster.nodes[2].port, Duration::from_millis(100));
+    let slow = format!("127.0.0.1:{}", relay.port);
+    let mut urls = cluster.urls();
+    urls[2] = format!("redis://{slow}");
+    let rl = support::builder(&urls)
+        .node_timeout(Duration::from_millis(50))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    // Node 0 refuses, node 1 grants: node 2 decides.
+    cluster.nodes[0].set("slow", "another-owner", 60_000);
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let e = rl.try_lock("slow", TTL).unwrap_err();
+            skipped(&problem_of(&e, &slow))
+        }),
+        "an attempt skipped the slow node"
+    );
+    for i in 0..50 {
+        let e = rl.try_lock("slow", TTL).unwrap_err();
+        assert!(skipped(&problem_of(&e, &slow)), "attempt {i}: {e:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn partial_acquisition_leaves_nothing_behind() {
     let cluster = Cluster::start(5);

@@ -132,6 +132,10 @@ impl Connection {
         self.settings.io_timeout
     }
 
+    pub(super) fn node_timeout(&self) -> Duration {
+        self.settings.node_timeout
+    }
+
     pub(super) fn link_mut(&mut self) -> Option<&mut Link> {
         self.link.as_mut()
     }

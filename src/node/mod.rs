@@ -63,6 +63,7 @@ const WORKER_STACK: usize = 256 * 1024;
 /// The caller's side of one node.
 pub(crate) struct Node {
     pub address: String,
+    node_timeout: Duration,
     tx: JobSender,
     health: Arc<Health>,
     /// With `min_replicas`: the second worker, which carries what needs `WAIT` (see
@@ -93,11 +94,33 @@ impl Node {
     /// lane may be waiting for a `WAIT`, or hold the write queued behind one), find nothing,
     /// and leave the key the lane writes next until its TTL: after a caller whose quorum came
     /// from other nodes released at once, say.
+    ///
+    /// An acquisition or an extension that a caller waits for is not sent to a node that has
+    /// stalled (see [`Health::stalled`]): it fails at once, as `Unavailable`, so that a split
+    /// vote decides without waiting out the node timeout for a node that has not answered in
+    /// time for a while. Nothing is written, so there is nothing to undo; the caller's undo
+    /// goes out all the same, as for any failed vote. Cleanups are always queued.
     pub(crate) fn send(&self, mut job: Job) {
-        let tx = match &self.lane {
-            Some(lane) if lane.carries(&mut job) => &lane.tx,
-            _ => &self.tx,
+        let (tx, health) = match &self.lane {
+            Some(lane) if lane.carries(&mut job) => (&lane.tx, &*lane.health),
+            _ => (&self.tx, &*self.health),
         };
+        if job.reply.is_some()
+            && wait_lane::needs_ack(&job.command)
+            && health.stalled(self.node_timeout)
+        {
+            health
+                .errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let ms = self.node_timeout.as_millis();
+            answer(
+                job,
+                Vote::Failed(NodeProblem::Unavailable(format!(
+                    "not answering within the node timeout ({ms} ms): skipped until it does"
+                ))),
+            );
+            return;
+        }
         if let Some(job) = tx.send(job) {
             answer(
                 job,
@@ -115,6 +138,9 @@ impl Node {
 /// What a worker needs to know from the client's configuration.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Settings {
+    /// How long a caller waits for a node's answer; a node that lets its worker wait longer is
+    /// skipped until it answers within it again.
+    pub node_timeout: Duration,
     /// Connecting (TCP and handshake).
     pub connect_timeout: Duration,
     /// One read or write; past it the connection is considered broken.
@@ -169,6 +195,7 @@ pub(crate) fn spawn(
     };
     let node = Node {
         address,
+        node_timeout: settings.node_timeout,
         tx,
         health,
         lane,

@@ -7,8 +7,8 @@
 //! from it, with a `WAIT` lane's own record merged in. Uses only the telemetry types: it
 //! decides nothing, the worker's parts (`connection.rs`, `server.rs`, `worker.rs`) fill it.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::telemetry::NodeStatus;
@@ -28,6 +28,18 @@ pub(super) struct Health {
     /// See `NodeStatus::command_duration` and `errors`.
     pub command_duration: AtomicHistogram,
     pub errors: AtomicU64,
+    /// Since when the worker has waited on the node (a batch, a connect, a `PING`), in
+    /// nanoseconds of [`clock_ns`] plus one; 0 while it waits for nothing.
+    waiting_since: AtomicU64,
+    /// The node let a wait run past the node timeout and has not answered within it since:
+    /// callers skip it (see [`Health::stalled`]). Written by the worker alone.
+    stalled: AtomicBool,
+}
+
+/// Nanoseconds since the first call in this process: an `Instant` that fits an atomic.
+fn clock_ns() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(BASE.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Which server process the worker is talking to, as of the last connect.
@@ -64,7 +76,50 @@ impl Health {
             clock_offset_ms: AtomicI64::new(NO_OFFSET),
             command_duration: AtomicHistogram::default(),
             errors: AtomicU64::default(),
+            waiting_since: AtomicU64::default(),
+            stalled: AtomicBool::default(),
         }
+    }
+
+    /// The worker begins to wait on the node.
+    pub(super) fn begin_wait(&self) {
+        self.waiting_since.store(clock_ns() + 1, Ordering::Relaxed);
+    }
+
+    /// The worker's wait ended after `took`: one longer than the node timeout starts a stall
+    /// (or keeps it), one within it ends it, whatever the outcome (a refused connect is quick:
+    /// the node is down, not stalled, and its jobs fail at once in the worker). Only the worker
+    /// marks or ends a stall, so that it knows, before it waits for its next job, whether to
+    /// probe (see `Worker::next_job`).
+    pub(super) fn end_wait(&self, took: Duration, node_timeout: Duration) {
+        self.waiting_since.store(0, Ordering::Relaxed);
+        self.stalled.store(took > node_timeout, Ordering::Relaxed);
+    }
+
+    /// A connect ended after `took`, `up` or not. A connect takes several round trips, so only
+    /// one that failed after the node timeout (a node that accepts connections but does not
+    /// answer) starts a stall; one that succeeded ends it.
+    pub(super) fn end_connect(&self, took: Duration, up: bool, node_timeout: Duration) {
+        self.waiting_since.store(0, Ordering::Relaxed);
+        self.stalled
+            .store(!up && took > node_timeout, Ordering::Relaxed);
+    }
+
+    /// Whether callers skip the node: its worker marked it stalled, or has been waiting on it
+    /// for longer than the node timeout (and will mark it when that wait ends).
+    pub(super) fn stalled(&self, node_timeout: Duration) -> bool {
+        if self.stalled.load(Ordering::Relaxed) {
+            return true;
+        }
+        let since = self.waiting_since.load(Ordering::Relaxed);
+        since != 0
+            && clock_ns().saturating_sub(since - 1)
+                > u64::try_from(node_timeout.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the worker marked the node stalled (it then probes it while idle).
+    pub(super) fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
     }
 
     /// Publishes the clock guard's latest offset of the node.

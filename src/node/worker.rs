@@ -46,6 +46,8 @@ const GATHER: Duration = Duration::from_micros(30);
 /// caller's send then wakes it) than it saves (the hot-node bench at 16 threads, in CPU per
 /// cycle; gathering up to 8 was no better there than not gathering).
 const GATHER_UP_TO: usize = 4;
+/// A stalled node is probed every node timeout while idle, but not more often than this.
+const MIN_PROBE_EVERY: Duration = Duration::from_millis(10);
 
 /// One worker thread's state: a node's first worker, or its `WAIT` lane's.
 pub(super) struct Worker {
@@ -117,9 +119,17 @@ impl Worker {
             let first = if self.deferred.is_empty() {
                 self.next_job()
             } else {
-                match self.rx.recv_deadline(Some(self.conn.retry_at())) {
+                // A stalled node is probed at its pace, not the reconnect backoff's.
+                let mut until = self.conn.retry_at();
+                if self.health.is_stalled() {
+                    until = until.min(Instant::now() + self.probe_every());
+                }
+                match self.rx.recv_deadline(Some(until)) {
                     Ok(r) => Ok(r),
                     Err(RecvTimeoutError::Timeout) => {
+                        if self.health.is_stalled() {
+                            self.probe();
+                        }
                         self.serve(&mut batch);
                         continue;
                     }
@@ -162,6 +172,17 @@ impl Worker {
                     if self.pace.quick >= QUICK_TO_SPIN
                         && Instant::now() < until
                         && crate::sync::yield_if_cheap() => {}
+                // A stalled node gets no acquisitions (see `Node::send`): probed while idle.
+                Err(TryRecvError::Empty) if self.health.is_stalled() => {
+                    match self
+                        .rx
+                        .recv_deadline(Some(Instant::now() + self.probe_every()))
+                    {
+                        Ok(r) => break Ok(r),
+                        Err(RecvTimeoutError::Timeout) => self.probe(),
+                        Err(RecvTimeoutError::Disconnected) => break Err(()),
+                    }
+                }
                 Err(TryRecvError::Empty) if !self.conn.follows_a_watch() => {
                     break self.rx.recv();
                 }
@@ -230,7 +251,42 @@ impl Worker {
     }
 
     fn connect(&mut self) {
+        let began = Instant::now();
+        self.health.begin_wait();
         self.conn.connect(&mut self.server, self.lane.as_mut());
+        self.health
+            .end_connect(began.elapsed(), self.conn.is_up(), self.conn.node_timeout());
+    }
+
+    /// How often a stalled node is probed while idle.
+    fn probe_every(&self) -> Duration {
+        self.conn.node_timeout().max(MIN_PROBE_EVERY)
+    }
+
+    /// A `PING`, timed for the stall check (see `Health::stalled`).
+    fn ping(&mut self) -> redis::RedisResult<()> {
+        let began = Instant::now();
+        self.health.begin_wait();
+        let pinged = self.conn.ping();
+        self.health
+            .end_wait(began.elapsed(), self.conn.node_timeout());
+        pinged
+    }
+
+    /// Probes a stalled node while no job comes: a `PING`, or a connect (whatever the backoff:
+    /// the probe's own pace bounds it) when the connection is down or a Sentinel node's master
+    /// changed. A `PING` answered within the node timeout, or a connect that succeeds, ends the
+    /// stall (see `Health::end_wait`), so the node rejoins within one probe of answering in
+    /// time; a `PING` answered later leaves it out, so a node that answers, but always too late,
+    /// does not flap in and out. A connect runs the server probe, so a restarted server sits out
+    /// `restart_grace`.
+    fn probe(&mut self) {
+        // A Sentinel node whose master the sentinels replaced probes the new one.
+        if !self.conn.is_up() || self.conn.follow_the_sentinels() {
+            self.connect();
+        } else if let Err(e) = self.ping() {
+            self.conn.disconnect(&e);
+        }
     }
 
     /// Sends a batch and answers it, with the cleanups kept for after a reconnect: unless
@@ -319,7 +375,7 @@ impl Worker {
         if self.conn.idle() < IDLE_PROBE || batch.iter().all(|r| r.command.resendable) {
             return true;
         }
-        let Err(e) = self.conn.ping() else {
+        let Err(e) = self.ping() else {
             return true;
         };
         let mut problem = describe(&e);
@@ -379,7 +435,11 @@ impl Worker {
             .lane
             .as_ref()
             .and_then(|lane| lane.wait(batch, sent, io_timeout));
-        let mut ran = self.conn.execute(batch, time, wait, sent)?;
+        self.health.begin_wait();
+        let ran = self.conn.execute(batch, time, wait, sent);
+        self.health
+            .end_wait(sent.elapsed(), self.conn.node_timeout());
+        let mut ran = ran?;
         if let Some((probe, masters, replicas)) = ran.refreshed.take() {
             // New masters seen through a MOVED (a failover): observed before the votes count,
             // so that the restart grace they start holds this batch out.

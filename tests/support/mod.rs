@@ -1352,3 +1352,59 @@ impl RedisCluster {
         })
     }
 }
+
+/// A TCP relay to a local node that holds each chunk, in each direction, for `one_way` before
+/// passing it on: a node that far away, on a link with room to spare. Runs until the process
+/// ends.
+pub struct DelayRelay {
+    pub port: u16,
+}
+
+impl DelayRelay {
+    pub fn start(node_port: u16, one_way: Duration) -> DelayRelay {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for down in listener.incoming().flatten() {
+                let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", node_port)) else {
+                    continue;
+                };
+                let _ = (down.set_nodelay(true), up.set_nodelay(true));
+                let (down2, up2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
+                DelayRelay::pump(down, up, one_way);
+                DelayRelay::pump(up2, down2, one_way);
+            }
+        });
+        DelayRelay { port }
+    }
+
+    /// Forwards `from` to `to`, each chunk `delay` after it was read.
+    fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay: Duration) {
+        use std::io::{Read, Write};
+        let (tx, rx) = crossbeam_channel::unbounded::<(Instant, Vec<u8>)>();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0
+                    || tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for (due, chunk) in rx {
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                if to.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Write);
+        });
+    }
+}
