@@ -983,7 +983,7 @@ fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
 fn faults(length: Duration, workers: usize) {
     let mut five = Cluster::start(5);
     let rl = Redlock::builder()
-        .nodes(&five.urls())
+        .nodes(five.urls())
         .retry_count(50)
         .retry_delay(Duration::from_millis(5))
         .retry_jitter(Duration::from_millis(5))

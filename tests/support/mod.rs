@@ -1381,7 +1381,7 @@ impl DelayRelay {
     /// Forwards `from` to `to`, each chunk `delay` after it was read.
     fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay: Duration) {
         use std::io::{Read, Write};
-        let (tx, rx) = crossbeam_channel::unbounded::<(Instant, Vec<u8>)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
             while let Ok(n) = from.read(&mut buf) {
