@@ -49,10 +49,11 @@
 //! bound), interleaved R times (default 5), with the medians of CPU per cycle and the ratios
 //! to no listener.
 //!
-//! `-- --faults [--seconds S]` runs only the hung-node question of issue 45: the demo's
-//! contended workload on five nodes through phases of S seconds (default 3), healthy, then one
-//! node hung, resumed, killed and restarted, then two: acquisitions per second and each node's
-//! errors per phase, and the ratios hung ÷ killed and back ÷ healthy.
+//! `-- --faults [--wait] [--seconds S]` runs only the hung-node question of issue 45: the demo's
+//! contended workload (its retrying `lock`, or with `--wait` a waiting one) on five nodes
+//! through phases of S seconds (default 3), healthy, then one node hung, resumed, killed and
+//! restarted, then two: acquisitions per second and each node's errors per phase, and the ratios
+//! hung ÷ killed and back ÷ healthy.
 //!
 //! `-- --hot [--repeats R] [--nodes 1,5] [--threads 1,4,16]` runs only the hot-node question of
 //! issue 30: redlock's uncontended cycle at N = 1 (with `--nodes 1,5` also N = 5) against the
@@ -974,13 +975,14 @@ fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
 }
 
 /// `--faults`: the demo's contended workload (`workers` threads of one process on one resource,
-/// `lock` with 50 retries at 5 ms ± 5 ms, 200 µs holds, TTL 2 s) on five nodes, through phases
+/// `lock` with 50 retries at 5 ms ± 5 ms, or with `wait` a waiting lock of up to 5 s, 200 µs
+/// holds, TTL 2 s) on five nodes, through phases
 /// of `length` each: healthy, then one node hung (SIGSTOP), resumed, killed (SIGKILL) and
 /// restarted empty, then the same with two nodes. One JSON line per phase: acquisitions per
 /// second, attempts that gave up, and each node's errors (timeouts, refused connections) in the
 /// phase; then the ratios the hung-node question asks for: hung ÷ killed, and each phase after
 /// a node came back ÷ healthy.
-fn faults(length: Duration, workers: usize) {
+fn faults(length: Duration, workers: usize, wait: bool) {
     let mut five = Cluster::start(5);
     let rl = Redlock::builder()
         .nodes(five.urls())
@@ -1001,8 +1003,14 @@ fn faults(length: Duration, workers: usize) {
                 Arc::clone(&stop),
             );
             std::thread::spawn(move || {
+                let request = LockRequest::new("bench-faults", Duration::from_secs(2));
+                let request = if wait {
+                    request.wait(Duration::from_secs(5))
+                } else {
+                    request
+                };
                 while !stop.load(Ordering::Relaxed) {
-                    match rl.lock("bench-faults", Duration::from_secs(2)) {
+                    match rl.acquire(&request) {
                         Ok(lock) => {
                             std::thread::sleep(Duration::from_micros(200));
                             acquired.fetch_add(1, Ordering::Relaxed);
@@ -1027,6 +1035,7 @@ fn faults(length: Duration, workers: usize) {
         ("2 killed", &[1, 2], "kill"),
         ("2 restarted", &[1, 2], "restart"),
     ];
+    let kind = if wait { "waiting" } else { "retrying" };
     let mut rates = Vec::new();
     for (phase, nodes, action) in phases {
         for &i in nodes {
@@ -1054,7 +1063,7 @@ fn faults(length: Duration, workers: usize) {
             .map(|(e, e0)| (e - e0).to_string())
             .collect();
         emit(format!(
-            "{{\"config\":\"faults\",\"phase\":\"{phase}\",\"workers\":{workers},\
+            "{{\"config\":\"faults\",\"lock\":\"{kind}\",\"phase\":\"{phase}\",\"workers\":{workers},\
              \"acquired_per_s\":{rate:.0},\"gave_up\":{},\"node_errors\":[{}]}}",
             gave_up.load(Ordering::Relaxed) - g0,
             node_errors.join(","),
@@ -1067,7 +1076,7 @@ fn faults(length: Duration, workers: usize) {
     }
     let r = |a: usize, b: usize| rates[a] / rates[b].max(1.0);
     emit(format!(
-        "{{\"config\":\"faults-ratios\",\"hung_over_killed_1\":{:.2},\"hung_over_killed_2\":{:.2},\
+        "{{\"config\":\"faults-ratios\",\"lock\":\"{kind}\",\"hung_over_killed_1\":{:.2},\"hung_over_killed_2\":{:.2},\
          \"resumed_over_healthy_1\":{:.2},\"restarted_over_healthy_1\":{:.2},\
          \"resumed_over_healthy_2\":{:.2},\"restarted_over_healthy_2\":{:.2}}}",
         r(1, 3),
@@ -1197,7 +1206,7 @@ fn main() {
         return allocations(&Cluster::start(5), 5);
     }
     if args.iter().any(|a| a == "--faults") {
-        return faults(length, 6);
+        return faults(length, 6, args.iter().any(|a| a == "--wait"));
     }
     let five = Cluster::start(5);
     if args.iter().any(|a| a == "--cost") {

@@ -209,8 +209,9 @@ impl Connection {
     }
 
     /// Connects (see [`open`](Connection::open)), and has `server` observe what the connect
-    /// learnt; on failure, notes why and backs off.
-    pub(super) fn connect(&mut self, server: &mut Server, lane: Option<&mut WaitLane>) {
+    /// learnt; on failure, notes why and backs off. Says whether it failed on a timeout (a node
+    /// that accepts connections but does not answer), not on an answer or a refusal.
+    pub(super) fn connect(&mut self, server: &mut Server, lane: Option<&mut WaitLane>) -> bool {
         // What the watch published before this resolution is no news to it.
         let generation = self.follow.as_ref().map_or(0, Follow::generation);
         match self.open(server, lane) {
@@ -229,6 +230,7 @@ impl Connection {
                 self.outage.backoff = BACKOFF_MIN;
                 self.health.connected.store(true, Ordering::Relaxed);
                 self.health.connects.fetch_add(1, Ordering::Relaxed);
+                false
             }
             Err(e) => {
                 let tls = self.client.is_tls();
@@ -238,6 +240,7 @@ impl Connection {
                 outage.retry_at = Instant::now() + outage.backoff;
                 outage.backoff = (outage.backoff * 2).min(BACKOFF_MAX);
                 self.health.set_last_error(outage.reason.clone());
+                e.is_timeout()
             }
         }
     }

@@ -86,32 +86,33 @@ impl Health {
         self.waiting_since.store(clock_ns() + 1, Ordering::Relaxed);
     }
 
-    /// The worker's wait ended after `took`: one longer than the node timeout starts a stall
-    /// (or keeps it), one within it ends it, whatever the outcome (a refused connect is quick:
-    /// the node is down, not stalled, and its jobs fail at once in the worker). Only the worker
-    /// marks or ends a stall, so that it knows, before it waits for its next job, whether to
-    /// probe (see `Worker::next_job`).
+    /// The worker's wait for a round trip (a batch, a `PING`) ended after `took`: one longer
+    /// than the node timeout starts a stall (or keeps it), one within it ends it, whatever the
+    /// outcome. Only the worker marks or ends a stall, so that it knows, before it waits for its
+    /// next job, whether to probe (see `Worker::next_job`).
     pub(super) fn end_wait(&self, took: Duration, node_timeout: Duration) {
-        self.waiting_since.store(0, Ordering::Relaxed);
         self.stalled.store(took > node_timeout, Ordering::Relaxed);
+        // After the mark: a caller that sees the wait over sees the mark.
+        self.waiting_since.store(0, Ordering::Release);
     }
 
-    /// A connect ended after `took`, `up` or not. A connect takes several round trips, so only
-    /// one that failed after the node timeout (a node that accepts connections but does not
-    /// answer) starts a stall; one that succeeded ends it.
-    pub(super) fn end_connect(&self, took: Duration, up: bool, node_timeout: Duration) {
-        self.waiting_since.store(0, Ordering::Relaxed);
+    /// A connect ended after `took`, `timed_out` or not. A connect takes several round trips,
+    /// so only one that failed on a timeout after the node timeout (a node that accepts
+    /// connections but does not answer) starts a stall; any other end, a refusal included
+    /// (which the reconnect backoff paces), ends it.
+    pub(super) fn end_connect(&self, took: Duration, timed_out: bool, node_timeout: Duration) {
         self.stalled
-            .store(!up && took > node_timeout, Ordering::Relaxed);
+            .store(timed_out && took > node_timeout, Ordering::Relaxed);
+        self.waiting_since.store(0, Ordering::Release);
     }
 
-    /// Whether callers skip the node: its worker marked it stalled, or has been waiting on it
-    /// for longer than the node timeout (and will mark it when that wait ends).
+    /// Whether callers skip the node: its worker has been waiting on it for longer than the
+    /// node timeout (and will mark it when that wait ends), or marked it stalled.
     pub(super) fn stalled(&self, node_timeout: Duration) -> bool {
+        let since = self.waiting_since.load(Ordering::Acquire);
         if self.stalled.load(Ordering::Relaxed) {
             return true;
         }
-        let since = self.waiting_since.load(Ordering::Relaxed);
         since != 0
             && clock_ns().saturating_sub(since - 1)
                 > u64::try_from(node_timeout.as_nanos()).unwrap_or(u64::MAX)

@@ -253,9 +253,9 @@ impl Worker {
     fn connect(&mut self) {
         let began = Instant::now();
         self.health.begin_wait();
-        self.conn.connect(&mut self.server, self.lane.as_mut());
+        let timed_out = self.conn.connect(&mut self.server, self.lane.as_mut());
         self.health
-            .end_connect(began.elapsed(), self.conn.is_up(), self.conn.node_timeout());
+            .end_connect(began.elapsed(), timed_out, self.conn.node_timeout());
     }
 
     /// How often a stalled node is probed while idle.
@@ -311,6 +311,12 @@ impl Worker {
             return;
         }
         if !self.refuse_if_short(batch) {
+            return;
+        }
+        // The replica check may have dropped the connection; what is left (cleanups) waits.
+        if !self.conn.is_up() {
+            let problem = self.conn.down();
+            self.fail_all(batch, &problem, now);
             return;
         }
         batch.append(&mut self.deferred);
