@@ -32,6 +32,7 @@ pub struct ChildArgs {
     pub nodes: Vec<String>,
     pub data: String,
     pub chaos_start_ns: u64,
+    /// The planned end: the earliest the driver's `END` may set (see [`END_NS`]).
     pub end_ns: u64,
     pub seed: u64,
     pub log: PathBuf,
@@ -234,18 +235,18 @@ impl Worker {
         (start, end, result)
     }
 
-    fn run(self, end_ns: u64) -> Vec<String> {
+    fn run(self) -> Vec<String> {
         match self.thread {
-            t if t < THREADS => self.run_mutex(end_ns),
-            t if t < THREADS + RW_THREADS => self.run_rw(end_ns),
-            t if t < THREADS + RW_THREADS + SEM_THREADS => self.run_sem(end_ns),
-            t if t < THREADS + RW_THREADS + SEM_THREADS + FENCED_THREADS => self.run_fenced(end_ns),
-            _ => self.run_election(end_ns),
+            t if t < THREADS => self.run_mutex(),
+            t if t < THREADS + RW_THREADS => self.run_rw(),
+            t if t < THREADS + RW_THREADS + SEM_THREADS => self.run_sem(),
+            t if t < THREADS + RW_THREADS + SEM_THREADS + FENCED_THREADS => self.run_fenced(),
+            _ => self.run_election(),
         }
     }
 
-    fn run_mutex(mut self, end_ns: u64) -> Vec<String> {
-        while now_ns() < end_ns {
+    fn run_mutex(mut self) -> Vec<String> {
+        while now_ns() < end_ns() {
             let res = resource(self.rng.below(RESOURCES as u64) as usize);
             let ttl = Duration::from_millis(self.rng.range(TTL_MIN_MS, TTL_MAX_MS));
             let rl = self.rl();
@@ -604,8 +605,38 @@ pub fn builder(
     }
 }
 
+/// When the client threads stop starting calls: none until the driver, its schedule run, says
+/// on stdin (`END ns`), at the planned end or later when the schedule ran late (failovers and
+/// restarts wait on the servers, which a loaded machine slows), so that the clients still run
+/// after the last fault healed (rule (d)).
+static END_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+pub fn end_ns() -> u64 {
+    END_NS.load(Ordering::Relaxed)
+}
+
+/// Reads the driver's lines on stdin: `END ns` sets the end (never before `planned`); the end
+/// of stdin (the driver counted the connections) is sent on `closed`.
+fn read_driver(planned: u64, closed: crossbeam_channel::Sender<()>) {
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+        if let Some(ns) = line
+            .trim()
+            .strip_prefix("END ")
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            END_NS.store(ns.max(planned), Ordering::Relaxed);
+        }
+        line.clear();
+    }
+    let _ = closed.send(());
+}
+
 pub fn child(args: ChildArgs) {
     args.flags.apply();
+    let (closed_tx, stdin_closed) = crossbeam_channel::bounded(1);
+    let planned = args.end_ns;
+    std::thread::spawn(move || read_driver(planned, closed_tx));
     let clients = Arc::new(Clients {
         grace: build_client(
             &args.relays,
@@ -659,10 +690,9 @@ pub fn child(args: ChildArgs) {
                 armed: 0,
                 flags: args.flags,
             };
-            let end_ns = args.end_ns;
             std::thread::Builder::new()
                 .name(format!("chaos-{t}"))
-                .spawn(move || worker.run(end_ns))
+                .spawn(move || worker.run())
                 .expect("spawn a client thread")
         })
         .collect();
@@ -675,8 +705,8 @@ pub fn child(args: ChildArgs) {
         std::thread::spawn(move || crate::stall_probe(&probe_end))
     };
 
-    // The watchdog: every call is bounded, so every thread ends soon after end_ns.
-    let give_up = args.end_ns + (lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS;
+    // The watchdog: every call is bounded, so every thread ends soon after the end.
+    let give_up = || end_ns().saturating_add((lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS);
     // A call two seconds past any call's bound gets, once per process, a snapshot of what each
     // thread of the process waits on (to stderr, kept in the run's output): whether rule (c)'s
     // slow calls sat in the library (callers in a futex wait, the node workers in socket
@@ -699,7 +729,7 @@ pub fn child(args: ChildArgs) {
                 threads_snapshot()
             );
         }
-        if now_ns() > give_up {
+        if now_ns() > give_up() {
             for (t, b) in busy.iter().enumerate() {
                 let since = b.since_ns.load(Ordering::Relaxed);
                 if since != 0 {
@@ -799,8 +829,7 @@ pub fn child(args: ChildArgs) {
     println!("READY");
     std::io::stdout().flush().unwrap();
     // Stay connected until the parent has counted the connections on the nodes (stdin closes).
-    let mut sink = String::new();
-    while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
+    let _ = stdin_closed.recv();
     drop(clients);
 }
 

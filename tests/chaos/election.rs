@@ -118,13 +118,13 @@ struct Tally {
 }
 
 impl Worker {
-    pub fn run_election(mut self, end_ns: u64) -> Vec<String> {
+    pub fn run_election(mut self) -> Vec<String> {
         let identity = format!("c{}.t{}", self.client, self.thread);
-        while now_ns() < end_ns {
+        while now_ns() < crate::client::end_ns() {
             if self.rng.chance(0.5) {
                 self.ask_leader();
             } else if self.rng.chance(0.2) {
-                self.watch_leader(end_ns);
+                self.watch_leader(crate::client::end_ns());
             }
             let ttl = Duration::from_millis(self.rng.range(TTL_MIN_MS, TTL_MAX_MS));
             let rl = self.rl();

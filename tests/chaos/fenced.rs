@@ -87,8 +87,8 @@ return 1
 "#;
 
 impl Worker {
-    pub fn run_fenced(mut self, end_ns: u64) -> Vec<String> {
-        while now_ns() < end_ns {
+    pub fn run_fenced(mut self) -> Vec<String> {
+        while now_ns() < crate::client::end_ns() {
             let ttl = Duration::from_millis(self.rng.range(TTL_MIN_MS, TTL_MAX_MS));
             let rl = self.rl();
             let req = LockRequest::new(FENCED_RESOURCE, ttl).fenced();

@@ -262,8 +262,8 @@ impl Worker {
         }
     }
 
-    pub fn run_rw(mut self, end_ns: u64) -> Vec<String> {
-        while now_ns() < end_ns {
+    pub fn run_rw(mut self) -> Vec<String> {
+        while now_ns() < crate::client::end_ns() {
             let ttl_ms = self.rng.range(TTL_MIN_MS, TTL_MAX_MS);
             let ttl = Duration::from_millis(ttl_ms);
             let role = match self.rng.below(100) {
@@ -367,8 +367,8 @@ impl Worker {
         );
     }
 
-    pub fn run_sem(mut self, end_ns: u64) -> Vec<String> {
-        while now_ns() < end_ns {
+    pub fn run_sem(mut self) -> Vec<String> {
+        while now_ns() < crate::client::end_ns() {
             let ttl_ms = self.rng.range(TTL_MIN_MS, TTL_MAX_MS);
             let ttl = Duration::from_millis(ttl_ms);
             let long = self.rng.chance(0.08);

@@ -396,7 +396,7 @@ mod schedule;
 mod sentinel;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
@@ -1162,10 +1162,17 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         chaos_start,
     );
     let fresh_runs = spawner.join().expect("the fresh clients' spawner panicked");
-    println!(
-        "last fault healed at {}",
-        ms(checker::last_heal(&record), origin)
-    );
+    let last_heal = checker::last_heal(&record);
+    println!("last fault healed at {}", ms(last_heal, origin));
+    // The clients run until told: the planned end, or, when the schedule ran late (failovers
+    // and restarts wait on the servers, which a loaded machine slows), the same tail after the
+    // last heal, so that rule (d) sees them recover.
+    let end_ns = end_ns.max(last_heal + (TAIL_MS + 3_000) * MS);
+    for (_, stdin) in &mut children.0 {
+        if let Some(stdin) = stdin {
+            let _ = writeln!(stdin, "END {end_ns}").and_then(|()| stdin.flush());
+        }
+    }
 
     let mut verdict = Verdict {
         violations: Vec::new(),
