@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::checker::{Logs, Verdict, ms};
 use crate::relay::CutMode;
@@ -530,30 +530,11 @@ pub fn group_fault(
     match step.action {
         GroupAction::Kill | GroupAction::Replica => group.nodes[victim].kill(),
         GroupAction::Failover => {
-            // A sentinel refuses while it knows no replica fit to promote (`NOGOODSLAVE`: it
-            // learns of replicas from the master's `INFO`, which a loaded machine delays) or
-            // a failover is still under way (`INPROG`): asked again for up to 10 s, so that
-            // the plan's failover happens (rule (cov)), and the refusal said if it never does.
-            let asking_since = Instant::now();
-            let asked = loop {
-                let asked: redis::RedisResult<()> = group.sentinels[step.pick % 3].query(
-                    redis::cmd("SENTINEL")
-                        .arg("FAILOVER")
-                        .arg(SentinelGroup::NAME),
-                );
-                match asked {
-                    Err(_) if asking_since.elapsed() < Duration::from_secs(10) => {
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    other => break other,
-                }
-            };
-            if let Err(e) = &asked {
-                println!(
-                    "SENTINEL FAILOVER of n{} refused for 10 s: {e}",
-                    cluster_node()
-                );
-            }
+            let asked: redis::RedisResult<()> = group.sentinels[step.pick % 3].query(
+                redis::cmd("SENTINEL")
+                    .arg("FAILOVER")
+                    .arg(SentinelGroup::NAME),
+            );
             if asked.is_err() {
                 cut(false, &mut f, rec);
                 heal_split(rec);
