@@ -155,12 +155,16 @@
 //! - **a replica lost** (delayed phases, and now and then at random): SIGKILLed, restarted
 //!   empty as a replica of the master after 0.2-1.5 s;
 //! - **`SENTINEL FAILOVER` of the live master** (quick phases): the old master takes writes
-//!   until the sentinels demote it about 10 s after the switch, and a client connected to it
+//!   until the sentinels demote it about 9 s after the switch, and a client connected to it
 //!   sends it votes (which the switch loses) until its watch has seen a switched sentinel, `D`
 //!   later at most (A8); so the fault is a quick restart of the node from the command until
 //!   every sentinel switched plus `D` plus the largest TTL, and comes only where a quick window
 //!   holds that long (`sentinel::ready`), where only clients with grace acquire. Their grace
-//!   is the largest TTL plus `D` (`SENTINEL_D_MS`), as A8 asks;
+//!   is the largest TTL plus `D` (`SENTINEL_D_MS`), as A8 asks. The driver asks once every
+//!   sentinel's view of the replicas is current (a sentinel that still takes a replica for the
+//!   master it was turns its promotion back, and the failover aborts), and asks again after a
+//!   refusal or an abort while the window holds; a failover it cannot make is printed and left
+//!   out of the record;
 //! - with a SIGKILL or a failover, often **a client cut off from sentinels** (1 to 3 of them,
 //!   refused or blackholed) from just before the fault until every sentinel switched, within
 //!   A8's budget: no client is cut off from every switched sentinel while it still reaches a
@@ -173,7 +177,7 @@
 //!   client reaches. It heals then rather than at the old master's demotion: every sentinel
 //!   names the new master by then, so the healed client, which reaches every sentinel again,
 //!   must resolve only the new master while the old one, after a failover, still takes writes
-//!   for about 10 s and is reachable again (nothing may lead the client back to it: not a
+//!   for about 9 s and is reachable again (nothing may lead the client back to it: not a
 //!   sentinel that answered first before, not its subscriber). What a blackholed cut held
 //!   reaches the old master at the heal: writes whose votes the client gave up on after
 //!   `node_timeout`, on a master whose writes the demotion drops. The node is down for that

@@ -1422,15 +1422,13 @@ pub fn drive(
                     let group = group
                         .as_deref_mut()
                         .expect("group faults only in the Sentinel configuration");
-                    // The last fault's tail first: the group is whole again. Then a failover
-                    // only where its quick window holds (normally at once: the fault was
-                    // scheduled so); a driver that runs late (the group took long to be whole
-                    // again) skips it rather than push every fault after it past the clients'
-                    // end, and rule (cov) says so if the run then has none.
-                    sentinel::finish(&mut tail, &mut rec);
-                    if sentinel::ready(g.action, lab.seed, since(now_ns()), lab.eager) {
-                        sentinel::group_fault(group, g, lab, &mut rec, &mut tail);
-                    }
+                    // A failover only where its quick window holds (normally at once: the
+                    // fault was scheduled so); a driver that runs late (the group took long
+                    // to be whole again) skips it rather than push every fault after it past
+                    // the clients' end, and rule (cov) says so if the run then has none.
+                    let may_start =
+                        || sentinel::ready(g.action, lab.seed, since(now_ns()), lab.eager);
+                    sentinel::group_fault(group, g, lab, &mut rec, &mut tail, &may_start);
                 }
                 Step::Cont(client) => {
                     let at = paused.iter().position(|p| p.0 == client).expect("paused");

@@ -204,6 +204,15 @@ fn ask<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> Option<T> {
     cmd.query(&mut conn).ok()
 }
 
+/// A command to the sentinel on `port`, on a new connection (within 1 s, answered within 2 s),
+/// with the server's error when it refuses.
+fn ask_result<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    let mut conn = client.get_connection_with_timeout(Duration::from_secs(1))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    cmd.query(&mut conn)
+}
+
 /// The master's port as the sentinel on `port` names it.
 fn named(port: u16) -> Option<u16> {
     ask::<Option<(String, u16)>>(
@@ -385,7 +394,7 @@ fn watch(
 }
 
 /// How long the driver waits for each stage of a group fault before it records the stage as
-/// not reached (rule (sn)): the sentinels demote a live old master about 10 s after the switch.
+/// not reached (rule (sn)): the sentinels demote a live old master about 9 s after the switch.
 const STAGE_NS: u64 = 25_000 * MS;
 
 /// Polls `f` every `every_ms` until it holds (then when) or `STAGE_NS` passed: every 10 ms for
@@ -404,6 +413,157 @@ fn when(every_ms: u64, mut f: impl FnMut() -> bool) -> Option<u64> {
     }
 }
 
+/// Whether every sentinel's view of the replicas of `master` is current: both replicas known,
+/// each a replica (flags and the role it last reported) of `master` with its link up. A
+/// sentinel that still remembers a replica as the master it was (it reads a replica's `INFO`
+/// every 10 s) takes that replica's promotion by another sentinel's failover for a master
+/// that must be turned back, and does so at once (`+convert-to-slave`): the promotion never
+/// completes and the failover aborts (`-failover-abort-slave-timeout`). Err says what is not
+/// current.
+fn views_current(sentinels: &[u16], master: u16) -> Result<(), String> {
+    for &s in sentinels {
+        let replicas: Vec<Vec<String>> = ask(
+            s,
+            redis::cmd("SENTINEL")
+                .arg("REPLICAS")
+                .arg(SentinelGroup::NAME),
+        )
+        .ok_or_else(|| format!("sentinel {s} did not answer SENTINEL REPLICAS"))?;
+        if replicas.len() != 2 {
+            return Err(format!("sentinel {s} knows {} replicas", replicas.len()));
+        }
+        for fields in &replicas {
+            let field = |name: &str| {
+                fields
+                    .chunks(2)
+                    .find(|p| p[0] == name)
+                    .map_or("?", |p| p[1].as_str())
+            };
+            let replica = |v: &str| v == "slave" || v == "replica";
+            if !replica(field("flags"))
+                || !replica(field("role-reported"))
+                || field("master-link-status") != "ok"
+                || field("master-port") != master.to_string()
+            {
+                return Err(format!(
+                    "sentinel {s} sees {} as flags {}, role {}, link {}, master port {}",
+                    field("port"),
+                    field("flags"),
+                    field("role-reported"),
+                    field("master-link-status"),
+                    field("master-port")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Polls `f` every 50 ms until it holds, or until `may_start` no longer does or `STAGE_NS`
+/// passed (then `f`'s last complaint).
+fn wait_while(
+    may_start: &dyn Fn() -> bool,
+    f: impl Fn() -> Result<(), String>,
+) -> Result<(), String> {
+    let give_up = now_ns() + STAGE_NS;
+    loop {
+        let why = match f() {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        if !may_start() || now_ns() > give_up {
+            return Err(why);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `SENTINEL FAILOVER` of the live master `old`, asked of sentinel `leader` (the caller has
+/// checked `prepared`), and asked again once `prepared` holds while `may_start` holds if the
+/// sentinel refuses (`NOGOODSLAVE`,
+/// `INPROG`) or accepts and then aborts (its master record back to `old` with no failover
+/// under way, and no sentinel naming another master). `accepted` runs as each ask is accepted.
+/// Ok gives when the accepted ask was made and when a sentinel first named another master
+/// (None: not within `STAGE_NS`); Err says why no failover could be made.
+fn failover(
+    sentinels: &[u16],
+    leader: usize,
+    old: u16,
+    may_start: &dyn Fn() -> bool,
+    prepared: &dyn Fn() -> Result<(), String>,
+    accepted: &dyn Fn(),
+) -> Result<(u64, Option<u64>), String> {
+    let other = |s: u16| named(s).filter(|&p| p != old);
+    let mut last = String::new();
+    loop {
+        if !last.is_empty() {
+            if !may_start() {
+                return Err(format!("{last}, and its window closed"));
+            }
+            wait_while(may_start, prepared).map_err(|why| format!("{last}, then {why}"))?;
+        }
+        let at = now_ns();
+        let asked: redis::RedisResult<()> = ask_result(
+            sentinels[leader],
+            redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(SentinelGroup::NAME),
+        );
+        match asked {
+            // A refusal; an unanswered ask may have been accepted, and is watched as if it
+            // was (an ask that was not is seen as aborted at once).
+            Err(e) if !(e.is_io_error() || e.is_timeout()) => {
+                last = format!("refused by sentinel {}: {e}", sentinels[leader]);
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            _ => accepted(),
+        }
+        let give_up = at + STAGE_NS;
+        let mut polls = 0u64;
+        let aborted = loop {
+            if sentinels.iter().any(|&s| other(s).is_some()) {
+                return Ok((at, Some(now_ns())));
+            }
+            if now_ns() > give_up {
+                return Ok((at, None));
+            }
+            polls += 1;
+            if polls.is_multiple_of(10) && aborted(sentinels[leader], old) {
+                break now_ns();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        last = format!(
+            "accepted by sentinel {} and aborted by it within {:.0} ms",
+            sentinels[leader],
+            (aborted - at) as f64 / 1e6
+        );
+        println!("SENTINEL FAILOVER {last}: asked again if its window still holds");
+    }
+}
+
+/// Whether the sentinel on `port` has given up its failover of `old`: its record names `old`
+/// with no failover under way.
+fn aborted(port: u16, old: u16) -> bool {
+    let Some(fields) = ask::<Vec<String>>(
+        port,
+        redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(SentinelGroup::NAME),
+    ) else {
+        return false;
+    };
+    let field = |name: &str| {
+        fields
+            .chunks(2)
+            .find(|p| p[0] == name)
+            .map(|p| p[1].clone())
+    };
+    field("port") == Some(old.to_string())
+        && field("flags").is_some_and(|f| !f.contains("failover_in_progress"))
+}
+
 /// The last fault's tail, still under way: the old master's demotion (or the lost replica's
 /// resync) and the group whole again, awaited while the other faults go on.
 pub type Tail = Option<std::thread::JoinHandle<GroupFault>>;
@@ -416,13 +576,15 @@ pub fn finish(tail: &mut Tail, rec: &mut Record) {
     }
 }
 
-/// One fault of the group: the cut (if any) and the fault; for a master's kill or failover,
+/// One fault of the group, once the last fault's tail is over and, while `may_start` holds, the
+/// sentinels agree on a master (and for a failover see the replicas as they are): the cut (if
+/// any) and the fault; for a master's kill or failover,
 /// the switch of every sentinel awaited, then (a failover) `D` more, the cut healed, and the
 /// killed master restarted, empty, as a replica of the new one, once every sentinel names it
 /// and no sooner than `down_ms`;
 /// for a replica, its restart, a replica of the master, after `down_ms`. From then on the node
 /// votes as a whole again and the driver goes on, while a thread (`tail`) awaits the old
-/// master's demotion (after a failover the sentinels convert it about 10 s after the switch;
+/// master's demotion (after a failover the sentinels convert it about 9 s after the switch;
 /// a killed one comes back a replica and resyncs) or the replica's resync, then the group
 /// whole; the next group fault waits for it. Fresh
 /// clients are started right after the kill or the `SENTINEL FAILOVER`, and right after the
@@ -433,10 +595,35 @@ pub fn group_fault(
     lab: &Lab,
     rec: &mut Record,
     tail: &mut Tail,
+    may_start: &dyn Fn() -> bool,
 ) {
     finish(tail, rec);
+    // A master every sentinel names (a starved sentinel can miss a question), and for a
+    // failover every sentinel's view of the replicas current (see [`views_current`]), awaited
+    // while the fault may still start (a failover: its quick window); a fault that cannot
+    // start is said, and left out of the record (rule (cov) reports a run left with none).
+    let (data, sentinels) = group.ports();
+    let prepared = || {
+        let Some(master) = agreed(&sentinels) else {
+            return Err("the sentinels do not agree on a master".to_owned());
+        };
+        if step.action == GroupAction::Failover {
+            views_current(&sentinels, master)?;
+        }
+        Ok(())
+    };
+    if let Err(why) = wait_while(may_start, prepared) {
+        println!(
+            "group fault not made: {} ({why} before it could no longer start)",
+            describe(&step)
+        );
+        return;
+    }
     let Some(m) = group.master() else {
-        // The group did not recover from the fault before (rule (sn) reports it).
+        println!(
+            "group fault not made: {} (the sentinels no longer agree on a master)",
+            describe(&step)
+        );
         return;
     };
     let old = group.nodes[m].port;
@@ -527,29 +714,36 @@ pub fn group_fault(
     for &s in &stalled {
         group.sentinels[s].hang();
     }
+    let mut asked_at = None;
+    let mut first_switch = None;
     match step.action {
         GroupAction::Kill | GroupAction::Replica => group.nodes[victim].kill(),
         GroupAction::Failover => {
-            let asked: redis::RedisResult<()> = group.sentinels[step.pick % 3].query(
-                redis::cmd("SENTINEL")
-                    .arg("FAILOVER")
-                    .arg(SentinelGroup::NAME),
-            );
-            if asked.is_err() {
+            // Fresh clients right after the command (the failover's own start).
+            let fresh = || {
+                let _ = lab.fresh.send(());
+                let _ = lab.fresh.send(());
+            };
+            let asked = failover(&sentinels, step.pick % 3, old, may_start, &prepared, &fresh);
+            if let Ok((at, first)) = asked {
+                (asked_at, first_switch) = (Some(at), first);
+            }
+            if let Err(why) = &asked {
+                println!("group fault not made: {} ({why})", describe(&step));
                 cut(false, &mut f, rec);
                 heal_split(rec);
                 for &s in &stalled {
                     group.sentinels[s].resume();
                 }
-                rec.group.push(f);
                 return;
             }
         }
     }
-    f.start = now_ns();
-    let _ = lab.fresh.send(());
-    let _ = lab.fresh.send(());
-    let (data, sentinels) = group.ports();
+    f.start = asked_at.unwrap_or_else(now_ns);
+    if asked_at.is_none() {
+        let _ = lab.fresh.send(());
+        let _ = lab.fresh.send(());
+    }
     let mut new = old;
     if step.action == GroupAction::Replica {
         crate::sleep_until(f.start + step.down_ms * MS);
@@ -562,7 +756,11 @@ pub fn group_fault(
         heal_split(rec);
     } else {
         let other = |s: u16| named(s).filter(|&p| p != old);
-        f.first_switch = when(10, || sentinels.iter().any(|&s| other(s).is_some()));
+        f.first_switch = if step.action == GroupAction::Failover {
+            first_switch
+        } else {
+            when(10, || sentinels.iter().any(|&s| other(s).is_some()))
+        };
         let switched = f.first_switch.and_then(|_| {
             when(10, || {
                 let ports: Vec<Option<u16>> = sentinels.iter().map(|&s| other(s)).collect();
@@ -670,7 +868,7 @@ pub fn planned_ms(step: &GroupStep) -> u64 {
 
 /// When the last group fault of `faults` has usually ended, its tail included (the driver
 /// waits for the tail before the next group fault, and the faults after it would run late):
-/// a failover's old master is demoted about 10 s after the switch; a kill's or a lost
+/// a failover's old master is demoted about 9 s after the switch; a kill's or a lost
 /// replica's resync takes a second or so.
 pub fn free_at(faults: &[crate::schedule::Fault]) -> u64 {
     faults

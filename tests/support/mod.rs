@@ -208,6 +208,27 @@ pub struct RedisNode {
     favoured: bool,
 }
 
+/// A new directory for a test server's files, named `prefix`-pid-n: in `/dev/shm` (memory)
+/// where the machine has one, else in the temp dir. A server `fsync`s in its event loop (a
+/// sentinel its config at every change of its view, a cluster node its `nodes.conf`), and on a
+/// disk that other processes keep busy one `fsync` can take seconds: a sentinel then enters
+/// TILT and stalls the failover under way (two sentinels of a chaos run under load did, 2.7 s
+/// after their last save), and a cluster node looks dead to the others.
+pub fn server_dir(prefix: &str) -> PathBuf {
+    let name = format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+    );
+    let shm = std::path::Path::new("/dev/shm").join(&name);
+    if std::fs::create_dir_all(&shm).is_ok() {
+        return shm;
+    }
+    let dir = std::env::temp_dir().join(name);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
 /// Gives process `pid` a nice value of -10 where this user may (root, or `CAP_SYS_NICE`; else
 /// nothing changes). A Sentinel group's servers and sentinels and a Redis Cluster's servers get
 /// it: their failure detectors (`down-after-milliseconds`, `cluster-node-timeout`) take a second
@@ -324,12 +345,7 @@ impl RedisNode {
     /// Like [`start_with`](RedisNode::start_with), with extra environment variables for the
     /// server process (e.g. an `LD_PRELOAD` shim).
     pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> RedisNode {
-        let dir = std::env::temp_dir().join(format!(
-            "redlock-test-{}-{}",
-            std::process::id(),
-            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let dir = server_dir("redlock-test");
         let mut last_error = String::new();
         // A free port can be taken by someone else before the server binds it: try a few.
         for _ in 0..5 {
@@ -758,8 +774,8 @@ pub fn build_shim(name: &str, dir: &std::path::Path, libs: &[&str]) -> PathBuf {
 
 /// A Sentinel-managed group for tests: one master, one replica (`--replicaof`), three sentinels
 /// (`redis-server sentinel.conf --sentinel`) monitoring it as [`SentinelGroup::NAME`] with quorum
-/// 2, `down-after-milliseconds` [`SENTINEL_DOWN_AFTER_MS`], `failover-timeout 3000` and a TILT of
-/// 3 s (see [`SentinelProcess::start`]); every process on a free port, killed on drop.
+/// 2, `down-after-milliseconds` [`SENTINEL_DOWN_AFTER_MS`], `failover-timeout 3000`, a TILT of
+/// 3 s and an `INFO` of each server every second (see [`SentinelProcess::start`]); every process on a free port, killed on drop.
 pub struct SentinelGroup {
     pub master: RedisNode,
     pub replica: RedisNode,
@@ -789,17 +805,15 @@ pub const SENTINEL_DOWN_AFTER_MS: u64 = 2000;
 /// The test sentinels' `tilt-period` (`SENTINEL DEBUG`), in ms.
 const SENTINEL_TILT_PERIOD_MS: u64 = 3000;
 
+/// The test sentinels' `info-period` (`SENTINEL DEBUG`), in ms.
+const SENTINEL_INFO_PERIOD_MS: u64 = 1000;
+
 impl SentinelProcess {
     /// Starts a sentinel monitoring the master on `master_port` as [`SentinelGroup::NAME`]
     /// (quorum 2, `down-after-milliseconds` [`SENTINEL_DOWN_AFTER_MS`], `failover-timeout 3000`,
-    /// a TILT of 3 s).
+    /// a TILT of 3 s, an `INFO` of each server every second), its files in [`server_dir`].
     pub fn start(master_port: u16) -> SentinelProcess {
-        let dir = std::env::temp_dir().join(format!(
-            "redlock-sentinel-{}-{}",
-            std::process::id(),
-            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let dir = server_dir("redlock-sentinel");
         let mut last_error = String::new();
         for _ in 0..5 {
             let port = free_port();
@@ -837,16 +851,23 @@ impl SentinelProcess {
                     // TILT and starts no failover for `tilt-period`, 30 s by default: longer
                     // than the tests' failover waits. Scaled down as `down-after-milliseconds`
                     // is: 3 s, three of its ping periods, so that its view is fresh again.
+                    // And it reads each server's `INFO` every `info-period`, 10 s by default:
+                    // a sentinel that still remembers a demoted master as a master takes its
+                    // promotion by another sentinel's failover for a master to turn back, at
+                    // once (`+convert-to-slave`), and that failover aborts. 1 s, a ping period.
                     if let Err(e) = sentinel_query::<String>(
                         port,
                         redis::cmd("SENTINEL")
                             .arg("DEBUG")
                             .arg("tilt-period")
-                            .arg(SENTINEL_TILT_PERIOD_MS),
+                            .arg(SENTINEL_TILT_PERIOD_MS)
+                            .arg("info-period")
+                            .arg(SENTINEL_INFO_PERIOD_MS),
                     ) {
                         eprintln!(
-                            "sentinel on port {port} refused SENTINEL DEBUG tilt-period ({e}): \
-                             a starved machine can keep it from failing over for 30 s"
+                            "sentinel on port {port} refused SENTINEL DEBUG tilt-period and \
+                             info-period ({e}): a starved machine can keep it from failing over \
+                             for 30 s, and its view of a replica can be 10 s old"
                         );
                     }
                     return SentinelProcess {
