@@ -500,7 +500,7 @@ fn hung_nodes_do_not_slow_acquisition_and_rejoin_after_resume() {
     );
 }
 
-/// The report's verdict on node `i` of `cluster`, if the error has a report that names it.
+/// The report's verdict on the node at `address`, if the error has a report that names it.
 fn problem_of(e: &Error, address: &str) -> Option<NodeProblem> {
     let report = match e {
         Error::NotAcquired { report, .. } | Error::NoQuorum { report, .. } => report,
