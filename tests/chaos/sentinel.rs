@@ -415,8 +415,8 @@ fn when(every_ms: u64, mut f: impl FnMut() -> bool) -> Option<u64> {
 
 /// Whether every sentinel's view of the replicas of `master` is current: both replicas known,
 /// each a replica (flags and the role it last reported) of `master` with its link up. A
-/// sentinel that still remembers a replica as the master it was (it reads a replica's `INFO`
-/// every 10 s) takes that replica's promotion by another sentinel's failover for a master
+/// sentinel that still remembers a replica as the master it was (it reads a server's `INFO`
+/// every `info-period`: 10 s by default, 1 s for the test sentinels) takes that replica's promotion by another sentinel's failover for a master
 /// that must be turned back, and does so at once (`+convert-to-slave`): the promotion never
 /// completes and the failover aborts (`-failover-abort-slave-timeout`). Err says what is not
 /// current.
@@ -478,13 +478,15 @@ fn wait_while(
     }
 }
 
-/// `SENTINEL FAILOVER` of the live master `old`, asked of sentinel `leader` (the caller has
-/// checked `prepared`), and asked again once `prepared` holds while `may_start` holds if the
-/// sentinel refuses (`NOGOODSLAVE`,
+/// `SENTINEL FAILOVER` of the live master `old`, asked of sentinel `leader` while `may_start`
+/// holds (checked right before each ask; the caller has checked `prepared`), and asked again,
+/// within `STAGE_NS`, once every sentinel names `old` and `prepared` holds, if the sentinel
+/// refuses (`NOGOODSLAVE`,
 /// `INPROG`) or accepts and then aborts (its master record back to `old` with no failover
-/// under way, and no sentinel naming another master). `accepted` runs as each ask is accepted.
-/// Ok gives when the accepted ask was made and when a sentinel first named another master
-/// (None: not within `STAGE_NS`); Err says why no failover could be made.
+/// under way, and no sentinel naming another master). `accepted` runs as each ask is accepted
+/// or goes unanswered. Ok gives when the ask that the switch followed was made and when a
+/// sentinel first named another master (None: not within `STAGE_NS`); Err says why no
+/// failover could be made.
 fn failover(
     sentinels: &[u16],
     leader: usize,
@@ -494,13 +496,43 @@ fn failover(
     accepted: &dyn Fn(),
 ) -> Result<(u64, Option<u64>), String> {
     let other = |s: u16| named(s).filter(|&p| p != old);
+    let give_up = now_ns() + STAGE_NS;
+    // The last ask that may have been accepted: a switch seen later is its own.
+    let mut maybe: Option<u64> = None;
     let mut last = String::new();
     loop {
         if !last.is_empty() {
-            if !may_start() {
-                return Err(format!("{last}, and its window closed"));
+            // Asked again once every sentinel still names the old master and `prepared`
+            // holds.
+            let mut why = String::new();
+            loop {
+                if let Some(at) = maybe
+                    && sentinels.iter().any(|&s| other(s).is_some())
+                {
+                    return Ok((at, Some(now_ns())));
+                }
+                if !may_start() || now_ns() > give_up {
+                    return Err(format!("{last}, then {why} until it could no longer start"));
+                }
+                let ready = if agreed(sentinels) == Some(old) {
+                    prepared()
+                } else {
+                    Err("the sentinels did not all name the old master".to_owned())
+                };
+                match ready {
+                    Ok(()) => break,
+                    Err(e) => why = e,
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
-            wait_while(may_start, prepared).map_err(|why| format!("{last}, then {why}"))?;
+        }
+        // The window checked right before each ask: the caller's wait may have ended late.
+        if !may_start() {
+            return Err(if last.is_empty() {
+                "its window had closed when it could be asked".to_owned()
+            } else {
+                format!("{last}, and its window closed")
+            });
         }
         let at = now_ns();
         let asked: redis::RedisResult<()> = ask_result(
@@ -517,15 +549,17 @@ fn failover(
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
-            _ => accepted(),
+            _ => {
+                maybe = Some(at);
+                accepted();
+            }
         }
-        let give_up = at + STAGE_NS;
         let mut polls = 0u64;
         let aborted = loop {
             if sentinels.iter().any(|&s| other(s).is_some()) {
                 return Ok((at, Some(now_ns())));
             }
-            if now_ns() > give_up {
+            if now_ns() > at + STAGE_NS {
                 return Ok((at, None));
             }
             polls += 1;
@@ -535,7 +569,7 @@ fn failover(
             std::thread::sleep(Duration::from_millis(10));
         };
         last = format!(
-            "accepted by sentinel {} and aborted by it within {:.0} ms",
+            "accepted by sentinel {} and given up by it within {:.0} ms",
             sentinels[leader],
             (aborted - at) as f64 / 1e6
         );
