@@ -379,6 +379,7 @@ impl RedisNode {
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(["--logfile", "server.log"])
             .args(&self.extra_args)
             .args(
                 self.cluster_port
@@ -396,57 +397,87 @@ impl RedisNode {
                 )
             })?;
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = String::new();
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("redis-server exited at start: {status}"));
+                return Err(format!(
+                    "redis-server exited at start: {status}{}",
+                    self.log_tail()
+                ));
             }
-            if self.answers_as(child.id()) {
-                if self.favoured {
-                    favour(child.id());
+            match self.answers_as(child.id()) {
+                Ok(()) => {
+                    if self.favoured {
+                        favour(child.id());
+                    }
+                    self.child = Some(child);
+                    return Ok(());
                 }
-                self.child = Some(child);
-                return Ok(());
+                Err(e) => seen = e,
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         let _ = child.kill();
         let _ = child.wait();
-        Err("redis-server did not answer as our child within 10 s".into())
+        Err(format!(
+            "redis-server (pid {}) did not answer as our child on port {} within 10 s; last \
+             seen: {seen}{}",
+            child.id(),
+            self.port,
+            self.log_tail()
+        ))
     }
 
-    /// Whether the server answering on our port is the process `pid`, our child. A port that
-    /// was free a moment ago can be taken by another process first (another test's server, or
-    /// one that grabbed the port `kill` freed before `restart` binds it again); our child then
-    /// exits, but until it does a PING would be answered by the stranger. `INFO server` names
-    /// the process; a server with INFO renamed away is taken on trust once it answers PING.
-    fn answers_as(&self, pid: u32) -> bool {
+    /// The last lines of the server's log (`server.log` in its directory), for an error.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join("\n  ");
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; its log ends:\n  {tail}")
+        }
+    }
+
+    /// Whether the server answering on our port is the process `pid`, our child (Err: what
+    /// answered instead). A port that was free a moment ago can be taken by another process
+    /// first (another test's server, or one that grabbed the port `kill` freed before
+    /// `restart` binds it again); our child then exits, but until it does a PING would be
+    /// answered by the stranger. `INFO server` names the process; a server with INFO renamed
+    /// away is taken on trust once it answers PING.
+    fn answers_as(&self, pid: u32) -> Result<(), String> {
         let url = match self.password() {
             Some(password) => format!("redis://:{password}@127.0.0.1:{}", self.port),
             None => self.url(),
         };
-        let Ok(client) = redis::Client::open(url) else {
-            return false;
-        };
-        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
-            return false;
-        };
-        if conn
-            .set_read_timeout(Some(Duration::from_millis(500)))
-            .is_err()
-        {
-            return false;
-        }
+        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_millis(500))
+            .map_err(|e| format!("connect: {e}"))?;
+        conn.set_read_timeout(Some(Duration::from_millis(500)))
+            .map_err(|e| e.to_string())?;
         match redis::cmd("INFO").arg("server").query::<String>(&mut conn) {
             Ok(info) => {
-                info.lines()
+                let answered = info
+                    .lines()
                     .find_map(|l| l.strip_prefix("process_id:"))
-                    .and_then(|p| p.trim().parse::<u32>().ok())
-                    == Some(pid)
+                    .and_then(|p| p.trim().parse::<u32>().ok());
+                if answered == Some(pid) {
+                    Ok(())
+                } else {
+                    Err(format!("INFO answered by process {answered:?}"))
+                }
             }
             Err(e) if e.to_string().contains("unknown command") => redis::cmd("PING")
                 .query::<String>(&mut conn)
-                .is_ok_and(|pong| pong == "PONG"),
-            Err(_) => false,
+                .map_err(|e| format!("PING: {e}"))
+                .and_then(|pong| {
+                    (pong == "PONG")
+                        .then_some(())
+                        .ok_or(format!("PING answered {pong:?}"))
+                }),
+            Err(e) => Err(format!("INFO: {e}")),
         }
     }
 
