@@ -195,22 +195,36 @@ impl Group {
 
 /// A question to the sentinel on `port`, on a new connection with short timeouts.
 fn ask<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> Option<T> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
-    let mut conn = client
-        .get_connection_with_timeout(Duration::from_millis(200))
-        .ok()?;
-    conn.set_read_timeout(Some(Duration::from_millis(500)))
-        .ok()?;
-    cmd.query(&mut conn).ok()
+    ask_within(
+        port,
+        cmd,
+        Duration::from_millis(200),
+        Duration::from_millis(500),
+    )
+    .ok()
 }
 
-/// A command to the sentinel on `port`, on a new connection (within 1 s, answered within 2 s),
-/// with the server's error when it refuses.
-fn ask_result<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+/// A command to the sentinel on `port`, on a new connection made within `connect` and answered
+/// within `read`, with the server's error when it refuses.
+fn ask_within<T: redis::FromRedisValue>(
+    port: u16,
+    cmd: &redis::Cmd,
+    connect: Duration,
+    read: Duration,
+) -> redis::RedisResult<T> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
-    let mut conn = client.get_connection_with_timeout(Duration::from_secs(1))?;
-    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut conn = client.get_connection_with_timeout(connect)?;
+    conn.set_read_timeout(Some(read))?;
     cmd.query(&mut conn)
+}
+
+/// Field `name` of a `SENTINEL MASTER` or `SENTINEL REPLICAS` record (name, value, name, ...).
+fn field<'a>(fields: &'a [String], name: &str) -> Option<&'a str> {
+    fields
+        .chunks(2)
+        .find(|p| p[0] == name)
+        .and_then(|p| p.get(1))
+        .map(String::as_str)
 }
 
 /// The master's port as the sentinel on `port` names it.
@@ -248,10 +262,7 @@ fn whole(data: &[u16], sentinels: &[u16]) -> bool {
                 .arg("MASTER")
                 .arg(SentinelGroup::NAME),
         )?;
-        fields
-            .chunks(2)
-            .find(|p| p[0] == "flags")
-            .map(|p| p[1].clone())
+        field(&fields, "flags").map(str::to_owned)
     };
     sentinels
         .iter()
@@ -433,12 +444,7 @@ fn views_current(sentinels: &[u16], master: u16) -> Result<(), String> {
             return Err(format!("sentinel {s} knows {} replicas", replicas.len()));
         }
         for fields in &replicas {
-            let field = |name: &str| {
-                fields
-                    .chunks(2)
-                    .find(|p| p[0] == name)
-                    .map_or("?", |p| p[1].as_str())
-            };
+            let field = |name: &str| field(fields, name).unwrap_or("?");
             let replica = |v: &str| v == "slave" || v == "replica";
             if !replica(field("flags"))
                 || !replica(field("role-reported"))
@@ -535,11 +541,13 @@ fn failover(
             });
         }
         let at = now_ns();
-        let asked: redis::RedisResult<()> = ask_result(
+        let asked: redis::RedisResult<()> = ask_within(
             sentinels[leader],
             redis::cmd("SENTINEL")
                 .arg("FAILOVER")
                 .arg(SentinelGroup::NAME),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
         );
         match asked {
             // A refusal; an unanswered ask may have been accepted, and is watched as if it
@@ -588,14 +596,8 @@ fn aborted(port: u16, old: u16) -> bool {
     ) else {
         return false;
     };
-    let field = |name: &str| {
-        fields
-            .chunks(2)
-            .find(|p| p[0] == name)
-            .map(|p| p[1].clone())
-    };
-    field("port") == Some(old.to_string())
-        && field("flags").is_some_and(|f| !f.contains("failover_in_progress"))
+    field(&fields, "port") == Some(old.to_string().as_str())
+        && field(&fields, "flags").is_some_and(|f| !f.contains("failover_in_progress"))
 }
 
 /// The last fault's tail, still under way: the old master's demotion (or the lost replica's
