@@ -208,6 +208,43 @@ pub struct RedisNode {
     favoured: bool,
 }
 
+/// How long a test server gets to answer after its spawn. A process of this machine can take
+/// seconds to start or to end under load: DAMON's `kdamond` (proactive reclaim) walks the
+/// mappings of shared files such as `libc` holding their lock, and while it waits for a core an
+/// `exec` or an exit that maps or unmaps that file waits for it (seen in
+/// `unlink_file_vma_batch_process`; a `SIGKILL`ed server took up to 3.4 s to end beside a chaos
+/// run and two busy loops, and one kill of a chaos run took 13.4 s). A server that never
+/// answers still fails its start, after this long.
+pub const START_WITHIN: Duration = Duration::from_secs(30);
+
+/// Where process `pid`'s threads are in the kernel (their state and the first functions of
+/// their kernel stacks, readable by root), for an error about a process that does not start.
+pub fn kernel_side(pid: u32) -> String {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.flatten().map(|t| t.path()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let threads: Vec<String> = tasks
+        .iter()
+        .map(|t| {
+            let read = |f: &str| std::fs::read_to_string(t.join(f)).unwrap_or_default();
+            let stat = read("stat");
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("?")
+                .to_owned();
+            let stack = read("stack");
+            let stack: Vec<&str> = stack
+                .lines()
+                .take(4)
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("?"))
+                .collect();
+            format!("{} {state} [{}]", read("comm").trim(), stack.join(" < "))
+        })
+        .collect();
+    format!("in the kernel: {}", threads.join(", "))
+}
+
 /// A new directory for a test server's files, named `prefix`-pid-n: in `/dev/shm` (memory)
 /// where the machine has one, else in the temp dir. A server `fsync`s in its event loop (a
 /// sentinel its config at every change of its view, a cluster node its `nodes.conf`), and on a
@@ -396,7 +433,7 @@ impl RedisNode {
                     server_binary()
                 )
             })?;
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + START_WITHIN;
         let mut seen = String::new();
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
@@ -417,13 +454,15 @@ impl RedisNode {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        let kernel = kernel_side(child.id());
         let _ = child.kill();
         let _ = child.wait();
         Err(format!(
-            "redis-server (pid {}) did not answer as our child on port {} within 10 s; last \
-             seen: {seen}{}",
+            "redis-server (pid {}) did not answer as our child on port {} within {} s; last \
+             seen: {seen}; {kernel}{}",
             child.id(),
             self.port,
+            START_WITHIN.as_secs(),
             self.log_tail()
         ))
     }
@@ -527,7 +566,7 @@ impl RedisNode {
     /// Starts a killed node again on the same port, empty (no persistence).
     pub fn restart(&mut self) {
         self.kill();
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + START_WITHIN;
         loop {
             match self.spawn() {
                 Ok(()) => return,
@@ -868,7 +907,7 @@ impl SentinelProcess {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start redis-server --sentinel");
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + START_WITHIN;
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
                     last_error = format!("sentinel exited at start: {status}");
@@ -908,7 +947,10 @@ impl SentinelProcess {
                     };
                 }
                 if Instant::now() > deadline {
-                    last_error = "the sentinel did not answer as our child within 10 s".into();
+                    last_error = format!(
+                        "the sentinel did not answer as our child within {} s",
+                        START_WITHIN.as_secs()
+                    );
                     let _ = child.kill();
                     let _ = child.wait();
                     break;
