@@ -508,11 +508,13 @@ pub fn build_client(
         .expect("build client")
 }
 
-/// One line per thread of this process: its id, name, scheduler state, the kernel function it
-/// sleeps in, its system call's number (`running` when not in one), and over the next 300 ms
-/// how long it ran and how long it waited for a core (`/proc/self/task/*/schedstat`, in ms):
-/// a thread starved by the scheduler waits, one in a busy loop runs, one blocked does neither.
-/// Then each thread's stack, where `gdb` is installed.
+/// Each thread's stack, where `gdb` is installed (taken first: `gdb` stops the process for a
+/// second or so, which the stall probe counts), then one line per thread of this process: its
+/// id, name, scheduler state, the kernel function it sleeps in, its system call's number
+/// (`running` when not in one), the first functions of its kernel stack (readable by root),
+/// and over the next 300 ms how long it ran and how long it waited for a core
+/// (`/proc/self/task/*/schedstat`, in ms): a thread starved by the scheduler waits, one in a
+/// busy loop runs, one blocked does neither.
 fn threads_snapshot() -> String {
     fn tasks() -> Vec<(String, std::path::PathBuf)> {
         let mut all: Vec<_> = std::fs::read_dir("/proc/self/task")
@@ -530,6 +532,19 @@ fn threads_snapshot() -> String {
         let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
         (f.next().unwrap_or(0), f.next().unwrap_or(0))
     }
+    // The stacks first, while the slow call may still be where it is slow.
+    let stacks = std::process::Command::new("gdb")
+        .args([
+            "-p",
+            &std::process::id().to_string(),
+            "-batch",
+            "-ex",
+            "thread apply all bt 30",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("(no stacks: gdb: {e})"));
     let before: Vec<_> = tasks()
         .into_iter()
         .map(|(tid, dir)| {
@@ -540,11 +555,19 @@ fn threads_snapshot() -> String {
                 .and_then(|(_, rest)| rest.split_whitespace().next())
                 .unwrap_or("?")
                 .to_string();
+            // The kernel's side of the stack (readable by root): which lock or wait a thread
+            // blocked in the kernel is in.
+            let kernel: Vec<String> = read("stack")
+                .lines()
+                .take(6)
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
+                .collect();
             let line = format!(
-                "  {tid} {} {state} {} {}",
+                "  {tid} {} {state} {} {} [{}]",
                 read("comm").trim(),
                 read("wchan").trim(),
-                read("syscall").split_whitespace().next().unwrap_or("?")
+                read("syscall").split_whitespace().next().unwrap_or("?"),
+                kernel.join(" < ")
             );
             (line, schedstat(&dir), dir)
         })
@@ -561,18 +584,6 @@ fn threads_snapshot() -> String {
             )
         })
         .collect();
-    let stacks = std::process::Command::new("gdb")
-        .args([
-            "-p",
-            &std::process::id().to_string(),
-            "-batch",
-            "-ex",
-            "thread apply all bt 30",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_else(|e| format!("(no stacks: gdb: {e})"));
     format!("{}\n{stacks}", lines.join("\n"))
 }
 
@@ -707,24 +718,33 @@ pub fn child(args: ChildArgs) {
 
     // The watchdog: every call is bounded, so every thread ends soon after the end.
     let give_up = || end_ns().saturating_add((lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS);
-    // A call two seconds past any call's bound gets, once per process, a snapshot of what each
-    // thread of the process waits on (to stderr, kept in the run's output): whether rule (c)'s
-    // slow calls sat in the library (callers in a futex wait, the node workers in socket
-    // reads) or in the kernel.
-    let slow_ns = (lock_bound_ms().max(wait_bound_ms()) + 2_000) * MS;
+    // A call past any call's bound by rule (c)'s margin gets, once per process, a snapshot of
+    // what each thread of the process waits on (to stderr, kept in the run's output): whether
+    // rule (c)'s slow calls sat in the library (callers in a futex wait, the node workers in
+    // socket reads) or in the kernel.
+    let slow_ns = (lock_bound_ms().max(wait_bound_ms()) + crate::CALL_MARGIN_MS) * MS;
     let mut snapshot_taken = false;
+    // When this loop last woke late (the process was stopped: a driver's pause): a call that
+    // spans a stop is long for that reason, which the checker knows.
+    let (mut woke, mut stopped_at) = (now_ns(), 0);
     while !handles.iter().all(|h| h.is_finished()) {
+        if now_ns() - woke > 200 * MS {
+            stopped_at = now_ns();
+        }
+        woke = now_ns();
         if !snapshot_taken
             && busy.iter().any(|b| {
                 let since = b.since_ns.load(Ordering::Relaxed);
-                since != 0 && now_ns().saturating_sub(since) > slow_ns
+                since > stopped_at && now_ns().saturating_sub(since) > slow_ns
             })
         {
             snapshot_taken = true;
             eprintln!(
-                "chaos client {}: a call is over {} ms long; the process's threads (tid name \
-                 state wchan syscall, then ms run and waited for a core over 300 ms):\n{}",
+                "chaos client {} at {:.3}s: a call is over {} ms long; the process's threads (tid \
+                 name state wchan syscall [kernel stack], then ms run and waited for a core over \
+                 300 ms):\n{}",
                 args.id,
+                (now_ns() as f64 - args.chaos_start_ns as f64) / 1e9,
                 slow_ns / MS,
                 threads_snapshot()
             );
