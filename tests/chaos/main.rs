@@ -225,7 +225,8 @@
 //! - (c) no hang: every call returned within its bound, computed from the configuration
 //!   (`node_timeout × (retries + 1) + retries × (retry_delay + retry_jitter)` for `lock`), plus a
 //!   generous margin, plus the time its process was measurably not running (a probe thread
-//!   logs every late wake-up; a client pause shows there too), for a noisy machine;
+//!   per core, pinned, logs every late wake-up; a client pause shows there too), for a noisy
+//!   machine;
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
@@ -285,7 +286,9 @@
 //!   cut from the old master that ran its course, as (sn) says, among them), both kinds of client acquired, cancellable
 //!   read-write and semaphore waits were made, elections were won and campaigns cancelled,
 //!   fresh clients were started (during a failover too, where the configuration has them),
-//!   acquired and read the leader: a run that skipped one tested nothing about it;
+//!   acquired and read the leader: a run that skipped one tested nothing about it. Each plan
+//!   has quick restarts in two phases: one is lost when the machine takes seconds to end the
+//!   killed server (the driver then makes it a delayed restart and says so);
 //! - the fenced rules (f1) token order and (f2) no stale write accepted, in `fenced.rs`, and
 //!   the read-write and semaphore rules rw1-rw4 and sem1-sem4, in `kinds.rs`;
 //! - the election rules, in `election.rs`: el1 at most one leader with validity left at any
