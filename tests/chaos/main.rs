@@ -225,8 +225,7 @@
 //! - (c) no hang: every call returned within its bound, computed from the configuration
 //!   (`node_timeout × (retries + 1) + retries × (retry_delay + retry_jitter)` for `lock`), plus a
 //!   generous margin, plus the time its process was measurably not running (a probe thread
-//!   per core, pinned, logs every late wake-up; a client pause shows there too), for a noisy
-//!   machine;
+//!   logs every late wake-up; a client pause shows there too), for a noisy machine;
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
@@ -497,65 +496,7 @@ fn now_ns() -> u64 {
 /// wake-up, as (expected, woke). When the machine is too busy to run a process for a while,
 /// its calls (or, for the parent, the relays' traffic) take longer by as much: the checker
 /// adds these stalls to each call's bound and to what excuses a key left late.
-///
-/// One sampling thread per core, each pinned to its core: a core can stall alone (a virtual
-/// machine's vCPU the host does not run, a kernel thread that holds it), and then only the
-/// threads that wait to be woken there stall, which one unpinned sampler on another core
-/// would not see. The stalls of all cores are given together.
 fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
-    // SAFETY: `set` is a valid cpu_set_t that sched_getaffinity only writes, and CPU_ISSET
-    // reads it within its size.
-    let cores: Vec<usize> = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            (0..libc::CPU_SETSIZE as usize)
-                .filter(|&c| libc::CPU_ISSET(c, &set))
-                .collect()
-        } else {
-            Vec::new()
-        }
-    };
-    std::thread::scope(|scope| {
-        let samplers: Vec<_> = cores
-            .iter()
-            .map(|&core| scope.spawn(move || sample_stalls(Some(core), stop)))
-            .collect();
-        let mut stalls = if samplers.is_empty() {
-            sample_stalls(None, stop)
-        } else {
-            Vec::new()
-        };
-        for s in samplers {
-            stalls.extend(s.join().expect("stall sampler panicked"));
-        }
-        union(stalls)
-    })
-}
-
-/// `intervals` with those that overlap merged: a stall of the whole process, which every
-/// core's sampler sees, counts once.
-fn union(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    intervals.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(intervals.len());
-    for (from, to) in intervals {
-        match merged.last_mut() {
-            Some(last) if from <= last.1 => last.1 = last.1.max(to),
-            _ => merged.push((from, to)),
-        }
-    }
-    merged
-}
-
-/// One sampler of [`stall_probe`], on `core` when given (unpinned if the pin fails).
-fn sample_stalls(core: Option<usize>, stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
-    if let Some(core) = core {
-        // SAFETY: `set` is a valid cpu_set_t; pid 0 is the calling thread.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(core, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
-    }
     let mut stalls = Vec::new();
     let mut last = now_ns();
     while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
