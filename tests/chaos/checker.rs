@@ -39,6 +39,15 @@ pub fn bound_ms(op: &str) -> u64 {
     }
 }
 
+/// Rule (c)'s bound on a call of `op` on `resource`, before the stalls of its process are
+/// added: [`bound_ms`], what the kinds and the election add, and the margin.
+pub fn call_bound_ms(op: &str, resource: &str) -> u64 {
+    bound_ms(op)
+        + kinds::extra_bound_ms(op, resource)
+        + election::extra_bound_ms(op, resource)
+        + CALL_MARGIN_MS
+}
+
 /// A cancellable wait (an `A` line): a reentrant request whose owner is its token.
 pub struct Wait {
     pub client: usize,
@@ -487,11 +496,7 @@ pub fn check(
     for c in &logs.calls {
         let took = (c.end - c.start) / MS;
         let stalled = logs.stalled(c.client, c.start, c.end) / MS;
-        let bound = bound_ms(&c.op)
-            + kinds::extra_bound_ms(&c.op, &c.resource)
-            + election::extra_bound_ms(&c.op, &c.resource)
-            + CALL_MARGIN_MS
-            + stalled;
+        let bound = call_bound_ms(&c.op, &c.resource) + stalled;
         if took > bound {
             verdict.fail(format!(
                 "(c) client {} {} {} took {took} ms at {} (bound {bound} ms, of which {stalled} \

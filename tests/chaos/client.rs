@@ -86,6 +86,7 @@ pub fn outcome<T>(result: &redquorum::Result<T>) -> &'static str {
 pub struct Busy {
     pub since_ns: AtomicU64,
     pub op: AtomicU64,
+    pub resource: Mutex<String>,
 }
 
 pub const OPS: [&str; 7] = [
@@ -220,6 +221,7 @@ impl Worker {
     ) -> (u64, u64, redquorum::Result<T>) {
         let start = now_ns();
         self.busy.op.store(op as u64, Ordering::Relaxed);
+        res.clone_into(&mut self.busy.resource.lock().unwrap());
         self.busy.since_ns.store(start, Ordering::Relaxed);
         let result = f();
         let end = now_ns();
@@ -718,34 +720,41 @@ pub fn child(args: ChildArgs) {
 
     // The watchdog: every call is bounded, so every thread ends soon after the end.
     let give_up = || end_ns().saturating_add((lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS);
-    // A call past any call's bound by rule (c)'s margin gets, once per process, a snapshot of
-    // what each thread of the process waits on (to stderr, kept in the run's output): whether
-    // rule (c)'s slow calls sat in the library (callers in a futex wait, the node workers in
-    // socket reads) or in the kernel.
-    let slow_ns = (lock_bound_ms().max(wait_bound_ms()) + crate::CALL_MARGIN_MS) * MS;
+    // A call past its bound by rule (c)'s margin gets, once per process, a snapshot of what
+    // each thread of the process waits on (to stderr, kept in the run's output): whether rule
+    // (c)'s slow calls sat in the library (callers in a futex wait, the node workers in socket
+    // reads) or in the kernel. The time this loop woke late (the process stopped by the
+    // driver, or not run) is left out of each call's length, as the checker adds it to the
+    // bound.
     let mut snapshot_taken = false;
-    // When this loop last woke late (the process was stopped: a driver's pause): a call that
-    // spans a stop is long for that reason, which the checker knows.
-    let (mut woke, mut stopped_at) = (now_ns(), 0);
+    let mut woke = now_ns();
+    let mut late_ns = 0;
+    // Per thread: the call it is in (its start) and `late_ns` when this loop first saw it.
+    let mut seen: Vec<(u64, u64)> = vec![(0, 0); busy.len()];
     while !handles.iter().all(|h| h.is_finished()) {
-        if now_ns() - woke > 200 * MS {
-            stopped_at = now_ns();
-        }
-        woke = now_ns();
-        if !snapshot_taken
-            && busy.iter().any(|b| {
+        let now = now_ns();
+        late_ns += (now - woke).saturating_sub(100 * MS);
+        woke = now;
+        let slow = !snapshot_taken
+            && busy.iter().zip(&mut seen).any(|(b, seen)| {
                 let since = b.since_ns.load(Ordering::Relaxed);
-                since > stopped_at && now_ns().saturating_sub(since) > slow_ns
-            })
-        {
+                if since != seen.0 {
+                    *seen = (since, late_ns);
+                }
+                let bound = crate::checker::call_bound_ms(
+                    OPS[b.op.load(Ordering::Relaxed) as usize],
+                    &b.resource.lock().unwrap(),
+                );
+                since != 0 && now.saturating_sub(since + late_ns - seen.1) > bound * MS
+            });
+        if slow {
             snapshot_taken = true;
             eprintln!(
-                "chaos client {} at {:.3}s: a call is over {} ms long; the process's threads (tid \
-                 name state wchan syscall [kernel stack], then ms run and waited for a core over \
-                 300 ms):\n{}",
+                "chaos client {} at {:.3}s: a call is past rule (c)'s bound; the process's \
+                 threads (tid name state wchan syscall [kernel stack], then ms run and waited \
+                 for a core over 300 ms):\n{}",
                 args.id,
                 (now_ns() as f64 - args.chaos_start_ns as f64) / 1e9,
-                slow_ns / MS,
                 threads_snapshot()
             );
         }
