@@ -185,6 +185,15 @@ pub struct Fault {
 }
 
 impl Fault {
+    /// Each step with its planned offset from the fault's start, in ms (the sum of the delays
+    /// up to it; the waits a step itself may make come on top).
+    pub fn steps_at(&self) -> impl Iterator<Item = (u64, Step)> + '_ {
+        self.steps.iter().scan(0, |at, &(delay, step)| {
+            *at += delay;
+            Some((*at, step))
+        })
+    }
+
     /// Planned length, with what a timed restart may wait for its moment (a second at most)
     /// and a pause for a write (`WRITE_WAIT_NS`), so that the schedule does not drift.
     fn planned_ms(&self) -> u64 {
@@ -643,16 +652,13 @@ pub fn planned_classes(faults: &[Fault], seed: u64, cluster: bool) -> Vec<(&'sta
 /// start (a kernel thread walking the mappings of its binary holds them while it waits for a
 /// core), which makes that restart a delayed one and the driver late for the rest of its phase.
 fn quick_restart_phases(faults: &[Fault]) -> usize {
-    let mut phases: Vec<u64> = Vec::new();
-    for f in faults {
-        let mut at = f.at_ms;
-        for (delay, step) in &f.steps {
-            at += delay;
-            if matches!(step, Step::QuickRestart { .. }) && !phases.contains(&(at / PHASE_MS)) {
-                phases.push(at / PHASE_MS);
-            }
-        }
-    }
+    let mut phases: Vec<u64> = faults
+        .iter()
+        .flat_map(|f| f.steps_at().map(move |(at, step)| (f.at_ms + at, step)))
+        .filter(|(_, step)| matches!(step, Step::QuickRestart { .. }))
+        .map(|(at, _)| at / PHASE_MS)
+        .collect();
+    phases.dedup();
     phases.len()
 }
 
@@ -972,12 +978,9 @@ fn pick_clients(rng: &mut Rng, count: usize) -> Vec<usize> {
 }
 
 pub fn describe(fault: &Fault) -> String {
-    let mut at = 0;
     let what: Vec<String> = fault
-        .steps
-        .iter()
-        .map(|&(delay, step)| {
-            at += delay;
+        .steps_at()
+        .map(|(at, step)| {
             let s = match step {
                 Step::Hang(n) => format!("hang n{n}"),
                 Step::Resume(n) => format!("resume n{n}"),
@@ -1277,6 +1280,11 @@ pub fn drive(
                 {
                     // The driver runs late (a cluster fault took longer than planned) and the
                     // phase no longer allows a quick restart: a delayed one instead.
+                    println!(
+                        "quick restart of n{node} made a delayed one: the driver reached it at \
+                         {:.3}s, past its phase's window",
+                        since(now_ns()) as f64 / 1e3
+                    );
                     cluster.nodes[node].kill();
                     let killed = now_ns();
                     restart_delayed(

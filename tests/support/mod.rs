@@ -214,7 +214,8 @@ pub struct RedisNode {
 /// `exec` or an exit that maps or unmaps that file waits for it (seen in
 /// `unlink_file_vma_batch_process`; a `SIGKILL`ed server took up to 3.4 s to end beside a chaos
 /// run and two busy loops, and one kill of a chaos run took 13.4 s). A server that never
-/// answers still fails its start, after this long.
+/// answers still fails its start after this long (a restart then spawns it again, until this
+/// long has passed since the restart began).
 pub const START_WITHIN: Duration = Duration::from_secs(30);
 
 /// Where process `pid`'s threads are in the kernel (their state and the first functions of
@@ -948,8 +949,9 @@ impl SentinelProcess {
                 }
                 if Instant::now() > deadline {
                     last_error = format!(
-                        "the sentinel did not answer as our child within {} s",
-                        START_WITHIN.as_secs()
+                        "the sentinel did not answer as our child within {} s; {}",
+                        START_WITHIN.as_secs(),
+                        kernel_side(child.id())
                     );
                     let _ = child.kill();
                     let _ = child.wait();
