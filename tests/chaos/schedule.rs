@@ -648,9 +648,9 @@ pub fn planned_classes(faults: &[Fault], seed: u64, cluster: bool) -> Vec<(&'sta
 }
 
 /// How many phases have a quick restart planned. Rule (cov) wants one made, and the plan has
-/// them in two phases: a process of this machine can take seconds to end after a SIGKILL or to
-/// start (a kernel thread walking the mappings of its binary holds them while it waits for a
-/// core), which makes that restart a delayed one and the driver late for the rest of its phase.
+/// them in two phases: a process of this machine can take seconds to end after a SIGKILL (see
+/// `support::START_WITHIN`), which makes that restart a delayed one and the driver late for the
+/// rest of its phase.
 fn quick_restart_phases(faults: &[Fault]) -> usize {
     let mut phases: Vec<u64> = faults
         .iter()
