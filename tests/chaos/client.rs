@@ -517,7 +517,7 @@ pub fn build_client(
 /// and over the next 300 ms how long it ran and how long it waited for a core
 /// (`/proc/self/task/*/schedstat`, in ms): a thread starved by the scheduler waits, one in a
 /// busy loop runs, one blocked does neither.
-fn threads_snapshot() -> String {
+fn threads_snapshot() -> (String, (u64, u64)) {
     fn tasks() -> Vec<(String, std::path::PathBuf)> {
         let mut all: Vec<_> = std::fs::read_dir("/proc/self/task")
             .map(|d| {
@@ -535,6 +535,7 @@ fn threads_snapshot() -> String {
         (f.next().unwrap_or(0), f.next().unwrap_or(0))
     }
     // The stacks first, while the slow call may still be where it is slow.
+    let gdb_from = now_ns();
     let stacks = std::process::Command::new("gdb")
         .args([
             "-p",
@@ -547,6 +548,7 @@ fn threads_snapshot() -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_else(|e| format!("(no stacks: gdb: {e})"));
+    let gdb_span = (gdb_from, now_ns());
     let before: Vec<_> = tasks()
         .into_iter()
         .map(|(tid, dir)| {
@@ -586,7 +588,7 @@ fn threads_snapshot() -> String {
             )
         })
         .collect();
-    format!("{}\n{stacks}", lines.join("\n"))
+    (format!("{}\n{stacks}", lines.join("\n")), gdb_span)
 }
 
 /// The builder [`build_client`] builds.
@@ -727,6 +729,7 @@ pub fn child(args: ChildArgs) {
     // driver, or not run) is left out of each call's length, as the checker adds it to the
     // bound.
     let mut snapshot_taken = false;
+    let mut gdb_stopped = None;
     let mut woke = now_ns();
     let mut late_ns = 0;
     // Per thread: the call it is in (its start) and `late_ns` when this loop first saw it.
@@ -749,13 +752,18 @@ pub fn child(args: ChildArgs) {
             });
         if slow {
             snapshot_taken = true;
+            let (snapshot, gdb_span) = threads_snapshot();
+            // gdb stops the process's threads one by one while it reads them: the callers may
+            // run while a node worker is stopped, which the stall probe does not see. A stall
+            // of the whole process for the checker.
+            gdb_stopped = Some(gdb_span);
             eprintln!(
                 "chaos client {} at {:.3}s: a call is past rule (c)'s bound; the process's \
                  threads (tid name state wchan syscall [kernel stack], then ms run and waited \
                  for a core over 300 ms):\n{}",
                 args.id,
                 (now_ns() as f64 - args.chaos_start_ns as f64) / 1e9,
-                threads_snapshot()
+                snapshot
             );
         }
         if now_ns() > give_up() {
@@ -842,7 +850,19 @@ pub fn child(args: ChildArgs) {
     }
 
     probe_end.store(1, Ordering::Relaxed);
-    let stalls = probe.join().expect("stall probe panicked");
+    let mut stalls = probe.join().expect("stall probe panicked");
+    if let Some((mut from, mut to)) = gdb_stopped {
+        // The probe saw the part of gdb's stop that stopped it: merged, so counted once.
+        stalls.retain(|&(f, t)| {
+            let apart = t < from || f > to;
+            if !apart {
+                (from, to) = (from.min(f), to.max(t));
+            }
+            apart
+        });
+        stalls.push((from, to));
+        stalls.sort_unstable();
+    }
     log.extend(
         stalls
             .iter()
