@@ -510,8 +510,9 @@ pub fn build_client(
         .expect("build client")
 }
 
-/// Each thread's stack, where `gdb` is installed (taken first: `gdb` stops the process for a
-/// second or so, which the stall probe counts), then one line per thread of this process: its
+/// Each thread's stack, where `gdb` is installed (taken first; `gdb` stops the threads one by
+/// one for a second or so, and the span it returns is logged as a stall of the process), then
+/// one line per thread of this process: its
 /// id, name, scheduler state, the kernel function it sleeps in, its system call's number
 /// (`running` when not in one), the first functions of its kernel stack (readable by root),
 /// and over the next 300 ms how long it ran and how long it waited for a core
