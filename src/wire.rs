@@ -485,6 +485,16 @@ pub(crate) fn is_denied(text: &str) -> bool {
         || text.contains("has no permissions to")
 }
 
+/// Whether `e` is a read or write cut short by a signal (`EINTR`). Linux never restarts a
+/// socket call that has a timeout (`SO_RCVTIMEO`, which every connection here has) after the
+/// process was stopped and continued (SIGSTOP or SIGTSTP, then SIGCONT): the call that was
+/// blocked fails with `EINTR`, though the node did nothing wrong. redis-rs 1.8 keeps its I/O
+/// error to itself (`as_io_error` is private), so its text is read: the OS error number, 4
+/// wherever this builds.
+pub(crate) fn interrupted(e: &redis::RedisError) -> bool {
+    e.is_io_error() && e.to_string().contains("(os error 4)")
+}
+
 /// RESP written straight into a buffer, without allocating.
 mod resp {
     pub(super) fn bulk(buf: &mut Vec<u8>, arg: &[u8]) {

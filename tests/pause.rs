@@ -48,6 +48,10 @@ fn main() {
             "an_extension_after_a_vm_pause_reports_the_held_lock_lost",
             an_extension_after_a_vm_pause_reports_the_held_lock_lost,
         ),
+        (
+            "a_stop_and_continue_mid_call_holds_no_node_against_the_next_call",
+            a_stop_and_continue_mid_call_holds_no_node_against_the_next_call,
+        ),
     ];
     support::own_harness("--holder", |a: &[String]| holder(&a[0], &a[1]), cases);
 }
@@ -93,6 +97,22 @@ fn holder(nodes: &str, mode: &str) {
                 while !held.is_lost() && Instant::now() < until {
                     std::thread::sleep(Duration::from_millis(20));
                 }
+            }
+            // One attempt at another resource, with the answer in words.
+            line if line.starts_with("TRY ") => {
+                let tried = rl.acquire(&LockRequest::new(&line[4..], TTL).once());
+                match &tried {
+                    Ok(_) => println!("TRIED ok"),
+                    Err(e) => println!("TRIED {}", e.to_string().replace('\n', " ")),
+                }
+            }
+            "ERRORS" => {
+                let errors: Vec<String> = rl
+                    .node_status()
+                    .into_iter()
+                    .map(|s| s.last_error.unwrap_or_default())
+                    .collect();
+                println!("ERRORS {}", errors.join(" | "));
             }
             "STATE" => println!(
                 "STATE lost={} validity={} kept_lost={}",
@@ -286,4 +306,75 @@ fn an_extension_after_a_vm_pause_reports_the_held_lock_lost() {
         let state = holder.ask("STATE");
         assert!(state.contains("kept_lost=true"), "{state}");
     });
+}
+
+/// A stop and continue of the client's process (SIGSTOP, then SIGCONT) while its node workers
+/// wait for answers. Linux does not restart a socket read that has a timeout after a stop: each
+/// fails with `EINTR` though its node did nothing wrong. The stop outlasts the node timeout, a
+/// wait that long from a node marks it as not answering in time, so that acquisitions skip it
+/// until it answers a probe; the interrupted waits must not, since the time was ours. So the
+/// next call is served by every node, and each node's last error says what happened.
+fn a_stop_and_continue_mid_call_holds_no_node_against_the_next_call() {
+    let cluster = Cluster::start(3);
+    let dir = std::env::temp_dir().join(format!("redlock-pause-{}-stop", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut holder = Holder::start(&cluster, "stop", &dir);
+    let pid = holder.child.id() as i32;
+    for node in &cluster.nodes {
+        node.hang();
+    }
+    holder.tell("TRY pause:stopped");
+    assert!(
+        eventually(Duration::from_secs(10), || workers_reading(pid) == 3),
+        "each of the holder's 3 node workers waits in a socket read for its hung node"
+    );
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    assert!(
+        eventually(Duration::from_secs(5), || stopped(pid)),
+        "the holder stops"
+    );
+    for node in &cluster.nodes {
+        node.resume();
+    }
+    // The fault's length: longer than the node timeout.
+    std::thread::sleep(support::NODE_TIMEOUT + Duration::from_millis(300));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    // Whatever the interrupted call says (its own deadline passed during the stop too).
+    let first = holder.line();
+    assert!(first.starts_with("TRIED "), "{first}");
+
+    let next = holder.ask("TRY pause:next");
+    assert_eq!(
+        next, "TRIED ok",
+        "the call right after the continue is served by the nodes the stop interrupted"
+    );
+    let errors = holder.ask("ERRORS");
+    assert_eq!(
+        errors
+            .matches("this process was stopped and continued")
+            .count(),
+        3,
+        "each node's last error says why its read was cut short: {errors}"
+    );
+    holder.tell("QUIT");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How many of the process's node workers are blocked in a socket read.
+fn workers_reading(pid: i32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            let read =
+                |file: &str| std::fs::read_to_string(task.path().join(file)).unwrap_or_default();
+            let wchan = read("wchan");
+            read("comm").starts_with("redlock-node-")
+                && (wchan == "wait_woken" || wchan.starts_with("sk_wait"))
+        })
+        .count()
 }

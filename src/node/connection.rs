@@ -254,7 +254,7 @@ impl Connection {
         self.outage.reason = describe_connect_error(e);
         self.outage.retry_at = Instant::now();
         self.health.connected.store(false, Ordering::Relaxed);
-        self.health.set_last_error(e.to_string());
+        self.health.set_last_error(self.outage.reason.clone());
     }
 
     /// Connects, probes the server (refusing it before any script runs if it cannot hold

@@ -2,7 +2,8 @@
 //! the text of a failed connect with a hint at its likely cause, and whether a server error is
 //! a refusal of the command (an ACL, a renamed command) rather than a failure.
 //!
-//! Owns no state; uses only the crate's error types.
+//! Owns no state; uses only the crate's error types and the wire's test for a read cut short
+//! by a signal.
 
 use crate::error::NodeProblem;
 
@@ -10,6 +11,8 @@ use crate::error::NodeProblem;
 pub(super) fn describe_connect_error(e: &redis::RedisError) -> String {
     if e.is_timeout() {
         format!("timed out: {e}")
+    } else if crate::wire::interrupted(e) {
+        STOPPED.to_owned()
     } else {
         plain(e)
     }
@@ -24,6 +27,10 @@ fn plain(e: &redis::RedisError) -> String {
         e.to_string()
     }
 }
+
+const STOPPED: &str = "this process was stopped and continued (SIGSTOP or SIGTSTP, then SIGCONT) \
+                       while it waited for the node's answer, which cut the read short: the \
+                       command may have run; the connection is replaced";
 
 const NOT_REDIS: &str = "did not answer as a Redis server (its reply is not the Redis protocol): \
                          check the host and port";
@@ -49,6 +56,8 @@ pub(super) fn tls_hint(e: &redis::RedisError, tls: bool) -> &'static str {
 pub(super) fn describe(e: &redis::RedisError) -> NodeProblem {
     if e.is_timeout() {
         NodeProblem::TimedOut
+    } else if crate::wire::interrupted(e) {
+        NodeProblem::Unavailable(STOPPED.to_owned())
     } else {
         NodeProblem::Unavailable(plain(e))
     }

@@ -96,6 +96,12 @@ impl Health {
         self.waiting_since.store(0, Ordering::Release);
     }
 
+    /// The worker's wait ended in a way that says nothing of the node's pace (a read cut short
+    /// by a signal): a stall mark stays as it was.
+    pub(super) fn end_wait_unjudged(&self) {
+        self.waiting_since.store(0, Ordering::Release);
+    }
+
     /// A connect ended after `took`, `timed_out` or not. A connect takes several round trips,
     /// so only one that failed on a timeout after the node timeout (a node that accepts
     /// connections but does not answer) starts a stall; any other end, a refusal included

@@ -268,9 +268,20 @@ impl Worker {
         let began = Instant::now();
         self.health.begin_wait();
         let pinged = self.conn.ping();
-        self.health
-            .end_wait(began.elapsed(), self.conn.node_timeout());
+        self.end_wait(began, pinged.as_ref().err());
         pinged
+    }
+
+    /// Ends a wait on the node that began at `began` (see `Health::end_wait`). A read cut short
+    /// by a signal says our process was stopped meanwhile, so the time says nothing of the
+    /// node: the wait ends without a verdict, and the reconnect that follows gives one.
+    fn end_wait(&self, began: Instant, failed: Option<&redis::RedisError>) {
+        if failed.is_some_and(crate::wire::interrupted) {
+            self.health.end_wait_unjudged();
+        } else {
+            self.health
+                .end_wait(began.elapsed(), self.conn.node_timeout());
+        }
     }
 
     /// Probes a stalled node while no job comes: a `PING`, or a connect (whatever the backoff:
@@ -443,8 +454,7 @@ impl Worker {
             .and_then(|lane| lane.wait(batch, sent, io_timeout));
         self.health.begin_wait();
         let ran = self.conn.execute(batch, time, wait, sent);
-        self.health
-            .end_wait(sent.elapsed(), self.conn.node_timeout());
+        self.end_wait(sent, ran.as_ref().err());
         let mut ran = ran?;
         if let Some((probe, masters, replicas)) = ran.refreshed.take() {
             // New masters seen through a MOVED (a failover): observed before the votes count,

@@ -33,13 +33,6 @@ pub(super) enum SubscriptionChange {
     Unsubscribe(Arc<str>),
 }
 
-/// Whether `e` is a read cut short by a signal (`EINTR`). redis-rs 1.8 keeps its I/O error to
-/// itself (`as_io_error` is private), so its text is read: the OS error number, 4 wherever
-/// this builds.
-fn interrupted(e: &redis::RedisError) -> bool {
-    e.is_io_error() && e.to_string().contains("(os error 4)")
-}
-
 /// One node's subscriber thread.
 pub(super) struct Subscriber {
     /// The node's index, in the registry's per-node state.
@@ -303,7 +296,7 @@ impl Subscriber {
                 // A read cut short by a signal (`EINTR`: the process was stopped and continued,
                 // say) left the connection as it was, as a timeout does: dropping it would lose
                 // the releases already on their way (tests/fair.rs, the stopped waiter).
-                Err(e) if e.is_timeout() || interrupted(&e) => {}
+                Err(e) if e.is_timeout() || crate::wire::interrupted(&e) => {}
                 Err(_) => return End::Broken,
             }
             self.registry.check_silence();
