@@ -486,13 +486,18 @@ pub(crate) fn is_denied(text: &str) -> bool {
 }
 
 /// Whether `e` is a read or write cut short by a signal (`EINTR`). Linux never restarts a
-/// socket call that has a timeout (`SO_RCVTIMEO`, which every connection here has) after the
-/// process was stopped and continued (SIGSTOP or SIGTSTP, then SIGCONT): the call that was
-/// blocked fails with `EINTR`, though the node did nothing wrong. redis-rs 1.8 keeps its I/O
-/// error to itself (`as_io_error` is private), so its text is read: the OS error number, 4
-/// wherever this builds.
+/// socket call that has a timeout (`SO_RCVTIMEO`, which every connection here has) once the
+/// process was stopped and continued (SIGSTOP or SIGTSTP, then SIGCONT; a debugger's attach,
+/// a frozen cgroup): the call that was blocked fails with `EINTR`, though the node did nothing
+/// wrong. redis-rs 1.8 keeps an I/O error as the `Arc` its `source` gives; a test below pins
+/// that, so that a change of it fails there rather than here in silence. An error that merely
+/// quotes another (several sentinels' failures in one) is not one.
 pub(crate) fn interrupted(e: &redis::RedisError) -> bool {
-    e.is_io_error() && e.to_string().contains("(os error 4)")
+    use std::error::Error as _;
+    e.source()
+        .and_then(|s| s.downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>())
+        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
 }
 
 /// RESP written straight into a buffer, without allocating.
@@ -542,6 +547,21 @@ mod resp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tells_a_read_cut_short_by_a_signal() {
+        let eintr = std::io::Error::from_raw_os_error(libc::EINTR);
+        assert!(interrupted(&redis::RedisError::from(eintr)));
+        let timeout = std::io::Error::from(std::io::ErrorKind::WouldBlock);
+        assert!(!interrupted(&redis::RedisError::from(timeout)));
+        // One error that quotes several (every sentinel failed, one of them on EINTR).
+        let quoting = redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "no sentinel answered",
+            "127.0.0.1:26379: Interrupted system call (os error 4)".to_owned(),
+        ));
+        assert!(!interrupted(&quoting));
+    }
 
     #[test]
     fn writes_wait_as_redis_rs_would_pack_it() {

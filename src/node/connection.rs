@@ -19,7 +19,7 @@ use super::follow::Follow;
 use super::job::Job;
 use super::pipeline::{self, Buffers, Outgoing, Ran};
 use super::server::{Master, Server, Servers};
-use super::status::Health;
+use super::status::{ConnectEnd, Health};
 use super::wait_lane::{self, Wait, WaitLane};
 use crate::error::NodeProblem;
 use crate::rules::quorum::Vote;
@@ -209,9 +209,14 @@ impl Connection {
     }
 
     /// Connects (see [`open`](Connection::open)), and has `server` observe what the connect
-    /// learnt; on failure, notes why and backs off. Says whether it failed on a timeout (a node
-    /// that accepts connections but does not answer), not on an answer or a refusal.
-    pub(super) fn connect(&mut self, server: &mut Server, lane: Option<&mut WaitLane>) -> bool {
+    /// learnt; on failure, notes why and backs off. Says how it ended for the stall check: on
+    /// a timeout (a node that accepts connections but does not answer), cut short by a signal,
+    /// or otherwise.
+    pub(super) fn connect(
+        &mut self,
+        server: &mut Server,
+        lane: Option<&mut WaitLane>,
+    ) -> ConnectEnd {
         // What the watch published before this resolution is no news to it.
         let generation = self.follow.as_ref().map_or(0, Follow::generation);
         match self.open(server, lane) {
@@ -230,7 +235,7 @@ impl Connection {
                 self.outage.backoff = BACKOFF_MIN;
                 self.health.connected.store(true, Ordering::Relaxed);
                 self.health.connects.fetch_add(1, Ordering::Relaxed);
-                false
+                ConnectEnd::Answered
             }
             Err(e) => {
                 let tls = self.client.is_tls();
@@ -240,7 +245,13 @@ impl Connection {
                 outage.retry_at = Instant::now() + outage.backoff;
                 outage.backoff = (outage.backoff * 2).min(BACKOFF_MAX);
                 self.health.set_last_error(outage.reason.clone());
-                e.is_timeout()
+                if e.is_timeout() {
+                    ConnectEnd::TimedOut
+                } else if crate::wire::interrupted(&e) {
+                    ConnectEnd::Interrupted
+                } else {
+                    ConnectEnd::Answered
+                }
             }
         }
     }

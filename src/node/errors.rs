@@ -28,9 +28,10 @@ fn plain(e: &redis::RedisError) -> String {
     }
 }
 
-const STOPPED: &str = "this process was stopped and continued (SIGSTOP or SIGTSTP, then SIGCONT) \
-                       while it waited for the node's answer, which cut the read short: the \
-                       command may have run; the connection is replaced";
+const STOPPED: &str = "a read was cut short by a signal: this process was stopped and continued \
+                       (SIGSTOP or SIGTSTP, then SIGCONT; a debugger, a frozen cgroup) while it \
+                       waited for the node; a command in flight may have run, and the connection \
+                       is replaced";
 
 const NOT_REDIS: &str = "did not answer as a Redis server (its reply is not the Redis protocol): \
                          check the host and port";

@@ -17,6 +17,17 @@ use crate::telemetry::histogram::AtomicHistogram;
 /// `Health::clock_offset_ms` before the first sample.
 const NO_OFFSET: i64 = i64::MIN;
 
+/// How a connect ended, as the stall check sees it (see [`Health::end_connect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ConnectEnd {
+    /// Connected, or failed on an answer or a refusal.
+    Answered,
+    /// Failed on a timeout: the node may accept connections but not answer.
+    TimedOut,
+    /// Cut short by a signal (see [`crate::wire::interrupted`]): says nothing of the node.
+    Interrupted,
+}
+
 /// What one worker publishes; shared by the worker (writing) and the node's handle (reading).
 pub(super) struct Health {
     pub connected: AtomicBool,
@@ -97,18 +108,21 @@ impl Health {
     }
 
     /// The worker's wait ended in a way that says nothing of the node's pace (a read cut short
-    /// by a signal): a stall mark stays as it was.
+    /// by a signal, see [`crate::wire::interrupted`]): a stall mark stays as it was.
     pub(super) fn end_wait_unjudged(&self) {
         self.waiting_since.store(0, Ordering::Release);
     }
 
-    /// A connect ended after `took`, `timed_out` or not. A connect takes several round trips,
-    /// so only one that failed on a timeout after the node timeout (a node that accepts
-    /// connections but does not answer) starts a stall; any other end, a refusal included
-    /// (which the reconnect backoff paces), ends it.
-    pub(super) fn end_connect(&self, took: Duration, timed_out: bool, node_timeout: Duration) {
-        self.stalled
-            .store(timed_out && took > node_timeout, Ordering::Relaxed);
+    /// A connect ended after `took`, as `end` says. A connect takes several round trips, so only
+    /// one that failed on a timeout after the node timeout (a node that accepts connections but
+    /// does not answer) starts a stall; one cut short by a signal leaves the mark as it was;
+    /// any other end, a refusal included (which the reconnect backoff paces), ends it.
+    pub(super) fn end_connect(&self, took: Duration, end: ConnectEnd, node_timeout: Duration) {
+        match end {
+            ConnectEnd::Interrupted => {}
+            ConnectEnd::TimedOut => self.stalled.store(took > node_timeout, Ordering::Relaxed),
+            ConnectEnd::Answered => self.stalled.store(false, Ordering::Relaxed),
+        }
         self.waiting_since.store(0, Ordering::Release);
     }
 

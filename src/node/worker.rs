@@ -253,9 +253,9 @@ impl Worker {
     fn connect(&mut self) {
         let began = Instant::now();
         self.health.begin_wait();
-        let timed_out = self.conn.connect(&mut self.server, self.lane.as_mut());
+        let end = self.conn.connect(&mut self.server, self.lane.as_mut());
         self.health
-            .end_connect(began.elapsed(), timed_out, self.conn.node_timeout());
+            .end_connect(began.elapsed(), end, self.conn.node_timeout());
     }
 
     /// How often a stalled node is probed while idle.
