@@ -510,17 +510,19 @@ pub fn build_client(
         .expect("build client")
 }
 
-/// Each thread's stack, where `gdb` is installed (taken first; `gdb` stops the threads one by
-/// one for a second or so, and the span it returns is logged as a stall of the process), then
-/// one line per thread of this process: its
-/// id, name, scheduler state, the kernel function it sleeps in, its system call's number
-/// (`running` when not in one), the first functions of its kernel stack (readable by root),
-/// and over the next 300 ms how long it ran and how long it waited for a core
-/// (`/proc/self/task/*/schedstat`, in ms): a thread starved by the scheduler waits, one in a
-/// busy loop runs, one blocked does neither.
+/// What each thread of this process is doing, at once (a slow call may still be where it is
+/// slow): one line per thread with its id, name, scheduler state, the CPU it last ran on, the
+/// kernel function it sleeps in, its system call's number (`running` when not in one), the
+/// first functions of its kernel stack (readable by root), and over the next 300 ms how long
+/// it ran and how long it waited for a core (`/proc/self/task/*/schedstat`, in ms): a thread
+/// starved by the scheduler waits, one in a busy loop runs, one blocked does neither. Then the
+/// machine's other tasks that were running, runnable or blocked (`R` or `D`) at the start of
+/// those 300 ms, with their CPU and kernel stack: what held the cores or a lock. Then each
+/// thread's stack, where `gdb` is installed (it stops the threads one by one for a second or
+/// so, and the span it returns is logged as a stall of the process).
 fn threads_snapshot() -> (String, (u64, u64)) {
-    fn tasks() -> Vec<(String, std::path::PathBuf)> {
-        let mut all: Vec<_> = std::fs::read_dir("/proc/self/task")
+    fn tasks(dir: &str) -> Vec<(String, std::path::PathBuf)> {
+        let mut all: Vec<_> = std::fs::read_dir(dir)
             .map(|d| {
                 d.flatten()
                     .map(|t| (t.file_name().to_string_lossy().into_owned(), t.path()))
@@ -535,48 +537,53 @@ fn threads_snapshot() -> (String, (u64, u64)) {
         let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
         (f.next().unwrap_or(0), f.next().unwrap_or(0))
     }
-    // The stacks first, while the slow call may still be where it is slow.
-    let gdb_from = now_ns();
-    let stacks = std::process::Command::new("gdb")
-        .args([
-            "-p",
-            &std::process::id().to_string(),
-            "-batch",
-            "-ex",
-            "thread apply all bt 30",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_else(|e| format!("(no stacks: gdb: {e})"));
-    let gdb_span = (gdb_from, now_ns());
-    let before: Vec<_> = tasks()
+    /// A task's line: name, state, last CPU, wait channel, system call, kernel stack.
+    fn describe(tid: &str, dir: &Path) -> (String, String) {
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        let stat = read("stat");
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let state = fields.first().copied().unwrap_or("?").to_string();
+        // Field 39 of `stat`, the 37th after the name.
+        let cpu = fields.get(36).copied().unwrap_or("?");
+        // The kernel's side of the stack (readable by root): which lock or wait a thread
+        // blocked in the kernel is in.
+        let kernel: Vec<String> = read("stack")
+            .lines()
+            .take(6)
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
+            .collect();
+        let line = format!(
+            "  {tid} {} {state} cpu{cpu} {} {} [{}]",
+            read("comm").trim(),
+            read("wchan").trim(),
+            read("syscall").split_whitespace().next().unwrap_or("?"),
+            kernel.join(" < ")
+        );
+        (line, state)
+    }
+    let before: Vec<_> = tasks("/proc/self/task")
         .into_iter()
         .map(|(tid, dir)| {
-            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-            let stat = read("stat");
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("?")
-                .to_string();
-            // The kernel's side of the stack (readable by root): which lock or wait a thread
-            // blocked in the kernel is in.
-            let kernel: Vec<String> = read("stack")
-                .lines()
-                .take(6)
-                .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
-                .collect();
-            let line = format!(
-                "  {tid} {} {state} {} {} [{}]",
-                read("comm").trim(),
-                read("wchan").trim(),
-                read("syscall").split_whitespace().next().unwrap_or("?"),
-                kernel.join(" < ")
-            );
+            let (line, _) = describe(&tid, &dir);
             (line, schedstat(&dir), dir)
         })
         .collect();
+    let own = std::process::id().to_string();
+    let mut others = Vec::new();
+    for (pid, dir) in tasks("/proc") {
+        if pid == own || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        for (tid, task) in tasks(&dir.join("task").to_string_lossy()) {
+            let (line, state) = describe(&tid, &task);
+            if state == "R" || state == "D" {
+                others.push(line);
+            }
+        }
+    }
     std::thread::sleep(Duration::from_millis(300));
     let lines: Vec<String> = before
         .into_iter()
@@ -589,7 +596,22 @@ fn threads_snapshot() -> (String, (u64, u64)) {
             )
         })
         .collect();
-    (format!("{}\n{stacks}", lines.join("\n")), gdb_span)
+    let gdb_from = now_ns();
+    let stacks = std::process::Command::new("gdb")
+        .args(["-p", &own, "-batch", "-ex", "thread apply all bt 30"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("(no stacks: gdb: {e})"));
+    let gdb_span = (gdb_from, now_ns());
+    (
+        format!(
+            "{}\n the machine's other running, runnable or blocked tasks:\n{}\n{stacks}",
+            lines.join("\n"),
+            others.join("\n")
+        ),
+        gdb_span,
+    )
 }
 
 /// The builder [`build_client`] builds.
@@ -760,10 +782,10 @@ pub fn child(args: ChildArgs) {
             gdb_stopped = Some(gdb_span);
             eprintln!(
                 "chaos client {} at {:.3}s: a call is past rule (c)'s bound; the process's \
-                 threads (tid name state wchan syscall [kernel stack], then ms run and waited \
-                 for a core over 300 ms):\n{}",
+                 threads (tid name state cpu wchan syscall [kernel stack], then ms run and \
+                 waited for a core over 300 ms):\n{}",
                 args.id,
-                (now_ns() as f64 - args.chaos_start_ns as f64) / 1e9,
+                (now as f64 - args.chaos_start_ns as f64) / 1e9,
                 snapshot
             );
         }
