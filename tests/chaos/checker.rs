@@ -156,6 +156,10 @@ pub struct Call {
     pub outcome: String,
     /// Which Redlock client of its process made it: `g` (with `restart_grace`), `n` (none).
     pub variant: String,
+    /// How long the calling thread ran, and waited for a core, during the call, in ms
+    /// (`/proc/thread-self/schedstat`): the rest it slept.
+    pub ran_ms: Option<u64>,
+    pub waited_ms: Option<u64>,
 }
 
 impl Call {
@@ -269,6 +273,14 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                     end: num(6),
                     outcome: f[7].to_owned(),
                     variant: f.get(8).unwrap_or(&"-").to_string(),
+                    ran_ms: f
+                        .get(9)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(|ns| ns / MS),
+                    waited_ms: f
+                        .get(10)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(|ns| ns / MS),
                 }),
                 "H" => logs.holds.push(Hold {
                     client: num(1) as usize,
@@ -498,9 +510,16 @@ pub fn check(
         let stalled = logs.stalled(c.client, c.start, c.end) / MS;
         let bound = call_bound_ms(&c.op, &c.resource) + stalled;
         if took > bound {
+            let thread = match (c.ran_ms, c.waited_ms) {
+                (Some(ran), Some(waited)) => format!(
+                    "; its thread ran {ran} ms, waited {waited} ms for a core and slept {} ms",
+                    took.saturating_sub(ran + waited)
+                ),
+                _ => String::new(),
+            };
             verdict.fail(format!(
                 "(c) client {} {} {} took {took} ms at {} (bound {bound} ms, of which {stalled} \
-                 ms the process was stalled)",
+                 ms the process was stalled{thread})",
                 c.client,
                 c.op,
                 c.resource,
@@ -1340,6 +1359,8 @@ pub fn checker_catches_made_up_violations() {
         end: t + end * MS,
         outcome: "ok".to_owned(),
         variant: "g".to_owned(),
+        ran_ms: None,
+        waited_ms: None,
     };
     let logs = Logs {
         // A lock call far over its bound; a try_lock that succeeded while a majority was down
@@ -1499,6 +1520,8 @@ pub fn checker_catches_made_up_violations() {
         end: t + (start + 10) * MS,
         outcome: "ok".to_owned(),
         variant: variant.to_owned(),
+        ran_ms: None,
+        waited_ms: None,
     };
     // The client without grace alone (it sets `min_replicas`): no violation.
     let mut verdict = Verdict {

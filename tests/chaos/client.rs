@@ -187,6 +187,14 @@ fn canceller(fires: Receiver<Fire>) {
     }
 }
 
+/// How long the calling thread has run and waited for a core, in ns (`schedstat`); zeros
+/// where the kernel does not say.
+fn thread_schedstat() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+}
+
 pub struct Worker {
     pub client: usize,
     pub thread: usize,
@@ -219,20 +227,24 @@ impl Worker {
         res: &str,
         f: impl FnOnce() -> redquorum::Result<T>,
     ) -> (u64, u64, redquorum::Result<T>) {
+        let (ran0, waited0) = thread_schedstat();
         let start = now_ns();
         self.busy.op.store(op as u64, Ordering::Relaxed);
         res.clone_into(&mut self.busy.resource.lock().unwrap());
         self.busy.since_ns.store(start, Ordering::Relaxed);
         let result = f();
         let end = now_ns();
+        let (ran1, waited1) = thread_schedstat();
         self.busy.since_ns.store(0, Ordering::Relaxed);
         self.log.push(format!(
-            "C {} {} {} {res} {start} {end} {} {}",
+            "C {} {} {} {res} {start} {end} {} {} {} {}",
             self.client,
             self.thread,
             OPS[op],
             outcome(&result),
-            self.variant
+            self.variant,
+            ran1.saturating_sub(ran0),
+            waited1.saturating_sub(waited0)
         ));
         (start, end, result)
     }

@@ -843,6 +843,8 @@ pub fn checker_catches_made_up_violations() {
         end: t + end * MS,
         outcome: outcome.to_owned(),
         variant: "g".to_owned(),
+        ran_ms: None,
+        waited_ms: None,
     };
     let run = |kinds: Vec<KindHold>, calls: Vec<Call>, outages: &[Outage], counter: u64| {
         let logs = Logs {

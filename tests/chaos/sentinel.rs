@@ -1350,6 +1350,8 @@ pub fn checker_catches_made_up_violations() {
         end: (start + 10) * MS,
         outcome: "ok".into(),
         variant: variant.into(),
+        ran_ms: None,
+        waited_ms: None,
     };
     let run = |group: Vec<GroupFault>, calls: Vec<crate::checker::Call>| {
         let record = Record {
