@@ -59,6 +59,9 @@ pub struct Wait {
     pub start: u64,
     pub end: u64,
     pub outcome: String,
+    /// How long the waiting thread waited for a core from its cancel's firing to its return,
+    /// in ms.
+    pub waited_ms: Option<u64>,
 }
 
 /// A key of a finished acquisition that a client's key probe found on a node `NODE_TIMEOUT`
@@ -205,6 +208,9 @@ pub struct Logs {
     pub status: BTreeMap<usize, Status>,
     /// Per client process: intervals during which it did not get to run (the stall probe).
     pub stalls: BTreeMap<usize, Vec<(u64, u64)>>,
+    /// Per client process: when `gdb` held it stopped for the slow-call snapshot (`G` lines;
+    /// also within `stalls`).
+    pub gdb: BTreeMap<usize, Vec<(u64, u64)>>,
     pub waits: Vec<Wait>,
     pub sightings: Vec<Sighting>,
     /// Per client process: calls its key probe looked after, and node looks that got no answer.
@@ -246,6 +252,32 @@ impl Logs {
             .get(&node)
             .map_or(0, |stalls| overlap(stalls, start, end))
     }
+}
+
+/// How long a call of `client` over `[start, end]` did not run for reasons of the machine or
+/// the harness, in ms, for the bounds of rules (c) and (g): its process's stops (the driver's
+/// pauses, `gdb`'s snapshot), and beyond them the longer of two views of starvation, the rest
+/// of the process's stalls (its stall probe, one thread that sleeps between looks) and the
+/// calling thread's own wait for a core (`waited_ms`, from its `schedstat`). The two views
+/// overlap, so the longer one counts, not their sum; a stopped thread does not wait for a
+/// core, so the stops count apart. Without `waited_ms` this is the process's stalls, as it was.
+pub fn not_running_ms(
+    logs: &Logs,
+    pauses: &[crate::schedule::Pause],
+    client: usize,
+    (start, end): (u64, u64),
+    waited_ms: Option<u64>,
+) -> u64 {
+    let stalled = logs.stalled(client, start, end);
+    let paused: Vec<(u64, u64)> = pauses
+        .iter()
+        .filter(|p| p.client == client)
+        .map(|p| (p.from, p.to))
+        .collect();
+    let gdb = logs.gdb.get(&client).map_or(0, |g| overlap(g, start, end));
+    let stopped = (overlap(&paused, start, end) + gdb).min(stalled);
+    let starved = (stalled - stopped) / MS;
+    stopped / MS + starved.max(waited_ms.unwrap_or(0))
 }
 
 fn overlap(intervals: &[(u64, u64)], start: u64, end: u64) -> u64 {
@@ -309,6 +341,11 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                     .entry(num(1) as usize)
                     .or_default()
                     .push((num(2), num(3))),
+                "G" => logs
+                    .gdb
+                    .entry(num(1) as usize)
+                    .or_default()
+                    .push((num(2), num(3))),
                 "A" => logs.waits.push(Wait {
                     client: num(1) as usize,
                     resource: f[3].to_owned(),
@@ -318,6 +355,10 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                     start: num(7),
                     end: num(8),
                     outcome: f[9].to_owned(),
+                    waited_ms: f
+                        .get(10)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(|ns| ns / MS),
                 }),
                 "K" => logs.sightings.push(Sighting {
                     client: num(1) as usize,
@@ -507,10 +548,16 @@ pub fn check(
     // (c) Every call returned within its bound (plus the time its process was not running).
     for c in &logs.calls {
         let took = (c.end - c.start) / MS;
-        let stalled = logs.stalled(c.client, c.start, c.end) / MS;
+        let stalled = not_running_ms(
+            logs,
+            &record.pauses,
+            c.client,
+            (c.start, c.end),
+            c.waited_ms,
+        );
         let bound = call_bound_ms(&c.op, &c.resource) + stalled;
         if took > bound {
-            let thread = match (c.ran_ms, c.waited_ms) {
+            let thread = match (c.ran_ms.or(c.waited_ms.map(|_| 0)), c.waited_ms) {
                 (Some(ran), Some(waited)) => format!(
                     "; its thread ran {ran} ms, waited {waited} ms for a core and slept {} ms",
                     took.saturating_sub(ran + waited)
@@ -519,7 +566,7 @@ pub fn check(
             };
             verdict.fail(format!(
                 "(c) client {} {} {} took {took} ms at {} (bound {bound} ms, of which {stalled} \
-                 ms the process was stalled{thread})",
+                 ms the process or the thread did not run{thread})",
                 c.client,
                 c.op,
                 c.resource,
@@ -795,11 +842,18 @@ pub fn check(
         }
         if cancelled && w.fired != 0 && w.fired <= w.end {
             let took = (w.end - w.fired.max(w.start)) / MS;
-            let stalled = logs.stalled(w.client, w.fired.max(w.start), w.end) / MS;
+            let stalled = not_running_ms(
+                logs,
+                &record.pauses,
+                w.client,
+                (w.fired.max(w.start), w.end),
+                w.waited_ms,
+            );
             if took > CANCEL_BOUND_MS + stalled {
                 verdict.fail(format!(
                     "(g) client {} wait for {} returned {took} ms after its cancel fired at {} \
-                     (bound {CANCEL_BOUND_MS} ms + {stalled} ms stalled)",
+                     (bound {CANCEL_BOUND_MS} ms + {stalled} ms the process or the thread did \
+                     not run)",
                     w.client,
                     w.resource,
                     ms(w.fired, origin)
@@ -1375,11 +1429,22 @@ pub fn checker_catches_made_up_violations() {
                 variant: "n".to_owned(),
                 ..call(2, "lock", 7_100, 7_150)
             },
+            // As far over its bound as the first, but its thread waited 1.5 s for a core (no
+            // violation); and once more with 0.1 s of it (a violation).
+            Call {
+                waited_ms: Some(1_500),
+                ..call(0, "lock", 10_000, 12_000)
+            },
+            Call {
+                waited_ms: Some(100),
+                ..call(0, "lock", 13_000, 15_000)
+            },
         ],
         // Overlapping windows, both writing 1 (a lost update); no status from any client.
         holds: vec![hold(0, 0, 100), hold(1, 50, 150)],
         status: BTreeMap::new(),
         stalls: BTreeMap::new(),
+        gdb: BTreeMap::new(),
         // A Cancelled with no cancel fired; a cancel fired before the call that did nothing.
         waits: vec![
             Wait {
@@ -1391,6 +1456,7 @@ pub fn checker_catches_made_up_violations() {
                 start: t + 100 * MS,
                 end: t + 150 * MS,
                 outcome: "cancelled".to_owned(),
+                waited_ms: None,
             },
             Wait {
                 client: 2,
@@ -1401,6 +1467,7 @@ pub fn checker_catches_made_up_violations() {
                 start: t + 200 * MS,
                 end: t + 250 * MS,
                 outcome: "not_acquired".to_owned(),
+                waited_ms: None,
             },
         ],
         // A key left to expire on a node that was up; the same on a node hung meanwhile (no
@@ -1489,6 +1556,15 @@ pub fn checker_catches_made_up_violations() {
             verdict.violations
         );
     }
+    let slow: Vec<_> = verdict
+        .violations
+        .iter()
+        .filter(|v| v.starts_with("(c)"))
+        .collect();
+    assert!(
+        slow.len() == 2 && slow[1].contains("its thread ran 0 ms, waited 100 ms"),
+        "a call's thread's wait for a core counts in its bound, and only that: {slow:?}"
+    );
 
     // The cluster node: a replica promoted 300 ms after its master stopped (before every key
     // it may lack had expired), a client with grace acquiring before the old master was

@@ -117,11 +117,43 @@ impl CancelMode {
     }
 }
 
+/// When a wait's cancel fired, and how long the waiting thread had waited for a core by then
+/// (its `schedstat`, read by the thread that fires), so that rule (g) counts that thread's
+/// starvation after the cancel, and only that.
+struct FireMark {
+    at_ns: AtomicU64,
+    waited_ns: AtomicU64,
+    /// The waiting thread.
+    tid: libc::pid_t,
+}
+
+impl FireMark {
+    /// A mark for a wait on the calling thread.
+    fn new() -> Arc<FireMark> {
+        Arc::new(FireMark {
+            at_ns: AtomicU64::new(0),
+            waited_ns: AtomicU64::new(0),
+            // SAFETY: gettid has no preconditions.
+            tid: unsafe { libc::gettid() },
+        })
+    }
+
+    /// Notes the waiting thread's wait for a core so far, then the time, just before the
+    /// cancel fires.
+    fn fire(&self) {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{}/schedstat", self.tid))
+            .unwrap_or_default();
+        let waited = stat.split_whitespace().nth(1).and_then(|v| v.parse().ok());
+        self.waited_ns.store(waited.unwrap_or(0), Ordering::SeqCst);
+        self.at_ns.store(now_ns(), Ordering::SeqCst);
+    }
+}
+
 /// A cancel to fire at `at`; `fired` notes when it was (just before firing).
 struct Fire {
     at: u64,
     cancel: Cancel,
-    fired: Arc<AtomicU64>,
+    fired: Arc<FireMark>,
 }
 
 /// A cancellable wait's cancel, armed by [`Worker::arm`].
@@ -129,7 +161,7 @@ pub struct Armed {
     id: u64,
     mode: CancelMode,
     pub cancel: Cancel,
-    fired: Arc<AtomicU64>,
+    fired: Arc<FireMark>,
 }
 
 /// A wait registered to be cancelled around the next release of its resource.
@@ -137,7 +169,7 @@ struct Waiter {
     id: u64,
     resource: String,
     cancel: Cancel,
-    fired: Arc<AtomicU64>,
+    fired: Arc<FireMark>,
 }
 
 /// What the threads of one client process share besides the client.
@@ -180,7 +212,7 @@ fn canceller(fires: Receiver<Fire>) {
             if f.at > now {
                 return true;
             }
-            f.fired.store(now_ns(), Ordering::SeqCst);
+            f.fired.fire();
             f.cancel.cancel();
             false
         });
@@ -325,7 +357,7 @@ impl Worker {
     /// cancelled at all: it ends by itself.
     pub fn arm_as(&mut self, res: &str, release: bool) -> Armed {
         let cancel = Cancel::new();
-        let fired = Arc::new(AtomicU64::new(0));
+        let fired = FireMark::new();
         let mode = match self.rng.below(10) {
             0 => CancelMode::Before,
             1..=4 => CancelMode::During,
@@ -336,7 +368,7 @@ impl Worker {
         let id = (self.client * 1_000 + self.thread) as u64 * 1_000_000_000 + self.armed;
         match mode {
             CancelMode::Before => {
-                fired.store(now_ns(), Ordering::SeqCst);
+                fired.fire();
                 cancel.cancel();
             }
             CancelMode::During => {
@@ -383,12 +415,19 @@ impl Worker {
             .lock()
             .unwrap()
             .retain(|w| w.id != armed.id);
+        // After the call: how long this thread waited for a core since its cancel fired.
+        let fired = armed.fired.at_ns.load(Ordering::SeqCst);
+        let waited = match fired {
+            0 => 0,
+            _ => thread_schedstat()
+                .1
+                .saturating_sub(armed.fired.waited_ns.load(Ordering::SeqCst)),
+        };
         self.log.push(format!(
-            "A {} {} {res} {token} {} {} {} {} {outcome}",
+            "A {} {} {res} {token} {} {fired} {} {} {outcome} {waited}",
             self.client,
             self.thread,
             armed.mode.name(),
-            armed.fired.load(Ordering::SeqCst),
             span.0,
             span.1,
         ));
@@ -886,6 +925,9 @@ pub fn child(args: ChildArgs) {
 
     probe_end.store(1, Ordering::Relaxed);
     let mut stalls = probe.join().expect("stall probe panicked");
+    if let Some((from, to)) = gdb_stopped {
+        log.push(format!("G {} {from} {to}", args.id));
+    }
     if let Some((mut from, mut to)) = gdb_stopped {
         // The probe saw the part of gdb's stop that stopped it: merged, so counted once.
         stalls.retain(|&(f, t)| {
