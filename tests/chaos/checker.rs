@@ -556,6 +556,19 @@ pub fn check(
             c.waited_ms,
         );
         let bound = call_bound_ms(&c.op, &c.resource) + stalled;
+        let process_only =
+            call_bound_ms(&c.op, &c.resource) + logs.stalled(c.client, c.start, c.end) / MS;
+        if took > process_only && took <= bound {
+            println!(
+                "NOTE (c) client {} {} {} took {took} ms at {}: within its bound ({bound} ms) only \
+                 with its thread's {} ms of waiting for a core",
+                c.client,
+                c.op,
+                c.resource,
+                ms(c.start, origin),
+                c.waited_ms.unwrap_or(0)
+            );
+        }
         if took > bound {
             let thread = match (c.ran_ms.or(c.waited_ms.map(|_| 0)), c.waited_ms) {
                 (Some(ran), Some(waited)) => format!(
