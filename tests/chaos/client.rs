@@ -87,6 +87,12 @@ pub struct Busy {
     pub since_ns: AtomicU64,
     pub op: AtomicU64,
     pub resource: Mutex<String>,
+    /// The thread, for the slow-call snapshot's reading of its `schedstat` around `gdb`.
+    pub tid: std::sync::atomic::AtomicI32,
+    /// `gdb`'s span (from, to) and how long this thread waited for a core within it (ns): a
+    /// stop of the process that rules (c) and (g) count as such, so that wait is not counted
+    /// again as the thread's.
+    pub gdb: Mutex<Option<(u64, u64, u64)>>,
 }
 
 pub const OPS: [&str; 7] = [
@@ -123,6 +129,7 @@ impl CancelMode {
 struct FireMark {
     at_ns: AtomicU64,
     waited_ns: AtomicU64,
+    scheduled: AtomicU64,
     /// The waiting thread.
     tid: libc::pid_t,
 }
@@ -133,6 +140,7 @@ impl FireMark {
         Arc::new(FireMark {
             at_ns: AtomicU64::new(0),
             waited_ns: AtomicU64::new(0),
+            scheduled: AtomicU64::new(0),
             // SAFETY: gettid has no preconditions.
             tid: unsafe { libc::gettid() },
         })
@@ -141,10 +149,10 @@ impl FireMark {
     /// Notes the waiting thread's wait for a core so far, then the time, just before the
     /// cancel fires.
     fn fire(&self) {
-        let stat = std::fs::read_to_string(format!("/proc/self/task/{}/schedstat", self.tid))
-            .unwrap_or_default();
-        let waited = stat.split_whitespace().nth(1).and_then(|v| v.parse().ok());
-        self.waited_ns.store(waited.unwrap_or(0), Ordering::SeqCst);
+        let (_, waited, scheduled) =
+            schedstat_of(&format!("/proc/self/task/{}/schedstat", self.tid));
+        self.waited_ns.store(waited, Ordering::SeqCst);
+        self.scheduled.store(scheduled, Ordering::SeqCst);
         self.at_ns.store(now_ns(), Ordering::SeqCst);
     }
 }
@@ -221,10 +229,19 @@ fn canceller(fires: Receiver<Fire>) {
 
 /// How long the calling thread has run and waited for a core, in ns (`schedstat`); zeros
 /// where the kernel does not say.
-fn thread_schedstat() -> (u64, u64) {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+fn thread_schedstat() -> (u64, u64, u64) {
+    schedstat_of("/proc/thread-self/schedstat")
+}
+
+/// A thread's `schedstat`: ns run, ns waited for a core, and times it was scheduled in.
+fn schedstat_of(path: &str) -> (u64, u64, u64) {
+    let s = std::fs::read_to_string(path).unwrap_or_default();
     let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
-    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+    (
+        f.next().unwrap_or(0),
+        f.next().unwrap_or(0),
+        f.next().unwrap_or(0),
+    )
 }
 
 pub struct Worker {
@@ -243,6 +260,8 @@ pub struct Worker {
     pub waits: u64,
     /// Cancels armed so far.
     pub armed: u64,
+    /// The thread's wait for a core (ns, `schedstat`) when its last call returned.
+    pub waited_at_end: u64,
 }
 
 impl Worker {
@@ -259,24 +278,37 @@ impl Worker {
         res: &str,
         f: impl FnOnce() -> redquorum::Result<T>,
     ) -> (u64, u64, redquorum::Result<T>) {
-        let (ran0, waited0) = thread_schedstat();
         let start = now_ns();
+        let (ran0, waited0, scheduled0) = thread_schedstat();
+        // SAFETY: gettid has no preconditions.
+        self.busy
+            .tid
+            .store(unsafe { libc::gettid() }, Ordering::Relaxed);
         self.busy.op.store(op as u64, Ordering::Relaxed);
         res.clone_into(&mut self.busy.resource.lock().unwrap());
         self.busy.since_ns.store(start, Ordering::Relaxed);
         let result = f();
+        let (ran1, waited1, scheduled1) = thread_schedstat();
         let end = now_ns();
-        let (ran1, waited1) = thread_schedstat();
         self.busy.since_ns.store(0, Ordering::Relaxed);
+        self.waited_at_end = waited1;
+        let mut waited = waited1.saturating_sub(waited0);
+        // gdb's stop counts as a stop of the process: not as this thread's wait too.
+        if let Some((from, to, in_gdb)) = *self.busy.gdb.lock().unwrap()
+            && from < end
+            && to > start
+        {
+            waited = waited.saturating_sub(in_gdb);
+        }
         self.log.push(format!(
-            "C {} {} {} {res} {start} {end} {} {} {} {}",
+            "C {} {} {} {res} {start} {end} {} {} {} {waited} {}",
             self.client,
             self.thread,
             OPS[op],
             outcome(&result),
             self.variant,
             ran1.saturating_sub(ran0),
-            waited1.saturating_sub(waited0)
+            scheduled1.saturating_sub(scheduled0)
         ));
         (start, end, result)
     }
@@ -415,16 +447,22 @@ impl Worker {
             .lock()
             .unwrap()
             .retain(|w| w.id != armed.id);
-        // After the call: how long this thread waited for a core since its cancel fired.
+        // How long this thread waited for a core from its cancel's firing to the call's return
+        // (a wait already under way at the firing counts whole: an upper bound), and how often
+        // it was scheduled in meanwhile (counted to the end of this line's making).
         let fired = armed.fired.at_ns.load(Ordering::SeqCst);
-        let waited = match fired {
-            0 => 0,
-            _ => thread_schedstat()
-                .1
-                .saturating_sub(armed.fired.waited_ns.load(Ordering::SeqCst)),
+        let (waited, scheduled) = match fired {
+            0 => (0, 0),
+            _ => (
+                self.waited_at_end
+                    .saturating_sub(armed.fired.waited_ns.load(Ordering::SeqCst)),
+                thread_schedstat()
+                    .2
+                    .saturating_sub(armed.fired.scheduled.load(Ordering::SeqCst)),
+            ),
         };
         self.log.push(format!(
-            "A {} {} {res} {token} {} {fired} {} {} {outcome} {waited}",
+            "A {} {} {res} {token} {} {fired} {} {} {outcome} {waited} {scheduled}",
             self.client,
             self.thread,
             armed.mode.name(),
@@ -571,7 +609,7 @@ pub fn build_client(
 /// those 300 ms, with their CPU and kernel stack: what held the cores or a lock. Then each
 /// thread's stack, where `gdb` is installed (it stops the threads one by one for a second or
 /// so, and the span it returns is logged as a stall of the process).
-fn threads_snapshot() -> (String, (u64, u64)) {
+fn threads_snapshot(busy: &[Arc<Busy>]) -> (String, (u64, u64)) {
     fn tasks(dir: &str) -> Vec<(String, std::path::PathBuf)> {
         let mut all: Vec<_> = std::fs::read_dir(dir)
             .map(|d| {
@@ -615,6 +653,7 @@ fn threads_snapshot() -> (String, (u64, u64)) {
         );
         (line, state)
     }
+    let from = now_ns();
     let before: Vec<_> = tasks("/proc/self/task")
         .into_iter()
         .map(|(tid, dir)| {
@@ -636,6 +675,7 @@ fn threads_snapshot() -> (String, (u64, u64)) {
         }
     }
     std::thread::sleep(Duration::from_millis(300));
+    let window_ms = (now_ns() - from) / MS;
     let lines: Vec<String> = before
         .into_iter()
         .map(|(line, (run0, wait0), dir)| {
@@ -647,17 +687,38 @@ fn threads_snapshot() -> (String, (u64, u64)) {
             )
         })
         .collect();
+    let waited_by = |b: &Busy| {
+        schedstat_of(&format!(
+            "/proc/self/task/{}/schedstat",
+            b.tid.load(Ordering::Relaxed)
+        ))
+        .1
+    };
+    let waited_before: Vec<u64> = busy.iter().map(|b| waited_by(b)).collect();
     let gdb_from = now_ns();
-    let stacks = std::process::Command::new("gdb")
-        .args(["-p", &own, "-batch", "-ex", "thread apply all bt 30"])
+    let stacks = std::process::Command::new("timeout")
+        .args([
+            "10",
+            "gdb",
+            "-p",
+            &own,
+            "-batch",
+            "-ex",
+            "thread apply all bt 30",
+        ])
         .stdin(std::process::Stdio::null())
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_else(|e| format!("(no stacks: gdb: {e})"));
     let gdb_span = (gdb_from, now_ns());
+    for (b, before) in busy.iter().zip(waited_before) {
+        let in_gdb = waited_by(b).saturating_sub(before);
+        *b.gdb.lock().unwrap() = Some((gdb_span.0, gdb_span.1, in_gdb));
+    }
     (
         format!(
-            "{}\n the machine's other running, runnable or blocked tasks:\n{}\n{stacks}",
+            "(over {window_ms} ms)\n{}\n the machine's other running, runnable or blocked \
+             tasks:\n{}\n{stacks}",
             lines.join("\n"),
             others.join("\n")
         ),
@@ -777,6 +838,7 @@ pub fn child(args: ChildArgs) {
                 log: Vec::new(),
                 waits: 0,
                 armed: 0,
+                waited_at_end: 0,
                 flags: args.flags,
             };
             std::thread::Builder::new()
@@ -826,7 +888,7 @@ pub fn child(args: ChildArgs) {
             });
         if slow {
             snapshot_taken = true;
-            let (snapshot, gdb_span) = threads_snapshot();
+            let (snapshot, gdb_span) = threads_snapshot(&busy);
             // gdb stops the process's threads one by one while it reads them: the callers may
             // run while a node worker is stopped, which the stall probe does not see. A stall
             // of the whole process for the checker.
@@ -834,7 +896,7 @@ pub fn child(args: ChildArgs) {
             eprintln!(
                 "chaos client {} at {:.3}s: a call is past rule (c)'s bound; the process's \
                  threads (tid name state cpu wchan syscall [kernel stack], then ms run and \
-                 waited for a core over 300 ms):\n{}",
+                 waited for a core over the window):\n{}",
                 args.id,
                 (now as f64 - args.chaos_start_ns as f64) / 1e9,
                 snapshot

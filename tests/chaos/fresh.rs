@@ -176,6 +176,7 @@ pub fn child(args: &[String]) {
         flags,
         waits: 0,
         armed: 0,
+        waited_at_end: 0,
     };
     // Broken on purpose (`--fresh-grace-ms`): attempts for 1.5 s, to meet a failover's window.
     let attempts = worker.rng.range(1, 2);

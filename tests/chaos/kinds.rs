@@ -845,6 +845,7 @@ pub fn checker_catches_made_up_violations() {
         variant: "g".to_owned(),
         ran_ms: None,
         waited_ms: None,
+        scheduled: None,
     };
     let run = |kinds: Vec<KindHold>, calls: Vec<Call>, outages: &[Outage], counter: u64| {
         let logs = Logs {

@@ -1352,6 +1352,7 @@ pub fn checker_catches_made_up_violations() {
         variant: variant.into(),
         ran_ms: None,
         waited_ms: None,
+        scheduled: None,
     };
     let run = |group: Vec<GroupFault>, calls: Vec<crate::checker::Call>| {
         let record = Record {
