@@ -1183,6 +1183,23 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
         logs.relay_stalls.len(),
         relay_longest.unwrap_or(0) as f64 / 1e6
     );
+    let mut scheduled: Vec<u64> = logs.calls.iter().filter_map(|c| c.scheduled).collect();
+    scheduled.sort_unstable();
+    let at = |q: f64| {
+        scheduled
+            .get(((scheduled.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let waited_longest = logs.calls.iter().filter_map(|c| c.waited_ms).max();
+    println!(
+        "  calls' threads    scheduled in per call p50 {}, p99 {}, max {} (a wait counts up to \
+         {SCHEDULED_BUDGET}); longest wait for a core {} ms",
+        at(0.5),
+        at(0.99),
+        scheduled.last().copied().unwrap_or(0),
+        waited_longest.unwrap_or(0)
+    );
     let servers: Vec<u64> = logs
         .node_stalls
         .values()
