@@ -138,9 +138,7 @@ pub fn judge(s: &Sighting, outages: &[Outage], logs: &Logs) -> KeyFate {
             && o.down_ns <= s.gone + OUTAGE_SLACK_NS
             && o.up_ns + OUTAGE_SLACK_NS + backlog >= s.start
     });
-    let starved = logs.stalled(s.client, s.start, s.gone)
-        + logs.relay_stalled(s.start, s.gone)
-        + logs.node_stalled(s.node, s.start, s.gone)
+    let starved = logs.stalled_with_relays_and_node(s.client, s.node, s.start, s.gone)
         >= NODE_TIMEOUT.as_nanos() as u64 / 2;
     match s.how.as_str() {
         _ if down => KeyFate::NodeWasDown,
@@ -186,6 +184,10 @@ pub struct Hold {
     pub set_done: u64,
     /// When the holder checked its validity before writing.
     pub checked: u64,
+    /// How long the writing thread waited for a core from `checked` to `set_done`, in ms, and
+    /// how often it was scheduled in meanwhile (`schedstat`).
+    pub waited_ms: Option<u64>,
+    pub scheduled: Option<u64>,
 }
 
 impl Hold {
@@ -209,8 +211,12 @@ pub struct Logs {
     pub calls: Vec<Call>,
     pub holds: Vec<Hold>,
     pub status: BTreeMap<usize, Status>,
-    /// Per client process: intervals during which it did not get to run (the stall probe).
+    /// Per client process: intervals during which it, or one core it runs on, did not get to
+    /// run (its stall probes, merged).
     pub stalls: BTreeMap<usize, Vec<(u64, u64)>>,
+    /// Per client process: the stalls in `stalls` that only a probe pinned to one core saw,
+    /// as (core, from, to) (`LC` lines), for the totals.
+    pub core_stalls: BTreeMap<usize, Vec<(usize, u64, u64)>>,
     /// Per client process: when `gdb` held it stopped for the slow-call snapshot (`G` lines;
     /// also within `stalls`).
     pub gdb: BTreeMap<usize, Vec<(u64, u64)>>,
@@ -227,8 +233,9 @@ pub struct Logs {
     pub observed: Vec<Observed>,
     /// The election's storage reads and writes (`TS` lines; see `history.rs`).
     pub term_ops: Vec<crate::history::TermOp>,
-    /// Intervals during which the parent, which runs the relays, did not get to run: every
-    /// client's traffic waited meanwhile, as on a slow network.
+    /// Intervals during which the parent, which runs the relays, or one of its cores did not
+    /// get to run (its stall probes): every client's traffic waited meanwhile, as on a slow
+    /// network.
     pub relay_stalls: Vec<(u64, u64)>,
     /// Per lock node: intervals during which one of its servers answered a `PING` of the
     /// parent's responsiveness probe late (a server the machine did not get to run answers
@@ -242,6 +249,28 @@ impl Logs {
         self.stalls
             .get(&client)
             .map_or(0, |stalls| overlap(stalls, start, end))
+    }
+
+    /// How long, within `[start, end]`, `client`, the relays or a server of lock node `node` was
+    /// stalled: their stalls merged, so that one stall that several saw (a core that ran
+    /// nothing, seen by the probes pinned to it in each process) counts once.
+    pub fn stalled_with_relays_and_node(
+        &self,
+        client: usize,
+        node: usize,
+        start: u64,
+        end: u64,
+    ) -> u64 {
+        let all: Vec<(u64, u64)> = self
+            .stalls
+            .get(&client)
+            .into_iter()
+            .flatten()
+            .chain(&self.relay_stalls)
+            .chain(self.node_stalls.get(&node).into_iter().flatten())
+            .copied()
+            .collect();
+        overlap(&merged(all), start, end)
     }
 
     /// How long the relays were stalled within `[start, end]`.
@@ -268,9 +297,10 @@ pub const SCHEDULED_BUDGET: u64 = 300;
 static SELF_TEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// How long a call of `client` over `[start, end]` did not run for reasons of the machine or
-/// the harness, in ms, for the bounds of rules (c) and (g): its process's stops (the driver's
+/// the harness, in ms, for the bounds of rules (c) and (g) and what explains a late write
+/// ((b)): its process's stops (the driver's
 /// pauses, `gdb`'s snapshot, merged), and beyond them the longer of two views of starvation,
-/// the rest of the process's stalls (its stall probe, one thread that sleeps between looks)
+/// the rest of the process's stalls (its stall probes, threads that sleep between looks)
 /// and the calling thread's own wait for a core (`waited_ms`, from its `schedstat`, without
 /// its wait within `gdb`'s span). The two views overlap, so the longer one counts, not their
 /// sum; a stopped thread does not wait for a core, so the stops count apart. The thread's wait
@@ -284,27 +314,32 @@ pub fn not_running_ms(
     (waited_ms, scheduled): (Option<u64>, Option<u64>),
 ) -> u64 {
     let stalled = logs.stalled(client, start, end);
-    let mut stops: Vec<(u64, u64)> = pauses
+    let stops: Vec<(u64, u64)> = pauses
         .iter()
         .filter(|p| p.client == client)
         .map(|p| (p.from, p.to))
         .chain(logs.gdb.get(&client).into_iter().flatten().copied())
         .collect();
-    stops.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::new();
-    for (from, to) in stops {
-        match merged.last_mut() {
-            Some(last) if from <= last.1 => last.1 = last.1.max(to),
-            _ => merged.push((from, to)),
-        }
-    }
-    let stopped = overlap(&merged, start, end).min(stalled);
+    let stopped = overlap(&merged(stops), start, end).min(stalled);
     let starved = (stalled - stopped) / MS;
     let waited = match scheduled {
         Some(n) if n > SCHEDULED_BUDGET => 0,
         _ => waited_ms.unwrap_or(0),
     };
     stopped / MS + starved.max(waited)
+}
+
+/// `intervals` sorted, the overlapping ones merged.
+fn merged(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    intervals.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (from, to) in intervals {
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => merged.push((from, to)),
+        }
+    }
+    merged
 }
 
 fn overlap(intervals: &[(u64, u64)], start: u64, end: u64) -> u64 {
@@ -353,6 +388,11 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                     wrote: f[10].parse().ok(),
                     set_done: num(11),
                     checked: num(12),
+                    waited_ms: f
+                        .get(13)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(|ns| ns / MS),
+                    scheduled: f.get(14).and_then(|v| v.parse().ok()),
                 }),
                 "S" => {
                     logs.status.insert(
@@ -369,6 +409,11 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                     .entry(num(1) as usize)
                     .or_default()
                     .push((num(2), num(3))),
+                "LC" => logs.core_stalls.entry(num(1) as usize).or_default().push((
+                    num(2) as usize,
+                    num(3),
+                    num(4),
+                )),
                 "G" => logs
                     .gdb
                     .entry(num(1) as usize)
@@ -441,7 +486,8 @@ pub fn ms(ns: u64, origin: u64) -> String {
 #[derive(Debug, Default)]
 pub struct Stats {
     /// Writes that landed after their lock's validity, with the process stopped by the driver
-    /// across the write, or starved (the stall probe saw it not running) without it.
+    /// across the write, or starved without it (its stall probes saw it, or one of its cores,
+    /// not running, or the writing thread waited for a core, as `not_running_ms` counts).
     pub late_paused: usize,
     pub late_starved: usize,
     /// Counters that lost an update through such writes, described: the known limit of locks
@@ -502,7 +548,8 @@ pub fn check(
     // its lock's validity (the holder stopped between its validity check and its SET) is
     // outside the lock's promise, and the counter may then lose updates: that is the known
     // limit of locks without fencing when every such write came with its process stopped
-    // across it, by the driver (a client pause) or by a starved machine (the stall probe), and
+    // across it, by the driver (a client pause) or by a starved machine (the stall probes, or
+    // the writing thread's wait for a core, as `not_running_ms` counts for (c)), and
     // every write made in time read what the last write before it left (a late one included):
     // so the late writes explain every lost update. Anything else is a violation.
     for (res, holds) in &by_resource {
@@ -532,20 +579,37 @@ pub fn check(
         }
         let mut unexplained = Vec::new();
         for h in &late {
+            // The write had `MIN_VALIDITY_TO_WRITE` or more left at its check: run for as long
+            // as it did not, it would have landed in time, give or take half of that for the
+            // waits too short for the probes.
+            let half = MIN_VALIDITY_TO_WRITE.as_millis() as u64 / 2;
+            let needed = half.max(((h.set_done - h.deadline) / MS).saturating_sub(half));
+            let not_running = not_running_ms(
+                logs,
+                &record.pauses,
+                h.client,
+                (h.checked, h.set_done),
+                (h.waited_ms, h.scheduled),
+            );
             if paused_across(&record.pauses, h.client, h.checked, h.set_done) {
                 stats.late_paused += 1;
-            } else if logs.stalled(h.client, h.checked, h.set_done)
-                >= MIN_VALIDITY_TO_WRITE.as_nanos() as u64 / 2
-            {
+            } else if not_running >= needed {
                 stats.late_starved += 1;
             } else {
                 unexplained.push(format!(
-                    "a write of {} by client {} at {} after its validity ended at {}, with no \
-                     pause or stall of its process",
+                    "a write of {} by client {} at {} after its validity ended at {} ({} ms \
+                     after its check), with no pause of its process and {not_running} ms of it \
+                     not running where {needed} ms would explain it ({} ms of stalls of the \
+                     process or a core of it, its thread waiting {} ms for a core, scheduled in \
+                     {} times)",
                     h.wrote.unwrap_or(0),
                     h.client,
                     ms(h.set_done, origin),
-                    ms(h.deadline, origin)
+                    ms(h.deadline, origin),
+                    (h.set_done - h.checked) / MS,
+                    logs.stalled(h.client, h.checked, h.set_done) / MS,
+                    h.waited_ms.unwrap_or(0),
+                    h.scheduled.unwrap_or(0)
                 ));
             }
         }
@@ -562,7 +626,7 @@ pub fn check(
             stats.known_limit.push(format!(
                 "{res}: counter is {final_value} after {} writes ({dups} value(s) written \
                  twice): {} write(s) landed after their lock's validity, each with its process \
-                 stopped across it (the pause fencing is for; this lock has none)",
+                 or thread not running across it (the pause fencing is for; this lock has none)",
                 written.len(),
                 late.len()
             ));
@@ -1192,6 +1256,19 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
         logs.relay_stalls.len(),
         relay_longest.unwrap_or(0) as f64 / 1e6
     );
+    let core_longest = logs
+        .core_stalls
+        .values()
+        .flatten()
+        .map(|(_, from, to)| to - from)
+        .max();
+    println!(
+        "  one core stalled  {} over {STALL_MIN_NS_MS} ms (a probe pinned to the core woke late \
+         without waiting for it; the free probe saw less than half), in the process stalls \
+         above, longest {:.1} ms",
+        logs.core_stalls.values().map(Vec::len).sum::<usize>(),
+        core_longest.unwrap_or(0) as f64 / 1e6
+    );
     let mut scheduled: Vec<u64> = logs.calls.iter().filter_map(|c| c.scheduled).collect();
     scheduled.sort_unstable();
     let at = |q: f64| {
@@ -1483,6 +1560,8 @@ pub fn checker_catches_made_up_violations() {
         wrote: Some(1),
         set_done: t + (at + 1) * MS,
         checked: t + at * MS,
+        waited_ms: None,
+        scheduled: None,
     };
     let call = |client: usize, op: &str, start: u64, end: u64| Call {
         client,
@@ -1541,6 +1620,7 @@ pub fn checker_catches_made_up_violations() {
         holds: vec![hold(0, 0, 100), hold(1, 50, 150)],
         status: BTreeMap::new(),
         stalls: BTreeMap::from([(3, vec![(t + 16_100 * MS, t + 16_500 * MS)])]),
+        core_stalls: BTreeMap::new(),
         gdb: BTreeMap::new(),
         // A Cancelled with no cancel fired; a cancel fired before the call that did nothing.
         waits: vec![
@@ -1784,7 +1864,7 @@ pub fn checker_catches_made_up_violations() {
     // A holder stopped between its validity check and its write, which lands after another
     // holder's: the counter loses an update. With the driver's pause across the write it is
     // the known limit of unfenced locks; with no pause or stall to explain it, a violation.
-    let run = |pauses: Vec<Pause>, extra: Vec<Hold>, counter: u64| {
+    let run = |pauses: Vec<Pause>, extra: Vec<Hold>, counter: u64, tweak: &dyn Fn(&mut Logs)| {
         let first = Hold {
             acquired: t - 1_000 * MS,
             deadline: t - 800 * MS,
@@ -1804,10 +1884,11 @@ pub fn checker_catches_made_up_violations() {
             wrote: Some(2),
             ..hold(1, 400, 500)
         };
-        let logs = Logs {
+        let mut logs = Logs {
             holds: [first, late, next].into_iter().chain(extra).collect(),
             ..Logs::default()
         };
+        tweak(&mut logs);
         let record = Record {
             pauses,
             ..Record::default()
@@ -1827,14 +1908,53 @@ pub fn checker_catches_made_up_violations() {
         at_write: Some("plain"),
     };
     assert_eq!(
-        run(vec![paused.clone()], Vec::new(), 2),
+        run(vec![paused.clone()], Vec::new(), 2, &|_| {}),
         (false, 1),
         "a lost update by a write the driver's pause made late is the known limit"
     );
     assert_eq!(
-        run(Vec::new(), Vec::new(), 2),
+        run(Vec::new(), Vec::new(), 2, &|_| {}),
         (true, 0),
         "a lost update by a late write that no pause explains is a violation"
+    );
+    // Without a pause: the writing thread waited 700 ms for a core, or a core ran nothing of
+    // its process for 700 ms (a probe pinned to it saw it), across the write.
+    let thread_waited = |scheduled: u64| {
+        move |logs: &mut Logs| {
+            logs.holds[1].waited_ms = Some(700);
+            logs.holds[1].scheduled = Some(scheduled);
+        }
+    };
+    assert_eq!(
+        run(Vec::new(), Vec::new(), 2, &thread_waited(12)),
+        (false, 1),
+        "a lost update by a write its thread's wait for a core made late is the known limit"
+    );
+    assert_eq!(
+        run(
+            Vec::new(),
+            Vec::new(),
+            2,
+            &thread_waited(SCHEDULED_BUDGET + 1)
+        ),
+        (true, 0),
+        "a thread scheduled in more often than the budget waited by its own doing"
+    );
+    assert_eq!(
+        run(Vec::new(), Vec::new(), 2, &|logs: &mut Logs| {
+            logs.stalls.insert(0, vec![(t + 170 * MS, t + 870 * MS)]);
+            logs.core_stalls
+                .insert(0, vec![(1, t + 170 * MS, t + 870 * MS)]);
+        }),
+        (false, 1),
+        "a lost update by a write a stalled core made late is the known limit"
+    );
+    assert_eq!(
+        run(Vec::new(), Vec::new(), 2, &|logs: &mut Logs| {
+            logs.stalls.insert(0, vec![(t + 170 * MS, t + 400 * MS)]);
+        }),
+        (true, 0),
+        "a write 600 ms late is not explained by 230 ms of stalls"
     );
     // The late SET ran at once (at 160 ms) and its process stopped before reading the reply:
     // the writes after it in time read what the ones before them left, not what the late one
@@ -1847,7 +1967,8 @@ pub fn checker_catches_made_up_violations() {
         run(
             vec![paused.clone()],
             vec![after(2, 600, 3), after(1, 950, 4)],
-            4
+            4,
+            &|_| {}
         ),
         (false, 1),
         "a late write's SET may have run any time after its check"
@@ -1859,7 +1980,7 @@ pub fn checker_catches_made_up_violations() {
         ..hold(2, 600, 700)
     };
     assert_eq!(
-        run(vec![paused], vec![stale_read], 2),
+        run(vec![paused], vec![stale_read], 2, &|_| {}),
         (true, 0),
         "a lost update that the late write does not explain is a violation"
     );

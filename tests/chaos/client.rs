@@ -1,7 +1,7 @@
 //! Child mode: one client process. Its threads contend for the resources through the public
 //! API, do a non-atomic read-modify-write of the resource's counter inside each lock, and log
-//! every call and every hold for the checker; a probe thread logs when the process did not get
-//! to run.
+//! every call and every hold for the checker; probe threads log when the process, or one of
+//! the cores it runs on, did not get to run.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -539,8 +539,13 @@ impl Worker {
         }
         let mut wrote = String::from("-");
         let mut set_done = 0;
+        // The thread's wait for a core from the check (the library's part of it excluded) to
+        // the SET's return, and how often it was scheduled in meanwhile: what rule (b) counts
+        // of a late write besides its process's stalls.
+        let (mut waited, mut scheduled) = (0, 0);
         let checked = now_ns();
         if lock.validity() >= MIN_VALIDITY_TO_WRITE {
+            let (_, waited0, scheduled0) = thread_schedstat();
             self.about_to_write("plain");
             let value = seen.unwrap_or(0) + 1;
             let _: () = redis::cmd("SET")
@@ -550,6 +555,11 @@ impl Worker {
                 .expect("SET on the data node");
             set_done = now_ns();
             wrote = value.to_string();
+            let (_, waited1, scheduled1) = thread_schedstat();
+            (waited, scheduled) = (
+                waited1.saturating_sub(waited0),
+                scheduled1.saturating_sub(scheduled0),
+            );
         }
         std::thread::sleep(Duration::from_micros(self.rng.range(0, 1_000)));
         let token = lock.token().to_owned();
@@ -566,7 +576,7 @@ impl Worker {
             (start, "released")
         };
         self.log.push(format!(
-            "H {} {} {res} {token} {call_start} {acquired} {deadline} {end} {how} {wrote} {set_done} {checked}",
+            "H {} {} {res} {token} {call_start} {acquired} {deadline} {end} {how} {wrote} {set_done} {checked} {waited} {scheduled}",
             self.client, self.thread
         ));
     }
@@ -848,8 +858,8 @@ pub fn child(args: ChildArgs) {
         })
         .collect();
 
-    // The stall probe: when the machine is too busy to run this process for a while, calls
-    // take longer by as much; the checker adds these stalls to each call's bound.
+    // The stall probes: when the machine does not run this process, or one core of it, for a
+    // while, calls take longer by as much; the checker adds these stalls to each call's bound.
     let probe_end = Arc::new(AtomicU64::new(0));
     let probe = {
         let probe_end = Arc::clone(&probe_end);
@@ -986,7 +996,10 @@ pub fn child(args: ChildArgs) {
     }
 
     probe_end.store(1, Ordering::Relaxed);
-    let mut stalls = probe.join().expect("stall probe panicked");
+    let crate::Stalls {
+        all: mut stalls,
+        one_core,
+    } = probe.join().expect("stall probe panicked");
     if let Some((from, to)) = gdb_stopped {
         log.push(format!("G {} {from} {to}", args.id));
     }
@@ -1006,6 +1019,13 @@ pub fn child(args: ChildArgs) {
         stalls
             .iter()
             .map(|(from, to)| format!("L {} {from} {to}", args.id)),
+    );
+    // Within gdb's span the process was stopped anyway: counted as such, not as a core's.
+    log.extend(
+        one_core
+            .iter()
+            .filter(|&&(_, from, to)| gdb_stopped.is_none_or(|(f, t)| to < f || from > t))
+            .map(|(core, from, to)| format!("LC {} {core} {from} {to}", args.id)),
     );
 
     let mut file = std::io::BufWriter::new(std::fs::File::create(&args.log).expect("log file"));

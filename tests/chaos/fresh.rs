@@ -207,8 +207,15 @@ pub fn child(args: &[String]) {
     let stalls = probe.join().expect("stall probe panicked");
     log.extend(
         stalls
+            .all
             .iter()
             .map(|(from, to)| format!("L {id} {from} {to}")),
+    );
+    log.extend(
+        stalls
+            .one_core
+            .iter()
+            .map(|(core, from, to)| format!("LC {id} {core} {from} {to}")),
     );
     drop(clients);
     let mut file = std::io::BufWriter::new(std::fs::File::create(&log_path).expect("log file"));

@@ -554,6 +554,8 @@ fn made_up_logs() {
         wrote: Some(wrote),
         set_done: at(from + 6),
         checked: at(from + 4),
+        waited_ms: None,
+        scheduled: None,
     };
     let fenced = |client: usize, fence: u64, from: u64, wrote: u64, accepted: bool| FencedHold {
         client,

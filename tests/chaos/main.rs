@@ -219,17 +219,20 @@
 //!   lock's promise: a counter that lost updates through such writes is **the known limit of
 //!   locks without fencing** (printed as `KNOWN LIMIT`, counted, not failed) when every late
 //!   write had its process measurably stopped across it, by the driver (a client pause) or by a
-//!   starved machine (the stall probe), and every write made in time read what the last write
-//!   before it left (so the late writes explain every lost update); anything else is a
-//!   violation;
+//!   starved machine (the stall probes, or the writing thread's own wait for a core, counted as
+//!   in (c)), and every write made in time read what the last write before it left (so the
+//!   late writes explain every lost update); anything else is a violation;
 //! - (c) no hang: every call returned within its bound, computed from the configuration
 //!   (`node_timeout × (retries + 1) + retries × (retry_delay + retry_jitter)` for `lock`), plus a
 //!   generous margin, plus the time it was measurably not running, for a noisy machine: its
 //!   process's stops (a client pause, the slow-call snapshot's `gdb`), and beyond them the
-//!   longer of the process's other stalls (a probe thread logs every late wake-up) and the
-//!   calling thread's own wait for a core (its `schedstat`; the probe, a thread that mostly
-//!   sleeps, is scheduled sooner than callers on a crowded core). A call that needed the
-//!   thread's wait is named in a `NOTE (c)`;
+//!   longer of the process's other stalls (probe threads log every late wake-up: one free to
+//!   run on any core, and one pinned to each core, which alone sees a core that runs nothing
+//!   for a while, a virtual CPU the host does not run, while the other core runs the free
+//!   probe) and the calling thread's own wait for a core (its `schedstat`; a probe, a thread
+//!   that mostly sleeps, is scheduled sooner than callers on a crowded core). A call that
+//!   needed the thread's wait is named in a `NOTE (c)`; the totals give the stalls only a
+//!   pinned probe saw;
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
@@ -255,7 +258,8 @@
 //!   `2 × node_timeout` (it answers its backlog first): Redlock lets such a node keep the key
 //!   until its TTL; or unless the client process, the relays' process (the parent) or the
 //!   node's servers (a probe in the parent pings each every 5 ms) were measurably not running
-//!   for `node_timeout / 2` or more, added up (answers or cleanups then came after the caller's
+//!   for `node_timeout / 2` or more, their stalls merged (a core that ran nothing is seen by
+//!   the probes pinned to it in each process, once) (answers or cleanups then came after the caller's
 //!   `node_timeout`, which the library does not promise to cover; each such key is printed as a
 //!   NOTE); one removed late (a starved machine) is reported, not failed;
 //! - (g) cancellation: a wait returns `Cancelled` only after its cancel fired, within
@@ -459,9 +463,9 @@ const CANCEL_BOUND_MS: u64 = 1_000;
 /// inside the lock even if the thread is descheduled for a while on a busy machine.
 const MIN_VALIDITY_TO_WRITE: Duration = Duration::from_millis(100);
 /// Slack on top of each call's computed bound: a hang is unbounded, scheduling noise is not.
-/// Stalls of the whole client process (measured by a probe thread) are added on top.
+/// Stalls of the client process (measured by its stall probes) are added on top.
 const CALL_MARGIN_MS: u64 = 1_000;
-/// The stall probe sleeps this long in a loop; a wake-up later than `STALL_MIN` is a stall.
+/// The stall probes sleep this long in a loop; a wake-up later than `STALL_MIN` is a stall.
 const PROBE_SLEEP: Duration = Duration::from_millis(2);
 const STALL_MIN_NS_MS: u64 = 10;
 const STALL_MIN_NS: u64 = STALL_MIN_NS_MS * MS;
@@ -497,23 +501,187 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The stall probe: sleeps `PROBE_SLEEP` in a loop until `stop` is set and gives every late
-/// wake-up, as (expected, woke). When the machine is too busy to run a process for a while,
-/// its calls (or, for the parent, the relays' traffic) take longer by as much: the checker
-/// adds these stalls to each call's bound and to what excuses a key left late.
-fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
-    let mut stalls = Vec::new();
-    let mut last = now_ns();
-    while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-        std::thread::sleep(PROBE_SLEEP);
-        let now = now_ns();
-        let expected = last + PROBE_SLEEP.as_nanos() as u64;
-        if now > expected + STALL_MIN_NS {
-            stalls.push((expected, now));
+/// What a process's stall probes saw.
+pub struct Stalls {
+    /// Every probe's stalls, merged: what the checker adds to bounds.
+    pub all: Vec<(u64, u64)>,
+    /// The stalls of `all` that came from the pinned probes only (the free probe saw less than
+    /// half of each), merged across cores, as (first core, from, to): for the totals and the
+    /// notes.
+    pub one_core: Vec<(usize, u64, u64)>,
+}
+
+/// The stall probes: one thread that may run on any core, and one pinned to each core this
+/// process may use (up to `MAX_PINNED_PROBES` cores), each sleeping `PROBE_SLEEP` in a loop
+/// until `stop` is set and giving every late wake-up, as (expected, woke). When the machine
+/// does not run a process for a while, its calls (or, for the parent, the relays' traffic)
+/// take longer by as much: the checker adds these stalls to each call's bound and to what
+/// excuses a key left late.
+///
+/// The free probe alone misses a core that runs nothing for a while (a virtual CPU that the
+/// host does not run: its steal time grows): the free probe runs on the other core, while a
+/// thread of the process whose wake-up is due on the stopped core (a timer, an answer) waits
+/// without being runnable, so its own `schedstat` shows no wait for a core either. The probe
+/// pinned to that core wakes late without having waited for the core itself: such a stall
+/// counts. A pinned probe that was late because it waited its turn on a crowded core (its
+/// `schedstat` wait covers half the lateness or more) does not count: a thread of the process
+/// queued there waits as runnable, which its own `schedstat` shows, and the others run on.
+fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Stalls {
+    /// The loop; pinned, a late wake-up counts only when the probe itself did not wait for its
+    /// core for half of it.
+    fn run(stop: &std::sync::atomic::AtomicU64, pinned: bool) -> Vec<(u64, u64)> {
+        let schedstat = std::fs::File::open("/proc/thread-self/schedstat").ok();
+        let waited = || -> u64 {
+            use std::os::unix::fs::FileExt;
+            let mut buf = [0u8; 96];
+            let n = schedstat
+                .as_ref()
+                .and_then(|f| f.read_at(&mut buf, 0).ok())
+                .unwrap_or(0);
+            std::str::from_utf8(&buf[..n])
+                .ok()
+                .and_then(|t| t.split_whitespace().nth(1))
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(0)
+        };
+        let mut stalls = Vec::new();
+        let mut last = now_ns();
+        let mut waited_before = if pinned { waited() } else { 0 };
+        while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            std::thread::sleep(PROBE_SLEEP);
+            let now = now_ns();
+            let expected = last + PROBE_SLEEP.as_nanos() as u64;
+            let waited_now = if pinned { waited() } else { 0 };
+            let late = now.saturating_sub(expected);
+            if late > STALL_MIN_NS
+                && (!pinned || waited_now.saturating_sub(waited_before) * 2 < late)
+            {
+                stalls.push((expected, now));
+            }
+            last = now;
+            waited_before = waited_now;
         }
-        last = now;
+        stalls
     }
-    stalls
+    let cores = allowed_cores();
+    let cores = if cores.len() <= MAX_PINNED_PROBES {
+        cores
+    } else {
+        Vec::new()
+    };
+    std::thread::scope(|scope| {
+        let pinned: Vec<_> = cores
+            .iter()
+            .map(|&core| {
+                std::thread::Builder::new()
+                    .name(format!("stall-probe-{core}"))
+                    .spawn_scoped(scope, move || {
+                        if pin_to(core) {
+                            (core, run(stop, true))
+                        } else {
+                            eprintln!("chaos: the stall probe of core {core} could not pin itself to it: that core goes unwatched");
+                            (core, Vec::new())
+                        }
+                    })
+                    .expect("spawn a stall probe")
+            })
+            .collect();
+        let free = run(stop, false);
+        let pinned: Vec<(usize, Vec<(u64, u64)>)> = pinned
+            .into_iter()
+            .map(|h| h.join().expect("stall probe panicked"))
+            .collect();
+        combine(&free, &pinned)
+    })
+}
+
+/// Past this many cores the stall probes are not pinned (a probe per core costs a wake-up
+/// every `PROBE_SLEEP` each).
+const MAX_PINNED_PROBES: usize = 8;
+
+/// Merges the free probe's stalls and the pinned probes' (by core) into [`Stalls`].
+fn combine(free: &[(u64, u64)], pinned: &[(usize, Vec<(u64, u64)>)]) -> Stalls {
+    fn merge(mut all: Vec<(usize, u64, u64)>) -> Vec<(usize, u64, u64)> {
+        all.sort_unstable_by_key(|&(core, from, to)| (from, to, core));
+        let mut merged: Vec<(usize, u64, u64)> = Vec::new();
+        for (core, from, to) in all {
+            match merged.last_mut() {
+                Some(last) if from <= last.2 => last.2 = last.2.max(to),
+                _ => merged.push((core, from, to)),
+            }
+        }
+        merged
+    }
+    let seen_by_free = |from: u64, to: u64| -> u64 {
+        free.iter()
+            .map(|&(f, t)| t.min(to).saturating_sub(f.max(from)))
+            .sum()
+    };
+    let from_pinned = pinned
+        .iter()
+        .flat_map(|(core, stalls)| stalls.iter().map(move |&(f, t)| (*core, f, t)));
+    let one_core = merge(
+        from_pinned
+            .clone()
+            .filter(|&(_, f, t)| seen_by_free(f, t) * 2 < t - f)
+            .collect(),
+    );
+    let all = merge(
+        free.iter()
+            .map(|&(f, t)| (usize::MAX, f, t))
+            .chain(from_pinned)
+            .collect(),
+    );
+    Stalls {
+        all: all.into_iter().map(|(_, f, t)| (f, t)).collect(),
+        one_core,
+    }
+}
+
+/// The cores this thread may run on (`sched_getaffinity`, inherited by the probes), below
+/// `CPU_SETSIZE`; none if that fails.
+fn allowed_cores() -> Vec<usize> {
+    // SAFETY: a zeroed `cpu_set_t` is a valid empty set, the call writes at most its size, and
+    // `CPU_ISSET` is asked only about cores below `CPU_SETSIZE`.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&core| libc::CPU_ISSET(core, &set))
+            .collect()
+    }
+}
+
+/// Pins the calling thread to `core` (below `CPU_SETSIZE`, from [`allowed_cores`]); whether
+/// that worked.
+fn pin_to(core: usize) -> bool {
+    // SAFETY: as in `allowed_cores`; pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// The stall probes' merging, on made-up stalls.
+fn stall_probes_combine_as_documented() {
+    let free = [(100, 200)];
+    let pinned = vec![
+        // Core 0: within the free probe's stall, and a stall of its own.
+        (0, vec![(120, 180), (1_000, 1_900)]),
+        // Core 1: the same stall of its own (both cores), and one the free probe saw a
+        // quarter of.
+        (1, vec![(1_100, 1_950), (150, 350)]),
+    ];
+    let s = combine(&free, &pinned);
+    assert_eq!(s.all, vec![(100, 350), (1_000, 1_950)], "merged stalls");
+    assert_eq!(
+        s.one_core,
+        vec![(1, 150, 350), (0, 1_000, 1_950)],
+        "stalls the free probe saw less than half of, once each"
+    );
 }
 
 /// The responsiveness probe of one lock server (a standalone node, or one process of a cluster
@@ -837,6 +1005,7 @@ impl Drop for TempDir {
 fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     flags.apply();
     checker_catches_made_up_violations();
+    stall_probes_combine_as_documented();
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
     election::checker_catches_made_up_violations();
@@ -1403,7 +1572,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     }
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
-    logs.relay_stalls = probe.join().expect("stall probe panicked");
+    logs.relay_stalls = probe.join().expect("stall probe panicked").all;
     for (node, stalls) in node_stalls {
         logs.node_stalls.entry(node).or_default().extend(stalls);
     }
@@ -1671,7 +1840,7 @@ fn print_table(
         logs.probes.values().map(|p| p.0).sum::<u64>()
     );
     println!(
-        "| known limit: unfenced writes made late by a pause, counters broken | {} late ({} after a driver pause, {} starved), {} counter(s) broken |",
+        "| known limit: unfenced writes made late by a pause or a starved machine, counters broken | {} late ({} after a driver pause, {} starved), {} counter(s) broken |",
         stats.late_paused + stats.late_starved,
         stats.late_paused,
         stats.late_starved,
