@@ -217,6 +217,10 @@ pub struct Logs {
     /// Per client process: the stalls in `stalls` that only a probe pinned to one core saw,
     /// as (core, from, to) (`LC` lines), for the totals.
     pub core_stalls: BTreeMap<usize, Vec<(usize, u64, u64)>>,
+    /// Per client process: the stalls in `stalls` that its memory-map probe saw and its free
+    /// probe saw less than half of (`LM` lines; a pinned probe may have seen them too), for
+    /// the totals.
+    pub map_stalls: BTreeMap<usize, Vec<(u64, u64)>>,
     /// Per client process: when `gdb` held it stopped for the slow-call snapshot (`G` lines;
     /// also within `stalls`).
     pub gdb: BTreeMap<usize, Vec<(u64, u64)>>,
@@ -414,6 +418,11 @@ pub fn read_logs(paths: &[PathBuf]) -> Logs {
                     num(3),
                     num(4),
                 )),
+                "LM" => logs
+                    .map_stalls
+                    .entry(num(1) as usize)
+                    .or_default()
+                    .push((num(2), num(3))),
                 "G" => logs
                     .gdb
                     .entry(num(1) as usize)
@@ -600,7 +609,7 @@ pub fn check(
                     "a write of {} by client {} at {} after its validity ended at {} ({} ms \
                      after its check), with no pause of its process and {not_running} ms of it \
                      not running where {needed} ms would explain it ({} ms of stalls of the \
-                     process or a core of it, its thread waiting {} ms for a core, scheduled in \
+                     process, a core of it or its memory map, its thread waiting {} ms for a core, scheduled in \
                      {} times)",
                     h.wrote.unwrap_or(0),
                     h.client,
@@ -1269,6 +1278,26 @@ pub fn summarize(logs: &Logs, record: &Record, stats: &Stats) {
         logs.core_stalls.values().map(Vec::len).sum::<usize>(),
         core_longest.unwrap_or(0) as f64 / 1e6
     );
+    let map_longest = logs
+        .map_stalls
+        .values()
+        .flatten()
+        .map(|(from, to)| to - from)
+        .max();
+    println!(
+        "  map changes held  {} over {STALL_MIN_NS_MS} ms, {:.1} ms in all, longest {:.1} ms (the \
+         memory-map probe's change of the map waited in the kernel while neither it nor its \
+         process ran for half of it; the free probe saw less than half), in the process stalls \
+         above",
+        logs.map_stalls.values().map(Vec::len).sum::<usize>(),
+        logs.map_stalls
+            .values()
+            .flatten()
+            .map(|(from, to)| to - from)
+            .sum::<u64>() as f64
+            / 1e6,
+        map_longest.unwrap_or(0) as f64 / 1e6
+    );
     let mut scheduled: Vec<u64> = logs.calls.iter().filter_map(|c| c.scheduled).collect();
     scheduled.sort_unstable();
     let at = |q: f64| {
@@ -1621,6 +1650,7 @@ pub fn checker_catches_made_up_violations() {
         status: BTreeMap::new(),
         stalls: BTreeMap::from([(3, vec![(t + 16_100 * MS, t + 16_500 * MS)])]),
         core_stalls: BTreeMap::new(),
+        map_stalls: BTreeMap::new(),
         gdb: BTreeMap::new(),
         // A Cancelled with no cancel fired; a cancel fired before the call that did nothing.
         waits: vec![

@@ -863,7 +863,7 @@ pub fn child(args: ChildArgs) {
     let probe_end = Arc::new(AtomicU64::new(0));
     let probe = {
         let probe_end = Arc::clone(&probe_end);
-        std::thread::spawn(move || crate::stall_probe(&probe_end))
+        std::thread::spawn(move || crate::stall_probe(&probe_end, true))
     };
 
     // The watchdog: every call is bounded, so every thread ends soon after the end.
@@ -999,6 +999,7 @@ pub fn child(args: ChildArgs) {
     let crate::Stalls {
         all: mut stalls,
         one_core,
+        map,
     } = probe.join().expect("stall probe panicked");
     if let Some((from, to)) = gdb_stopped {
         log.push(format!("G {} {from} {to}", args.id));
@@ -1026,6 +1027,11 @@ pub fn child(args: ChildArgs) {
             .iter()
             .filter(|&&(_, from, to)| gdb_stopped.is_none_or(|(f, t)| to < f || from > t))
             .map(|(core, from, to)| format!("LC {} {core} {from} {to}", args.id)),
+    );
+    log.extend(
+        map.iter()
+            .filter(|&&(from, to)| gdb_stopped.is_none_or(|(f, t)| to < f || from > t))
+            .map(|(from, to)| format!("LM {} {from} {to}", args.id)),
     );
 
     let mut file = std::io::BufWriter::new(std::fs::File::create(&args.log).expect("log file"));

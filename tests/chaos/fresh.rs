@@ -158,7 +158,7 @@ pub fn child(args: &[String]) {
     let probe_end = Arc::new(AtomicU64::new(0));
     let probe = {
         let probe_end = Arc::clone(&probe_end);
-        std::thread::spawn(move || crate::stall_probe(&probe_end))
+        std::thread::spawn(move || crate::stall_probe(&probe_end, true))
     };
     let conn = redis::Client::open(data.as_str())
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
@@ -216,6 +216,12 @@ pub fn child(args: &[String]) {
             .one_core
             .iter()
             .map(|(core, from, to)| format!("LC {id} {core} {from} {to}")),
+    );
+    log.extend(
+        stalls
+            .map
+            .iter()
+            .map(|(from, to)| format!("LM {id} {from} {to}")),
     );
     drop(clients);
     let mut file = std::io::BufWriter::new(std::fs::File::create(&log_path).expect("log file"));

@@ -229,10 +229,12 @@
 //!   longer of the process's other stalls (probe threads log every late wake-up: one free to
 //!   run on any core, and one pinned to each core, which alone sees a core that runs nothing
 //!   for a while, a virtual CPU the host does not run, while the other core runs the free
-//!   probe) and the calling thread's own wait for a core (its `schedstat`; a probe, a thread
+//!   probe; and one that changes the process's memory map, which alone sees the kernel's lock
+//!   on the map held while threads that allocate wait for it) and the calling thread's own
+//!   wait for a core (its `schedstat`; a probe, a thread
 //!   that mostly sleeps, is scheduled sooner than callers on a crowded core). A call that
 //!   needed the thread's wait is named in a `NOTE (c)`; the totals give the stalls only a
-//!   pinned probe saw;
+//!   pinned probe or the memory-map probe saw;
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
@@ -509,6 +511,9 @@ pub struct Stalls {
     /// half of each), merged across cores, as (first core, from, to): for the totals and the
     /// notes.
     pub one_core: Vec<(usize, u64, u64)>,
+    /// The stalls of `all` that came from the memory-map probe (the free probe saw less than
+    /// half of each): the process could not change its memory map.
+    pub map: Vec<(u64, u64)>,
 }
 
 /// The stall probes: one thread that may run on any core, and one pinned to each core this
@@ -526,24 +531,20 @@ pub struct Stalls {
 /// counts. A pinned probe that was late because it waited its turn on a crowded core (its
 /// `schedstat` wait covers half the lateness or more) does not count: a thread of the process
 /// queued there waits as runnable, which its own `schedstat` shows, and the others run on.
-fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Stalls {
+///
+/// Nor does a sleeping probe see the kernel's lock on the process's memory map held for
+/// seconds: a thread that changes the map (`mprotect` from the allocator growing a heap, a
+/// thread starting or ending) waits in the kernel, in state `D`, behind the holder, which
+/// itself waits for a lock that someone the crowded machine does not run holds; every thread
+/// that changes the map meanwhile queues behind them (the slow-call snapshot caught callers so
+/// in `do_mprotect_pkey`, and a node worker holding the map in `vma_prepare`). Another probe,
+/// with `with_map` (the client processes), changes the map after each sleep ([`run_map`]).
+fn stall_probe(stop: &std::sync::atomic::AtomicU64, with_map: bool) -> Stalls {
     /// The loop; pinned, a late wake-up counts only when the probe itself did not wait for its
     /// core for half of it.
     fn run(stop: &std::sync::atomic::AtomicU64, pinned: bool) -> Vec<(u64, u64)> {
         let schedstat = std::fs::File::open("/proc/thread-self/schedstat").ok();
-        let waited = || -> u64 {
-            use std::os::unix::fs::FileExt;
-            let mut buf = [0u8; 96];
-            let n = schedstat
-                .as_ref()
-                .and_then(|f| f.read_at(&mut buf, 0).ok())
-                .unwrap_or(0);
-            std::str::from_utf8(&buf[..n])
-                .ok()
-                .and_then(|t| t.split_whitespace().nth(1))
-                .and_then(|w| w.parse().ok())
-                .unwrap_or(0)
-        };
+        let waited = || waited_for_core(schedstat.as_ref());
         let mut stalls = Vec::new();
         let mut last = now_ns();
         let mut waited_before = if pinned { waited() } else { 0 };
@@ -586,21 +587,111 @@ fn stall_probe(stop: &std::sync::atomic::AtomicU64) -> Stalls {
                     .expect("spawn a stall probe")
             })
             .collect();
+        let map = with_map.then(|| {
+            std::thread::Builder::new()
+                .name("stall-probe-mm".to_owned())
+                .spawn_scoped(scope, || run_map(stop))
+                .expect("spawn a stall probe")
+        });
         let free = run(stop, false);
         let pinned: Vec<(usize, Vec<(u64, u64)>)> = pinned
             .into_iter()
             .map(|h| h.join().expect("stall probe panicked"))
             .collect();
-        combine(&free, &pinned)
+        let map = map.map_or_else(Vec::new, |h| h.join().expect("stall probe panicked"));
+        combine(&free, &pinned, &map)
     })
+}
+
+/// How long the calling thread has waited for a core, in ns (its `schedstat`), read through
+/// `file` (`/proc/thread-self/schedstat`, opened by the thread); 0 without it.
+fn waited_for_core(file: Option<&std::fs::File>) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 96];
+    let n = file.and_then(|f| f.read_at(&mut buf, 0).ok()).unwrap_or(0);
+    std::str::from_utf8(&buf[..n])
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1))
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The memory-map probe (see [`stall_probe`]): the middle page of a region of its own changes
+/// its protection twice after each sleep (each change takes the lock on the process's memory
+/// map for writing, and nothing else that anyone else holds); gives each pair of changes that
+/// took over `STALL_MIN`, as (start, end), when the probe did not wait for its core for half of
+/// it and the process did not run for half of it either (its CPU time): a process that runs
+/// while its map is locked (a thread of its own changing the map at length) is not excused.
+fn run_map(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
+    let Ok(schedstat) = std::fs::File::open("/proc/thread-self/schedstat") else {
+        eprintln!("chaos: the memory-map probe cannot read its schedstat: it records nothing");
+        return Vec::new();
+    };
+    // SAFETY: `sysconf` has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    // A shared anonymous mapping has a file of its own: it never merges with another mapping,
+    // so changing it takes no lock of any other mapping (a private one next to the heap would
+    // merge with it, and take the heap's locks).
+    // SAFETY: no `MAP_FIXED`, so no existing mapping is touched; the region is this probe's.
+    let region = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            3 * page,
+            libc::PROT_NONE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if region == libc::MAP_FAILED {
+        eprintln!("chaos: the memory-map probe cannot map its region: it records nothing");
+        return Vec::new();
+    }
+    let middle = region
+        .cast::<u8>()
+        .wrapping_add(page)
+        .cast::<libc::c_void>();
+    let process_cpu = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec to write.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let mut stalls = Vec::new();
+    while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        std::thread::sleep(PROBE_SLEEP);
+        let waited_before = waited_for_core(Some(&schedstat));
+        let cpu_before = process_cpu();
+        let start = now_ns();
+        // SAFETY: the middle page of the region mapped above, which nothing else uses; the
+        // page is never accessed.
+        unsafe {
+            libc::mprotect(middle, page, libc::PROT_READ);
+            libc::mprotect(middle, page, libc::PROT_NONE);
+        }
+        let end = now_ns();
+        let took = end - start;
+        let waited = waited_for_core(Some(&schedstat)).saturating_sub(waited_before);
+        let ran = process_cpu().saturating_sub(cpu_before);
+        if took > STALL_MIN_NS && waited * 2 < took && ran * 2 < took {
+            stalls.push((start, end));
+        }
+    }
+    // SAFETY: the region mapped above, no longer used.
+    unsafe { libc::munmap(region, 3 * page) };
+    stalls
 }
 
 /// Past this many cores the stall probes are not pinned (a probe per core costs a wake-up
 /// every `PROBE_SLEEP` each).
 const MAX_PINNED_PROBES: usize = 8;
 
-/// Merges the free probe's stalls and the pinned probes' (by core) into [`Stalls`].
-fn combine(free: &[(u64, u64)], pinned: &[(usize, Vec<(u64, u64)>)]) -> Stalls {
+/// Merges the free probe's stalls, the pinned probes' (by core) and the memory-map probe's
+/// into [`Stalls`].
+fn combine(free: &[(u64, u64)], pinned: &[(usize, Vec<(u64, u64)>)], map: &[(u64, u64)]) -> Stalls {
     fn merge(mut all: Vec<(usize, u64, u64)>) -> Vec<(usize, u64, u64)> {
         all.sort_unstable_by_key(|&(core, from, to)| (from, to, core));
         let mut merged: Vec<(usize, u64, u64)> = Vec::new();
@@ -628,6 +719,7 @@ fn combine(free: &[(u64, u64)], pinned: &[(usize, Vec<(u64, u64)>)]) -> Stalls {
     );
     let all = merge(
         free.iter()
+            .chain(map)
             .map(|&(f, t)| (usize::MAX, f, t))
             .chain(from_pinned)
             .collect(),
@@ -635,6 +727,11 @@ fn combine(free: &[(u64, u64)], pinned: &[(usize, Vec<(u64, u64)>)]) -> Stalls {
     Stalls {
         all: all.into_iter().map(|(_, f, t)| (f, t)).collect(),
         one_core,
+        map: map
+            .iter()
+            .copied()
+            .filter(|&(f, t)| seen_by_free(f, t) * 2 < t - f)
+            .collect(),
     }
 }
 
@@ -675,8 +772,15 @@ fn stall_probes_combine_as_documented() {
         // quarter of.
         (1, vec![(1_100, 1_950), (150, 350)]),
     ];
-    let s = combine(&free, &pinned);
-    assert_eq!(s.all, vec![(100, 350), (1_000, 1_950)], "merged stalls");
+    // The memory map: one stall of its own, one within the free probe's.
+    let map = [(2_000, 2_500), (110, 190)];
+    let s = combine(&free, &pinned, &map);
+    assert_eq!(
+        s.all,
+        vec![(100, 350), (1_000, 1_950), (2_000, 2_500)],
+        "merged stalls"
+    );
+    assert_eq!(s.map, vec![(2_000, 2_500)], "the memory map's own stalls");
     assert_eq!(
         s.one_core,
         vec![(1, 150, 350), (0, 1_000, 1_950)],
@@ -1271,7 +1375,9 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     let probe_end = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let probe = {
         let probe_end = std::sync::Arc::clone(&probe_end);
-        std::thread::spawn(move || stall_probe(&probe_end))
+        // The relays copy through buffers of their own and do not change the memory map: no
+        // memory-map probe, whose stalls would count for every client.
+        std::thread::spawn(move || stall_probe(&probe_end, false))
     };
     // Each lock server's responsiveness, by lock node; stopped before rule (d) counts the
     // servers' connections.
