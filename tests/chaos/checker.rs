@@ -334,7 +334,7 @@ pub fn not_running_ms(
 }
 
 /// `intervals` sorted, the overlapping ones merged.
-fn merged(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+pub fn merged(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     intervals.sort_unstable();
     let mut merged: Vec<(u64, u64)> = Vec::new();
     for (from, to) in intervals {
@@ -346,7 +346,7 @@ fn merged(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     merged
 }
 
-fn overlap(intervals: &[(u64, u64)], start: u64, end: u64) -> u64 {
+pub fn overlap(intervals: &[(u64, u64)], start: u64, end: u64) -> u64 {
     intervals
         .iter()
         .map(|&(from, to)| to.min(end).saturating_sub(from.max(start)))

@@ -149,8 +149,7 @@ impl FireMark {
     /// Notes the waiting thread's wait for a core so far, then the time, just before the
     /// cancel fires.
     fn fire(&self) {
-        let (_, waited, scheduled) =
-            schedstat_of(&format!("/proc/self/task/{}/schedstat", self.tid));
+        let (_, waited, scheduled) = task_schedstat(self.tid);
         self.waited_ns.store(waited, Ordering::SeqCst);
         self.scheduled.store(scheduled, Ordering::SeqCst);
         self.at_ns.store(now_ns(), Ordering::SeqCst);
@@ -227,21 +226,15 @@ fn canceller(fires: Receiver<Fire>) {
     }
 }
 
-/// How long the calling thread has run and waited for a core, in ns (`schedstat`); zeros
-/// where the kernel does not say.
+/// How long the calling thread has run and waited for a core, in ns, and how often it was
+/// scheduled in (`schedstat`).
 fn thread_schedstat() -> (u64, u64, u64) {
-    schedstat_of("/proc/thread-self/schedstat")
+    crate::schedstat_of(Path::new("/proc/thread-self/schedstat"))
 }
 
-/// A thread's `schedstat`: ns run, ns waited for a core, and times it was scheduled in.
-fn schedstat_of(path: &str) -> (u64, u64, u64) {
-    let s = std::fs::read_to_string(path).unwrap_or_default();
-    let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
-    (
-        f.next().unwrap_or(0),
-        f.next().unwrap_or(0),
-        f.next().unwrap_or(0),
-    )
+/// The `schedstat` of this process's thread `tid`.
+fn task_schedstat(tid: impl std::fmt::Display) -> (u64, u64, u64) {
+    crate::schedstat_of(Path::new(&format!("/proc/self/task/{tid}/schedstat")))
 }
 
 pub struct Worker {
@@ -632,9 +625,8 @@ fn threads_snapshot(busy: &[Arc<Busy>]) -> (String, (u64, u64)) {
         all
     }
     fn schedstat(dir: &Path) -> (u64, u64) {
-        let s = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
-        let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
-        (f.next().unwrap_or(0), f.next().unwrap_or(0))
+        let (ran, waited, _) = crate::schedstat_of(&dir.join("schedstat"));
+        (ran, waited)
     }
     /// A task's line: name, state, last CPU, wait channel, system call, kernel stack.
     fn describe(tid: &str, dir: &Path) -> (String, String) {
@@ -697,13 +689,7 @@ fn threads_snapshot(busy: &[Arc<Busy>]) -> (String, (u64, u64)) {
             )
         })
         .collect();
-    let waited_by = |b: &Busy| {
-        schedstat_of(&format!(
-            "/proc/self/task/{}/schedstat",
-            b.tid.load(Ordering::Relaxed)
-        ))
-        .1
-    };
+    let waited_by = |b: &Busy| task_schedstat(b.tid.load(Ordering::Relaxed)).1;
     let waited_before: Vec<u64> = busy.iter().map(|b| waited_by(b)).collect();
     let gdb_from = now_ns();
     let stacks = std::process::Command::new("timeout")

@@ -544,7 +544,7 @@ fn stall_probe(stop: &std::sync::atomic::AtomicU64, with_map: bool) -> Stalls {
     /// core for half of it.
     fn run(stop: &std::sync::atomic::AtomicU64, pinned: bool) -> Vec<(u64, u64)> {
         let schedstat = std::fs::File::open("/proc/thread-self/schedstat").ok();
-        let waited = || waited_for_core(schedstat.as_ref());
+        let waited = || schedstat_from(schedstat.as_ref()).1;
         let mut stalls = Vec::new();
         let mut last = now_ns();
         let mut waited_before = if pinned { waited() } else { 0 };
@@ -603,17 +603,31 @@ fn stall_probe(stop: &std::sync::atomic::AtomicU64, with_map: bool) -> Stalls {
     })
 }
 
-/// How long the calling thread has waited for a core, in ns (its `schedstat`), read through
-/// `file` (`/proc/thread-self/schedstat`, opened by the thread); 0 without it.
-fn waited_for_core(file: Option<&std::fs::File>) -> u64 {
+/// A thread's `schedstat`: ns run, ns waited for a core, and times it was scheduled in; zeros
+/// where the kernel does not say.
+fn parse_schedstat(text: &str) -> (u64, u64, u64) {
+    let mut f = text
+        .split_whitespace()
+        .map(|v| v.parse::<u64>().unwrap_or(0));
+    (
+        f.next().unwrap_or(0),
+        f.next().unwrap_or(0),
+        f.next().unwrap_or(0),
+    )
+}
+
+/// The `schedstat` at `path` (see [`parse_schedstat`]).
+pub fn schedstat_of(path: &std::path::Path) -> (u64, u64, u64) {
+    parse_schedstat(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+/// The `schedstat` read again through `file`, kept open by a thread that reads its own often
+/// (`/proc/thread-self/schedstat`, opened by that thread); zeros without it.
+fn schedstat_from(file: Option<&std::fs::File>) -> (u64, u64, u64) {
     use std::os::unix::fs::FileExt;
     let mut buf = [0u8; 96];
     let n = file.and_then(|f| f.read_at(&mut buf, 0).ok()).unwrap_or(0);
-    std::str::from_utf8(&buf[..n])
-        .ok()
-        .and_then(|t| t.split_whitespace().nth(1))
-        .and_then(|w| w.parse().ok())
-        .unwrap_or(0)
+    parse_schedstat(std::str::from_utf8(&buf[..n]).unwrap_or_default())
 }
 
 /// The memory-map probe (see [`stall_probe`]): the middle page of a region of its own changes
@@ -663,7 +677,7 @@ fn run_map(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
     let mut stalls = Vec::new();
     while stop.load(std::sync::atomic::Ordering::Relaxed) == 0 {
         std::thread::sleep(PROBE_SLEEP);
-        let waited_before = waited_for_core(Some(&schedstat));
+        let waited_before = schedstat_from(Some(&schedstat)).1;
         let cpu_before = process_cpu();
         let start = now_ns();
         // SAFETY: the middle page of the region mapped above, which nothing else uses; the
@@ -674,7 +688,9 @@ fn run_map(stop: &std::sync::atomic::AtomicU64) -> Vec<(u64, u64)> {
         }
         let end = now_ns();
         let took = end - start;
-        let waited = waited_for_core(Some(&schedstat)).saturating_sub(waited_before);
+        let waited = schedstat_from(Some(&schedstat))
+            .1
+            .saturating_sub(waited_before);
         let ran = process_cpu().saturating_sub(cpu_before);
         if took > STALL_MIN_NS && waited * 2 < took && ran * 2 < took {
             stalls.push((start, end));
@@ -692,46 +708,36 @@ const MAX_PINNED_PROBES: usize = 8;
 /// Merges the free probe's stalls, the pinned probes' (by core) and the memory-map probe's
 /// into [`Stalls`].
 fn combine(free: &[(u64, u64)], pinned: &[(usize, Vec<(u64, u64)>)], map: &[(u64, u64)]) -> Stalls {
-    fn merge(mut all: Vec<(usize, u64, u64)>) -> Vec<(usize, u64, u64)> {
-        all.sort_unstable_by_key(|&(core, from, to)| (from, to, core));
-        let mut merged: Vec<(usize, u64, u64)> = Vec::new();
-        for (core, from, to) in all {
-            match merged.last_mut() {
-                Some(last) if from <= last.2 => last.2 = last.2.max(to),
-                _ => merged.push((core, from, to)),
-            }
-        }
-        merged
-    }
-    let seen_by_free = |from: u64, to: u64| -> u64 {
-        free.iter()
-            .map(|&(f, t)| t.min(to).saturating_sub(f.max(from)))
-            .sum()
-    };
-    let from_pinned = pinned
+    use crate::checker::{merged, overlap};
+    // Seen by the free probe for less than half its length.
+    let its_own = |&(from, to): &(u64, u64)| overlap(free, from, to) * 2 < to - from;
+    let mut one_core: Vec<(usize, u64, u64)> = pinned
         .iter()
-        .flat_map(|(core, stalls)| stalls.iter().map(move |&(f, t)| (*core, f, t)));
-    let one_core = merge(
-        from_pinned
-            .clone()
-            .filter(|&(_, f, t)| seen_by_free(f, t) * 2 < t - f)
-            .collect(),
-    );
-    let all = merge(
-        free.iter()
-            .chain(map)
-            .map(|&(f, t)| (usize::MAX, f, t))
-            .chain(from_pinned)
-            .collect(),
-    );
+        .flat_map(|(core, stalls)| {
+            stalls
+                .iter()
+                .filter(|s| its_own(s))
+                .map(move |&(f, t)| (*core, f, t))
+        })
+        .collect();
+    one_core.sort_unstable_by_key(|&(core, from, to)| (from, to, core));
+    let mut by_first_core: Vec<(usize, u64, u64)> = Vec::new();
+    for (core, from, to) in one_core {
+        match by_first_core.last_mut() {
+            Some(last) if from <= last.2 => last.2 = last.2.max(to),
+            _ => by_first_core.push((core, from, to)),
+        }
+    }
     Stalls {
-        all: all.into_iter().map(|(_, f, t)| (f, t)).collect(),
-        one_core,
-        map: map
-            .iter()
-            .copied()
-            .filter(|&(f, t)| seen_by_free(f, t) * 2 < t - f)
-            .collect(),
+        all: merged(
+            free.iter()
+                .chain(map)
+                .chain(pinned.iter().flat_map(|(_, s)| s))
+                .copied()
+                .collect(),
+        ),
+        one_core: by_first_core,
+        map: map.iter().copied().filter(its_own).collect(),
     }
 }
 
