@@ -1,7 +1,8 @@
 //! Child mode: one client process. Its threads contend for the resources through the public
 //! API, do a non-atomic read-modify-write of the resource's counter inside each lock, and log
 //! every call and every hold for the checker; probe threads log when the process, or one of
-//! the cores it runs on, did not get to run.
+//! the cores it runs on, did not get to run, and when a change of its memory map waited in the
+//! kernel while neither the probe nor the process ran.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -757,6 +758,10 @@ pub fn builder(
 /// after the last fault healed (rule (d)).
 static END_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
+/// When the driver's `END` line was read (`u64::MAX` before): the threads cannot stop before it,
+/// so the watchdog's time for them to finish counts from it as well as from the end itself.
+static TOLD_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+
 pub fn end_ns() -> u64 {
     END_NS.load(Ordering::Relaxed)
 }
@@ -772,6 +777,7 @@ fn read_driver(planned: u64, closed: crossbeam_channel::Sender<()>) {
             .and_then(|v| v.parse::<u64>().ok())
         {
             END_NS.store(ns.max(planned), Ordering::Relaxed);
+            TOLD_NS.store(now_ns(), Ordering::Relaxed);
         }
         line.clear();
     }
@@ -844,16 +850,22 @@ pub fn child(args: ChildArgs) {
         })
         .collect();
 
-    // The stall probes: when the machine does not run this process, or one core of it, for a
-    // while, calls take longer by as much; the checker adds these stalls to each call's bound.
+    // The stall probes: when the machine does not run this process, or one core of it, or
+    // holds the process's memory map, for a while, calls take longer by as much; the checker
+    // adds these stalls to each call's bound.
     let probe_end = Arc::new(AtomicU64::new(0));
     let probe = {
         let probe_end = Arc::clone(&probe_end);
         std::thread::spawn(move || crate::stall_probe(&probe_end, true))
     };
 
-    // The watchdog: every call is bounded, so every thread ends soon after the end.
-    let give_up = || end_ns().saturating_add((lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS);
+    // The watchdog: every call is bounded, so every thread ends soon after the end, or after it
+    // was told the end when that came later (the driver's schedule ran late and the end it sends
+    // has passed).
+    let give_up = || {
+        let end = end_ns().max(TOLD_NS.load(Ordering::Relaxed));
+        end.saturating_add((lock_bound_ms().max(wait_bound_ms()) + 10_000) * MS)
+    };
     // A call past its bound by rule (c)'s margin gets, once per process, a snapshot of what
     // each thread of the process waits on (to stderr, kept in the run's output): whether rule
     // (c)'s slow calls sat in the library (callers in a futex wait, the node workers in socket

@@ -1453,24 +1453,27 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         &faults,
         chaos_start,
     );
-    let fresh_runs = spawner.join().expect("the fresh clients' spawner panicked");
     let last_heal = checker::last_heal(&record);
     println!("last fault healed at {}", ms(last_heal, origin));
     // The clients run until told: the planned end, or, when the schedule ran late (failovers
     // and restarts wait on the servers, which a loaded machine slows), the same tail after the
-    // last heal, so that rule (d) sees them recover.
+    // last heal, so that rule (d) sees them recover. They are told at once, before the fresh
+    // clients are waited for; an end that has passed by then stops them at their next call, and
+    // the time they have to finish counts from now.
     let end_ns = end_ns.max(last_heal + (TAIL_MS + 3_000) * MS);
+    let told_ns = now_ns();
     for (_, stdin) in &mut children.0 {
         if let Some(stdin) = stdin {
             let _ = writeln!(stdin, "END {end_ns}").and_then(|()| stdin.flush());
         }
     }
+    let fresh_runs = spawner.join().expect("the fresh clients' spawner panicked");
 
     let mut verdict = Verdict {
         violations: Vec::new(),
     };
     let mut ready = [false; CLIENTS];
-    let ready_deadline = end_ns + (lock_bound_ms() + 25_000) * MS;
+    let ready_deadline = end_ns.max(told_ns) + (lock_bound_ms() + 25_000) * MS;
     while !ready.iter().all(|&r| r) {
         let left = ready_deadline.saturating_sub(now_ns());
         match lines.recv_timeout(Duration::from_nanos(left)) {
