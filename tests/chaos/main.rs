@@ -234,7 +234,12 @@
 //!   wait for a core (its `schedstat`; a probe, a thread
 //!   that mostly sleeps, is scheduled sooner than callers on a crowded core). A call that
 //!   needed the thread's wait is named in a `NOTE (c)`; the totals give the stalls only a
-//!   pinned probe or the memory-map probe saw;
+//!   pinned probe or the memory-map probe saw. A client process that has not ended its calls
+//!   within the same bound and 10 s after the end (or after it was told the end, when the
+//!   driver, which tells it once the schedule has run, ran late) did not finish. A failed run
+//!   prints, after its violations, the kernel's own reports of threads it did not run (`MACHINE`
+//!   lines from `/dev/kmsg`: workqueue lockups, RCU stalls) since the run started; they change
+//!   no verdict;
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
@@ -1113,9 +1118,11 @@ impl Drop for TempDir {
 }
 
 fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
+    let run_start = now_ns();
     flags.apply();
     checker_catches_made_up_violations();
     stall_probes_combine_as_documented();
+    kernel_records_parse_as_documented();
     kinds::checker_catches_made_up_violations();
     fenced::checker_catches_made_up_violations();
     election::checker_catches_made_up_violations();
@@ -1499,6 +1506,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         for v in &verdict.violations {
             println!("VIOLATION {v}");
         }
+        print_kernel_stalls(run_start);
         return false;
     }
 
@@ -1763,8 +1771,92 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     for v in &verdict.violations {
         println!("VIOLATION {v}");
     }
+    if !verdict.violations.is_empty() {
+        print_kernel_stalls(run_start);
+    }
     dir.1 = !verdict.violations.is_empty();
     verdict.violations.is_empty()
+}
+
+/// The kernel's own reports, since `since_ns`, of threads it could not run (a workqueue lockup,
+/// an RCU stall, a soft lockup, a hung task), printed with a failed run's violations: a machine
+/// whose kernel stalls for seconds delays every process's calls, and the run's verdict is read
+/// against that. They change no verdict. Nothing is printed when the log cannot be read.
+fn print_kernel_stalls(since_ns: u64) {
+    for (at_ns, text) in kernel_stalls(since_ns) {
+        println!(
+            "MACHINE the kernel reported, {:.1} s after this run started: {text}",
+            at_ns.saturating_sub(since_ns) as f64 / 1e9
+        );
+    }
+}
+
+/// The matching records of `/dev/kmsg` (`prio,seq,µs since boot,flags;text`), whose times are
+/// the kernel's monotonic clock, as [`now_ns`]'s are.
+fn kernel_stalls(since_ns: u64) -> Vec<(u64, String)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut kmsg) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+    else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    // One record per read; a read fails with EAGAIN at the end (EPIPE: a record was overwritten
+    // while reading, and the next read goes on).
+    let mut buf = vec![0u8; 8192];
+    loop {
+        let n = match kmsg.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(_) => break,
+        };
+        if let Some((at_ns, text)) = kernel_stall(&String::from_utf8_lossy(&buf[..n]))
+            && at_ns >= since_ns
+        {
+            found.push((at_ns, text));
+        }
+    }
+    found
+}
+
+/// One `/dev/kmsg` record's time (ns) and first line, when it reports a stall.
+fn kernel_stall(record: &str) -> Option<(u64, String)> {
+    const MARKS: [&str; 5] = [
+        "workqueue lockup",
+        "detected stalls",
+        "kthread starved",
+        "soft lockup",
+        "blocked for more than",
+    ];
+    let (head, text) = record.split_once(';')?;
+    let at_us: u64 = head.split(',').nth(2)?.parse().ok()?;
+    let text = text.lines().next().unwrap_or("").trim();
+    MARKS
+        .iter()
+        .any(|m| text.contains(m))
+        .then(|| (at_us * 1_000, text.to_owned()))
+}
+
+/// [`kernel_stall`] on the records of the lockups seen on the test machine, and on others.
+fn kernel_records_parse_as_documented() {
+    let lockup = "4,81234,65384128370,-;BUG: workqueue lockup - pool cpus=1 node=0 flags=0x0 \
+                  nice=0 stuck for 42s!\n";
+    assert_eq!(
+        kernel_stall(lockup),
+        Some((
+            65_384_128_370_000,
+            "BUG: workqueue lockup - pool cpus=1 node=0 flags=0x0 nice=0 stuck for 42s!".into()
+        ))
+    );
+    let rcu = "6,9,1000,-;rcu: rcu_preempt kthread starved for 14752 jiffies! g10400421\n \
+               SUBSYSTEM=rcu\n";
+    assert_eq!(kernel_stall(rcu).map(|r| r.0), Some(1_000_000));
+    assert_eq!(kernel_stall("6,10,2000,-;redlock-probe-marker\n"), None);
+    assert_eq!(kernel_stall("not a record"), None);
 }
 
 /// What the driver really did and when, to read violations against.
