@@ -27,6 +27,10 @@ use crate::{Flags, MS, RESOURCES, Rng, TTL_MAX_MS, TTL_MIN_MS, now_ns, resource}
 pub const FRESH_BASE: usize = 100;
 /// At most this many fresh clients run at once (the machine is small).
 const MAX_LIVE: usize = 3;
+/// A fresh client still running this long after the last one could start is killed and counts
+/// as hung: its few calls are bounded (a second or two on a healthy machine), and the run must
+/// end with a verdict, not wait for it forever.
+pub const EXIT_WITHIN_MS: u64 = 60_000;
 
 /// A fresh client as the parent saw it.
 #[derive(Debug, Clone)]
@@ -35,6 +39,8 @@ pub struct FreshRun {
     pub started: u64,
     /// Exited with success.
     pub ok: bool,
+    /// Killed, still running [`EXIT_WITHIN_MS`] after the last start.
+    pub hung: bool,
     pub log: PathBuf,
 }
 
@@ -54,7 +60,7 @@ pub struct Spawn {
 
 /// Starts fresh clients until `until_ns`, each after a random wait of 0.5-3 s or at once on a
 /// nudge (the driver's, right after a kill or a failover), at most `MAX_LIVE` at a time; then
-/// waits for every one of them to exit.
+/// waits for every one of them to exit, [`EXIT_WITHIN_MS`] at most.
 pub fn spawner(
     spawn: Spawn,
     nudges: Receiver<()>,
@@ -64,27 +70,21 @@ pub fn spawner(
         let mut rng = Rng::new(spawn.seed ^ 0x0F2E_5B1D_0000_0001);
         let mut live: Vec<(usize, Child)> = Vec::new();
         let mut runs: Vec<FreshRun> = Vec::new();
-        let reap = |live: &mut Vec<(usize, Child)>, runs: &mut Vec<FreshRun>, block: bool| {
-            live.retain_mut(|(i, child)| {
-                let status = if block {
-                    child.wait().ok()
-                } else {
-                    child.try_wait().ok().flatten()
-                };
-                match status {
-                    Some(s) => {
-                        runs[*i].ok = s.success();
-                        false
-                    }
-                    None => true,
+        let reap = |live: &mut Vec<(usize, Child)>, runs: &mut Vec<FreshRun>| {
+            live.retain_mut(|(i, child)| match child.try_wait() {
+                Ok(Some(s)) => {
+                    runs[*i].ok = s.success();
+                    false
                 }
+                Ok(None) => true,
+                Err(_) => false,
             });
         };
         while now_ns() < spawn.until_ns {
             let wait = Duration::from_millis(rng.range(500, 3_000))
                 .min(Duration::from_nanos(spawn.until_ns - now_ns()));
             let _ = nudges.recv_timeout(wait);
-            reap(&mut live, &mut runs, false);
+            reap(&mut live, &mut runs);
             // Broken on purpose (`--fresh-grace-ms`): more at once, to meet a failover's window.
             let max_live = if spawn.flags.fresh_grace_ms.is_some() {
                 2 * MAX_LIVE
@@ -118,10 +118,20 @@ pub fn spawner(
                 id,
                 started,
                 ok: false,
+                hung: false,
                 log,
             });
         }
-        reap(&mut live, &mut runs, true);
+        let give_up = spawn.until_ns + EXIT_WITHIN_MS * MS;
+        while !live.is_empty() && now_ns() < give_up {
+            std::thread::sleep(Duration::from_millis(20));
+            reap(&mut live, &mut runs);
+        }
+        for (i, mut child) in live {
+            let _ = child.kill();
+            let _ = child.wait();
+            runs[i].hung = true;
+        }
         runs
     })
 }

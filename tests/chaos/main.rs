@@ -238,9 +238,10 @@
 //!   threads are still in calls the longer of the lock and wait bounds and 10 s after the end,
 //!   or it has not said it finished the lock bound and 25 s after it; both count from when the
 //!   end was told instead when that came later (the driver tells it once its schedule has run,
-//!   late on a slow machine). A failed run prints, after its violations, the kernel's own
-//!   reports of threads it did not run (`MACHINE` lines from `/dev/kmsg`: workqueue lockups,
-//!   RCU stalls) since the run started; they change no verdict;
+//!   late on a slow machine). A fresh client still running 60 s after the last one could
+//!   start is killed, and did not finish either. A failed run prints, after its violations,
+//!   the kernel's own reports of threads it did not run (`MACHINE` lines from `/dev/kmsg`:
+//!   workqueue lockups, RCU stalls) since the run started; they change no verdict;
 //! - (d) recovery: after the last fault healed, every client process acquired again, the
 //!   workers of both its Redlock clients are all connected again (`node_status`), every lock
 //!   node sees exactly one connection per Redlock client (two per process, through the healed
@@ -1684,7 +1685,16 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     // (d) Every fresh client exited on its own, having written its log.
     let mut logs = logs;
     for run in &fresh_runs {
-        if run.ok && run.log.exists() {
+        if run.hung {
+            verdict.fail(format!(
+                "(c) fresh client {} (started {}) did not finish: still running {} s after the \
+                 last fresh client could start, killed (its log is lost: a write it made is \
+                 missing from the counts of rules (b) and (pc))",
+                run.id,
+                ms(run.started, origin),
+                fresh::EXIT_WITHIN_MS / 1_000
+            ));
+        } else if run.ok && run.log.exists() {
             logs.push(run.log.clone());
         } else {
             verdict.fail(format!(
