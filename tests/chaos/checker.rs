@@ -245,6 +245,9 @@ pub struct Logs {
     /// parent's responsiveness probe late (a server the machine did not get to run answers
     /// every client late).
     pub node_stalls: BTreeMap<usize, Vec<(u64, u64)>>,
+    /// The Sentinel group's servers (port, from, to): late answers to the same probe, read by
+    /// rule (sn) to say whether a server the sentinels judged down was answering late.
+    pub group_stalls: Vec<(u16, u64, u64)>,
 }
 
 impl Logs {
@@ -1706,6 +1709,7 @@ pub fn checker_catches_made_up_violations() {
         term_ops: Vec::new(),
         relay_stalls: Vec::new(),
         node_stalls: BTreeMap::new(),
+        group_stalls: Vec::new(),
     };
     // n0 hung for everyone; n1 and n2 cut off from client 1 only.
     let outage = |node, client, action| Outage {

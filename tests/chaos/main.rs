@@ -1080,8 +1080,8 @@ impl Drop for Children {
     }
 }
 
-/// Copies the sentinels' logs and writes their events (times from the run's start) into the log
-/// directory, kept if the run fails.
+/// Copies the sentinels' and the group's servers' logs and writes the sentinels' events (times
+/// from the run's start) into the log directory, kept if the run fails.
 fn keep_sentinel_logs(
     group: &sentinel::Group,
     events: &[sentinel::SentinelEvent],
@@ -1090,6 +1090,9 @@ fn keep_sentinel_logs(
 ) {
     for s in &group.sentinels {
         let _ = std::fs::copy(s.log_path(), dir.join(format!("sentinel-{}.log", s.port)));
+    }
+    for n in &group.nodes {
+        let _ = std::fs::copy(n.log_path(), dir.join(format!("server-{}.log", n.port)));
     }
     let lines: String = events
         .iter()
@@ -1413,6 +1416,16 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
             (i, std::thread::spawn(move || node_probe(port, &stop)))
         })
         .collect();
+    // The Sentinel group's servers likewise, kept apart: rule (sn) reads them.
+    let group_probes: Vec<_> = group
+        .iter()
+        .flat_map(|g| &g.nodes)
+        .map(|n| {
+            let stop = std::sync::Arc::clone(&node_probe_end);
+            let port = n.port;
+            (port, std::thread::spawn(move || node_probe(port, &stop)))
+        })
+        .collect();
     // Fresh clients, from the start of the chaos phase until the planned end of the faults.
     let (fresh_tx, fresh_rx) = crossbeam_channel::unbounded();
     let fresh_hold = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -1502,6 +1515,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     let node_stalls: Vec<(usize, Vec<(u64, u64)>)> = node_probes
         .into_iter()
         .map(|(node, probe)| (node, probe.join().expect("node probe panicked")))
+        .collect();
+    let group_stalls: Vec<(u16, u64, u64)> = group_probes
+        .into_iter()
+        .flat_map(|(port, probe)| {
+            let stalls = probe.join().expect("node probe panicked");
+            stalls.into_iter().map(move |(from, to)| (port, from, to))
+        })
         .collect();
 
     if !verdict.violations.is_empty() {
@@ -1707,6 +1727,7 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
     logs.relay_stalls = probe.join().expect("stall probe panicked").all;
+    logs.group_stalls = group_stalls;
     for (node, stalls) in node_stalls {
         logs.node_stalls.entry(node).or_default().extend(stalls);
     }

@@ -1110,17 +1110,34 @@ pub fn check(logs: &Logs, record: &Record, eager: bool, origin: u64, verdict: &m
                 )
             })
             .collect();
+        // Whether the servers were answering: the parent's probe of each (a server the machine
+        // did not run, or one blocked in the kernel, answers late; one that answered in time
+        // points at the sentinels or their links).
+        let late: Vec<String> = logs
+            .group_stalls
+            .iter()
+            .filter(|&&(_, from, to)| to + 5_000 * MS >= e.at && from <= e.at)
+            .map(|&(port, from, to)| {
+                format!(
+                    "{port} from {} for {} ms",
+                    ms(from, origin),
+                    (to - from) / MS
+                )
+            })
+            .collect();
         verdict.fail(format!(
             "(sn) unplanned Sentinel failover: sentinel {} switched n{}'s master from {from} to \
              {to} at {}, and no fault of the plan made it; the run's verdicts on n{} from then \
              on are not the library's, since a failover of a live master covers only clients \
-             with restart_grace (A8). The sentinels' events in the 5 s before it: [{}]; their \
-             logs and events are kept with the client logs",
+             with restart_grace (A8). The sentinels' events in the 5 s before it: [{}]; the \
+             group's servers' answers over 10 ms late to the parent's PINGs then: [{}]; the \
+             sentinels' and servers' logs and events are kept with the client logs",
             e.sentinel,
             cluster_node(),
             ms(e.at, origin),
             cluster_node(),
-            before.join("; ")
+            before.join("; "),
+            late.join("; ")
         ));
     }
     for f in &record.group {

@@ -469,9 +469,14 @@ impl RedisNode {
         ))
     }
 
+    /// The server's log file (removed with the server).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
     /// The last lines of the server's log (`server.log` in its directory), for an error.
     fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         let tail = lines[lines.len().saturating_sub(5)..].join("\n  ");
         if tail.is_empty() {
