@@ -29,7 +29,9 @@
 //!   from `Cancel::cancel` to the acquisition's return.
 //!
 //! Every timed configuration also reports `cpu_us_per_cycle`: the CPU time the whole process
-//! used per cycle (callers and node workers, not the redis servers), from /proc in 10 ms ticks.
+//! used per cycle (callers and node workers, not the redis servers), from /proc in 10 ms ticks;
+//! and `switches_per_cycle`: the context switches of all its threads per cycle, from
+//! `getrusage`.
 //!
 //! `cargo run --release --example bench [-- --seconds S]` (default 3 s per configuration, 2 s
 //! with `--cluster`).
@@ -55,10 +57,13 @@
 //! restarted, then two: acquisitions per second and each node's errors per phase, and the ratios
 //! hung ÷ killed and back ÷ healthy.
 //!
-//! `-- --hot [--repeats R] [--nodes 1,5] [--threads 1,4,16]` runs only the hot-node question of
-//! issue 30: redlock's uncontended cycle at N = 1 (with `--nodes 1,5` also N = 5) against the
-//! naive client with one connection per thread per node, at 1, 4 and 16 threads (or those
-//! given), interleaved R times (default 3), with the medians and ratios.
+//! `-- --hot [--repeats R] [--nodes 1,5] [--threads 1,4,16] [--fresh] [--spin]` runs only the
+//! hot-node question of issue 30: redlock's uncontended cycle at N = 1 (with `--nodes 1,5` also
+//! N = 5) against the naive client with one connection per thread per node, at 1, 4 and 16
+//! threads (or those given), interleaved R times (default 3), with the medians and ratios. Each
+//! thread locks a key of its own; `--fresh` runs both again with a new key every cycle, and
+//! `--spin` runs redlock again with its waits for its own threads sleeping at once instead of
+//! looking awake first (`redquorum::set_spinning`).
 //!
 //! `-- --cluster [--repeats R]` runs only the Redis Cluster question of issue 27: redlock's
 //! uncontended cycle with a whole Redis Cluster of three masters (no replicas) as its one node
@@ -138,6 +143,8 @@ struct Sample {
     latencies: Vec<f64>,
     /// CPU time the whole process used meanwhile (callers and node workers), in ticks.
     cpu_ticks: u64,
+    /// Context switches of the whole process meanwhile (voluntary and not).
+    switches: u64,
 }
 
 impl Sample {
@@ -145,8 +152,9 @@ impl Sample {
         let [rate, p50, p99, cpu] = self.figures();
         format!(
             "{{\"config\":\"{name}\",\"nodes\":{nodes},\"threads\":{threads},\"cycles\":{},\
-             \"cycles_per_s\":{rate:.0},\"p50_us\":{p50:.1},\"p99_us\":{p99:.1},\"cpu_us_per_cycle\":{cpu:.0}}}",
+             \"cycles_per_s\":{rate:.0},\"p50_us\":{p50:.1},\"p99_us\":{p99:.1},\"cpu_us_per_cycle\":{cpu:.0},\"switches_per_cycle\":{:.1}}}",
             self.cycles,
+            self.switches as f64 / self.cycles.max(1) as f64,
         )
     }
 
@@ -173,6 +181,7 @@ where
 {
     let started = Instant::now();
     let ticks = cpu_ticks();
+    let switched = switches();
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let mut cycle = make(t);
@@ -197,6 +206,7 @@ where
         elapsed: started.elapsed(),
         latencies,
         cpu_ticks: cpu_ticks() - ticks,
+        switches: switches() - switched,
     }
 }
 
@@ -205,11 +215,28 @@ where
 /// thread does on blocking sockets with nothing around it: no token, no quorum logic, no
 /// workers; with several threads, a naive client with one connection per thread.
 fn floor(cluster: &Cluster, threads: usize, length: Duration) -> Sample {
-    floor_at(cluster.urls(), threads, length)
+    floor_at(cluster.urls(), threads, length, Keys::Fixed)
+}
+
+/// Which key each cycle locks: one per thread, or a new one each cycle.
+#[derive(Clone, Copy, PartialEq)]
+enum Keys {
+    Fixed,
+    Fresh,
+}
+
+impl Keys {
+    /// The key of cycle `i` of thread `t`, under `prefix`.
+    fn of(self, prefix: &str, t: usize, i: u64) -> String {
+        match self {
+            Keys::Fixed => format!("{prefix}-{t}"),
+            Keys::Fresh => format!("{prefix}-{t}-{i}"),
+        }
+    }
 }
 
 /// [`floor`] on nodes at `urls`.
-fn floor_at(urls: Vec<String>, threads: usize, length: Duration) -> Sample {
+fn floor_at(urls: Vec<String>, threads: usize, length: Duration, keys: Keys) -> Sample {
     const RELEASE: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end"#;
     measure(threads, length, move |t| {
         let mut conns: Vec<redis::Connection> = urls
@@ -228,10 +255,10 @@ fn floor_at(urls: Vec<String>, threads: usize, length: Duration) -> Sample {
             })
             .collect();
         let sha = redis::Script::new(RELEASE).get_hash().to_owned();
-        let key = format!("floor-{t}");
         let quorum = conns.len() / 2 + 1;
         move |i| {
             let start = Instant::now();
+            let key = keys.of("floor", t, i);
             let token = format!("{i:040}");
             let set = redis::cmd("SET")
                 .arg(&key)
@@ -280,48 +307,91 @@ fn hot(one: &Cluster, length: Duration, args: &[String]) {
         _ => panic!("--nodes takes 1 and/or 5"),
     };
     let clients: Vec<(usize, Redlock)> = sizes.iter().map(|&n| (n, client(cluster(n)))).collect();
-    let mut runs: Vec<(&str, usize, usize, f64, f64)> = Vec::new();
+    // The fixed-key floor and redlock always; with `--fresh` both again on a new key per cycle;
+    // with `--spin` redlock with its waits sleeping at once (`redquorum::set_spinning`).
+    let mut variants = vec!["floor", "redlock"];
+    if args.iter().any(|a| a == "--fresh") {
+        variants.extend(["floor-fresh", "redlock-fresh"]);
+    }
+    if args.iter().any(|a| a == "--spin") {
+        variants.push("redlock-nospin");
+    }
+    let mut runs: Vec<(&str, usize, usize, [f64; 4])> = Vec::new();
     for _ in 0..repeats {
         for (n, rl) in &clients {
             for &t in &threads {
-                for name in ["floor", "redlock"] {
-                    let mut s = if name == "floor" {
-                        floor(cluster(*n), t, length)
+                for &name in &variants {
+                    let keys = if name.ends_with("-fresh") {
+                        Keys::Fresh
                     } else {
-                        cycles(rl, t, length)
+                        Keys::Fixed
+                    };
+                    let mut s = if name.starts_with("floor") {
+                        floor_at(cluster(*n).urls(), t, length, keys)
+                    } else {
+                        redquorum::set_spinning(name != "redlock-nospin");
+                        let s = cycles_on(rl, t, length, keys);
+                        redquorum::set_spinning(true);
+                        s
                     };
                     emit(s.json(name, *n, t));
-                    let rate = s.cycles as f64 / s.elapsed.as_secs_f64();
-                    let cpu = s.cpu_ticks as f64 * 1e4 / s.cycles.max(1) as f64;
-                    runs.push((name, *n, t, rate, cpu));
+                    let [rate, p50, _, cpu] = s.figures();
+                    let switches = s.switches as f64 / s.cycles.max(1) as f64;
+                    runs.push((name, *n, t, [rate, p50, cpu, switches]));
                 }
             }
         }
     }
-    let median =
-        |name: &str, n: usize, t: usize, pick: fn(&(&str, usize, usize, f64, f64)) -> f64| {
-            let mut v: Vec<f64> = runs
-                .iter()
-                .filter(|r| r.0 == name && r.1 == n && r.2 == t)
-                .map(pick)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
+    // Medians of cycles/s, p50 (µs), CPU µs and context switches per cycle.
+    let median = |name: &str, n: usize, t: usize, k: usize| {
+        let mut v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.0 == name && r.1 == n && r.2 == t)
+            .map(|r| r.3[k])
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     for &n in &sizes {
         for &t in &threads {
-            let (fr, rr) = (
-                median("floor", n, t, |r| r.3),
-                median("redlock", n, t, |r| r.3),
+            let mut line = format!(
+                "{{\"config\":\"hot-node\",\"nodes\":{n},\"threads\":{t},\"repeats\":{repeats}"
             );
-            println!(
-                "{{\"config\":\"hot-node\",\"nodes\":{n},\"threads\":{t},\"repeats\":{repeats},\
-                 \"floor_cycles_per_s\":{fr:.0},\"redlock_cycles_per_s\":{rr:.0},\"ratio\":{:.2},\
-                 \"floor_cpu_us_per_cycle\":{:.1},\"redlock_cpu_us_per_cycle\":{:.1}}}",
-                rr / fr,
-                median("floor", n, t, |r| r.4),
-                median("redlock", n, t, |r| r.4),
+            for &name in &variants {
+                let key = name.replace('-', "_");
+                line += &format!(
+                    ",\"{key}_cycles_per_s\":{:.0},\"{key}_p50_us\":{:.0},\
+                     \"{key}_cpu_us_per_cycle\":{:.1},\"{key}_switches_per_cycle\":{:.1}",
+                    median(name, n, t, 0),
+                    median(name, n, t, 1),
+                    median(name, n, t, 2),
+                    median(name, n, t, 3),
+                );
+            }
+            // The ratios: cycles/s and CPU per cycle to the floor of the same keys, and with the
+            // spin off to on.
+            let ratio = |a: &str, b: &str, k: usize| median(a, n, t, k) / median(b, n, t, k);
+            line += &format!(
+                ",\"ratio\":{:.2},\"cpu_ratio\":{:.2}",
+                ratio("redlock", "floor", 0),
+                ratio("redlock", "floor", 2)
             );
+            if variants.contains(&"redlock-fresh") {
+                line += &format!(
+                    ",\"fresh_ratio\":{:.2},\"fresh_cpu_ratio\":{:.2}",
+                    ratio("redlock-fresh", "floor-fresh", 0),
+                    ratio("redlock-fresh", "floor-fresh", 2)
+                );
+            }
+            if variants.contains(&"redlock-nospin") {
+                line += &format!(
+                    ",\"nospin_ratio\":{:.2},\"nospin_cpu_ratio\":{:.2},\"nospin_cpu_to_floor\":{:.2}",
+                    ratio("redlock-nospin", "redlock", 0),
+                    ratio("redlock-nospin", "redlock", 2),
+                    ratio("redlock-nospin", "floor", 2)
+                );
+            }
+            println!("{line}}}");
         }
     }
 }
@@ -680,7 +750,7 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>, toxiproxy: Optio
             .unwrap();
         let mut ours = cycles(&rl, 1, length);
         println!("{}", ours.json(&format!("latency-{name}-redlock"), 5, 1));
-        let mut all = floor_at(urls.clone(), 1, length);
+        let mut all = floor_at(urls.clone(), 1, length, Keys::Fixed);
         println!("{}", all.json(&format!("latency-{name}-floor"), 5, 1));
         // Where each peer writes its raw samples (µs, one a line), when there is a chart.
         let file = |peer: &str| {
@@ -1136,11 +1206,16 @@ fn client(cluster: &Cluster) -> Redlock {
 }
 
 fn cycles(rl: &Redlock, threads: usize, length: Duration) -> Sample {
+    cycles_on(rl, threads, length, Keys::Fixed)
+}
+
+/// [`cycles`] on the keys `keys` gives.
+fn cycles_on(rl: &Redlock, threads: usize, length: Duration, keys: Keys) -> Sample {
     measure(threads, length, |t| {
         let rl = rl.clone();
-        let key = format!("bench-{t}");
-        move |_| {
+        move |i| {
             let start = Instant::now();
+            let key = keys.of("bench", t, i);
             rl.try_lock(&key, Duration::from_secs(10))
                 .expect("uncontended lock")
                 .release()
@@ -1567,6 +1642,18 @@ fn rss_kib() -> u64 {
 /// µs).
 fn cpu_ticks() -> u64 {
     ticks_of("/proc/self/stat")
+}
+
+/// Context switches of every thread of this process so far, voluntary (a thread that sleeps)
+/// and involuntary (one preempted), from `getrusage`.
+fn switches() -> u64 {
+    // SAFETY: `getrusage` fills the struct it is given; zeroes are a valid `rusage`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a struct of the right type.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    (usage.ru_nvcsw + usage.ru_nivcsw) as u64
 }
 
 /// CPU time the redis-servers `nodes` have used, in clock ticks like [`cpu_ticks`].

@@ -196,7 +196,7 @@ impl Answers {
     /// again.
     fn pause(&mut self, now: Instant) {
         self.looks += 1;
-        if self.looks <= SPIN_LOOKS {
+        if self.looks <= SPIN_LOOKS && crate::sync::spinning() {
             for _ in 0..1u32 << self.looks.min(6) {
                 std::hint::spin_loop();
             }

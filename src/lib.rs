@@ -112,6 +112,8 @@ pub use error::{Error, NodeProblem, NodeReport, Operation, QuorumReport, Result}
 pub use kinds::MAX_RESOURCE_NAME;
 pub use kinds::many::MAX_RESOURCES;
 pub use kinds::semaphore::MAX_PERMITS;
+#[doc(hidden)]
+pub use sync::set_spinning;
 pub use telemetry::NodeStatus;
 pub use telemetry::histogram::{BUCKETS, Histogram};
 pub use telemetry::{

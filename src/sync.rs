@@ -1,6 +1,6 @@
 //! Small synchronisation helpers shared by every layer.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,9 @@ static NO_YIELD_UNTIL: AtomicU64 = AtomicU64::new(0);
 /// process for `NO_YIELD_FOR`. Each thread that yields before that is known pays one slow
 /// yield, about a time slice, at most once per `NO_YIELD_FOR`.
 pub(crate) fn yield_if_cheap() -> bool {
+    if !spinning() {
+        return false;
+    }
     let origin = *ORIGIN.get_or_init(Instant::now);
     let micros =
         |at: Instant| u64::try_from(at.duration_since(origin).as_micros()).unwrap_or(u64::MAX);
@@ -49,4 +52,21 @@ pub(crate) fn yield_if_cheap() -> bool {
         NO_YIELD_UNTIL.fetch_max(micros(after + NO_YIELD_FOR), Ordering::Relaxed);
     }
     true
+}
+
+/// Whether a wait for another of the client's threads looks again awake (spins, then yields
+/// while [`yield_if_cheap`] allows) before it sleeps; off, every such wait sleeps at once.
+static SPIN: AtomicBool = AtomicBool::new(true);
+
+/// Whether waits spin before they sleep (see [`set_spinning`]).
+pub(crate) fn spinning() -> bool {
+    SPIN.load(Ordering::Relaxed)
+}
+
+/// Turns the looking-awake of every client in the process on (the default) or off, so that the
+/// benchmark can measure what it buys in one run (`bench -- --hot --spin`,
+/// docs/performance.md). Not part of the API: no language's binding exposes it.
+#[doc(hidden)]
+pub fn set_spinning(on: bool) {
+    SPIN.store(on, Ordering::Relaxed);
 }
