@@ -42,12 +42,15 @@ thread_local! {
 /// at p50 instead of 0.08 to 0.4 ms (docs/performance.md, "A busy machine"). So each yield is
 /// timed, and a thread's yield slower than `SLOW_YIELD` within `SLOW_AGAIN_WITHIN` of its own
 /// yields after its last slow one (the core is wanted) stops yielding in the whole process for
-/// `NO_YIELD_FOR`. Beside two busy loops a third of the yields are slow, and a thread's count
-/// does not move while no wait yields, so the process pays about one slow yield, about a time
-/// slice, per `NO_YIELD_FOR`. A thread's second, not any slow yield: with four callers on one
-/// node of an idle 2-core machine, about 6 yields a second among 500,000 took over 1 ms, a few
-/// threads' at once (one stall of the core they waited for), and stopping yields at each one
-/// halved the cycles (`bench -- --hot --threads 4`, docs/performance.md).
+/// `NO_YIELD_FOR`. Beside two busy loops a third of the yields are slow: each thread that yields
+/// may pay one slow yield (about a time slice) before some thread's second trips the guard,
+/// and since a thread's count does not move while no wait yields, the process then pays about
+/// one per `NO_YIELD_FOR`. The node workers yield at every wait for a job, so they trip it even
+/// where callers are threads that live for one call. A thread's second, not any slow yield:
+/// with four callers on one node of an idle 2-core machine, about 6 yields a second among
+/// 500,000 took over 1 ms, a few threads' at once (one stall of the core they waited for), and
+/// stopping yields at each one cost a third of the cycles (`bench -- --hot --threads 4`,
+/// docs/performance.md).
 pub(crate) fn yield_if_cheap() -> bool {
     if !spinning() {
         return false;
@@ -125,6 +128,10 @@ mod tests {
         // A second slow yield of the same thread within SLOW_AGAIN_WITHIN of its yields.
         took[500 + SLOW_AGAIN_WITHIN as usize] = 1500;
         assert_eq!(expensive_at(&took), [501 + SLOW_AGAIN_WITHIN as usize]);
+        // And each slow yield is the last one the next is counted from.
+        took[600] = 2000;
+        assert_eq!(expensive_at(&took), [501 + SLOW_AGAIN_WITHIN as usize, 601]);
+        took[600] = 10;
         // One yield later it counts as a stall of its own.
         took[500 + SLOW_AGAIN_WITHIN as usize] = 10;
         took[501 + SLOW_AGAIN_WITHIN as usize] = 1500;
