@@ -248,6 +248,44 @@ fn agreed(sentinels: &[u16]) -> Option<u16> {
         .then_some(first)
 }
 
+/// The master every sentinel names, or what each answered when they do not agree (a sentinel
+/// that did not answer in time, a starved one, is told from one that names another master).
+fn agreement(sentinels: &[u16]) -> Result<u16, String> {
+    let answers: Vec<Result<Option<u16>, String>> = sentinels
+        .iter()
+        .map(|&s| {
+            ask_within::<Option<(String, u16)>>(
+                s,
+                redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(SentinelGroup::NAME),
+                Duration::from_millis(200),
+                Duration::from_millis(500),
+            )
+            .map(|a| a.map(|a| a.1))
+            .map_err(|e| e.to_string())
+        })
+        .collect();
+    if let Ok(Some(first)) = answers[0]
+        && answers.iter().all(|a| *a == Ok(Some(first)))
+    {
+        return Ok(first);
+    }
+    let said: Vec<String> = sentinels
+        .iter()
+        .zip(&answers)
+        .map(|(s, a)| match a {
+            Ok(Some(port)) => format!("{s} names {port}"),
+            Ok(None) => format!("{s} names none"),
+            Err(e) => format!("{s} did not answer ({e})"),
+        })
+        .collect();
+    Err(format!(
+        "the sentinels do not agree on a master ({})",
+        said.join(", ")
+    ))
+}
+
 /// Whether the group is whole: every sentinel names the same master, with no failover under
 /// way and it not down (`flags` just `master`); that master says so, with both replicas
 /// connected; each replica replicates it with its link up.
@@ -640,9 +678,7 @@ pub fn group_fault(
     // start is said, and left out of the record (rule (cov) reports a run left with none).
     let (data, sentinels) = group.ports();
     let prepared = || {
-        let Some(master) = agreed(&sentinels) else {
-            return Err("the sentinels do not agree on a master".to_owned());
-        };
+        let master = agreement(&sentinels)?;
         if step.action == GroupAction::Failover {
             views_current(&sentinels, master)?;
         }
