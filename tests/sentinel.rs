@@ -899,6 +899,17 @@ fn a_waiters_release_subscription_follows_the_master_switch() {
         0,
         "the connection to the old master was dropped"
     );
+    // The holder's client follows the switch on its own watch, which may hear of it after the
+    // waiter's did; until then its release goes to the old master, still writable here, and
+    // the key stays on the new one until it expires.
+    assert!(
+        eventually(SWITCH_BOUND + Duration::from_secs(3), || holder
+            .node_status()[0]
+            .master
+            == Some(addr(&group.replica))),
+        "the holder's client followed the switch: {:?}",
+        holder.node_status()[0]
+    );
     lock.release().expect("release on the new master");
     let released = Instant::now();
     let (got, waiter) = waiting.join().expect("waiter");
