@@ -1525,10 +1525,13 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
         .collect();
 
     if !verdict.violations.is_empty() {
+        print_timeline(&record, origin);
         for v in &verdict.violations {
             println!("VIOLATION {v}");
         }
         print_kernel_stalls(run_start);
+        // The logs of a client that did not finish are what can tell why.
+        dir.1 = true;
         return false;
     }
 
