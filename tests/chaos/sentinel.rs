@@ -229,43 +229,33 @@ fn field<'a>(fields: &'a [String], name: &str) -> Option<&'a str> {
 
 /// The master's port as the sentinel on `port` names it.
 fn named(port: u16) -> Option<u16> {
-    ask::<Option<(String, u16)>>(
+    master_named_by(port).ok().flatten()
+}
+
+/// What the sentinel on `port` names as the master, or why it did not answer.
+fn master_named_by(port: u16) -> Result<Option<u16>, String> {
+    ask_within::<Option<(String, u16)>>(
         port,
         redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
             .arg(SentinelGroup::NAME),
+        Duration::from_millis(200),
+        Duration::from_millis(500),
     )
-    .flatten()
-    .map(|a| a.1)
+    .map(|a| a.map(|a| a.1))
+    .map_err(|e| e.to_string())
 }
 
 /// The master every sentinel names, if they agree.
 fn agreed(sentinels: &[u16]) -> Option<u16> {
-    let first = named(sentinels[0])?;
-    sentinels[1..]
-        .iter()
-        .all(|&s| named(s) == Some(first))
-        .then_some(first)
+    agreement(sentinels).ok()
 }
 
 /// The master every sentinel names, or what each answered when they do not agree (a sentinel
 /// that did not answer in time, a starved one, is told from one that names another master).
 fn agreement(sentinels: &[u16]) -> Result<u16, String> {
-    let answers: Vec<Result<Option<u16>, String>> = sentinels
-        .iter()
-        .map(|&s| {
-            ask_within::<Option<(String, u16)>>(
-                s,
-                redis::cmd("SENTINEL")
-                    .arg("get-master-addr-by-name")
-                    .arg(SentinelGroup::NAME),
-                Duration::from_millis(200),
-                Duration::from_millis(500),
-            )
-            .map(|a| a.map(|a| a.1))
-            .map_err(|e| e.to_string())
-        })
-        .collect();
+    let answers: Vec<Result<Option<u16>, String>> =
+        sentinels.iter().map(|&s| master_named_by(s)).collect();
     if let Ok(Some(first)) = answers[0]
         && answers.iter().all(|a| *a == Ok(Some(first)))
     {
