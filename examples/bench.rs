@@ -51,11 +51,10 @@
 //! bound), interleaved R times (default 5), with the medians of CPU per cycle and the ratios
 //! to no listener.
 //!
-//! `-- --faults [--wait] [--seconds S]` runs only the hung-node question of issue 45: the demo's
-//! contended workload (its retrying `lock`, or with `--wait` a waiting one) on five nodes
-//! through phases of S seconds (default 3), healthy, then one node hung, resumed, killed and
-//! restarted, then two: acquisitions per second and each node's errors per phase, and the ratios
-//! hung ÷ killed and back ÷ healthy.
+//! `-- --faults [--wait] [--seconds S] [--repeats R]` runs only the hung-node question of issue
+//! 45: the demo's contended workload through phases of S seconds (default 3) with one and two of
+//! five nodes hung, resumed, killed and restarted, for redquorum in one process and in five, and
+//! for node-redlock and redsync beside it (`examples/faults/mod.rs` says how), R times (default 1).
 //!
 //! `-- --hot [--repeats R] [--nodes 1,5] [--threads 1,4,16] [--fresh] [--spin]` runs only the
 //! hot-node question of issue 30: redlock's uncontended cycle at N = 1 (with `--nodes 1,5` also
@@ -88,12 +87,16 @@
 
 #[path = "chart/mod.rs"]
 mod chart;
+#[path = "faults/mod.rs"]
+mod faults;
+#[path = "peers/mod.rs"]
+mod peers;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redquorum::{AutoExtend, LockRequest, Redlock};
@@ -764,15 +767,15 @@ fn latency(five: &Cluster, length: Duration, svg: Option<&str>, toxiproxy: Optio
         let peers = [
             (
                 "node_redlock",
-                node_redlock_at(&urls, length, file("node_redlock").as_deref()),
+                peers::node_redlock_at(&urls, length, file("node_redlock").as_deref()),
             ),
             (
                 "redsync",
-                redsync_at(&urls, length, false, file("redsync").as_deref()),
+                peers::redsync_at(&urls, length, false, file("redsync").as_deref()),
             ),
             (
                 "redsync_failfast",
-                redsync_at(&urls, length, true, file("redsync_failfast").as_deref()),
+                peers::redsync_at(&urls, length, true, file("redsync_failfast").as_deref()),
             ),
         ];
         let p50 = |s: &Sample| s.latencies[s.latencies.len() / 2];
@@ -1044,120 +1047,6 @@ fn cost(one: &Cluster, five: &Cluster, length: Duration, args: &[String]) {
     }
 }
 
-/// `--faults`: the demo's contended workload (`workers` threads of one process on one resource,
-/// `lock` with 50 retries at 5 ms ± 5 ms, or with `wait` a waiting lock of up to 5 s, 200 µs
-/// holds, TTL 2 s) on five nodes, through phases
-/// of `length` each: healthy, then one node hung (SIGSTOP), resumed, killed (SIGKILL) and
-/// restarted empty, then the same with two nodes. One JSON line per phase: acquisitions per
-/// second, attempts that gave up, and each node's errors (timeouts, refused connections) in the
-/// phase; then the ratios the hung-node question asks for: hung ÷ killed, and each phase after
-/// a node came back ÷ healthy.
-fn faults(length: Duration, workers: usize, wait: bool) {
-    let mut five = Cluster::start(5);
-    let rl = Redlock::builder()
-        .nodes(five.urls())
-        .retry_count(50)
-        .retry_delay(Duration::from_millis(5))
-        .retry_jitter(Duration::from_millis(5))
-        .build()
-        .expect("client");
-    let acquired = Arc::new(AtomicU64::new(0));
-    let gave_up = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let handles: Vec<_> = (0..workers)
-        .map(|_| {
-            let (rl, acquired, gave_up, stop) = (
-                rl.clone(),
-                Arc::clone(&acquired),
-                Arc::clone(&gave_up),
-                Arc::clone(&stop),
-            );
-            std::thread::spawn(move || {
-                let request = LockRequest::new("bench-faults", Duration::from_secs(2));
-                let request = if wait {
-                    request.wait(Duration::from_secs(5))
-                } else {
-                    request
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    match rl.acquire(&request) {
-                        Ok(lock) => {
-                            std::thread::sleep(Duration::from_micros(200));
-                            acquired.fetch_add(1, Ordering::Relaxed);
-                            let _ = lock.release();
-                        }
-                        Err(_) => {
-                            gave_up.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    let phases: [(&str, &[usize], &str); 9] = [
-        ("healthy", &[], ""),
-        ("1 hung", &[1], "hang"),
-        ("1 resumed", &[1], "resume"),
-        ("1 killed", &[1], "kill"),
-        ("1 restarted", &[1], "restart"),
-        ("2 hung", &[1, 2], "hang"),
-        ("2 resumed", &[1, 2], "resume"),
-        ("2 killed", &[1, 2], "kill"),
-        ("2 restarted", &[1, 2], "restart"),
-    ];
-    let kind = if wait { "waiting" } else { "retrying" };
-    let mut rates = Vec::new();
-    for (phase, nodes, action) in phases {
-        for &i in nodes {
-            match action {
-                "hang" => five.nodes[i].hang(),
-                "resume" => five.nodes[i].resume(),
-                "kill" => five.nodes[i].kill(),
-                _ => five.nodes[i].restart(),
-            }
-        }
-        let errors =
-            |rl: &Redlock| -> Vec<u64> { rl.node_status().iter().map(|s| s.errors).collect() };
-        let (a0, g0, e0, t0) = (
-            acquired.load(Ordering::Relaxed),
-            gave_up.load(Ordering::Relaxed),
-            errors(&rl),
-            Instant::now(),
-        );
-        std::thread::sleep(length);
-        let secs = t0.elapsed().as_secs_f64();
-        let rate = (acquired.load(Ordering::Relaxed) - a0) as f64 / secs;
-        let node_errors: Vec<String> = errors(&rl)
-            .iter()
-            .zip(&e0)
-            .map(|(e, e0)| (e - e0).to_string())
-            .collect();
-        emit(format!(
-            "{{\"config\":\"faults\",\"lock\":\"{kind}\",\"phase\":\"{phase}\",\"workers\":{workers},\
-             \"acquired_per_s\":{rate:.0},\"gave_up\":{},\"node_errors\":[{}]}}",
-            gave_up.load(Ordering::Relaxed) - g0,
-            node_errors.join(","),
-        ));
-        rates.push(rate);
-    }
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        h.join().unwrap();
-    }
-    let r = |a: usize, b: usize| rates[a] / rates[b].max(1.0);
-    emit(format!(
-        "{{\"config\":\"faults-ratios\",\"lock\":\"{kind}\",\"hung_over_killed_1\":{:.2},\"hung_over_killed_2\":{:.2},\
-         \"resumed_over_healthy_1\":{:.2},\"restarted_over_healthy_1\":{:.2},\
-         \"resumed_over_healthy_2\":{:.2},\"restarted_over_healthy_2\":{:.2}}}",
-        r(1, 3),
-        r(5, 7),
-        r(2, 0),
-        r(4, 0),
-        r(6, 0),
-        r(8, 0),
-    ));
-}
-
 fn repeats(args: &[String], default: usize) -> usize {
     args.iter()
         .position(|a| a == "--repeats")
@@ -1227,6 +1116,9 @@ fn cycles_on(rl: &Redlock, threads: usize, length: Duration, keys: Keys) -> Samp
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--faults-child") {
+        return faults::child(&args[i + 1..]);
+    }
     let mut length = Duration::from_secs(if args.iter().any(|a| a == "--cluster") {
         2
     } else {
@@ -1281,7 +1173,12 @@ fn main() {
         return allocations(&Cluster::start(5), 5);
     }
     if args.iter().any(|a| a == "--faults") {
-        return faults(length, 6, args.iter().any(|a| a == "--wait"));
+        return faults::run(
+            length,
+            args.iter().any(|a| a == "--wait"),
+            repeats(&args, 1),
+            emit,
+        );
     }
     let five = Cluster::start(5);
     if args.iter().any(|a| a == "--cost") {
@@ -1707,35 +1604,9 @@ fn held_10k(cluster: &Cluster) {
     }
 }
 
-const NODE_SCRIPT: &str = r#"
-const Redis = require("ioredis");
-const Redlock = require("redlock").default;
-const urls = process.argv[2].split(",");
-const seconds = Number(process.argv[3]);
-const clients = urls.map((u) => new Redis(u));
-const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 });
-(async () => {
-  for (let i = 0; i < 200; i++) await (await redlock.acquire(["bench-node"], 10000)).release();
-  const lat = [];
-  const end = Date.now() + seconds * 1000;
-  while (Date.now() < end) {
-    const t = process.hrtime.bigint();
-    const lock = await redlock.acquire(["bench-node"], 10000);
-    await lock.release();
-    lat.push(Number(process.hrtime.bigint() - t) / 1000);
-  }
-  lat.sort((a, b) => a - b);
-  if (process.env.BENCH_SAMPLES) require("fs").writeFileSync(process.env.BENCH_SAMPLES, lat.join("\n"));
-  console.log(JSON.stringify({ config: "node-redlock", nodes: urls.length, threads: 1,
-    cycles: lat.length, cycles_per_s: Math.round(lat.length / seconds),
-    p50_us: lat[Math.floor(lat.length / 2)], p99_us: lat[Math.floor(lat.length * 0.99)] }));
-  clients.forEach((c) => c.disconnect());
-})().catch((e) => { console.error(e); process.exit(1); });
-"#;
-
 /// node-redlock v5 on the same nodes, if node and npm are here: its cycles per second.
 fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
-    let line = node_redlock_at(&cluster.urls(), length, None)?;
+    let line = peers::node_redlock_at(&cluster.urls(), length, None)?;
     emit(line.clone());
     line.split("\"cycles_per_s\":")
         .nth(1)?
@@ -1743,196 +1614,6 @@ fn node_redlock(cluster: &Cluster, length: Duration) -> Option<f64> {
         .next()?
         .parse()
         .ok()
-}
-
-/// redsync (Go) on the nodes at `urls`: one mutex per cycle, one try, default options or
-/// `WithFailFast(true)` (return once a quorum answered). The program's source, built on first use
-/// into a scratch directory with redsync v4.18.1 and go-redis v9.
-const GO_REDSYNC: &str = r#"package main
-
-import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"sort"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/go-redsync/redsync/v4"
-	"github.com/go-redsync/redsync/v4/redis"
-	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	goredislib "github.com/redis/go-redis/v9"
-)
-
-func main() {
-	urls := strings.Split(os.Args[1], ",")
-	seconds, _ := strconv.ParseFloat(os.Args[2], 64)
-	failFast := len(os.Args) > 3 && os.Args[3] == "failfast"
-	var pools []redis.Pool
-	for _, u := range urls {
-		opt, err := goredislib.ParseURL(u)
-		if err != nil {
-			panic(err)
-		}
-		pools = append(pools, goredis.NewPool(goredislib.NewClient(opt)))
-	}
-	rs := redsync.New(pools...)
-	opts := []redsync.Option{redsync.WithTries(1), redsync.WithExpiry(10 * time.Second)}
-	if failFast {
-		opts = append(opts, redsync.WithFailFast(true))
-	}
-	cycle := func() {
-		m := rs.NewMutex("bench-redsync", opts...)
-		if err := m.Lock(); err != nil {
-			panic(err)
-		}
-		if ok, err := m.Unlock(); !ok || err != nil {
-			panic(fmt.Sprint("unlock ", ok, err))
-		}
-	}
-	for i := 0; i < 50; i++ {
-		cycle()
-	}
-	var lat []float64
-	end := time.Now().Add(time.Duration(seconds * float64(time.Second)))
-	for time.Now().Before(end) {
-		t := time.Now()
-		cycle()
-		lat = append(lat, float64(time.Since(t).Microseconds()))
-	}
-	sort.Float64s(lat)
-	if path := os.Getenv("BENCH_SAMPLES"); path != "" {
-		var b strings.Builder
-		for _, v := range lat {
-			b.WriteString(strconv.FormatFloat(v, 'f', -1, 64))
-			b.WriteByte('\n')
-		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			panic(err)
-		}
-	}
-	name := "redsync"
-	if failFast {
-		name = "redsync-failfast"
-	}
-	out, _ := json.Marshal(map[string]any{"config": name, "nodes": len(urls), "threads": 1, "cycles": len(lat),
-		"cycles_per_s": int(float64(len(lat)) / seconds), "p50_us": lat[len(lat)/2], "p99_us": lat[len(lat)*99/100]})
-	fmt.Println(string(out))
-}
-"#;
-
-/// redsync's JSON line on the nodes at `urls`, or `None` (with a message) when `go` is not here
-/// or the modules cannot be fetched. With `samples`, it also writes its raw samples there (µs,
-/// one a line).
-fn redsync_at(
-    urls: &[String],
-    length: Duration,
-    fail_fast: bool,
-    samples: Option<&std::path::Path>,
-) -> Option<String> {
-    let dir = std::env::temp_dir().join("redlock-bench-redsync");
-    let binary = dir.join("rsbench");
-    // Built again when its source changed (a binary from an older source does not write samples).
-    let current = std::fs::read_to_string(dir.join("main.go")).is_ok_and(|s| s == GO_REDSYNC);
-    if !binary.exists() || !current {
-        let _ = std::fs::create_dir_all(&dir);
-        std::fs::write(dir.join("main.go"), GO_REDSYNC).ok()?;
-        std::fs::write(dir.join("go.mod"), "module rsbench\n\ngo 1.21\n").ok()?;
-        let go = |args: &[&str]| {
-            std::process::Command::new("go")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        if !go(&[
-            "get",
-            "github.com/go-redsync/redsync/v4@v4.18.1",
-            "github.com/redis/go-redis/v9",
-        ]) || !go(&["build", "-o", "rsbench", "."])
-        {
-            eprintln!(
-                "redsync: skipped (go is not on PATH, or fetching or building redsync failed)"
-            );
-            return None;
-        }
-    }
-    let mut cmd = std::process::Command::new(&binary);
-    cmd.arg(urls.join(","))
-        .arg(format!("{}", length.as_secs_f64()));
-    if fail_fast {
-        cmd.arg("failfast");
-    }
-    if let Some(path) = samples {
-        cmd.env("BENCH_SAMPLES", path);
-    }
-    let out = cmd.output().ok()?;
-    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if !out.status.success() || line.is_empty() {
-        eprintln!(
-            "redsync: skipped (it failed: {})",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        return None;
-    }
-    Some(line)
-}
-
-/// node-redlock v5 on the nodes at `urls`: its JSON line (cycles per second, p50 and p99 of the
-/// acquire + release cycle in µs), or `None` (with a message) when it cannot run here. With
-/// `samples`, it also writes its raw samples there (µs, one a line).
-fn node_redlock_at(
-    urls: &[String],
-    length: Duration,
-    samples: Option<&std::path::Path>,
-) -> Option<String> {
-    let have = |tool: &str| {
-        std::process::Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !have("node") || !have("npm") {
-        eprintln!("node-redlock: skipped (node and npm are not both on PATH)");
-        return None;
-    }
-    let dir = std::env::temp_dir().join("redlock-bench-node");
-    if !dir.join("node_modules/redlock").exists() || !dir.join("node_modules/ioredis").exists() {
-        let _ = std::fs::create_dir_all(&dir);
-        let installed = std::process::Command::new("npm")
-            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .args(["redlock@5.0.0-beta.2", "ioredis@5"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !installed {
-            eprintln!("node-redlock: skipped (npm install of redlock@5 and ioredis failed)");
-            return None;
-        }
-    }
-    let script = dir.join("bench.js");
-    std::fs::write(&script, NODE_SCRIPT).ok()?;
-    let mut cmd = std::process::Command::new("node");
-    if let Some(path) = samples {
-        cmd.env("BENCH_SAMPLES", path);
-    }
-    let out = cmd
-        .arg(&script)
-        .arg(urls.join(","))
-        .arg(format!("{}", length.as_secs_f64()))
-        .current_dir(&dir)
-        .output()
-        .ok()?;
-    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if !out.status.success() || line.is_empty() {
-        eprintln!(
-            "node-redlock: skipped (it failed: {})",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        return None;
-    }
-    Some(line)
 }
 
 #[cfg(test)]
