@@ -289,6 +289,11 @@ impl Engine {
         self.nodes.iter().map(|n| n.address.as_str())
     }
 
+    /// Whether callers skip node `i` (see `Node::stalled`).
+    pub(crate) fn stalled(&self, i: usize) -> bool {
+        self.nodes.get(i).is_some_and(Node::stalled)
+    }
+
     pub(crate) fn node_status(&self) -> Vec<NodeStatus> {
         self.nodes.iter().map(Node::status).collect()
     }

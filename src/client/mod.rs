@@ -272,6 +272,7 @@ impl Redlock {
             return Ok(Arc::clone(n));
         }
         let engine = &self.inner.engine;
+        let weak = Arc::downgrade(engine);
         let n = Arc::new(
             Notifier::start(
                 &engine.clients,
@@ -281,6 +282,7 @@ impl Redlock {
                 // A turn message follows a release within a round trip or two; the queue's
                 // node is then slower than a node may be.
                 2 * engine.config.node_timeout + Duration::from_millis(100),
+                Box::new(move |i| weak.upgrade().is_some_and(|e| e.stalled(i))),
             )
             .map_err(|source| Error::Io {
                 context: "starting the release-notification threads".into(),

@@ -129,6 +129,12 @@ impl Node {
         }
     }
 
+    /// Whether callers skip the node: it has not answered its worker within the node timeout,
+    /// and no probe has answered in time since (see [`Health::stalled`]).
+    pub(crate) fn stalled(&self) -> bool {
+        self.health.stalled(self.node_timeout)
+    }
+
     pub(crate) fn status(&self) -> NodeStatus {
         let lane = self.lane.as_ref().map(|lane| &*lane.health);
         self.health.status(&self.address, lane)

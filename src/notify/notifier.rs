@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::cancel::Cancel;
-use crate::notify::registry::{Registry, Slot};
+use crate::notify::registry::{Registry, Slot, Stalled};
 use crate::notify::subscriber::{Subscriber, SubscriptionChange};
 use crate::notify::subscription::{Place, Subscription};
 use crate::sync::relock;
@@ -50,8 +50,9 @@ impl Notifier {
         connect_timeout: Duration,
         io_timeout: Duration,
         silence: Duration,
+        stalled: Stalled,
     ) -> std::io::Result<Notifier> {
-        let registry = Arc::new(Registry::new(clients.len(), silence));
+        let registry = Arc::new(Registry::new(clients.len(), silence, stalled));
         let (exited_tx, exited) = crossbeam_channel::bounded(0);
         let mut notifier = Notifier {
             registry,
@@ -163,20 +164,19 @@ impl Notifier {
     ) -> Subscription {
         let mut slots = Vec::with_capacity(resources.len());
         for resource in resources {
-            let (slot, first) = {
-                let mut registry = relock(&self.registry.slots);
-                let entry = registry
-                    .entry(Arc::clone(resource))
-                    .or_insert_with(|| (0, Arc::new(Slot::new())));
-                entry.0 += 1;
-                (Arc::clone(&entry.1), entry.0 == 1)
-            };
-            if first {
+            let mut registry = relock(&self.registry.slots);
+            let entry = registry
+                .entry(Arc::clone(resource))
+                .or_insert_with(|| (0, Arc::new(Slot::new())));
+            entry.0 += 1;
+            // Sent under the registry's lock, as the last waiter's `Unsubscribe` is: each
+            // subscriber gets a resource's changes in the order its slots came and went.
+            if entry.0 == 1 {
                 for node in &self.nodes {
                     let _ = node.send(SubscriptionChange::Subscribe(Arc::clone(resource)));
                 }
             }
-            slots.push((Arc::clone(resource), slot));
+            slots.push((Arc::clone(resource), Arc::clone(&entry.1)));
         }
         let place = match &slots[..] {
             [(_, slot)] if queue && !shared => Some(Place::take_last(slot)),

@@ -36,8 +36,12 @@ pub(super) struct SlotState {
     /// The last release a quorum announced: the one a message in `released`, if there is one,
     /// stands for (a later release finds it full and adds nothing but this).
     pending: Option<String>,
-    /// Nodes on which the subscription is active.
+    /// Nodes on which the subscription is active: how many, and which (`on[i]` for node `i`).
+    /// A node's confirmation counts once, and its end removes only its own: the end of an
+    /// earlier subscription to the same resource, which a node reports after the new one's
+    /// slot exists, cannot take away another node's confirmation of the new one.
     pub(super) subscribed: usize,
+    on: Vec<bool>,
     /// Releases announced by a quorum so far: a shared waiter (a reader) wakes when it moved.
     pub(super) epoch: u64,
     /// Replaced at each such release: dropping the sender wakes every shared waiter selecting
@@ -66,6 +70,7 @@ impl Default for SlotState {
             recent: VecDeque::new(),
             pending: None,
             subscribed: 0,
+            on: Vec::new(),
             epoch: 0,
             all_tx,
             all_rx,
@@ -127,6 +132,9 @@ const RECENT: usize = 8;
 pub(super) type Slots = HashMap<Arc<str>, (usize, Arc<Slot>)>;
 
 /// Waiters per resource.
+/// Whether the node's workers skip node `i` (see [`Registry`]'s `stalled`).
+pub(super) type Stalled = Box<dyn Fn(usize) -> bool + Send + Sync>;
+
 pub(super) struct Registry {
     pub(super) slots: Mutex<Slots>,
     /// Announcements of one release that wake a waiter: a quorum of the nodes, by when the
@@ -141,8 +149,14 @@ pub(super) struct Registry {
     pub(super) failing: Vec<AtomicBool>,
     waiting_since: Vec<AtomicU64>,
     /// Per node, until when (nanoseconds after `origin`) waiters keep no queue there: a queue
-    /// command to it failed (see `queue.rs`).
+    /// command to it failed (see `queue.rs`). A message from the node ends it sooner: it
+    /// answers again (see [`Registry::heard_from`]).
     pub(super) no_queue_until: Vec<AtomicU64>,
+    /// Whether the node's workers skip node `i`: it has not answered them within the node
+    /// timeout (hung, or slow) and has not answered a probe in time since. Its subscriber may
+    /// not have noticed: a subscription that has nothing to send reads silence from a hung
+    /// node as from an idle one, and applies changes only between its reads.
+    stalled: Stalled,
     /// How long the queue may stay silent after a release (see [`SlotState::silent_since`]).
     silence: Duration,
     /// When the earliest silence may be due (nanoseconds after `origin`; `u64::MAX`: none), so
@@ -152,8 +166,9 @@ pub(super) struct Registry {
 }
 
 impl Registry {
-    pub(super) fn new(nodes: usize, silence: Duration) -> Registry {
+    pub(super) fn new(nodes: usize, silence: Duration, stalled: Stalled) -> Registry {
         Registry {
+            stalled,
             slots: Mutex::new(Slots::new()),
             quorum: crate::rules::quorum::quorum(nodes),
             failing: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
@@ -174,12 +189,14 @@ impl Registry {
     }
 
     /// Whether node `i`'s subscriber is neither failing nor waiting for its node for
-    /// `patience` already (see [`live_nodes`](Registry::live_nodes)).
+    /// `patience` already, and the node's workers do not skip it (see
+    /// [`live_nodes`](Registry::live_nodes)).
     pub(super) fn live(&self, i: usize, patience: Duration) -> bool {
         let now = self.origin.elapsed().as_nanos() as u64 + 1;
         let since = self.waiting_since[i].load(Ordering::Relaxed);
         !self.failing[i].load(Ordering::Relaxed)
             && (since == 0 || now.saturating_sub(since) < patience.as_nanos() as u64)
+            && !(self.stalled)(i)
     }
 
     /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.
@@ -240,9 +257,16 @@ impl Registry {
             .map(|(_, s)| Arc::clone(s))
     }
 
-    pub(super) fn subscribed(&self, resource: &str) {
+    /// Node `node`'s subscription to `resource` is active.
+    pub(super) fn subscribed(&self, node: usize, resource: &str) {
         if let Some(slot) = self.slot(resource) {
             let mut state = relock(&slot.state);
+            if state.on.len() <= node {
+                state.on.resize(node + 1, false);
+            }
+            if std::mem::replace(&mut state.on[node], true) {
+                return;
+            }
             state.subscribed += 1;
             for (tx, _) in state.fair.values() {
                 let _ = tx.try_send(News::Recheck);
@@ -304,15 +328,26 @@ impl Registry {
         state.silent_since = None;
     }
 
-    /// A node's subscription to `resource` ended (unsubscribed, or its connection broke).
-    pub(super) fn unsubscribed(&self, resource: &str) {
+    /// Node `node`'s subscription to `resource` ended (unsubscribed, or its connection broke).
+    pub(super) fn unsubscribed(&self, node: usize, resource: &str) {
         if let Some(slot) = self.slot(resource) {
             let mut state = relock(&slot.state);
-            state.subscribed = state.subscribed.saturating_sub(1);
+            if state.on.get(node).is_some_and(|&on| on) {
+                state.on[node] = false;
+                state.subscribed -= 1;
+            }
         }
     }
 
     /// A release of `resource` with `nonce` was announced by one node.
+    /// Node `node` published a message: it runs commands again, so waiters may queue there
+    /// again at once instead of at the end of the pause a failed queue command started.
+    pub(super) fn heard_from(&self, node: usize) {
+        if self.no_queue_until[node].load(Ordering::Relaxed) != 0 {
+            self.no_queue_until[node].store(0, Ordering::Relaxed);
+        }
+    }
+
     pub(super) fn released(&self, node: usize, resource: &str, nonce: String) {
         let Some(slot) = self.slot(resource) else {
             return;
@@ -372,7 +407,7 @@ mod tests {
     /// A client's registry of five nodes with a slot for "r", in whose queue across processes
     /// this client has the waiter "w" (joined); the news for "w" comes on the receiver.
     fn registry(silence: Duration) -> (Registry, Arc<Slot>, Receiver<News>) {
-        let registry = Registry::new(5, silence);
+        let registry = Registry::new(5, silence, Box::new(|_| false));
         let slot = Arc::new(Slot::new());
         let (tx, news) = crossbeam_channel::bounded(16);
         relock(&slot.state).fair.insert(Arc::from("w"), (tx, true));
@@ -483,5 +518,48 @@ mod tests {
         // Told once per silence.
         registry.check_silence();
         assert_eq!(news.try_recv(), Err(TryRecvError::Empty));
+    }
+
+    #[test]
+    fn the_end_of_an_earlier_subscription_takes_away_no_other_nodes_confirmation() {
+        // A lone waiter left (its slot went, each subscriber got `Unsubscribe`) and came back
+        // at once (a new slot, `Subscribe` after it on each). Node 1 has confirmed the new
+        // subscription when node 0 reports the end of the old one, then confirms the new one.
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        registry.subscribed(1, "r");
+        registry.unsubscribed(0, "r");
+        registry.subscribed(0, "r");
+        assert_eq!(relock(&slot.state).subscribed, 2);
+        // A node's confirmation counts once, and only its own end takes it away.
+        registry.subscribed(0, "r");
+        registry.unsubscribed(3, "r");
+        assert_eq!(relock(&slot.state).subscribed, 2);
+        registry.unsubscribed(1, "r");
+        assert_eq!(relock(&slot.state).subscribed, 1);
+    }
+
+    #[test]
+    fn a_node_the_workers_skip_is_not_waited_for_and_a_message_ends_its_queue_pause() {
+        let stalled = Arc::new(AtomicBool::new(false));
+        let skip = Arc::clone(&stalled);
+        let registry = Registry::new(
+            5,
+            Duration::from_secs(60),
+            Box::new(move |i| i == 1 && skip.load(Ordering::Relaxed)),
+        );
+        let patience = Duration::from_secs(1);
+        assert_eq!(registry.live_nodes(patience), 5);
+        // Hung: its subscriber reads silence as from an idle node, but the workers skip it.
+        stalled.store(true, Ordering::Relaxed);
+        assert!(!registry.live(1, patience));
+        assert_eq!(registry.live_nodes(patience), 4);
+        stalled.store(false, Ordering::Relaxed);
+        assert!(registry.live(1, patience));
+        // A queue command to node 1 failed: no queue there until it is heard from again.
+        registry.no_queue_until[1].store(u64::MAX, Ordering::Relaxed);
+        registry.heard_from(2);
+        assert_eq!(registry.no_queue_until[1].load(Ordering::Relaxed), u64::MAX);
+        registry.heard_from(1);
+        assert_eq!(registry.no_queue_until[1].load(Ordering::Relaxed), 0);
     }
 }

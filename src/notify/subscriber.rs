@@ -92,7 +92,7 @@ impl Subscriber {
                     self.set_failing(true);
                     // Until resubscribed, releases on this node go unheard.
                     for res in std::mem::take(&mut self.active) {
-                        self.registry.unsubscribed(&res);
+                        self.registry.unsubscribed(self.index, &res);
                     }
                 }
                 Err(_) => {
@@ -146,7 +146,7 @@ impl Subscriber {
                 let ok =
                     self.lingering.remove(&res).is_some() || self.subscribe(pubsub, &res, true);
                 if ok && self.active.insert(Arc::clone(&res)) {
-                    self.registry.subscribed(&res);
+                    self.registry.subscribed(self.index, &res);
                 }
                 self.wanted.insert(res);
                 ok
@@ -154,7 +154,7 @@ impl Subscriber {
             SubscriptionChange::Unsubscribe(res) => {
                 self.wanted.remove(&res);
                 if self.active.remove(&res) {
-                    self.registry.unsubscribed(&res);
+                    self.registry.unsubscribed(self.index, &res);
                 }
                 self.lingering.insert(res, Instant::now() + LINGER);
                 true
@@ -237,7 +237,7 @@ impl Subscriber {
                 return End::Broken;
             }
             if self.active.insert(Arc::clone(&res)) {
-                self.registry.subscribed(&res);
+                self.registry.subscribed(self.index, &res);
             }
         }
         self.set_failing(false);
@@ -285,6 +285,7 @@ impl Subscriber {
             }
             match message {
                 Ok(msg) => {
+                    self.registry.heard_from(self.index);
                     if let Some(res) = released_key(msg.get_channel_name()) {
                         let nonce: String = msg.get_payload().unwrap_or_default();
                         match queue_news(&nonce) {

@@ -295,19 +295,15 @@ impl Drop for Subscription {
             }
         }
         for (resource, _) in &self.slots {
-            let last = {
-                let mut slots = relock(&self.notifier.registry.slots);
-                let Some(entry) = slots.get_mut(resource) else {
-                    continue;
-                };
-                entry.0 -= 1;
-                let last = entry.0 == 0;
-                if last {
-                    slots.remove(resource);
-                }
-                last
+            let mut slots = relock(&self.notifier.registry.slots);
+            let Some(entry) = slots.get_mut(resource) else {
+                continue;
             };
-            if last {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                slots.remove(resource);
+                // Under the registry's lock, so that a new first waiter's `Subscribe` follows
+                // it on every subscriber (see `Notifier::subscribe`).
                 for node in &self.notifier.nodes {
                     let _ = node.send(SubscriptionChange::Unsubscribe(Arc::clone(resource)));
                 }
