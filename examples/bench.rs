@@ -51,10 +51,12 @@
 //! bound), interleaved R times (default 5), with the medians of CPU per cycle and the ratios
 //! to no listener.
 //!
-//! `-- --faults [--wait] [--seconds S] [--repeats R]` runs only the hung-node question of issue
-//! 45: the demo's contended workload through phases of S seconds (default 3) with one and two of
-//! five nodes hung, resumed, killed and restarted, for redquorum in one process and in five, and
-//! for node-redlock and redsync beside it (`examples/faults/mod.rs` says how), R times (default 1).
+//! `-- --faults [--wait] [--seconds S] [--repeats R] [--clients A,B]` runs only the hung-node
+//! question of issue 45: the demo's contended workload through phases of S seconds (default 3)
+//! with one and two of five nodes hung, resumed, killed and restarted, for redquorum in one
+//! process and in five, and for node-redlock and redsync beside it (`examples/faults/mod.rs`
+//! says how), R times (default 1); `--clients` runs only those named (`redquorum`,
+//! `redquorum-5-processes`, `node-redlock`, `redsync-failfast`).
 //!
 //! `-- --hot [--repeats R] [--nodes 1,5] [--threads 1,4,16] [--fresh] [--spin]` runs only the
 //! hot-node question of issue 30: redlock's uncontended cycle at N = 1 (with `--nodes 1,5` also
@@ -1177,6 +1179,10 @@ fn main() {
             length,
             args.iter().any(|a| a == "--wait"),
             repeats(&args, 1),
+            args.iter()
+                .position(|a| a == "--clients")
+                .and_then(|i| args.get(i + 1))
+                .map(String::as_str),
             emit,
         );
     }

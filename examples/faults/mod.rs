@@ -11,6 +11,10 @@
 //! [`TIMEOUT`]: redquorum's `node_timeout`, the peers' per-command timeouts (ioredis's
 //! `commandTimeout`; go-redis's dial, read and write timeouts, its command retries off).
 //!
+//! A waiting lock's queue across processes is on the second node hung ([`QUEUE_NODE`]): the
+//! first hang is of another node, the second of both (each client's resource is named so that
+//! its queue lands there, and the healthy phase checks that it does).
+//!
 //! One JSON line per client and phase (acquisitions per second, attempts that gave up, and for
 //! redquorum each node's errors in the phase), then one per client with the ratios the question
 //! asks for: hung ÷ killed, and each phase after a node came back ÷ healthy.
@@ -32,6 +36,10 @@ pub const TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Callers of the demo's workload, in all.
 const WORKERS: usize = 6;
+
+/// The node that keeps a waiting lock's queue across processes (`notify/queue.rs`): the second
+/// node hung, so that one node hangs while the queue's stays up, then both.
+const QUEUE_NODE: usize = 2;
 
 /// The phases: name, the nodes (indices) acted on, and the action.
 const PHASES: [(&str, &[usize], Action); 9] = [
@@ -262,15 +270,10 @@ impl Client {
     }
 
     /// The client under load, or `None` (with a message) when a peer cannot run here.
-    fn start(self, urls: &[String], wait: bool) -> Option<Load> {
+    fn start(self, urls: &[String], wait: bool, resource: &str) -> Option<Load> {
         match self {
-            Client::Here => Some(Load::Here(Workers::start(
-                urls,
-                WORKERS,
-                wait,
-                "bench-faults-1",
-            ))),
-            Client::Processes => Some(processes(urls, 5, wait)),
+            Client::Here => Some(Load::Here(Workers::start(urls, WORKERS, wait, resource))),
+            Client::Processes => Some(processes(urls, 5, wait, resource)),
             Client::Peer(peer) => {
                 peers::faults_peer(peer, urls, WORKERS, TIMEOUT).map(|k| Load::children(vec![k]))
             }
@@ -279,7 +282,7 @@ impl Client {
 }
 
 /// The whole `--faults` run, `repeats` times over.
-pub fn run(length: Duration, wait: bool, repeats: usize, emit: fn(String)) {
+pub fn run(length: Duration, wait: bool, repeats: usize, only: Option<&str>, emit: fn(String)) {
     let mut five = Cluster::start(5);
     let urls = five.urls();
     let kind = if wait { "waiting" } else { "retrying" };
@@ -287,9 +290,11 @@ pub fn run(length: Duration, wait: bool, repeats: usize, emit: fn(String)) {
     if !wait {
         clients.extend([Client::Peer(Peer::NodeRedlock), Client::Peer(Peer::Redsync)]);
     }
+    clients.retain(|c| only.is_none_or(|only| only.split(',').any(|name| name == c.name())));
     for _ in 0..repeats {
         for &client in &clients {
-            let Some(mut load) = client.start(&urls, wait) else {
+            let resource = resource_queued_on(&urls, QUEUE_NODE, client.name());
+            let Some(mut load) = client.start(&urls, wait, &resource) else {
                 continue;
             };
             phases(&mut five, &mut load, length, client.name(), kind, emit);
@@ -297,9 +302,47 @@ pub fn run(length: Duration, wait: bool, repeats: usize, emit: fn(String)) {
     }
 }
 
+/// A resource named after `name` whose queue across processes is on node `node`: the
+/// rendezvous hash of `notify::queue::queue_node` (FNV-1a of the resource, a zero byte and the
+/// node's address, the highest wins), which the healthy phase checks against the queue's keys.
+fn resource_queued_on(urls: &[String], node: usize, name: &str) -> String {
+    let rl = Redlock::builder().nodes(urls).build().expect("client");
+    let addresses: Vec<String> = rl.node_status().into_iter().map(|s| s.address).collect();
+    let hash = |resource: &str, address: &str| {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in resource.bytes().chain([0]).chain(address.bytes()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    };
+    (0..)
+        .map(|i| format!("bench-faults-{name}-{i}"))
+        .find(|r| {
+            let mine = hash(r, &addresses[node]);
+            addresses
+                .iter()
+                .all(|a| *a == addresses[node] || hash(r, a) < mine)
+        })
+        .expect("some name hashes to each node")
+}
+
+/// The nodes that hold a queue across processes, by index (nodes that do not answer left out).
+fn queue_nodes(five: &Cluster) -> Vec<usize> {
+    (0..five.nodes.len())
+        .filter(|&i| {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("redlock:queue:*")
+                .query(&mut five.nodes[i].conn())
+                .unwrap_or_default();
+            !keys.is_empty()
+        })
+        .collect()
+}
+
 /// redquorum's callers spread over `n` processes of this program (the first ones take one
 /// more when they do not divide evenly).
-fn processes(urls: &[String], n: usize, wait: bool) -> Load {
+fn processes(urls: &[String], n: usize, wait: bool, resource: &str) -> Load {
     let exe = std::env::current_exe().expect("this program");
     let kids = (0..n)
         .map(|i| {
@@ -309,7 +352,7 @@ fn processes(urls: &[String], n: usize, wait: bool) -> Load {
                 .arg(urls.join(","))
                 .arg(share.to_string())
                 .arg(if wait { "wait" } else { "retry" })
-                .arg("bench-faults-5")
+                .arg(resource)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -366,6 +409,13 @@ fn phases(
             node_errors.join(","),
         ));
         rates.push(rate);
+        if phase == "healthy" && kind == "waiting" {
+            let queues = queue_nodes(five);
+            assert!(
+                queues == [QUEUE_NODE],
+                "{client}'s queue is on nodes {queues:?}, not on node {QUEUE_NODE}"
+            );
+        }
     }
     let r = |a: usize, b: usize| rates[a] / rates[b].max(1.0);
     emit(format!(
