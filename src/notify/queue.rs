@@ -48,7 +48,10 @@
 //! - **The queue node hangs** (its news stops, the other nodes still announce releases): a
 //!   release that no turn message follows within two node timeouts makes each client tell its
 //!   waiters behind the head to read their place (`notify::Registry::check_silence`); their
-//!   `JOIN` finds the node hung and they go on without the queue.
+//!   `JOIN` finds the node hung and they go on without the queue. Once the client's workers
+//!   skip the node (it has not answered within `node_timeout`), its new waiters go on without
+//!   the queue at once, and queue there again as soon as it answers (a probe in time, or a
+//!   message it publishes).
 //! - **A cancel or a timeout at the head** leaves with `held` = 0: the next tries at once.
 //! - **A split vote** (waiters trying at once, none on a quorum) leaves only the keys of failed
 //!   attempts, whose undos announce nothing: a head refused by them sees no one token on a
