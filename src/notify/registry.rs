@@ -36,11 +36,11 @@ pub(super) struct SlotState {
     /// The last release a quorum announced: the one a message in `released`, if there is one,
     /// stands for (a later release finds it full and adds nothing but this).
     pending: Option<String>,
-    /// Nodes on which the subscription is active: how many, and which (`on[i]` for node `i`).
-    /// A node's confirmation counts once, and its end removes only its own: the end of an
-    /// earlier subscription to the same resource, which a node reports after the new one's
-    /// slot exists, cannot take away another node's confirmation of the new one.
-    pub(super) subscribed: usize,
+    /// Nodes on which the subscription is active: `on[i]` for node `i` (see
+    /// [`Registry::confirmed`]). A node's confirmation counts once, and its end removes only
+    /// its own: the end of an earlier subscription to the same resource, which a node reports
+    /// after the new one's slot exists, cannot take away another node's confirmation of the
+    /// new one.
     on: Vec<bool>,
     /// Releases announced by a quorum so far: a shared waiter (a reader) wakes when it moved.
     pub(super) epoch: u64,
@@ -69,7 +69,6 @@ impl Default for SlotState {
         SlotState {
             recent: VecDeque::new(),
             pending: None,
-            subscribed: 0,
             on: Vec::new(),
             epoch: 0,
             all_tx,
@@ -125,8 +124,11 @@ pub(crate) enum News {
     Recheck,
 }
 
-/// How many recent release tokens a slot remembers.
-const RECENT: usize = 8;
+/// How many recent release tokens a slot remembers. A node that resumes after a hang announces
+/// the releases it was sent meanwhile, old ones a quorum announced long before: those are
+/// forgotten first (see [`Registry::released`]), and enough are kept that such a burst does not
+/// push out the release still being announced.
+const RECENT: usize = 32;
 
 /// Per resource: how many waiters, and what they wait on.
 pub(super) type Slots = HashMap<Arc<str>, (usize, Arc<Slot>)>;
@@ -199,6 +201,23 @@ impl Registry {
             && !(self.stalled)(i)
     }
 
+    /// How many nodes have `state`'s subscription active and are live: with `patience`, as
+    /// [`live`](Registry::live) says; without, neither failing nor skipped by the workers. A
+    /// release is heard when a quorum of nodes announces it, and a node the workers skip (hung,
+    /// slow) announces nothing in time, so its confirmation does not count.
+    pub(super) fn confirmed(&self, state: &SlotState, patience: Option<Duration>) -> usize {
+        let live = |i: usize| match patience {
+            Some(patience) => self.live(i, patience),
+            None => !self.failing[i].load(Ordering::Relaxed) && !(self.stalled)(i),
+        };
+        state
+            .on
+            .iter()
+            .enumerate()
+            .filter(|&(i, &on)| on && live(i))
+            .count()
+    }
+
     /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.
     pub(super) fn waiting_for(&self, i: usize, waiting: bool) {
         let since = if waiting {
@@ -267,7 +286,6 @@ impl Registry {
             if std::mem::replace(&mut state.on[node], true) {
                 return;
             }
-            state.subscribed += 1;
             for (tx, _) in state.fair.values() {
                 let _ = tx.try_send(News::Recheck);
             }
@@ -332,9 +350,8 @@ impl Registry {
     pub(super) fn unsubscribed(&self, node: usize, resource: &str) {
         if let Some(slot) = self.slot(resource) {
             let mut state = relock(&slot.state);
-            if state.on.get(node).is_some_and(|&on| on) {
-                state.on[node] = false;
-                state.subscribed -= 1;
+            if let Some(on) = state.on.get_mut(node) {
+                *on = false;
             }
         }
     }
@@ -363,7 +380,17 @@ impl Registry {
                 }
                 None => {
                     if state.recent.len() == RECENT {
-                        state.recent.pop_front();
+                        // The oldest release a quorum has announced goes first, then the oldest
+                        // only this node has announced (a resumed node's burst replaces its
+                        // own): one that other nodes are announcing may be the release a
+                        // waiter is waiting for.
+                        let quorum = self.quorum;
+                        let evict = state
+                            .recent
+                            .iter()
+                            .position(|(_, c, _)| *c >= quorum)
+                            .or_else(|| state.recent.iter().position(|(_, _, n)| *n == bit));
+                        state.recent.remove(evict.unwrap_or(0));
                     }
                     state.recent.push_back((nonce.clone(), 1, bit));
                     1
@@ -389,7 +416,18 @@ impl Registry {
             // already pending, and from now on stands for this release, the last a quorum
             // announced.)
             let _ = slot.released_tx.try_send(());
-            state.pending = Some(nonce);
+            // `pending` stays the newest release a quorum announced (first heard last): an
+            // older one that gets its last announcements after a newer one (from a node that
+            // was behind) must not make the message that stands for the newer one look stale.
+            let position = |n: &str| state.recent.iter().position(|(t, _, _)| t == n);
+            let newer = state
+                .pending
+                .as_deref()
+                .and_then(position)
+                .is_none_or(|p| position(&nonce).is_some_and(|mine| mine > p));
+            if newer {
+                state.pending = Some(nonce);
+            }
         }
     }
 }
@@ -526,16 +564,46 @@ mod tests {
         // at once (a new slot, `Subscribe` after it on each). Node 1 has confirmed the new
         // subscription when node 0 reports the end of the old one, then confirms the new one.
         let (registry, slot, _news) = registry(Duration::from_secs(60));
+        let confirmed = || registry.confirmed(&relock(&slot.state), None);
         registry.subscribed(1, "r");
         registry.unsubscribed(0, "r");
         registry.subscribed(0, "r");
-        assert_eq!(relock(&slot.state).subscribed, 2);
+        assert_eq!(confirmed(), 2);
         // A node's confirmation counts once, and only its own end takes it away.
         registry.subscribed(0, "r");
         registry.unsubscribed(3, "r");
-        assert_eq!(relock(&slot.state).subscribed, 2);
+        assert_eq!(confirmed(), 2);
         registry.unsubscribed(1, "r");
-        assert_eq!(relock(&slot.state).subscribed, 1);
+        assert_eq!(confirmed(), 1);
+    }
+
+    #[test]
+    fn an_older_release_completing_after_a_newer_one_leaves_the_newer_ones_wake_up() {
+        // "old" was announced by two nodes, then the release of the lock just taken ("new") by
+        // three; the queue node, behind, announces "old" last, after its turn message.
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1], "old");
+        announce(&registry, &[0, 1, 3], "new");
+        assert_eq!(slot.released.len(), 1);
+        announce(&registry, &[QUEUE_NODE], "old");
+        turn(&registry, "w", 10_000);
+        assert_eq!(
+            slot.released.len(),
+            1,
+            "the wake-up for \"new\" was dropped"
+        );
+    }
+
+    #[test]
+    fn a_resumed_nodes_burst_of_old_releases_does_not_push_out_the_one_being_announced() {
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 3], "current");
+        // Node 1 resumes and announces the releases it was sent while hung.
+        for i in 0..3 * RECENT {
+            announce(&registry, &[1], &format!("old.{i}"));
+        }
+        announce(&registry, &[4], "current");
+        assert_eq!(slot.released.len(), 1, "\"current\" never reached a quorum");
     }
 
     #[test]

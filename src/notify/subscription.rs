@@ -69,13 +69,17 @@ pub(crate) enum Wake {
 }
 
 impl Subscription {
-    /// Whether a release of every resource would be heard: each one's subscription is active on
-    /// at least a quorum of nodes (a release wakes waiters once a quorum announced it).
+    /// Whether the release of any lock on these resources would be heard: each one's
+    /// subscription is active on every node, none of which the workers skip. A release wakes
+    /// waiters once a quorum of nodes announced it, and a lock may be held on just a quorum, of
+    /// which a node down or hung since would announce nothing: while one is, waiters do not
+    /// sleep on a notification longer than their fallback.
     pub(crate) fn healthy(&self) -> bool {
-        let quorum = self.notifier.registry.quorum;
+        let registry = &self.notifier.registry;
+        let nodes = registry.failing.len();
         self.slots
             .iter()
-            .all(|(_, slot)| relock(&slot.state).subscribed >= quorum)
+            .all(|(_, slot)| registry.confirmed(&relock(&slot.state), None) == nodes)
     }
 
     /// Waits until this waiter is at the front of its queue (at once if it is, or did not

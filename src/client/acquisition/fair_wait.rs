@@ -23,6 +23,14 @@ use crate::wire::Keys;
 
 use super::{Acquisition, Failed, Tried};
 
+/// How often a head that trusts the release notification to wake it looks whether it still
+/// may (see [`Acquisition::head_wait`]): about a node timeout, the time the workers take to
+/// find a node hung.
+const HEALTH_LOOK: Duration = Duration::from_millis(50);
+/// The longest a head trusts the release notification before it tries again (see
+/// [`Acquisition::head_wait`]).
+const TRUSTED_WAIT: Duration = Duration::from_secs(1);
+
 impl<'a> Acquisition<'a> {
     /// Attempts as a waiter in the queue across processes (see `queue.rs`): one try first,
     /// unless this client knows of a queue on the resource; refused, it joins the queue and
@@ -182,8 +190,9 @@ impl<'a> Acquisition<'a> {
     ) -> Result<Step> {
         let now = Instant::now();
         let deadline = self.wait_until.unwrap_or(now);
-        let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
-        let mut until = now + self.fallback();
+        let mut healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
+        let fallback = now + self.fallback();
+        let mut until = fallback;
         // Told that the one before took the lock for so long: its release comes by then.
         if let Some(held) = member.held_until.take() {
             until = if healthy { held } else { until.min(held) };
@@ -191,12 +200,23 @@ impl<'a> Acquisition<'a> {
         if let Some(failed) = failed.filter(|f| f.refused()) {
             until = self.until_keys_expire(failed, healthy, now, until);
         }
-        let until = until.min(deadline);
+        // Trusted or not, it tries again within `TRUSTED_WAIT`: a node that hung while the lock
+        // was held on it announces the release to no one, and while this client sends that node
+        // nothing, nothing tells it that the node hung (its subscriber reads silence as from an
+        // idle node). The try finds it out, and from then on the wait is the fallback.
+        let mut until = until.min(deadline).min(fallback.max(now + TRUSTED_WAIT));
         let Some(sub) = &self.subscription else {
             return Ok(Step::Try);
         };
         loop {
             let now = Instant::now();
+            // A node that stops answering while the head waits may hold the lock it waits for,
+            // whose release it then announces to no one: the wait trusted to the notification
+            // shrinks to the fallback as soon as the subscription is no longer healthy.
+            if healthy && until > fallback && !sub.healthy() {
+                healthy = false;
+                until = fallback;
+            }
             if now >= until {
                 self.rounds = self.rounds.saturating_add(1);
                 return Ok(Step::Try);
@@ -212,7 +232,11 @@ impl<'a> Acquisition<'a> {
             // A release pending from before it was told it is at the head may be the release of
             // the lock the one before took (its release can be heard before the turn message,
             // which comes from one node only): it tries at once, and a refusal costs one try.
-            let renew = match sub.wait_news(news, until.min(renew_at) - now, self.cancel) {
+            let mut wake_at = until.min(renew_at);
+            if healthy {
+                wake_at = wake_at.min(now + HEALTH_LOOK);
+            }
+            let renew = match sub.wait_news(news, wake_at - now, self.cancel) {
                 Ok(Wake::Released) => return Ok(Step::Try),
                 Ok(Wake::Cancelled) => return Err(self.cancelled()),
                 Ok(Wake::TimedOut) => member.watched && Instant::now() >= renew_at,
