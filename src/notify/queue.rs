@@ -59,14 +59,15 @@
 //!   waiting for a release that will not come.
 //! - **A release that goes unheard** (a message lost with a connection, or announced by too few
 //!   nodes: the lock was held on a node that hung or went down since) costs the head at most
-//!   1 s (`TRUSTED_WAIT` in `client/acquisition/fair_wait.rs`), and no more than its fallback
-//!   once its client's workers skip a node or a node's subscription is down.
+//!   the `held` TTL of the lock before it, as it cost every waiter before the queue, and no
+//!   more than its fallback once its client's workers skip a node or a node's subscription is
+//!   down (the head looks every node timeout).
 //!   A release a client kept while none of its waiters was at the head is dropped when the
 //!   turn message makes one of them the head, if the queue node announced it before that
 //!   message and it is the newest release a quorum announced (so it came before the `LEAVE`,
 //!   and the lock is held again); the release of the lock just taken comes after the `LEAVE` on
 //!   the queue node, so it is never dropped so, but a release of it made through another
-//!   connection (another client with its token) could be, and costs that second.
+//!   connection (another client with its token) could be, and costs that TTL.
 //! - **Keys left behind** expire [`MEMBER_LEASE`] after the last `JOIN`.
 //!
 //! Not queued: multi-resource locks (they would stand in several queues), readers of a

@@ -27,9 +27,6 @@ use super::{Acquisition, Failed, Tried};
 /// may (see [`Acquisition::head_wait`]): about a node timeout, the time the workers take to
 /// find a node hung.
 const HEALTH_LOOK: Duration = Duration::from_millis(50);
-/// The longest a head trusts the release notification before it tries again (see
-/// [`Acquisition::head_wait`]).
-const TRUSTED_WAIT: Duration = Duration::from_secs(1);
 
 impl<'a> Acquisition<'a> {
     /// Attempts as a waiter in the queue across processes (see `queue.rs`): one try first,
@@ -200,11 +197,7 @@ impl<'a> Acquisition<'a> {
         if let Some(failed) = failed.filter(|f| f.refused()) {
             until = self.until_keys_expire(failed, healthy, now, until);
         }
-        // Trusted or not, it tries again within `TRUSTED_WAIT`: a node that hung while the lock
-        // was held on it announces the release to no one, and while this client sends that node
-        // nothing, nothing tells it that the node hung (its subscriber reads silence as from an
-        // idle node). The try finds it out, and from then on the wait is the fallback.
-        let mut until = until.min(deadline).min(fallback.max(now + TRUSTED_WAIT));
+        let mut until = until.min(deadline);
         let Some(sub) = &self.subscription else {
             return Ok(Step::Try);
         };
