@@ -452,7 +452,14 @@ fn sent(node: &RedisNode) -> u64 {
 
 #[test]
 fn a_waiter_with_a_healthy_subscription_does_not_poll() {
-    waiter_does_not_poll(3, None);
+    waiter_does_not_poll(3, None, None);
+}
+
+/// A node down announces nothing, but the holder's other nodes are a quorum: their
+/// announcements wake the waiter, which does not poll.
+#[test]
+fn a_waiter_does_not_poll_while_a_node_is_down() {
+    waiter_does_not_poll(5, None, Some(0));
 }
 
 /// A token other than the holder's on a minority of the nodes (a failed attempt not yet undone,
@@ -460,19 +467,19 @@ fn a_waiter_with_a_healthy_subscription_does_not_poll() {
 /// as without that key (`kinds::split_vote` reads every node's answer, not the first quorum's).
 #[test]
 fn a_waiter_does_not_poll_beside_a_minority_key_of_another_token() {
-    waiter_does_not_poll(5, Some(4));
+    waiter_does_not_poll(5, Some(4), None);
 }
 
 /// A waiter behind a holder on `n` nodes (with `stray`, that node's key overwritten with another
-/// token) goes quiet until the holder's keys would expire, and gets the lock at the release.
+/// token; with `down`, that node killed before the waiter comes) goes quiet until the holder's keys would expire, and gets the lock at the release.
 /// Quiet: no command to any node for 1.5 s, which a polling waiter cannot do: its fallback polls
 /// come at most 1 s apart (`WAIT_BACKOFF_CAP`). Before that it may try again: an attempt refused
 /// before a node's answer came (a slow node, a starved machine) counts as contested and is
 /// retried on the backoff, by design (`client/acquisition.rs`); a count of commands in a fixed
 /// window failed there ([4, 4, 5, 6, 4] on an idle two-core machine running three test binaries).
-fn waiter_does_not_poll(n: usize, stray: Option<usize>) {
+fn waiter_does_not_poll(n: usize, stray: Option<usize>, down: Option<usize>) {
     const QUIET: Duration = Duration::from_millis(1500);
-    let cluster = Cluster::start(n);
+    let mut cluster = Cluster::start(n);
     // Fallback polls would start 10 to 20 ms apart. A new subscription is waited on for up to
     // the node timeout: one that a starved machine's round trips stay under.
     let rl = cluster
@@ -489,7 +496,15 @@ fn waiter_does_not_poll(n: usize, stray: Option<usize>) {
     if let Some(i) = stray {
         cluster.nodes[i].set("quiet", "another-token", 30_000);
     }
-    let before: Vec<u64> = cluster.nodes.iter().map(sent).collect();
+    if let Some(i) = down {
+        cluster.nodes[i].kill();
+    }
+    let sent = |cluster: &Cluster| -> Vec<u64> {
+        let up = cluster.nodes.iter().enumerate();
+        up.map(|(i, node)| if down == Some(i) { 0 } else { sent(node) })
+            .collect()
+    };
+    let before = sent(&cluster);
     let started = Instant::now();
     let waiter = {
         let rl = rl.clone();
@@ -504,7 +519,7 @@ fn waiter_does_not_poll(n: usize, stray: Option<usize>) {
     let mut changed = Instant::now();
     while changed.elapsed() < QUIET && started.elapsed() < limit {
         std::thread::sleep(Duration::from_millis(50));
-        let now: Vec<u64> = cluster.nodes.iter().map(sent).collect();
+        let now = sent(&cluster);
         if now != counts {
             counts = now;
             changed = Instant::now();

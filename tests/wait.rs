@@ -628,3 +628,47 @@ fn a_hung_node_does_not_hold_up_each_new_waiter_for_the_node_timeout() {
     }
     cluster.nodes[2].resume();
 }
+
+/// A lock held on just a quorum, one of whose nodes dies while a waiter sleeps: its release is
+/// announced by too few nodes to wake anyone. The waiter, queued (`fair`) or not, stops trusting
+/// the notification once it hears too few of the holder's nodes, and gets the lock on its
+/// fallback tries instead of at the holder's TTL.
+#[test]
+fn a_waiter_does_not_sleep_until_the_keys_expire_when_a_node_of_the_holder_dies() {
+    for fair in [false, true] {
+        let mut cluster = Cluster::start(5);
+        let rl = cluster.client();
+        // Another token's keys on nodes 3 and 4: the holder gets nodes 0 to 2, just a quorum.
+        for node in &cluster.nodes[3..] {
+            node.set("dies", "stray", 30_000);
+        }
+        let holder = rl.lock("dies", Duration::from_secs(30)).unwrap();
+        assert!(eventually(Duration::from_secs(5), || cluster
+            .holding("dies", holder.token())
+            == 3));
+        let waiter = {
+            let rl = rl.clone();
+            let request = waiting("dies", Duration::from_secs(25)).fair(fair);
+            std::thread::spawn(move || rl.acquire(&request).map(|l| l.release()))
+        };
+        assert!(eventually(Duration::from_secs(10), || cluster
+            .nodes
+            .iter()
+            .all(|n| n.release_subscribers("dies") == 1)));
+        // The waiter has read whose keys they are and sleeps on the notification.
+        std::thread::sleep(Duration::from_millis(300));
+        cluster.nodes[2].kill();
+        for node in &cluster.nodes[3..] {
+            node.del("dies");
+        }
+        // Nodes 0 and 1 announce the release: too few to wake the waiter.
+        let _ = holder.release();
+        let released = Instant::now();
+        waiter.join().unwrap().unwrap().unwrap();
+        assert!(
+            released.elapsed() < Duration::from_secs(10),
+            "fair {fair}: took {:?}",
+            released.elapsed()
+        );
+    }
+}

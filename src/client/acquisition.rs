@@ -13,7 +13,7 @@ use crate::client::request::{AutoExtend, LockRequest, Patience};
 use crate::config::{Config, MAX_TTL};
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Operation, Result};
-use crate::kinds::{Caller, Kind, free_in, split_vote};
+use crate::kinds::{Caller, Kind, free_in, held_on, split_vote};
 use crate::notify::{Subscription, Turn, Wake};
 use crate::rules::quorum::{Decision, backoff_delay, quorum, retry_delay, validity_deadline};
 
@@ -24,6 +24,11 @@ mod fair_wait;
 /// Longest fallback wait between two attempts of a waiter that gets no notification (or
 /// `retry_delay`, if that is longer).
 const WAIT_BACKOFF_CAP: Duration = Duration::from_secs(1);
+
+/// How often a waiter that trusts the release notification to wake it looks whether it still
+/// may (see [`Acquisition::wait_heard`]): about a node timeout, the time the workers take to
+/// find a node hung.
+const HEALTH_LOOK: Duration = Duration::from_millis(50);
 
 /// An acquisition in progress.
 pub(super) struct Acquisition<'a> {
@@ -248,14 +253,11 @@ impl<'a> Acquisition<'a> {
         match sub.turn(deadline, self.cancel) {
             Turn::Now | Turn::TimedOut => Ok(()),
             Turn::Cancelled => Err(self.cancelled()),
-            Turn::HeldUntil(until) => {
+            Turn::HeldUntil(until, holders) => {
                 let now = Instant::now();
                 let held = until.saturating_duration_since(now) + Duration::from_millis(1);
-                let mut pause = held.min(deadline.saturating_duration_since(now));
-                if !sub.healthy() {
-                    pause = pause.min(self.fallback());
-                }
-                match sub.wait(pause, self.cancel) {
+                let pause = held.min(deadline.saturating_duration_since(now));
+                match self.wait_heard(sub, pause, Some(&holders)) {
                     Wake::Cancelled => Err(self.cancelled()),
                     Wake::Released | Wake::TimedOut => Ok(()),
                 }
@@ -321,7 +323,7 @@ impl<'a> Acquisition<'a> {
                 let keys_until = outcome.t0 + self.ttl + self.config.node_timeout;
                 // A cancel that comes now is too late: the caller owns the lock.
                 if let Some(sub) = &self.subscription {
-                    sub.acquired(keys_until);
+                    sub.acquired(keys_until, outcome.tally.applied_nodes().into());
                 }
                 let max_extensions = self
                     .request
@@ -405,6 +407,28 @@ impl<'a> Acquisition<'a> {
         )
     }
 
+    /// Waits up to `pause` for a release of a lock held on `holders` (`None`: on any quorum),
+    /// trusting its notification while a quorum of them is heard (see
+    /// [`Subscription::hears`](crate::notify::Subscription::hears)): a node that stops answering
+    /// meanwhile may hold the lock, whose release it then announces to no one. Every
+    /// `HEALTH_LOOK` it looks again; once they are not heard, it waits at most its fallback.
+    fn wait_heard(&self, sub: &Subscription, pause: Duration, holders: Option<&[bool]>) -> Wake {
+        let fallback = self.fallback();
+        let end = Instant::now() + pause;
+        let mut heard = sub.hears(holders);
+        loop {
+            let now = Instant::now();
+            let left = end.saturating_duration_since(now);
+            if !heard || left <= fallback {
+                return sub.wait(left.min(fallback), self.cancel);
+            }
+            match sub.wait(HEALTH_LOOK, self.cancel) {
+                Wake::TimedOut => heard = sub.hears(holders),
+                wake => return wake,
+            }
+        }
+    }
+
     /// Waits before the next attempt: up to `pause`, woken by a release notification, and
     /// never past the moment the holder's keys expire on a quorum. Returns at once when the
     /// next attempt should come sooner (queued behind another waiter, or just subscribed with
@@ -430,13 +454,14 @@ impl<'a> Acquisition<'a> {
             // Queued behind another waiter: its turn comes first (see `wait_for_turn`).
             return Ok(());
         }
+        // The nodes the holder's keys are on, when a notification of its release is trusted.
+        let mut heard_on = None;
         if self.wait_until.is_some() && refused {
             // Never sleep past the moment the holder's keys expire on a quorum: a lost
             // notification then costs at most the holder's TTL.
             let resource = self.kind.resource();
-            let healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
-            // Whether it would sleep until the keys expire: then it reads whose keys they are.
-            let tokens = healthy && !failed.contested;
+            // Whether it may sleep until the keys expire: then it reads whose keys they are.
+            let tokens = self.subscription.is_some() && !failed.contested;
             let remaining = self.kind.remaining(tokens);
             let mut read =
                 self.engine
@@ -448,6 +473,11 @@ impl<'a> Acquisition<'a> {
             let quorum = quorum(self.engine.node_count());
             let free = free_in(&read, quorum);
             let contested = failed.contested || tokens && split_vote(&read, quorum);
+            let holders = held_on(&read);
+            let heard = self
+                .subscription
+                .as_ref()
+                .is_some_and(|s| s.hears(Some(&holders)));
             if just_subscribed && free.is_none() {
                 // No TTLs to go by (a key without one, or PTTL not allowed): try again at once,
                 // for a release that came before the subscription was active.
@@ -458,7 +488,8 @@ impl<'a> Acquisition<'a> {
                 let left = self
                     .wait_until
                     .map_or(free, |d| d.saturating_duration_since(Instant::now()));
-                pause = if !contested && healthy {
+                pause = if !contested && heard {
+                    heard_on = Some(holders);
                     // A release would be heard: no polling, only a look once the holder's keys
                     // should be gone (it expired, or its release went unheard). Not after a
                     // split vote: the keys of attempts being undone (whose undo announces
@@ -470,6 +501,9 @@ impl<'a> Acquisition<'a> {
             }
         }
         let wake = match (&self.subscription, self.cancel) {
+            (Some(sub), _) if refused && heard_on.is_some() => {
+                self.wait_heard(sub, pause, heard_on.as_deref())
+            }
             (Some(sub), _) if refused => sub.wait(pause, self.cancel),
             (_, Some(c)) => match c.fired().recv_timeout(pause) {
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => Wake::TimedOut,

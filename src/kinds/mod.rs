@@ -366,6 +366,34 @@ pub(crate) fn split_vote(outcome: &Outcome, quorum: usize) -> bool {
     })
 }
 
+/// The nodes whose answers of [`Kind::remaining`] or [`remaining_any`] show the keys held:
+/// those that would announce their release. With the token of a single key, only the nodes
+/// of its most common token: a key of another token (a minority left by a failed attempt)
+/// announces nothing of the holder's release.
+pub(crate) fn held_on(outcome: &Outcome) -> Box<[bool]> {
+    let nodes = outcome.tally.nodes();
+    let vote = |i: usize| outcome.tally.vote(i);
+    let owner = |i: usize| match vote(i) {
+        Some(Vote::Raw(redis::Value::Array(a))) if a.len() == 2 => match &a[1] {
+            redis::Value::BulkString(owner) => Some(&owner[..]),
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut owners: Vec<&[u8]> = (0..nodes).filter_map(owner).collect();
+    owners.sort_unstable();
+    let most = owners
+        .chunk_by(|a, b| a == b)
+        .max_by_key(|c| c.len())
+        .map(|c| c[0]);
+    (0..nodes)
+        .map(|i| {
+            vote(i).and_then(remaining_ms).is_some_and(|ms| ms > 0)
+                && most.is_none_or(|m| owner(i) == Some(m))
+        })
+        .collect()
+}
+
 /// The remaining TTL one node answered, in ms.
 fn remaining_ms(vote: &Vote) -> Option<u64> {
     match vote {

@@ -94,13 +94,13 @@ impl Slot {
 }
 
 /// What a queued waiter learns when its turn comes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Turn {
     /// Try now: it was already at the front, or the one before gave up.
     Now,
-    /// The one before got the lock, whose keys live until then at most: wait for its release
-    /// (or that time) before trying.
-    HeldUntil(Instant),
+    /// The one before got the lock, whose keys live until then at most on those nodes (the
+    /// ones that said yes): wait for its release (or that time) before trying.
+    HeldUntil(Instant, Arc<[bool]>),
     /// The wait's deadline passed first.
     TimedOut,
     Cancelled,
@@ -207,15 +207,18 @@ impl Registry {
     /// slow) announces nothing in time, so its confirmation does not count.
     pub(super) fn confirmed(&self, state: &SlotState, patience: Option<Duration>) -> usize {
         let live = |i: usize| match patience {
-            Some(patience) => self.live(i, patience),
-            None => !self.failing[i].load(Ordering::Relaxed) && !(self.stalled)(i),
+            Some(patience) => state.on.get(i).copied().unwrap_or(false) && self.live(i, patience),
+            None => self.heard(state, i),
         };
-        state
-            .on
-            .iter()
-            .enumerate()
-            .filter(|&(i, &on)| on && live(i))
-            .count()
+        (0..self.failing.len()).filter(|&i| live(i)).count()
+    }
+
+    /// Whether node `i` would announce a release of `state`'s resource in time: its
+    /// subscription is active, its subscriber is not failing and the workers do not skip it.
+    pub(super) fn heard(&self, state: &SlotState, i: usize) -> bool {
+        state.on.get(i).copied().unwrap_or(false)
+            && !self.failing[i].load(Ordering::Relaxed)
+            && !(self.stalled)(i)
     }
 
     /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.

@@ -15,6 +15,7 @@ use crate::cancel::Cancel;
 use crate::notify::Notifier;
 use crate::notify::registry::{News, Slot, Turn};
 use crate::notify::subscriber::SubscriptionChange;
+use crate::rules::quorum::quorum;
 use crate::sync::relock;
 
 /// Places in the waiters' queues.
@@ -38,8 +39,9 @@ pub(super) struct Place {
     /// Where the one before says that this waiter is at the front.
     turn: Receiver<Turn>,
     front: AtomicBool,
-    /// Set once this waiter got the lock: until when its keys live, for the next one.
-    held_until: Mutex<Option<Instant>>,
+    /// Set once this waiter got the lock: until when its keys live and the nodes that hold
+    /// them, for the next one.
+    held_until: Mutex<Option<(Instant, Arc<[bool]>)>>,
 }
 
 impl Place {
@@ -69,17 +71,25 @@ pub(crate) enum Wake {
 }
 
 impl Subscription {
-    /// Whether the release of any lock on these resources would be heard: each one's
-    /// subscription is active on every node, none of which the workers skip. A release wakes
-    /// waiters once a quorum of nodes announced it, and a lock may be held on just a quorum, of
-    /// which a node down or hung since would announce nothing: while one is, waiters do not
-    /// sleep on a notification longer than their fallback.
-    pub(crate) fn healthy(&self) -> bool {
+    /// Whether the release of a lock held on `holders` (the nodes that hold its keys; `None`
+    /// when not known: on any quorum) would be heard. A release wakes waiters once a quorum of
+    /// nodes announced it, and only the nodes that hold the keys announce it: a quorum of them
+    /// must have each resource's subscription active and be live, neither failing nor skipped
+    /// by the workers (see [`Registry::heard`](super::registry::Registry::heard)). Not knowing
+    /// the holders, every node must be. A node down or hung announces nothing, so while too few
+    /// are heard, waiters do not sleep on a notification longer than their fallback.
+    pub(crate) fn hears(&self, holders: Option<&[bool]>) -> bool {
         let registry = &self.notifier.registry;
         let nodes = registry.failing.len();
-        self.slots
-            .iter()
-            .all(|(_, slot)| registry.confirmed(&relock(&slot.state), None) == nodes)
+        let need = holders.map_or(nodes, |_| quorum(nodes));
+        let holds = |i: usize| holders.is_none_or(|h| h.get(i).copied().unwrap_or(false));
+        self.slots.iter().all(|(_, slot)| {
+            let state = relock(&slot.state);
+            (0..nodes)
+                .filter(|&i| holds(i) && registry.heard(&state, i))
+                .count()
+                >= need
+        })
     }
 
     /// Waits until this waiter is at the front of its queue (at once if it is, or did not
@@ -152,11 +162,12 @@ impl Subscription {
             .is_none_or(|p| p.front.load(Ordering::Relaxed))
     }
 
-    /// Records that this waiter got the lock, whose keys live until `keys_until` at most: the
-    /// next in its queue waits for that lock's release instead of trying at once.
-    pub(crate) fn acquired(&self, keys_until: Instant) {
+    /// Records that this waiter got the lock, whose keys live until `keys_until` at most on
+    /// `holders` (the nodes that said yes): the next in its queue waits for that lock's
+    /// release instead of trying at once.
+    pub(crate) fn acquired(&self, keys_until: Instant, holders: Arc<[bool]>) {
         if let Some(place) = &self.place {
-            *relock(&place.held_until) = Some(keys_until);
+            *relock(&place.held_until) = Some((keys_until, holders));
         }
     }
 
@@ -281,7 +292,8 @@ impl Drop for Subscription {
             relock(&slot.state).fair.remove(id);
         }
         if let (Some(place), [(_, slot)]) = (&self.place, &self.slots[..]) {
-            let held_until = *relock(&place.held_until);
+            let held_until = relock(&place.held_until).take();
+            let held = held_until.is_some();
             let mut state = relock(&slot.state);
             let at = state.queue.iter().position(|(id, _)| *id == place.id);
             if let Some(at) = at {
@@ -289,10 +301,12 @@ impl Drop for Subscription {
                 if at == 0
                     && let Some((_, next)) = state.queue.front()
                 {
-                    let _ = next.try_send(held_until.map_or(Turn::Now, Turn::HeldUntil));
+                    let turn =
+                        held_until.map_or(Turn::Now, |(until, on)| Turn::HeldUntil(until, on));
+                    let _ = next.try_send(turn);
                 }
             }
-            if held_until.is_some() {
+            if held {
                 // A release announced before this waiter got the lock would wake the next one
                 // only to be refused: while the lock is held, no one else can release it.
                 while slot.released.try_recv().is_ok() {}

@@ -14,19 +14,14 @@ use crossbeam_channel::Receiver;
 use crate::client::lock::Lock;
 use crate::engine::Engine;
 use crate::error::{NodeProblem, Result};
-use crate::kinds::{free_in, split_vote};
+use crate::kinds::{free_in, held_on, split_vote};
 use crate::notify::queue;
 use crate::notify::{News, Notifier, Wake};
 use crate::rules::quorum::{Vote, quorum};
 use crate::rules::token::new_token;
 use crate::wire::Keys;
 
-use super::{Acquisition, Failed, Tried};
-
-/// How often a head that trusts the release notification to wake it looks whether it still
-/// may (see [`Acquisition::head_wait`]): about a node timeout, the time the workers take to
-/// find a node hung.
-const HEALTH_LOOK: Duration = Duration::from_millis(50);
+use super::{Acquisition, Failed, HEALTH_LOOK, Tried};
 
 impl<'a> Acquisition<'a> {
     /// Attempts as a waiter in the queue across processes (see `queue.rs`): one try first,
@@ -187,27 +182,34 @@ impl<'a> Acquisition<'a> {
     ) -> Result<Step> {
         let now = Instant::now();
         let deadline = self.wait_until.unwrap_or(now);
-        let mut healthy = self.subscription.as_ref().is_some_and(|s| s.healthy());
+        let Some(sub) = &self.subscription else {
+            return Ok(Step::Try);
+        };
+        // The nodes the lock it waits for is held on, once read (not known before: any quorum).
+        let mut holders = None;
+        let mut heard = sub.hears(None);
         let fallback = now + self.fallback();
         let mut until = fallback;
         // Told that the one before took the lock for so long: its release comes by then.
         if let Some(held) = member.held_until.take() {
-            until = if healthy { held } else { until.min(held) };
+            until = if heard { held } else { until.min(held) };
         }
         if let Some(failed) = failed.filter(|f| f.refused()) {
-            until = self.until_keys_expire(failed, healthy, now, until);
+            let read = self.until_keys_expire(failed, now);
+            if let Some((free, held_on)) = read {
+                heard = held_on.as_deref().is_some_and(|h| sub.hears(Some(h)));
+                until = if heard { free } else { until.min(free) };
+                holders = held_on;
+            }
         }
         let mut until = until.min(deadline);
-        let Some(sub) = &self.subscription else {
-            return Ok(Step::Try);
-        };
         loop {
             let now = Instant::now();
             // A node that stops answering while the head waits may hold the lock it waits for,
             // whose release it then announces to no one: the wait trusted to the notification
-            // shrinks to the fallback as soon as the subscription is no longer healthy.
-            if healthy && until > fallback && !sub.healthy() {
-                healthy = false;
+            // shrinks to the fallback as soon as too few of the holder's nodes are heard.
+            if heard && until > fallback && !sub.hears(holders.as_deref()) {
+                heard = false;
                 until = fallback;
             }
             if now >= until {
@@ -226,7 +228,7 @@ impl<'a> Acquisition<'a> {
             // the lock the one before took (its release can be heard before the turn message,
             // which comes from one node only): it tries at once, and a refusal costs one try.
             let mut wake_at = until.min(renew_at);
-            if healthy {
+            if heard {
                 wake_at = wake_at.min(now + HEALTH_LOOK);
             }
             let renew = match sub.wait_news(news, wake_at - now, self.cancel) {
@@ -255,19 +257,17 @@ impl<'a> Acquisition<'a> {
         }
     }
 
-    /// At the head after a refused try (`failed`), read `now`: until when to wait, given that
-    /// it would wait `until` otherwise. Until the holder's keys expire on a quorum, when a
-    /// release would be heard (`healthy`) and no split vote may have left keys that announce
-    /// nothing; at most `until` otherwise.
+    /// At the head after a refused try (`failed`), read `now`: when the holder's keys expire on
+    /// a quorum, and the nodes that hold them unless a split vote may have left keys that
+    /// announce nothing (then the head does not trust a notification to wake it). `None` when
+    /// no TTLs tell.
     fn until_keys_expire(
         &self,
         failed: &Failed,
-        healthy: bool,
         now: Instant,
-        until: Instant,
-    ) -> Instant {
-        // Whether it would sleep until the keys expire: then it reads whose keys they are.
-        let tokens = healthy && !failed.contested;
+    ) -> Option<(Instant, Option<Box<[bool]>>)> {
+        // Unless a split vote is known, it reads whose keys they are.
+        let tokens = !failed.contested;
         let remaining = self.kind.remaining(tokens);
         let mut read = self.engine.fan_out(
             &remaining,
@@ -281,16 +281,9 @@ impl<'a> Acquisition<'a> {
             // Every node's answer, not the first quorum's (see `split_vote`).
             read.settle();
         }
-        let Some(free) = free_in(&read, quorum) else {
-            return until;
-        };
-        let free = now + free + Duration::from_millis(1);
+        let free = now + free_in(&read, quorum)? + Duration::from_millis(1);
         let contested = failed.contested || tokens && split_vote(&read, quorum);
-        if !contested && healthy {
-            free
-        } else {
-            until.min(free)
-        }
+        Some((free, (!contested).then(|| held_on(&read))))
     }
 
     /// Behind others in the queue: waits for news of its place, re-reading it every
