@@ -33,9 +33,11 @@ pub(super) struct SlotState {
     /// `i` < 64): each node announces the same release, which should wake one waiter once, not
     /// N times.
     recent: VecDeque<(String, usize, u64)>,
-    /// The last release a quorum announced: the one a message in `released`, if there is one,
-    /// stands for (a later release finds it full and adds nothing but this).
-    pending: Option<String>,
+    /// The releases a quorum announced since the message in `released`, if there is one, was
+    /// sent: the ones it stands for (a later release finds the channel full and adds itself
+    /// here; one that finds it empty starts the list anew). At most [`RECENT`]; past that, an
+    /// empty nonce, which no node announced, stands for the rest.
+    pending: Vec<String>,
     /// Nodes on which the subscription is active: `on[i]` for node `i` (see
     /// [`Registry::confirmed`]). A node's confirmation counts once, and its end removes only
     /// its own: the end of an earlier subscription to the same resource, which a node reports
@@ -68,7 +70,7 @@ impl Default for SlotState {
         let (all_tx, all_rx) = crossbeam_channel::bounded(0);
         SlotState {
             recent: VecDeque::new(),
-            pending: None,
+            pending: Vec::new(),
             on: Vec::new(),
             epoch: 0,
             all_tx,
@@ -320,22 +322,23 @@ impl Registry {
         if ours && held.is_some() {
             // A release kept for no waiter of this client (its waiters were all behind others
             // when it came) would wake the new head only to be refused by the lock the one
-            // before just took. The kept message stands for the last release a quorum announced
-            // (`pending`); it is stale if the queue node announced that one before this turn
-            // message: that node runs the `LEAVE` before the lock's release (both come from the
-            // new holder's one connection to it), and this subscriber hears its messages in
-            // that order. The release of the lock just taken, heard from other nodes first,
-            // stays; so does a release this client no longer remembers.
+            // before just took. The kept message stands for the releases a quorum announced
+            // since it was sent (`pending`); it is stale if the queue node announced every one
+            // of them before this turn message: that node runs the `LEAVE` before the lock's
+            // release (both come from the new holder's one connection to it), and this
+            // subscriber hears its messages in that order. The release of the lock just taken,
+            // heard from other nodes first, keeps it; so does a release this client no longer
+            // remembers.
             let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
-            let stale = state.pending.as_ref().is_some_and(|p| {
+            let heard_here = |p: &String| {
                 state
                     .recent
                     .iter()
                     .any(|(n, _, nodes)| n == p && nodes & bit != 0)
-            });
-            if stale {
+            };
+            if state.pending.iter().all(heard_here) {
                 while slot.released.try_recv().is_ok() {}
-                state.pending = None;
+                state.pending.clear();
             }
         }
         if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
@@ -416,20 +419,14 @@ impl Registry {
             // One exclusive waiter of this client retries; should it lose to another client,
             // the resource is held again and its next release wakes the next waiter. Waking all
             // of them would make every release a burst of doomed attempts. (Full: a wake-up is
-            // already pending, and from now on stands for this release, the last a quorum
-            // announced.)
-            let _ = slot.released_tx.try_send(());
-            // `pending` stays the newest release a quorum announced (first heard last): an
-            // older one that gets its last announcements after a newer one (from a node that
-            // was behind) must not make the message that stands for the newer one look stale.
-            let position = |n: &str| state.recent.iter().position(|(t, _, _)| t == n);
-            let newer = state
-                .pending
-                .as_deref()
-                .and_then(position)
-                .is_none_or(|p| position(&nonce).is_some_and(|mine| mine > p));
-            if newer {
-                state.pending = Some(nonce);
+            // already pending, and from now on stands for this release too.)
+            if slot.released_tx.try_send(()).is_ok() {
+                state.pending.clear();
+            }
+            if state.pending.len() < RECENT {
+                state.pending.push(nonce);
+            } else if let Some(last) = state.pending.last_mut() {
+                last.clear();
             }
         }
     }
@@ -587,6 +584,25 @@ mod tests {
         let (registry, slot, _news) = registry(Duration::from_secs(60));
         announce(&registry, &[0, 1], "old");
         announce(&registry, &[0, 1, 3], "new");
+        assert_eq!(slot.released.len(), 1);
+        announce(&registry, &[QUEUE_NODE], "old");
+        turn(&registry, "w", 10_000);
+        assert_eq!(
+            slot.released.len(),
+            1,
+            "the wake-up for \"new\" was dropped"
+        );
+    }
+
+    #[test]
+    fn an_older_release_first_heard_after_the_newer_one_leaves_the_newer_ones_wake_up() {
+        // The release of the lock just taken ("new") is first heard from node 4, which never
+        // held the older lock, before any node announced "old"; "old" then completes on the
+        // queue node after "new" did, and before its turn message.
+        let (registry, slot, _news) = registry(Duration::from_secs(60));
+        announce(&registry, &[4], "new");
+        announce(&registry, &[0, 1], "old");
+        announce(&registry, &[0, 1], "new");
         assert_eq!(slot.released.len(), 1);
         announce(&registry, &[QUEUE_NODE], "old");
         turn(&registry, "w", 10_000);
