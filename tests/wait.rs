@@ -629,13 +629,14 @@ fn a_hung_node_does_not_hold_up_each_new_waiter_for_the_node_timeout() {
     cluster.nodes[2].resume();
 }
 
-/// A lock held on just a quorum, one of whose nodes dies while a waiter sleeps: its release is
-/// announced by too few nodes to wake anyone. The waiter, queued (`fair`) or not, stops trusting
-/// the notification once it hears too few of the holder's nodes, and gets the lock on its
-/// fallback tries instead of at the holder's TTL.
+/// A lock held on just a quorum, one of whose nodes dies or hangs while a waiter sleeps: its
+/// release is announced by too few nodes to wake anyone. The waiter, queued (`fair`) or not,
+/// stops trusting the notification once it hears too few of the holder's nodes (a hung node
+/// found out by the release, which it does not answer), and gets the lock on its fallback tries
+/// instead of at the holder's TTL.
 #[test]
-fn a_waiter_does_not_sleep_until_the_keys_expire_when_a_node_of_the_holder_dies() {
-    for fair in [false, true] {
+fn a_waiter_does_not_sleep_until_the_keys_expire_when_a_node_of_the_holder_dies_or_hangs() {
+    for (fair, hang) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut cluster = Cluster::start(5);
         let rl = cluster.client();
         // Another token's keys on nodes 3 and 4: the holder gets nodes 0 to 2, just a quorum.
@@ -657,7 +658,11 @@ fn a_waiter_does_not_sleep_until_the_keys_expire_when_a_node_of_the_holder_dies(
             .all(|n| n.release_subscribers("dies") == 1)));
         // The waiter has read whose keys they are and sleeps on the notification.
         std::thread::sleep(Duration::from_millis(300));
-        cluster.nodes[2].kill();
+        if hang {
+            cluster.nodes[2].hang();
+        } else {
+            cluster.nodes[2].kill();
+        }
         for node in &cluster.nodes[3..] {
             node.del("dies");
         }
@@ -667,8 +672,11 @@ fn a_waiter_does_not_sleep_until_the_keys_expire_when_a_node_of_the_holder_dies(
         waiter.join().unwrap().unwrap().unwrap();
         assert!(
             released.elapsed() < Duration::from_secs(10),
-            "fair {fair}: took {:?}",
+            "fair {fair}, hung {hang}: took {:?}",
             released.elapsed()
         );
+        if hang {
+            cluster.nodes[2].resume();
+        }
     }
 }
