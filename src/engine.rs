@@ -397,6 +397,11 @@ impl Engine {
         if answers.gated {
             self.note_took(decided - t0);
         }
+        if command.acquire && targets.is_none() {
+            for (i, node) in nodes.iter().enumerate() {
+                node.count_vote(tally.vote(i));
+            }
+        }
         Outcome {
             decision,
             tally,

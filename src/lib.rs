@@ -114,8 +114,8 @@ pub use kinds::many::MAX_RESOURCES;
 pub use kinds::semaphore::MAX_PERMITS;
 #[doc(hidden)]
 pub use sync::set_spinning;
-pub use telemetry::NodeStatus;
 pub use telemetry::histogram::{BUCKETS, Histogram};
 pub use telemetry::{
     AcquireStats, EVENT_QUEUE, Event, EventKind, KINDS, LOST_REASONS, NODE_POLL, OUTCOMES, Stats,
 };
+pub use telemetry::{NodeStatus, Votes};

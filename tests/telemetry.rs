@@ -300,3 +300,73 @@ fn a_listener_removed_right_after_a_release_has_heard_it() {
         );
     }
 }
+
+/// Each node's votes in acquire attempts, one per attempt and node: what a down or hung node
+/// costs shows in them (`unavailable`: not waited for; `timed_out`: waited the node timeout).
+#[test]
+fn each_node_counts_its_votes_in_acquire_attempts() {
+    let mut cluster = Cluster::start(3);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let total =
+        |v: &redquorum::Votes| v.yes + v.no + v.unavailable + v.timed_out + v.failed + v.unanswered;
+    let held = rl.acquire(&LockRequest::new("votes", TTL).once()).unwrap();
+    let other = cluster.client();
+    assert!(
+        other
+            .acquire(&LockRequest::new("votes", TTL).once())
+            .is_err()
+    );
+    let (mine, theirs) = (rl.stats(), other.stats());
+    for (m, t) in mine.nodes.iter().zip(&theirs.nodes) {
+        // One attempt each; a quorum decides without the last node's answer at times.
+        assert_eq!(total(&m.votes), 1, "{:?}", m.votes);
+        assert_eq!(total(&t.votes), 1, "{:?}", t.votes);
+        assert_eq!((m.votes.no, t.votes.yes), (0, 0));
+    }
+    assert!(mine.nodes.iter().map(|n| n.votes.yes).sum::<u64>() >= 2);
+    assert!(theirs.nodes.iter().map(|n| n.votes.no).sum::<u64>() >= 2);
+    held.release().unwrap();
+
+    // Node 2 down: no attempt waits for it. Then node 1 hung as well: the attempt
+    // waits the node timeout for it, and fails for want of a quorum.
+    cluster.nodes[2].kill();
+    for i in 0..3 {
+        rl.acquire(&LockRequest::new(format!("votes:{i}"), TTL).once())
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    cluster.nodes[1].hang();
+    assert!(
+        rl.acquire(&LockRequest::new("votes:hung", TTL).once())
+            .is_err()
+    );
+    let s = rl.stats();
+    cluster.nodes[1].resume();
+    let down = &s.nodes[2].votes;
+    assert_eq!(total(down), 5, "{down:?}");
+    // Since it went down, not waited for: the others' answers decided first, or it failed at
+    // once. (Its one yes at most is from the first attempt.)
+    assert!(down.yes <= 1 && down.no + down.timed_out == 0, "{down:?}");
+    assert!(down.unavailable >= 1, "{down:?}");
+    assert_eq!(s.nodes[1].votes.timed_out, 1, "{:?}", s.nodes[1].votes);
+    let up = &s.nodes[0].votes;
+    assert_eq!((up.yes + up.unanswered, total(up)), (5, 5), "{up:?}");
+
+    let text = s.prometheus();
+    let first = cluster.nodes[0]
+        .url()
+        .trim_start_matches("redis://")
+        .to_owned();
+    assert!(
+        text.contains(&format!(
+            "redlock_node_votes_total{{node=\"{first}\",vote=\"yes\"}} {}",
+            up.yes
+        )),
+        "{text}"
+    );
+}

@@ -285,6 +285,14 @@ pub fn stats_json(s: &Stats) -> Json {
                 "restarts": n.restarts,
                 "quarantined": n.quarantine_remaining.is_some(),
                 "errors": n.errors,
+                "votes": {
+                    "yes": n.votes.yes,
+                    "no": n.votes.no,
+                    "unavailable": n.votes.unavailable,
+                    "timed_out": n.votes.timed_out,
+                    "failed": n.votes.failed,
+                    "unanswered": n.votes.unanswered,
+                },
                 "last_error": n.last_error,
                 "command_duration": histogram_json(&n.command_duration),
             })
@@ -322,7 +330,8 @@ pub struct StatsArgs {
     /// {"acquisitions": [{"outcome", "kind", "count", "duration"}], "hold", "wait",
     /// "extensions": {"ok", "failed"}, "lost": {"refused", "expired", "suspended"},
     /// "locks_held", "waiters", "events_dropped", "nodes": [{"node", "up", "connects",
-    /// "restarts", "quarantined", "errors", "last_error", "command_duration"}]}; each duration
+    /// "restarts", "quarantined", "errors", "votes": {"yes", "no", "unavailable", "timed_out",
+    /// "failed", "unanswered"}, "last_error", "command_duration"}]}; each duration
     /// is {"count", "sum_seconds", "p50_seconds", "p99_seconds", "buckets": [{"le", "count"}]},
     /// the quantiles null when nothing was observed, the bucket counts not cumulative.
     #[arg(long, verbatim_doc_comment)]

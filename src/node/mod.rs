@@ -54,7 +54,7 @@ pub(crate) use job::{Handover, Job, ReplyTo};
 use queue::JobSender;
 use server::Server;
 pub(crate) use server::Servers;
-use status::Health;
+use status::{Health, VoteCount};
 use wait_lane::{Lane, WaitLane};
 use worker::Worker;
 
@@ -133,6 +133,19 @@ impl Node {
     /// and no probe has answered in time since (see [`Health::stalled`]).
     pub(crate) fn stalled(&self) -> bool {
         self.health.stalled(self.node_timeout)
+    }
+
+    /// Counts the node's vote in an acquire attempt as it decided (`None`: not answered yet).
+    pub(crate) fn count_vote(&self, vote: Option<&Vote>) {
+        let count = match vote {
+            None => VoteCount::Unanswered,
+            Some(Vote::No) => VoteCount::No,
+            Some(Vote::Failed(NodeProblem::TimedOut)) => VoteCount::TimedOut,
+            Some(Vote::Failed(NodeProblem::Unavailable(_))) => VoteCount::Unavailable,
+            Some(Vote::Failed(_)) => VoteCount::Failed,
+            Some(_) => VoteCount::Yes,
+        };
+        self.health.count_vote(count);
     }
 
     pub(crate) fn status(&self) -> NodeStatus {

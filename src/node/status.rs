@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::telemetry::NodeStatus;
 use crate::telemetry::histogram::AtomicHistogram;
+use crate::telemetry::{NodeStatus, Votes};
 
 /// `Health::clock_offset_ms` before the first sample.
 const NO_OFFSET: i64 = i64::MIN;
@@ -39,6 +39,8 @@ pub(super) struct Health {
     /// See `NodeStatus::command_duration` and `errors`.
     pub command_duration: AtomicHistogram,
     pub errors: AtomicU64,
+    /// See `NodeStatus::votes`, in the order of [`VoteCount`].
+    votes: [AtomicU64; 6],
     /// Since when the worker has waited on the node (a batch, a connect, a `PING`), in
     /// nanoseconds of [`clock_ns`] plus one; 0 while it waits for nothing.
     waiting_since: AtomicU64,
@@ -76,7 +78,35 @@ pub(super) struct Identity {
     pub failovers: u64,
 }
 
+/// A kind of vote in an acquire attempt (see [`Votes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VoteCount {
+    Yes,
+    No,
+    Unavailable,
+    TimedOut,
+    Failed,
+    Unanswered,
+}
+
 impl Health {
+    /// Counts one of the node's votes in an acquire attempt.
+    pub(super) fn count_vote(&self, vote: VoteCount) {
+        self.votes[vote as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn votes(&self) -> Votes {
+        let n = |v: VoteCount| self.votes[v as usize].load(Ordering::Relaxed);
+        Votes {
+            yes: n(VoteCount::Yes),
+            no: n(VoteCount::No),
+            unavailable: n(VoteCount::Unavailable),
+            timed_out: n(VoteCount::TimedOut),
+            failed: n(VoteCount::Failed),
+            unanswered: n(VoteCount::Unanswered),
+        }
+    }
+
     /// A worker's record before its first connect.
     pub(super) fn new() -> Health {
         Health {
@@ -87,6 +117,7 @@ impl Health {
             clock_offset_ms: AtomicI64::new(NO_OFFSET),
             command_duration: AtomicHistogram::default(),
             errors: AtomicU64::default(),
+            votes: Default::default(),
             waiting_since: AtomicU64::default(),
             stalled: AtomicBool::default(),
         }
@@ -197,6 +228,7 @@ impl Health {
             failovers: identity.failovers,
             command_duration: self.command_duration.snapshot(),
             errors: self.errors.load(Ordering::Relaxed),
+            votes: self.votes(),
         };
         match lane {
             Some(lane) => with_lane(status, lane, now),

@@ -35,7 +35,7 @@ pub(crate) mod histogram;
 mod prometheus;
 mod status;
 
-pub use status::NodeStatus;
+pub use status::{NodeStatus, Votes};
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -651,6 +651,7 @@ mod tests {
             failovers: 0,
             command_duration: Histogram::default(),
             errors: 0,
+            votes: Votes::default(),
         };
         let mut after = base.clone();
         after.connected = false;

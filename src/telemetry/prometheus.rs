@@ -182,4 +182,25 @@ fn node_metrics(out: &mut Exposition, nodes: &[NodeStatus]) {
             out.sample(name, &label(n), value(n));
         }
     }
+    let votes = "redlock_node_votes_total";
+    out.family(
+        votes,
+        "counter",
+        "The node's votes in acquire attempts, as each decided: yes, no, unavailable (down or \
+         skipped), timed_out (waited the node timeout for), failed (an error, held out, \
+         cancelled), unanswered (decided without it).",
+    );
+    for n in nodes {
+        let v = &n.votes;
+        for (vote, count) in [
+            ("yes", v.yes),
+            ("no", v.no),
+            ("unavailable", v.unavailable),
+            ("timed_out", v.timed_out),
+            ("failed", v.failed),
+            ("unanswered", v.unanswered),
+        ] {
+            out.sample(votes, &format!("{},vote=\"{vote}\"", label(n)), count);
+        }
+    }
 }

@@ -77,4 +77,28 @@ pub struct NodeStatus {
     /// caller stopped waiting before the worker got to them. (A vote held out by the restart grace or
     /// the clock quarantine is no error.)
     pub errors: u64,
+    /// How the node voted in this client's acquire attempts, counted as each attempt decided.
+    pub votes: Votes,
+}
+
+/// How a node voted in acquire attempts (lock, semaphore slot, queue-less `SET NX` and the
+/// like), each attempt counted once, as it decided: what a hung, slow or down node costs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Votes {
+    /// Granted the key.
+    pub yes: u64,
+    /// Refused it: held by another owner.
+    pub no: u64,
+    /// Unreachable: down, its connection broke, or skipped while it does not answer within the
+    /// node timeout (the attempt did not wait for it).
+    pub unavailable: u64,
+    /// The attempt waited the whole node timeout for its answer.
+    pub timed_out: u64,
+    /// Answered with an error, or held out of the quorum (restart grace, clock quarantine), or
+    /// the attempt was cancelled before it answered.
+    pub failed: u64,
+    /// Had not answered when the other nodes' answers decided the attempt, which did not wait
+    /// for it.
+    pub unanswered: u64,
 }
