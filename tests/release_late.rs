@@ -47,3 +47,40 @@ fn a_release_queued_behind_a_slow_command_still_reaches_the_nodes() {
         cluster.nodes[0].pttl("held")
     );
 }
+
+/// A node hung for longer than the TTL runs the `SET` it had read when it resumes, with a fresh
+/// TTL. The lock was released meanwhile (on the other nodes), and the release kept for that
+/// node reaches it after the `SET` ran: the key does not block the resource there for a TTL.
+#[test]
+fn a_node_hung_past_the_ttl_gets_the_release_after_the_set_it_runs_on_resume() {
+    let cluster = Cluster::start(3);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(2);
+    cluster.nodes[2].hang();
+    // Nodes 0 and 1 grant it; node 2 has the `SET` in its socket, unread.
+    let lock = rl.lock("resumed", ttl).unwrap();
+    let token = lock.token().to_owned();
+    lock.release().unwrap();
+    // Longer than the TTL and the node timeout after the release: the release's own
+    // `live_until` is past.
+    std::thread::sleep(ttl + Duration::from_millis(500));
+    cluster.nodes[2].resume();
+    // The resumed node runs the `SET` (a fresh 2 s TTL); the kept release deletes it long before.
+    let seen = std::time::Instant::now();
+    let gone = eventually(Duration::from_secs(10), || {
+        cluster.nodes[2].get("resumed").is_none()
+    });
+    let after = seen.elapsed();
+    assert!(gone, "the key stayed");
+    // It was there: the node ran the `SET` it had read.
+    let stats = cluster.nodes[2].info("commandstats");
+    assert!(stats.contains("cmdstat_set:calls=1,"), "{stats}");
+    assert!(
+        after < ttl - Duration::from_millis(200),
+        "node 2's key went after {after:?}: it expired, the release never reached the node ({token})"
+    );
+}

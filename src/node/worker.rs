@@ -46,6 +46,10 @@ const GATHER: Duration = Duration::from_micros(30);
 /// caller's send then wakes it) than it saves (the hot-node bench at 16 threads, in CPU per
 /// cycle; gathering up to 8 was no better there than not gathering).
 const GATHER_UP_TO: usize = 4;
+/// At most this many acquisitions and extensions written to a node that has not answered
+/// them are remembered (see `Worker::unanswered`): those of the batches before the workers
+/// find it hung and skip it.
+const MAX_UNANSWERED: usize = 4096;
 /// A stalled node is probed every node timeout while idle, but not more often than this.
 const MIN_PROBE_EVERY: Duration = Duration::from_millis(10);
 
@@ -57,6 +61,11 @@ pub(super) struct Worker {
     closing: bool,
     /// Cleanups that found the node down, sent once it is back (see `Job::live_until`).
     deferred: Vec<Job>,
+    /// The keys and tokens of acquisitions and extensions written in batches the node has not
+    /// answered (timed out: hung, say) and no batch answered since: it may run them when it
+    /// resumes, with a fresh TTL, however long after their callers' `live_until`. Their
+    /// cleanups are kept until a batch is answered again, which carries them.
+    unanswered: Vec<(Arc<str>, Arc<str>)>,
     conn: Connection,
     server: Server,
     /// On a node's `WAIT` lane.
@@ -98,6 +107,7 @@ impl Worker {
             },
             closing: false,
             deferred: Vec::new(),
+            unanswered: Vec::new(),
             conn,
             server,
             lane,
@@ -347,7 +357,9 @@ impl Worker {
                 .errors
                 .fetch_add((queued - batch.len()) as u64, Ordering::Relaxed);
         }
-        self.deferred.retain(|r| r.worth_keeping(now));
+        let unanswered = &self.unanswered;
+        self.deferred
+            .retain(|r| r.worth_keeping(now) || written_unanswered(unanswered, r));
     }
 
     /// On a `WAIT` lane short of replicas: fails the batch's acquisitions and extensions unsent
@@ -412,7 +424,8 @@ impl Worker {
     /// A caller waiting for the answer hears of the failure now either way.
     fn fail(&mut self, mut r: Job, problem: &NodeProblem, now: Instant) {
         self.health.errors.fetch_add(1, Ordering::Relaxed);
-        if r.worth_keeping(now) && !self.closing {
+        let keep = r.worth_keeping(now) || written_unanswered(&self.unanswered, &r);
+        if keep && !self.closing {
             if let Some(reply) = r.reply.take() {
                 let _ = reply.send(Vote::Failed(problem.clone()));
             }
@@ -499,6 +512,8 @@ impl Worker {
         // As of when the batch was sent: a command that ran before the end of a grace or
         // quarantine does not count, even if its answer came after it.
         let held_out = self.server.held_out(ran.sent, now);
+        // The node answers again, after the cleanups kept for it went out in this batch.
+        self.unanswered.clear();
         let mut cleanups = Vec::new();
         for (r, vote) in batch.drain(..).zip(ran.votes.drain(..)) {
             let vote = counted(&r, vote, held_out.as_ref(), resend);
@@ -530,7 +545,12 @@ impl Worker {
             self.resend(batch, &problem);
             return;
         }
-        // A hung node may still run what it had read once it resumes.
+        // A hung node may still run what it had read once it resumes: its cleanups wait for it.
+        if e.is_timeout() && self.unanswered.len() < MAX_UNANSWERED {
+            let written = batch.iter().filter(|r| r.command.samples_clock);
+            let written = written.map(|r| (Arc::clone(&r.key), Arc::clone(&r.token)));
+            self.unanswered.extend(written);
+        }
         self.fail_all(batch, &problem, Instant::now());
     }
 
@@ -558,6 +578,16 @@ impl Worker {
             self.fail_all(&mut again, &problem, now);
         }
     }
+}
+
+/// Whether `job` is a cleanup (an undo, a release: it has a `live_until`) of a key and token
+/// the node was written and has not answered (see `Worker::unanswered`).
+fn written_unanswered(unanswered: &[(Arc<str>, Arc<str>)], job: &Job) -> bool {
+    job.command.resendable
+        && job.live_until.is_some()
+        && unanswered
+            .iter()
+            .any(|(key, token)| *key == job.key && *token == job.token)
 }
 
 /// A job's vote as it counts. The key stays on the node (and is released with the lock): it
