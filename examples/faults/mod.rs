@@ -63,21 +63,33 @@ enum Action {
     Restart,
 }
 
+/// What each node's counts hold, in order: its errors, then its votes in acquire attempts
+/// (redquorum's `NodeStatus::errors` and `votes`).
+const NODE_COUNTS: [&str; 7] = [
+    "errors",
+    "yes",
+    "no",
+    "unavailable",
+    "timed_out",
+    "failed",
+    "unanswered",
+];
+
 /// A client's counts so far.
 #[derive(Default)]
 struct Counts {
     acquired: u64,
     gave_up: u64,
-    /// Each node's errors (redquorum's `NodeStatus::errors`); empty for a peer.
-    node_errors: Vec<u64>,
+    /// Each node's [`NODE_COUNTS`]; empty for a peer.
+    nodes: Vec<[u64; 7]>,
 }
 
 impl Counts {
-    /// "ACQUIRED GAVE_UP [ERRORS...]", as a child process answers.
+    /// "ACQUIRED GAVE_UP [NODE_COUNTS of each node...]", as a child process answers.
     fn line(&self) -> String {
         let mut line = format!("{} {}", self.acquired, self.gave_up);
-        for e in &self.node_errors {
-            line += &format!(" {e}");
+        for n in self.nodes.iter().flatten() {
+            line += &format!(" {n}");
         }
         line
     }
@@ -90,17 +102,44 @@ impl Counts {
         Counts {
             acquired: numbers[0],
             gave_up: numbers[1],
-            node_errors: numbers[2..].to_vec(),
+            nodes: numbers[2..]
+                .chunks_exact(NODE_COUNTS.len())
+                .map(|c| c.try_into().expect("a node's counts"))
+                .collect(),
         }
     }
 
     fn add(&mut self, other: Counts) {
         self.acquired += other.acquired;
         self.gave_up += other.gave_up;
-        self.node_errors.resize(other.node_errors.len(), 0);
-        for (sum, e) in self.node_errors.iter_mut().zip(other.node_errors) {
-            *sum += e;
+        self.nodes.resize(other.nodes.len(), [0; 7]);
+        for (sum, n) in self.nodes.iter_mut().zip(other.nodes) {
+            for (s, c) in sum.iter_mut().zip(n) {
+                *s += c;
+            }
         }
+    }
+
+    /// Each of [`NODE_COUNTS`] since `before`, as JSON: `"errors":[per node],"yes":[...],...`.
+    fn node_json(&self, before: &Counts) -> String {
+        let since = |k: usize| -> Vec<String> {
+            let then = before
+                .nodes
+                .iter()
+                .map(|n| n[k])
+                .chain(std::iter::repeat(0));
+            self.nodes
+                .iter()
+                .zip(then)
+                .map(|(n, b)| (n[k] - b).to_string())
+                .collect()
+        };
+        NODE_COUNTS
+            .iter()
+            .enumerate()
+            .map(|(k, name)| format!("\"{name}\":[{}]", since(k).join(",")))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -169,7 +208,23 @@ impl Workers {
         Counts {
             acquired: self.acquired.load(Ordering::Relaxed),
             gave_up: self.gave_up.load(Ordering::Relaxed),
-            node_errors: self.rl.node_status().iter().map(|s| s.errors).collect(),
+            nodes: self
+                .rl
+                .node_status()
+                .iter()
+                .map(|s| {
+                    let v = s.votes;
+                    [
+                        s.errors,
+                        v.yes,
+                        v.no,
+                        v.unavailable,
+                        v.timed_out,
+                        v.failed,
+                        v.unanswered,
+                    ]
+                })
+                .collect(),
         }
     }
 }
@@ -396,17 +451,11 @@ fn phases(
         let after = load.counts();
         let secs = t0.elapsed().as_secs_f64();
         let rate = (after.acquired - before.acquired) as f64 / secs;
-        let node_errors: Vec<String> = after
-            .node_errors
-            .iter()
-            .zip(&before.node_errors)
-            .map(|(a, b)| (a - b).to_string())
-            .collect();
         emit(format!(
             "{{\"config\":\"faults\",\"client\":\"{client}\",\"lock\":\"{kind}\",\"phase\":\"{phase}\",\
-             \"workers\":{WORKERS},\"acquired_per_s\":{rate:.0},\"gave_up\":{},\"node_errors\":[{}]}}",
+             \"workers\":{WORKERS},\"acquired_per_s\":{rate:.0},\"gave_up\":{},{}}}",
             after.gave_up - before.gave_up,
-            node_errors.join(","),
+            after.node_json(&before),
         ));
         rates.push(rate);
         if phase == "healthy" && kind == "waiting" {
