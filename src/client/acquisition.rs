@@ -30,6 +30,23 @@ const WAIT_BACKOFF_CAP: Duration = Duration::from_secs(1);
 /// find a node hung.
 const HEALTH_LOOK: Duration = Duration::from_millis(50);
 
+/// What a waiter's trust in the release notification of the lock it waits for rests on: the
+/// nodes that hold its keys (`None`: not known, any quorum of nodes may), and the nodes'
+/// lapses when it looked (see [`Subscription::lapses`]).
+struct Trust {
+    holders: Option<Box<[bool]>>,
+    lapses: u64,
+}
+
+impl Trust {
+    /// Whether the release would still be heard: a quorum of the holder's nodes (every node,
+    /// not knowing them) heard (see [`Subscription::hears`]), and no subscriber lapsed since
+    /// (a node restarted between two looks lost the keys whose release it would announce).
+    fn holds(&self, sub: &Subscription) -> bool {
+        sub.lapses() == self.lapses && sub.hears(self.holders.as_deref())
+    }
+}
+
 /// An acquisition in progress.
 pub(super) struct Acquisition<'a> {
     client: &'a Redlock,
@@ -257,7 +274,11 @@ impl<'a> Acquisition<'a> {
                 let now = Instant::now();
                 let held = until.saturating_duration_since(now) + Duration::from_millis(1);
                 let pause = held.min(deadline.saturating_duration_since(now));
-                match self.wait_heard(sub, pause, Some(&holders)) {
+                let trust = Trust {
+                    holders: Some(holders.as_ref().into()),
+                    lapses: sub.lapses(),
+                };
+                match self.wait_heard(sub, pause, &trust) {
                     Wake::Cancelled => Err(self.cancelled()),
                     Wake::Released | Wake::TimedOut => Ok(()),
                 }
@@ -407,15 +428,14 @@ impl<'a> Acquisition<'a> {
         )
     }
 
-    /// Waits up to `pause` for a release of a lock held on `holders` (`None`: on any quorum),
-    /// trusting its notification while a quorum of them is heard (see
-    /// [`Subscription::hears`](crate::notify::Subscription::hears)): a node that stops answering
-    /// meanwhile may hold the lock, whose release it then announces to no one. Every
-    /// `HEALTH_LOOK` it looks again; once they are not heard, it waits at most its fallback.
-    fn wait_heard(&self, sub: &Subscription, pause: Duration, holders: Option<&[bool]>) -> Wake {
+    /// Waits up to `pause` for a release of the lock `trust` describes, trusting its
+    /// notification while [`Trust::holds`]: a node that stops answering meanwhile may hold the
+    /// lock, whose release it then announces to no one. Every `HEALTH_LOOK` it looks again;
+    /// once the trust is gone, it waits at most its fallback.
+    fn wait_heard(&self, sub: &Subscription, pause: Duration, trust: &Trust) -> Wake {
         let fallback = self.fallback();
         let end = Instant::now() + pause;
-        let mut heard = sub.hears(holders);
+        let mut heard = trust.holds(sub);
         loop {
             let now = Instant::now();
             let left = end.saturating_duration_since(now);
@@ -423,7 +443,7 @@ impl<'a> Acquisition<'a> {
                 return sub.wait(left.min(fallback), self.cancel);
             }
             match sub.wait(HEALTH_LOOK, self.cancel) {
-                Wake::TimedOut => heard = sub.hears(holders),
+                Wake::TimedOut => heard = trust.holds(sub),
                 wake => return wake,
             }
         }
@@ -454,14 +474,15 @@ impl<'a> Acquisition<'a> {
             // Queued behind another waiter: its turn comes first (see `wait_for_turn`).
             return Ok(());
         }
-        // The nodes the holder's keys are on, when a notification of its release is trusted.
-        let mut heard_on = None;
+        // What a notification of the holder's release is trusted on, when it is.
+        let mut trusted = None;
         if self.wait_until.is_some() && refused {
             // Never sleep past the moment the holder's keys expire on a quorum: a lost
             // notification then costs at most the holder's TTL.
             let resource = self.kind.resource();
             // Whether it may sleep until the keys expire: then it reads whose keys they are.
             let tokens = self.subscription.is_some() && !failed.contested;
+            let lapses = self.subscription.as_ref().map_or(0, |s| s.lapses());
             let remaining = self.kind.remaining(tokens);
             let mut read =
                 self.engine
@@ -473,11 +494,11 @@ impl<'a> Acquisition<'a> {
             let quorum = quorum(self.engine.node_count());
             let free = free_in(&read, quorum);
             let contested = failed.contested || tokens && split_vote(&read, quorum);
-            let holders = held_on(&read);
-            let heard = self
-                .subscription
-                .as_ref()
-                .is_some_and(|s| s.hears(Some(&holders)));
+            let trust = Trust {
+                holders: held_on(&read),
+                lapses,
+            };
+            let heard = self.subscription.as_ref().is_some_and(|s| trust.holds(s));
             if just_subscribed && free.is_none() {
                 // No TTLs to go by (a key without one, or PTTL not allowed): try again at once,
                 // for a release that came before the subscription was active.
@@ -489,7 +510,7 @@ impl<'a> Acquisition<'a> {
                     .wait_until
                     .map_or(free, |d| d.saturating_duration_since(Instant::now()));
                 pause = if !contested && heard {
-                    heard_on = Some(holders);
+                    trusted = Some(trust);
                     // A release would be heard: no polling, only a look once the holder's keys
                     // should be gone (it expired, or its release went unheard). Not after a
                     // split vote: the keys of attempts being undone (whose undo announces
@@ -500,16 +521,14 @@ impl<'a> Acquisition<'a> {
                 };
             }
         }
-        let wake = match (&self.subscription, self.cancel) {
-            (Some(sub), _) if refused && heard_on.is_some() => {
-                self.wait_heard(sub, pause, heard_on.as_deref())
-            }
-            (Some(sub), _) if refused => sub.wait(pause, self.cancel),
-            (_, Some(c)) => match c.fired().recv_timeout(pause) {
+        let wake = match (&self.subscription, &trusted, self.cancel) {
+            (Some(sub), Some(trust), _) if refused => self.wait_heard(sub, pause, trust),
+            (Some(sub), None, _) if refused => sub.wait(pause, self.cancel),
+            (_, _, Some(c)) => match c.fired().recv_timeout(pause) {
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => Wake::TimedOut,
                 _ => Wake::Cancelled,
             },
-            (_, None) => {
+            (_, _, None) => {
                 std::thread::sleep(pause);
                 Wake::TimedOut
             }

@@ -366,32 +366,37 @@ pub(crate) fn split_vote(outcome: &Outcome, quorum: usize) -> bool {
     })
 }
 
-/// The nodes whose answers of [`Kind::remaining`] or [`remaining_any`] show the keys held:
-/// those that would announce their release. With the token of a single key, only the nodes
-/// of its most common token: a key of another token (a minority left by a failed attempt)
+/// The nodes that would announce the release of the lock the answers of [`Kind::remaining`]
+/// show: those whose key holds its token, the most common one. `None` when the answers tell no
+/// one holder: keys without a token (a reentrant lock's hash, readers' sorted set, whose
+/// several holders each announce only the release that empties the key) or several keys (a
+/// semaphore's slots); and a key of another token (a minority left by a failed attempt)
 /// announces nothing of the holder's release.
-pub(crate) fn held_on(outcome: &Outcome) -> Box<[bool]> {
+pub(crate) fn held_on(outcome: &Outcome) -> Option<Box<[bool]>> {
     let nodes = outcome.tally.nodes();
-    let vote = |i: usize| outcome.tally.vote(i);
-    let owner = |i: usize| match vote(i) {
-        Some(Vote::Raw(redis::Value::Array(a))) if a.len() == 2 => match &a[1] {
-            redis::Value::BulkString(owner) => Some(&owner[..]),
-            _ => None,
-        },
-        _ => None,
-    };
-    let mut owners: Vec<&[u8]> = (0..nodes).filter_map(owner).collect();
-    owners.sort_unstable();
-    let most = owners
+    let mut owners: Vec<Option<&[u8]>> = vec![None; nodes];
+    for (i, owner) in owners.iter_mut().enumerate() {
+        let Some(vote) = outcome.tally.vote(i) else {
+            continue;
+        };
+        if remaining_ms(vote).is_none_or(|ms| ms == 0) {
+            continue;
+        }
+        match vote {
+            Vote::Raw(redis::Value::Array(a)) if a.len() == 2 => match &a[1] {
+                redis::Value::BulkString(token) => *owner = Some(&token[..]),
+                _ => return None,
+            },
+            _ => return None,
+        }
+    }
+    let mut tokens: Vec<&[u8]> = owners.iter().flatten().copied().collect();
+    tokens.sort_unstable();
+    let most = tokens
         .chunk_by(|a, b| a == b)
         .max_by_key(|c| c.len())
         .map(|c| c[0]);
-    (0..nodes)
-        .map(|i| {
-            vote(i).and_then(remaining_ms).is_some_and(|ms| ms > 0)
-                && most.is_none_or(|m| owner(i) == Some(m))
-        })
-        .collect()
+    Some(owners.iter().map(|o| o.is_some() && *o == most).collect())
 }
 
 /// The remaining TTL one node answered, in ms.

@@ -151,6 +151,11 @@ pub(super) struct Registry {
     /// wait for such a node to subscribe: with one node hung, each waiter would otherwise spend
     /// `node_timeout` before it listens (see [`Registry::live_nodes`]).
     pub(super) failing: Vec<AtomicBool>,
+    /// Per node, how many times its subscriber started failing (a broken connection, a `PING`
+    /// unanswered in time): a waiter that trusts a notification stops trusting it once a node
+    /// lapsed since, even if it is back by the time the waiter looks (a node restarted in
+    /// milliseconds lost the keys whose release it would have announced).
+    lapses: Vec<AtomicU64>,
     waiting_since: Vec<AtomicU64>,
     /// Per node, until when (nanoseconds after `origin`) waiters keep no queue there: a queue
     /// command to it failed (see `queue.rs`). A message from the node ends it sooner: it
@@ -176,6 +181,7 @@ impl Registry {
             slots: Mutex::new(Slots::new()),
             quorum: crate::rules::quorum::quorum(nodes),
             failing: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            lapses: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             waiting_since: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             no_queue_until: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             silence,
@@ -221,6 +227,18 @@ impl Registry {
         state.on.get(i).copied().unwrap_or(false)
             && !self.failing[i].load(Ordering::Relaxed)
             && !(self.stalled)(i)
+    }
+
+    /// Node `i`'s subscriber is failing (`true`: counted as a lapse if it was not) or not.
+    pub(super) fn set_failing(&self, i: usize, failing: bool) {
+        if !self.failing[i].swap(failing, Ordering::Relaxed) && failing {
+            self.lapses[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every node's lapses so far, added up: a waiter compares it with a later look.
+    pub(super) fn lapses(&self) -> u64 {
+        self.lapses.iter().map(|l| l.load(Ordering::Relaxed)).sum()
     }
 
     /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.

@@ -23,6 +23,11 @@ const READ_SLICE: Duration = Duration::from_millis(20);
 /// loop) sends no `UNSUBSCRIBE` and `SUBSCRIBE` to every node in between, and its next waiter
 /// listens at once.
 pub(super) const LINGER: Duration = Duration::from_secs(1);
+/// How long a node may stay silent while waiters listen before its subscriber sends a `PING`:
+/// silence from a hung node reads as from an idle one, and a waiter trusting its release
+/// notification would sleep until the holder's keys expire. Unanswered within the I/O
+/// timeout, the node counts as failing (waiters stop trusting it) until it answers.
+const PING_AFTER: Duration = Duration::from_millis(500);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
@@ -113,7 +118,7 @@ impl Subscriber {
     }
 
     fn set_failing(&self, failing: bool) {
-        self.registry.failing[self.index].store(failing, Ordering::Relaxed);
+        self.registry.set_failing(self.index, failing);
     }
 
     /// (Un)subscribes on the connection, telling the registry it waits for the node meanwhile.
@@ -241,6 +246,7 @@ impl Subscriber {
             }
         }
         self.set_failing(false);
+        let mut heard_at = Instant::now();
         loop {
             if self.master_switched() {
                 return End::Broken;
@@ -276,6 +282,18 @@ impl Subscriber {
                     Err(_) => return End::Closed,
                 }
             }
+            if !self.wanted.is_empty() && heard_at.elapsed() >= PING_AFTER {
+                // Messages that come meanwhile are kept for `get_message`. A `PONG` late for an
+                // earlier `PING` answers this one: the node answers again.
+                match pubsub.ping::<redis::Value>() {
+                    Ok(_) => self.set_failing(false),
+                    Err(e) if e.is_timeout() || crate::wire::interrupted(&e) => {
+                        self.set_failing(true)
+                    }
+                    Err(_) => return End::Broken,
+                }
+                heard_at = Instant::now();
+            }
             if pubsub.set_read_timeout(Some(READ_SLICE)).is_err() {
                 return End::Broken;
             }
@@ -285,6 +303,10 @@ impl Subscriber {
             }
             match message {
                 Ok(msg) => {
+                    heard_at = Instant::now();
+                    if self.registry.failing[self.index].load(Ordering::Relaxed) {
+                        self.set_failing(false);
+                    }
                     self.registry.heard_from(self.index);
                     if let Some(res) = released_key(msg.get_channel_name()) {
                         let nonce: String = msg.get_payload().unwrap_or_default();

@@ -92,6 +92,15 @@ impl Subscription {
         })
     }
 
+    /// How many times the nodes' subscribers lapsed so far (see
+    /// [`Registry::set_failing`](super::registry::Registry::set_failing)): a waiter that trusts
+    /// a notification stops trusting it once the count moved, whatever [`hears`] says then.
+    ///
+    /// [`hears`]: Subscription::hears
+    pub(crate) fn lapses(&self) -> u64 {
+        self.notifier.registry.lapses()
+    }
+
     /// Waits until this waiter is at the front of its queue (at once if it is, or did not
     /// queue), `deadline` passes or `cancel` fires.
     pub(crate) fn turn(&self, deadline: Instant, cancel: Option<&Cancel>) -> Turn {

@@ -21,7 +21,17 @@ use crate::rules::quorum::{Vote, quorum};
 use crate::rules::token::new_token;
 use crate::wire::Keys;
 
-use super::{Acquisition, Failed, HEALTH_LOOK, Tried};
+use super::{Acquisition, Failed, HEALTH_LOOK, Tried, Trust};
+
+/// What a head read of the keys that refused it.
+struct HeldKeys {
+    /// When they expire on a quorum.
+    free: Instant,
+    /// Whether they may be a split vote's, whose undos announce nothing.
+    contested: bool,
+    /// The nodes that would announce their holder's release (see `kinds::held_on`).
+    holders: Option<Box<[bool]>>,
+}
 
 impl<'a> Acquisition<'a> {
     /// Attempts as a waiter in the queue across processes (see `queue.rs`): one try first,
@@ -186,21 +196,29 @@ impl<'a> Acquisition<'a> {
             return Ok(Step::Try);
         };
         // The nodes the lock it waits for is held on, once read (not known before: any quorum).
-        let mut holders = None;
-        let mut heard = sub.hears(None);
+        let mut trust = Trust {
+            holders: None,
+            lapses: sub.lapses(),
+        };
+        let mut heard = trust.holds(sub);
         let fallback = now + self.fallback();
         let mut until = fallback;
         // Told that the one before took the lock for so long: its release comes by then.
         if let Some(held) = member.held_until.take() {
             until = if heard { held } else { until.min(held) };
         }
-        if let Some(failed) = failed.filter(|f| f.refused()) {
-            let read = self.until_keys_expire(failed, now);
-            if let Some((free, held_on)) = read {
-                heard = held_on.as_deref().is_some_and(|h| sub.hears(Some(h)));
-                until = if heard { free } else { until.min(free) };
-                holders = held_on;
-            }
+        if let Some(failed) = failed.filter(|f| f.refused())
+            && let Some(keys) = self.until_keys_expire(failed, now)
+        {
+            trust.holders = keys.holders;
+            // Not after a split vote: the keys of attempts being undone (whose undo announces
+            // nothing) may be all there is.
+            heard = !keys.contested && trust.holds(sub);
+            until = if heard {
+                keys.free
+            } else {
+                until.min(keys.free)
+            };
         }
         let mut until = until.min(deadline);
         loop {
@@ -208,7 +226,7 @@ impl<'a> Acquisition<'a> {
             // A node that stops answering while the head waits may hold the lock it waits for,
             // whose release it then announces to no one: the wait trusted to the notification
             // shrinks to the fallback as soon as too few of the holder's nodes are heard.
-            if heard && until > fallback && !sub.hears(holders.as_deref()) {
+            if heard && until > fallback && !trust.holds(sub) {
                 heard = false;
                 until = fallback;
             }
@@ -257,15 +275,9 @@ impl<'a> Acquisition<'a> {
         }
     }
 
-    /// At the head after a refused try (`failed`), read `now`: when the holder's keys expire on
-    /// a quorum, and the nodes that hold them unless a split vote may have left keys that
-    /// announce nothing (then the head does not trust a notification to wake it). `None` when
-    /// no TTLs tell.
-    fn until_keys_expire(
-        &self,
-        failed: &Failed,
-        now: Instant,
-    ) -> Option<(Instant, Option<Box<[bool]>>)> {
+    /// At the head after a refused try (`failed`), read `now`: the holder's keys (see
+    /// [`HeldKeys`]). `None` when no TTLs tell.
+    fn until_keys_expire(&self, failed: &Failed, now: Instant) -> Option<HeldKeys> {
         // Unless a split vote is known, it reads whose keys they are.
         let tokens = !failed.contested;
         let remaining = self.kind.remaining(tokens);
@@ -281,9 +293,11 @@ impl<'a> Acquisition<'a> {
             // Every node's answer, not the first quorum's (see `split_vote`).
             read.settle();
         }
-        let free = now + free_in(&read, quorum)? + Duration::from_millis(1);
-        let contested = failed.contested || tokens && split_vote(&read, quorum);
-        Some((free, (!contested).then(|| held_on(&read))))
+        Some(HeldKeys {
+            free: now + free_in(&read, quorum)? + Duration::from_millis(1),
+            contested: failed.contested || tokens && split_vote(&read, quorum),
+            holders: held_on(&read),
+        })
     }
 
     /// Behind others in the queue: waits for news of its place, re-reading it every

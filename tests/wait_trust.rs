@@ -1,0 +1,295 @@
+//! A waiter sleeps on the release notification only while the release would be heard: a quorum
+//! of the holder's nodes announces it. Whatever takes that away while it sleeps (a node of the
+//! holder dying, hanging with no traffic from the waiter's client, restarting empty between two
+//! looks), and for kinds whose keys tell no one holder (readers, a semaphore's slots), it gets
+//! the lock on its fallback tries soon after the release, never at its deadline (25 s here)
+//! or the holder's TTL (30 s). Each case ran into the deadline before its fix.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redquorum::LockRequest;
+use support::{Cluster, eventually};
+
+const HOLD: Duration = Duration::from_secs(30);
+/// Well before the waiters' 25 s deadline, and many fallback tries (at most 1 s apart) after
+/// the release.
+const SOON: Duration = Duration::from_secs(10);
+
+fn subscribed(cluster: &Cluster, key: &str, skip: &[usize]) -> bool {
+    cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !skip.contains(i))
+        .all(|(_, n)| n.release_subscribers(key) >= 1)
+}
+
+/// Semaphore(2), 5 nodes. Slot 0's holder is on exactly {0,1,2} (a stray key of slot 0 on 3 and
+/// 4), slot 1's holder on all five. The waiter sleeps on the notification; node 2 dies,
+/// the strays go, slot 0's holder releases: slot 0 is free on {0,1,3,4}, but its release is
+/// announced by nodes 0 and 1 only.
+#[test]
+fn a_semaphore_waiter_gets_a_slot_soon_after_its_release_when_a_node_of_that_slot_dies() {
+    semaphore(false);
+}
+
+/// The same with node 2 dead before the waiter comes: the slots' keys hold on {0,1,3,4}, but
+/// several keys tell no one holder, so the waiter does not trust the notification.
+#[test]
+fn a_semaphore_waiter_started_with_a_node_down_gets_a_slot_soon_after_its_release() {
+    semaphore(true);
+}
+
+fn semaphore(dead_before: bool) {
+    let mut cluster = Cluster::start(5);
+    let rl = cluster.client();
+    let sem = "sem";
+    let slot0 = format!("redlock:sem:{{{sem}}}:0");
+    let slot1 = format!("redlock:sem:{{{sem}}}:1");
+    for node in &cluster.nodes[3..] {
+        node.set(&slot0, "stray", 30_000);
+    }
+    let req = LockRequest::new(sem, HOLD).semaphore(2);
+    let a = rl.acquire(&req).unwrap();
+    let b = rl.acquire(&req).unwrap();
+    let (on_slot0, other) = if a.permit() == Some(0) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(cluster.holding(&slot0, on_slot0.token()), 3);
+    assert_eq!(cluster.holding(&slot1, other.token()), 5);
+    if dead_before {
+        cluster.nodes[2].kill();
+    }
+    let waiter = {
+        let rl = rl.clone();
+        let req = LockRequest::new(sem, Duration::from_secs(10))
+            .semaphore(2)
+            .wait(Duration::from_secs(25));
+        std::thread::spawn(move || {
+            let l = rl.acquire(&req);
+            let at = Instant::now();
+            (l.map(|l| l.permit()), at)
+        })
+    };
+    let skip: &[usize] = if dead_before { &[2] } else { &[] };
+    assert!(eventually(Duration::from_secs(10), || subscribed(
+        &cluster, &slot0, skip
+    )));
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.nodes[2].kill();
+    for node in &cluster.nodes[3..] {
+        node.del(&slot0);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let _ = on_slot0.release(); // NoQuorum: on 0,1 only (2 is dead)
+    let released = Instant::now();
+    let (got, at) = waiter.join().unwrap();
+    let took = at - released;
+    eprintln!("semaphore dead_before={dead_before}: waiter got {got:?} {took:?} after the release");
+    assert!(got.is_ok());
+    assert!(took < SOON, "semaphore waiter slept {took:?}");
+    drop(other);
+}
+
+/// Read-write lock, 5 nodes. Reader R1 on exactly {0,1,2} (a writer's string on 3 and 4 while
+/// it acquires), reader R2 on all five. A writer waits; node 2 dies; both readers release:
+/// the key is gone from {0,1,3,4}, but R2's release empties only 3 and 4 (R1 still on 0, 1)
+/// and R1's only 0 and 1: no release is announced by a quorum.
+fn rw_writer(fair: bool, dead_before: bool) {
+    let mut cluster = Cluster::start(5);
+    let rl = cluster.client();
+    let res = "rw";
+    for node in &cluster.nodes[3..] {
+        node.set(res, "stray-writer", 30_000);
+    }
+    let r1 = rl.acquire(&LockRequest::new(res, HOLD).read()).unwrap();
+    for node in &cluster.nodes[3..] {
+        node.del(res);
+    }
+    let r2 = {
+        // Another thread: the same caller may hold reads at once anyway, but keep it plain.
+        let rl = rl.clone();
+        std::thread::spawn(move || rl.acquire(&LockRequest::new("rw", HOLD).read()).unwrap())
+            .join()
+            .unwrap()
+    };
+    if dead_before {
+        cluster.nodes[2].kill();
+    }
+    let waiter = {
+        let rl = rl.clone();
+        let req = LockRequest::new(res, Duration::from_secs(10))
+            .write()
+            .fair(fair)
+            .wait(Duration::from_secs(25));
+        std::thread::spawn(move || {
+            let l = rl.acquire(&req);
+            (l.map(|_| ()), Instant::now())
+        })
+    };
+    let skip: &[usize] = if dead_before { &[2] } else { &[] };
+    assert!(eventually(Duration::from_secs(10), || subscribed(
+        &cluster, res, skip
+    )));
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.nodes[2].kill();
+    std::thread::sleep(Duration::from_millis(200));
+    r2.release().unwrap(); // on 0,1,3,4
+    let _ = r1.release(); // NoQuorum: on 0,1 only (2 is dead)
+    let released = Instant::now();
+    let (got, at) = waiter.join().unwrap();
+    let took = at - released;
+    eprintln!(
+        "rwlock fair={fair} dead_before={dead_before}: writer got {got:?} {took:?} after the last release"
+    );
+    assert!(got.is_ok());
+    assert!(took < SOON, "fair {fair}: writer slept {took:?}");
+}
+
+#[test]
+fn a_writer_gets_the_lock_soon_after_the_readers_release_when_a_node_dies() {
+    rw_writer(false, false);
+}
+
+#[test]
+fn a_fair_writer_gets_the_lock_soon_after_the_readers_release_when_a_node_dies() {
+    rw_writer(true, false);
+}
+
+/// Node 2 dead before the writer comes: the readers' keys tell no one holder, so the writer does
+/// not count the nodes that hold them, {0,1,3,4}, as the ones that would announce a release.
+#[test]
+fn a_writer_started_with_a_node_down_gets_the_lock_soon_after_the_readers_release() {
+    rw_writer(false, true);
+}
+
+#[test]
+fn a_fair_writer_started_with_a_node_down_gets_the_lock_soon_after_the_readers_release() {
+    rw_writer(true, true);
+}
+
+/// Plain lock held by another client (another process, in real life) on exactly {0,1,2} of 5.
+/// The waiter's client sends nothing to node 2 while it sleeps: its subscriber's `PING` after a
+/// silence finds node 2 hung, and the waiter stops trusting a notification that nodes 0 and 1
+/// alone cannot complete.
+fn hung_holder_node(fair: bool) {
+    let cluster = Cluster::start(5);
+    let holder_client = cluster.client();
+    let waiter_client = cluster.client();
+    let res = "hung";
+    for node in &cluster.nodes[3..] {
+        node.set(res, "stray", 30_000);
+    }
+    let holder = holder_client.lock(res, HOLD).unwrap();
+    assert_eq!(cluster.holding(res, holder.token()), 3);
+    let waiter = {
+        let rl = waiter_client.clone();
+        let req = LockRequest::new(res, Duration::from_secs(10))
+            .fair(fair)
+            .wait(Duration::from_secs(25));
+        std::thread::spawn(move || {
+            let l = rl.acquire(&req);
+            (l.map(|_| ()), Instant::now())
+        })
+    };
+    assert!(eventually(Duration::from_secs(10), || subscribed(
+        &cluster,
+        res,
+        &[]
+    )));
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.nodes[2].hang();
+    for node in &cluster.nodes[3..] {
+        node.del(res);
+    }
+    let t = Instant::now();
+    let _ = holder.release();
+    let released = Instant::now();
+    eprintln!("hung fair={fair}: release took {:?}", released - t);
+    let (got, at) = waiter.join().unwrap();
+    cluster.nodes[2].resume();
+    let took = at - released;
+    eprintln!("hung fair={fair}: waiter got {got:?} {took:?} after the release");
+    assert!(got.is_ok());
+    assert!(took < SOON, "fair {fair}: waiter slept {took:?}");
+}
+
+#[test]
+fn a_waiter_gets_the_lock_soon_after_a_release_when_a_holder_node_hangs_unseen() {
+    hung_holder_node(false);
+}
+
+#[test]
+fn a_fair_waiter_gets_the_lock_soon_after_a_release_when_a_holder_node_hangs_unseen() {
+    hung_holder_node(true);
+}
+
+/// Plain lock on exactly {0,1,2} of 5; node 2 restarts empty during the wait, within
+/// milliseconds: the subscriber's reconnect counts as a lapse, which ends the trust even though
+/// the node is back by the waiter's next look.
+fn restarted_holder_node(fair: bool) {
+    let mut cluster = Cluster::start(5);
+    // A restarted node does not count toward quorums for 4 s: the waiter cannot take
+    // {2,3,4} while the holder still holds {0,1}; after the release it can take {0,1,3,4}.
+    let rl = cluster
+        .builder()
+        .restart_grace(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    // The nodes just started are in their grace too.
+    std::thread::sleep(Duration::from_millis(4500));
+    let res = "restart";
+    for node in &cluster.nodes[3..] {
+        node.set(res, "stray", 30_000);
+    }
+    let holder = rl.lock(res, HOLD).unwrap();
+    assert_eq!(cluster.holding(res, holder.token()), 3);
+    let waiter = {
+        let rl = rl.clone();
+        let req = LockRequest::new(res, Duration::from_secs(10))
+            .fair(fair)
+            .wait(Duration::from_secs(25));
+        std::thread::spawn(move || {
+            let l = rl.acquire(&req);
+            (l.map(|_| ()), Instant::now())
+        })
+    };
+    assert!(eventually(Duration::from_secs(10), || subscribed(
+        &cluster,
+        res,
+        &[]
+    )));
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    cluster.nodes[2].restart();
+    eprintln!("restart took {:?}", t.elapsed());
+    for node in &cluster.nodes[3..] {
+        node.del(res);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiter.is_finished(),
+        "the waiter got the lock while it was held"
+    );
+    let _ = holder.release();
+    let released = Instant::now();
+    let (got, at) = waiter.join().unwrap();
+    let took = at - released;
+    eprintln!("restart fair={fair}: waiter got {got:?} {took:?} after the release");
+    assert!(got.is_ok());
+    assert!(took < SOON, "fair {fair}: waiter slept {took:?}");
+}
+
+#[test]
+fn a_waiter_gets_the_lock_soon_after_a_release_when_a_holder_node_restarts_empty() {
+    restarted_holder_node(false);
+}
+
+#[test]
+fn a_fair_waiter_gets_the_lock_soon_after_a_release_when_a_holder_node_restarts_empty() {
+    restarted_holder_node(true);
+}
