@@ -470,6 +470,70 @@ fn a_waiter_does_not_poll_beside_a_minority_key_of_another_token() {
     waiter_does_not_poll(5, Some(4), None);
 }
 
+/// Another application's command that keeps a node busy for 300 ms.
+const BUSY_300MS: &str = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
+    repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] - t0 > 300000 return 1";
+
+/// One node of five, holding the holder's key like the others, is slow now and then (another
+/// application's 300 ms script every 1.5 s): its subscriber's `PING`s come back late, which
+/// marks it failing for a while, but it loses no key, and the other four are a quorum of the
+/// holder's nodes. The waiter does not poll them.
+#[test]
+fn a_waiter_does_not_poll_while_one_node_is_slow_now_and_then() {
+    let cluster = Cluster::start(5);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let holder = rl.lock("busy", TTL).unwrap();
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .holding("busy", holder.token())
+        == 5));
+    let waiter = {
+        let rl = rl.clone();
+        std::thread::spawn(move || {
+            rl.acquire(&LockRequest::new("busy", TTL).wait(Duration::from_secs(30)))
+                .map(|l| l.release())
+        })
+    };
+    assert!(eventually(Duration::from_secs(5), || cluster
+        .nodes
+        .iter()
+        .all(|n| n.release_subscribers("busy") == 1)));
+    // Past its try and its read of the keys.
+    std::thread::sleep(Duration::from_millis(500));
+    let before: Vec<u64> = cluster.nodes.iter().map(sent).collect();
+    let port = cluster.nodes[4].port;
+    let busy: Vec<_> = (0..4)
+        .map(|_| {
+            let slow = std::thread::spawn(move || {
+                let url = format!("redis://127.0.0.1:{port}/");
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                let _: redis::RedisResult<()> =
+                    redis::cmd("EVAL").arg(BUSY_300MS).arg(0).query(&mut c);
+            });
+            std::thread::sleep(Duration::from_millis(1500));
+            slow
+        })
+        .collect();
+    for b in busy {
+        b.join().unwrap();
+    }
+    let during: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .zip(&before)
+        .map(|(n, b)| sent(n) - b)
+        .collect();
+    holder.release().unwrap();
+    assert!(matches!(waiter.join().unwrap(), Ok(Ok(()))));
+    assert!(
+        during[..4].iter().all(|&n| n == 0),
+        "the waiter sent {during:?} attempts per node while node 4 was only slow"
+    );
+}
+
 /// A waiter behind a holder on `n` nodes (with `stray`, that node's key overwritten with another
 /// token; with `down`, that node killed before the waiter comes) goes quiet until the holder's keys would expire, and gets the lock at the release.
 /// Quiet: no command to any node for 1.5 s, which a polling waiter cannot do: its fallback polls

@@ -35,15 +35,15 @@ const HEALTH_LOOK: Duration = Duration::from_millis(50);
 /// lapses when it looked (see [`Subscription::lapses`]).
 struct Trust {
     holders: Option<Box<[bool]>>,
-    lapses: u64,
+    lapses: Box<[u64]>,
 }
 
 impl Trust {
     /// Whether the release would still be heard: a quorum of the holder's nodes (every node,
-    /// not knowing them) heard (see [`Subscription::hears`]), and no subscriber lapsed since
-    /// (a node restarted between two looks lost the keys whose release it would announce).
+    /// not knowing them) heard and not lapsed since (a node restarted between two looks lost
+    /// the keys whose release it would announce; see [`Subscription::hears`]).
     fn holds(&self, sub: &Subscription) -> bool {
-        sub.lapses() == self.lapses && sub.hears(self.holders.as_deref())
+        sub.hears(self.holders.as_deref(), Some(&self.lapses))
     }
 }
 
@@ -482,7 +482,10 @@ impl<'a> Acquisition<'a> {
             let resource = self.kind.resource();
             // Whether it may sleep until the keys expire: then it reads whose keys they are.
             let tokens = self.subscription.is_some() && !failed.contested;
-            let lapses = self.subscription.as_ref().map_or(0, |s| s.lapses());
+            let lapses = self
+                .subscription
+                .as_ref()
+                .map_or_else(Box::default, |s| s.lapses());
             let remaining = self.kind.remaining(tokens);
             let mut read =
                 self.engine

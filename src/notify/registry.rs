@@ -38,6 +38,9 @@ pub(super) struct SlotState {
     /// here; one that finds it empty starts the list anew). At most [`RECENT`]; past that, an
     /// empty nonce, which no node announced, stands for the rest.
     pending: Vec<String>,
+    /// How many of `pending` came before the last turn message heard: none of those can be
+    /// the release of a lock taken after it (see [`Registry::queue`]).
+    before_turn: usize,
     /// Nodes on which the subscription is active: `on[i]` for node `i` (see
     /// [`Registry::confirmed`]). A node's confirmation counts once, and its end removes only
     /// its own: the end of an earlier subscription to the same resource, which a node reports
@@ -71,6 +74,7 @@ impl Default for SlotState {
         SlotState {
             recent: VecDeque::new(),
             pending: Vec::new(),
+            before_turn: 0,
             on: Vec::new(),
             epoch: 0,
             all_tx,
@@ -132,6 +136,11 @@ pub(crate) enum News {
 /// push out the release still being announced.
 const RECENT: usize = 32;
 
+/// How long a new head waits at most for the release of the lock the one before took, once a
+/// release kept for it was found stale at its turn and dropped (see [`Registry::queue`]): then
+/// it tries, and if refused, reads the keys and waits as any head does.
+const AFTER_A_DROP: Duration = Duration::from_secs(1);
+
 /// Per resource: how many waiters, and what they wait on.
 pub(super) type Slots = HashMap<Arc<str>, (usize, Arc<Slot>)>;
 
@@ -151,10 +160,11 @@ pub(super) struct Registry {
     /// wait for such a node to subscribe: with one node hung, each waiter would otherwise spend
     /// `node_timeout` before it listens (see [`Registry::live_nodes`]).
     pub(super) failing: Vec<AtomicBool>,
-    /// Per node, how many times its subscriber started failing (a broken connection, a `PING`
-    /// unanswered in time): a waiter that trusts a notification stops trusting it once a node
-    /// lapsed since, even if it is back by the time the waiter looks (a node restarted in
-    /// milliseconds lost the keys whose release it would have announced).
+    /// Per node, how many times its subscriber's connection broke or could not be made: a
+    /// waiter that trusts a notification no longer counts a node that lapsed since, even if it
+    /// is back by the time the waiter looks (a node restarted in milliseconds lost the keys
+    /// whose release it would have announced). A `PING` answered late is no lapse: a node that
+    /// is slow keeps its keys.
     lapses: Vec<AtomicU64>,
     waiting_since: Vec<AtomicU64>,
     /// Per node, until when (nanoseconds after `origin`) waiters keep no queue there: a queue
@@ -229,16 +239,26 @@ impl Registry {
             && !(self.stalled)(i)
     }
 
-    /// Node `i`'s subscriber is failing (`true`: counted as a lapse if it was not) or not.
-    pub(super) fn set_failing(&self, i: usize, failing: bool) {
-        if !self.failing[i].swap(failing, Ordering::Relaxed) && failing {
+    /// Node `i`'s subscriber is failing or not; with `lapse`, because its connection broke or
+    /// could not be made (counted once, as it starts failing).
+    pub(super) fn set_failing(&self, i: usize, failing: bool, lapse: bool) {
+        if !self.failing[i].swap(failing, Ordering::Relaxed) && failing && lapse {
             self.lapses[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Every node's lapses so far, added up: a waiter compares it with a later look.
-    pub(super) fn lapses(&self) -> u64 {
-        self.lapses.iter().map(|l| l.load(Ordering::Relaxed)).sum()
+    /// Each node's lapses so far: a waiter compares them with a later look.
+    pub(super) fn lapses(&self) -> Box<[u64]> {
+        self.lapses
+            .iter()
+            .map(|l| l.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Whether node `i` lapsed since `seen` (from [`lapses`](Registry::lapses)).
+    pub(super) fn lapsed(&self, i: usize, seen: &[u64]) -> bool {
+        seen.get(i)
+            .is_none_or(|&n| self.lapses[i].load(Ordering::Relaxed) != n)
     }
 
     /// Node `i`'s subscriber starts (`true`) or stops waiting for its node.
@@ -332,7 +352,7 @@ impl Registry {
             }
             QueueNews::Turn(news) => news,
         };
-        let held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
+        let mut held = (news.held_ms > 0).then(|| Duration::from_millis(news.held_ms));
         let ours = news
             .head
             .as_deref()
@@ -341,12 +361,17 @@ impl Registry {
             // A release kept for no waiter of this client (its waiters were all behind others
             // when it came) would wake the new head only to be refused by the lock the one
             // before just took. The kept message stands for the releases a quorum announced
-            // since it was sent (`pending`); it is stale if the queue node announced every one
-            // of them before this turn message: that node runs the `LEAVE` before the lock's
-            // release (both come from the new holder's one connection to it), and this
-            // subscriber hears its messages in that order. The release of the lock just taken,
-            // heard from other nodes first, keeps it; so does a release this client no longer
-            // remembers.
+            // since it was sent (`pending`). Those that came before the turn message before
+            // this one are older than that lock, which its holder took once that message made
+            // it the head. Each later one is older too if the queue node announced it before
+            // this turn message: that node runs the `LEAVE` before the lock's release (both
+            // come from the new holder's one connection to it), and this subscriber hears its
+            // messages in that order. The message is stale if they all are. The release of the
+            // lock just taken, heard from other nodes first, keeps it; so does a release this
+            // client no longer remembers. The one case this misreads, the release of the lock
+            // just taken heard before the turn message before this one (this subscriber's
+            // thread waiting for a core through that lock's whole hold), costs the head at most
+            // `AFTER_A_DROP`: it tries then, rather than at the end of the lock's TTL.
             let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
             let heard_here = |p: &String| {
                 state
@@ -354,11 +379,19 @@ impl Registry {
                     .iter()
                     .any(|(n, _, nodes)| n == p && nodes & bit != 0)
             };
-            if state.pending.iter().all(heard_here) {
-                while slot.released.try_recv().is_ok() {}
+            let since = state.before_turn.min(state.pending.len());
+            if state.pending[since..].iter().all(heard_here) {
+                let mut dropped = false;
+                while slot.released.try_recv().is_ok() {
+                    dropped = true;
+                }
                 state.pending.clear();
+                if dropped {
+                    held = held.map(|h| h.min(AFTER_A_DROP));
+                }
             }
         }
+        state.before_turn = state.pending.len();
         if let Some((tx, _)) = news.head.as_deref().and_then(|h| state.fair.get(h)) {
             let watched = news.next.is_some();
             let _ = tx.try_send(News::Head { held, watched });
@@ -440,6 +473,7 @@ impl Registry {
             // already pending, and from now on stands for this release too.)
             if slot.released_tx.try_send(()).is_ok() {
                 state.pending.clear();
+                state.before_turn = 0;
             }
             if state.pending.len() < RECENT {
                 state.pending.push(nonce);
@@ -493,10 +527,11 @@ mod tests {
         announce(&registry, &[0, 1, QUEUE_NODE, 3, 4], "a");
         assert_eq!(slot.released.len(), 1);
         turn(&registry, "w", 10_000);
+        // Having dropped a wake-up, the head looks after `AFTER_A_DROP` at the latest.
         assert_eq!(
             news.try_recv(),
             Ok(News::Head {
-                held: Some(Duration::from_secs(10)),
+                held: Some(AFTER_A_DROP),
                 watched: false
             })
         );
@@ -504,6 +539,28 @@ mod tests {
             slot.released.is_empty(),
             "a stale release would wake the head"
         );
+    }
+
+    #[test]
+    fn releases_before_the_last_turn_message_do_not_keep_a_wake_up_at_the_next() {
+        // "a" never reached the queue node (its holder did not hold a key there), and came
+        // before the turn message that made "x" the head: older than the lock "x" took.
+        let (client, slot, news) = registry(Duration::from_secs(60));
+        announce(&client, &[0, 1, 3], "a");
+        turn(&client, "x", 10_000);
+        turn(&client, "w", 10_000);
+        assert!(
+            slot.released.is_empty(),
+            "a stale release would wake the head"
+        );
+        assert!(matches!(news.try_recv(), Ok(News::Head { .. })));
+        // One after it that the queue node did not announce may be that lock's: kept.
+        let (client, slot, _news) = registry(Duration::from_secs(60));
+        announce(&client, &[0, 1, 3], "a");
+        turn(&client, "x", 10_000);
+        announce(&client, &[0, 1, 3], "b");
+        turn(&client, "w", 10_000);
+        assert_eq!(slot.released.len(), 1);
     }
 
     #[test]

@@ -117,8 +117,10 @@ impl Subscriber {
         }
     }
 
+    /// The connection broke or could not be made (`true`: a lapse, see
+    /// [`Registry::set_failing`]), or works.
     fn set_failing(&self, failing: bool) {
-        self.registry.set_failing(self.index, failing);
+        self.registry.set_failing(self.index, failing, true);
     }
 
     /// (Un)subscribes on the connection, telling the registry it waits for the node meanwhile.
@@ -288,7 +290,7 @@ impl Subscriber {
                 match pubsub.ping::<redis::Value>() {
                     Ok(_) => self.set_failing(false),
                     Err(e) if e.is_timeout() || crate::wire::interrupted(&e) => {
-                        self.set_failing(true)
+                        self.registry.set_failing(self.index, true, false)
                     }
                     Err(_) => return End::Broken,
                 }

@@ -75,29 +75,30 @@ impl Subscription {
     /// when not known: on any quorum) would be heard. A release wakes waiters once a quorum of
     /// nodes announced it, and only the nodes that hold the keys announce it: a quorum of them
     /// must have each resource's subscription active and be live, neither failing nor skipped
-    /// by the workers (see [`Registry::heard`](super::registry::Registry::heard)). Not knowing
-    /// the holders, every node must be. A node down or hung announces nothing, so while too few
-    /// are heard, waiters do not sleep on a notification longer than their fallback.
-    pub(crate) fn hears(&self, holders: Option<&[bool]>) -> bool {
+    /// by the workers (see [`Registry::heard`](super::registry::Registry::heard)), and, with
+    /// `since` (from [`lapses`](Subscription::lapses)), not have lapsed since. Not knowing the
+    /// holders, every node must be. A node down, hung or restarted announces nothing, so while
+    /// too few are heard, waiters do not sleep on a notification longer than their fallback.
+    pub(crate) fn hears(&self, holders: Option<&[bool]>, since: Option<&[u64]>) -> bool {
         let registry = &self.notifier.registry;
         let nodes = registry.failing.len();
         let need = holders.map_or(nodes, |_| quorum(nodes));
         let holds = |i: usize| holders.is_none_or(|h| h.get(i).copied().unwrap_or(false));
+        let kept = |i: usize| since.is_none_or(|seen| !registry.lapsed(i, seen));
         self.slots.iter().all(|(_, slot)| {
             let state = relock(&slot.state);
             (0..nodes)
-                .filter(|&i| holds(i) && registry.heard(&state, i))
+                .filter(|&i| holds(i) && kept(i) && registry.heard(&state, i))
                 .count()
                 >= need
         })
     }
 
-    /// How many times the nodes' subscribers lapsed so far (see
-    /// [`Registry::set_failing`](super::registry::Registry::set_failing)): a waiter that trusts
-    /// a notification stops trusting it once the count moved, whatever [`hears`] says then.
+    /// Each node's lapses so far (see
+    /// [`Registry::set_failing`](super::registry::Registry::set_failing)), for [`hears`].
     ///
     /// [`hears`]: Subscription::hears
-    pub(crate) fn lapses(&self) -> u64 {
+    pub(crate) fn lapses(&self) -> Box<[u64]> {
         self.notifier.registry.lapses()
     }
 
