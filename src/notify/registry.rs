@@ -366,12 +366,14 @@ impl Registry {
             // it the head. Each later one is older too if the queue node announced it before
             // this turn message: that node runs the `LEAVE` before the lock's release (both
             // come from the new holder's one connection to it), and this subscriber hears its
-            // messages in that order. The message is stale if they all are. The release of the
-            // lock just taken, heard from other nodes first, keeps it; so does a release this
-            // client no longer remembers. The one case this misreads, the release of the lock
-            // just taken heard before the turn message before this one (this subscriber's
-            // thread waiting for a core through that lock's whole hold), costs the head at most
-            // `AFTER_A_DROP`: it tries then, rather than at the end of the lock's TTL.
+            // messages in that order. The message is stale if there are later ones and they all
+            // are. The release of the lock just taken, heard from other nodes first, keeps it;
+            // so does a release this client no longer remembers. With no later one, it stays:
+            // the release of the lock just taken may have been heard before the turn message
+            // before this one (this subscriber's thread waiting for a core through that lock's
+            // whole hold), and the releases before it then were too. Should a release be
+            // dropped wrongly all the same, it costs the head at most `AFTER_A_DROP`: it tries
+            // then, rather than at the end of the lock's TTL.
             let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
             let heard_here = |p: &String| {
                 state
@@ -379,8 +381,8 @@ impl Registry {
                     .iter()
                     .any(|(n, _, nodes)| n == p && nodes & bit != 0)
             };
-            let since = state.before_turn.min(state.pending.len());
-            if state.pending[since..].iter().all(heard_here) {
+            let later = &state.pending[state.before_turn.min(state.pending.len())..];
+            if !later.is_empty() && later.iter().all(heard_here) {
                 let mut dropped = false;
                 while slot.released.try_recv().is_ok() {
                     dropped = true;
@@ -544,10 +546,12 @@ mod tests {
     #[test]
     fn releases_before_the_last_turn_message_do_not_keep_a_wake_up_at_the_next() {
         // "a" never reached the queue node (its holder did not hold a key there), and came
-        // before the turn message that made "x" the head: older than the lock "x" took.
+        // before the turn message that made "x" the head: older than the lock "x" took. "b",
+        // after it, the queue node announced before this turn: older too.
         let (client, slot, news) = registry(Duration::from_secs(60));
         announce(&client, &[0, 1, 3], "a");
         turn(&client, "x", 10_000);
+        announce(&client, &[0, 1, QUEUE_NODE], "b");
         turn(&client, "w", 10_000);
         assert!(
             slot.released.is_empty(),
@@ -559,6 +563,13 @@ mod tests {
         announce(&client, &[0, 1, 3], "a");
         turn(&client, "x", 10_000);
         announce(&client, &[0, 1, 3], "b");
+        turn(&client, "w", 10_000);
+        assert_eq!(slot.released.len(), 1);
+        // None after it: the release of the lock "x" took may be the one heard before "x"'s
+        // turn message (this client's thread for the queue node behind the others): kept.
+        let (client, slot, _news) = registry(Duration::from_secs(60));
+        announce(&client, &[0, 1, 3], "a");
+        turn(&client, "x", 10_000);
         turn(&client, "w", 10_000);
         assert_eq!(slot.released.len(), 1);
     }
