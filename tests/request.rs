@@ -475,7 +475,7 @@ const BUSY_300MS: &str = "local s = redis.call('TIME') local t0 = s[1] * 1000000
     repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] - t0 > 300000 return 1";
 
 /// One node of five, holding the holder's key like the others, is slow now and then (another
-/// application's 300 ms script every 1.5 s): its subscriber's `PING`s come back late, which
+/// application's 300 ms script every 1.5 s): its subscriber's probes come back late, which
 /// marks it failing for a while, but it loses no key, and the other four are a quorum of the
 /// holder's nodes. The waiter does not poll them.
 #[test]

@@ -173,7 +173,7 @@ fn a_fair_writer_started_with_a_node_down_gets_the_lock_soon_after_the_readers_r
 }
 
 /// Plain lock held by another client (another process, in real life) on exactly {0,1,2} of 5.
-/// The waiter's client sends nothing to node 2 while it sleeps: its subscriber's `PING` after a
+/// The waiter's client sends nothing to node 2 while it sleeps: its subscriber's probe after a
 /// silence finds node 2 hung, and the waiter stops trusting a notification that nodes 0 and 1
 /// alone cannot complete.
 fn hung_holder_node(fair: bool) {

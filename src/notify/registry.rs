@@ -163,7 +163,7 @@ pub(super) struct Registry {
     /// Per node, how many times its subscriber's connection broke or could not be made: a
     /// waiter that trusts a notification no longer counts a node that lapsed since, even if it
     /// is back by the time the waiter looks (a node restarted in milliseconds lost the keys
-    /// whose release it would have announced). A `PING` answered late is no lapse: a node that
+    /// whose release it would have announced). A probe answered late is no lapse: a node that
     /// is slow keeps its keys.
     lapses: Vec<AtomicU64>,
     waiting_since: Vec<AtomicU64>,

@@ -23,11 +23,12 @@ const READ_SLICE: Duration = Duration::from_millis(20);
 /// loop) sends no `UNSUBSCRIBE` and `SUBSCRIBE` to every node in between, and its next waiter
 /// listens at once.
 pub(super) const LINGER: Duration = Duration::from_secs(1);
-/// How long a node may stay silent while waiters listen before its subscriber sends a `PING`:
-/// silence from a hung node reads as from an idle one, and a waiter trusting its release
-/// notification would sleep until the holder's keys expire. Unanswered within the I/O
-/// timeout, the node counts as failing (waiters stop trusting it) until it answers.
-const PING_AFTER: Duration = Duration::from_millis(500);
+/// How long a node may stay silent while waiters listen before its subscriber probes it (a
+/// `SUBSCRIBE` of a channel it is on): silence from a hung node reads as from an idle one, and
+/// a waiter trusting its release notification would sleep until the holder's keys expire.
+/// Unanswered within the I/O timeout, the node counts as failing (waiters stop trusting it)
+/// until it answers.
+const PROBE_AFTER: Duration = Duration::from_millis(500);
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
@@ -284,10 +285,13 @@ impl Subscriber {
                     Err(_) => return End::Closed,
                 }
             }
-            if !self.wanted.is_empty() && heard_at.elapsed() >= PING_AFTER {
-                // Messages that come meanwhile are kept for `get_message`. A `PONG` late for an
-                // earlier `PING` answers this one: the node answers again.
-                match pubsub.ping::<redis::Value>() {
+            let probe = self.wanted.iter().find(|res| self.active.contains(*res));
+            if let Some(res) = probe.filter(|_| heard_at.elapsed() >= PROBE_AFTER) {
+                // A `SUBSCRIBE` of a channel already subscribed changes nothing, and is
+                // answered: a probe that needs no permission beyond waiting's, where the ACL
+                // may deny `PING`. Messages that come meanwhile are kept for `get_message`; an
+                // answer late for an earlier probe answers this one: the node answers again.
+                match pubsub.subscribe(channel(res)) {
                     Ok(_) => self.set_failing(false),
                     Err(e) if e.is_timeout() || crate::wire::interrupted(&e) => {
                         self.registry.set_failing(self.index, true, false)
