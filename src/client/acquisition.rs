@@ -43,7 +43,7 @@ impl Trust {
     /// not knowing them) heard and not lapsed since (a node restarted between two looks lost
     /// the keys whose release it would announce; see [`Subscription::hears`]).
     fn holds(&self, sub: &Subscription) -> bool {
-        sub.hears(self.holders.as_deref(), Some(&self.lapses))
+        sub.hears(self.holders.as_deref(), &self.lapses)
     }
 }
 

@@ -185,7 +185,7 @@ impl Notifier {
         let deadline = Instant::now() + ready_within;
         for (_, slot) in &slots {
             let mut state = relock(&slot.state);
-            while self.registry.confirmed(&state, Some(ready_within))
+            while self.registry.confirmed(&state, ready_within)
                 < self.registry.live_nodes(ready_within)
                 && !cancel.is_some_and(Cancel::is_cancelled)
             {

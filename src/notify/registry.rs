@@ -219,16 +219,14 @@ impl Registry {
             && !(self.stalled)(i)
     }
 
-    /// How many nodes have `state`'s subscription active and are live: with `patience`, as
-    /// [`live`](Registry::live) says; without, neither failing nor skipped by the workers. A
-    /// release is heard when a quorum of nodes announces it, and a node the workers skip (hung,
-    /// slow) announces nothing in time, so its confirmation does not count.
-    pub(super) fn confirmed(&self, state: &SlotState, patience: Option<Duration>) -> usize {
-        let live = |i: usize| match patience {
-            Some(patience) => state.on.get(i).copied().unwrap_or(false) && self.live(i, patience),
-            None => self.heard(state, i),
-        };
-        (0..self.failing.len()).filter(|&i| live(i)).count()
+    /// How many nodes have `state`'s subscription active and are live within `patience`, as
+    /// [`live`](Registry::live) says: a node the workers skip (hung, slow) announces nothing in
+    /// time, so its confirmation does not count.
+    pub(super) fn confirmed(&self, state: &SlotState, patience: Duration) -> usize {
+        let on = |i: usize| state.on.get(i).copied().unwrap_or(false);
+        (0..self.failing.len())
+            .filter(|&i| on(i) && self.live(i, patience))
+            .count()
     }
 
     /// Whether node `i` would announce a release of `state`'s resource in time: its
@@ -650,7 +648,7 @@ mod tests {
         // at once (a new slot, `Subscribe` after it on each). Node 1 has confirmed the new
         // subscription when node 0 reports the end of the old one, then confirms the new one.
         let (registry, slot, _news) = registry(Duration::from_secs(60));
-        let confirmed = || registry.confirmed(&relock(&slot.state), None);
+        let confirmed = || registry.confirmed(&relock(&slot.state), Duration::from_secs(60));
         registry.subscribed(1, "r");
         registry.unsubscribed(0, "r");
         registry.subscribed(0, "r");

@@ -75,16 +75,16 @@ impl Subscription {
     /// when not known: on any quorum) would be heard. A release wakes waiters once a quorum of
     /// nodes announced it, and only the nodes that hold the keys announce it: a quorum of them
     /// must have each resource's subscription active and be live, neither failing nor skipped
-    /// by the workers (see [`Registry::heard`](super::registry::Registry::heard)), and, with
-    /// `since` (from [`lapses`](Subscription::lapses)), not have lapsed since. Not knowing the
+    /// by the workers (see [`Registry::heard`](super::registry::Registry::heard)), and not
+    /// have lapsed since `since` (from [`lapses`](Subscription::lapses)). Not knowing the
     /// holders, every node must be. A node down, hung or restarted announces nothing, so while
     /// too few are heard, waiters do not sleep on a notification longer than their fallback.
-    pub(crate) fn hears(&self, holders: Option<&[bool]>, since: Option<&[u64]>) -> bool {
+    pub(crate) fn hears(&self, holders: Option<&[bool]>, since: &[u64]) -> bool {
         let registry = &self.notifier.registry;
         let nodes = registry.failing.len();
         let need = holders.map_or(nodes, |_| quorum(nodes));
         let holds = |i: usize| holders.is_none_or(|h| h.get(i).copied().unwrap_or(false));
-        let kept = |i: usize| since.is_none_or(|seen| !registry.lapsed(i, seen));
+        let kept = |i: usize| !registry.lapsed(i, since);
         self.slots.iter().all(|(_, slot)| {
             let state = relock(&slot.state);
             (0..nodes)
