@@ -533,7 +533,9 @@ pub fn check(
     for (res, holds) in &mut by_resource {
         holds.sort_by_key(|h| h.acquired);
         let mut latest: Option<&Hold> = None;
-        for &h in holds.iter() {
+        // A lock whose validity ran out before `acquired` was read (its process stopped as it
+        // was granted) has an empty window: it overlaps nothing.
+        for &h in holds.iter().filter(|h| h.window_end() > h.acquired) {
             if let Some(prev) = latest
                 && h.acquired < prev.window_end()
             {

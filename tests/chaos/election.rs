@@ -480,7 +480,12 @@ fn check_rules(
 
     // el1: no two leadership windows overlap.
     let el1 = found.get_mut("el1").expect("el1");
-    let mut by_acquired: Vec<&ElectionHold> = holds.iter().collect();
+    // A leadership whose validity ran out before the campaign returned (its process stopped as
+    // it was granted) has an empty window: it leads at no instant, and overlaps nothing.
+    let mut by_acquired: Vec<&ElectionHold> = holds
+        .iter()
+        .filter(|h| h.window_end() > h.acquired)
+        .collect();
     by_acquired.sort_by_key(|h| h.acquired);
     let mut latest: Option<&ElectionHold> = None;
     for &h in &by_acquired {

@@ -695,7 +695,7 @@ pub fn check(
         }
         hs.sort_by_key(|h| h.acquired);
         let mut latest: Option<&KindHold> = None;
-        for &h in hs.iter() {
+        for &h in hs.iter().filter(|h| open(h)) {
             if let Some(p) = latest
                 && h.acquired < p.window_end()
             {
