@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use crate::cancel::Cancel;
 use crate::config::Config;
 use crate::error::{Error, NodeProblem, QuorumReport, Result};
-use crate::node::{self, Handover, Job, Node, ReplyTo, Settings};
+use crate::node::{self, Job, Node, ReplyTo, Settings};
 use crate::rules::clock::ClockBoard;
 use crate::rules::quorum::{Decision, Gate, Tally, Vote};
 use crate::telemetry::NodeStatus;
@@ -79,17 +79,13 @@ pub(crate) struct Outcome {
     pub late: Receiver<(usize, Vote)>,
     /// The wait was cut short by a cancel: the tally is incomplete.
     pub cancelled: bool,
-    /// For a command that counts a hold: where the caller hands over the answers it does not
-    /// wait for (see [`Outcome::hand_over`]).
-    pub handover: Option<Arc<Handover>>,
 }
 
 impl Outcome {
     /// Takes in the votes that come after the decision, waiting for them until as long again
     /// as the decision took (they are usually that close behind), so that the tally says what
     /// the nodes answered; a node that has not answered by then (hung) stays unknown. Not after
-    /// a decision that timed some node out: a late answer from one cannot be recorded, and the
-    /// kinds' undo reads it from `late` (a reentrant hold counted there, see `hand_over`).
+    /// a decision that timed some node out: a late answer from one cannot be recorded.
     pub(crate) fn settle(&mut self) {
         if self
             .tally
@@ -106,16 +102,6 @@ impl Outcome {
             };
             let Ok((i, vote)) = next else { return };
             self.tally.record(i, vote);
-        }
-    }
-
-    /// For a command that counts a hold: marks in `applied` the nodes whose answers arrived
-    /// since the decision saying they counted it, and leaves the answers still to come to the
-    /// workers, which send `cleanup` to the nodes that counted it (see [`Handover`]). The
-    /// caller sends `cleanup` to the nodes marked in `applied`.
-    pub(crate) fn hand_over(&self, cleanup: &Command, applied: &mut [bool]) {
-        if let Some(handover) = &self.handover {
-            handover.hand_over(cleanup, applied, &self.late);
         }
     }
 
@@ -332,10 +318,9 @@ impl Engine {
         command: &Command,
         key: &Arc<str>,
         token: &Arc<str>,
-        targets: Option<&[bool]>,
         live_until: Option<Instant>,
     ) -> Outcome {
-        self.call(command, key, token, targets, None, Some(live_until))
+        self.call(command, key, token, None, None, Some(live_until))
     }
 
     /// `release`: `Some(live_until)` for a release (no deadline on the requests).
@@ -359,7 +344,6 @@ impl Engine {
         let gate = cancel
             .is_none()
             .then(|| Arc::new(Gate::new(std::thread::current(), nodes.len(), skipped)));
-        let handover = command.counts_hold.then(Arc::<Handover>::default);
         for (i, node) in nodes.iter().enumerate() {
             if !is_target(targets, i) {
                 tally.record(i, Vote::No);
@@ -375,7 +359,6 @@ impl Engine {
                     node: i,
                     tx: tx.clone(),
                     gate: gate.clone(),
-                    handover: handover.clone(),
                 }),
                 live_until: release.flatten(),
                 on_lane: None,
@@ -409,7 +392,6 @@ impl Engine {
             decided,
             late: answers.rx,
             cancelled,
-            handover,
         }
     }
 
@@ -445,7 +427,6 @@ impl Engine {
                 node: i,
                 tx,
                 gate: None,
-                handover: None,
             }),
             live_until: None,
             on_lane: None,

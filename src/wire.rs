@@ -202,10 +202,6 @@ pub(crate) struct Command {
     /// It may announce releases: each of its keys' [`channel`]s follows its keys, in the same
     /// order, so that the script declares every name it touches.
     pub announces: bool,
-    /// Applied, it counts a hold that only a cleanup sent to that node may take away (a
-    /// reentrant acquire): its caller hands the answers it does not wait for over to the
-    /// workers (see `node::Handover`).
-    pub counts_hold: bool,
 }
 
 impl Command {
@@ -221,7 +217,6 @@ impl Command {
             samples_clock: false,
             resendable: true,
             announces: false,
-            counts_hold: false,
         }
     }
 
@@ -264,12 +259,6 @@ impl Command {
         self
     }
 
-    /// Counts a hold (see `counts_hold`).
-    pub(crate) fn counting_hold(mut self) -> Command {
-        self.counts_hold = true;
-        self
-    }
-
     /// `SET key token NX PX ttl_ms`: a repeat after a first one that ran answers "not
     /// acquired", never a false yes, and the failed attempt's undo cleans up.
     pub(crate) fn set_nx(ttl_ms: u64) -> Command {
@@ -283,7 +272,6 @@ impl Command {
             samples_clock: true,
             resendable: true,
             announces: false,
-            counts_hold: false,
         }
     }
 

@@ -284,6 +284,59 @@ fn a_hold_a_slow_node_counted_after_the_call_is_released_there_too() {
     )));
 }
 
+/// A node hung for longer than the inner hold's TTL counts that hold when it resumes: it had
+/// read the acquire. The inner hold was released meanwhile on the other nodes; the release kept
+/// for the hung node reaches it after the acquire ran there, so the node is left with the outer
+/// hold alone, not with a second hold until the hash's TTL.
+#[test]
+fn a_node_hung_past_the_ttl_gets_the_release_of_the_hold_it_counts_on_resume() {
+    let cluster = Cluster::start(3);
+    let rl = cluster
+        .builder()
+        .node_timeout(Duration::from_millis(100))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let outer = rl.reentrant_lock("resumed", "alice", TTL).unwrap();
+    assert!(eventually(Duration::from_secs(2), || nodes_with(
+        &cluster, "resumed", "alice", 1
+    ) == 3));
+    let hung = &cluster.nodes[2];
+    hung.hang();
+    // Nodes 0 and 1 count it; node 2 has the acquire in its socket, unread.
+    let ttl = Duration::from_secs(2);
+    let inner = rl.reentrant_lock("resumed", "alice", ttl).unwrap();
+    assert_eq!(inner.hold_count(), Some(2));
+    inner.release().unwrap();
+    for n in &cluster.nodes[..2] {
+        assert_eq!(holds(n, "resumed", "alice"), Some(1));
+    }
+    // Past the inner hold's TTL and the node timeout: its release's own `live_until` is past.
+    std::thread::sleep(ttl + Duration::from_millis(500));
+    hung.resume();
+    let per_node = || {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| holds(n, "resumed", "alice"))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || per_node()[2] == Some(1)),
+        "alice's holds per node after node 2 resumed: {:?} (node 2 should count the outer hold \
+         alone)",
+        per_node()
+    );
+    // It was counted there, then released: node 2 ran the acquire it had read.
+    let stats = hung.info("commandstats");
+    assert!(stats.contains("cmdstat_hincrby:calls=2,"), "{stats}");
+    assert_eq!(per_node(), vec![Some(1); 3]);
+    outer.release().unwrap();
+    assert!(eventually(Duration::from_secs(2), || gone(
+        &cluster, "resumed"
+    )));
+}
+
 #[test]
 fn a_cancelled_wait_leaves_no_hold_on_a_node_that_counted_it_after_the_cancel() {
     let cluster = Cluster::start(3);

@@ -513,15 +513,10 @@ impl Lock {
         }
         let kind = &self.shared.kind;
         let release = kind.release(release_nonce());
-        kind.settle(&release);
         let live_until = Some(self.shared.keys_until());
-        let outcome = self.engine.release_call(
-            &release,
-            &self.resource,
-            &self.token,
-            kind.release_targets().as_deref(),
-            live_until,
-        );
+        let outcome = self
+            .engine
+            .release_call(&release, &self.resource, &self.token, live_until);
         match outcome.decision {
             Decision::Quorum => Ok(()),
             // Lost only when enough nodes said it is not ours: refusals with failures (a node
@@ -560,17 +555,11 @@ impl Drop for Lock {
         if self.mark_released() {
             let kind = &self.shared.kind;
             let release = kind.release(release_nonce());
-            kind.settle(&release);
             // A node that is down meanwhile gets the release once it is back, while the keys
             // may still live there.
             let live_until = Some(self.shared.keys_until());
-            self.engine.send_nowait(
-                &release,
-                &self.resource,
-                &self.token,
-                kind.release_targets().as_deref(),
-                live_until,
-            );
+            self.engine
+                .send_nowait(&release, &self.resource, &self.token, None, live_until);
         }
     }
 }

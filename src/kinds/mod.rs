@@ -206,17 +206,6 @@ pub(crate) trait Held: Send + Sync + fmt::Debug {
     /// Releases the lock on one node, announcing it with `nonce` (see [`release_nonce`]).
     fn release(&self, nonce: Arc<str>) -> Command;
 
-    /// Takes in late answers of the acquire before `release` (this lock's release command) is
-    /// sent, for kinds that must release only where the acquire was counted.
-    fn settle(&self, release: &Command) {
-        let _ = release;
-    }
-
-    /// The nodes a release goes to: `None` for all.
-    fn release_targets(&self) -> Option<Box<[bool]>> {
-        None
-    }
-
     fn fence(&self) -> Option<u64> {
         None
     }

@@ -14,27 +14,25 @@
 //! hash another process of the owner created since, and changes nothing; a late extension
 //! cannot renew it either.
 //!
-//! Holds are counted, so a hold is released (and a failed attempt undone) only on the nodes
-//! that counted it. The caller sends it to the nodes whose answers it has read; a node that
-//! answers later (slow, or reached just before the deadline after a reconnect, or after the
-//! caller was cancelled) gets it from its own worker, right after that answer on the same
-//! connection (see `node::Handover`). Either way it goes to a node only once that node said it
-//! counted the hold, and once. A count that was not reported (a lost reply, a node that stopped
-//! answering) stays until the key expires, which is safe.
+//! Since a release (or a failed attempt's undo) acts on its own hold's field alone, it is sent
+//! to every node, like the plain lock's, and resent like it when a connection turns out gone: a
+//! node that never counted the hold, or already released it, changes nothing. What matters is
+//! that it runs after the acquire on each node that counts it, or the hold stays until its TTL.
+//! Both go through the node's one worker in order, so a release runs after an acquire that
+//! node's worker sent before it, or finds nothing where the acquire was dropped unsent. An
+//! acquire whose answer never came (the node hung, and its read timed out) may still run when
+//! the node resumes: the node's worker keeps the release until the node answers again (see
+//! `Worker::unanswered`), so it goes out after. The acquire itself is never resent: a repeat
+//! would count the hold twice.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use crossbeam_channel::Receiver;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::engine::{Engine, Outcome};
 use crate::error::{Error, Result};
 use crate::kinds::{Caller, Grant, Held, Kind, remaining_ttl};
-use crate::node::Handover;
-use crate::rules::quorum::{Vote, note_late};
+
 use crate::rules::token::new_token;
-use crate::sync::relock;
 use crate::wire::{Command, Reply, Script};
 
 /// Longest owner name, in bytes.
@@ -115,7 +113,6 @@ return n"#
 fn release(nonce: Arc<str>) -> Command {
     Command::script(&RELEASE, Reply::Count)
         .text(nonce)
-        .not_resendable()
         .announcing()
 }
 
@@ -178,28 +175,12 @@ impl Kind for Reentrant {
             .number(ttl_ms)
             .acquiring()
             .not_resendable()
-            .counting_hold()
     }
 
-    fn grant(&self, engine: &Engine, acquired: &Outcome, _: &Arc<str>, _: &Caller) -> Grant {
+    fn grant(&self, _: &Engine, acquired: &Outcome, _: &Arc<str>, _: &Caller) -> Grant {
         Grant::done(HeldReentrant {
             holds: acquired.tally.max_value().unwrap_or(1),
-            counted: Mutex::new(acquired.tally.applied_nodes()),
-            late: acquired.late.clone(),
-            handover: acquired.handover.clone().unwrap_or_default(),
-            answers_by: acquired.t0 + engine.config.node_timeout,
         })
-    }
-
-    /// At once, on the nodes whose answers said they counted the hold; the workers of the
-    /// nodes still to answer undo it there if they do.
-    fn undo(&self, engine: &Engine, attempt: &Outcome, token: &Arc<str>, _: Duration) {
-        let undo = release(Arc::from(""));
-        let mut applied = attempt.tally.applied_nodes();
-        attempt.hand_over(&undo, &mut applied);
-        if applied.contains(&true) {
-            engine.send_nowait(&undo, &self.resource, token, Some(&applied), None);
-        }
     }
 
     fn release_command(&self, nonce: Arc<str>) -> Command {
@@ -207,16 +188,10 @@ impl Kind for Reentrant {
     }
 }
 
-/// One hold. `counted` marks the nodes that counted it: its release goes only there. Nodes that
-/// answered after the quorum was decided report on `late`; the acquire's requests are sent
-/// until `answers_by`, and those answering after the release was sent hand it to `handover`.
+/// One hold: how many holds of its owner the node that counted the most had, this one included.
 #[derive(Debug)]
 struct HeldReentrant {
     holds: u64,
-    counted: Mutex<Box<[bool]>>,
-    late: Receiver<(usize, Vote)>,
-    handover: Arc<Handover>,
-    answers_by: Instant,
 }
 
 impl Held for HeldReentrant {
@@ -226,20 +201,6 @@ impl Held for HeldReentrant {
 
     fn release(&self, nonce: Arc<str>) -> Command {
         release(nonce)
-    }
-
-    /// Takes in the votes that arrived since the decision (waiting for them until the acquire's
-    /// deadline, for a lock released at once, so that its release counts them), and hands the
-    /// answers still to come over to the workers with `release`: the release reaches every node
-    /// that counted the hold.
-    fn settle(&self, release: &Command) {
-        let mut counted = relock(&self.counted);
-        note_late(&mut counted, &self.late, self.answers_by);
-        self.handover.hand_over(release, &mut counted, &self.late);
-    }
-
-    fn release_targets(&self) -> Option<Box<[bool]>> {
-        Some(relock(&self.counted).clone())
     }
 
     fn hold_count(&self) -> Option<u64> {

@@ -1,14 +1,13 @@
 //! What a caller hands a node's worker, and how the worker answers it.
 //!
 //! Owns [`Job`] (one command for one key and token, with its deadline and where its answer
-//! goes), [`ReplyTo`] and the [`Handover`] of a reentrant fan-out's late answers, and
-//! [`OnLane`], the mark of a job on its way over a `WAIT` lane. Uses the quorum's votes and
+//! goes), [`ReplyTo`], and [`OnLane`], the mark of a job on its way over a `WAIT` lane. Uses the quorum's votes and
 //! gate and the wire's commands; nothing else of the node.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 
 use crate::rules::quorum::{Gate, Vote};
 use crate::sync::relock;
@@ -21,64 +20,16 @@ pub(crate) struct ReplyTo {
     pub node: usize,
     pub tx: Sender<(usize, Vote)>,
     pub gate: Option<Arc<Gate>>,
-    /// For a command that counts a hold (see [`Handover`]).
-    pub handover: Option<Arc<Handover>>,
 }
 
 impl ReplyTo {
     /// Sends the vote, then counts it at the gate. A caller that stopped waiting needs no
     /// answer, so a full or closed channel is fine. Says whether the caller was still waiting
-    /// for votes, as far as the gate knows (a caller without one is taken to be). Once the
-    /// caller handed its late answers over, sends nothing and gives instead the cleanup to run
-    /// on the node if the vote says the command was applied there.
-    pub(super) fn send(self, vote: Vote) -> (bool, Option<Command>) {
+    /// for votes, as far as the gate knows (a caller without one is taken to be).
+    pub(super) fn send(self, vote: Vote) -> bool {
         let kind = vote.kind();
-        if let Some(handover) = &self.handover {
-            // Under the lock: the caller reads the channel once after its hand-over, so every
-            // vote is either read by it or followed by the cleanup here.
-            let cleanup = relock(&handover.cleanup);
-            if let Some(cleanup) = &*cleanup {
-                return (false, vote.applied().then(|| cleanup.clone()));
-            }
-            let _ = self.tx.try_send((self.node, vote));
-        } else {
-            let _ = self.tx.try_send((self.node, vote));
-        }
-        let waiting = self.gate.as_ref().is_none_or(|gate| gate.count(kind));
-        (waiting, None)
-    }
-}
-
-/// The answers of a fan-out of a command that counts a hold on each node that applies it (a
-/// reentrant acquire), which must be undone, or released, on each of those nodes, after the
-/// command ran there: sent before it, the cleanup would find nothing, and the hold would stay
-/// until its TTL. An answer can come long after the call decided (the node was slow, the
-/// request went out just before its deadline after a reconnect, the caller was cancelled), so
-/// the caller does not wait for all of them: it [hands them over](Handover::hand_over) with its
-/// cleanup, and from then on the worker that reads an answer saying the node applied the
-/// command sends the cleanup there itself, next on the same connection (so after the command). Each node that counted the hold gets one
-/// cleanup, from the caller (which read its answer) or from its worker, and no other node does.
-#[derive(Debug, Default)]
-pub(crate) struct Handover {
-    cleanup: Mutex<Option<Command>>,
-}
-
-impl Handover {
-    /// Hands the answers not yet read over to the workers, with `cleanup` to send where they say
-    /// the command was applied; marks in `applied` the nodes whose answers arrived on `late`
-    /// before, which the caller cleans up. Once is enough: a later call changes nothing.
-    pub(crate) fn hand_over(
-        &self,
-        cleanup: &Command,
-        applied: &mut [bool],
-        late: &Receiver<(usize, Vote)>,
-    ) {
-        relock(&self.cleanup).get_or_insert_with(|| cleanup.clone());
-        while let Ok((i, vote)) = late.try_recv() {
-            if let (true, Some(a)) = (vote.applied(), applied.get_mut(i)) {
-                *a = true;
-            }
-        }
+        let _ = self.tx.try_send((self.node, vote));
+        self.gate.as_ref().is_none_or(|gate| gate.count(kind))
     }
 }
 
@@ -143,32 +94,11 @@ impl Drop for OnLane {
 
 impl Job {
     pub(super) fn worth_keeping(&self, now: Instant) -> bool {
-        // A reentrant release counts a hold: one that may have run already is not sent again.
         self.command.resendable && self.live_until.is_some_and(|t| t > now)
     }
 }
 
 /// Answers the job's caller, if one waits for it; says whether it was still waiting.
 pub(super) fn answer(job: Job, vote: Vote) -> bool {
-    answer_or_clean_up(job, vote).0
-}
-
-/// [`answer`], which also gives the cleanup to send in the caller's place when the caller
-/// handed its late answers over and the vote says the command was applied (see [`Handover`]).
-pub(super) fn answer_or_clean_up(job: Job, vote: Vote) -> (bool, Option<Job>) {
-    let Some(reply) = job.reply else {
-        return (false, None);
-    };
-    let (waiting, cleanup) = reply.send(vote);
-    let cleanup = cleanup.map(|command| Job {
-        command,
-        key: job.key,
-        token: job.token,
-        queued_at: Instant::now(),
-        deadline: None,
-        reply: None,
-        live_until: None,
-        on_lane: None,
-    });
-    (waiting, cleanup)
+    job.reply.is_some_and(|reply| reply.send(vote))
 }

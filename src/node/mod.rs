@@ -50,7 +50,7 @@ use crate::wire::Script;
 use connection::Connection;
 use follow::Follow;
 use job::answer;
-pub(crate) use job::{Handover, Job, ReplyTo};
+pub(crate) use job::{Job, ReplyTo};
 use queue::JobSender;
 use server::Server;
 pub(crate) use server::Servers;

@@ -17,7 +17,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender, TryRecvError};
 
 use super::connection::Connection;
 use super::errors::describe;
-use super::job::{Job, answer, answer_or_clean_up};
+use super::job::{Job, answer};
 use super::pipeline::Ran;
 use super::queue::JobReceiver;
 use super::server::{Master, Server};
@@ -487,8 +487,7 @@ impl Worker {
         Ok(ran)
     }
 
-    /// Answers each job of a batch that ran with its vote, as it counts (see [`counted`]), and
-    /// sends the cleanups of holds counted after their callers stopped reading.
+    /// Answers each job of a batch that ran with its vote, as it counts (see [`counted`]).
     fn answer(&mut self, batch: &mut Vec<Job>, mut ran: Ran, resend: bool) {
         let now = Instant::now();
         self.pace.answering_at = now;
@@ -514,12 +513,9 @@ impl Worker {
         let held_out = self.server.held_out(ran.sent, now);
         // The node answers again, after the cleanups kept for it went out in this batch.
         self.unanswered.clear();
-        let mut cleanups = Vec::new();
         for (r, vote) in batch.drain(..).zip(ran.votes.drain(..)) {
             let vote = counted(&r, vote, held_out.as_ref(), resend);
-            let (waiting, cleanup) = answer_or_clean_up(r, vote);
-            self.pace.awaited += usize::from(waiting);
-            cleanups.extend(cleanup);
+            self.pace.awaited += usize::from(answer(r, vote));
         }
         self.conn.recycle(ran.votes);
         if ran.demoted {
@@ -528,11 +524,6 @@ impl Worker {
                 "READONLY",
                 "the master was demoted to a replica; resolving the master again".to_owned(),
             )));
-        }
-        // Holds counted after their callers stopped reading: undone or released now, on the
-        // connection that counted them (dropped meanwhile: they expire).
-        if !cleanups.is_empty() && self.conn.is_up() {
-            self.execute_and_answer(&mut cleanups, true);
         }
     }
 

@@ -108,26 +108,6 @@ impl Vote {
     }
 }
 
-/// Marks in `applied` the nodes whose answers arrive on `late` that applied the command,
-/// waiting for answers until `by` (the call's deadline: a request still queued then is dropped
-/// unsent) and taking what has arrived after it.
-pub(crate) fn note_late(
-    applied: &mut [bool],
-    late: &crossbeam_channel::Receiver<(usize, Vote)>,
-    by: std::time::Instant,
-) {
-    loop {
-        let next = match late.recv_deadline(by) {
-            Ok(answer) => Ok(answer),
-            Err(_) => late.try_recv(),
-        };
-        let Ok((i, vote)) = next else { return };
-        if let (true, Some(a)) = (vote.applied(), applied.get_mut(i)) {
-            *a = true;
-        }
-    }
-}
-
 /// When a caller waiting on a fan-out should look at the answers: the workers count their votes
 /// here and wake the caller (`Thread::unpark`) only once the answers so far can decide it (a
 /// quorum of yeses, more noes or more failures than a quorum leaves room for, or every node
@@ -324,8 +304,7 @@ impl Tally {
         self.votes.get(i).and_then(Option::as_ref)
     }
 
-    /// Which nodes applied the command (so far, counted toward the quorum or not): where a
-    /// reentrant hold was counted.
+    /// Which nodes applied the command (so far, counted toward the quorum or not).
     pub(crate) fn applied_nodes(&self) -> Box<[bool]> {
         self.votes
             .iter()
