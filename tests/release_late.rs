@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Cluster, eventually};
+use support::{Cluster, Shorthands, eventually};
 
 #[test]
 fn a_release_queued_behind_a_slow_command_still_reaches_the_nodes() {
@@ -83,4 +83,69 @@ fn a_node_hung_past_the_ttl_gets_the_release_after_the_set_it_runs_on_resume() {
         after < ttl - Duration::from_millis(200),
         "node 2's key went after {after:?}: it expired, the release never reached the node ({token})"
     );
+}
+
+/// A connection to `node` that has said `PING`, to kill the others' connections with later.
+fn killer(node: &support::RedisNode) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", node.port)).unwrap();
+    s.write_all(b"PING\r\n").unwrap();
+    let mut buf = [0u8; 16];
+    let _ = s.read(&mut buf).unwrap();
+    s
+}
+
+/// A release runs on two of three nodes, which then drop the client's connections before its
+/// replies go out (a `CLIENT KILL` queued behind it while they are stopped). The worker resends
+/// the release on a new connection, which finds nothing: that is no refusal, and the release
+/// is not reported as `Lost` (the lock was held until it was released).
+#[test]
+fn a_release_whose_replies_were_lost_after_it_ran_is_not_reported_lost() {
+    use std::io::Write;
+    for reentrant in [false, true] {
+        let cluster = Cluster::start(3);
+        let rl = cluster
+            .builder()
+            .node_timeout(Duration::from_millis(1000))
+            .retry_count(0)
+            .build()
+            .unwrap();
+        let ttl = Duration::from_secs(10);
+        let lock = if reentrant {
+            rl.reentrant_lock("lost-replies", "alice", ttl).unwrap()
+        } else {
+            rl.try_lock("lost-replies", ttl).unwrap()
+        };
+        assert!(eventually(Duration::from_secs(2), || cluster
+            .nodes
+            .iter()
+            .all(|n| n.pttl("lost-replies") > 0)));
+        let mut killers: Vec<_> = cluster.nodes[1..].iter().map(killer).collect();
+        for n in &cluster.nodes[1..] {
+            n.hang();
+        }
+        let releaser = std::thread::spawn(move || lock.release());
+        // The release is written to the stopped nodes; the kill queues behind it.
+        std::thread::sleep(Duration::from_millis(150));
+        for k in &mut killers {
+            k.write_all(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        for n in &cluster.nodes[1..] {
+            n.resume();
+        }
+        let result = releaser.join().unwrap();
+        assert!(
+            !matches!(result, Err(redquorum::Error::Lost { .. })),
+            "a lock released in time reported lost (reentrant: {reentrant}): {result:?}"
+        );
+        assert!(
+            eventually(Duration::from_secs(2), || cluster
+                .nodes
+                .iter()
+                .all(|n| n.pttl("lost-replies") == -2)),
+            "a key stayed (reentrant: {reentrant})"
+        );
+    }
 }

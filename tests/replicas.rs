@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redquorum::{Error, NodeProblem, Redlock};
-use support::{RedisNode, SentinelGroup, eventually};
+use support::{RedisNode, SentinelGroup, Shorthands, eventually};
 
 /// A master with one replica in sync.
 fn replicated() -> (RedisNode, RedisNode) {
@@ -544,4 +544,76 @@ fn a_node_without_enough_replicas_is_refused_clearly() {
     );
     drop(replica);
     support::assert_no_worker_panicked();
+}
+
+/// `HGETALL` of `key` on `node`, fields with their NUL shown as `\0`.
+fn fields(node: &RedisNode, key: &str) -> Vec<(String, String)> {
+    let all: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
+        .arg(key)
+        .query(&mut node.conn())
+        .unwrap_or_default();
+    all.iter()
+        .map(|(f, v)| {
+            (
+                String::from_utf8_lossy(f).replace('\0', "\\0"),
+                String::from_utf8_lossy(v).into(),
+            )
+        })
+        .collect()
+}
+
+/// A hung master's lane times out an inner reentrant acquire it had written, and the release
+/// comes after that: the release still follows the acquire over the lane, which keeps it until
+/// the master answers again, instead of going to the node's first worker, which knows nothing
+/// of the unanswered acquire and drops it once its `live_until` is past.
+#[test]
+fn a_hung_master_gets_the_release_of_a_hold_its_lane_timed_out_after_it_resumes() {
+    let groups: Vec<(RedisNode, RedisNode)> = (0..3).map(|_| replicated()).collect();
+    let urls: Vec<String> = groups.iter().map(|(m, _)| m.url()).collect();
+    let rl = support::builder(&urls)
+        .node_timeout(Duration::from_millis(100))
+        .retry_count(0)
+        .min_replicas(1)
+        .build()
+        .expect("client");
+    let outer = rl
+        .reentrant_lock("replicas:hung", "alice", Duration::from_secs(30))
+        .expect("outer hold");
+    let plain = rl
+        .try_lock("replicas:other", Duration::from_secs(30))
+        .expect("plain lock");
+    let node2 = &groups[2].0;
+    assert!(eventually(Duration::from_secs(2), || fields(
+        node2,
+        "replicas:hung"
+    )
+    .len()
+        == 2));
+    node2.hang();
+    // A release over node 2's first connection times out: that connection is down too.
+    let _ = plain.release();
+    let inner = rl
+        .reentrant_lock("replicas:hung", "alice", Duration::from_secs(1))
+        .expect("inner hold on nodes 0 and 1");
+    assert_eq!(inner.hold_count(), Some(2));
+    // Past the lane's I/O timeout: the lane has timed out the acquire.
+    std::thread::sleep(Duration::from_millis(400));
+    inner.release().expect("release on nodes 0 and 1");
+    // Past the inner hold's `live_until`.
+    std::thread::sleep(Duration::from_secs(2));
+    node2.resume();
+    assert!(
+        eventually(Duration::from_secs(5), || fields(node2, "replicas:hung")
+            .iter()
+            .any(|(f, v)| f == "alice" && v == "1")),
+        "node 2 after it resumed: {:?} (the outer hold alone expected)",
+        fields(node2, "replicas:hung")
+    );
+    assert_eq!(fields(node2, "replicas:hung").len(), 2);
+    outer.release().expect("outer release");
+    assert!(
+        eventually(Duration::from_secs(2), || node2.pttl("replicas:hung") == -2),
+        "node 2 keeps a hold after every release: {:?}",
+        fields(node2, "replicas:hung")
+    );
 }

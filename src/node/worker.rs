@@ -17,7 +17,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender, TryRecvError};
 
 use super::connection::Connection;
 use super::errors::describe;
-use super::job::{Job, answer};
+use super::job::{Job, OnLane, answer};
 use super::pipeline::Ran;
 use super::queue::JobReceiver;
 use super::server::{Master, Server};
@@ -66,6 +66,10 @@ pub(super) struct Worker {
     /// resumes, with a fresh TTL, however long after their callers' `live_until`. Their
     /// cleanups are kept until a batch is answered again, which carries them.
     unanswered: Vec<(Arc<str>, Arc<str>)>,
+    /// On a `WAIT` lane, the marks of those acquisitions and extensions, kept as long: a
+    /// cleanup of theirs follows them over the lane, where it is kept, not over the node's first
+    /// worker, which does not know they are unanswered.
+    unanswered_marks: Vec<OnLane>,
     conn: Connection,
     server: Server,
     /// On a node's `WAIT` lane.
@@ -108,6 +112,7 @@ impl Worker {
             closing: false,
             deferred: Vec::new(),
             unanswered: Vec::new(),
+            unanswered_marks: Vec::new(),
             conn,
             server,
             lane,
@@ -513,6 +518,7 @@ impl Worker {
         let held_out = self.server.held_out(ran.sent, now);
         // The node answers again, after the cleanups kept for it went out in this batch.
         self.unanswered.clear();
+        self.unanswered_marks.clear();
         for (r, vote) in batch.drain(..).zip(ran.votes.drain(..)) {
             let vote = counted(&r, vote, held_out.as_ref(), resend);
             self.pace.awaited += usize::from(answer(r, vote));
@@ -538,9 +544,11 @@ impl Worker {
         }
         // A hung node may still run what it had read once it resumes: its cleanups wait for it.
         if e.is_timeout() && self.unanswered.len() < MAX_UNANSWERED {
-            let written = batch.iter().filter(|r| r.command.samples_clock);
-            let written = written.map(|r| (Arc::clone(&r.key), Arc::clone(&r.token)));
-            self.unanswered.extend(written);
+            for r in batch.iter_mut().filter(|r| r.command.samples_clock) {
+                self.unanswered
+                    .push((Arc::clone(&r.key), Arc::clone(&r.token)));
+                self.unanswered_marks.extend(r.on_lane.take());
+            }
         }
         self.fail_all(batch, &problem, Instant::now());
     }
@@ -583,8 +591,7 @@ fn written_unanswered(unanswered: &[(Arc<str>, Arc<str>)], job: &Job) -> bool {
 
 /// A job's vote as it counts. The key stays on the node (and is released with the lock): it
 /// is only not counted, since a young process may have lost another owner's key, and a clock
-/// that jumped may have expired one early. (An uncounted reentrant hold there is not released
-/// but expires with its TTL.)
+/// that jumped may have expired one early.
 fn counted(job: &Job, vote: Vote, held_out: Option<&NodeProblem>, resend: bool) -> Vote {
     match (held_out, vote) {
         (Some(problem), Vote::Yes | Vote::Value(_)) if job.command.acquire => {
@@ -596,6 +603,15 @@ fn counted(job: &Job, vote: Vote, held_out: Option<&NodeProblem>, resend: bool) 
             "connection dropped; the resent acquire was refused, perhaps by its own first copy"
                 .into(),
         )),
+        // Likewise a resent release (it has a `live_until`) that found nothing: its first copy
+        // may have run, and a "no" would report a lock released in time as lost.
+        (_, Vote::No) if job.live_until.is_some() && !resend => {
+            Vote::Failed(NodeProblem::Unavailable(
+                "connection dropped; the resent release found nothing, perhaps because its \
+                 first copy ran"
+                    .into(),
+            ))
+        }
         (_, vote) => vote,
     }
 }
