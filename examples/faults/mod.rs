@@ -418,6 +418,9 @@ fn processes(urls: &[String], n: usize, wait: bool, resource: &str) -> Load {
 }
 
 /// One client through the phases; all five nodes are up again at the end.
+/// How many parts of a phase the JSON line counts the acquisitions of.
+const SLICES: usize = 10;
+
 fn phases(
     five: &mut Cluster,
     load: &mut Load,
@@ -447,14 +450,25 @@ fn phases(
             }
         }
         let (before, t0) = (load.counts(), Instant::now());
-        std::thread::sleep(length);
+        // Acquisitions in each tenth of the phase: how fast it recovers within the phase.
+        let mut slices = Vec::with_capacity(SLICES);
+        let mut last = before.acquired;
+        for k in 1..=SLICES as u32 {
+            std::thread::sleep(
+                (t0 + length * k / SLICES as u32).saturating_duration_since(Instant::now()),
+            );
+            let now = load.counts().acquired;
+            slices.push((now - last).to_string());
+            last = now;
+        }
         let after = load.counts();
         let secs = t0.elapsed().as_secs_f64();
         let rate = (after.acquired - before.acquired) as f64 / secs;
         emit(format!(
             "{{\"config\":\"faults\",\"client\":\"{client}\",\"lock\":\"{kind}\",\"phase\":\"{phase}\",\
-             \"workers\":{WORKERS},\"acquired_per_s\":{rate:.0},\"gave_up\":{},{}}}",
+             \"workers\":{WORKERS},\"acquired_per_s\":{rate:.0},\"gave_up\":{},\"slices\":[{}],{}}}",
             after.gave_up - before.gave_up,
+            slices.join(","),
             after.node_json(&before),
         ));
         rates.push(rate);
