@@ -15,7 +15,8 @@
 //!
 //! Reported per mode, one JSON line each: commands per second the nodes ran (`INFO stats`
 //! `total_commands_processed` deltas, summed over the nodes), handovers, the wake-up latency
-//! from a release to the next acquisition (median, p90), per handover the commands the nodes
+//! from a release to the next acquisition (median, p90, the longest, and how many took over
+//! 100 ms: stalls), per handover the commands the nodes
 //! ran (`commands_per_handover`, script-internal ones included, so a release is 4 on each node:
 //! EVALSHA, GET, DEL, PUBLISH), the same in the steady part of the run
 //! (`commands_per_handover_steady`: from 1 s after the start, when every waiter has come at once
@@ -335,7 +336,7 @@ fn run(
          \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
          \"commands_per_handover\":{:.1},\"steady_handovers\":{steady_handovers},\
          \"commands_per_handover_steady\":{},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
-         \"wake_p90_ms\":{:.1},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
+         \"wake_p90_ms\":{:.1},\"wake_max_ms\":{:.1},\"wake_over_100ms\":{},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
         mode.name(),
         cluster.nodes.len(),
         processes.max(1),
@@ -350,6 +351,8 @@ fn run(
         sent as f64 / l.len().max(1) as f64,
         pct(0.5),
         pct(0.9),
+        pct(1.0),
+        l.iter().filter(|&&ms| ms > 100.0).count(),
         overtook as f64 * 1000.0 / l.len().max(1) as f64,
         overtook_5ms as f64 * 1000.0 / l.len().max(1) as f64,
         match &steady {

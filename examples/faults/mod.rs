@@ -417,10 +417,10 @@ fn processes(urls: &[String], n: usize, wait: bool, resource: &str) -> Load {
     Load::children(kids)
 }
 
-/// One client through the phases; all five nodes are up again at the end.
 /// How many parts of a phase the JSON line counts the acquisitions of.
 const SLICES: usize = 10;
 
+/// One client through the phases; all five nodes are up again at the end.
 fn phases(
     five: &mut Cluster,
     load: &mut Load,
