@@ -7,6 +7,7 @@
 //! text, each present only when given).
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use redis::Value;
 
@@ -486,6 +487,22 @@ pub(crate) fn interrupted(e: &redis::RedisError) -> bool {
         .and_then(|s| s.downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>())
         .and_then(|inner| inner.downcast_ref::<std::io::Error>())
         .is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+}
+
+/// The first wait before connecting again to a node that failed a connect.
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The wait before the next connect to a node after one that failed with `e`, the wait before
+/// it having been `backoff`: doubled, up to 1 s, or up to 100 ms when the node refused the
+/// connection (its host answers and nothing listens: the server is down or restarting, and a
+/// try costs a round trip), so that a restarted node is back within 100 ms of listening.
+pub(crate) fn next_backoff(backoff: Duration, e: &redis::RedisError) -> Duration {
+    let cap = if e.is_connection_refusal() {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(1)
+    };
+    (backoff * 2).min(cap)
 }
 
 /// RESP written straight into a buffer, without allocating.

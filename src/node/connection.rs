@@ -27,9 +27,6 @@ use crate::topology::Link;
 use crate::topology::probe::{self, Probe};
 use crate::topology::{Linked, Target, Tenure};
 
-const BACKOFF_MIN: Duration = Duration::from_millis(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(1);
-
 /// One worker's connection to its node.
 pub(super) struct Connection {
     /// The node's index among the client's, and its name (see [`Servers`]).
@@ -89,7 +86,7 @@ impl Connection {
             outage: Outage {
                 reason: String::from("not connected yet"),
                 retry_at: Instant::now(),
-                backoff: BACKOFF_MIN,
+                backoff: crate::wire::BACKOFF_MIN,
             },
             used_at: Instant::now(),
             inline_scripts: false,
@@ -232,7 +229,7 @@ impl Connection {
                 self.inline_scripts = opened.inline_scripts;
                 self.link = Some(opened.link);
                 self.used_at = Instant::now();
-                self.outage.backoff = BACKOFF_MIN;
+                self.outage.backoff = crate::wire::BACKOFF_MIN;
                 self.health.connected.store(true, Ordering::Relaxed);
                 self.health.connects.fetch_add(1, Ordering::Relaxed);
                 ConnectEnd::Answered
@@ -243,7 +240,7 @@ impl Connection {
                 outage.reason = describe_connect_error(&e) + tls_hint(&e, tls);
                 // Counted from the end of the attempt, which can itself take a timeout.
                 outage.retry_at = Instant::now() + outage.backoff;
-                outage.backoff = (outage.backoff * 2).min(BACKOFF_MAX);
+                outage.backoff = crate::wire::next_backoff(outage.backoff, &e);
                 self.health.set_last_error(outage.reason.clone());
                 if e.is_timeout() {
                     ConnectEnd::TimedOut

@@ -29,8 +29,6 @@ pub(super) const LINGER: Duration = Duration::from_secs(1);
 /// Unanswered within the I/O timeout, the node counts as failing (waiters stop trusting it)
 /// until it answers.
 const PROBE_AFTER: Duration = Duration::from_millis(500);
-const BACKOFF_MIN: Duration = Duration::from_millis(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// What a waiter asks of every node's subscriber: to subscribe its resource's channel (the
 /// first waiter there) or to unsubscribe it (the last one left).
@@ -75,7 +73,7 @@ enum End {
 
 impl Subscriber {
     pub(super) fn run(mut self) {
-        let mut backoff = BACKOFF_MIN;
+        let mut backoff = crate::wire::BACKOFF_MIN;
         loop {
             // Nothing to listen for: park until a waiter comes (or the client goes).
             while self.wanted.is_empty() {
@@ -89,7 +87,7 @@ impl Subscriber {
             self.registry.waiting_for(self.index, false);
             match connected {
                 Ok(mut conn) => {
-                    backoff = BACKOFF_MIN;
+                    backoff = crate::wire::BACKOFF_MIN;
                     let end = self.session(&mut conn);
                     self.registry.waiting_for(self.index, false);
                     if let End::Closed = end {
@@ -101,11 +99,11 @@ impl Subscriber {
                         self.registry.unsubscribed(self.index, &res);
                     }
                 }
-                Err(_) => {
+                Err(e) => {
                     self.set_failing(true);
                     // Keep up with (un)subscriptions while the node is down.
                     let until = Instant::now() + backoff;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    backoff = crate::wire::next_backoff(backoff, &e);
                     loop {
                         match self.changes.recv_deadline(until) {
                             Ok(r) => self.apply_offline(r),
