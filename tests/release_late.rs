@@ -149,3 +149,31 @@ fn a_release_whose_replies_were_lost_after_it_ran_is_not_reported_lost() {
         );
     }
 }
+
+/// A lock released after its validity ran out is reported lost, even when every node dropped
+/// the client's connection before the release (the worker resends it, and a resent release that
+/// finds nothing is no refusal by itself).
+#[test]
+fn a_release_after_the_validity_ran_out_is_lost_even_when_the_connections_dropped() {
+    use std::io::Write;
+    let cluster = Cluster::start(3);
+    let rl = cluster.builder().retry_count(0).build().unwrap();
+    let lock = rl.try_lock("expired", Duration::from_millis(300)).unwrap();
+    assert!(eventually(Duration::from_secs(2), || lock
+        .validity()
+        .is_zero()));
+    for n in &cluster.nodes {
+        use std::io::Read;
+        let mut k = killer(n);
+        k.write_all(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
+            .unwrap();
+        // Its reply (how many it killed): the kill is done before the release.
+        let mut reply = [0u8; 16];
+        let _ = k.read(&mut reply).unwrap();
+    }
+    let result = lock.release();
+    assert!(
+        matches!(result, Err(redquorum::Error::Lost { .. })),
+        "a lock released after its validity: {result:?}"
+    );
+}

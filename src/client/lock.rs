@@ -508,15 +508,20 @@ impl Lock {
 
     /// Releases the lock on every node, deleting only keys that still hold this lock's token.
     ///
-    /// Ok when a quorum deleted it; [`Error::Lost`] when it was no longer ours on enough nodes
-    /// (it expired before the release: the protected work may have overlapped another owner's);
-    /// [`Error::NoQuorum`] when too few nodes answered (their keys expire with the TTL).
+    /// Ok when a quorum deleted it; [`Error::Lost`] when it was no longer ours on enough nodes,
+    /// or its validity had run out before the release (either way the protected work may have
+    /// overlapped another owner's); [`Error::NoQuorum`] when too few nodes answered (their keys
+    /// expire with the TTL).
     /// Afterwards [`validity`](Lock::validity) is zero, [`extend`](Lock::extend) reports
     /// [`Error::Lost`], and releasing again does nothing. Calls on one lock from several threads
     /// are serialized: a release waits for an extension in flight, which then cannot reach a
     /// node after it.
     pub fn release(&self) -> Result<()> {
         let _op = self.shared.op();
+        // Its validity ran out before the release: the work it protected may have overlapped
+        // another owner's, whatever the nodes answer (a refusal resent after a dropped
+        // connection counts as no answer, and may be all they give).
+        let expired = self.shared.validity().is_zero();
         if !self.mark_released() {
             return Ok(());
         }
@@ -528,9 +533,10 @@ impl Lock {
             .release_call(&release, &self.resource, &self.token, live_until);
         match outcome.decision {
             Decision::Quorum => Ok(()),
-            // Lost only when enough nodes said it is not ours: refusals with failures (a node
-            // that timed out may still hold the key) are too few answers, as for unreachable.
-            Decision::Refused if outcome.tally.refused_by_a_majority() => {
+            // Lost when its validity had run out, or when enough nodes said it is not ours:
+            // refusals with failures (a node that timed out may still hold the key) are too few
+            // answers, as for unreachable.
+            _ if expired || outcome.tally.refused_by_a_majority() => {
                 Err(self.shared.lost_error(Some(outcome.report(&self.engine))))
             }
             Decision::Refused | Decision::Unreachable => Err(Error::NoQuorum {
