@@ -71,6 +71,9 @@ pub(crate) struct Shared {
     telemetry: Arc<Telemetry>,
     kind_name: &'static str,
     acquired_at: Instant,
+    /// What the release announces itself with (see [`release_nonce`]), chosen at the
+    /// acquisition so that the queue's turn message can name it.
+    nonce: Arc<str>,
 }
 
 type LostCallback = Box<dyn FnOnce(&str) + Send>;
@@ -124,6 +127,7 @@ impl Shared {
             telemetry,
             kind_name,
             acquired_at: Instant::now(),
+            nonce: release_nonce(),
         }
     }
 
@@ -497,6 +501,11 @@ impl Lock {
         result
     }
 
+    /// The nonce its release will be announced with.
+    pub(crate) fn release_nonce(&self) -> &str {
+        &self.shared.nonce
+    }
+
     /// Releases the lock on every node, deleting only keys that still hold this lock's token.
     ///
     /// Ok when a quorum deleted it; [`Error::Lost`] when it was no longer ours on enough nodes,
@@ -517,7 +526,7 @@ impl Lock {
             return Ok(());
         }
         let kind = &self.shared.kind;
-        let release = kind.release(release_nonce());
+        let release = kind.release(Arc::clone(&self.shared.nonce));
         let live_until = Some(self.shared.keys_until());
         let outcome = self
             .engine
@@ -560,7 +569,7 @@ impl Drop for Lock {
         let _op = self.shared.op();
         if self.mark_released() {
             let kind = &self.shared.kind;
-            let release = kind.release(release_nonce());
+            let release = kind.release(Arc::clone(&self.shared.nonce));
             // A node that is down meanwhile gets the release once it is back, while the keys
             // may still live there.
             let live_until = Some(self.shared.keys_until());

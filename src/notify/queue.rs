@@ -63,11 +63,14 @@
 //!   more than its fallback once its client's workers skip a node or a node's subscription is
 //!   down (the head looks every node timeout).
 //!   A release a client kept while none of its waiters was at the head is dropped when the
-//!   turn message makes one of them the head, if the queue node announced it before that
-//!   message and it is the newest release a quorum announced (so it came before the `LEAVE`,
-//!   and the lock is held again); the release of the lock just taken comes after the `LEAVE` on
-//!   the queue node, so it is never dropped so, but a release of it made through another
-//!   connection (another client with its token) could be, and costs that TTL.
+//!   turn message makes one of them the head, unless it is the release of the lock just taken:
+//!   the holder's `LEAVE` names the nonce its release will be announced with
+//!   (`turn:<head>:<next>:<held>:<release>`), and the kept message stands for a release older
+//!   than that lock until a quorum announced that one. (A turn message of an older client names
+//!   none: then a kept release counts as older if the queue node announced it before that
+//!   message, which may drop the right one; see `Registry::queue`.) A drop that is wrong all
+//!   the same (a release this client no longer remembers: more than `ANNOUNCED` hand-overs
+//!   came between it and the turn message) costs the head at most `AFTER_A_DROP`.
 //! - **Keys left behind** expire [`MEMBER_LEASE`] after the last `JOIN`.
 //!
 //! Not queued: multi-resource locks (they would stand in several queues), readers of a
@@ -207,12 +210,18 @@ pub(crate) fn join(keys: &Keys) -> Command {
         .text(Arc::from(MEMBER_LEASE.as_millis().to_string()))
 }
 
-/// `LEAVE` (see [`LEAVE`]) after getting the lock for `held_ms` (its TTL), or giving up (0).
-pub(crate) fn leave(keys: &Keys, held_ms: u64) -> Command {
+/// `LEAVE` (see [`LEAVE`]) after getting the lock for `held_ms` (its TTL), whose release will
+/// be announced with `release`, or giving up (`None`). The turn message then reads
+/// `turn:<head>:<next>:<held_ms>:<release>`: a reader of three fields takes `held_ms` as before.
+pub(crate) fn leave(keys: &Keys, held: Option<(u64, &str)>) -> Command {
+    let held = match held {
+        Some((ms, release)) => format!("{ms}:{release}"),
+        None => "0".to_owned(),
+    };
     Command::script(&LEAVE, Reply::Flag)
         .keys(keys.clone())
         .number(HEAD_LEASE.as_millis() as u64)
-        .text(Arc::from(held_ms.to_string()))
+        .text(Arc::from(held))
 }
 
 /// Reads `JOIN`'s reply: the rank (0: the head) and how many wait behind.
@@ -243,6 +252,8 @@ pub(crate) struct TurnNews {
     pub head: Option<String>,
     pub next: Option<String>,
     pub held_ms: u64,
+    /// The nonce the lock just taken will be released with, when its holder named it.
+    pub release: Option<String>,
 }
 
 /// Reads a message on a release channel as news of a queue, if it is that.
@@ -259,10 +270,12 @@ fn turn_news(message: &str) -> Option<TurnNews> {
     let head = id(parts.next());
     let next = id(parts.next());
     let held_ms = parts.next().and_then(|h| h.parse().ok()).unwrap_or(0);
+    let release = id(parts.next());
     Some(TurnNews {
         head,
         next,
         held_ms,
+        release,
     })
 }
 
@@ -298,7 +311,17 @@ mod tests {
             Some(TurnNews {
                 head: Some("ab".into()),
                 next: Some("cd".into()),
-                held_ms: 10_000
+                held_ms: 10_000,
+                release: None,
+            })
+        );
+        assert_eq!(
+            turn_news("turn:ab::10000:5e1f.7"),
+            Some(TurnNews {
+                head: Some("ab".into()),
+                next: None,
+                held_ms: 10_000,
+                release: Some("5e1f.7".into()),
             })
         );
         assert_eq!(
@@ -306,7 +329,8 @@ mod tests {
             Some(TurnNews {
                 head: None,
                 next: None,
-                held_ms: 0
+                held_ms: 0,
+                release: None,
             })
         );
         assert_eq!(queue_news("3f2a9c"), None);

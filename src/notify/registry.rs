@@ -33,6 +33,10 @@ pub(super) struct SlotState {
     /// `i` < 64): each node announces the same release, which should wake one waiter once, not
     /// N times.
     recent: VecDeque<(String, usize, u64)>,
+    /// The releases a quorum announced, newest last, at most [`ANNOUNCED`]: what a turn
+    /// message's named release is looked up in (see [`Registry::queue`]). Apart from `recent`,
+    /// whose entries a resumed node's burst of old releases pushes out.
+    announced: VecDeque<String>,
     /// The releases a quorum announced since the message in `released`, if there is one, was
     /// sent: the ones it stands for (a later release finds the channel full and adds itself
     /// here; one that finds it empty starts the list anew). At most [`RECENT`]; past that, an
@@ -73,6 +77,7 @@ impl Default for SlotState {
         let (all_tx, all_rx) = crossbeam_channel::bounded(0);
         SlotState {
             recent: VecDeque::new(),
+            announced: VecDeque::new(),
             pending: Vec::new(),
             before_turn: 0,
             on: Vec::new(),
@@ -135,6 +140,12 @@ pub(crate) enum News {
 /// forgotten first (see [`Registry::released`]), and enough are kept that such a burst does not
 /// push out the release still being announced.
 const RECENT: usize = 32;
+
+/// How many releases a quorum announced a slot remembers for the turn messages (see
+/// [`SlotState::announced`]): the release a turn message names may come from the other nodes
+/// before this client hears the queue node's message, and the hand-overs after it with it. At a
+/// thousand hand-overs a second, 128 cover a lag of 128 ms of the queue node's subscriber.
+const ANNOUNCED: usize = 128;
 
 /// How long a new head waits at most for the release of the lock the one before took, once a
 /// release kept for it was found stale at its turn and dropped (see [`Registry::queue`]): then
@@ -358,29 +369,13 @@ impl Registry {
         if ours && held.is_some() {
             // A release kept for no waiter of this client (its waiters were all behind others
             // when it came) would wake the new head only to be refused by the lock the one
-            // before just took. The kept message stands for the releases a quorum announced
-            // since it was sent (`pending`). Those that came before the turn message before
-            // this one are older than that lock, which its holder took once that message made
-            // it the head. Each later one is older too if the queue node announced it before
-            // this turn message: that node runs the `LEAVE` before the lock's release (both
-            // come from the new holder's one connection to it), and this subscriber hears its
-            // messages in that order. The message is stale if there are later ones and they all
-            // are. The release of the lock just taken, heard from other nodes first, keeps it;
-            // so does a release this client no longer remembers. With no later one, it stays:
-            // the release of the lock just taken may have been heard before the turn message
-            // before this one (this subscriber's thread waiting for a core through that lock's
-            // whole hold), and the releases before it then were too. Should a release be
-            // dropped wrongly all the same, it costs the head at most `AFTER_A_DROP`: it tries
-            // then, rather than at the end of the lock's TTL.
-            let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
-            let heard_here = |p: &String| {
-                state
-                    .recent
-                    .iter()
-                    .any(|(n, _, nodes)| n == p && nodes & bit != 0)
+            // before just took, and is dropped; a wrong drop costs the head at most
+            // `AFTER_A_DROP`: it tries then, rather than at the end of the lock's TTL.
+            let stale = match &news.release {
+                Some(release) => self.older_than(&state, release),
+                None => older_than_the_turn(&mut state, node),
             };
-            let later = &state.pending[state.before_turn.min(state.pending.len())..];
-            if !later.is_empty() && later.iter().all(heard_here) {
+            if stale {
                 let mut dropped = false;
                 while slot.released.try_recv().is_ok() {
                     dropped = true;
@@ -401,6 +396,15 @@ impl Registry {
         }
         state.fair_head = news.head;
         state.silent_since = None;
+    }
+
+    /// Whether the kept wake-up is older than the lock the one before the head just took,
+    /// whose release the turn message names (`release`, its nonce): the holder keeps everyone
+    /// else out until that release, so the message stands for an older release unless that one
+    /// has come (a quorum announced it: heard from other nodes before the queue node's turn
+    /// message, whose subscriber can lag behind theirs).
+    fn older_than(&self, state: &SlotState, release: &str) -> bool {
+        !state.announced.iter().any(|nonce| nonce == release)
     }
 
     /// Node `node`'s subscription to `resource` ended (unsubscribed, or its connection broke).
@@ -456,6 +460,10 @@ impl Registry {
             if count != self.quorum {
                 return;
             }
+            if state.announced.len() == ANNOUNCED {
+                state.announced.pop_front();
+            }
+            state.announced.push_back(nonce.clone());
             // Every shared waiter retries: all of them can get in at once.
             state.epoch += 1;
             let (all_tx, all_rx) = crossbeam_channel::bounded(0);
@@ -482,6 +490,29 @@ impl Registry {
             }
         }
     }
+}
+
+/// For a turn message that does not name the holder's release (a holder with an older version
+/// of this library): whether the kept wake-up is older than the lock the one before the head
+/// just took. The kept message stands for the releases a quorum announced since it was sent
+/// (`pending`). Those that came before the turn message before this one are taken to be older
+/// than that lock, which its holder took once that message made it the head (not always so:
+/// the holder's release can come from the other nodes before this subscriber hears the queue
+/// node's turn message, and such a drop is wrong). Each later one is older too if the queue
+/// node announced it before this turn message: that node runs the `LEAVE` before the lock's
+/// release (both come from the new holder's one connection to it), and this subscriber hears
+/// its messages in that order. The message is stale if there are later ones and they all are.
+/// With no later one, it stays.
+fn older_than_the_turn(state: &mut SlotState, node: usize) -> bool {
+    let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
+    let heard_here = |p: &String| {
+        state
+            .recent
+            .iter()
+            .any(|(n, _, nodes)| n == p && nodes & bit != 0)
+    };
+    let later = &state.pending[state.before_turn.min(state.pending.len())..];
+    !later.is_empty() && later.iter().all(heard_here)
 }
 
 #[cfg(test)]
@@ -517,6 +548,92 @@ mod tests {
     fn turn(registry: &Registry, head: &str, held_ms: u64) {
         let news = queue_news(&format!("turn:{head}::{held_ms}")).unwrap();
         registry.queue(QUEUE_NODE, "r", news);
+    }
+
+    /// The queue node's turn message naming `head` (and `next`), after the one before got the
+    /// lock for `held_ms`, to be released with `release`.
+    fn turn_naming(registry: &Registry, head: &str, next: &str, held_ms: u64, release: &str) {
+        let news = queue_news(&format!("turn:{head}:{next}:{held_ms}:{release}")).unwrap();
+        registry.queue(QUEUE_NODE, "r", news);
+    }
+
+    #[test]
+    fn the_release_of_the_lock_just_taken_heard_before_the_turn_messages_wakes_the_new_head() {
+        // A release is kept (no waiter of this client is the head). Then, as the queue node
+        // ran them: the turn message making "x" the head, "a" (the release of the lock before),
+        // the turn message making "w" (this client's) the head after "x" took the lock, and
+        // "b", the release of that lock. This client's subscriber to the queue node lags: "b"
+        // comes from the other nodes before it hears the first turn message.
+        let (registry, slot, news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, QUEUE_NODE, 3, 4], "kept");
+        announce(&registry, &[0, 1, 3], "b");
+        turn_naming(&registry, "x", "w", 10_000, "a-lock");
+        assert_eq!(news.try_recv(), Ok(News::Next));
+        announce(&registry, &[3, 4, QUEUE_NODE], "a");
+        turn_naming(&registry, "w", "", 10_000, "b");
+        assert_eq!(
+            news.try_recv(),
+            Ok(News::Head {
+                held: Some(Duration::from_secs(10)),
+                watched: false
+            })
+        );
+        assert_eq!(
+            slot.released.len(),
+            1,
+            "the release of the lock just taken was dropped: the head sleeps"
+        );
+    }
+
+    #[test]
+    fn a_resumed_nodes_burst_does_not_make_the_release_of_the_lock_just_taken_forgotten() {
+        // The lock "x" took is released with "b", which a quorum announced before the queue
+        // node's turn message; then a node that resumes after a hang announces the releases it
+        // was sent meanwhile, more than a slot's recent releases hold. "b" is still the release
+        // of the lock just taken: the kept wake-up stays.
+        let (registry, slot, news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, 3], "a");
+        announce(&registry, &[0, 1, 3], "b");
+        for i in 0..2 * RECENT {
+            announce(&registry, &[4], &format!("old{i}"));
+        }
+        turn_naming(&registry, "w", "", 10_000, "b");
+        assert_eq!(
+            news.try_recv(),
+            Ok(News::Head {
+                held: Some(Duration::from_secs(10)),
+                watched: false
+            })
+        );
+        assert_eq!(
+            slot.released.len(),
+            1,
+            "the release of the lock just taken was dropped: the head sleeps"
+        );
+    }
+
+    #[test]
+    fn a_release_older_than_the_one_the_turn_names_does_not_wake_the_new_head() {
+        // Kept while no waiter of this client was the head; the lock taken since will be
+        // released with "b", which has not come: the kept release is older.
+        let (registry, slot, news) = registry(Duration::from_secs(60));
+        announce(&registry, &[0, 1, 3], "a");
+        assert_eq!(slot.released.len(), 1);
+        turn_naming(&registry, "w", "", 10_000, "b");
+        assert_eq!(
+            news.try_recv(),
+            Ok(News::Head {
+                held: Some(AFTER_A_DROP),
+                watched: false
+            })
+        );
+        assert!(
+            slot.released.is_empty(),
+            "a stale release would wake the head"
+        );
+        // "b" then wakes it.
+        announce(&registry, &[0, 1, QUEUE_NODE], "b");
+        assert_eq!(slot.released.len(), 1);
     }
 
     #[test]

@@ -145,7 +145,7 @@ impl<'a> Acquisition<'a> {
         self.attempts = self.attempts.saturating_add(1);
         match self.attempt()? {
             Tried::Granted(lock) => {
-                member.leave(self.ttl_ms);
+                member.leave(Some((self.ttl_ms, lock.release_nonce())));
                 Ok(Tried::Granted(lock))
             }
             Tried::Failed(f) if self.next_pause().is_none() => Err(self.give_up(f)),
@@ -158,7 +158,7 @@ impl<'a> Acquisition<'a> {
         self.attempts = self.attempts.saturating_add(1);
         match self.attempt()? {
             Tried::Granted(lock) => {
-                member.leave(self.ttl_ms);
+                member.leave(Some((self.ttl_ms, lock.release_nonce())));
                 Ok(lock)
             }
             Tried::Failed(f) => Err(self.give_up(f)),
@@ -422,16 +422,16 @@ impl Member<'_> {
         Some(rank)
     }
 
-    /// Leaves the queue, having got the lock for `held_ms` (its TTL) or not (0); without
-    /// waiting.
-    fn leave(&mut self, held_ms: u64) {
+    /// Leaves the queue, having got the lock for `held` ms (its TTL), whose release will be
+    /// announced with the nonce given, or not (`None`); without waiting.
+    fn leave(&mut self, held: Option<(u64, &str)>) {
         if !std::mem::take(&mut self.joined) {
             return;
         }
         let mut targets = vec![false; self.engine.node_count()];
         targets[self.node] = true;
         self.engine.send_nowait(
-            &queue::leave(&self.keys, held_ms),
+            &queue::leave(&self.keys, held),
             &self.resource,
             &self.id,
             Some(&targets),
@@ -443,6 +443,6 @@ impl Member<'_> {
 
 impl Drop for Member<'_> {
     fn drop(&mut self) {
-        self.leave(0);
+        self.leave(None);
     }
 }
