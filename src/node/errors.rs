@@ -64,15 +64,7 @@ pub(super) fn describe(e: &redis::RedisError) -> NodeProblem {
     }
 }
 
-/// Whether a server error says the command is not for this user or not on this server (an
-/// ACL denial, a renamed or disabled command), rather than that something went wrong.
-pub(super) fn command_refused(e: &redis::RedisError) -> bool {
-    let text = e.to_string();
-    crate::wire::is_denied(&text)
-        || text.contains("NoPerm")
-        || text.contains("unknown command")
-        || text.contains("unknown subcommand")
-}
+pub(super) use crate::wire::command_refused;
 
 /// An error of ours (not the server's): `what` failed, and `detail` says why and what to do.
 pub(super) fn refusal(what: &'static str, detail: String) -> redis::RedisError {

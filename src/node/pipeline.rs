@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use redis::Value;
 
+use super::errors::command_refused;
 use super::job::Job;
 use super::wait_lane::{Acked, Replicas, Wait, acknowledged, needs_ack};
 use crate::error::NodeProblem;
@@ -104,8 +105,14 @@ pub(super) fn plain(
         .collect();
     if !noscript.is_empty() {
         // Loaded for the batches to come; the resend carries the scripts' source (`EVAL`),
-        // which another flush between the load and the resend cannot fail.
-        load_scripts(conn, out.scripts)?;
+        // which another flush between the load and the resend cannot fail, nor a user that may
+        // not load scripts (its connection found them loaded by another): the next connection
+        // sends them whole.
+        if let Err(e) = load_scripts(conn, out.scripts)
+            && !command_refused(&e)
+        {
+            return Err(e);
+        }
         let mut again = Vec::new();
         let (_, acked_again) = pipeline(
             conn,

@@ -16,8 +16,8 @@ use std::time::Duration;
 pub enum Behaviour {
     /// Accepts connections and holds them open, never reading or writing a byte.
     Silent,
-    /// Answers the handshake (`CLIENT SETINFO`, `SCRIPT LOAD`, `PING`) properly; to anything
-    /// else writes `reply`, then closes the connection when `close`.
+    /// Answers the handshake (`CLIENT SETINFO`, `SCRIPT EXISTS`, `SCRIPT LOAD`, `PING`)
+    /// properly; to anything else writes `reply`, then closes the connection when `close`.
     Answer { reply: &'static [u8], close: bool },
     /// A standalone master with one keyspace shared by its connections: `SET … NX` takes a
     /// free key, any `EVALSHA` deletes its first key and answers 1 (a release), `TIME` tells
@@ -244,6 +244,11 @@ fn handshake(args: &[Vec<u8>]) -> Option<Vec<u8>> {
             let source = std::str::from_utf8(args.get(2)?).ok()?;
             let sha = redis::Script::new(source).get_hash().to_owned();
             Some(format!("${}\r\n{sha}\r\n", sha.len()).into_bytes())
+        }
+        // A server that has none of the scripts yet.
+        ("SCRIPT", Some("EXISTS")) => {
+            let shas = args.len() - 2;
+            Some(format!("*{shas}\r\n{}", ":0\r\n".repeat(shas)).into_bytes())
         }
         _ => None,
     }
