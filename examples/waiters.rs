@@ -2,11 +2,11 @@
 //! lock after a release, and whether they get it in the order they came.
 //!
 //! 50 waiter threads take turns on one resource: each holds it for a hold (`--hold-ms`, a list,
-//! default `100,20`), releases it, steps back for 2⅓ times that and queues again, for
-//! `--seconds` (default 8) per mode, against 5 local redis-server nodes started here. (Not a
-//! whole multiple of the hold: a thread coming back exactly as another releases kept the cores
-//! awake at each release and made wake-ups look about 0.4 ms faster than they are on an idle
-//! machine.) For each hold the modes are: polling on `retry_delay` (200 ms ± 100 ms, the
+//! default `100,20`), releases it, steps back for 2⅓ times that (or `--step-ms`) and queues
+//! again, for `--seconds` (default 8) per mode, against 5 local redis-server nodes started here.
+//! (Not a whole multiple of the hold: a thread coming back exactly as another releases kept the
+//! cores awake at each release and made wake-ups look about 0.4 ms faster than they are on an
+//! idle machine.) For each hold the modes are: polling on `retry_delay` (200 ms ± 100 ms, the
 //! defaults) in one client; then for each number of processes in `--processes` (default
 //! `1,5,25`; 1: all waiters in one client of this process, else spread over that many
 //! processes, this program again with `--child`), release notifications with `fair(false)`
@@ -18,7 +18,9 @@
 //! from a release to the next acquisition (median, p90, the longest, and how many took over
 //! 100 ms: stalls), per handover the commands the nodes
 //! ran (`commands_per_handover`, script-internal ones included, so a release is 4 on each node:
-//! EVALSHA, GET, DEL, PUBLISH), the same in the steady part of the run
+//! EVALSHA, GET, DEL, PUBLISH), the same with the clients' starts and ends
+//! (`commands_per_handover_with_starts`: from before the clients are built, or their processes
+//! start, to after they closed and exited), the same in the steady part of the run
 //! (`commands_per_handover_steady`: from 1 s after the start, when every waiter has come at once
 //! and each client has loaded its scripts, to 100 ms before the end, when every wait ends and
 //! makes its last try; `steady_handovers` of them), the commands the clients sent
@@ -29,7 +31,7 @@
 //! `CLOCK_MONOTONIC`, which all processes of the host share.
 //!
 //! `cargo run --release --example waiters [-- --seconds S --waiters W --hold-ms H,H
-//! --processes P,P --svg FILE]`; `--svg` also charts commands per hand-over against processes.
+//! --step-ms S --processes P,P --svg FILE]`; `--svg` also charts commands per hand-over against processes.
 
 #[path = "chart/mod.rs"]
 mod chart;
@@ -152,7 +154,7 @@ fn take_turns(
                     let _ = lock.release();
                     // Step back, so that the next holder is one of the waiters, not the thread
                     // that just released; then queue again.
-                    std::thread::sleep(hold * 2 + hold / 3);
+                    std::thread::sleep(step_back(hold));
                 }
             })
         })
@@ -161,6 +163,13 @@ fn take_turns(
         t.join().unwrap();
     }
     std::mem::take(&mut *events.lock().unwrap())
+}
+
+/// How long a waiter steps back after its release: `--step-ms`, or 2⅓ holds.
+fn step_back(hold: Duration) -> Duration {
+    text_arg("--step-ms")
+        .and_then(|ms| ms.parse().ok())
+        .map_or(hold * 2 + hold / 3, Duration::from_millis)
 }
 
 /// Wake-ups in ms: from each release to the acquisition that follows it.
@@ -316,6 +325,13 @@ fn run(
     // order (the first try, the subscription): only larger leads count, besides all of them.
     // Per 1,000 hand-overs after the first second.
     let calls_after = by_command(cluster);
+    // Every command from before the clients were built to after they closed (processes
+    // started and exited), but the samples' own `INFO`.
+    let with_starts: u64 = calls_after
+        .iter()
+        .filter(|(name, _)| name.as_str() != "info")
+        .map(|(name, n)| n - calls_before.get(name).copied().unwrap_or(0))
+        .sum();
     let per_steady = |n: u64| n as f64 / steady_handovers.max(1) as f64;
     let overtook = inversions(&events, 0);
     let overtook_5ms = inversions(&events, 5_000_000);
@@ -334,7 +350,8 @@ fn run(
     let line = format!(
         "{{\"mode\":\"{}\",\"nodes\":{},\"waiters\":{waiters},\"processes\":{},\"hold_ms\":{},\
          \"seconds\":{elapsed:.1},\"commands_per_s\":{:.0},\"handovers\":{},\
-         \"commands_per_handover\":{:.1},\"steady_handovers\":{steady_handovers},\
+         \"commands_per_handover\":{:.1},\"commands_per_handover_with_starts\":{:.1},\
+         \"steady_handovers\":{steady_handovers},\
          \"commands_per_handover_steady\":{},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
          \"wake_p90_ms\":{:.1},\"wake_max_ms\":{:.1},\"wake_over_100ms\":{},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
         mode.name(),
@@ -344,6 +361,7 @@ fn run(
         issued as f64 / elapsed,
         l.len(),
         issued as f64 / l.len().max(1) as f64,
+        with_starts as f64 / l.len().max(1) as f64,
         steady.as_ref().map_or("null".to_owned(), |w| format!(
             "{:.1}",
             per_steady(w.commands)
@@ -401,6 +419,7 @@ fn children(
                 .args(["--child", &cluster.urls().join(","), resource])
                 .args(["--waiters", &share.to_string()])
                 .args(["--hold-ms", &hold.as_millis().to_string()])
+                .args(["--step-ms", &step_back(hold).as_millis().to_string()])
                 .args(["--mode", mode.name()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -504,13 +523,14 @@ fn by_command(cluster: &Cluster) -> std::collections::BTreeMap<String, u64> {
 /// what scripts call (a release is EVALSHA, GET, DEL and PUBLISH), this only what came over
 /// the wire.
 fn sent(cluster: &Cluster) -> u64 {
-    const WIRE: [&str; 6] = [
+    const WIRE: [&str; 7] = [
         "set",
         "evalsha",
         "subscribe",
         "unsubscribe",
         "ping",
         "script|load",
+        "script|exists",
     ];
     WIRE.iter().map(|c| cluster.calls(c)).sum()
 }

@@ -69,8 +69,10 @@
 //!   than that lock until a quorum announced that one. (A turn message of an older client names
 //!   none: then a kept release counts as older if the queue node announced it before that
 //!   message, which may drop the right one; see `Registry::queue`.) A drop that is wrong all
-//!   the same (a release this client no longer remembers: more than `ANNOUNCED` hand-overs
-//!   came between it and the turn message) costs the head at most `AFTER_A_DROP`.
+//!   the same costs the head at most `AFTER_A_DROP`: the lock freed by another release than the
+//!   holder's (`force_release`) before this client heard the turn message, or the holder's
+//!   release no longer remembered (more than `ANNOUNCED` hand-overs came between it and the
+//!   turn message).
 //! - **Keys left behind** expire [`MEMBER_LEASE`] after the last `JOIN`.
 //!
 //! Not queued: multi-resource locks (they would stand in several queues), readers of a
