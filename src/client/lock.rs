@@ -508,19 +508,21 @@ impl Lock {
 
     /// Releases the lock on every node, deleting only keys that still hold this lock's token.
     ///
-    /// Ok when a quorum deleted it; [`Error::Lost`] when it was no longer ours on enough nodes,
-    /// or its validity had run out before the release (either way the protected work may have
-    /// overlapped another owner's); [`Error::NoQuorum`] when too few nodes answered (their keys
-    /// expire with the TTL).
+    /// Ok when a quorum deleted it (its keys lived there from the acquisition on, so no one
+    /// else held it meanwhile, even past its validity); [`Error::Lost`] when it was no longer
+    /// ours on enough nodes, or its validity had run out before a release that a quorum did not
+    /// confirm (either way the protected work may have overlapped another owner's);
+    /// [`Error::NoQuorum`] when too few nodes answered (their keys expire with the TTL).
     /// Afterwards [`validity`](Lock::validity) is zero, [`extend`](Lock::extend) reports
     /// [`Error::Lost`], and releasing again does nothing. Calls on one lock from several threads
     /// are serialized: a release waits for an extension in flight, which then cannot reach a
     /// node after it.
     pub fn release(&self) -> Result<()> {
         let _op = self.shared.op();
-        // Its validity ran out before the release: the work it protected may have overlapped
-        // another owner's, whatever the nodes answer (a refusal resent after a dropped
-        // connection counts as no answer, and may be all they give).
+        // Its validity ran out before the release: unless a quorum deletes its keys (which lived
+        // there all along), the work it protected may have overlapped another owner's, whatever
+        // else the nodes answer (a refusal resent after a dropped connection counts as no
+        // answer, and may be all they give).
         let expired = self.shared.validity().is_zero();
         if !self.mark_released() {
             return Ok(());
