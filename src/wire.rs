@@ -426,37 +426,73 @@ impl Command {
     }
 }
 
-/// Loads the scripts the server does not have yet: `SCRIPT EXISTS` for all of them, then the
-/// missing ones, each in one round trip. A server's scripts are shared by every connection to
-/// it, so a connection to a node that this or another client loaded them on costs a few
-/// commands, not one per script (a process that locked once and exited sent 25 to each node). A
-/// server that refuses `SCRIPT EXISTS` (an ACL) gets every script loaded.
+/// `SCRIPT EXISTS` for `scripts`, in chunks of 8: Redis closes a connection not yet
+/// authenticated that sends a command of more than 10 arguments, and the error that names the
+/// missing password must reach the user.
+pub(crate) fn script_exists(scripts: &[&Script]) -> Vec<redis::Cmd> {
+    scripts
+        .chunks(8)
+        .map(|chunk| {
+            let mut cmd = redis::cmd("SCRIPT");
+            cmd.arg("EXISTS");
+            for script in chunk {
+                cmd.arg(script.sha());
+            }
+            cmd
+        })
+        .collect()
+}
+
+/// Which scripts the replies to [`script_exists`] say the server has, in order; `None` if a
+/// reply is not an answer (an error: an ACL refusal, say).
+pub(crate) fn scripts_present(replies: Vec<Value>) -> Option<Vec<bool>> {
+    let mut present = Vec::new();
+    for reply in replies {
+        let Value::Array(flags) = reply else {
+            return None;
+        };
+        for flag in flags {
+            present.push(matches!(flag, Value::Int(1)));
+        }
+    }
+    Some(present)
+}
+
+/// Loads the scripts of `sets` the server does not have: those `present` says it lacks (from
+/// the probe at connect), or, without it, those one round trip of [`script_exists`] finds
+/// missing. A server's scripts are shared by every connection to it, so a connection to a node
+/// that this or another client loaded them on loads none (a process that locked once and
+/// exited sent 25 `SCRIPT LOAD`s to each node). A server that refuses `SCRIPT EXISTS` (an ACL)
+/// gets every script loaded.
 pub(crate) fn load_scripts(
     conn: &mut redis::Connection,
     sets: &[&[&Script]],
+    present: Option<&[bool]>,
 ) -> redis::RedisResult<()> {
     let scripts: Vec<&Script> = sets.iter().flat_map(|set| set.iter().copied()).collect();
     if scripts.is_empty() {
         return Ok(());
     }
-    // Redis closes a connection not yet authenticated that sends a command of more than 10
-    // arguments: an error that names the missing password needs shorter ones.
-    let mut exists = redis::pipe();
-    for chunk in scripts.chunks(8) {
-        let cmd = exists.cmd("SCRIPT").arg("EXISTS");
-        for script in chunk {
-            cmd.arg(script.sha());
+    let asked;
+    let present = match present {
+        Some(present) => present,
+        None => {
+            let mut pipe = redis::pipe();
+            for cmd in script_exists(&scripts) {
+                pipe.add_command(cmd);
+            }
+            asked = match pipe.query::<Vec<Value>>(conn) {
+                Ok(replies) => scripts_present(replies).unwrap_or_default(),
+                Err(e) if command_refused(&e) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            &asked
         }
-    }
-    let present: Vec<i64> = match exists.query::<Vec<Vec<i64>>>(conn) {
-        Ok(present) => present.into_iter().flatten().collect(),
-        Err(e) if command_refused(&e) => Vec::new(),
-        Err(e) => return Err(e),
     };
     let missing: Vec<&Script> = scripts
         .iter()
         .enumerate()
-        .filter(|&(i, _)| present.get(i) != Some(&1))
+        .filter(|&(i, _)| present.get(i) != Some(&true))
         .map(|(_, script)| *script)
         .collect();
     if missing.is_empty() {

@@ -26,6 +26,7 @@ use crate::rules::quorum::Vote;
 use crate::topology::Link;
 use crate::topology::probe::{self, Probe};
 use crate::topology::{Linked, Target, Tenure};
+use crate::wire::Script;
 
 /// One worker's connection to its node.
 pub(super) struct Connection {
@@ -286,7 +287,13 @@ impl Connection {
         if let (Some(follow), Some(reached)) = (&self.follow, &master) {
             follow.refuse_older(reached, epoch)?;
         }
-        let mut probe = conn.probe()?;
+        let scripts: Vec<&Script> = self
+            .settings
+            .scripts
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect();
+        let mut probe = conn.probe(&scripts)?;
         self.warn(&mut probe, master.is_some(), tenure.as_ref(), server);
         // Each master's connected replicas: the node's one master, or every master of a cluster
         // (each named in the warnings), all of which need `min_replicas`.
@@ -390,7 +397,7 @@ impl Connection {
     /// Loads the scripts; says whether they must go whole with `EVAL` instead, because
     /// `SCRIPT LOAD` was refused (a warning says so).
     fn load_scripts(&self, conn: &mut Link, probe: &mut Probe) -> redis::RedisResult<bool> {
-        match conn.load_scripts(self.settings.scripts) {
+        match conn.load_scripts(self.settings.scripts, probe.scripts_present.as_deref()) {
             Ok(()) => Ok(false),
             Err(e) if command_refused(&e) => {
                 probe.assessment.warnings.push(format!(

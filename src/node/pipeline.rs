@@ -108,7 +108,7 @@ pub(super) fn plain(
         // which another flush between the load and the resend cannot fail, nor a user that may
         // not load scripts (its connection found them loaded by another): the next connection
         // sends them whole.
-        if let Err(e) = load_scripts(conn, out.scripts)
+        if let Err(e) = load_scripts(conn, out.scripts, None)
             && !command_refused(&e)
         {
             return Err(e);

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::rules::clock::{TIME_COMMAND, TimeReading};
+use crate::wire::{self, Script};
 
 /// The oldest server accepted: ACL users (the documented least-privilege setup) and the
 /// scripts' error handling (`redis.pcall` error tables re-raised with `error()`) are what the
@@ -370,27 +371,38 @@ pub(crate) struct Probe {
     /// A Redis Cluster node's other masters' `TIME` (by address), each its master's first sample
     /// for the clock guard (`time` is the first master's, the node's clock). Empty otherwise.
     pub masters_time: Vec<(String, TimeReading)>,
+    /// Which of the scripts asked about (see [`run`]) the server has, in their order; `None`
+    /// when none were asked about or `SCRIPT EXISTS` failed.
+    pub scripts_present: Option<Vec<bool>>,
 }
 
-/// Sends the probe's `INFO`s and `CONFIG GET`s and `TIME` as one pipeline. Replies that are
-/// errors (a `NOPERM`, a renamed command) are part of the report, not a failure.
-pub(crate) fn run(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
+/// Sends the probe's `INFO`s and `CONFIG GET`s, `SCRIPT EXISTS` for `scripts` (see
+/// [`wire::script_exists`]; at connect, so that the scripts the server has cost no round trip
+/// of their own) and `TIME` as one pipeline. Replies that are errors (a `NOPERM`, a renamed
+/// command) are part of the report, not a failure.
+pub(crate) fn run(conn: &mut redis::Connection, scripts: &[&Script]) -> redis::RedisResult<Probe> {
     let commands = commands();
+    let exists = wire::script_exists(scripts);
     let mut buf = Vec::with_capacity(256);
-    for c in &commands {
+    for c in commands.iter().chain(&exists) {
         c.write_packed_command(&mut buf);
     }
     buf.extend_from_slice(TIME_COMMAND);
     let sent = Instant::now();
     conn.send_packed_command(&buf)?;
-    let mut values = Vec::with_capacity(commands.len() + 1);
-    while values.len() < commands.len() + 1 {
+    let expected = commands.len() + exists.len() + 1;
+    let mut values = Vec::with_capacity(expected);
+    while values.len() < expected {
         match conn.recv_response()? {
             Value::Push { .. } => {}
             value => values.push(value),
         }
     }
-    let (time, time_error) = match values.pop().unwrap_or(Value::Nil) {
+    let time_value = values.pop().unwrap_or(Value::Nil);
+    let scripts_present = (!exists.is_empty())
+        .then(|| wire::scripts_present(values.split_off(commands.len())))
+        .flatten();
+    let (time, time_error) = match time_value {
         Value::ServerError(e) => (None, Some(error_text(&e))),
         value if crate::rules::clock::parse_time(&value).is_some() => {
             (Some(TimeReading::new(value, sent)), None)
@@ -404,6 +416,7 @@ pub(crate) fn run(conn: &mut redis::Connection) -> redis::RedisResult<Probe> {
         time,
         time_error,
         masters_time: Vec::new(),
+        scripts_present,
     })
 }
 

@@ -311,18 +311,24 @@ pub(crate) enum Link {
 }
 
 impl Link {
-    /// The server probe (`probe`); for a cluster, every master's, merged.
-    pub(crate) fn probe(&mut self) -> redis::RedisResult<Probe> {
+    /// The server probe (`probe`), asking which of `scripts` the server has; for a cluster,
+    /// every master's, merged (without the scripts: each master is asked as they are loaded).
+    pub(crate) fn probe(&mut self, scripts: &[&Script]) -> redis::RedisResult<Probe> {
         match self {
-            Link::Plain(conn) => probe::run(conn),
+            Link::Plain(conn) => probe::run(conn, scripts),
             Link::Cluster(link) => link.probe(),
         }
     }
 
-    /// Loads every script, on every master.
-    pub(crate) fn load_scripts(&mut self, sets: &[&[&Script]]) -> redis::RedisResult<()> {
+    /// Loads the scripts the server lacks (`present`: which it has, from the probe), on every
+    /// master.
+    pub(crate) fn load_scripts(
+        &mut self,
+        sets: &[&[&Script]],
+        present: Option<&[bool]>,
+    ) -> redis::RedisResult<()> {
         match self {
-            Link::Plain(conn) => wire::load_scripts(conn, sets),
+            Link::Plain(conn) => wire::load_scripts(conn, sets, present),
             Link::Cluster(link) => link.load_scripts(sets),
         }
     }

@@ -171,7 +171,7 @@ impl ClusterLink {
                         .open(&host, port, self.timeouts)
                         .map_err(|e| name_master(e, &address(&host, port)))?;
                     if let Some(scripts) = scripts {
-                        wire::load_scripts(&mut conn, scripts)?;
+                        wire::load_scripts(&mut conn, scripts, None)?;
                     }
                     let t = idle::threshold(&mut conn);
                     self.idle_after = Some(self.idle_after.map_or(t, |old| old.min(t)));
@@ -195,7 +195,7 @@ impl ClusterLink {
         let mut probes = Vec::with_capacity(self.masters.len());
         for m in &mut self.masters {
             let address = m.address();
-            let probe = probe::run(&mut m.conn).map_err(|e| name_master(e, &address))?;
+            let probe = probe::run(&mut m.conn, &[]).map_err(|e| name_master(e, &address))?;
             probes.push((address, probe));
         }
         self.replicas = probes
@@ -209,7 +209,7 @@ impl ClusterLink {
 
     pub(crate) fn load_scripts(&mut self, sets: &[&[&Script]]) -> redis::RedisResult<()> {
         for m in &mut self.masters {
-            wire::load_scripts(&mut m.conn, sets)?;
+            wire::load_scripts(&mut m.conn, sets, None)?;
         }
         Ok(())
     }
@@ -317,7 +317,7 @@ impl ClusterLink {
         masters.dedup();
         for m in masters {
             if let Some(master) = self.masters.get_mut(usize::from(m)) {
-                wire::load_scripts(&mut master.conn, scripts)?;
+                wire::load_scripts(&mut master.conn, scripts, None)?;
             }
         }
         self.round(batch, &noscript, true, Clocks::None, values, ran_on)?;
