@@ -699,18 +699,6 @@ fn unusual_resource_names_round_trip() {
     }
 }
 
-/// How many times `node` ran `SCRIPT LOAD` since it started.
-fn script_loads(node: &RedisNode) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut node.conn())
-        .unwrap();
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_script|load:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 /// A server's scripts are shared by every connection to it: a client that connects to nodes
 /// that have them (another process of the library loaded them) loads none, and one that lacks
 /// some after a `SCRIPT FLUSH` gets them again and locks.
@@ -719,11 +707,19 @@ fn a_client_loads_only_the_scripts_a_node_lacks() {
     let cluster = Cluster::start(3);
     let first = cluster.client();
     first.lock("scripts", TTL).unwrap().release().unwrap();
-    let loaded: Vec<u64> = cluster.nodes.iter().map(script_loads).collect();
+    let loaded: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.calls("script|load"))
+        .collect();
     assert!(loaded.iter().all(|&n| n > 0), "{loaded:?}");
     let second = cluster.client();
     second.lock("scripts", TTL).unwrap().release().unwrap();
-    let after: Vec<u64> = cluster.nodes.iter().map(script_loads).collect();
+    let after: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.calls("script|load"))
+        .collect();
     assert_eq!(
         after, loaded,
         "the second client loaded scripts the nodes had"
@@ -735,7 +731,7 @@ fn a_client_loads_only_the_scripts_a_node_lacks() {
     let third = cluster.client();
     let lock = third.lock("scripts", TTL).unwrap();
     assert_eq!(
-        script_loads(&cluster.nodes[0]),
+        cluster.nodes[0].calls("script|load"),
         2 * loaded[0],
         "the flushed node gets every script again"
     );

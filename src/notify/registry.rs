@@ -370,10 +370,14 @@ impl Registry {
             // A release kept for no waiter of this client (its waiters were all behind others
             // when it came) would wake the new head only to be refused by the lock the one
             // before just took, and is dropped; a wrong drop costs the head at most
-            // `AFTER_A_DROP`: it tries then, rather than at the end of the lock's TTL.
+            // `AFTER_A_DROP`: it tries then, rather than at the end of the lock's TTL. The
+            // holder keeps everyone else out until the release the turn message names, so the
+            // kept message stands for an older one unless a quorum announced that release
+            // (heard from the other nodes before the queue node's turn message, whose
+            // subscriber can lag behind theirs).
             let stale = match &news.release {
-                Some(release) => self.older_than(&state, release),
-                None => older_than_the_turn(&mut state, node),
+                Some(release) => !state.announced.iter().any(|n| n == release),
+                None => older_than_the_turn(&state, node),
             };
             if stale {
                 let mut dropped = false;
@@ -396,15 +400,6 @@ impl Registry {
         }
         state.fair_head = news.head;
         state.silent_since = None;
-    }
-
-    /// Whether the kept wake-up is older than the lock the one before the head just took,
-    /// whose release the turn message names (`release`, its nonce): the holder keeps everyone
-    /// else out until that release, so the message stands for an older release unless that one
-    /// has come (a quorum announced it: heard from other nodes before the queue node's turn
-    /// message, whose subscriber can lag behind theirs).
-    fn older_than(&self, state: &SlotState, release: &str) -> bool {
-        !state.announced.iter().any(|nonce| nonce == release)
     }
 
     /// Node `node`'s subscription to `resource` ended (unsubscribed, or its connection broke).
@@ -503,7 +498,7 @@ impl Registry {
 /// release (both come from the new holder's one connection to it), and this subscriber hears
 /// its messages in that order. The message is stale if there are later ones and they all are.
 /// With no later one, it stays.
-fn older_than_the_turn(state: &mut SlotState, node: usize) -> bool {
+fn older_than_the_turn(state: &SlotState, node: usize) -> bool {
     let bit = 1u64.checked_shl(node as u32).unwrap_or(0);
     let heard_here = |p: &String| {
         state

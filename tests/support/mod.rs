@@ -682,6 +682,15 @@ impl RedisNode {
                 .is_ok_and(|acked| acked >= n)
     }
 
+    /// How many times this node ran `command` since it started (`INFO commandstats`).
+    pub fn calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.info("commandstats")
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// `INFO section`, on the node's kept connection (opened again after a restart).
     pub fn info(&self, section: &str) -> String {
         let mut kept = self.info_conn.lock().unwrap_or_else(|e| e.into_inner());
@@ -806,10 +815,7 @@ impl Cluster {
     /// Calls of `command` the nodes have run, summed (`INFO commandstats`; subcommands are
     /// named like `script|load`). A script's own calls of it count too.
     pub fn calls(&self, command: &str) -> u64 {
-        let prefix = format!("cmdstat_{command}:calls=");
-        self.info_sum("commandstats", |l| {
-            l.strip_prefix(&prefix)?.split(',').next()?.parse().ok()
-        })
+        self.nodes.iter().map(|n| n.calls(command)).sum()
     }
 
     /// Over the nodes, the sum of the number `read` finds in a line of `INFO section` (0 where
