@@ -707,19 +707,18 @@ fn a_client_loads_only_the_scripts_a_node_lacks() {
     let cluster = Cluster::start(3);
     let first = cluster.client();
     first.lock("scripts", TTL).unwrap().release().unwrap();
-    let loaded: Vec<u64> = cluster
-        .nodes
-        .iter()
-        .map(|n| n.calls("script|load"))
-        .collect();
+    let loads = || -> Vec<u64> {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| n.calls("script|load"))
+            .collect()
+    };
+    let loaded = loads();
     assert!(loaded.iter().all(|&n| n > 0), "{loaded:?}");
     let second = cluster.client();
     second.lock("scripts", TTL).unwrap().release().unwrap();
-    let after: Vec<u64> = cluster
-        .nodes
-        .iter()
-        .map(|n| n.calls("script|load"))
-        .collect();
+    let after = loads();
     assert_eq!(
         after, loaded,
         "the second client loaded scripts the nodes had"

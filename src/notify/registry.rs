@@ -545,6 +545,23 @@ mod tests {
         registry.queue(QUEUE_NODE, "r", news);
     }
 
+    /// The new head was told the lock just taken is held for 10 s (no drop), and the kept
+    /// release, that lock's, is there to wake it.
+    fn assert_woken_by_the_release_kept(news: &Receiver<News>, slot: &Slot) {
+        assert_eq!(
+            news.try_recv(),
+            Ok(News::Head {
+                held: Some(Duration::from_secs(10)),
+                watched: false
+            })
+        );
+        assert_eq!(
+            slot.released.len(),
+            1,
+            "the release of the lock just taken was dropped: the head sleeps"
+        );
+    }
+
     /// The queue node's turn message naming `head` (and `next`), after the one before got the
     /// lock for `held_ms`, to be released with `release`.
     fn turn_naming(registry: &Registry, head: &str, next: &str, held_ms: u64, release: &str) {
@@ -566,18 +583,7 @@ mod tests {
         assert_eq!(news.try_recv(), Ok(News::Next));
         announce(&registry, &[3, 4, QUEUE_NODE], "a");
         turn_naming(&registry, "w", "", 10_000, "b");
-        assert_eq!(
-            news.try_recv(),
-            Ok(News::Head {
-                held: Some(Duration::from_secs(10)),
-                watched: false
-            })
-        );
-        assert_eq!(
-            slot.released.len(),
-            1,
-            "the release of the lock just taken was dropped: the head sleeps"
-        );
+        assert_woken_by_the_release_kept(&news, &slot);
     }
 
     #[test]
@@ -593,18 +599,7 @@ mod tests {
             announce(&registry, &[4], &format!("old{i}"));
         }
         turn_naming(&registry, "w", "", 10_000, "b");
-        assert_eq!(
-            news.try_recv(),
-            Ok(News::Head {
-                held: Some(Duration::from_secs(10)),
-                watched: false
-            })
-        );
-        assert_eq!(
-            slot.released.len(),
-            1,
-            "the release of the lock just taken was dropped: the head sleeps"
-        );
+        assert_woken_by_the_release_kept(&news, &slot);
     }
 
     #[test]
