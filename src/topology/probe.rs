@@ -33,16 +33,10 @@ use crate::wire::{self, Script};
 /// library is written and tested against; older servers are refused rather than trusted.
 pub(crate) const MIN_VERSION: (u32, u32, u32) = (6, 0, 0);
 
-/// The `INFO` sections read, one command each (several sections in one `INFO` need Redis 7).
-const INFO_SECTIONS: [&str; 5] = ["server", "replication", "persistence", "memory", "cluster"];
-/// The settings read with `CONFIG GET`, one command each (several in one need Redis 7).
-const CONFIG_PARAMS: [&str; 5] = [
-    "maxmemory",
-    "maxmemory-policy",
-    "appendonly",
-    "appendfsync",
-    "save",
-];
+/// The settings read with `CONFIG GET`: `maxmemory`, `maxmemory-policy`, `appendonly`,
+/// `appendfsync` and `save`, as patterns that every server version takes (several names in one
+/// `CONFIG GET` need Redis 7). The other settings the patterns match are ignored.
+const CONFIG_PATTERNS: [&str; 3] = ["maxmemory*", "append*", "save"];
 
 /// What a node told about itself; `None` where it did not say (or denied the command).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,15 +69,14 @@ pub(crate) struct ServerReport {
     pub config_error: Option<String>,
 }
 
-/// The commands of the probe, to send in one pipeline before `TIME`: `INFO` per section, then
-/// `CONFIG GET` per setting.
+/// The commands of the probe, to send in one pipeline before `TIME`: `INFO` (its default
+/// sections, which hold the server, replication, persistence, memory and cluster ones read
+/// here), then `CONFIG GET` per pattern.
 pub(crate) fn commands() -> Vec<redis::Cmd> {
-    let mut cmds = Vec::with_capacity(INFO_SECTIONS.len() + CONFIG_PARAMS.len());
-    for section in INFO_SECTIONS {
-        cmds.push(redis::cmd("INFO").arg(section).to_owned());
-    }
-    for param in CONFIG_PARAMS {
-        cmds.push(redis::cmd("CONFIG").arg("GET").arg(param).to_owned());
+    let mut cmds = Vec::with_capacity(1 + CONFIG_PATTERNS.len());
+    cmds.push(redis::cmd("INFO"));
+    for pattern in CONFIG_PATTERNS {
+        cmds.push(redis::cmd("CONFIG").arg("GET").arg(pattern).to_owned());
     }
     cmds
 }
@@ -98,7 +91,7 @@ fn error_text(e: &redis::ServerError) -> String {
 /// Reads the replies to [`commands`], in order.
 pub(crate) fn report(replies: &[Value]) -> ServerReport {
     let mut r = ServerReport::default();
-    let (info, config) = replies.split_at(INFO_SECTIONS.len().min(replies.len()));
+    let (info, config) = replies.split_at(1.min(replies.len()));
     for value in info {
         match value {
             Value::BulkString(bytes) => parse_info(&mut r, &String::from_utf8_lossy(bytes)),
@@ -428,45 +421,88 @@ mod tests {
         Value::BulkString(s.as_bytes().to_vec())
     }
 
-    fn pair(k: &str, v: &str) -> Value {
-        Value::Array(vec![bulk(k), bulk(v)])
+    /// What a plain master answers the probe's commands, section by section and setting by
+    /// setting, for the tests to change.
+    struct Replies {
+        /// `INFO`'s server, replication, persistence, memory and cluster sections.
+        info: [String; 5],
+        /// `CONFIG GET`'s answers per pattern; `None`: as `config`.
+        denied: Option<Value>,
+        config: [(&'static str, String); 5],
     }
 
-    fn master_replies() -> Vec<Value> {
-        vec![
-            bulk(
+    impl Replies {
+        fn set(&mut self, name: &str, value: &str) {
+            let entry = self.config.iter_mut().find(|(n, _)| *n == name).unwrap();
+            entry.1 = value.to_owned();
+        }
+
+        fn values(&self) -> Vec<Value> {
+            let mut values = vec![bulk(&self.info.concat())];
+            for pattern in CONFIG_PATTERNS {
+                values.push(match &self.denied {
+                    Some(error) => error.clone(),
+                    None => {
+                        let prefix = pattern.trim_end_matches('*');
+                        let mut items = Vec::new();
+                        for (name, value) in &self.config {
+                            if *name == pattern
+                                || (pattern.ends_with('*') && name.starts_with(prefix))
+                            {
+                                items.extend([bulk(name), bulk(value)]);
+                            }
+                        }
+                        // A setting the pattern matches and the probe ignores.
+                        if pattern == "maxmemory*" {
+                            items.extend([bulk("maxmemory-samples"), bulk("5")]);
+                        }
+                        Value::Array(items)
+                    }
+                });
+            }
+            values
+        }
+    }
+
+    fn master_replies() -> Replies {
+        Replies {
+            info: [
                 "# Server\r\nredis_version:7.0.15\r\nrun_id:4f1c0e\r\nuptime_in_seconds:42\r\n\
-                 uptime_in_days:0\r\n",
-            ),
-            bulk("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
-            bulk("# Persistence\r\nloading:0\r\naof_enabled:0\r\n"),
-            bulk("# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n"),
-            bulk("# Cluster\r\ncluster_enabled:0\r\n"),
-            pair("maxmemory", "0"),
-            pair("maxmemory-policy", "noeviction"),
-            pair("appendonly", "no"),
-            pair("appendfsync", "everysec"),
-            pair("save", ""),
-        ]
+                 uptime_in_days:0\r\n"
+                    .into(),
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n".into(),
+                "# Persistence\r\nloading:0\r\naof_enabled:0\r\n".into(),
+                "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n".into(),
+                "# Cluster\r\ncluster_enabled:0\r\n".into(),
+            ],
+            denied: None,
+            config: [
+                ("maxmemory", "0".into()),
+                ("maxmemory-policy", "noeviction".into()),
+                ("appendonly", "no".into()),
+                ("appendfsync", "everysec".into()),
+                ("save", String::new()),
+            ],
+        }
     }
 
     #[test]
     fn plain_master_is_fine_and_described() {
-        let r = report(&master_replies());
+        let r = report(&master_replies().values());
         assert_eq!(r.version.as_deref(), Some("7.0.15"));
         assert_eq!(r.run_id.as_deref(), Some("4f1c0e"));
         assert_eq!(r.uptime, Some(Duration::from_secs(42)));
         assert_eq!(assess(&r), Assessment::default());
         assert_eq!(persistence(&r).as_deref(), Some("no AOF, no RDB snapshots"));
-        assert_eq!(commands().len(), master_replies().len());
+        assert_eq!(commands().len(), master_replies().values().len());
     }
 
     #[test]
     fn replica_cluster_and_old_servers_are_refused() {
         let mut replies = master_replies();
-        replies[1] =
-            bulk("# Replication\r\nrole:slave\r\nmaster_host:10.0.0.1\r\nmaster_port:6380\r\n");
-        let a = assess(&report(&replies));
+        replies.info[1] =
+            "# Replication\r\nrole:slave\r\nmaster_host:10.0.0.1\r\nmaster_port:6380\r\n".into();
+        let a = assess(&report(&replies.values()));
         let refusal = a.refusal(false).expect("refused");
         assert!(
             refusal.contains("replica") && refusal.contains("10.0.0.1:6380"),
@@ -474,13 +510,17 @@ mod tests {
         );
 
         let mut replies = master_replies();
-        replies[4] = bulk("# Cluster\r\ncluster_enabled:1\r\n");
-        let refusal = assess(&report(&replies)).refusal(false).expect("refused");
+        replies.info[4] = "# Cluster\r\ncluster_enabled:1\r\n".into();
+        let refusal = assess(&report(&replies.values()))
+            .refusal(false)
+            .expect("refused");
         assert!(refusal.contains("Cluster mode"), "{refusal}");
 
         let mut replies = master_replies();
-        replies[0] = bulk("# Server\r\nredis_version:5.0.7\r\nrun_id:x\r\n");
-        let refusal = assess(&report(&replies)).refusal(false).expect("refused");
+        replies.info[0] = "# Server\r\nredis_version:5.0.7\r\nrun_id:x\r\n".into();
+        let refusal = assess(&report(&replies.values()))
+            .refusal(false)
+            .expect("refused");
         assert!(refusal.contains("5.0.7"), "{refusal}");
         assert_eq!(parse_version("6.0"), Some((6, 0, 0)));
         assert_eq!(parse_version("x"), None);
@@ -488,14 +528,14 @@ mod tests {
 
     #[test]
     fn valkey_is_named_with_its_own_version_and_redis_by_default() {
-        let r = report(&master_replies());
+        let r = report(&master_replies().values());
         assert_eq!(server(&r), (Some("redis".into()), Some("7.0.15".into())));
         let mut replies = master_replies();
-        replies[0] = bulk(
+        replies.info[0] =
             "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.8\r\n\
-             run_id:abc\r\nuptime_in_seconds:3\r\n",
-        );
-        let r = report(&replies);
+             run_id:abc\r\nuptime_in_seconds:3\r\n"
+                .into();
+        let r = report(&replies.values());
         assert_eq!(server(&r), (Some("valkey".into()), Some("8.1.8".into())));
         assert_eq!(
             assess(&r),
@@ -503,9 +543,9 @@ mod tests {
             "7.2.4-compatible is new enough"
         );
         let mut replies = master_replies();
-        replies[0] = bulk("# Server\r\nredis_version:6.2.0\r\nserver_name:keydb\r\n");
+        replies.info[0] = "# Server\r\nredis_version:6.2.0\r\nserver_name:keydb\r\n".into();
         assert_eq!(
-            server(&report(&replies)),
+            server(&report(&replies.values())),
             (Some("keydb".into()), Some("6.2.0".into()))
         );
     }
@@ -513,8 +553,10 @@ mod tests {
     #[test]
     fn an_active_replica_is_refused_saying_why() {
         let mut replies = master_replies();
-        replies[1] = bulk("# Replication\r\nrole:active-replica\r\nconnected_slaves:1\r\n");
-        let refusal = assess(&report(&replies)).refusal(false).expect("refused");
+        replies.info[1] = "# Replication\r\nrole:active-replica\r\nconnected_slaves:1\r\n".into();
+        let refusal = assess(&report(&replies.values()))
+            .refusal(false)
+            .expect("refused");
         assert!(
             refusal.contains("active-replica") && refusal.contains("SET NX"),
             "{refusal}"
@@ -524,10 +566,10 @@ mod tests {
     #[test]
     fn replicas_and_evicting_policies_warn_and_strict_refuses() {
         let mut replies = master_replies();
-        replies[1] = bulk("# Replication\r\nrole:master\r\nconnected_slaves:2\r\n");
-        replies[5] = pair("maxmemory", "1000000");
-        replies[6] = pair("maxmemory-policy", "allkeys-lru");
-        let a = assess(&report(&replies));
+        replies.info[1] = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n".into();
+        replies.set("maxmemory", "1000000");
+        replies.set("maxmemory-policy", "allkeys-lru");
+        let a = assess(&report(&replies.values()));
         assert!(a.errors.is_empty());
         assert_eq!(a.warnings.len(), 2, "{a:?}");
         assert!(a.warnings[0].contains("2 connected replica"));
@@ -536,15 +578,15 @@ mod tests {
         let strict = a.refusal(true).expect("strict refuses");
         assert!(strict.contains("strict_servers"), "{strict}");
 
-        replies[6] = pair("maxmemory-policy", "volatile-ttl");
-        let w = assess(&report(&replies)).warnings;
+        replies.set("maxmemory-policy", "volatile-ttl");
+        let w = assess(&report(&replies.values())).warnings;
         assert!(
             w[1].contains("volatile-ttl") && !w[1].contains("fence"),
             "{w:?}"
         );
         // A policy without a limit never evicts.
-        replies[5] = pair("maxmemory", "0");
-        assert_eq!(assess(&report(&replies)).warnings.len(), 1);
+        replies.set("maxmemory", "0");
+        assert_eq!(assess(&report(&replies.values())).warnings.len(), 1);
     }
 
     #[test]
@@ -558,10 +600,8 @@ mod tests {
             value
         };
         let mut replies = master_replies();
-        for r in &mut replies[5..] {
-            *r = noperm();
-        }
-        let r = report(&replies);
+        replies.denied = Some(noperm());
+        let r = report(&replies.values());
         assert!(r.config_error.is_some());
         // INFO persistence and memory still tell AOF and the eviction policy.
         assert_eq!(r.aof_enabled, Some(false));
@@ -571,7 +611,7 @@ mod tests {
         );
         assert_eq!(assess(&r), Assessment::default());
 
-        let all: Vec<Value> = (0..10).map(|_| noperm()).collect();
+        let all: Vec<Value> = (0..commands().len()).map(|_| noperm()).collect();
         let r = report(&all);
         let a = assess(&r);
         assert!(a.errors.is_empty());
@@ -586,11 +626,11 @@ mod tests {
     #[test]
     fn aof_with_fsync_and_save_points() {
         let mut replies = master_replies();
-        replies[7] = pair("appendonly", "yes");
-        replies[8] = pair("appendfsync", "always");
-        replies[9] = pair("save", "3600 1 300 100");
+        replies.set("appendonly", "yes");
+        replies.set("appendfsync", "always");
+        replies.set("save", "3600 1 300 100");
         assert_eq!(
-            persistence(&report(&replies)).as_deref(),
+            persistence(&report(&replies.values())).as_deref(),
             Some("AOF (appendfsync always), RDB (save 3600 1 300 100)")
         );
     }
