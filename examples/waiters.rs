@@ -16,7 +16,9 @@
 //! Reported per mode, one JSON line each: commands per second the nodes ran (`INFO stats`
 //! `total_commands_processed` deltas, summed over the nodes), handovers, the wake-up latency
 //! from a release to the next acquisition (median, p90, the longest, and how many took over
-//! 100 ms: stalls), per handover the commands the nodes
+//! 100 ms: stalls; measured from the holder's call to `release`), the median time that call
+//! took (`release_p50_ms`: until a quorum answered, which the next holder's acquisition often
+//! beats), per handover the commands the nodes
 //! ran (`commands_per_handover`, script-internal ones included, so a release is 4 on each node:
 //! EVALSHA, GET, DEL, PUBLISH), the same with the clients' starts and ends
 //! (`commands_per_handover_with_starts`: from before the clients are built, or their processes
@@ -70,14 +72,21 @@ fn now_ns() -> u64 {
 /// was called), at `now_ns` times.
 #[derive(Clone, Copy)]
 enum Event {
-    Released(u64),
-    Acquired { arrived: u64, at: u64 },
+    /// When the holder called `release`, and how long the call took (ns).
+    Released {
+        at: u64,
+        took: u64,
+    },
+    Acquired {
+        arrived: u64,
+        at: u64,
+    },
 }
 
 impl Event {
     fn at(self) -> u64 {
         match self {
-            Event::Released(t) | Event::Acquired { at: t, .. } => t,
+            Event::Released { at: t, .. } | Event::Acquired { at: t, .. } => t,
         }
     }
 }
@@ -150,8 +159,13 @@ fn take_turns(
                     }
                     events.lock().unwrap().push(Event::Acquired { arrived, at });
                     std::thread::sleep(hold);
-                    events.lock().unwrap().push(Event::Released(now_ns()));
+                    let released = now_ns();
                     let _ = lock.release();
+                    let took = now_ns() - released;
+                    events
+                        .lock()
+                        .unwrap()
+                        .push(Event::Released { at: released, took });
                     // Step back, so that the next holder is one of the waiters, not the thread
                     // that just released; then queue again.
                     std::thread::sleep(step_back(hold));
@@ -179,7 +193,7 @@ fn wake_ups(mut events: Vec<Event>) -> Vec<f64> {
     let mut wake = Vec::new();
     for e in events {
         match e {
-            Event::Released(t) => released = Some(t),
+            Event::Released { at, .. } => released = Some(at),
             Event::Acquired { at, .. } => {
                 if let Some(r) = released.take() {
                     wake.push(at.saturating_sub(r) as f64 / 1e6);
@@ -198,7 +212,7 @@ fn inversions(events: &[Event], margin_ns: u64) -> usize {
         .iter()
         .filter_map(|e| match *e {
             Event::Acquired { arrived, .. } => Some(arrived),
-            Event::Released(_) => None,
+            Event::Released { .. } => None,
         })
         .min()
         .unwrap_or(0);
@@ -206,7 +220,7 @@ fn inversions(events: &[Event], margin_ns: u64) -> usize {
         .iter()
         .filter_map(|e| match *e {
             Event::Acquired { arrived, at } => Some((at, arrived)),
-            Event::Released(_) => None,
+            Event::Released { .. } => None,
         })
         .collect();
     got.sort();
@@ -318,7 +332,7 @@ fn run(
     let steady_handovers = steady.as_ref().map_or(0, |w| {
         events
             .iter()
-            .filter(|e| matches!(e, Event::Released(t) if (w.from..w.to).contains(t)))
+            .filter(|e| matches!(e, Event::Released { at, .. } if (w.from..w.to).contains(at)))
             .count()
     });
     // Waiters that call `acquire` within a few ms of each other reach the queue node in either
@@ -338,6 +352,18 @@ fn run(
     let elapsed = elapsed as f64 / 1e9;
     let issued = cluster.commands_processed() - before;
     let sent = sent(cluster) - sent_before;
+    let mut releases: Vec<f64> = events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Released { took, .. } => Some(took as f64 / 1e6),
+            Event::Acquired { .. } => None,
+        })
+        .collect();
+    releases.sort_by(f64::total_cmp);
+    let release_p50 = releases
+        .get(releases.len() / 2)
+        .copied()
+        .unwrap_or(f64::NAN);
     let mut l = wake_ups(events);
     l.sort_by(f64::total_cmp);
     let pct = |p: f64| {
@@ -353,7 +379,7 @@ fn run(
          \"commands_per_handover\":{:.1},\"commands_per_handover_with_starts\":{:.1},\
          \"steady_handovers\":{steady_handovers},\
          \"commands_per_handover_steady\":{},\"sent_per_handover\":{:.1},\"wake_p50_ms\":{:.1},\
-         \"wake_p90_ms\":{:.1},\"wake_max_ms\":{:.1},\"wake_over_100ms\":{},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
+         \"wake_p90_ms\":{:.1},\"wake_max_ms\":{:.1},\"wake_over_100ms\":{},\"release_p50_ms\":{release_p50:.1},\"inversions_per_1000\":{:.1},\"inversions_5ms_per_1000\":{:.1},\"per_handover_by_command\":{{{}}}}}",
         mode.name(),
         cluster.nodes.len(),
         processes.max(1),
@@ -453,7 +479,10 @@ fn children(
                     let (arrived, at) = (t(), t());
                     events.push(Event::Acquired { arrived, at })
                 }
-                "R" => events.push(Event::Released(t())),
+                "R" => {
+                    let (at, took) = (t(), t());
+                    events.push(Event::Released { at, took })
+                }
                 _ => break,
             }
         }
@@ -487,7 +516,7 @@ fn child(args: &[String]) {
     for e in events {
         match e {
             Event::Acquired { arrived, at } => writeln!(out, "A {arrived} {at}").unwrap(),
-            Event::Released(t) => writeln!(out, "R {t}").unwrap(),
+            Event::Released { at, took } => writeln!(out, "R {at} {took}").unwrap(),
         }
     }
     writeln!(out, "done").unwrap();
