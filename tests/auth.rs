@@ -542,3 +542,84 @@ fn a_user_without_script_load_config_or_client_locks_normally() {
     );
     assert_no_worker_panicked();
 }
+
+/// An ACL may allow `INFO` for some sections alone (first-argument rules, `+info|server`), which
+/// refuses a plain `INFO`: the server probe then asks per section, so such a user still has a
+/// replica refused and `restart_grace` still reads the uptime.
+#[test]
+fn a_user_allowed_info_per_section_still_has_the_node_checked() {
+    watch_workers();
+    let (user, password) = documented_user();
+    let mut rules: Vec<String> = Vec::new();
+    for rule in documented_acl() {
+        if rule == "+info" {
+            for section in ["server", "replication", "persistence", "memory", "cluster"] {
+                rules.push(format!("+info|{section}"));
+            }
+        } else {
+            rules.push(rule);
+        }
+    }
+    let master = RedisNode::start_with(&support::DATA_ARGS);
+    // Writable, so that only the probe can refuse it.
+    let replica = RedisNode::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &master.port.to_string(),
+        "--replica-read-only",
+        "no",
+    ]);
+    assert!(
+        support::eventually(Duration::from_secs(10), || {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut replica.conn())
+                .is_ok_and(|i| i.contains("master_link_status:up"))
+        }),
+        "the replica connected to its master"
+    );
+    for node in [&master, &replica] {
+        set_user(node, &rules);
+    }
+    let plain: redis::RedisResult<String> = redis::cmd("INFO").query(
+        &mut redis::Client::open(user_url(&master, &user, &password))
+            .unwrap()
+            .get_connection()
+            .unwrap(),
+    );
+    assert!(
+        plain.is_err_and(|e| e.code() == Some("NOPERM")),
+        "the rules refuse a plain INFO"
+    );
+
+    let rl = client(&[user_url(&replica, &user, &password)]);
+    let err = rl.try_lock("lock:section", TTL).unwrap_err();
+    let failures = problems(&err);
+    assert!(
+        failures
+            .iter()
+            .any(|(_, why)| why.contains("server probe") && why.contains("role:slave")),
+        "the probe refuses the replica: {err}"
+    );
+
+    let rl = support::builder(&[user_url(&master, &user, &password)])
+        .retry_count(0)
+        .restart_grace(Duration::from_millis(300))
+        .build()
+        .expect("build client");
+    assert!(
+        support::eventually(Duration::from_secs(5), || rl
+            .try_lock("lock:section", TTL)
+            .is_ok_and(|lock| lock.release().is_ok())),
+        "the master's uptime is read, and its grace ends"
+    );
+    let status = rl.node_status();
+    assert!(
+        status[0]
+            .warnings
+            .iter()
+            .all(|w| !w.contains("INFO failed")),
+        "{status:?}"
+    );
+    assert_no_worker_panicked();
+}

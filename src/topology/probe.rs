@@ -33,6 +33,10 @@ use crate::wire::{self, Script};
 /// library is written and tested against; older servers are refused rather than trusted.
 pub(crate) const MIN_VERSION: (u32, u32, u32) = (6, 0, 0);
 
+/// The `INFO` sections read. The probe asks for them one per command only when a plain `INFO`
+/// was refused: an ACL may allow `INFO` for some sections alone (`+info|server`), and several
+/// sections in one command need Redis 7.
+const INFO_SECTIONS: [&str; 5] = ["server", "replication", "persistence", "memory", "cluster"];
 /// The settings read with `CONFIG GET`: `maxmemory`, `maxmemory-policy`, `appendonly`,
 /// `appendfsync` and `save`, as patterns that every server version takes (several names in one
 /// `CONFIG GET` need Redis 7). The other settings the patterns match are ignored.
@@ -88,10 +92,11 @@ fn error_text(e: &redis::ServerError) -> String {
     }
 }
 
-/// Reads the replies to [`commands`], in order.
+/// Reads the replies to [`commands`], in order; the first may be several: one per section (see
+/// [`INFO_SECTIONS`]).
 pub(crate) fn report(replies: &[Value]) -> ServerReport {
     let mut r = ServerReport::default();
-    let (info, config) = replies.split_at(1.min(replies.len()));
+    let (info, config) = replies.split_at(replies.len().saturating_sub(CONFIG_PATTERNS.len()));
     for value in info {
         match value {
             Value::BulkString(bytes) => parse_info(&mut r, &String::from_utf8_lossy(bytes)),
@@ -395,6 +400,12 @@ pub(crate) fn run(conn: &mut redis::Connection, scripts: &[&Script]) -> redis::R
     let scripts_present = (!exists.is_empty())
         .then(|| wire::scripts_present(values.split_off(commands.len())))
         .flatten();
+    if let Some(Value::ServerError(_)) = values.first() {
+        // Refused whole (an ACL that allows some sections alone, a renamed command): asked per
+        // section, a user allowed those still has the node checked.
+        let sections = ask_info_per_section(conn)?;
+        values.splice(..1, sections);
+    }
     let (time, time_error) = match time_value {
         Value::ServerError(e) => (None, Some(error_text(&e))),
         value if crate::rules::clock::parse_time(&value).is_some() => {
@@ -411,6 +422,25 @@ pub(crate) fn run(conn: &mut redis::Connection, scripts: &[&Script]) -> redis::R
         masters_time: Vec::new(),
         scripts_present,
     })
+}
+
+/// `INFO` of each of [`INFO_SECTIONS`], in one pipeline.
+fn ask_info_per_section(conn: &mut redis::Connection) -> redis::RedisResult<Vec<Value>> {
+    let mut buf = Vec::with_capacity(128);
+    for section in INFO_SECTIONS {
+        redis::cmd("INFO")
+            .arg(section)
+            .write_packed_command(&mut buf);
+    }
+    conn.send_packed_command(&buf)?;
+    let mut values = Vec::with_capacity(INFO_SECTIONS.len());
+    while values.len() < INFO_SECTIONS.len() {
+        match conn.recv_response()? {
+            Value::Push { .. } => {}
+            value => values.push(value),
+        }
+    }
+    Ok(values)
 }
 
 #[cfg(test)]
@@ -495,6 +525,11 @@ mod tests {
         assert_eq!(assess(&r), Assessment::default());
         assert_eq!(persistence(&r).as_deref(), Some("no AOF, no RDB snapshots"));
         assert_eq!(commands().len(), master_replies().values().len());
+        // The same answered per section (a plain `INFO` refused, see `run`).
+        let replies = master_replies();
+        let mut per_section: Vec<Value> = replies.info.iter().map(|text| bulk(text)).collect();
+        per_section.extend(replies.values().split_off(1));
+        assert_eq!(report(&per_section), r);
     }
 
     #[test]
