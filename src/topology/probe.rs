@@ -401,8 +401,8 @@ pub(crate) fn run(conn: &mut redis::Connection, scripts: &[&Script]) -> redis::R
         .then(|| wire::scripts_present(values.split_off(commands.len())))
         .flatten();
     if let Some(Value::ServerError(_)) = values.first() {
-        // Refused whole (an ACL that allows some sections alone, a renamed command): asked per
-        // section, a user allowed those still has the node checked.
+        // An ACL may allow some sections alone (`+info|server`): asked per section, such a
+        // user still has the node checked. (A renamed or forbidden `INFO` is refused again.)
         let sections = ask_info_per_section(conn)?;
         values.splice(..1, sections);
     }
