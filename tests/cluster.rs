@@ -1581,3 +1581,56 @@ fn a_fresh_clients_vote_through_ask_on_an_unlisted_master_ahead_is_held_out() {
     let _ = std::fs::remove_dir_all(&dir);
     support::assert_no_worker_panicked();
 }
+
+/// A client connecting to a cluster node loads on each master the scripts that master lacks,
+/// as that master's probe found them: a second client loads none, and after one master's
+/// `SCRIPT FLUSH` a third loads every script on that master and none on the others.
+#[test]
+fn each_master_gets_the_scripts_it_lacks_and_no_other() {
+    let cluster = RedisCluster::start(3, 0);
+    let loads = || -> Vec<u64> {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| n.calls("script|load"))
+            .collect()
+    };
+    let connected = |rl: &Redlock| {
+        assert!(
+            eventually(Duration::from_secs(10), || rl.node_status()[0].connected),
+            "the client connected"
+        );
+    };
+    let first = client(&[cluster.url()]);
+    connected(&first);
+    let loaded = loads();
+    assert!(loaded.iter().all(|&n| n > 0), "{loaded:?}");
+    let second = client(&[cluster.url()]);
+    connected(&second);
+    assert_eq!(
+        loads(),
+        loaded,
+        "the second client loaded scripts the masters had"
+    );
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut cluster.nodes[1].conn())
+        .unwrap();
+    let third = client(&[cluster.url()]);
+    connected(&third);
+    let expected: Vec<u64> = loaded
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| if i == 1 { 2 * n } else { n })
+        .collect();
+    assert_eq!(
+        loads(),
+        expected,
+        "only the flushed master got the scripts again"
+    );
+    third
+        .try_lock("scripts", Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+}

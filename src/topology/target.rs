@@ -312,11 +312,11 @@ pub(crate) enum Link {
 
 impl Link {
     /// The server probe (`probe`), asking which of `scripts` the server has; for a cluster,
-    /// every master's, merged (without the scripts: each master is asked as they are loaded).
+    /// every master's, merged (each master keeps its own answer about the scripts).
     pub(crate) fn probe(&mut self, scripts: &[&Script]) -> redis::RedisResult<Probe> {
         match self {
             Link::Plain(conn) => probe::run(conn, scripts),
-            Link::Cluster(link) => link.probe(),
+            Link::Cluster(link) => link.probe(scripts),
         }
     }
 

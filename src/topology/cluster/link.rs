@@ -96,6 +96,9 @@ struct Master {
     /// `None`: only its own word names it the master (it gave the slot map the link was made
     /// from), which the first batch to it confirms with another node.
     confirmed: Option<Instant>,
+    /// Which of the scripts its last probe asked about it has (see `probe`), until the
+    /// connect loads the others (`load_scripts`).
+    present: Option<Vec<bool>>,
 }
 
 impl Master {
@@ -180,6 +183,7 @@ impl ClusterLink {
                         port,
                         conn,
                         confirmed: Some(Instant::now()),
+                        present: None,
                     }
                 }
             };
@@ -190,12 +194,15 @@ impl ClusterLink {
         Ok(())
     }
 
-    /// Probes every master, as one report: see [`merge`].
-    pub(crate) fn probe(&mut self) -> redis::RedisResult<Probe> {
+    /// Probes every master, as one report: see [`merge`]. Each is asked which of `scripts` it
+    /// has, for [`load_scripts`](ClusterLink::load_scripts).
+    pub(crate) fn probe(&mut self, scripts: &[&Script]) -> redis::RedisResult<Probe> {
         let mut probes = Vec::with_capacity(self.masters.len());
         for m in &mut self.masters {
             let address = m.address();
-            let probe = probe::run(&mut m.conn, &[]).map_err(|e| name_master(e, &address))?;
+            let mut probe =
+                probe::run(&mut m.conn, scripts).map_err(|e| name_master(e, &address))?;
+            m.present = probe.scripts_present.take();
             probes.push((address, probe));
         }
         self.replicas = probes
@@ -207,9 +214,10 @@ impl ClusterLink {
         })
     }
 
+    /// Loads the scripts each master lacks: by its probe's answer, or asked now.
     pub(crate) fn load_scripts(&mut self, sets: &[&[&Script]]) -> redis::RedisResult<()> {
         for m in &mut self.masters {
-            wire::load_scripts(&mut m.conn, sets, None)?;
+            wire::load_scripts(&mut m.conn, sets, m.present.take().as_deref())?;
         }
         Ok(())
     }
@@ -535,7 +543,7 @@ impl ClusterLink {
         let changed = map.masters != self.addresses();
         self.adopt(map, scripts)?;
         if changed {
-            self.refreshed = Some(self.probe()?);
+            self.refreshed = Some(self.probe(&[])?);
         }
         Ok(())
     }
