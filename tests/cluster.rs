@@ -1588,13 +1588,7 @@ fn a_fresh_clients_vote_through_ask_on_an_unlisted_master_ahead_is_held_out() {
 #[test]
 fn each_master_gets_the_scripts_it_lacks_and_no_other() {
     let cluster = RedisCluster::start(3, 0);
-    let loads = || -> Vec<u64> {
-        cluster
-            .nodes
-            .iter()
-            .map(|n| n.calls("script|load"))
-            .collect()
-    };
+    let loads = || support::calls_per_node(&cluster.nodes, "script|load");
     let connected = |rl: &Redlock| {
         assert!(
             eventually(Duration::from_secs(10), || rl.node_status()[0].connected),

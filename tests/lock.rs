@@ -707,13 +707,7 @@ fn a_client_loads_only_the_scripts_a_node_lacks() {
     let cluster = Cluster::start(3);
     let first = cluster.client();
     first.lock("scripts", TTL).unwrap().release().unwrap();
-    let loads = || -> Vec<u64> {
-        cluster
-            .nodes
-            .iter()
-            .map(|n| n.calls("script|load"))
-            .collect()
-    };
+    let loads = || support::calls_per_node(&cluster.nodes, "script|load");
     let loaded = loads();
     assert!(loaded.iter().all(|&n| n > 0), "{loaded:?}");
     let second = cluster.client();

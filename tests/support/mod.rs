@@ -370,6 +370,12 @@ pub fn free_port() -> u16 {
         .expect("no free port on 127.0.0.1")
 }
 
+/// How many times each of `nodes` ran `command` since it started ([`RedisNode::calls`]), in
+/// their order.
+pub fn calls_per_node(nodes: &[RedisNode], command: &str) -> Vec<u64> {
+    nodes.iter().map(|n| n.calls(command)).collect()
+}
+
 impl RedisNode {
     /// Starts a node on a free port.
     pub fn start() -> RedisNode {
