@@ -443,19 +443,20 @@ pub(crate) fn script_exists(scripts: &[&Script]) -> Vec<redis::Cmd> {
         .collect()
 }
 
-/// Which scripts the replies to [`script_exists`] say the server has, in order; `None` if a
-/// reply is not an answer (an error: an ACL refusal, say).
-pub(crate) fn scripts_present(replies: Vec<Value>) -> Option<Vec<bool>> {
+/// Which scripts the replies to [`script_exists`] say the server has, in order; none if a reply
+/// is not an answer (an error: an ACL refusal, say), so that every script is loaded without
+/// asking again.
+pub(crate) fn scripts_present(replies: Vec<Value>) -> Vec<bool> {
     let mut present = Vec::new();
     for reply in replies {
         let Value::Array(flags) = reply else {
-            return None;
+            return Vec::new();
         };
         for flag in flags {
             present.push(matches!(flag, Value::Int(1)));
         }
     }
-    Some(present)
+    present
 }
 
 /// Loads the scripts of `sets` the server does not have: those `present` says it lacks (from
@@ -482,7 +483,7 @@ pub(crate) fn load_scripts(
                 pipe.add_command(cmd);
             }
             asked = match pipe.query::<Vec<Value>>(conn) {
-                Ok(replies) => scripts_present(replies).unwrap_or_default(),
+                Ok(replies) => scripts_present(replies),
                 Err(e) if command_refused(&e) => Vec::new(),
                 Err(e) => return Err(e),
             };

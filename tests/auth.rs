@@ -623,3 +623,54 @@ fn a_user_allowed_info_per_section_still_has_the_node_checked() {
     );
     assert_no_worker_panicked();
 }
+
+/// A user denied `SCRIPT EXISTS` has every script loaded at each connect, and is refused it
+/// once per connect, as often as a user allowed it asks: the probe's refused answer stands,
+/// and `SCRIPT EXISTS` is not sent again before the loads.
+#[test]
+fn a_user_denied_script_exists_is_asked_once_per_connect() {
+    let (user, password) = documented_user();
+    let node = RedisNode::start();
+    set_user(&node, &documented_acl());
+    let denied: Vec<String> = std::iter::once("denied".to_owned())
+        .chain(
+            documented_acl()
+                .into_iter()
+                .skip(1)
+                .filter(|r| r != "+script|exists"),
+        )
+        .collect();
+    set_user(&node, &denied);
+    let rejected = || -> u64 {
+        node.info("commandstats")
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("cmdstat_script|exists:")?
+                    .split(',')
+                    .find_map(|f| f.strip_prefix("rejected_calls=")?.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    let connect_and_lock = |user: &str| {
+        let rl = client(&[user_url(&node, user, &password)]);
+        rl.try_lock("lock:exists", TTL).unwrap().release().unwrap();
+    };
+
+    connect_and_lock(&user);
+    let asked = node.calls("script|exists");
+    assert!(asked > 0, "the allowed user's connect asked");
+    let loads = node.calls("script|load");
+    connect_and_lock("denied");
+    assert_eq!(
+        rejected(),
+        asked,
+        "refused as often as the allowed user asked"
+    );
+    assert_eq!(
+        node.calls("script|load"),
+        2 * loads,
+        "every script loaded for the denied user"
+    );
+    connect_and_lock("denied");
+    assert_eq!(rejected(), 2 * asked);
+}

@@ -370,7 +370,8 @@ pub(crate) struct Probe {
     /// for the clock guard (`time` is the first master's, the node's clock). Empty otherwise.
     pub masters_time: Vec<(String, TimeReading)>,
     /// Which of the scripts asked about (see [`run`]) the server has, in their order; `None`
-    /// when none were asked about or `SCRIPT EXISTS` failed.
+    /// when none were asked about, none when `SCRIPT EXISTS` was refused (every script is then
+    /// loaded, without asking again).
     pub scripts_present: Option<Vec<bool>>,
 }
 
@@ -397,9 +398,8 @@ pub(crate) fn run(conn: &mut redis::Connection, scripts: &[&Script]) -> redis::R
         }
     }
     let time_value = values.pop().unwrap_or(Value::Nil);
-    let scripts_present = (!exists.is_empty())
-        .then(|| wire::scripts_present(values.split_off(commands.len())))
-        .flatten();
+    let scripts_present =
+        (!exists.is_empty()).then(|| wire::scripts_present(values.split_off(commands.len())));
     if let Some(Value::ServerError(_)) = values.first() {
         // An ACL may allow some sections alone (`+info|server`): asked per section, such a
         // user still has the node checked. (A renamed or forbidden `INFO` is refused again.)
