@@ -9,10 +9,14 @@
 //! reference count), and unsubscribed a second ([`LINGER`](subscriber::LINGER)) after its last
 //! waiter left, whether it got the lock or gave up, unless another waits on it by then.
 //!
-//! Why a thread per node with a blocking connection: redis-rs's synchronous `PubSub` cannot be
-//! woken while it reads, so each subscriber thread reads with a short timeout and, between
-//! reads, applies the (un)subscriptions its waiters asked for. While nothing is subscribed it
-//! parks on its channel of (un)subscriptions instead, so an idle client costs nothing.
+//! Which thread reads those connections: every node publishes each release to every client
+//! that listens, so a thread per node would wake N threads in each client at each release. One
+//! thread, the [`poller`], reads all the nodes it can reach on sockets of its own (standalone
+//! nodes over plain TCP or a Unix socket) in one `poll(2)`. A TLS, Sentinel or Cluster node has
+//! a thread of its own instead ([`subscriber`]), on redis-rs's connection: its synchronous
+//! `PubSub` cannot be woken while it reads, so that thread reads with a short timeout and,
+//! between reads, applies the (un)subscriptions its waiters asked for. While nothing is
+//! subscribed either parks, so an idle client costs nothing.
 //!
 //! A notification only wakes waiters early: a message can be lost (a node down, a connection
 //! rebuilt, a key that expired instead of being released), so every wait also has a timeout, the
@@ -33,12 +37,15 @@
 //! - `queue.rs`: the queue across processes (its scripts, and the news its messages carry);
 //! - `registry.rs`: per resource, what waiters wait on (releases heard, this client's queue, the
 //!   queue's news); per node, whether its subscriber is live;
-//! - `subscriber.rs`: one thread per node, which (un)subscribes and tells the registry what the
+//! - `subscriber.rs`: a thread for one node, which (un)subscribes and tells the registry what the
 //!   node publishes;
+//! - `poller.rs`: the one thread for every node it reaches itself, which does what a
+//!   subscriber does for each of them;
 //! - `subscription.rs`: a waiter's registration, and its waits;
 //! - `notifier.rs`: the client's entry, which starts the subscribers and registers waiters.
 
 mod notifier;
+mod poller;
 pub(crate) mod queue;
 mod registry;
 mod subscriber;

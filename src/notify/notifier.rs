@@ -1,5 +1,6 @@
-//! The [`Notifier`]: a client's entry to release notifications. It starts one subscriber
-//! thread per node ([`subscriber`](super::subscriber)), registers waiters in the registry
+//! The [`Notifier`]: a client's entry to release notifications. It starts the subscriber
+//! threads (the [`poller`](super::poller) for the nodes it reaches, a
+//! [`subscriber`](super::subscriber) for each other node), registers waiters in the registry
 //! ([`registry`](super::registry)) and hands each one its [`Subscription`], and remembers which
 //! resources have a queue across processes and which nodes may keep one. It may use every
 //! other part of notify.
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::cancel::Cancel;
+use crate::notify::poller::{Poller, Reach, Waker};
 use crate::notify::registry::{Registry, Slot, Stalled};
 use crate::notify::subscriber::{Subscriber, SubscriptionChange};
 use crate::notify::subscription::{Place, Subscription};
@@ -31,10 +33,13 @@ const QUEUES_REMEMBERED: usize = 1024;
 const QUEUE_PAUSE: Duration = Duration::from_secs(5);
 const STACK: usize = 256 * 1024;
 
-/// The client's subscriber threads, one per node.
+/// The client's subscriber threads: the poller for the nodes it reaches, and one per other
+/// node.
 pub(crate) struct Notifier {
     pub(super) registry: Arc<Registry>,
     pub(super) nodes: Vec<Sender<SubscriptionChange>>,
+    /// The poller's, if it has nodes: a change sent to one of them wakes it.
+    waker: Option<Waker>,
     threads: Vec<JoinHandle<()>>,
     exited: Receiver<()>,
     /// Resources on which this client's waiters lately found others queued, and when: a
@@ -57,12 +62,19 @@ impl Notifier {
         let mut notifier = Notifier {
             registry,
             nodes: Vec::new(),
+            waker: None,
             threads: Vec::new(),
             exited,
             queues_seen: Mutex::new(HashMap::new()),
         };
+        let mut polled = Vec::new();
         for (i, (client, watch)) in clients.iter().zip(watches).enumerate() {
             let (tx, rx) = crossbeam_channel::unbounded();
+            notifier.nodes.push(tx);
+            if let Some(reach) = Reach::of(client) {
+                polled.push((i, reach, rx));
+                continue;
+            }
             let sub = Subscriber {
                 index: i,
                 client: client.clone(),
@@ -83,8 +95,25 @@ impl Notifier {
                 .stack_size(STACK)
                 .spawn(move || sub.run());
             match thread {
-                Ok(t) => {
-                    notifier.nodes.push(tx);
+                Ok(t) => notifier.threads.push(t),
+                Err(e) => {
+                    notifier.stop(io_timeout);
+                    return Err(e);
+                }
+            }
+        }
+        if !polled.is_empty() {
+            let registry = Arc::clone(&notifier.registry);
+            match Poller::start(
+                polled,
+                registry,
+                connect_timeout,
+                io_timeout,
+                exited_tx,
+                STACK,
+            ) {
+                Ok((waker, t)) => {
+                    notifier.waker = Some(waker);
                     notifier.threads.push(t);
                 }
                 Err(e) => {
@@ -175,6 +204,7 @@ impl Notifier {
                 for node in &self.nodes {
                     let _ = node.send(SubscriptionChange::Subscribe(Arc::clone(resource)));
                 }
+                self.wake();
             }
             slots.push((Arc::clone(resource), Arc::clone(&entry.1)));
         }
@@ -210,9 +240,17 @@ impl Notifier {
         }
     }
 
+    /// Wakes the poller to take the changes just sent.
+    pub(super) fn wake(&self) {
+        if let Some(waker) = &self.waker {
+            waker.wake();
+        }
+    }
+
     /// Ends the subscriber threads, waiting for them up to `limit`.
     pub(crate) fn stop(&mut self, limit: Duration) {
         self.nodes.clear();
+        self.wake();
         let (_, never) = crossbeam_channel::bounded(0);
         let exited = std::mem::replace(&mut self.exited, never);
         if let Err(RecvTimeoutError::Disconnected) = exited.recv_timeout(limit) {

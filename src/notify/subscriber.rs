@@ -17,7 +17,7 @@ use crate::topology::{Verdict, Watch};
 use crate::wire::{channel, released_key};
 
 /// How long a subscriber reads before it looks at new (un)subscriptions.
-const READ_SLICE: Duration = Duration::from_millis(20);
+pub(super) const READ_SLICE: Duration = Duration::from_millis(20);
 /// How long a subscription stays on a connection after the client's last waiter on its resource
 /// left: a client whose waiters come back within it (a worker that locks the same resource in a
 /// loop) sends no `UNSUBSCRIBE` and `SUBSCRIBE` to every node in between, and its next waiter
@@ -28,7 +28,7 @@ pub(super) const LINGER: Duration = Duration::from_secs(1);
 /// a waiter trusting its release notification would sleep until the holder's keys expire.
 /// Unanswered within the I/O timeout, the node counts as failing (waiters stop trusting it)
 /// until it answers.
-const PROBE_AFTER: Duration = Duration::from_millis(500);
+pub(super) const PROBE_AFTER: Duration = Duration::from_millis(500);
 
 /// What a waiter asks of every node's subscriber: to subscribe its resource's channel (the
 /// first waiter there) or to unsubscribe it (the last one left).
@@ -311,14 +311,8 @@ impl Subscriber {
                     if self.registry.failing[self.index].load(Ordering::Relaxed) {
                         self.set_failing(false);
                     }
-                    self.registry.heard_from(self.index);
-                    if let Some(res) = released_key(msg.get_channel_name()) {
-                        let nonce: String = msg.get_payload().unwrap_or_default();
-                        match queue_news(&nonce) {
-                            Some(news) => self.registry.queue(self.index, res, news),
-                            None => self.registry.released(self.index, res, nonce),
-                        }
-                    }
+                    let payload: String = msg.get_payload().unwrap_or_default();
+                    heard(&self.registry, self.index, msg.get_channel_name(), payload);
                 }
                 // A read cut short by a signal (`EINTR`: the process was stopped and continued,
                 // say) left the connection as it was, as a timeout does: dropping it would lose
@@ -327,6 +321,17 @@ impl Subscriber {
                 Err(_) => return End::Broken,
             }
             self.registry.check_silence();
+        }
+    }
+}
+
+/// Node `index` published `payload` on `channel`: a release, or the queue's news.
+pub(super) fn heard(registry: &Registry, index: usize, channel: &str, payload: String) {
+    registry.heard_from(index);
+    if let Some(res) = released_key(channel) {
+        match queue_news(&payload) {
+            Some(news) => registry.queue(index, res, news),
+            None => registry.released(index, res, payload),
         }
     }
 }

@@ -335,6 +335,7 @@ impl Drop for Subscription {
                 for node in &self.notifier.nodes {
                     let _ = node.send(SubscriptionChange::Unsubscribe(Arc::clone(resource)));
                 }
+                self.notifier.wake();
             }
         }
     }
