@@ -19,6 +19,21 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
                     .unwrap(),
             );
         }
+        // A waiter, which starts the client's release subscriptions: one thread reads them
+        // for all five nodes.
+        let waited = rl.acquire(
+            &redquorum::LockRequest::new(format!("leak-{round}-0"), Duration::from_secs(10))
+                .wait(Duration::from_millis(50)),
+        );
+        assert!(
+            matches!(waited, Err(redquorum::Error::NotAcquired { .. })),
+            "{waited:?}"
+        );
+        let notify: Vec<String> = thread_names()
+            .into_iter()
+            .filter(|name| name.starts_with("redlock-notify"))
+            .collect();
+        assert_eq!(notify, ["redlock-notify"], "round {round}");
         // Some released, some dropped, one outliving the client handle.
         let last = locks.pop().unwrap();
         for (i, lock) in locks.into_iter().enumerate() {
@@ -56,4 +71,13 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
                 .unwrap();
         }
     }
+}
+
+/// The names of this process's threads.
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_owned())
+        .collect()
 }

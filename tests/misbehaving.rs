@@ -318,6 +318,47 @@ fn a_server_that_is_not_redis_is_named_as_such() {
     assert!(!text.contains("Parse error"), "{text}");
 }
 
+/// A waiter on a cluster with a node that is not Redis (an HTTP server) waits as it would with
+/// that node down: its subscriber connects to it again with a backoff, not in a loop.
+#[test]
+fn a_waiter_does_not_reconnect_in_a_loop_to_a_node_that_is_not_redis() {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    {
+        let accepted = Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                accepted.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 512];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            }
+        });
+    }
+    let cluster = Cluster::start(2);
+    let mut urls = cluster.urls();
+    urls.push(format!("redis://127.0.0.1:{port}"));
+    let holder = client(&urls, Duration::from_millis(500));
+    let held = holder.lock("not-redis-wait", TTL).unwrap();
+    let rl = client(&urls, Duration::from_millis(500));
+    let before = accepted.load(Ordering::SeqCst);
+    let waited = rl
+        .acquire(&redquorum::LockRequest::new("not-redis-wait", TTL).wait(Duration::from_secs(2)));
+    assert!(
+        matches!(waited, Err(Error::NotAcquired { .. })),
+        "{waited:?}"
+    );
+    // The worker's and the subscriber's connects, each with a backoff that doubles from 10 ms
+    // to 1 s: about 8 each in 2 s. In a loop they would be thousands.
+    let connects = accepted.load(Ordering::SeqCst) - before;
+    assert!(connects <= 30, "{connects} connections in 2 s");
+    held.release().unwrap();
+}
+
 #[test]
 fn missing_or_wrong_password_is_named_without_the_password() {
     watch_workers();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redquorum::{Error, LockRequest};
 use support::Shorthands;
-use support::{Cluster, eventually};
+use support::{Cluster, RedisNode, eventually};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -21,9 +21,33 @@ fn waiting(resource: &str, d: Duration) -> LockRequest {
 #[test]
 fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
     let cluster = Cluster::start(3);
+    wakes_on_the_release_notification(&cluster.nodes, &cluster.urls());
+}
+
+/// Nodes reached on Unix sockets: their subscriptions are read as those over TCP are.
+#[test]
+fn a_waiter_on_unix_socket_nodes_wakes_on_the_release_notification() {
+    let dir = support::server_dir("redlock-unix");
+    let sockets: Vec<String> = (0..3)
+        .map(|i| format!("{}/{i}.sock", dir.display()))
+        .collect();
+    let nodes: Vec<RedisNode> = sockets
+        .iter()
+        .map(|s| RedisNode::start_with(&["--unixsocket", s, "--unixsocketperm", "700"]))
+        .collect();
+    let urls: Vec<String> = sockets
+        .iter()
+        .map(|s| format!("redis+unix://{s}"))
+        .collect();
+    wakes_on_the_release_notification(&nodes, &urls);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A waiter on `urls` (`nodes`) gets the lock soon after each release, long before its
+/// fallback wait ends.
+fn wakes_on_the_release_notification(nodes: &[RedisNode], urls: &[String]) {
     // Fallback waits would be 2.5 to 5 s: only the notification can wake the waiter sooner.
-    let rl = cluster
-        .builder()
+    let rl = support::builder(urls)
         .retry_delay(Duration::from_secs(5))
         .retry_jitter(Duration::from_millis(100))
         .build()
@@ -42,8 +66,7 @@ fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
             })
         };
         // Let the waiter subscribe and start its (long) fallback wait.
-        assert!(eventually(Duration::from_secs(5), || cluster
-            .nodes
+        assert!(eventually(Duration::from_secs(5), || nodes
             .iter()
             .all(|n| n.release_subscribers("wake") == 1)));
         std::thread::sleep(Duration::from_millis(200));
