@@ -5,7 +5,7 @@
 //! resources have a queue across processes and which nodes may keep one. It may use every
 //! other part of notify.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::cancel::Cancel;
 use crate::notify::poller::{Poller, Reach, Waker};
 use crate::notify::registry::{Registry, Slot, Stalled};
-use crate::notify::subscriber::{Subscriber, SubscriptionChange};
+use crate::notify::subscriber::{Subscriber, SubscriptionChange, Subscriptions};
 use crate::notify::subscription::{Place, Subscription};
 use crate::sync::relock;
 use crate::topology::Watch;
@@ -83,9 +83,7 @@ impl Notifier {
                 watch_seen: 0,
                 changes: rx,
                 registry: Arc::clone(&notifier.registry),
-                wanted: HashSet::new(),
-                active: HashSet::new(),
-                lingering: HashMap::new(),
+                subs: Subscriptions::default(),
                 connect_timeout,
                 io_timeout,
                 _exited: exited_tx.clone(),

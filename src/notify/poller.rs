@@ -21,7 +21,7 @@
 
 #![allow(unsafe_code)] // `poll(2)`, the one call std lacks.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
@@ -36,7 +36,9 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use redis::ConnectionAddr;
 
 use crate::notify::registry::Registry;
-use crate::notify::subscriber::{LINGER, PROBE_AFTER, READ_SLICE, SubscriptionChange, heard};
+use crate::notify::subscriber::{
+    PROBE_AFTER, READ_SLICE, SubscriptionChange, Subscriptions, heard,
+};
 use crate::topology::Target;
 use crate::wire::{BACKOFF_MIN, channel, next_backoff};
 
@@ -336,12 +338,7 @@ struct Node {
     index: usize,
     reach: Arc<Reach>,
     changes: Receiver<SubscriptionChange>,
-    /// Resources subscribed (or to subscribe once connected).
-    wanted: HashSet<Arc<str>>,
-    /// Resources whose subscription the node confirmed on the current connection.
-    active: HashSet<Arc<str>>,
-    /// Resources no waiter wants any more, still subscribed until then (see [`LINGER`]).
-    lingering: HashMap<Arc<str>, Instant>,
+    subs: Subscriptions,
     link: Link,
     backoff: Duration,
 }
@@ -380,9 +377,7 @@ impl Poller {
                     index,
                     reach: Arc::new(reach),
                     changes,
-                    wanted: HashSet::new(),
-                    active: HashSet::new(),
-                    lingering: HashMap::new(),
+                    subs: Subscriptions::default(),
                     link: Link::Down(now),
                     backoff: BACKOFF_MIN,
                 })
@@ -425,11 +420,10 @@ impl Poller {
             // With nothing to listen for, sleep until a waiter comes: an idle client costs
             // nothing. Else look at the timers (probes, lingering, late answers, silent
             // queues, reconnects) every slice.
-            let busy = self.nodes.iter().any(|node| {
-                !node.wanted.is_empty()
-                    || !node.lingering.is_empty()
-                    || matches!(node.link, Link::Connecting(_))
-            });
+            let busy = self
+                .nodes
+                .iter()
+                .any(|node| !node.subs.is_empty() || matches!(node.link, Link::Connecting(_)));
             let timeout = if busy {
                 READ_SLICE.as_millis() as libc::c_int
             } else {
@@ -472,11 +466,7 @@ impl Poller {
                     self.broken(n);
                 }
             } else {
-                let node = &mut self.nodes[n];
-                match change {
-                    SubscriptionChange::Subscribe(res) => node.wanted.insert(res),
-                    SubscriptionChange::Unsubscribe(res) => node.wanted.remove(&res),
-                };
+                self.nodes[n].subs.apply_offline(change);
             }
         }
     }
@@ -486,8 +476,8 @@ impl Poller {
         let node = &mut self.nodes[n];
         match change {
             SubscriptionChange::Subscribe(res) => {
-                let sent = node.lingering.remove(&res).is_some();
-                node.wanted.insert(Arc::clone(&res));
+                let sent = node.subs.lingering.remove(&res).is_some();
+                node.subs.wanted.insert(Arc::clone(&res));
                 if !sent {
                     return self.ask(n, Asked::Subscribe, res);
                 }
@@ -499,17 +489,13 @@ impl Poller {
                     .questions
                     .iter()
                     .any(|q| q.asked == Asked::Subscribe && q.resource == res);
-                if !pending && node.active.insert(Arc::clone(&res)) {
-                    self.registry.subscribed(node.index, &res);
+                if !pending {
+                    node.subs.activate(&res, &self.registry, node.index);
                 }
                 true
             }
             SubscriptionChange::Unsubscribe(res) => {
-                node.wanted.remove(&res);
-                if node.active.remove(&res) {
-                    self.registry.unsubscribed(node.index, &res);
-                }
-                node.lingering.insert(res, Instant::now() + LINGER);
+                node.subs.leave(res, &self.registry, node.index);
                 true
             }
         }
@@ -628,10 +614,9 @@ impl Poller {
                 }
                 match q.asked {
                     Asked::Subscribe => {
-                        if node.wanted.contains(&q.resource)
-                            && node.active.insert(Arc::clone(&q.resource))
-                        {
-                            registry.subscribed(node.index, &q.resource);
+                        // Unless its last waiter left meanwhile: then it lingers.
+                        if node.subs.wanted.contains(&q.resource) {
+                            node.subs.activate(&q.resource, registry, node.index);
                         }
                         if s.unconfirmed > 0 {
                             s.unconfirmed -= 1;
@@ -660,7 +645,7 @@ impl Poller {
         let node = &mut self.nodes[n];
         match &node.link {
             Link::Down(at) => {
-                if !node.wanted.is_empty() && now >= *at {
+                if !node.subs.wanted.is_empty() && now >= *at {
                     self.connect(n);
                 }
             }
@@ -712,14 +697,7 @@ impl Poller {
                 self.registry.set_failing(node.index, true, false);
             }
         }
-        let due: Vec<Arc<str>> = node
-            .lingering
-            .iter()
-            .filter(|(_, until)| **until <= now)
-            .map(|(res, _)| Arc::clone(res))
-            .collect();
-        for res in due {
-            self.nodes[n].lingering.remove(&res);
+        for res in node.subs.take_due(now) {
             if !self.ask(n, Asked::Unsubscribe, res) {
                 return false;
             }
@@ -733,7 +711,7 @@ impl Poller {
         {
             return true;
         }
-        match node.wanted.iter().find(|res| node.active.contains(*res)) {
+        match node.subs.probe() {
             Some(res) => {
                 let res = Arc::clone(res);
                 s.heard_at = now;
@@ -769,23 +747,23 @@ impl Poller {
     fn connected(&mut self, n: usize, stream: Stream, now: Instant) {
         let node = &mut self.nodes[n];
         // A new connection has only what it subscribes now.
-        node.lingering.clear();
+        node.subs.lingering.clear();
         node.link = Link::Up(Box::new(Session {
             stream,
             input: Vec::new(),
             output: Vec::new(),
             questions: VecDeque::new(),
             heard_at: now,
-            unconfirmed: node.wanted.len(),
+            unconfirmed: node.subs.wanted.len(),
             probe_late: false,
         }));
         self.registry.waiting_for(node.index, false);
-        if node.wanted.is_empty() {
+        if node.subs.wanted.is_empty() {
             node.backoff = BACKOFF_MIN;
             self.registry.set_failing(node.index, false, true);
             return;
         }
-        let wanted: Vec<Arc<str>> = node.wanted.iter().cloned().collect();
+        let wanted: Vec<Arc<str>> = node.subs.wanted.iter().cloned().collect();
         for res in wanted {
             if !self.ask(n, Asked::Subscribe, res) {
                 self.broken(n);
@@ -805,7 +783,9 @@ impl Poller {
 
     /// Node `n`'s connection failed: until it is made again and resubscribed, releases on the
     /// node go unheard. A connection that broke before the node confirmed its subscriptions
-    /// counts as a failed connect (a server that is not Redis is not tried in a loop).
+    /// counts as a failed connect (a server that is not Redis is not tried in a loop). One that
+    /// no waiter listens on (a server closing idle connections) fails nobody: the next waiter
+    /// connects again, as with a `Subscriber`, which does not read an idle connection.
     fn broken(&mut self, n: usize) {
         let now = Instant::now();
         let node = &mut self.nodes[n];
@@ -813,10 +793,10 @@ impl Poller {
             return;
         };
         self.registry.waiting_for(node.index, false);
-        self.registry.set_failing(node.index, true, true);
-        for res in std::mem::take(&mut node.active) {
-            self.registry.unsubscribed(node.index, &res);
+        if !node.subs.wanted.is_empty() {
+            self.registry.set_failing(node.index, true, true);
         }
+        node.subs.drop_active(&self.registry, node.index);
         if s.unconfirmed > 0 {
             node.link = Link::Down(now + node.backoff);
             node.backoff = (node.backoff * 2).min(Duration::from_secs(1));

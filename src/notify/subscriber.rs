@@ -37,6 +37,76 @@ pub(super) enum SubscriptionChange {
     Unsubscribe(Arc<str>),
 }
 
+/// One node's subscriptions, as the thread reading them keeps them (a [`Subscriber`], or the
+/// [`poller`](super::poller) for each of its nodes), and what it tells the registry of them.
+#[derive(Default)]
+pub(super) struct Subscriptions {
+    /// Resources subscribed (or to subscribe once connected).
+    pub(super) wanted: HashSet<Arc<str>>,
+    /// Resources whose subscription is active on the current connection.
+    pub(super) active: HashSet<Arc<str>>,
+    /// Resources no waiter wants any more, still subscribed on the current connection until
+    /// then (see [`LINGER`]).
+    pub(super) lingering: HashMap<Arc<str>, Instant>,
+}
+
+impl Subscriptions {
+    /// Nothing wanted, nothing lingering: the connection may sit idle.
+    pub(super) fn is_empty(&self) -> bool {
+        self.wanted.is_empty() && self.lingering.is_empty()
+    }
+
+    /// A change while the node is not connected: the next connection subscribes what is wanted.
+    pub(super) fn apply_offline(&mut self, change: SubscriptionChange) {
+        match change {
+            SubscriptionChange::Subscribe(res) => self.wanted.insert(res),
+            SubscriptionChange::Unsubscribe(res) => self.wanted.remove(&res),
+        };
+    }
+
+    /// The node confirmed `res`'s subscription on the current connection.
+    pub(super) fn activate(&mut self, res: &Arc<str>, registry: &Registry, index: usize) {
+        if self.active.insert(Arc::clone(res)) {
+            registry.subscribed(index, res);
+        }
+    }
+
+    /// The last waiter on `res` left: its subscription lingers.
+    pub(super) fn leave(&mut self, res: Arc<str>, registry: &Registry, index: usize) {
+        self.wanted.remove(&res);
+        if self.active.remove(&res) {
+            registry.unsubscribed(index, &res);
+        }
+        self.lingering.insert(res, Instant::now() + LINGER);
+    }
+
+    /// The lingering resources whose time is up at `now`, no longer lingering: to unsubscribe.
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<Arc<str>> {
+        let due: Vec<Arc<str>> = self
+            .lingering
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(res, _)| Arc::clone(res))
+            .collect();
+        for res in &due {
+            self.lingering.remove(res);
+        }
+        due
+    }
+
+    /// The connection is gone: until resubscribed, releases on the node go unheard.
+    pub(super) fn drop_active(&mut self, registry: &Registry, index: usize) {
+        for res in std::mem::take(&mut self.active) {
+            registry.unsubscribed(index, &res);
+        }
+    }
+
+    /// A channel to probe the node with: one a waiter wants and the node confirmed.
+    pub(super) fn probe(&self) -> Option<&Arc<str>> {
+        self.wanted.iter().find(|res| self.active.contains(*res))
+    }
+}
+
 /// One node's subscriber thread.
 pub(super) struct Subscriber {
     /// The node's index, in the registry's per-node state.
@@ -51,13 +121,7 @@ pub(super) struct Subscriber {
     pub(super) watch_seen: u64,
     pub(super) changes: Receiver<SubscriptionChange>,
     pub(super) registry: Arc<Registry>,
-    /// Resources subscribed (or to subscribe once connected).
-    pub(super) wanted: HashSet<Arc<str>>,
-    /// Resources whose subscription is active on the current connection.
-    pub(super) active: HashSet<Arc<str>>,
-    /// Resources no waiter wants any more, still subscribed on the current connection until
-    /// then (see [`LINGER`]).
-    pub(super) lingering: HashMap<Arc<str>, Instant>,
+    pub(super) subs: Subscriptions,
     pub(super) connect_timeout: Duration,
     pub(super) io_timeout: Duration,
     pub(super) _exited: Sender<()>,
@@ -76,7 +140,7 @@ impl Subscriber {
         let mut backoff = crate::wire::BACKOFF_MIN;
         loop {
             // Nothing to listen for: park until a waiter comes (or the client goes).
-            while self.wanted.is_empty() {
+            while self.subs.wanted.is_empty() {
                 match self.changes.recv() {
                     Ok(r) => self.apply_offline(r),
                     Err(_) => return,
@@ -95,9 +159,7 @@ impl Subscriber {
                     }
                     self.set_failing(true);
                     // Until resubscribed, releases on this node go unheard.
-                    for res in std::mem::take(&mut self.active) {
-                        self.registry.unsubscribed(self.index, &res);
-                    }
+                    self.subs.drop_active(&self.registry, self.index);
                 }
                 Err(e) => {
                     self.set_failing(true);
@@ -135,34 +197,23 @@ impl Subscriber {
     }
 
     fn apply_offline(&mut self, r: SubscriptionChange) {
-        match r {
-            SubscriptionChange::Subscribe(res) => {
-                self.wanted.insert(res);
-            }
-            SubscriptionChange::Unsubscribe(res) => {
-                self.wanted.remove(&res);
-            }
-        }
+        self.subs.apply_offline(r);
     }
 
     /// Applies one change on a live connection; false if the connection failed.
     fn apply(&mut self, pubsub: &mut redis::PubSub<'_>, r: SubscriptionChange) -> bool {
         match r {
             SubscriptionChange::Subscribe(res) => {
-                let ok =
-                    self.lingering.remove(&res).is_some() || self.subscribe(pubsub, &res, true);
-                if ok && self.active.insert(Arc::clone(&res)) {
-                    self.registry.subscribed(self.index, &res);
+                let ok = self.subs.lingering.remove(&res).is_some()
+                    || self.subscribe(pubsub, &res, true);
+                if ok {
+                    self.subs.activate(&res, &self.registry, self.index);
                 }
-                self.wanted.insert(res);
+                self.subs.wanted.insert(res);
                 ok
             }
             SubscriptionChange::Unsubscribe(res) => {
-                self.wanted.remove(&res);
-                if self.active.remove(&res) {
-                    self.registry.unsubscribed(self.index, &res);
-                }
-                self.lingering.insert(res, Instant::now() + LINGER);
+                self.subs.leave(res, &self.registry, self.index);
                 true
             }
         }
@@ -170,18 +221,7 @@ impl Subscriber {
 
     /// Unsubscribes the lingering resources whose time is up; false if the connection failed.
     fn end_lingering(&mut self, pubsub: &mut redis::PubSub<'_>) -> bool {
-        if self.lingering.is_empty() {
-            return true;
-        }
-        let now = Instant::now();
-        let due: Vec<Arc<str>> = self
-            .lingering
-            .iter()
-            .filter(|(_, until)| **until <= now)
-            .map(|(res, _)| Arc::clone(res))
-            .collect();
-        for res in due {
-            self.lingering.remove(&res);
+        for res in self.subs.take_due(Instant::now()) {
             if !self.subscribe(pubsub, &res, false) {
                 return false;
             }
@@ -233,18 +273,16 @@ impl Subscriber {
     fn session(&mut self, conn: &mut redis::Connection) -> End {
         let mut pubsub = conn.as_pubsub();
         // A new connection has only what it subscribes now.
-        self.lingering.clear();
+        self.subs.lingering.clear();
         // Subscription replies must come within the I/O timeout; messages are read in slices.
         if pubsub.set_read_timeout(Some(self.io_timeout)).is_err() {
             return End::Broken;
         }
-        for res in self.wanted.clone() {
+        for res in self.subs.wanted.clone() {
             if !self.subscribe(&mut pubsub, &res, true) {
                 return End::Broken;
             }
-            if self.active.insert(Arc::clone(&res)) {
-                self.registry.subscribed(self.index, &res);
-            }
+            self.subs.activate(&res, &self.registry, self.index);
         }
         self.set_failing(false);
         let mut heard_at = Instant::now();
@@ -267,7 +305,7 @@ impl Subscriber {
             }
             // Lingering subscriptions are read on, so that their messages do not wait in the
             // socket for the next waiter.
-            if self.wanted.is_empty() && self.lingering.is_empty() {
+            if self.subs.is_empty() {
                 // Park on the channel of changes; the idle connection stays for the next waiter.
                 match self.changes.recv() {
                     Ok(r) => {
@@ -283,7 +321,7 @@ impl Subscriber {
                     Err(_) => return End::Closed,
                 }
             }
-            let probe = self.wanted.iter().find(|res| self.active.contains(*res));
+            let probe = self.subs.probe();
             if let Some(res) = probe.filter(|_| heard_at.elapsed() >= PROBE_AFTER) {
                 // A `SUBSCRIBE` of a channel already subscribed changes nothing, and is
                 // answered: a probe that needs no permission beyond waiting's, where the ACL
