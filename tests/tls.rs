@@ -74,6 +74,17 @@ fn lock_extend_release_over_tls_with_the_ca_option() {
     rl.lock("tls:orders", TTL).unwrap().release().unwrap();
 }
 
+/// A TLS node's release subscriptions are read on redis-rs's connection, by a thread of its
+/// own: a waiter still wakes on the notification.
+#[test]
+fn a_waiter_on_tls_nodes_wakes_on_the_release_notification() {
+    let Some(pki) = pki() else { return };
+    let nodes: Vec<TlsNode> = (0..3).map(|_| TlsNode::start(&pki, false, &[])).collect();
+    let urls: Vec<String> = nodes.iter().map(TlsNode::url).collect();
+    let plain: Vec<&support::RedisNode> = nodes.iter().map(|n| &n.node).collect();
+    support::wakes_on_the_release_notification(&plain, builder(&urls).tls_ca_file(pki.ca()));
+}
+
 #[test]
 fn system_roots_reject_a_private_ca_with_a_clear_error() {
     let Some(pki) = pki() else { return };

@@ -21,7 +21,8 @@ fn waiting(resource: &str, d: Duration) -> LockRequest {
 #[test]
 fn a_waiter_wakes_on_the_release_notification_not_its_backoff() {
     let cluster = Cluster::start(3);
-    wakes_on_the_release_notification(&cluster.nodes, &cluster.urls());
+    let nodes: Vec<&RedisNode> = cluster.nodes.iter().collect();
+    support::wakes_on_the_release_notification(&nodes, cluster.builder());
 }
 
 /// Nodes reached on Unix sockets: their subscriptions are read as those over TCP are.
@@ -39,46 +40,9 @@ fn a_waiter_on_unix_socket_nodes_wakes_on_the_release_notification() {
         .iter()
         .map(|s| format!("redis+unix://{s}"))
         .collect();
-    wakes_on_the_release_notification(&nodes, &urls);
+    let nodes: Vec<&RedisNode> = nodes.iter().collect();
+    support::wakes_on_the_release_notification(&nodes, support::builder(&urls));
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// A waiter on `urls` (`nodes`) gets the lock soon after each release, long before its
-/// fallback wait ends.
-fn wakes_on_the_release_notification(nodes: &[RedisNode], urls: &[String]) {
-    // Fallback waits would be 2.5 to 5 s: only the notification can wake the waiter sooner.
-    let rl = support::builder(urls)
-        .retry_delay(Duration::from_secs(5))
-        .retry_jitter(Duration::from_millis(100))
-        .build()
-        .unwrap();
-    for round in 0..3 {
-        let holder = rl.lock("wake", TTL).unwrap();
-        let waiter = {
-            let rl = rl.clone();
-            std::thread::spawn(move || {
-                let lock = rl
-                    .acquire(&waiting("wake", Duration::from_secs(30)))
-                    .unwrap();
-                let at = Instant::now();
-                lock.release().unwrap();
-                at
-            })
-        };
-        // Let the waiter subscribe and start its (long) fallback wait.
-        assert!(eventually(Duration::from_secs(5), || nodes
-            .iter()
-            .all(|n| n.release_subscribers("wake") == 1)));
-        std::thread::sleep(Duration::from_millis(200));
-        let released = Instant::now();
-        holder.release().unwrap();
-        let acquired = waiter.join().unwrap();
-        let latency = acquired - released;
-        assert!(
-            latency < Duration::from_secs(2),
-            "round {round}: woke after {latency:?}"
-        );
-    }
 }
 
 #[test]

@@ -160,6 +160,45 @@ pub fn builder<S: AsRef<str>>(urls: &[S]) -> redquorum::Builder {
         .retry_jitter(Duration::from_millis(10))
 }
 
+/// A waiter of a client `builder` makes for `nodes` gets the lock soon after each release, long
+/// before its fallback wait would end: the release notification woke it.
+pub fn wakes_on_the_release_notification(nodes: &[&RedisNode], builder: redquorum::Builder) {
+    const TTL: Duration = Duration::from_secs(10);
+    // Fallback waits would be 2.5 to 5 s: only the notification can wake the waiter sooner.
+    let rl = builder
+        .retry_delay(Duration::from_secs(5))
+        .retry_jitter(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let holder = rl.lock("wake", TTL).unwrap();
+        let waiter = {
+            let rl = rl.clone();
+            std::thread::spawn(move || {
+                let request =
+                    redquorum::LockRequest::new("wake", TTL).wait(Duration::from_secs(30));
+                let lock = rl.acquire(&request).unwrap();
+                let at = Instant::now();
+                lock.release().unwrap();
+                at
+            })
+        };
+        // Let the waiter subscribe and start its (long) fallback wait.
+        assert!(eventually(Duration::from_secs(5), || nodes
+            .iter()
+            .all(|n| n.release_subscribers("wake") == 1)));
+        std::thread::sleep(Duration::from_millis(200));
+        let released = Instant::now();
+        holder.release().unwrap();
+        let acquired = waiter.join().unwrap();
+        let latency = acquired - released;
+        assert!(
+            latency < Duration::from_secs(2),
+            "round {round}: woke after {latency:?}"
+        );
+    }
+}
+
 /// Waits for `child` to exit, at most `limit`; past it, kills and reaps it and returns `None`.
 pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + limit;
