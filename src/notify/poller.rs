@@ -45,6 +45,8 @@ use crate::wire::{BACKOFF_MIN, channel, next_backoff};
 const CONNECT_STACK: usize = 64 * 1024;
 /// The longest line of a reply (a type and a length) a node may send.
 const LINE_MAX: usize = 64 * 1024;
+/// How many reads of a node's socket (of `chunk`'s 16 KiB) one wake-up makes at most.
+const READS_PER_WAKE: usize = 64;
 
 /// How the poller reaches one node: its address, and the credentials of its URL.
 pub(super) struct Reach {
@@ -543,20 +545,33 @@ impl Poller {
     }
 
     /// Reads what node `n` sent and acts on each whole frame; false if the connection failed
-    /// or the node sent what no Redis connection sends.
+    /// or the node sent what no Redis connection sends. At most [`READS_PER_WAKE`] reads: a
+    /// node that sends without pause (a flood of messages on a channel) is read again after a
+    /// look at the others.
     fn read(&mut self, n: usize) -> bool {
-        loop {
+        for _ in 0..READS_PER_WAKE {
             let Link::Up(s) = &mut self.nodes[n].link else {
                 return true;
             };
             match s.stream.read(&mut self.chunk) {
                 Ok(0) => return false,
-                Ok(k) => s.input.extend_from_slice(&self.chunk[..k]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Ok(k) => {
+                    s.input.extend_from_slice(&self.chunk[..k]);
+                    if !self.take_frames(n) {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return false,
             }
         }
+        true
+    }
+
+    /// Acts on each whole frame in node `n`'s input, leaving the rest; false if one is not
+    /// what the connection expects.
+    fn take_frames(&mut self, n: usize) -> bool {
         let mut at = 0;
         loop {
             let Link::Up(s) = &mut self.nodes[n].link else {
