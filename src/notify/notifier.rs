@@ -48,6 +48,15 @@ pub(crate) struct Notifier {
     queues_seen: Mutex<HashMap<Arc<str>, Instant>>,
 }
 
+/// A notifier dropped without [`stop`](Notifier::stop) (its last holder was a subscription that
+/// outlived the client) still ends the poller, which would otherwise sleep on for a waiter.
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.nodes.clear();
+        self.wake();
+    }
+}
+
 impl Notifier {
     pub(crate) fn start(
         clients: &[crate::topology::Target],

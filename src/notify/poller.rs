@@ -46,7 +46,7 @@ const CONNECT_STACK: usize = 64 * 1024;
 /// The longest line of a reply (a type and a length) a node may send.
 const LINE_MAX: usize = 64 * 1024;
 /// How many reads of a node's socket (of `chunk`'s 16 KiB) one wake-up makes at most.
-const READS_PER_WAKE: usize = 64;
+const READS_PER_WAKE: usize = 4;
 
 /// How the poller reaches one node: its address, and the credentials of its URL.
 pub(super) struct Reach {
@@ -320,11 +320,22 @@ struct Session {
     questions: VecDeque<Question>,
     /// When the node last sent anything, or was last probed.
     heard_at: Instant,
+    /// When the node last sent anything.
+    answered_at: Instant,
     /// The subscriptions made on connecting that are not confirmed yet: until then the node
     /// is failing, as a `Subscriber`'s is until its session starts.
     unconfirmed: usize,
     /// Whether the probe in `questions` went unanswered for the I/O timeout.
     probe_late: bool,
+}
+
+impl Session {
+    /// Whether `q` went unanswered for `io_timeout`: counted from when it was sent, or from the
+    /// node's last answer if that came later (a long pipeline, such as the resubscription of
+    /// thousands of channels, is answered bit by bit).
+    fn late(&self, q: &Question, now: Instant, io_timeout: Duration) -> bool {
+        now.saturating_duration_since(q.at.max(self.answered_at)) >= io_timeout
+    }
 }
 
 enum Link {
@@ -589,6 +600,7 @@ impl Poller {
                 Err(()) => return false,
             };
             s.heard_at = Instant::now();
+            s.answered_at = s.heard_at;
             if !self.on_frame(n, frame) {
                 return false;
             }
@@ -691,7 +703,7 @@ impl Poller {
         let looks_late = s
             .questions
             .front()
-            .is_some_and(|q| now.saturating_duration_since(q.at) >= io_timeout);
+            .is_some_and(|q| s.late(q, now, io_timeout));
         if looks_late && !self.read(n) {
             return false;
         }
@@ -700,7 +712,7 @@ impl Poller {
             return true;
         };
         for q in &s.questions {
-            if now.saturating_duration_since(q.at) < io_timeout {
+            if !s.late(q, now, io_timeout) {
                 break;
             }
             if q.asked != Asked::Probe {
@@ -769,6 +781,7 @@ impl Poller {
             output: Vec::new(),
             questions: VecDeque::new(),
             heard_at: now,
+            answered_at: now,
             unconfirmed: node.subs.wanted.len(),
             probe_late: false,
         }));
@@ -812,6 +825,8 @@ impl Poller {
             self.registry.set_failing(node.index, true, true);
         }
         node.subs.drop_active(&self.registry, node.index);
+        // Gone with the connection: nothing is left to unsubscribe.
+        node.subs.lingering.clear();
         if s.unconfirmed > 0 {
             node.link = Link::Down(now + node.backoff);
             node.backoff = (node.backoff * 2).min(Duration::from_secs(1));

@@ -249,9 +249,11 @@ impl Registry {
     }
 
     /// Node `i`'s subscriber is failing or not; with `lapse`, because its connection broke or
-    /// could not be made (counted once, as it starts failing).
+    /// could not be made: counted each time, even while the node is failing already (a probe
+    /// answered late makes it failing with no lapse; the node may then restart empty).
     pub(super) fn set_failing(&self, i: usize, failing: bool, lapse: bool) {
-        if !self.failing[i].swap(failing, Ordering::Relaxed) && failing && lapse {
+        self.failing[i].store(failing, Ordering::Relaxed);
+        if failing && lapse {
             self.lapses[i].fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -529,6 +531,21 @@ mod tests {
         relock(&slot.state).fair.insert(Arc::from("w"), (tx, true));
         relock(&registry.slots).insert(Arc::from("r"), (1, Arc::clone(&slot)));
         (registry, slot, news)
+    }
+
+    #[test]
+    fn a_connection_lost_after_a_late_probe_is_a_lapse() {
+        let registry = Registry::new(3, Duration::from_secs(1), Box::new(|_| false));
+        let seen = registry.lapses();
+        // A probe answered late: failing, and no lapse (a slow node keeps its keys).
+        registry.set_failing(1, true, false);
+        assert!(!registry.lapsed(1, &seen));
+        // Then its connection breaks (it may come back empty): a lapse, though it was failing.
+        registry.set_failing(1, true, true);
+        assert!(registry.lapsed(1, &seen));
+        let seen = registry.lapses();
+        registry.set_failing(1, false, true);
+        assert!(!registry.lapsed(1, &seen), "working again is no lapse");
     }
 
     /// The release `nonce` of "r" announced by `nodes`, in that order.

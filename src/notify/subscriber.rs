@@ -363,9 +363,16 @@ impl Subscriber {
     }
 }
 
+/// The longest message on a release channel that may be ours: a release's nonce or the
+/// queue's news is far shorter. A longer one (a third party's) is not kept.
+const MESSAGE_MAX: usize = 1024;
+
 /// Node `index` published `payload` on `channel`: a release, or the queue's news.
 pub(super) fn heard(registry: &Registry, index: usize, channel: &str, payload: String) {
     registry.heard_from(index);
+    if payload.len() > MESSAGE_MAX {
+        return;
+    }
     if let Some(res) = released_key(channel) {
         match queue_news(&payload) {
             Some(news) => registry.queue(index, res, news),
