@@ -1,5 +1,5 @@
-//! The extender and subscriber threads end with the client. A test binary of its own, so no
-//! other test's threads or sockets are counted.
+//! The extender and subscriber threads end with the client, or with what outlives it. A test
+//! binary of its own, so no other test's threads or sockets are counted.
 
 mod support;
 
@@ -49,4 +49,38 @@ fn extender_and_subscriber_threads_end_with_the_client() {
             "round {round}: connections leaked"
         );
     }
+    an_observer_outliving_its_client_takes_the_subscriber_thread_with_it(threads, fds);
+}
+
+/// An election observer outlives its client: its subscription is the last holder of the
+/// client's notifier, and dropping it ends the subscriber thread, here with the node gone, when
+/// nothing else would wake that thread. (Before, 3 rounds in 20 left it asleep for good when
+/// the process ran on one core.)
+fn an_observer_outliving_its_client_takes_the_subscriber_thread_with_it(
+    threads: usize,
+    fds: usize,
+) {
+    let mut node = support::RedisNode::start();
+    for round in 0..20 {
+        let rl = support::builder(&[node.url()]).build().unwrap();
+        let mut observer = rl.observe("leak-observer", None).unwrap();
+        drop(rl);
+        assert!(matches!(observer.next(), Some(None)), "round {round}");
+        node.kill();
+        std::thread::sleep(Duration::from_millis(100));
+        drop(observer);
+        node.restart();
+        assert!(
+            support::eventually(Duration::from_secs(3), || support::entries(
+                "/proc/self/task"
+            ) == threads),
+            "round {round}: threads leaked"
+        );
+    }
+    drop(node);
+    assert!(
+        support::eventually(Duration::from_secs(3), || support::entries("/proc/self/fd")
+            == fds),
+        "observer round: connections leaked"
+    );
 }
