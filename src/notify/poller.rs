@@ -45,6 +45,9 @@ use crate::wire::{BACKOFF_MIN, channel, next_backoff};
 const CONNECT_STACK: usize = 64 * 1024;
 /// The longest line of a reply (a type and a length) a node may send.
 const LINE_MAX: usize = 64 * 1024;
+/// How long a connection must have worked for its loss to be no failed connect (see
+/// [`Poller::broken`]).
+const STABLE: Duration = Duration::from_secs(1);
 /// How many reads of a node's socket (of `chunk`'s 16 KiB) one wake-up makes at most.
 const READS_PER_WAKE: usize = 4;
 
@@ -318,6 +321,8 @@ struct Session {
     input: Vec<u8>,
     output: Vec<u8>,
     questions: VecDeque<Question>,
+    /// When the connection was made.
+    since: Instant,
     /// When the node last sent anything, or was last probed.
     heard_at: Instant,
     /// When the node last sent anything.
@@ -648,7 +653,6 @@ impl Poller {
                         if s.unconfirmed > 0 {
                             s.unconfirmed -= 1;
                             if s.unconfirmed == 0 {
-                                node.backoff = BACKOFF_MIN;
                                 registry.set_failing(node.index, false, true);
                             }
                         }
@@ -780,6 +784,7 @@ impl Poller {
             input: Vec::new(),
             output: Vec::new(),
             questions: VecDeque::new(),
+            since: now,
             heard_at: now,
             answered_at: now,
             unconfirmed: node.subs.wanted.len(),
@@ -787,7 +792,6 @@ impl Poller {
         }));
         self.registry.waiting_for(node.index, false);
         if node.subs.wanted.is_empty() {
-            node.backoff = BACKOFF_MIN;
             self.registry.set_failing(node.index, false, true);
             return;
         }
@@ -810,10 +814,12 @@ impl Poller {
     }
 
     /// Node `n`'s connection failed: until it is made again and resubscribed, releases on the
-    /// node go unheard. A connection that broke before the node confirmed its subscriptions
-    /// counts as a failed connect (a server that is not Redis is not tried in a loop). One that
-    /// no waiter listens on (a server closing idle connections) fails nobody: the next waiter
-    /// connects again, as with a `Subscriber`, which does not read an idle connection.
+    /// node go unheard. One that worked for [`STABLE`] is made again at once (a restarted node
+    /// is back as soon as it listens); one that broke sooner, before the node confirmed its
+    /// subscriptions or just after, counts as a failed connect: a server that is not Redis, or
+    /// that drops every connection it confirms, is not tried in a loop. One that no waiter
+    /// listens on (a server closing idle connections) fails nobody: the next waiter connects
+    /// again, as with a `Subscriber`, which does not read an idle connection.
     fn broken(&mut self, n: usize) {
         let now = Instant::now();
         let node = &mut self.nodes[n];
@@ -827,7 +833,9 @@ impl Poller {
         node.subs.drop_active(&self.registry, node.index);
         // Gone with the connection: nothing is left to unsubscribe.
         node.subs.lingering.clear();
-        if s.unconfirmed > 0 {
+        if s.unconfirmed == 0 && now.saturating_duration_since(s.since) >= STABLE {
+            node.backoff = BACKOFF_MIN;
+        } else {
             node.link = Link::Down(now + node.backoff);
             node.backoff = (node.backoff * 2).min(Duration::from_secs(1));
         }
