@@ -10,7 +10,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redquorum::LockRequest;
-use support::{Cluster, eventually};
+use support::proxy::Proxy;
+use support::{Cluster, RedisNode, eventually};
 
 const HOLD: Duration = Duration::from_secs(30);
 /// Well before the waiters' 25 s deadline, and many fallback tries (at most 1 s apart) after
@@ -282,6 +283,97 @@ fn restarted_holder_node(fair: bool) {
     eprintln!("restart fair={fair}: waiter got {got:?} {took:?} after the release");
     assert!(got.is_ok());
     assert!(took < SOON, "fair {fair}: waiter slept {took:?}");
+}
+
+/// Plain lock held by another client on exactly {0,1,2} of 5, node 2 behind a proxy; stray
+/// keys on 3 and 4 stay, so the lock is free on a quorum only once released. Node 2 hangs; its
+/// subscriber's probe goes unanswered (failing, not a lapse: a slow node keeps its keys), and
+/// just after, node 2 "restarts" empty: the proxy cuts every connection and sends the next to
+/// an empty server, so the subscriber reconnects within milliseconds. The waiter, looking every
+/// 50 ms, may not see the node failing in between; the lost connection is a lapse all the same,
+/// so it does not trust nodes 0 and 1 alone to announce the release. Each round is one more
+/// chance for the waiter's look to miss the failing.
+fn hung_then_restarted_holder_node(fair: bool) {
+    const ROUNDS: u64 = 3;
+    let node_timeout = Duration::from_millis(50);
+    // The client's I/O timeout at that node timeout: a probe is late after it.
+    let io_timeout = Duration::from_millis(100);
+    let plain: Vec<RedisNode> = (0..4).map(|_| RedisNode::start()).collect();
+    let mut node2 = RedisNode::start();
+    let proxy = Proxy::start(node2.port);
+    let urls = [
+        plain[0].url(),
+        plain[1].url(),
+        proxy.url(),
+        plain[2].url(),
+        plain[3].url(),
+    ];
+    let holder_client = support::builder(&urls).build().unwrap();
+    let waiter_client = support::builder(&urls)
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    for round in 0..ROUNDS {
+        let res = format!("hung-restart-{round}");
+        for node in &plain[2..] {
+            node.set(&res, "stray", 30_000);
+        }
+        let holder = holder_client.lock(&res, HOLD).unwrap();
+        assert_eq!(node2.get(&res).as_deref(), Some(holder.token()));
+        let waiter = {
+            let rl = waiter_client.clone();
+            let req = LockRequest::new(&res, Duration::from_secs(10))
+                .fair(fair)
+                .wait(Duration::from_secs(25));
+            std::thread::spawn(move || {
+                let l = rl.acquire(&req);
+                (l.map(|_| ()), Instant::now())
+            })
+        };
+        assert!(eventually(Duration::from_secs(10), || {
+            plain
+                .iter()
+                .chain([&node2])
+                .all(|n| n.release_subscribers(&res) >= 1)
+        }));
+        // The subscriber reconnects at once only to a node whose connection lived a second.
+        std::thread::sleep(Duration::from_secs(1));
+        let empty = RedisNode::start();
+        proxy.forget_subscribes();
+        node2.hang();
+        let probe = eventually(Duration::from_secs(3), || proxy.first_subscribe().is_some());
+        assert!(probe, "no probe of the hung node");
+        let probe = proxy.first_subscribe().unwrap();
+        let late = io_timeout + Duration::from_millis(21 + round * 3);
+        std::thread::sleep(late.saturating_sub(probe.elapsed()));
+        proxy.switch(empty.port);
+        node2.kill();
+        node2 = empty;
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !waiter.is_finished(),
+            "the waiter got the lock while it was held"
+        );
+        let _ = holder.release();
+        let released = Instant::now();
+        let (got, at) = waiter.join().unwrap();
+        let took = at - released;
+        eprintln!(
+            "hung, restart fair={fair} round {round}: waiter got {got:?} {took:?} after the release"
+        );
+        assert!(got.is_ok());
+        assert!(took < SOON, "fair {fair}: waiter slept {took:?}");
+    }
+}
+
+#[test]
+fn a_waiter_gets_the_lock_soon_after_a_release_when_a_hung_holder_node_restarts_empty() {
+    hung_then_restarted_holder_node(false);
+}
+
+#[test]
+fn a_fair_waiter_gets_the_lock_soon_after_a_release_when_a_hung_holder_node_restarts_empty() {
+    hung_then_restarted_holder_node(true);
 }
 
 #[test]

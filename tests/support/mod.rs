@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fake_server;
+pub mod proxy;
 pub mod tls;
 
 use std::net::TcpListener;
@@ -628,7 +629,6 @@ impl RedisNode {
         }
     }
 
-    /// Restarts the node (empty) with `extra_args` in place of those it was started with.
     /// Runs this node's process, and the ones its restarts start, ahead of others: see
     /// [`favour`].
     pub fn favour(&mut self) {
@@ -638,6 +638,7 @@ impl RedisNode {
         }
     }
 
+    /// Restarts the node (empty) with `extra_args` in place of those it was started with.
     pub fn restart_with(&mut self, extra_args: &[&str]) {
         self.extra_args = extra_args.iter().map(|s| s.to_string()).collect();
         self.restart();
