@@ -7,9 +7,10 @@
 
 mod support;
 
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redquorum::LockRequest;
+use redquorum::{Error, Lock, LockRequest, Redlock};
 use support::proxy::Proxy;
 use support::{Cluster, RedisNode, eventually};
 
@@ -25,6 +26,44 @@ fn subscribed(cluster: &Cluster, key: &str, skip: &[usize]) -> bool {
         .enumerate()
         .filter(|(i, _)| !skip.contains(i))
         .all(|(_, n)| n.release_subscribers(key) >= 1)
+}
+
+/// Runs `req`'s acquisition on a thread of its own: whether it got the lock, and when.
+fn wait_on_a_thread(rl: &Redlock, req: LockRequest) -> JoinHandle<(Result<(), Error>, Instant)> {
+    let rl = rl.clone();
+    std::thread::spawn(move || {
+        let l = rl.acquire(&req);
+        (l.map(|_| ()), Instant::now())
+    })
+}
+
+/// The waiter got the lock `SOON` after the release at `released`.
+fn assert_got_soon(
+    waiter: JoinHandle<(Result<(), Error>, Instant)>,
+    released: Instant,
+    what: &str,
+) {
+    let (got, at) = waiter.join().unwrap();
+    let took = at - released;
+    eprintln!("{what}: got {got:?} {took:?} after the release");
+    assert!(got.is_ok(), "{what}: {got:?}");
+    assert!(took < SOON, "{what}: slept {took:?}");
+}
+
+/// The waiter still waits 300 ms on (the holder holds the lock on a quorum), then gets the
+/// lock `SOON` after the holder releases it.
+fn still_waits_then_gets_it_soon(
+    waiter: JoinHandle<(Result<(), Error>, Instant)>,
+    holder: Lock,
+    what: &str,
+) {
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiter.is_finished(),
+        "{what}: got the lock while it was held"
+    );
+    let _ = holder.release();
+    assert_got_soon(waiter, Instant::now(), what);
 }
 
 /// Semaphore(2), 5 nodes. Slot 0's holder is on exactly {0,1,2} (a stray key of slot 0 on 3 and
@@ -65,17 +104,10 @@ fn semaphore(dead_before: bool) {
     if dead_before {
         cluster.nodes[2].kill();
     }
-    let waiter = {
-        let rl = rl.clone();
-        let req = LockRequest::new(sem, Duration::from_secs(10))
-            .semaphore(2)
-            .wait(Duration::from_secs(25));
-        std::thread::spawn(move || {
-            let l = rl.acquire(&req);
-            let at = Instant::now();
-            (l.map(|l| l.permit()), at)
-        })
-    };
+    let req = LockRequest::new(sem, Duration::from_secs(10))
+        .semaphore(2)
+        .wait(Duration::from_secs(25));
+    let waiter = wait_on_a_thread(&rl, req);
     let skip: &[usize] = if dead_before { &[2] } else { &[] };
     assert!(eventually(Duration::from_secs(10), || subscribed(
         &cluster, &slot0, skip
@@ -88,11 +120,11 @@ fn semaphore(dead_before: bool) {
     std::thread::sleep(Duration::from_millis(200));
     let _ = on_slot0.release(); // NoQuorum: on 0,1 only (2 is dead)
     let released = Instant::now();
-    let (got, at) = waiter.join().unwrap();
-    let took = at - released;
-    eprintln!("semaphore dead_before={dead_before}: waiter got {got:?} {took:?} after the release");
-    assert!(got.is_ok());
-    assert!(took < SOON, "semaphore waiter slept {took:?}");
+    assert_got_soon(
+        waiter,
+        released,
+        &format!("semaphore waiter, dead_before={dead_before}"),
+    );
     drop(other);
 }
 
@@ -121,17 +153,11 @@ fn rw_writer(fair: bool, dead_before: bool) {
     if dead_before {
         cluster.nodes[2].kill();
     }
-    let waiter = {
-        let rl = rl.clone();
-        let req = LockRequest::new(res, Duration::from_secs(10))
-            .write()
-            .fair(fair)
-            .wait(Duration::from_secs(25));
-        std::thread::spawn(move || {
-            let l = rl.acquire(&req);
-            (l.map(|_| ()), Instant::now())
-        })
-    };
+    let req = LockRequest::new(res, Duration::from_secs(10))
+        .write()
+        .fair(fair)
+        .wait(Duration::from_secs(25));
+    let waiter = wait_on_a_thread(&rl, req);
     let skip: &[usize] = if dead_before { &[2] } else { &[] };
     assert!(eventually(Duration::from_secs(10), || subscribed(
         &cluster, res, skip
@@ -142,13 +168,11 @@ fn rw_writer(fair: bool, dead_before: bool) {
     r2.release().unwrap(); // on 0,1,3,4
     let _ = r1.release(); // NoQuorum: on 0,1 only (2 is dead)
     let released = Instant::now();
-    let (got, at) = waiter.join().unwrap();
-    let took = at - released;
-    eprintln!(
-        "rwlock fair={fair} dead_before={dead_before}: writer got {got:?} {took:?} after the last release"
+    assert_got_soon(
+        waiter,
+        released,
+        &format!("writer, fair={fair} dead_before={dead_before}"),
     );
-    assert!(got.is_ok());
-    assert!(took < SOON, "fair {fair}: writer slept {took:?}");
 }
 
 #[test]
@@ -187,16 +211,10 @@ fn hung_holder_node(fair: bool) {
     }
     let holder = holder_client.lock(res, HOLD).unwrap();
     assert_eq!(cluster.holding(res, holder.token()), 3);
-    let waiter = {
-        let rl = waiter_client.clone();
-        let req = LockRequest::new(res, Duration::from_secs(10))
-            .fair(fair)
-            .wait(Duration::from_secs(25));
-        std::thread::spawn(move || {
-            let l = rl.acquire(&req);
-            (l.map(|_| ()), Instant::now())
-        })
-    };
+    let req = LockRequest::new(res, Duration::from_secs(10))
+        .fair(fair)
+        .wait(Duration::from_secs(25));
+    let waiter = wait_on_a_thread(&waiter_client, req);
     assert!(eventually(Duration::from_secs(10), || subscribed(
         &cluster,
         res,
@@ -211,12 +229,8 @@ fn hung_holder_node(fair: bool) {
     let _ = holder.release();
     let released = Instant::now();
     eprintln!("hung fair={fair}: release took {:?}", released - t);
-    let (got, at) = waiter.join().unwrap();
+    assert_got_soon(waiter, released, &format!("waiter, hung, fair={fair}"));
     cluster.nodes[2].resume();
-    let took = at - released;
-    eprintln!("hung fair={fair}: waiter got {got:?} {took:?} after the release");
-    assert!(got.is_ok());
-    assert!(took < SOON, "fair {fair}: waiter slept {took:?}");
 }
 
 #[test]
@@ -249,16 +263,10 @@ fn restarted_holder_node(fair: bool) {
     }
     let holder = rl.lock(res, HOLD).unwrap();
     assert_eq!(cluster.holding(res, holder.token()), 3);
-    let waiter = {
-        let rl = rl.clone();
-        let req = LockRequest::new(res, Duration::from_secs(10))
-            .fair(fair)
-            .wait(Duration::from_secs(25));
-        std::thread::spawn(move || {
-            let l = rl.acquire(&req);
-            (l.map(|_| ()), Instant::now())
-        })
-    };
+    let req = LockRequest::new(res, Duration::from_secs(10))
+        .fair(fair)
+        .wait(Duration::from_secs(25));
+    let waiter = wait_on_a_thread(&rl, req);
     assert!(eventually(Duration::from_secs(10), || subscribed(
         &cluster,
         res,
@@ -271,18 +279,7 @@ fn restarted_holder_node(fair: bool) {
     for node in &cluster.nodes[3..] {
         node.del(res);
     }
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        !waiter.is_finished(),
-        "the waiter got the lock while it was held"
-    );
-    let _ = holder.release();
-    let released = Instant::now();
-    let (got, at) = waiter.join().unwrap();
-    let took = at - released;
-    eprintln!("restart fair={fair}: waiter got {got:?} {took:?} after the release");
-    assert!(got.is_ok());
-    assert!(took < SOON, "fair {fair}: waiter slept {took:?}");
+    still_waits_then_gets_it_soon(waiter, holder, &format!("waiter, restart, fair={fair}"));
 }
 
 /// Plain lock held by another client on exactly {0,1,2} of 5, node 2 behind a proxy; stray
@@ -320,16 +317,10 @@ fn hung_then_restarted_holder_node(fair: bool) {
         }
         let holder = holder_client.lock(&res, HOLD).unwrap();
         assert_eq!(node2.get(&res).as_deref(), Some(holder.token()));
-        let waiter = {
-            let rl = waiter_client.clone();
-            let req = LockRequest::new(&res, Duration::from_secs(10))
-                .fair(fair)
-                .wait(Duration::from_secs(25));
-            std::thread::spawn(move || {
-                let l = rl.acquire(&req);
-                (l.map(|_| ()), Instant::now())
-            })
-        };
+        let req = LockRequest::new(&res, Duration::from_secs(10))
+            .fair(fair)
+            .wait(Duration::from_secs(25));
+        let waiter = wait_on_a_thread(&waiter_client, req);
         assert!(eventually(Duration::from_secs(10), || {
             plain
                 .iter()
@@ -349,20 +340,8 @@ fn hung_then_restarted_holder_node(fair: bool) {
         proxy.switch(empty.port);
         node2.kill();
         node2 = empty;
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            !waiter.is_finished(),
-            "the waiter got the lock while it was held"
-        );
-        let _ = holder.release();
-        let released = Instant::now();
-        let (got, at) = waiter.join().unwrap();
-        let took = at - released;
-        eprintln!(
-            "hung, restart fair={fair} round {round}: waiter got {got:?} {took:?} after the release"
-        );
-        assert!(got.is_ok());
-        assert!(took < SOON, "fair {fair}: waiter slept {took:?}");
+        let what = format!("waiter, hung then restarted, fair={fair}, round {round}");
+        still_waits_then_gets_it_soon(waiter, holder, &what);
     }
 }
 
