@@ -9,6 +9,7 @@ pub mod proxy;
 pub mod tls;
 
 use std::net::TcpListener;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
@@ -246,6 +247,49 @@ pub struct RedisNode {
     info_conn: std::sync::Mutex<Option<redis::Connection>>,
     /// Run ahead of other processes (see [`favour`]), also after a restart.
     favoured: bool,
+    /// While killed, the port (and the bus port) bound without listening: a connection to it
+    /// is refused as to any dead server, and no other test's node can be started on it (see
+    /// [`reserve`]).
+    reserved: Vec<OwnedFd>,
+}
+
+/// Binds 127.0.0.1:`port` without listening. Tests run several binaries at once, each
+/// starting nodes on free ports: without this, another test's node could take the port of a
+/// node killed here and answer for it (a killed majority that still answers). With
+/// `SO_REUSEADDR`, as `redis-server` binds, so that the killed server's connections left in
+/// `TIME_WAIT` do not stop it; a port picked by [`free_port`] (bound without it) conflicts.
+fn reserve(port: u16) -> Option<OwnedFd> {
+    // SAFETY: a new socket, owned by the `OwnedFd` from then on; `one` and `addr` live across
+    // the calls that read them, with their sizes.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let bound = libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        (bound == 0).then_some(fd)
+    }
 }
 
 /// How long a test server gets to answer after its spawn. A process of this machine can take
@@ -446,6 +490,7 @@ impl RedisNode {
                     .collect(),
                 info_conn: std::sync::Mutex::new(None),
                 favoured: false,
+                reserved: Vec::new(),
             };
             match node.spawn() {
                 Ok(()) => return node,
@@ -459,6 +504,7 @@ impl RedisNode {
     }
 
     fn spawn(&mut self) -> Result<(), String> {
+        self.reserved.clear();
         let mut child = Command::new(server_binary())
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -608,11 +654,16 @@ impl RedisNode {
         self.signal(libc::SIGCONT);
     }
 
-    /// Crashes the node (SIGKILL); its data is gone.
+    /// Crashes the node (SIGKILL); its data is gone, and its port refuses connections until a
+    /// [`restart`](RedisNode::restart).
     pub fn kill(&mut self) {
+        // A hung node must be resumed before SIGKILL is reaped promptly on every kernel.
+        self.resume();
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+            let ports = std::iter::once(self.port).chain(self.cluster_port);
+            self.reserved = ports.filter_map(reserve).collect();
         }
     }
 
@@ -811,12 +862,7 @@ impl RedisNode {
 
 impl Drop for RedisNode {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // A hung node must be resumed before SIGKILL is reaped promptly on every kernel.
-            self.resume();
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
