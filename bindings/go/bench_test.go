@@ -15,7 +15,7 @@ import (
 func benchClient(b *testing.B) *redquorum.Client {
 	b.Helper()
 	cl, err := startCluster(b.TempDir(), 1)
-	b.Cleanup(cl.kill)
+	b.Cleanup(cl.stop)
 	if err != nil {
 		b.Fatal(err)
 	}

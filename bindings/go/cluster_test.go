@@ -49,7 +49,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	shared, err = startCluster(dir, 5)
-	defer shared.kill()
+	defer shared.stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -103,7 +103,7 @@ func startCluster(dir string, n int) (*cluster, error) {
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
 	c, err := startCluster(t.TempDir(), n)
-	t.Cleanup(c.kill)
+	t.Cleanup(c.stop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +118,11 @@ func (c *cluster) urls() []string {
 	return urls
 }
 
-func (c *cluster) kill() {
+// stop ends every node and lets their ports go.
+func (c *cluster) stop() {
 	for _, nd := range c.nodes {
 		nd.kill()
+		nd.releasePort()
 	}
 }
 
@@ -130,6 +132,8 @@ type node struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
 	extra  []string      // more redis-server arguments
+	// While killed, the port bound without listening (see reservePort).
+	reserved *os.File
 }
 
 func (nd *node) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(nd.port)) }
@@ -159,6 +163,7 @@ func freePort() (int, error) {
 
 // start runs redis-server on nd.port and waits until it answers INFO as the process started.
 func (nd *node) start() error {
+	nd.releasePort()
 	logPath := filepath.Join(nd.dir, "redis.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -199,7 +204,8 @@ func (nd *node) start() error {
 	}
 }
 
-// kill sends SIGKILL (which also ends a stopped process) and waits for the exit.
+// kill sends SIGKILL (which also ends a stopped process) and waits for the exit. The port
+// then refuses connections until restart.
 func (nd *node) kill() {
 	if nd.cmd == nil {
 		return
@@ -207,6 +213,34 @@ func (nd *node) kill() {
 	nd.cmd.Process.Kill()
 	<-nd.exited
 	nd.cmd = nil
+	nd.reservePort()
+}
+
+// reservePort binds a killed node's port without listening: a connection to it is refused,
+// as to any dead server, and no other test's node starts on it (suites run at once, each
+// taking free ports from bind(0), which skips a bound port). With SO_REUSEADDR, as
+// redis-server binds, so that connections left in TIME_WAIT do not stop it.
+func (nd *node) reservePort() {
+	nd.releasePort()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return
+	}
+	syscall.CloseOnExec(fd)
+	f := os.NewFile(uintptr(fd), "reserved port")
+	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	if syscall.Bind(fd, &syscall.SockaddrInet4{Port: nd.port, Addr: [4]byte{127, 0, 0, 1}}) != nil {
+		f.Close()
+		return
+	}
+	nd.reserved = f
+}
+
+func (nd *node) releasePort() {
+	if nd.reserved != nil {
+		nd.reserved.Close()
+		nd.reserved = nil
+	}
 }
 
 // restart starts a killed node again on its old port, empty (no persistence).

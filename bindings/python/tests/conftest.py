@@ -45,6 +45,7 @@ def cluster() -> Iterator[list[RedisNode]]:
     def cleanup() -> None:
         for node in nodes:
             node.kill()
+            node.release_port()
         shutil.rmtree(directory, ignore_errors=True)
 
     atexit.register(cleanup)  # also on KeyboardInterrupt or an error outside the fixture

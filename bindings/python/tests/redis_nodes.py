@@ -87,6 +87,7 @@ class RedisNode:
         self.directory = directory
         self.extra_args = extra_args
         self.process: subprocess.Popen | None = None
+        self._reserved: socket.socket | None = None
         self.port = 0
         for attempt in range(5):  # another process may grab a free port before redis binds it
             self.port = free_port()
@@ -106,6 +107,7 @@ class RedisNode:
         return self.directory / f"redis-{self.port}.log"
 
     def start(self) -> None:
+        self.release_port()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [
@@ -164,11 +166,35 @@ class RedisNode:
         self.stopped = False
 
     def kill(self) -> None:
-        """Crash the node (SIGKILL); its data is gone, as nothing is persisted."""
+        """Crash the node (SIGKILL); its data is gone, as nothing is persisted. Its port
+        refuses connections until :meth:`start`."""
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+            self._reserve_port()
         self.stopped = False
+
+    def _reserve_port(self) -> None:
+        """Bind the dead node's port without listening: a connection to it is refused, as to
+        any dead server, and no other test's node starts on it (tests of several suites run at
+        once, each taking free ports from ``bind(0)``, which skips a bound port). With
+        ``SO_REUSEADDR``, as redis-server binds, so that connections left in ``TIME_WAIT`` do
+        not stop it."""
+        self.release_port()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", self.port))
+        except OSError:
+            sock.close()
+            return
+        self._reserved = sock
+
+    def release_port(self) -> None:
+        """Let the port of a killed node go (see :meth:`_reserve_port`)."""
+        if self._reserved is not None:
+            self._reserved.close()
+            self._reserved = None
 
     def command(self, *args):
         return resp(self.port, *args)
