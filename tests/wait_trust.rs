@@ -293,7 +293,8 @@ fn restarted_holder_node(fair: bool) {
 fn hung_then_restarted_holder_node(fair: bool) {
     const ROUNDS: u64 = 3;
     let node_timeout = Duration::from_millis(50);
-    // The client's I/O timeout at that node timeout: a probe is late after it.
+    // The client's I/O timeout at that node timeout (`Config::io_timeout`: twice the node
+    // timeout, at least 100 ms): a probe is late after it.
     let io_timeout = Duration::from_millis(100);
     let plain: Vec<RedisNode> = (0..4).map(|_| RedisNode::start()).collect();
     let mut node2 = RedisNode::start();
