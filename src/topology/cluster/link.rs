@@ -10,7 +10,8 @@
 //! has failed over (its slots' keys would be missing from the node's answers otherwise), and
 //! the worker reconnects as for any node. A master whose connection has been idle long enough
 //! to have been failed over meanwhile is confirmed with another node of the cluster before a
-//! batch goes to it ([`idle`]).
+//! batch goes to it ([`idle`]), and a map with a hole (slots no master serves, read while the
+//! cluster held a master failed) is read again before a batch goes to the hole ([`holes`]).
 //!
 //! # Clocks
 //!
@@ -38,6 +39,7 @@
 //!
 //! May use: its parent (`Cluster`, [`Map`]), `probe`, `wire`, `rules::clock`, `urls`.
 
+mod holes;
 mod idle;
 
 use std::sync::Arc;
@@ -73,6 +75,7 @@ impl Cluster {
             refreshed: None,
             replicas: Vec::new(),
             idle_after: None,
+            holes_read_at: None,
         };
         link.adopt(map, None)?;
         // A master back from a stop still names itself before it learns of its demotion: its
@@ -137,6 +140,9 @@ pub(crate) struct ClusterLink {
     /// goes to it (the smallest of the masters' [`idle::threshold`]s); `None` until the first
     /// master is connected.
     idle_after: Option<Duration>,
+    /// When a batch for a slot no master serves last had the slot map read again (see
+    /// `holes`).
+    holes_read_at: Option<Instant>,
 }
 
 impl ClusterLink {
@@ -269,6 +275,7 @@ impl ClusterLink {
         // Where each command ran last: a master of the link, or (after an `ASK` to a node the
         // link has no connection to) a connection of its own, whose `WAIT` was read there.
         let mut ran_on: Vec<RanOn> = vec![RanOn::Nowhere; batch.len()];
+        self.fill_holes(batch, (!inline).then_some(scripts))?;
         self.confirm_idle(batch, (!inline).then_some(scripts))?;
         let clocks = if time {
             Clocks::WrittenAndFirst
@@ -428,7 +435,7 @@ impl ClusterLink {
                 NO_MASTER => {
                     values[i] = error_reply(&format!(
                         "CLUSTERDOWN no master serves slot {} (of key {:?}) in the cluster's slot \
-                         map",
+                         map (the cluster holds its master failed, or the slot is unassigned)",
                         batch[i].slot(),
                         batch[i].key
                     ))

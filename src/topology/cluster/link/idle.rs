@@ -141,9 +141,9 @@ impl ClusterLink {
     }
 
     /// The slot map as another master than the `idle` ones tells it, on the link's connection
-    /// to it, the most recently confirmed first (its answer confirms it); what each one asked
-    /// gave instead goes to `problems`.
-    fn map_from_other_masters(
+    /// to it, the most recently confirmed first (its answer within `T` confirms it); what each
+    /// one asked gave instead goes to `problems`.
+    pub(super) fn map_from_other_masters(
         &mut self,
         idle: &[usize],
         problems: &mut Vec<String>,
@@ -152,14 +152,20 @@ impl ClusterLink {
             .filter(|m| !idle.contains(m))
             .collect();
         others.sort_by_key(|&m| std::cmp::Reverse(self.masters[m].confirmed));
+        let idle_after = self.idle_after;
         for m in others {
             let master = &mut self.masters[m];
+            let asked = Instant::now();
             let reply = redis::cmd("CLUSTER")
                 .arg("SLOTS")
                 .query::<Value>(&mut master.conn);
             match reply.map(|reply| Map::read(&reply, &master.host)) {
                 Ok(Some(read)) if !read.masters.is_empty() => {
-                    master.confirmed = Some(Instant::now());
+                    // As a batch's replies: only an answer within `T` (no stop hidden in it).
+                    let now = Instant::now();
+                    if idle_after.is_some_and(|t| now.saturating_duration_since(asked) < t) {
+                        master.confirmed = Some(now);
+                    }
                     return Some(read);
                 }
                 Ok(_) => problems.push(format!(
@@ -170,6 +176,21 @@ impl ClusterLink {
             }
         }
         None
+    }
+
+    /// The masters (their indices) not confirmed for `T` at `now`; none before the first
+    /// master is connected.
+    pub(super) fn idle_masters(&self, now: Instant) -> Vec<usize> {
+        let Some(idle_after) = self.idle_after else {
+            return Vec::new();
+        };
+        (0..self.masters.len())
+            .filter(|&m| {
+                self.masters[m]
+                    .confirmed
+                    .is_none_or(|at| now.saturating_duration_since(at) >= idle_after)
+            })
+            .collect()
     }
 
     /// The masters `idle` count as confirmed from now.
