@@ -978,7 +978,14 @@ pub fn child(args: ChildArgs) {
                 .flat_map(|(rl, variant)| {
                     rl.node_status()
                         .iter()
-                        .map(|s| format!("{variant}:{}:{}:{}", s.address, s.connected, s.connects))
+                        .map(|s| {
+                            // A cluster's masters as the link last read them, `+`-joined.
+                            let masters = s.master.as_deref().unwrap_or("-").replace(',', "+");
+                            format!(
+                                "{variant}:{}:{}:{}:{masters}",
+                                s.address, s.connected, s.connects
+                            )
+                        })
                         .collect::<Vec<_>>()
                 })
                 .collect();

@@ -1729,6 +1729,15 @@ fn run(seed: u64, chaos_ms: u64, flags: Flags) -> bool {
     }
     probe_end.store(1, std::sync::atomic::Ordering::Relaxed);
     let mut logs = read_logs(&logs);
+    // A cluster node's count of connections off: what each client's links last read as the
+    // masters (its final status), to tell a link short of a master from one that kept an old one.
+    for v in &mut verdict.violations {
+        if v.starts_with("(d) cluster node") {
+            for (client, status) in &logs.status {
+                v.push_str(&format!("; client {client}'s nodes: {}", status.detail));
+            }
+        }
+    }
     logs.relay_stalls = probe.join().expect("stall probe panicked").all;
     logs.group_stalls = group_stalls;
     for (node, stalls) in node_stalls {
