@@ -129,11 +129,7 @@ impl ClusterLink {
             .map(|r| self.owner[r.slot()])
             .filter(|&m| m != NO_MASTER)
             .map(usize::from)
-            .filter(|&m| {
-                self.masters[m]
-                    .confirmed
-                    .is_none_or(|at| now.saturating_duration_since(at) >= idle_after)
-            })
+            .filter(|&m| self.is_idle(m, now, idle_after))
             .collect();
         idle.sort_unstable();
         idle.dedup();
@@ -185,12 +181,15 @@ impl ClusterLink {
             return Vec::new();
         };
         (0..self.masters.len())
-            .filter(|&m| {
-                self.masters[m]
-                    .confirmed
-                    .is_none_or(|at| now.saturating_duration_since(at) >= idle_after)
-            })
+            .filter(|&m| self.is_idle(m, now, idle_after))
             .collect()
+    }
+
+    /// Whether master `m` has not been confirmed for `idle_after` at `now`.
+    fn is_idle(&self, m: usize, now: Instant, idle_after: Duration) -> bool {
+        self.masters[m]
+            .confirmed
+            .is_none_or(|at| now.saturating_duration_since(at) >= idle_after)
     }
 
     /// The masters `idle` count as confirmed from now.
