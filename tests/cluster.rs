@@ -1425,6 +1425,88 @@ fn a_slot_map_read_with_a_hole_is_read_again_once_a_master_serves_it() {
     support::assert_no_worker_panicked();
 }
 
+/// While a client's map has a hole and a caller keeps locking a key in it, the re-reads of the
+/// map do not hold up the keys the cluster serves, even when every master is idle and the
+/// URL's first seed is hung (it accepts connections and answers nothing, as a blackholed host
+/// would): the link asks its masters on their connections before any seed, and backs off when
+/// nobody answers.
+#[test]
+fn a_hole_in_the_slot_map_and_a_hung_seed_leave_the_served_keys_locking() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 0);
+    let hole = "holes:r";
+    let m = cluster.master_of(hole);
+    let port = cluster.nodes[m].port;
+    let served = (0..)
+        .map(|i| format!("holes:other:{{{i}}}"))
+        .find(|k| cluster.master_of(k) != m)
+        .expect("a key of another master");
+    for node in &cluster.nodes {
+        let mut del = redis::cmd("CLUSTER");
+        del.arg("DELSLOTSRANGE");
+        for (a, b, _) in slot_ranges(node).into_iter().filter(|&(_, _, p)| p == port) {
+            del.arg(a).arg(b);
+        }
+        del.query::<()>(&mut node.conn())
+            .expect("CLUSTER DELSLOTSRANGE");
+    }
+    let seed = RedisNode::start();
+    seed.hang();
+    let mut url = format!("redis+cluster://127.0.0.1:{}", seed.port);
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        url.push(if i == 0 { '?' } else { '&' });
+        url.push_str(&format!("seed=127.0.0.1:{}", n.port));
+    }
+    let rl = std::sync::Arc::new(
+        Redlock::builder()
+            .nodes(&[url])
+            .node_timeout(Duration::from_millis(500))
+            .retry_count(0)
+            .build()
+            .expect("client"),
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || rl
+            .try_lock(&served, Duration::from_secs(5))
+            .and_then(|l| l.release())
+            .is_ok()),
+        "the served key locks"
+    );
+    // Every master idle past its `cluster-node-timeout` (1 s), so none is confirmed.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let hammer = {
+        let (rl, stop) = (std::sync::Arc::clone(&rl), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                assert!(
+                    rl.try_lock(hole, Duration::from_secs(5)).is_err(),
+                    "no master serves the hole"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1_000));
+    let mut failed = Vec::new();
+    for _ in 0..5 {
+        match rl.try_lock(&served, Duration::from_secs(5)) {
+            Ok(lock) => lock.release().expect("release"),
+            Err(e) => failed.push(e.to_string()),
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, Ordering::Relaxed);
+    hammer.join().expect("the hole's caller");
+    seed.resume();
+    assert!(
+        failed.is_empty(),
+        "the served key failed {} times of 5 beside the hole's traffic: {failed:?}",
+        failed.len()
+    );
+    support::assert_no_worker_panicked();
+}
+
 /// Three masters, each under the clock shim (`tests/support/clockshift.c`) with an offset file
 /// of its own in a temp dir named after `name`, all at 0: the dir, the cluster, and which master
 /// is the first by address (the node's clock for the guard's cross-checks).

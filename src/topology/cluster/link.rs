@@ -75,7 +75,7 @@ impl Cluster {
             refreshed: None,
             replicas: Vec::new(),
             idle_after: None,
-            holes_read_at: None,
+            holes: holes::Holes::default(),
         };
         link.adopt(map, None)?;
         // A master back from a stop still names itself before it learns of its demotion: its
@@ -140,9 +140,9 @@ pub(crate) struct ClusterLink {
     /// goes to it (the smallest of the masters' [`idle::threshold`]s); `None` until the first
     /// master is connected.
     idle_after: Option<Duration>,
-    /// When a batch for a slot no master serves last had the slot map read again (see
+    /// When a batch for a slot no master serves may have the slot map read again (see
     /// `holes`).
-    holes_read_at: Option<Instant>,
+    holes: holes::Holes,
 }
 
 impl ClusterLink {

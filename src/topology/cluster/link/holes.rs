@@ -1,74 +1,88 @@
 //! A slot map with a hole: read again before a batch goes to a slot no master of it serves.
 //!
-//! While the other nodes hold a master failed (from its `cluster-node-timeout` until its replica
-//! is promoted, or until it answers again when it has none), Redis leaves that master and its
-//! slots out of `CLUSTER SLOTS`. A map read then (at a reconnect during the failover, or by the
-//! idle check) has a hole, and nothing else would ever fill it: no command goes to those slots,
-//! so none gets a `MOVED` or breaks a connection, and every command for them fails with the
-//! link's own `CLUSTERDOWN` for as long as the link lives.
+//! For a moment around a failover's promotion (tens of milliseconds, seen on Redis 7.0), nodes
+//! leave the failed-over master's slots out of `CLUSTER SLOTS`. A map read then (at a reconnect
+//! during the failover, or by the idle check) has a hole, and nothing else would ever fill it:
+//! no command goes to those slots, so none gets a `MOVED` or breaks a connection, and every
+//! command for them would fail with the link's own `CLUSTERDOWN` for as long as the link lives.
 //!
-//! So before a batch with a command for such a slot goes out, the link reads the map again, at
-//! most every [`RECHECK`]: from another master on the link's connection to it (one that answered
-//! within `T`, see `idle`), else from a fresh connection to a seed or a node of the last map,
-//! never an idle master. A map that differs is taken as after a `MOVED` (the worker observes
-//! the new masters as a failover before this batch's votes count), and a master that gave it
-//! and is new to the link is confirmed by another node before its first batch, as at a
-//! connect. When nobody answers or the hole is still there, the commands for it fail as before.
+//! So before a batch with a command for such a slot goes out, while its caller still waits, the
+//! link reads the map again: from each master on the link's connection to it, the most
+//! recently confirmed first, else from a fresh connection to a seed or a node of the last map.
+//! Asking confirms no master (see `idle`): a master idle past `T` that answers is still
+//! confirmed by another node before a batch goes to it, and a master that gave the map and is
+//! new to the link is too, as at a connect. A map that differs is taken as after a `MOVED` (the
+//! worker observes the new masters as a failover before this batch's votes count). At most
+//! every [`RECHECK`]; when nobody answers, the wait doubles up to [`RECHECK_MAX`], so a dead
+//! seed costs its timeout that rarely. Until the map is whole, the commands for the hole fail
+//! as before.
 //!
-//! May use: its parent (`ClusterLink`), the slot map ([`NO_MASTER`]), the idle check.
+//! May use: its parent (`ClusterLink`), the slot map ([`Map`], [`NO_MASTER`]), `urls`.
 
+use std::cmp::Reverse;
 use std::time::{Duration, Instant};
 
+use redis::Value;
+
 use super::{ClusterLink, Routed};
-use crate::topology::cluster::map::NO_MASTER;
+use crate::topology::cluster::map::{Map, NO_MASTER};
+use crate::topology::urls::address;
 use crate::wire::Script;
 
 /// How often a link whose map has a hole reads it again while batches go to the hole: the
 /// promoted replica's slots are served within this of when a batch first needs them.
 pub(super) const RECHECK: Duration = Duration::from_millis(100);
 
+/// The longest wait between two tries that nobody answered.
+const RECHECK_MAX: Duration = Duration::from_secs(2);
+
+/// When the next re-read may run, and the wait after a try nobody answered.
+pub(super) struct Holes {
+    next: Option<Instant>,
+    backoff: Duration,
+}
+
+impl Default for Holes {
+    fn default() -> Self {
+        Holes {
+            next: None,
+            backoff: RECHECK,
+        }
+    }
+}
+
 impl ClusterLink {
-    /// Before a batch with a command for a slot no master serves: reads the slot map again
-    /// (at most every [`RECHECK`]) and takes it if it differs. See the module's doc.
+    /// Before a batch with a command for a slot no master serves, whose caller still waits:
+    /// reads the slot map again (see the module's doc) and takes it if it differs.
     pub(super) fn fill_holes(
         &mut self,
         batch: &[Routed<'_>],
         scripts: Option<&[&[&Script]]>,
     ) -> redis::RedisResult<()> {
-        if batch.iter().all(|r| self.owner[r.slot()] != NO_MASTER) {
-            return Ok(());
-        }
         let now = Instant::now();
-        if self
-            .holes_read_at
-            .is_some_and(|at| now.saturating_duration_since(at) < RECHECK)
-        {
+        let awaited = batch
+            .iter()
+            .any(|r| self.owner[r.slot()] == NO_MASTER && r.deadline.is_none_or(|d| d > now));
+        if !awaited || self.holes.next.is_some_and(|next| now < next) {
             return Ok(());
         }
-        self.holes_read_at = Some(now);
-        let idle = self.idle_masters(now);
         let mut problems = Vec::new();
-        let map = match self.map_from_other_masters(&idle, &mut problems) {
-            Some(map) => map,
-            None => {
-                let except: Vec<(String, u16)> = idle
-                    .iter()
-                    .map(|&m| (self.masters[m].host.clone(), self.masters[m].port))
-                    .collect();
-                match self.cluster.discover_except(&[], &except, self.timeouts) {
-                    Ok(map) => map,
-                    Err(e) => {
-                        problems.push(e.to_string());
-                        log::debug!(
-                            "redlock: node {}: the slot map has slots no master serves, and no \
-                             node told it again: {}",
-                            self.cluster.id(),
-                            problems.join("; ")
-                        );
-                        return Ok(());
-                    }
-                }
-            }
+        let read = self.read_map_again(&mut problems);
+        let end = Instant::now();
+        let Some(map) = read else {
+            self.holes.next = Some(end + self.holes.backoff);
+            self.holes.backoff = (self.holes.backoff * 2).min(RECHECK_MAX);
+            log::debug!(
+                "redlock: node {}: the slot map has slots no master serves, and no node told it \
+                 again: {}",
+                self.cluster.id(),
+                problems.join("; ")
+            );
+            return Ok(());
+        };
+        self.holes = Holes {
+            next: Some(end + RECHECK),
+            backoff: RECHECK,
         };
         if map.masters == self.addresses() && map.owner == self.owner {
             return Ok(());
@@ -83,5 +97,37 @@ impl ClusterLink {
             self.masters[m].confirmed = None;
         }
         Ok(())
+    }
+
+    /// The slot map from the link's masters on their connections, the most recently confirmed
+    /// first, else from a fresh connection to a seed or a node of the last map; the map names
+    /// the node that told it. What each one asked gave instead goes to `problems`.
+    fn read_map_again(&mut self, problems: &mut Vec<String>) -> Option<Map> {
+        let mut order: Vec<usize> = (0..self.masters.len()).collect();
+        order.sort_by_key(|&m| Reverse(self.masters[m].confirmed));
+        for m in order {
+            let master = &mut self.masters[m];
+            let reply = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query::<Value>(&mut master.conn);
+            match reply.map(|reply| Map::read(&reply, &master.host)) {
+                Ok(Some(mut map)) if !map.masters.is_empty() => {
+                    map.source = Some((master.host.clone(), master.port));
+                    return Some(map);
+                }
+                Ok(_) => problems.push(format!(
+                    "{}: CLUSTER SLOTS named no master",
+                    address(&master.host, master.port)
+                )),
+                Err(e) => problems.push(format!("{}: {e}", address(&master.host, master.port))),
+            }
+        }
+        match self.cluster.discover(&[], self.timeouts) {
+            Ok(map) => Some(map),
+            Err(e) => {
+                problems.push(e.to_string());
+                None
+            }
+        }
     }
 }

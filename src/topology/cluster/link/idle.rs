@@ -139,7 +139,7 @@ impl ClusterLink {
     /// The slot map as another master than the `idle` ones tells it, on the link's connection
     /// to it, the most recently confirmed first (its answer within `T` confirms it); what each
     /// one asked gave instead goes to `problems`.
-    pub(super) fn map_from_other_masters(
+    fn map_from_other_masters(
         &mut self,
         idle: &[usize],
         problems: &mut Vec<String>,
@@ -172,17 +172,6 @@ impl ClusterLink {
             }
         }
         None
-    }
-
-    /// The masters (their indices) not confirmed for `T` at `now`; none before the first
-    /// master is connected.
-    pub(super) fn idle_masters(&self, now: Instant) -> Vec<usize> {
-        let Some(idle_after) = self.idle_after else {
-            return Vec::new();
-        };
-        (0..self.masters.len())
-            .filter(|&m| self.is_idle(m, now, idle_after))
-            .collect()
     }
 
     /// Whether master `m` has not been confirmed for `idle_after` at `now`.
