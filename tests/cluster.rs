@@ -1507,6 +1507,65 @@ fn a_hole_in_the_slot_map_and_a_hung_seed_leave_the_served_keys_locking() {
     support::assert_no_worker_panicked();
 }
 
+/// A master idle past its `cluster-node-timeout` is confirmed by another node before a batch
+/// goes to it, never by its own answer: a master back from a stop past its failover still
+/// answers with the stale map that names it. The client's last batch before it went idle was on
+/// S's key, so S is its most recently confirmed master, and the check of the first batch after
+/// the idle spell, which goes to A, asks S first. S's answer must not count as S's own
+/// confirmation: S's batch next is checked with another node. Counted by the `CLUSTER`
+/// commands each node receives.
+#[test]
+fn an_idle_master_is_confirmed_by_another_node_never_by_its_own_answer() {
+    support::watch_workers();
+    let cluster = RedisCluster::start(3, 0);
+    let rl = Redlock::builder()
+        .nodes(&[cluster.url()])
+        .node_timeout(Duration::from_millis(500))
+        .retry_count(0)
+        .build()
+        .expect("client");
+    let ks = "own:s";
+    let s = cluster.master_of(ks);
+    let ka = (0..)
+        .map(|i| format!("own:a{i}"))
+        .find(|k| cluster.master_of(k) != s)
+        .expect("a key of another master");
+    let locks = |key: &str| {
+        rl.try_lock(key, Duration::from_secs(5))
+            .and_then(|l| l.release())
+            .is_ok()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || locks(&ka) && locks(ks)),
+        "both keys lock, S's last"
+    );
+    // `CLUSTER SLOTS` counts as `cluster|slots` on Redis 7 and Valkey.
+    let calls = || -> Vec<u64> {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| n.calls("cluster|slots") + n.calls("cluster"))
+            .collect()
+    };
+    // Every master idle past T (the test clusters' `cluster-node-timeout`, 1 s).
+    std::thread::sleep(Duration::from_millis(1_500));
+    let before = calls();
+    assert!(locks(&ka), "A's key locks after the idle spell");
+    let between = calls();
+    assert!(locks(ks), "S's key locks");
+    let after = calls();
+    let during = |from: &[u64], to: &[u64]| -> Vec<u64> {
+        from.iter().zip(to).map(|(f, t)| t - f).collect()
+    };
+    let (first, second) = (during(&before, &between), during(&between, &after));
+    assert!(
+        second.iter().enumerate().any(|(i, &n)| i != s && n > 0),
+        "S was confirmed before its batch by another node (CLUSTER commands per node during \
+         A's lock {first:?}, during S's lock {second:?})"
+    );
+    support::assert_no_worker_panicked();
+}
+
 /// Three masters, each under the clock shim (`tests/support/clockshift.c`) with an offset file
 /// of its own in a temp dir named after `name`, all at 0: the dir, the cluster, and which master
 /// is the first by address (the node's clock for the guard's cross-checks).

@@ -20,7 +20,8 @@
 //! confirms nothing.
 //!
 //! The other node is another master, on the link's connection to it (the most recently
-//! confirmed first), else a fresh connection to a seed or a node of the last slot map (a
+//! confirmed first; the answer of one idle itself tells of the others only, since one back
+//! from a stop would name itself), else a fresh connection to a seed or a node of the last slot map (a
 //! replica too: a one-master cluster never fails over by itself, only by `CLUSTER FAILOVER
 //! TAKEOVER`, which A9 leaves out, and its replicas' `CLUSTER SLOTS` names a replica so
 //! promoted), never the idle masters themselves. A map that
@@ -137,8 +138,8 @@ impl ClusterLink {
     }
 
     /// The slot map as another master than the `idle` ones tells it, on the link's connection
-    /// to it, the most recently confirmed first (its answer within `T` confirms it); what each
-    /// one asked gave instead goes to `problems`.
+    /// to it, the most recently confirmed first (its answer within `T` confirms it if it was
+    /// confirmed within `T` before); what each one asked gave instead goes to `problems`.
     fn map_from_other_masters(
         &mut self,
         idle: &[usize],
@@ -150,16 +151,20 @@ impl ClusterLink {
         others.sort_by_key(|&m| std::cmp::Reverse(self.masters[m].confirmed));
         let idle_after = self.idle_after;
         for m in others {
-            let master = &mut self.masters[m];
             let asked = Instant::now();
+            // An idle master's answer is its own word, which could be the stale map of one back
+            // from a stop past its failover: it tells of the others, and confirms it only if
+            // it was confirmed within `T` before (and answered within `T`, as a batch's replies).
+            let keeps = idle_after.is_some_and(|t| !self.is_idle(m, asked, t));
+            let master = &mut self.masters[m];
             let reply = redis::cmd("CLUSTER")
                 .arg("SLOTS")
                 .query::<Value>(&mut master.conn);
             match reply.map(|reply| Map::read(&reply, &master.host)) {
                 Ok(Some(read)) if !read.masters.is_empty() => {
-                    // As a batch's replies: only an answer within `T` (no stop hidden in it).
                     let now = Instant::now();
-                    if idle_after.is_some_and(|t| now.saturating_duration_since(asked) < t) {
+                    if keeps && idle_after.is_some_and(|t| now.saturating_duration_since(asked) < t)
+                    {
                         master.confirmed = Some(now);
                     }
                     return Some(read);
