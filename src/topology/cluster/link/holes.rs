@@ -9,24 +9,20 @@
 //! So before a batch with a command for such a slot goes out, while its caller still waits, the
 //! link reads the map again: from each master on the link's connection to it, the most
 //! recently confirmed first, else from a fresh connection to a seed or a node of the last map.
-//! Asking confirms no master (see `idle`): a master idle past `T` that answers is still
-//! confirmed by another node before a batch goes to it, and a master that gave the map and is
-//! new to the link is too, as at a connect. A map that differs is taken as after a `MOVED` (the
+//! An answer confirms its master only as the idle check's answers do (see `idle`): a master
+//! idle past `T` is still confirmed by another node before a batch goes to it, and a master
+//! that gave the map and is new to the link is too, as at a connect. A map that differs is taken as after a `MOVED` (the
 //! worker observes the new masters as a failover before this batch's votes count). At most
 //! every [`RECHECK`]; when nobody answers, the wait doubles up to [`RECHECK_MAX`], so a dead
 //! seed costs its timeout that rarely. Until the map is whole, the commands for the hole fail
 //! as before.
 //!
-//! May use: its parent (`ClusterLink`), the slot map ([`Map`], [`NO_MASTER`]), `urls`.
+//! May use: its parent (`ClusterLink`), the slot map ([`Map`], [`NO_MASTER`]), the idle check.
 
-use std::cmp::Reverse;
 use std::time::{Duration, Instant};
-
-use redis::Value;
 
 use super::{ClusterLink, Routed};
 use crate::topology::cluster::map::{Map, NO_MASTER};
-use crate::topology::urls::address;
 use crate::wire::Script;
 
 /// How often a link whose map has a hole reads it again while batches go to the hole: the
@@ -100,27 +96,11 @@ impl ClusterLink {
     }
 
     /// The slot map from the link's masters on their connections, the most recently confirmed
-    /// first, else from a fresh connection to a seed or a node of the last map; the map names
-    /// the node that told it. What each one asked gave instead goes to `problems`.
+    /// first, else from a fresh connection to a seed or a node of the last map; what each one
+    /// asked gave instead goes to `problems`.
     fn read_map_again(&mut self, problems: &mut Vec<String>) -> Option<Map> {
-        let mut order: Vec<usize> = (0..self.masters.len()).collect();
-        order.sort_by_key(|&m| Reverse(self.masters[m].confirmed));
-        for m in order {
-            let master = &mut self.masters[m];
-            let reply = redis::cmd("CLUSTER")
-                .arg("SLOTS")
-                .query::<Value>(&mut master.conn);
-            match reply.map(|reply| Map::read(&reply, &master.host)) {
-                Ok(Some(mut map)) if !map.masters.is_empty() => {
-                    map.source = Some((master.host.clone(), master.port));
-                    return Some(map);
-                }
-                Ok(_) => problems.push(format!(
-                    "{}: CLUSTER SLOTS named no master",
-                    address(&master.host, master.port)
-                )),
-                Err(e) => problems.push(format!("{}: {e}", address(&master.host, master.port))),
-            }
+        if let Some(map) = self.map_from_other_masters(&[], problems) {
+            return Some(map);
         }
         match self.cluster.discover(&[], self.timeouts) {
             Ok(map) => Some(map),

@@ -140,7 +140,7 @@ impl ClusterLink {
     /// The slot map as another master than the `idle` ones tells it, on the link's connection
     /// to it, the most recently confirmed first (its answer within `T` confirms it if it was
     /// confirmed within `T` before); what each one asked gave instead goes to `problems`.
-    fn map_from_other_masters(
+    pub(super) fn map_from_other_masters(
         &mut self,
         idle: &[usize],
         problems: &mut Vec<String>,
