@@ -1336,6 +1336,63 @@ fn slot_ranges(node: &RedisNode) -> Vec<(u16, u16, u16)> {
         .collect()
 }
 
+/// A hole in a cluster's slot map: `key`'s master (its index and port) has its slots
+/// unassigned on every node, so that no node names a master for them; `other` is a key another
+/// master serves.
+struct Hole {
+    m: usize,
+    port: u16,
+    ranges: Vec<(u16, u16)>,
+    other: String,
+}
+
+impl Hole {
+    fn make(cluster: &RedisCluster, key: &str) -> Hole {
+        let m = cluster.master_of(key);
+        let port = cluster.nodes[m].port;
+        let ranges: Vec<(u16, u16)> = slot_ranges(&cluster.nodes[m])
+            .into_iter()
+            .filter(|&(_, _, p)| p == port)
+            .map(|(a, b, _)| (a, b))
+            .collect();
+        let other = (0..)
+            .map(|i| format!("holes:other:{{{i}}}"))
+            .find(|k| cluster.master_of(k) != m)
+            .expect("a key of another master");
+        let hole = Hole {
+            m,
+            port,
+            ranges,
+            other,
+        };
+        for node in &cluster.nodes {
+            hole.slots("DELSLOTSRANGE", node);
+        }
+        assert!(
+            cluster.nodes.iter().all(|n| !hole.served_on(n)),
+            "no node names a master for {:?}",
+            hole.ranges
+        );
+        hole
+    }
+
+    /// `CLUSTER <sub> start end …` of the hole's ranges, on `node`.
+    fn slots(&self, sub: &str, node: &RedisNode) {
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg(sub);
+        for &(a, b) in &self.ranges {
+            cmd.arg(a).arg(b);
+        }
+        cmd.query::<()>(&mut node.conn())
+            .unwrap_or_else(|e| panic!("CLUSTER {sub}: {e}"));
+    }
+
+    /// Whether `node`'s `CLUSTER SLOTS` names the hole's master.
+    fn served_on(&self, node: &RedisNode) -> bool {
+        slot_ranges(node).iter().any(|&(_, _, p)| p == self.port)
+    }
+}
+
 /// A slot map read with a hole (slots no master serves) is read again before a batch goes to
 /// the hole, so the slots serve as soon as a master serves them again, without a broken
 /// connection or a `MOVED` (neither comes: no command goes there). During a failover, nodes
@@ -1349,37 +1406,11 @@ fn a_slot_map_read_with_a_hole_is_read_again_once_a_master_serves_it() {
     support::watch_workers();
     let cluster = RedisCluster::start(3, 0);
     let key = "holes:r";
-    let m = cluster.master_of(key);
-    let port = cluster.nodes[m].port;
-    let ranges: Vec<(u16, u16)> = slot_ranges(&cluster.nodes[m])
-        .into_iter()
-        .filter(|&(_, _, p)| p == port)
-        .map(|(a, b, _)| (a, b))
-        .collect();
-    let other = (0..)
-        .map(|i| format!("holes:other:{{{i}}}"))
-        .find(|k| cluster.master_of(k) != m)
-        .expect("a key of another master");
-    let slots_of_m = |node: &RedisNode| slot_ranges(node).iter().any(|&(_, _, p)| p == port);
-    let range_args = |cmd: &mut redis::Cmd| {
-        for &(a, b) in &ranges {
-            cmd.arg(a).arg(b);
-        }
-    };
-    for node in &cluster.nodes {
-        let mut del = redis::cmd("CLUSTER");
-        del.arg("DELSLOTSRANGE");
-        range_args(&mut del);
-        del.query::<()>(&mut node.conn())
-            .expect("CLUSTER DELSLOTSRANGE");
-    }
-    assert!(
-        cluster.nodes.iter().all(|n| !slots_of_m(n)),
-        "no node names a master for {ranges:?}"
-    );
+    let hole = Hole::make(&cluster, key);
+    let Hole { m, port, .. } = hole;
 
     let rl = client(&[cluster.url()]);
-    rl.try_lock(&other, Duration::from_secs(5))
+    rl.try_lock(&hole.other, Duration::from_secs(5))
         .expect("a key another master serves locks")
         .release()
         .expect("release");
@@ -1390,17 +1421,14 @@ fn a_slot_map_read_with_a_hole_is_read_again_once_a_master_serves_it() {
     assert!(problem.contains("no master serves slot"), "{problem}");
     let failovers = rl.node_status()[0].failovers;
 
-    let mut add = redis::cmd("CLUSTER");
-    add.arg("ADDSLOTSRANGE");
-    range_args(&mut add);
-    add.query::<()>(&mut cluster.nodes[m].conn())
-        .expect("CLUSTER ADDSLOTSRANGE");
+    hole.slots("ADDSLOTSRANGE", &cluster.nodes[m]);
     assert!(
         eventually(Duration::from_secs(10), || cluster
             .nodes
             .iter()
-            .all(&slots_of_m)),
-        "every node names the master of {ranges:?} again"
+            .all(|n| hole.served_on(n))),
+        "every node names the master of {:?} again",
+        hole.ranges
     );
     // Within one recheck of the map (the failed try above read it last).
     let got = eventually(Duration::from_secs(2), || {
@@ -1435,21 +1463,7 @@ fn a_hole_in_the_slot_map_and_a_hung_seed_leave_the_served_keys_locking() {
     support::watch_workers();
     let cluster = RedisCluster::start(3, 0);
     let hole = "holes:r";
-    let m = cluster.master_of(hole);
-    let port = cluster.nodes[m].port;
-    let served = (0..)
-        .map(|i| format!("holes:other:{{{i}}}"))
-        .find(|k| cluster.master_of(k) != m)
-        .expect("a key of another master");
-    for node in &cluster.nodes {
-        let mut del = redis::cmd("CLUSTER");
-        del.arg("DELSLOTSRANGE");
-        for (a, b, _) in slot_ranges(node).into_iter().filter(|&(_, _, p)| p == port) {
-            del.arg(a).arg(b);
-        }
-        del.query::<()>(&mut node.conn())
-            .expect("CLUSTER DELSLOTSRANGE");
-    }
+    let served = Hole::make(&cluster, hole).other;
     let seed = RedisNode::start();
     seed.hang();
     let mut url = format!("redis+cluster://127.0.0.1:{}", seed.port);

@@ -11,11 +11,11 @@
 //! recently confirmed first, else from a fresh connection to a seed or a node of the last map.
 //! An answer confirms its master only as the idle check's answers do (see `idle`): a master
 //! idle past `T` is still confirmed by another node before a batch goes to it, and a master
-//! that gave the map and is new to the link is too, as at a connect. A map that differs is taken as after a `MOVED` (the
-//! worker observes the new masters as a failover before this batch's votes count). At most
-//! every [`RECHECK`]; when nobody answers, the wait doubles up to [`RECHECK_MAX`], so a dead
-//! seed costs its timeout that rarely. Until the map is whole, the commands for the hole fail
-//! as before.
+//! that gave the map and is new to the link is too, as at a connect. A map that differs is
+//! taken as after a `MOVED` (the worker observes the new masters as a failover before this
+//! batch's votes count). At most every [`RECHECK`]; when nobody answers, the wait doubles up
+//! to [`RECHECK_MAX`], so a dead seed costs its timeout that rarely. Until the map is whole,
+//! the commands for the hole fail as before.
 //!
 //! May use: its parent (`ClusterLink`), the slot map ([`Map`], [`NO_MASTER`]), the idle check.
 
@@ -27,7 +27,7 @@ use crate::wire::Script;
 
 /// How often a link whose map has a hole reads it again while batches go to the hole: the
 /// promoted replica's slots are served within this of when a batch first needs them.
-pub(super) const RECHECK: Duration = Duration::from_millis(100);
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// The longest wait between two tries that nobody answered.
 const RECHECK_MAX: Duration = Duration::from_secs(2);

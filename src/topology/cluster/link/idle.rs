@@ -21,10 +21,10 @@
 //!
 //! The other node is another master, on the link's connection to it (the most recently
 //! confirmed first; the answer of one idle itself tells of the others only, since one back
-//! from a stop would name itself), else a fresh connection to a seed or a node of the last slot map (a
-//! replica too: a one-master cluster never fails over by itself, only by `CLUSTER FAILOVER
-//! TAKEOVER`, which A9 leaves out, and its replicas' `CLUSTER SLOTS` names a replica so
-//! promoted), never the idle masters themselves. A map that
+//! from a stop would name itself), else a fresh connection to a seed or a node of the last
+//! slot map (a replica too: a one-master cluster never fails over by itself, only by `CLUSTER
+//! FAILOVER TAKEOVER`, which A9 leaves out, and its replicas' `CLUSTER SLOTS` names a replica
+//! so promoted), never the idle masters themselves. A map that
 //! differs from the link's is taken as after a `MOVED` (the worker observes the change as a
 //! failover before this batch's votes count); the same map confirms the idle masters. A map
 //! read at a (re)connect from a master names that master on its own word, so that master too is
