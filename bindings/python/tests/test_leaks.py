@@ -71,8 +71,15 @@ _BLOCKING_CALLS = """
 import gc, os, sys, time
 import redquorum
 
+def name(task):
+    try:
+        with open(f"/proc/self/task/{task}/comm") as comm:
+            return comm.read().strip()
+    except FileNotFoundError:  # the thread ended after the listing
+        return ""
+
 def workers():
-    names = (open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
+    names = (name(t) for t in os.listdir("/proc/self/task"))
     return sorted(n for n in names if n.startswith("redlock-node"))
 
 rl = redquorum.Redlock(sys.argv[1].split(","))
