@@ -29,7 +29,7 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
             matches!(waited, Err(redquorum::Error::NotAcquired { .. })),
             "{waited:?}"
         );
-        let notify: Vec<String> = thread_names()
+        let notify: Vec<String> = support::thread_names()
             .into_iter()
             .filter(|name| name.starts_with("redlock-notify"))
             .collect();
@@ -71,13 +71,4 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
                 .unwrap();
         }
     }
-}
-
-/// The names of this process's threads.
-fn thread_names() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .map(|name| name.trim_end().to_owned())
-        .collect()
 }

@@ -1,5 +1,5 @@
-//! The extender and subscriber threads end with the client, or with what outlives it. A test
-//! binary of its own, so no other test's threads or sockets are counted.
+//! The extender, subscriber and event dispatcher threads end with the client, or with what
+//! outlives it. A test binary of its own, so no other test's threads or sockets are counted.
 
 mod support;
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 use redquorum::{AutoExtend, LockRequest};
 
 #[test]
-fn extender_and_subscriber_threads_end_with_the_client() {
+fn extender_subscriber_and_dispatcher_threads_end_with_the_client() {
     let cluster = support::Cluster::start(3);
     let threads = support::entries("/proc/self/task");
     let fds = support::entries("/proc/self/fd");
@@ -50,6 +50,32 @@ fn extender_and_subscriber_threads_end_with_the_client() {
         );
     }
     an_observer_outliving_its_client_takes_the_subscriber_thread_with_it(threads, fds);
+    listeners_come_and_go_without_leaving_threads(&cluster, threads);
+}
+
+/// The event dispatcher's thread stops with the client's last listener.
+fn listeners_come_and_go_without_leaving_threads(cluster: &support::Cluster, threads: usize) {
+    let rl = cluster.client();
+    let ttl = Duration::from_secs(5);
+    for _ in 0..50 {
+        let a = rl.on_event(|_| {}).unwrap();
+        let b = rl.on_event(|_| {}).unwrap();
+        rl.lock("come-and-go", ttl).unwrap().release().unwrap();
+        assert!(dispatching(), "a listener runs the dispatcher");
+        drop(a);
+        drop(b);
+        assert!(
+            support::eventually(Duration::from_secs(3), || !dispatching()),
+            "the dispatcher stops with its last listener"
+        );
+    }
+    drop(rl);
+    assert!(
+        support::eventually(Duration::from_secs(3), || support::entries(
+            "/proc/self/task"
+        ) == threads),
+        "listener rounds: threads leaked"
+    );
 }
 
 /// An election observer outlives its client: its subscription is the last holder of the
@@ -83,4 +109,11 @@ fn an_observer_outliving_its_client_takes_the_subscriber_thread_with_it(
             == fds),
         "observer round: connections leaked"
     );
+}
+
+/// Whether the event dispatcher's thread runs.
+fn dispatching() -> bool {
+    support::thread_names()
+        .iter()
+        .any(|name| name == "redlock-events")
 }

@@ -151,6 +151,16 @@ pub fn entries(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
+/// The names of this process's threads (one that ends as they are read is left out).
+pub fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_owned())
+        .collect()
+}
+
 /// A builder for a client of `urls` with three fast retries (a refused `lock()` ends within
 /// a second) and the patient [`NODE_TIMEOUT`], for tests that set something more.
 pub fn builder<S: AsRef<str>>(urls: &[S]) -> redquorum::Builder {
