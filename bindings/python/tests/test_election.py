@@ -440,15 +440,20 @@ def test_bad_arguments(make_client, resource):
 
     def campaign() -> None:
         try:
-            election.campaign(timeout=1)
+            election.campaign(timeout=2)
         except redquorum.NotAcquired as exc:
             outcome.append(exc)
 
     thread = threading.Thread(target=campaign)
     thread.start()
-    time.sleep(0.2)
-    with pytest.raises(RuntimeError):
-        election.on_stopped_leading(print)
+    refused = None
+    while refused is None and thread.is_alive():  # until the campaign has begun
+        try:
+            election.on_stopped_leading(print)
+        except RuntimeError as exc:
+            refused = exc
+        time.sleep(0.01)
+    assert refused is not None, "a setter during the campaign was taken"
     thread.join()
     assert len(outcome) == 1
     holder.resign()
