@@ -68,7 +68,9 @@ def test_fifty_tasks_exclude_each_other_and_the_loop_stays_responsive(urls, reso
           f"{max(gaps) * 1000:.1f} ms over {len(gaps)} ticks")
     assert state["counter"] == tasks * rounds
     assert state["most_inside"] == 1
-    assert max(gaps) < 0.5, f"event loop blocked for {max(gaps):.3f} s"
+    # A call that blocked the loop would hold it until the holder's key expires (10 s), since
+    # the holder's release runs on the same loop; a busy machine stalls a process for far less.
+    assert max(gaps) < 2, f"event loop blocked for {max(gaps):.3f} s"
 
 
 def test_cancelling_a_waiting_task_leaves_no_key(nodes, urls, resource):
