@@ -61,7 +61,11 @@ fn listeners_come_and_go_without_leaving_threads(cluster: &support::Cluster, thr
         let a = rl.on_event(|_| {}).unwrap();
         let b = rl.on_event(|_| {}).unwrap();
         rl.lock("come-and-go", ttl).unwrap().release().unwrap();
-        assert!(dispatching(), "a listener runs the dispatcher");
+        // The thread names itself once it runs.
+        assert!(
+            support::eventually(Duration::from_secs(3), dispatching),
+            "a listener runs the dispatcher"
+        );
         drop(a);
         drop(b);
         assert!(
