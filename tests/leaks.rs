@@ -29,11 +29,15 @@ fn dropping_the_client_stops_its_threads_and_closes_its_connections() {
             matches!(waited, Err(redquorum::Error::NotAcquired { .. })),
             "{waited:?}"
         );
-        let notify: Vec<String> = support::thread_names()
-            .into_iter()
-            .filter(|name| name.starts_with("redlock-notify"))
-            .collect();
-        assert_eq!(notify, ["redlock-notify"], "round {round}");
+        let notify = || -> Vec<String> {
+            support::thread_names()
+                .into_iter()
+                .filter(|name| name.starts_with("redlock-notify"))
+                .collect()
+        };
+        // A thread names itself once it runs, which the waiter does not wait for.
+        support::eventually(Duration::from_secs(3), || !notify().is_empty());
+        assert_eq!(notify(), ["redlock-notify"], "round {round}");
         // Some released, some dropped, one outliving the client handle.
         let last = locks.pop().unwrap();
         for (i, lock) in locks.into_iter().enumerate() {
