@@ -36,18 +36,8 @@ fn extender_subscriber_and_dispatcher_threads_end_with_the_client() {
         drop(busy);
         drop(auto);
         drop(rl);
-        // Joined on the last drop, bounded: allow a moment on a loaded machine.
-        assert!(
-            support::eventually(Duration::from_secs(3), || support::entries(
-                "/proc/self/task"
-            ) == threads),
-            "round {round}: threads leaked"
-        );
-        assert!(
-            support::eventually(Duration::from_secs(3), || support::entries("/proc/self/fd")
-                == fds),
-            "round {round}: connections leaked"
-        );
+        assert_back_to(threads, "/proc/self/task", format_args!("round {round}"));
+        assert_back_to(fds, "/proc/self/fd", format_args!("round {round}"));
     }
     an_observer_outliving_its_client_takes_the_subscriber_thread_with_it(threads, fds);
     listeners_come_and_go_without_leaving_threads(&cluster, threads);
@@ -74,12 +64,7 @@ fn listeners_come_and_go_without_leaving_threads(cluster: &support::Cluster, thr
         );
     }
     drop(rl);
-    assert!(
-        support::eventually(Duration::from_secs(3), || support::entries(
-            "/proc/self/task"
-        ) == threads),
-        "listener rounds: threads leaked"
-    );
+    assert_back_to(threads, "/proc/self/task", format_args!("listener rounds"));
 }
 
 /// An election observer outlives its client: its subscription is the last holder of the
@@ -100,19 +85,14 @@ fn an_observer_outliving_its_client_takes_the_subscriber_thread_with_it(
         std::thread::sleep(Duration::from_millis(100));
         drop(observer);
         node.restart();
-        assert!(
-            support::eventually(Duration::from_secs(3), || support::entries(
-                "/proc/self/task"
-            ) == threads),
-            "round {round}: threads leaked"
+        assert_back_to(
+            threads,
+            "/proc/self/task",
+            format_args!("observer round {round}"),
         );
     }
     drop(node);
-    assert!(
-        support::eventually(Duration::from_secs(3), || support::entries("/proc/self/fd")
-            == fds),
-        "observer round: connections leaked"
-    );
+    assert_back_to(fds, "/proc/self/fd", format_args!("observer rounds"));
 }
 
 /// Whether the event dispatcher's thread runs.
@@ -120,4 +100,20 @@ fn dispatching() -> bool {
     support::thread_names()
         .iter()
         .any(|name| name == "redlock-events")
+}
+
+/// Asserts that `dir` (`/proc/self/task` or `/proc/self/fd`) is back to `count` entries within
+/// 3 s: a joined thread's entry can outlive the join by a moment on a loaded machine.
+#[track_caller]
+fn assert_back_to(count: usize, dir: &str, what: std::fmt::Arguments) {
+    assert!(
+        support::eventually(Duration::from_secs(3), || support::entries(dir) == count),
+        "{what}: {} leaked ({} entries, {count} before)",
+        if dir.ends_with("fd") {
+            "connections"
+        } else {
+            "threads"
+        },
+        support::entries(dir)
+    );
 }
